@@ -1,0 +1,73 @@
+#pragma once
+// Reading a YAML mapping into a typed options struct.
+//
+//   BalanceOptions opts;                 // defaults live in the struct
+//   config::MapReader r(args);           // args: the component's `args:` node
+//   r.required("n_labels", opts.n_labels);
+//   r.optional("epoch_size", opts.epoch_size);
+//   r.finish();                          // unknown keys -> ConfigError with file:line:column
+//
+// Every key must be read (or explicitly skipped) before finish(); a key the struct does not
+// know is an error that lists the accepted keys and the closest one.
+
+#include <string>
+#include <vector>
+
+#include "oml/config/node.h"
+
+namespace oml::config {
+
+class MapReader {
+ public:
+  /// `map` may be undefined or null (treated as an empty mapping); anything else but a
+  /// mapping is a ConfigError. `what` names the map in messages ("sampler 'balance' args").
+  explicit MapReader(Node map, std::string what = "");
+
+  /// Reads `key` into `field` when present; leaves the default otherwise.
+  template <class T>
+  MapReader& optional(const std::string& key, T& field) {
+    Node child = take(key);
+    if (child.defined()) field = child.template as<T>();
+    return *this;
+  }
+
+  /// Reads `key` into `field`; a missing key is a ConfigError.
+  template <class T>
+  MapReader& required(const std::string& key, T& field) {
+    field = require(key).template as<T>();
+    return *this;
+  }
+
+  /// The raw child node (undefined when absent); marks the key as known.
+  Node take(const std::string& key);
+  /// The raw child node; a missing key is a ConfigError.
+  Node require(const std::string& key);
+  bool has(const std::string& key) const;
+
+  /// Marks keys that are accepted but handled elsewhere.
+  MapReader& known(const std::vector<std::string>& keys);
+
+  /// Throws ConfigError for the first key that was never taken, listing the accepted keys.
+  void finish() const;
+
+  const Node& node() const { return map_; }
+
+ private:
+  Node map_;
+  std::string what_;
+  std::vector<std::string> accepted_;
+};
+
+/// A component reference: `{name: balance, args: {n_labels: 8}}`.
+struct ComponentSpec {
+  std::string name;
+  Node args;  ///< undefined when the config gave no args
+  Node node;  ///< the whole mapping, for messages
+
+  bool empty() const { return name.empty(); }
+};
+
+/// Parses `{name, args}`; `what` names the slot in messages ("sampler").
+ComponentSpec parse_component(const Node& node, const std::string& what);
+
+}  // namespace oml::config

@@ -1,0 +1,100 @@
+#pragma once
+// The top-level config of every command, parsed once into typed structs (SPEC.md §10).
+//
+// Components stay as ComponentSpec ({name, args}); each is built from its registry by the
+// pipeline that uses it, which reads its args into the component's own options struct.
+// Unknown keys are errors with file:line:column; Hydra-only keys get a hint.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oml/config/document.h"
+#include "oml/config/reader.h"
+
+namespace oml::config {
+
+/// `ddp:` — multi-process settings.
+struct DdpOptions {
+  bool shuffle_between_ranks = false;  ///< permute sampler items across ranks each epoch
+  bool pad_to_world_size = true;       ///< repeat items so every rank gets the same count
+  double bucket_mb = 25.0;             ///< gradient all-reduce bucket size
+  double timeout_s = 300.0;            ///< collective / rendezvous timeout
+  int64_t check_params_every = 0;      ///< debug: verify identical parameters every N steps (0: off)
+};
+
+/// `metric_args:` — which retrieval metrics to compute.
+struct MetricArgs {
+  std::vector<int64_t> cmc_top_k{1, 5};
+  std::vector<int64_t> precision_top_k{5};
+  std::vector<int64_t> map_top_k{5};
+  std::vector<double> fmr_vals{};
+  std::vector<double> pcf_variance{};
+  bool return_only_overall_category = false;
+};
+
+/// `scheduling:`
+struct SchedulingOptions {
+  std::optional<ComponentSpec> scheduler;
+  std::string scheduler_interval = "epoch";  ///< "epoch" or "step"
+  int64_t scheduler_frequency = 1;
+  std::string monitor_metric;                ///< for reduce_on_plateau
+};
+
+struct RunConfig {
+  std::string pipeline = "extractor";  ///< extractor | pairwise
+  int64_t seed = 42;
+  std::string accelerator = "cpu";  ///< cpu | cuda
+  int64_t devices = 1;
+  int64_t num_threads = 0;  ///< intra-op threads per rank; 0 = cores / local ranks
+  std::string dataset_root;
+  std::string dataframe_name = "df.csv";
+  std::string logs_root = "logs";
+  std::string run_name;  ///< default: timestamp + postfix
+  std::string postfix;
+  std::vector<std::string> plugins;
+  int64_t num_workers = 2;
+  int64_t cache_size = 0;
+
+  std::optional<ComponentSpec> transforms_train;
+  std::optional<ComponentSpec> transforms_val;
+  std::optional<ComponentSpec> transforms_extraction;
+  std::optional<ComponentSpec> transforms_predict;
+  std::optional<ComponentSpec> sampler;  ///< null: random with bs_train, drop_last
+  int64_t bs_train = 32;
+  int64_t bs_val = 128;
+
+  std::optional<ComponentSpec> extractor;
+  std::optional<ComponentSpec> criterion;
+  std::optional<ComponentSpec> optimizer;
+  SchedulingOptions scheduling;
+  int64_t freeze_n_epochs = 0;
+  int64_t max_epochs = 1;
+  std::optional<int64_t> max_steps;
+  int64_t valid_period = 1;
+  MetricArgs metric_args;
+  std::string metric_for_checkpointing = "OVERALL/cmc/1";
+  std::string mode_for_checkpointing = "max";  ///< max | min
+  bool log_images = false;
+  std::optional<ComponentSpec> logger;
+  DdpOptions ddp;
+
+  std::optional<ComponentSpec> postprocessor;
+  std::optional<ComponentSpec> pairwise_model;
+  bool hard_pairs_mining = true;
+  std::string embeddings_cache_dir;
+  int64_t batch_size_inference = 128;
+  std::string embeddings;  ///< validation on precomputed embeddings (.pt / .npy)
+  std::string data_dir;    ///< prediction input folder
+  std::string save_dir;    ///< prediction output folder
+  std::string weights;     ///< checkpoint for validation / prediction
+
+  Node source;  ///< the resolved root node, for messages from later stages
+};
+
+/// Parses the resolved document's root. Throws ConfigError on unknown keys, wrong types and
+/// bad enumerations (pipeline, accelerator, mode_for_checkpointing, scheduler_interval).
+RunConfig parse_run_config(const Node& root);
+
+}  // namespace oml::config

@@ -1,0 +1,79 @@
+#pragma once
+// The process-wide registries, one per component kind. Plugins add to these.
+//
+// The component interfaces are only forward-declared here so that including this header stays
+// cheap; each kind's header (e.g. "oml/data/sampler.h") defines the interface and its contract.
+
+#include <memory>
+
+#include "oml/registry/registry.h"
+
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+
+namespace oml {
+namespace data {
+class Sampler;
+struct SamplerContext;
+class Transform;
+}  // namespace data
+namespace models {
+class Extractor;
+class PairwiseModel;
+}  // namespace models
+namespace losses {
+class Criterion;
+struct CriterionContext;
+class Miner;
+}  // namespace losses
+namespace optim {
+struct OptimizerContext;
+class Scheduler;
+struct SchedulerContext;
+}  // namespace optim
+namespace retrieval {
+class Postprocessor;
+struct PostprocessorContext;
+}  // namespace retrieval
+
+struct Registries {
+  Registry<std::shared_ptr<data::Sampler>, data::SamplerContext> samplers{"sampler"};
+  Registry<std::shared_ptr<data::Transform>> transforms{"transform"};
+  Registry<std::shared_ptr<models::Extractor>> extractors{"extractor"};
+  Registry<std::shared_ptr<models::PairwiseModel>> pairwise_models{"pairwise model"};
+  Registry<std::shared_ptr<losses::Criterion>, losses::CriterionContext> losses{"loss"};
+  Registry<std::shared_ptr<losses::Miner>> miners{"miner"};
+  Registry<std::shared_ptr<torch::optim::Optimizer>, optim::OptimizerContext> optimizers{"optimizer"};
+  Registry<std::shared_ptr<optim::Scheduler>, optim::SchedulerContext> schedulers{"scheduler"};
+  Registry<std::shared_ptr<retrieval::Postprocessor>, retrieval::PostprocessorContext> postprocessors{
+      "postprocessor"};
+
+  /// Calls `visit(kind_title, infos)` for every registry, in a fixed order (for listings).
+  template <class Visitor>
+  void for_each(Visitor&& visit) const {
+    visit("samplers", samplers.infos());
+    visit("transforms", transforms.infos());
+    visit("extractors", extractors.infos());
+    visit("pairwise_models", pairwise_models.infos());
+    visit("losses", losses.infos());
+    visit("miners", miners.infos());
+    visit("optimizers", optimizers.infos());
+    visit("schedulers", schedulers.infos());
+    visit("postprocessors", postprocessors.infos());
+  }
+};
+
+/// The registries of this process (one instance, inside liboml_core).
+Registries& registries();
+
+/// Origin recorded by Registry::add when none is given: "built-in", or the library path while
+/// a plugin's register function runs.
+const std::string& current_registration_origin();
+void set_registration_origin(std::string origin);
+
+/// Registers the components implemented in oml_core (transforms, models, losses, miners,
+/// optimizers, schedulers, postprocessors). Idempotent.
+void register_core_components();
+
+}  // namespace oml

@@ -1,0 +1,101 @@
+#pragma once
+// One registry per component kind: name -> factory building the component from its YAML args.
+//
+//   registries().samplers.add("balance", make_balance, "P x K batches ...");
+//   auto sampler = registries().samplers.create(spec, context);
+//
+// Unknown names list the known ones and the closest match; registering a name twice names both
+// origins. Built-ins are added by explicit register_builtin_*() calls, never by static
+// initialisers (a linker may drop those from static libraries).
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "oml/common/error.h"
+#include "oml/common/strings.h"
+#include "oml/config/reader.h"
+
+namespace oml {
+
+const std::string& current_registration_origin();
+
+/// Context for kinds whose factories need nothing beyond their args.
+struct NoContext {};
+
+/// Description of one registered component, for listings and docs.
+struct ComponentInfo {
+  std::string name;
+  std::string help;
+  std::string origin;  ///< "built-in" or the plugin's library path
+};
+
+template <class Product, class Context = NoContext>
+class Registry {
+ public:
+  /// Builds the component from its `args:` node (possibly undefined = no args given).
+  using Factory = std::function<Product(const config::Node& args, const Context& context)>;
+
+  explicit Registry(std::string kind) : kind_(std::move(kind)) {}
+
+  /// Registers `name`. Throws PluginError naming both origins when the name is taken.
+  /// `origin` defaults to current_registration_origin() (the plugin's path during loading).
+  void add(const std::string& name, Factory factory, std::string help, std::string origin = "") {
+    if (origin.empty()) origin = current_registration_origin();
+    OML_CHECK(!name.empty(), PluginError, "cannot register a ", kind_, " with an empty name (from ",
+              origin, ")");
+    const auto found = entries_.find(name);
+    if (found != entries_.end()) {
+      throw PluginError(kind_ + " '" + name + "' from " + origin + " clashes with the " + kind_ +
+                        " of the same name from " + found->second.info.origin);
+    }
+    entries_.emplace(name, Entry{std::move(factory), ComponentInfo{name, std::move(help), std::move(origin)}});
+  }
+
+  bool contains(const std::string& name) const { return entries_.count(name) > 0; }
+
+  /// Sorted names.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& kv : entries_) out.push_back(kv.first);
+    return out;
+  }
+
+  std::vector<ComponentInfo> infos() const {
+    std::vector<ComponentInfo> out;
+    for (const auto& kv : entries_) out.push_back(kv.second.info);
+    return out;
+  }
+
+  const std::string& kind() const { return kind_; }
+
+  /// Throws ConfigError at the spec's place when its name is not registered: the message lists
+  /// the known names and the closest one.
+  void require(const config::ComponentSpec& spec) const {
+    if (contains(spec.name)) return;
+    const std::string where = spec.node.defined() ? spec.node["name"].describe() + ": " : "";
+    throw ConfigError(where + "unknown " + kind_ + " '" + spec.name + "'" +
+                      did_you_mean(spec.name, names()) + "; known " + kind_ + "s: " +
+                      (entries_.empty() ? "(none)" : join(names())));
+  }
+
+  /// Builds the component named by `spec`. Unknown name -> ConfigError (see require()).
+  Product create(const config::ComponentSpec& spec, const Context& context = Context{}) const {
+    require(spec);
+    return entries_.find(spec.name)->second.factory(spec.args, context);
+  }
+
+  /// Removes every entry (tests only).
+  void clear() { entries_.clear(); }
+
+ private:
+  struct Entry {
+    Factory factory;
+    ComponentInfo info;
+  };
+  std::string kind_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace oml

@@ -1,0 +1,56 @@
+#include "oml/common/runtime.h"
+
+#include <dlfcn.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "oml/common/logging.h"
+
+namespace oml {
+
+std::string blas_backend() {
+  // LibTorch calls the Fortran BLAS symbol sgemm_; find the library that provides it.
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  if (sgemm == nullptr) return "unknown (no BLAS sgemm_ loaded)";
+  Dl_info info{};
+  if (dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr) return "unknown";
+  std::error_code ec;
+  std::string path = std::filesystem::canonical(info.dli_fname, ec).string();
+  if (ec) path = info.dli_fname;
+  const bool is_openblas = dlsym(RTLD_DEFAULT, "openblas_get_num_threads") != nullptr ||
+                           path.find("openblas") != std::string::npos;
+  if (is_openblas) return "OpenBLAS (" + path + ")";
+  if (path.find("mkl") != std::string::npos) return "MKL (" + path + ")";
+  if (path.find("blis") != std::string::npos) return "BLIS (" + path + ")";
+  if (path.find("atlas") != std::string::npos) return "ATLAS (" + path + ")";
+  if (path.find("/blas/") != std::string::npos) return "reference BLAS (" + path + ")";
+  return "unknown (" + path + ")";
+}
+
+bool using_reference_blas() { return blas_backend().rfind("reference", 0) == 0; }
+
+void warn_if_reference_blas() {
+  static bool warned = false;
+  if (warned) return;
+  warned = true;
+  if (using_reference_blas()) {
+    log::warn("LibTorch is running on the " + blas_backend() +
+              ", about 25x slower than OpenBLAS for matrix multiplies; install "
+              "libopenblas0-pthread (scripts/setup.sh does) to switch libblas.so.3 to OpenBLAS");
+  }
+}
+
+int configure_threads(int requested, int local_ranks) {
+  int threads = requested;
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, local_ranks));
+  }
+  torch::set_num_threads(threads);
+  return threads;
+}
+
+}  // namespace oml

@@ -1,0 +1,230 @@
+#include "oml/config/document.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "oml/common/strings.h"
+
+namespace oml::config {
+
+namespace {
+
+bool is_index(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& name) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsDefined() || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    if (!root.IsMap()) {
+      throw ConfigError(name + ": expected a mapping of keys at the top level of the config");
+    }
+    return root;
+  } catch (const YAML::Exception& e) {
+    std::string where = name;
+    if (e.mark.line >= 0) {
+      where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    }
+    throw ConfigError(where + ": malformed YAML: " + e.msg);
+  }
+}
+
+// Resolution state for ${...} references.
+class Interpolator {
+ public:
+  Interpolator(YAML::Node root, std::shared_ptr<const Origin> origin)
+      : root_(std::move(root)), origin_(std::move(origin)) {}
+
+  void run() { resolve_children(root_, ""); }
+
+ private:
+  static std::string join_path(const std::string& base, const std::string& key) {
+    return base.empty() ? key : base + "." + key;
+  }
+
+  void resolve_children(YAML::Node node, const std::string& path) {
+    if (node.IsMap()) {
+      std::vector<std::string> keys;
+      for (const auto& kv : node) keys.push_back(kv.first.Scalar());
+      for (const auto& key : keys) node[key] = resolve(node[key], join_path(path, key));
+    } else if (node.IsSequence()) {
+      for (std::size_t i = 0; i < node.size(); ++i) {
+        node[i] = resolve(node[i], join_path(path, std::to_string(i)));
+      }
+    }
+  }
+
+  // Returns the resolved value of `node` (found at `path`).
+  YAML::Node resolve(YAML::Node node, const std::string& path) {
+    if (!node.IsScalar()) {
+      resolve_children(node, path);
+      return node;
+    }
+    const std::string text = node.Scalar();
+    if (text.find("${") == std::string::npos) return node;
+
+    for (const auto& active : stack_) {
+      if (active == path) {
+        Node(node, path, origin_).fail("circular ${...} reference: " + join(stack_, " -> ") + " -> " + path);
+      }
+    }
+    stack_.push_back(path);
+
+    YAML::Node result;
+    const std::size_t open = text.find("${");
+    const std::size_t close = text.find('}', open);
+    if (open == 0 && close == text.size() - 1 && text.find("${", 2) == std::string::npos) {
+      // The whole value is one reference: take the referenced node with its type.
+      result = YAML::Clone(lookup(node, path, text.substr(2, close - 2)));
+    } else {
+      std::string out;
+      std::size_t pos = 0;
+      while (true) {
+        const std::size_t start = text.find("${", pos);
+        if (start == std::string::npos) break;
+        const std::size_t end = text.find('}', start);
+        if (end == std::string::npos) {
+          Node(node, path, origin_).fail("unterminated ${...} in '" + text + "'");
+        }
+        out += text.substr(pos, start - pos);
+        YAML::Node target = lookup(node, path, text.substr(start + 2, end - start - 2));
+        if (!target.IsScalar()) {
+          Node(node, path, origin_).fail("${" + text.substr(start + 2, end - start - 2) +
+                                         "} is not a scalar and cannot be spliced into text");
+        }
+        out += target.Scalar();
+        pos = end + 1;
+      }
+      out += text.substr(pos);
+      result = YAML::Node(out);
+    }
+    stack_.pop_back();
+    return result;
+  }
+
+  YAML::Node lookup(const YAML::Node& from, const std::string& from_path, const std::string& ref) {
+    const std::string key = trim(ref);
+    YAML::Node target = find_path(root_, key);
+    if (!target.IsDefined()) {
+      Node(from, from_path, origin_).fail("${" + key + "} refers to a key that does not exist");
+    }
+    // The referenced value may itself contain references: resolve it in place first.
+    YAML::Node resolved = resolve(target, key);
+    return resolved;
+  }
+
+  YAML::Node root_;
+  std::shared_ptr<const Origin> origin_;
+  std::vector<std::string> stack_;
+};
+
+}  // namespace
+
+YAML::Node find_path(const YAML::Node& root, const std::string& path) {
+  YAML::Node cur = root;  // shares identity with root's nodes
+  for (const auto& part : split(path, '.')) {
+    if (cur.IsMap()) {
+      const YAML::Node& c = cur;
+      YAML::Node next = c[part];
+      if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+      cur.reset(next);
+    } else if (cur.IsSequence() && is_index(part)) {
+      const std::size_t i = std::stoul(part);
+      if (i >= cur.size()) return YAML::Node(YAML::NodeType::Undefined);
+      YAML::Node next = cur[i];
+      cur.reset(next);
+    } else {
+      return YAML::Node(YAML::NodeType::Undefined);
+    }
+  }
+  return cur;
+}
+
+std::string apply_override(YAML::Node& root, const std::string& assignment) {
+  const std::size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw UsageError("--set '" + assignment + "': expected key.path=value");
+  }
+  const std::string path = trim(assignment.substr(0, eq));
+  const std::string value_text = assignment.substr(eq + 1);
+  YAML::Node value;
+  try {
+    value = value_text.empty() ? YAML::Node(YAML::NodeType::Null) : YAML::Load(value_text);
+  } catch (const YAML::Exception& e) {
+    throw UsageError("--set " + path + ": value '" + value_text + "' is not valid YAML: " + e.msg);
+  }
+  const std::vector<std::string> parts = split(path, '.');
+  for (const auto& part : parts) {
+    if (part.empty()) throw UsageError("--set '" + assignment + "': empty key in path '" + path + "'");
+  }
+  YAML::Node cur = root;
+  std::string walked;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    walked = walked.empty() ? part : walked + "." + part;
+    YAML::Node next;
+    if (cur.IsSequence() && is_index(part)) {
+      const std::size_t idx = std::stoul(part);
+      if (idx >= cur.size()) throw UsageError("--set " + path + ": '" + walked + "' is past the end of the list");
+      next.reset(cur[idx]);
+    } else if (cur.IsMap() || cur.IsNull()) {
+      if (!cur[part].IsDefined() || cur[part].IsNull()) cur[part] = YAML::Node(YAML::NodeType::Map);
+      next.reset(cur[part]);
+    } else {
+      throw UsageError("--set " + path + ": cannot set a key below '" + walked + "', which is not a mapping");
+    }
+    if (!next.IsMap() && !next.IsSequence()) {
+      throw UsageError("--set " + path + ": cannot set a key below '" + walked + "', which is a value, not a mapping");
+    }
+    cur.reset(next);
+  }
+  const std::string& last = parts.back();
+  if (cur.IsSequence() && is_index(last)) {
+    const std::size_t idx = std::stoul(last);
+    if (idx >= cur.size()) throw UsageError("--set " + path + ": index " + last + " is past the end of the list");
+    cur[idx] = value;
+  } else {
+    cur[last] = value;
+  }
+  return path;
+}
+
+void resolve_interpolations(YAML::Node& root, const std::shared_ptr<const Origin>& origin) {
+  Interpolator(root, origin).run();
+}
+
+std::string dump_yaml(const YAML::Node& node) {
+  YAML::Emitter out;
+  out << node;
+  return std::string(out.c_str()) + "\n";
+}
+
+Document::Document(YAML::Node root, std::shared_ptr<Origin> origin)
+    : root_(std::move(root)), origin_(std::move(origin)) {}
+
+Document Document::from_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("cannot open config file '" + path + "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return from_string(text.str(), path, overrides);
+}
+
+Document Document::from_string(const std::string& text, const std::string& name,
+                               const std::vector<std::string>& overrides) {
+  auto origin = std::make_shared<Origin>();
+  origin->file = name;
+  YAML::Node root = parse_yaml(text, name);
+  for (const auto& assignment : overrides) origin->overridden.insert(apply_override(root, assignment));
+  resolve_interpolations(root, origin);
+  return Document(root, origin);
+}
+
+Node Document::root() const { return Node(root_, "", origin_); }
+
+std::string Document::dump() const { return dump_yaml(root_); }
+
+}  // namespace oml::config

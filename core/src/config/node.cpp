@@ -1,0 +1,141 @@
+#include "oml/config/node.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "oml/common/strings.h"
+
+namespace oml::config {
+
+namespace {
+const Origin& empty_origin() {
+  static const Origin origin{"<config>", {}};
+  return origin;
+}
+}  // namespace
+
+Node::Node(YAML::Node yaml, std::string key_path, std::shared_ptr<const Origin> origin)
+    // yaml-cpp returns "zombie" nodes for absent keys, on which everything but IsDefined()
+    // throws; a plain undefined node behaves.
+    : yaml_(yaml.IsDefined() ? yaml : YAML::Node(YAML::NodeType::Undefined)),
+      path_(std::move(key_path)),
+      origin_(std::move(origin)) {}
+
+const std::string& Node::file() const { return (origin_ ? *origin_ : empty_origin()).file; }
+
+std::string Node::where() const {
+  const Origin& origin = origin_ ? *origin_ : empty_origin();
+  // A value set on the command line (or anything below it) points at the --set flag.
+  for (const auto& key : origin.overridden) {
+    if (path_ == key || starts_with(path_, key + ".")) return "--set " + key;
+  }
+  if (yaml_.IsDefined()) {
+    const YAML::Mark mark = yaml_.Mark();
+    if (mark.line >= 0) {
+      return origin.file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+    }
+  }
+  return origin.file;
+}
+
+std::string Node::describe() const {
+  return path_.empty() ? where() : where() + ": " + path_;
+}
+
+void Node::fail(const std::string& message) const {
+  throw ConfigError(describe() + ": " + message);
+}
+
+std::string Node::child_path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+Node Node::operator[](const std::string& key) const {
+  if (!is_map()) {
+    if (is_null()) return Node(YAML::Node(YAML::NodeType::Undefined), child_path(key), origin_);
+    fail("expected a mapping with key '" + key + "'");
+  }
+  // const access on YAML::Node never inserts.
+  const YAML::Node& self = yaml_;
+  return Node(self[key], child_path(key), origin_);
+}
+
+Node Node::operator[](std::size_t index) const {
+  if (!is_sequence()) fail("expected a list");
+  if (index >= size()) fail("index " + std::to_string(index) + " out of range");
+  const YAML::Node& self = yaml_;
+  return Node(self[index], path_ + "[" + std::to_string(index) + "]", origin_);
+}
+
+Node Node::key_node(const std::string& key) const {
+  if (is_map()) {
+    for (const auto& kv : yaml_) {
+      if (kv.first.Scalar() == key) return Node(kv.first, child_path(key), origin_);
+    }
+  }
+  return (*this)[key];
+}
+
+std::vector<std::string> Node::keys() const {
+  std::vector<std::string> out;
+  if (!is_map()) return out;
+  for (const auto& kv : yaml_) out.push_back(kv.first.Scalar());
+  return out;
+}
+
+namespace detail {
+
+namespace {
+std::string scalar_text(const Node& node, const char* expected) {
+  if (!node.defined()) node.fail(std::string("missing value, expected ") + expected);
+  if (!node.is_scalar()) {
+    node.fail(std::string("expected ") + expected + ", got a " +
+              (node.is_map() ? "mapping" : node.is_sequence() ? "list" : "null"));
+  }
+  return node.yaml().Scalar();
+}
+}  // namespace
+
+bool scalar_to_bool(const Node& node) {
+  const std::string text = scalar_text(node, "true or false");
+  static const std::vector<std::string> yes{"true", "True", "TRUE", "yes", "Yes", "on", "On"};
+  static const std::vector<std::string> no{"false", "False", "FALSE", "no", "No", "off", "Off"};
+  for (const auto& y : yes)
+    if (text == y) return true;
+  for (const auto& n : no)
+    if (text == n) return false;
+  node.fail("expected true or false, got '" + text + "'");
+}
+
+int64_t scalar_to_int(const Node& node) {
+  const std::string text = scalar_text(node, "an integer");
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
+    node.fail("expected an integer, got '" + text + "'");
+  }
+  return static_cast<int64_t>(value);
+}
+
+double scalar_to_double(const Node& node) {
+  const std::string text = scalar_text(node, "a number");
+  if (text == ".nan" || text == ".NaN" || text == "nan") return std::nan("");
+  if (text == ".inf" || text == ".Inf" || text == "inf") return HUGE_VAL;
+  if (text == "-.inf" || text == "-.Inf" || text == "-inf") return -HUGE_VAL;
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
+    node.fail("expected a number, got '" + text + "'");
+  }
+  return value;
+}
+
+std::string scalar_to_string(const Node& node) {
+  return scalar_text(node, "a string");
+}
+
+}  // namespace detail
+}  // namespace oml::config

@@ -1,0 +1,64 @@
+#include "oml/config/reader.h"
+
+#include <algorithm>
+
+#include "oml/common/strings.h"
+
+namespace oml::config {
+
+MapReader::MapReader(Node map, std::string what) : map_(std::move(map)), what_(std::move(what)) {
+  if (!map_.is_null() && !map_.is_map()) {
+    map_.fail("expected a mapping of keys to values" + (what_.empty() ? "" : " for " + what_));
+  }
+}
+
+Node MapReader::take(const std::string& key) {
+  if (std::find(accepted_.begin(), accepted_.end(), key) == accepted_.end()) accepted_.push_back(key);
+  return map_[key];
+}
+
+Node MapReader::require(const std::string& key) {
+  Node child = take(key);
+  if (!child.defined()) {
+    map_.fail("missing required key '" + key + "'" + (what_.empty() ? "" : " in " + what_));
+  }
+  return child;
+}
+
+bool MapReader::has(const std::string& key) const { return map_.is_map() && map_[key].defined(); }
+
+MapReader& MapReader::known(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) take(key);
+  return *this;
+}
+
+void MapReader::finish() const {
+  for (const auto& key : map_.keys()) {
+    if (std::find(accepted_.begin(), accepted_.end(), key) != accepted_.end()) continue;
+    std::vector<std::string> sorted = accepted_;
+    std::sort(sorted.begin(), sorted.end());
+    const Node child = map_.key_node(key);
+    throw ConfigError(child.describe() + ": unknown key '" + key + "'" +
+                      (what_.empty() ? "" : " in " + what_) + did_you_mean(key, sorted) +
+                      "; accepted keys: " + (sorted.empty() ? "(none)" : join(sorted)));
+  }
+}
+
+ComponentSpec parse_component(const Node& node, const std::string& what) {
+  if (node.is_scalar()) {
+    node.fail("expected a component mapping {name: ..., args: {...}} for " + what + ", got '" +
+              node.yaml().Scalar() + "'");
+  }
+  MapReader reader(node, what);
+  ComponentSpec spec;
+  reader.required("name", spec.name);
+  spec.args = reader.take("args");
+  if (spec.args.defined() && !spec.args.is_null() && !spec.args.is_map()) {
+    spec.args.fail("expected a mapping of arguments for " + what + " '" + spec.name + "'");
+  }
+  spec.node = node;
+  reader.finish();
+  return spec;
+}
+
+}  // namespace oml::config

@@ -1,0 +1,162 @@
+#include "oml/config/run_config.h"
+
+#include <algorithm>
+
+#include "oml/common/strings.h"
+
+namespace oml::config {
+
+namespace {
+
+std::optional<ComponentSpec> component(MapReader& reader, const std::string& key) {
+  Node node = reader.take(key);
+  if (node.is_null()) return std::nullopt;
+  return parse_component(node, key);
+}
+
+void check_one_of(const Node& node, const std::string& value, const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+    node.fail("expected one of " + join(allowed) + ", got '" + value + "'" + did_you_mean(value, allowed));
+  }
+}
+
+DdpOptions parse_ddp(const Node& node) {
+  DdpOptions ddp;
+  MapReader r(node, "ddp");
+  r.optional("shuffle_between_ranks", ddp.shuffle_between_ranks)
+      .optional("pad_to_world_size", ddp.pad_to_world_size)
+      .optional("bucket_mb", ddp.bucket_mb)
+      .optional("timeout_s", ddp.timeout_s)
+      .optional("check_params_every", ddp.check_params_every);
+  r.finish();
+  if (ddp.bucket_mb <= 0) node["bucket_mb"].fail("expected a positive size in MB");
+  if (ddp.timeout_s <= 0) node["timeout_s"].fail("expected a positive number of seconds");
+  if (ddp.check_params_every < 0) node["check_params_every"].fail("expected 0 (off) or a positive step count");
+  return ddp;
+}
+
+MetricArgs parse_metric_args(const Node& node) {
+  MetricArgs m;
+  MapReader r(node, "metric_args");
+  r.optional("cmc_top_k", m.cmc_top_k)
+      .optional("precision_top_k", m.precision_top_k)
+      .optional("map_top_k", m.map_top_k)
+      .optional("fmr_vals", m.fmr_vals)
+      .optional("pcf_variance", m.pcf_variance)
+      .optional("return_only_overall_category", m.return_only_overall_category);
+  r.finish();
+  for (const char* key : {"cmc_top_k", "precision_top_k", "map_top_k"}) {
+    const Node child = node[key];
+    if (!child.defined()) continue;
+    for (std::size_t i = 0; i < child.size(); ++i) {
+      if (child[i].as<int64_t>() < 1) child[i].fail("expected k >= 1");
+    }
+  }
+  for (const char* key : {"fmr_vals", "pcf_variance"}) {
+    const Node child = node[key];
+    if (!child.defined()) continue;
+    for (std::size_t i = 0; i < child.size(); ++i) {
+      const double v = child[i].as<double>();
+      if (!(v >= 0.0 && v <= 1.0)) child[i].fail("expected a fraction in [0, 1]");
+    }
+  }
+  return m;
+}
+
+SchedulingOptions parse_scheduling(const Node& node) {
+  SchedulingOptions s;
+  MapReader r(node, "scheduling");
+  s.scheduler = component(r, "scheduler");
+  r.optional("scheduler_interval", s.scheduler_interval)
+      .optional("scheduler_frequency", s.scheduler_frequency)
+      .optional("monitor_metric", s.monitor_metric);
+  r.finish();
+  if (node["scheduler_interval"].defined()) {
+    check_one_of(node["scheduler_interval"], s.scheduler_interval, {"epoch", "step"});
+  }
+  if (s.scheduler_frequency < 1) node["scheduler_frequency"].fail("expected a positive integer");
+  return s;
+}
+
+}  // namespace
+
+RunConfig parse_run_config(const Node& root) {
+  for (const char* hydra_key : {"hydra", "defaults"}) {
+    if (root[hydra_key].defined()) {
+      root[hydra_key].fail(std::string("'") + hydra_key +
+                           "' is a Hydra key and is not supported: oml-cpp reads one plain YAML file; "
+                           "inline the referenced configs, use ${key} for interpolation and --set "
+                           "key=value for overrides");
+    }
+  }
+  RunConfig c;
+  MapReader r(root, "the config");
+  r.optional("pipeline", c.pipeline)
+      .optional("seed", c.seed)
+      .optional("accelerator", c.accelerator)
+      .optional("devices", c.devices)
+      .optional("num_threads", c.num_threads)
+      .optional("dataset_root", c.dataset_root)
+      .optional("dataframe_name", c.dataframe_name)
+      .optional("logs_root", c.logs_root)
+      .optional("run_name", c.run_name)
+      .optional("postfix", c.postfix)
+      .optional("plugins", c.plugins)
+      .optional("num_workers", c.num_workers)
+      .optional("cache_size", c.cache_size)
+      .optional("bs_train", c.bs_train)
+      .optional("bs_val", c.bs_val)
+      .optional("freeze_n_epochs", c.freeze_n_epochs)
+      .optional("max_epochs", c.max_epochs)
+      .optional("max_steps", c.max_steps)
+      .optional("valid_period", c.valid_period)
+      .optional("metric_for_checkpointing", c.metric_for_checkpointing)
+      .optional("mode_for_checkpointing", c.mode_for_checkpointing)
+      .optional("log_images", c.log_images)
+      .optional("hard_pairs_mining", c.hard_pairs_mining)
+      .optional("embeddings_cache_dir", c.embeddings_cache_dir)
+      .optional("batch_size_inference", c.batch_size_inference)
+      .optional("embeddings", c.embeddings)
+      .optional("data_dir", c.data_dir)
+      .optional("save_dir", c.save_dir)
+      .optional("weights", c.weights);
+  c.transforms_train = component(r, "transforms_train");
+  c.transforms_val = component(r, "transforms_val");
+  c.transforms_extraction = component(r, "transforms_extraction");
+  c.transforms_predict = component(r, "transforms_predict");
+  c.sampler = component(r, "sampler");
+  c.extractor = component(r, "extractor");
+  c.criterion = component(r, "criterion");
+  c.optimizer = component(r, "optimizer");
+  c.logger = component(r, "logger");
+  c.postprocessor = component(r, "postprocessor");
+  c.pairwise_model = component(r, "pairwise_model");
+  c.scheduling = parse_scheduling(r.take("scheduling"));
+  c.metric_args = parse_metric_args(r.take("metric_args"));
+  c.ddp = parse_ddp(r.take("ddp"));
+  r.finish();
+
+  if (root["pipeline"].defined()) check_one_of(root["pipeline"], c.pipeline, {"extractor", "pairwise"});
+  if (root["accelerator"].defined()) check_one_of(root["accelerator"], c.accelerator, {"cpu", "cuda"});
+  if (root["mode_for_checkpointing"].defined()) {
+    check_one_of(root["mode_for_checkpointing"], c.mode_for_checkpointing, {"max", "min"});
+  }
+  const auto positive = [&](const char* key, int64_t value) {
+    if (value < 1) root[key].fail("expected a positive integer, got " + std::to_string(value));
+  };
+  positive("devices", c.devices);
+  positive("bs_train", c.bs_train);
+  positive("bs_val", c.bs_val);
+  positive("max_epochs", c.max_epochs);
+  positive("valid_period", c.valid_period);
+  positive("batch_size_inference", c.batch_size_inference);
+  if (c.max_steps && *c.max_steps < 1) root["max_steps"].fail("expected a positive integer or null");
+  if (c.num_threads < 0) root["num_threads"].fail("expected 0 (automatic) or a positive integer");
+  if (c.num_workers < 0) root["num_workers"].fail("expected 0 or a positive number of worker threads");
+  if (c.cache_size < 0) root["cache_size"].fail("expected 0 (off) or a positive number of images");
+  if (c.freeze_n_epochs < 0) root["freeze_n_epochs"].fail("expected 0 or a positive integer");
+  c.source = root;
+  return c;
+}
+
+}  // namespace oml::config

@@ -1,0 +1,167 @@
+#include "cli.h"
+
+#include <c10/util/Exception.h>
+
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <new>
+
+#include "oml/common/logging.h"
+#include "oml/common/runtime.h"
+#include "oml/config/document.h"
+#include "oml/registry/plugin.h"
+#include "oml/registry/registries.h"
+#include "oml/version.h"
+
+namespace po = boost::program_options;
+
+namespace oml::cli {
+
+namespace {
+
+void load_plugins(const std::vector<std::string>& paths) {
+  for (const auto& path : paths) {
+    const LoadedPlugin& plugin = load_plugin(path);
+    log::debug("loaded plugin '" + plugin.name + "' " + plugin.version + " from " + plugin.path);
+  }
+}
+
+// c10::Error messages carry a C++ backtrace after the first line; users get the first line.
+std::string first_line(const std::string& text) {
+  const std::size_t nl = text.find('\n');
+  return nl == std::string::npos ? text : text.substr(0, nl);
+}
+
+}  // namespace
+
+config::Document Invocation::load_document() const {
+  if (!config_path) throw UsageError(command + ": --config FILE is required (see --help)");
+  return config::Document::from_file(*config_path, overrides);
+}
+
+config::RunConfig Invocation::load_config() const {
+  const config::Document document = load_document();
+  // Plugins named in the config are loaded before the config is interpreted, so that their
+  // components can be referenced by name.
+  const config::Node plugins_node = document.root()["plugins"];
+  if (plugins_node.defined() && !plugins_node.is_null()) {
+    const auto paths = plugins_node.as<std::vector<std::string>>();
+    try {
+      load_plugins(paths);
+    } catch (Error& e) {
+      e.add_context("(plugin listed at " + plugins_node.describe() + ")");
+      throw;
+    }
+  }
+  config::RunConfig config = config::parse_run_config(document.root());
+  check_component_names(config);
+  return config;
+}
+
+void check_component_names(const config::RunConfig& c) {
+  // Every named component must exist before any work starts, so that a typo fails in the
+  // first second rather than after a dataset has been loaded.
+  auto& r = registries();
+  for (const auto* spec : {&c.transforms_train, &c.transforms_val, &c.transforms_extraction, &c.transforms_predict}) {
+    if (*spec) r.transforms.require(**spec);
+  }
+  if (c.sampler) r.samplers.require(*c.sampler);
+  if (c.extractor) r.extractors.require(*c.extractor);
+  if (c.criterion) r.losses.require(*c.criterion);
+  if (c.optimizer) r.optimizers.require(*c.optimizer);
+  if (c.scheduling.scheduler) r.schedulers.require(*c.scheduling.scheduler);
+  if (c.postprocessor) r.postprocessors.require(*c.postprocessor);
+  if (c.pairwise_model) r.pairwise_models.require(*c.pairwise_model);
+}
+
+void print_components(std::ostream& out) {
+  registries().for_each([&](const std::string& kind, const std::vector<ComponentInfo>& infos) {
+    out << kind << ":\n";
+    if (infos.empty()) out << "  (none)\n";
+    for (const auto& info : infos) {
+      out << "  " << info.name;
+      if (!info.help.empty()) out << " — " << info.help;
+      if (info.origin != "built-in") out << " [" << info.origin << "]";
+      out << "\n";
+    }
+  });
+}
+
+int run_command(int argc, char** argv, const CommandSpec& spec) {
+  const std::string name = spec.name;
+  try {
+    try {
+      po::options_description common("Options");
+      // clang-format off
+      common.add_options()
+        ("help,h", "show this help and exit")
+        ("version", "show the version and exit")
+        ("config,c", po::value<std::string>(), "YAML config file")
+        ("set,s", po::value<std::vector<std::string>>()->composing(),
+         "override a config key: --set key.path=value (repeatable; value is YAML)")
+        ("plugin,p", po::value<std::vector<std::string>>()->composing(),
+         "load a plugin library before reading the config (repeatable)")
+        ("list-components", "list every registered component (built-in and plugins) and exit")
+        ("verbose,v", "log debug messages")
+        ("quiet,q", "log warnings and errors only");
+      // clang-format on
+      po::options_description own(spec.name + " options");
+      if (spec.add_options) spec.add_options(own);
+      po::options_description all;
+      all.add(common).add(own);
+      po::positional_options_description positional;
+      if (spec.add_positional) spec.add_positional(positional);
+
+      Invocation inv;
+      inv.command = name;
+      for (int i = 0; i < argc; ++i) inv.argv.emplace_back(argv[i]);
+      po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), inv.vars);
+      po::notify(inv.vars);
+
+      if (inv.vars.count("help")) {
+        std::cout << name << " — " << spec.summary << "\n\nUsage:\n" << spec.usage << "\n\n" << all << "\n";
+        return 0;
+      }
+      if (inv.vars.count("version")) {
+        std::cout << name << " (oml-cpp) " << OML_VERSION_STRING << "\n";
+        return 0;
+      }
+      log::init(-1, inv.vars.count("verbose") ? log::Level::debug
+                    : inv.vars.count("quiet") ? log::Level::warn
+                                              : log::Level::info);
+      if (inv.vars.count("config")) inv.config_path = inv.vars["config"].as<std::string>();
+      if (inv.vars.count("set")) inv.overrides = inv.vars["set"].as<std::vector<std::string>>();
+      if (inv.vars.count("plugin")) inv.plugins = inv.vars["plugin"].as<std::vector<std::string>>();
+
+      register_builtins();
+      load_plugins(inv.plugins);
+      if (inv.vars.count("list-components")) {
+        if (inv.config_path) inv.load_config();  // loads the config's plugins too
+        print_components(std::cout);
+        return 0;
+      }
+      if (spec.needs_config && !inv.config_path) {
+        throw UsageError("--config FILE is required (see " + name + " --help)");
+      }
+      warn_if_reference_blas();
+      return spec.run(inv);
+    } catch (const po::error& e) {
+      throw UsageError(std::string(e.what()) + " (see " + name + " --help)");
+    }
+  } catch (const Error& e) {
+    std::cerr << name << ": " << e.kind() << ": " << e.what() << "\n";
+    for (const auto& line : e.context()) std::cerr << "  " << line << "\n";
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << name << ": error: " << first_line(e.what_without_backtrace()) << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << name << ": error: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << name << ": internal error: " << first_line(e.what()) << "\n";
+    return 1;
+  }
+}
+
+}  // namespace oml::cli

@@ -1,0 +1,176 @@
+// Config layer: typed reading, error places, overrides, interpolation, round trip.
+#include "oml/config/document.h"
+#include "oml/config/reader.h"
+#include "oml/config/run_config.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::ConfigError;
+using oml::UsageError;
+using oml::config::Document;
+using oml::config::MapReader;
+
+namespace {
+struct BalanceLikeOptions {
+  int64_t n_labels = 0;
+  int64_t n_instances = 4;
+  std::optional<int64_t> epoch_size;
+  std::vector<double> weights;
+  std::string note = "none";
+  bool flag = false;
+};
+
+BalanceLikeOptions read_options(const oml::config::Node& node) {
+  BalanceLikeOptions o;
+  MapReader r(node, "sampler 'balance' args");
+  r.required("n_labels", o.n_labels)
+      .optional("n_instances", o.n_instances)
+      .optional("epoch_size", o.epoch_size)
+      .optional("weights", o.weights)
+      .optional("note", o.note)
+      .optional("flag", o.flag);
+  r.finish();
+  return o;
+}
+}  // namespace
+
+TEST_CASE("Typed options are read with defaults for absent keys", "[config]") {
+  const auto doc = Document::from_string("args:\n  n_labels: 8\n  weights: [0.5, 1]\n  flag: yes\n", "x.yaml");
+  const auto o = read_options(doc.root()["args"]);
+  CHECK(o.n_labels == 8);
+  CHECK(o.n_instances == 4);
+  CHECK_FALSE(o.epoch_size.has_value());
+  CHECK(o.weights == std::vector<double>{0.5, 1.0});
+  CHECK(o.note == "none");
+  CHECK(o.flag);
+}
+
+TEST_CASE("An unknown key names file, line, column and the accepted keys", "[config]") {
+  const auto doc = Document::from_string("args:\n  n_labels: 8\n  n_instance: 4\n", "cfg.yaml");
+  CHECK_THROWS_WITH(read_options(doc.root()["args"]),
+                    Contains("cfg.yaml:3:3") && Contains("unknown key 'n_instance'") &&
+                        Contains("did you mean 'n_instances'") && Contains("accepted keys:"));
+}
+
+TEST_CASE("A wrong type names the place and what was expected", "[config]") {
+  const auto doc = Document::from_string("args:\n  n_labels: eight\n", "cfg.yaml");
+  CHECK_THROWS_WITH(read_options(doc.root()["args"]),
+                    Contains("cfg.yaml:2:13") && Contains("args.n_labels") &&
+                        Contains("expected an integer, got 'eight'"));
+  const auto doc2 = Document::from_string("args:\n  n_labels: 1\n  weights: 3\n", "cfg.yaml");
+  CHECK_THROWS_WITH(read_options(doc2.root()["args"]), Contains("args.weights") && Contains("expected a list"));
+  const auto doc3 = Document::from_string("args:\n  n_labels: 1\n  flag: maybe\n", "cfg.yaml");
+  CHECK_THROWS_WITH(read_options(doc3.root()["args"]), Contains("expected true or false, got 'maybe'"));
+}
+
+TEST_CASE("A missing required key is an error naming the map", "[config]") {
+  const auto doc = Document::from_string("args:\n  n_instances: 4\n", "cfg.yaml");
+  CHECK_THROWS_WITH(read_options(doc.root()["args"]),
+                    Contains("cfg.yaml:2:3") && Contains("missing required key 'n_labels'"));
+}
+
+TEST_CASE("Malformed YAML is a ConfigError with line and column", "[config]") {
+  CHECK_THROWS_AS(Document::from_string("a: [1, 2\nb: 3\n", "bad.yaml"), ConfigError);
+  CHECK_THROWS_WITH(Document::from_string("a: [1, 2\nb: 3\n", "bad.yaml"),
+                    Contains("bad.yaml:") && Contains("malformed YAML"));
+  CHECK_THROWS_WITH(Document::from_string("- 1\n- 2\n", "list.yaml"), Contains("expected a mapping"));
+}
+
+TEST_CASE("A missing config file is a ConfigError naming it", "[config]") {
+  CHECK_THROWS_WITH(Document::from_file("/nonexistent/cfg.yaml"),
+                    Contains("cannot open config file '/nonexistent/cfg.yaml'"));
+}
+
+TEST_CASE("Overrides keep YAML types and create intermediate maps", "[config]") {
+  const auto doc = Document::from_string("sampler:\n  name: balance\n  args: {n_labels: 8}\n", "c.yaml",
+                                         {"sampler.args.n_labels=4", "sampler.args.extra=[1, 2]",
+                                          "new.deep.key=true", "seed=7"});
+  const auto root = doc.root();
+  CHECK(root["sampler"]["args"]["n_labels"].as<int64_t>() == 4);
+  CHECK(root["sampler"]["args"]["extra"].as<std::vector<int>>() == std::vector<int>{1, 2});
+  CHECK(root["new"]["deep"]["key"].as<bool>());
+  CHECK(root["seed"].as<int>() == 7);
+  // Errors in overridden values point at the --set flag.
+  CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {"a=xyz"}).root()["a"].as<int>(),
+                    Contains("--set a") && Contains("expected an integer"));
+}
+
+TEST_CASE("Malformed overrides are usage errors", "[config]") {
+  CHECK_THROWS_AS(Document::from_string("a: 1\n", "c.yaml", {"novalue"}), UsageError);
+  CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {"a.b=3"}), Contains("not a mapping"));
+  CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {"b=[1,"}), Contains("not valid YAML"));
+  CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {"a..b=1"}), Contains("empty key"));
+}
+
+TEST_CASE("Interpolation splices scalars and copies whole nodes", "[config]") {
+  const auto doc = Document::from_string(
+      "root: /data\nname: fm\npath: ${root}/${name}/df.csv\nbs: 32\nbs_val: ${bs}\n"
+      "base: {name: balance, args: {n_labels: 8}}\nsampler: ${base}\nchain: ${path}\n",
+      "c.yaml");
+  const auto root = doc.root();
+  CHECK(root["path"].as<std::string>() == "/data/fm/df.csv");
+  CHECK(root["bs_val"].as<int>() == 32);
+  CHECK(root["sampler"]["args"]["n_labels"].as<int>() == 8);
+  CHECK(root["chain"].as<std::string>() == "/data/fm/df.csv");
+}
+
+TEST_CASE("Interpolation sees overridden values", "[config]") {
+  const auto doc = Document::from_string("bs: 32\nbs_val: ${bs}\n", "c.yaml", {"bs=64"});
+  CHECK(doc.root()["bs_val"].as<int>() == 64);
+}
+
+TEST_CASE("Bad interpolations are errors naming the key", "[config]") {
+  CHECK_THROWS_WITH(Document::from_string("a: ${nope.key}\n", "c.yaml"),
+                    Contains("c.yaml:1:4") && Contains("${nope.key} refers to a key that does not exist"));
+  CHECK_THROWS_WITH(Document::from_string("a: ${b}\nb: ${a}\n", "c.yaml"), Contains("circular"));
+  CHECK_THROWS_WITH(Document::from_string("m: {x: 1}\na: pre-${m}\n", "c.yaml"), Contains("not a scalar"));
+}
+
+TEST_CASE("The run config rejects unknown top-level keys and Hydra keys", "[config]") {
+  const auto doc = Document::from_string("seed: 1\nmax_epoch: 3\n", "run.yaml");
+  CHECK_THROWS_WITH(oml::config::parse_run_config(doc.root()),
+                    Contains("run.yaml:2:1") && Contains("unknown key 'max_epoch'") &&
+                        Contains("did you mean 'max_epochs'"));
+  const auto hydra = Document::from_string("defaults:\n  - _self_\n", "run.yaml");
+  CHECK_THROWS_WITH(oml::config::parse_run_config(hydra.root()), Contains("Hydra key") && Contains("not supported"));
+}
+
+TEST_CASE("The run config checks enumerations and ranges", "[config]") {
+  auto parse = [](const std::string& text) {
+    return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());
+  };
+  CHECK_THROWS_WITH(parse("pipeline: extractr\n"), Contains("expected one of extractor, pairwise") &&
+                                                       Contains("did you mean 'extractor'"));
+  CHECK_THROWS_WITH(parse("valid_period: 0\n"), Contains("valid_period") && Contains("expected a positive integer"));
+  CHECK_THROWS_WITH(parse("metric_args: {fmr_vals: [2.0]}\n"), Contains("expected a fraction"));
+  CHECK_THROWS_WITH(parse("sampler: balance\n"), Contains("expected a component mapping"));
+  CHECK_THROWS_WITH(parse("sampler: {args: {}}\n"), Contains("missing required key 'name'"));
+  CHECK_THROWS_WITH(parse("sampler: {name: x, arg: {}}\n"), Contains("unknown key 'arg'"));
+  CHECK_THROWS_WITH(parse("ddp: {timeout_s: -1}\n"), Contains("ddp.timeout_s"));
+}
+
+TEST_CASE("A resolved config dumps to YAML that parses to the same typed config", "[config]") {
+  const std::string text =
+      "pipeline: extractor\nseed: 3\ndataset_root: /d\nlogs_root: ${dataset_root}/logs\n"
+      "sampler: {name: balance, args: {n_labels: 8, n_instances: 4}}\n"
+      "metric_args: {cmc_top_k: [1, 5, 10], fmr_vals: [0.01]}\nmax_steps: 100\n"
+      "ddp: {shuffle_between_ranks: true}\nscheduling: {scheduler: {name: step, args: {step_size: 3}}, "
+      "scheduler_interval: step}\n";
+  const auto first = Document::from_string(text, "a.yaml", {"bs_train=16"});
+  const auto second = Document::from_string(first.dump(), "dump.yaml");
+  CHECK(second.dump() == first.dump());
+  const auto a = oml::config::parse_run_config(first.root());
+  const auto b = oml::config::parse_run_config(second.root());
+  CHECK(b.seed == 3);
+  CHECK(b.logs_root == "/d/logs");
+  CHECK(b.bs_train == 16);
+  CHECK(b.metric_args.cmc_top_k == a.metric_args.cmc_top_k);
+  CHECK(b.metric_args.fmr_vals == a.metric_args.fmr_vals);
+  CHECK(b.max_steps == a.max_steps);
+  CHECK(b.ddp.shuffle_between_ranks);
+  REQUIRE(b.sampler.has_value());
+  CHECK(b.sampler->name == "balance");
+  CHECK(b.sampler->args["n_labels"].as<int>() == 8);
+  CHECK(b.scheduling.scheduler_interval == "step");
+  CHECK(b.scheduling.scheduler->args["step_size"].as<int>() == 3);
+}

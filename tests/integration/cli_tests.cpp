@@ -1,0 +1,119 @@
+// The command shells, run as a user runs them: help, version, and every kind of bad input
+// giving one clear line and the documented exit code (2 user error, 1 runtime failure).
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::test::CommandResult;
+using oml::test::quote;
+using oml::test::run_oml;
+using oml::test::TempDir;
+using oml::test::write_file;
+
+namespace {
+const std::vector<std::string> kCommands{"oml-train", "oml-validate", "oml-predict", "oml-sampler", "oml-convert"};
+
+// No stack dumps, no uncaught exceptions, no LibTorch backtraces.
+void check_clean_error(const CommandResult& r) {
+  CHECK_THAT(r.err, !Contains("terminate called") && !Contains("Exception raised from") &&
+                        !Contains("frame #") && !Contains("c10::Error"));
+}
+
+std::string plugin_arg(const std::string& name) { return "--plugin " + quote(oml::test::fixture_path(name)); }
+}  // namespace
+
+TEST_CASE("Every command prints help and version and exits 0", "[cli]") {
+  for (const auto& cmd : kCommands) {
+    const auto help = run_oml(cmd, "--help");
+    CHECK(help.exit_code == 0);
+    CHECK_THAT(help.out, Contains("Usage:") && Contains("--config") && Contains("--set") &&
+                             Contains("--plugin") && Contains("--list-components"));
+    const auto version = run_oml(cmd, "--version");
+    CHECK(version.exit_code == 0);
+    CHECK_THAT(version.out, Contains(cmd) && Contains("oml-cpp"));
+  }
+}
+
+TEST_CASE("Bad usage exits 2 with a hint to --help", "[cli]") {
+  const auto unknown = run_oml("oml-train", "--no-such-flag");
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Contains("oml-train: usage error:") && Contains("--help"));
+  const auto no_config = run_oml("oml-train", "");
+  CHECK(no_config.exit_code == 2);
+  CHECK_THAT(no_config.err, Contains("--config FILE is required"));
+  check_clean_error(unknown);
+}
+
+TEST_CASE("A malformed YAML config exits 2 naming file, line and column", "[cli][config]") {
+  TempDir dir;
+  write_file(dir / "bad.yaml", "seed: 1\nsampler: {name: balance\nmax_epochs: 2\n");
+  const auto r = run_oml("oml-train", "--config " + quote((dir / "bad.yaml").string()));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("config error") && Contains("bad.yaml:") && Contains("malformed YAML"));
+  check_clean_error(r);
+}
+
+TEST_CASE("An unknown key and a wrong type exit 2 with the place", "[cli][config]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", "seed: 1\nbs_trian: 8\n");
+  const auto unknown = run_oml("oml-train", "--config " + quote((dir / "c.yaml").string()));
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Contains("c.yaml:2:1") && Contains("unknown key 'bs_trian'") &&
+                              Contains("did you mean 'bs_train'"));
+  write_file(dir / "t.yaml", "seed: one\n");
+  const auto type = run_oml("oml-train", "--config " + quote((dir / "t.yaml").string()));
+  CHECK(type.exit_code == 2);
+  CHECK_THAT(type.err, Contains("t.yaml:1:7") && Contains("seed") && Contains("expected an integer"));
+  const auto set = run_oml("oml-train", "--config " + quote((dir / "t.yaml").string()) + " --set seed=5 --set max_epochs=x");
+  CHECK(set.exit_code == 2);
+  CHECK_THAT(set.err, Contains("--set max_epochs") && Contains("expected an integer"));
+  check_clean_error(type);
+}
+
+TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", "sampler:\n  name: fixture_sampelr\n");
+  const auto r = run_oml("oml-train", plugin_arg("libgood_plugin.so") + " --config " + quote((dir / "c.yaml").string()));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("c.yaml:2:9") && Contains("unknown sampler 'fixture_sampelr'") &&
+                        Contains("did you mean 'fixture_sampler'") && Contains("known samplers:"));
+  check_clean_error(r);
+}
+
+TEST_CASE("Plugin failures exit 2 naming the library and the failed step", "[cli][plugins]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", "seed: 1\n");
+  const std::string cfg = " --config " + quote((dir / "c.yaml").string());
+  SECTION("missing file") {
+    const auto r = run_oml("oml-train", "--plugin /nonexistent/libx.so" + cfg);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("plugin error") && Contains("'/nonexistent/libx.so' not found"));
+  }
+  SECTION("no entry point") {
+    const auto r = run_oml("oml-train", plugin_arg("libno_entry_plugin.so") + cfg);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("no entry point 'oml_plugin_info'"));
+  }
+  SECTION("wrong API version") {
+    const auto r = run_oml("oml-train", plugin_arg("libwrong_api_plugin.so") + cfg);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("plugin API version 99") && Contains("provides version 1"));
+  }
+  SECTION("duplicate component name") {
+    const auto r = run_oml("oml-train", plugin_arg("libgood_plugin.so") + " " + plugin_arg("libclash_plugin.so") + cfg);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("sampler 'fixture_sampler'") && Contains("clash_fixture") && Contains("good_fixture"));
+  }
+  SECTION("plugins listed in the config") {
+    write_file(dir / "p.yaml", "plugins: [/nonexistent/liby.so]\n");
+    const auto r = run_oml("oml-train", "--config " + quote((dir / "p.yaml").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("liby.so' not found") && Contains("p.yaml:1:10"));
+  }
+}
+
+TEST_CASE("Listing components shows plugin-added components with their origin", "[cli][plugins]") {
+  const auto r = run_oml("oml-sampler", plugin_arg("libgood_plugin.so") + " --list-components");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("samplers:") && Contains("fixture_sampler") && Contains("good_fixture") &&
+                        Contains("transforms:") && Contains("postprocessors:"));
+}

@@ -1,0 +1,60 @@
+#pragma once
+// Helpers shared by every test binary: temporary folders, files, running the real commands,
+// and tensor comparisons.
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace oml::test {
+
+namespace fs = std::filesystem;
+
+/// A fresh folder under the system temp dir, removed (recursively) when destroyed.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+void write_file(const fs::path& path, const std::string& text);
+std::string read_file(const fs::path& path);
+
+/// Path of a built command ("oml-train") or fixture library ("libgood_plugin.so").
+std::string command_path(const std::string& name);
+std::string fixture_path(const std::string& name);
+std::string source_path(const std::string& relative);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs a shell command line (arguments must already be quoted), capturing stdout and stderr.
+/// The command is killed after `timeout_s` (exit code 124 then).
+CommandResult run(const std::string& command_line, int timeout_s = 300);
+
+/// Runs one of the built commands: run_oml("oml-train", "--config x.yaml").
+CommandResult run_oml(const std::string& command, const std::string& args, int timeout_s = 300);
+
+/// Quotes a string for the shell.
+std::string quote(const std::string& text);
+
+/// max |a - b| (both converted to double on CPU).
+double max_abs_diff(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace oml::test
