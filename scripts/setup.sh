@@ -2,6 +2,8 @@
 # Installs every Debian package oml-cpp needs to build, test and run.
 # Idempotent and non-interactive: packages already present are left alone.
 set -euo pipefail
+# Usage: scripts/setup.sh [--with-tests]
+#   --with-tests  also installs what only the test suite needs (listed in test_packages).
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -15,9 +17,15 @@ packages=(
   libopenblas0-pthread
 )
 
+# Only the test suite needs these.
+test_packages=(
+)
+if [ "${1:-}" = "--with-tests" ]; then
+  packages+=("${test_packages[@]}")
+fi
+
 missing=()
 for p in "${packages[@]}"; do
-  [[ "$p" == \#* ]] && continue
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi

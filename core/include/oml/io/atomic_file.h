@@ -1,0 +1,29 @@
+#pragma once
+// Files that survive crashes (DESIGN.md decision 9): content is written to a temporary file
+// next to the destination, flushed, and renamed over it. A killed process leaves either the
+// old file or the new one, never half of either.
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+namespace oml::io {
+
+/// Writes `bytes` to `path` atomically (parent folders are created). Throws RuntimeError
+/// naming the file on failure.
+void write_file_atomic(const std::filesystem::path& path, const std::string& bytes);
+
+/// Calls `write(stream)` on a temporary file and renames it to `path` when it returns
+/// normally; on an exception the temporary file is removed and the destination untouched.
+void write_stream_atomic(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
+
+/// Replaces directory `dst` by directory `tmp` in one rename where possible (used by dataset
+/// converters: write aside, then swap). An existing `dst` is moved away first and removed
+/// only after the new one is in place.
+void replace_directory(const std::filesystem::path& tmp, const std::filesystem::path& dst);
+
+/// A sibling temporary path for `path` ("<path>.tmp-<pid>-<n>").
+std::filesystem::path temporary_sibling(const std::filesystem::path& path);
+
+}  // namespace oml::io
