@@ -10,6 +10,7 @@ packages=(
   libtorch-dev libgloo-dev
   libyaml-cpp-dev libboost-program-options-dev
   catch2 libopencv-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  zlib1g-dev  # oml-convert reads the gzip'd Fashion-MNIST IDX files
   dataset-fashion-mnist
   # LibTorch on Debian links the generic libblas.so.3; the reference BLAS is ~25x slower than
   # OpenBLAS here (6.5 vs 156 GFLOP/s for a 2048^2 matmul). Installing this package switches

@@ -1,6 +1,7 @@
 // Explicit registration of the components implemented in oml_core. Each layer provides one
 // register_builtin_*() function; they are called here (never from static initialisers, which a
 // linker may drop).
+#include "oml/data/transform.h"
 #include "oml/registry/registries.h"
 
 namespace oml {
@@ -9,6 +10,7 @@ void register_core_components() {
   static bool done = false;
   if (done) return;
   done = true;
+  data::register_builtin_transforms(registries());
 }
 
 }  // namespace oml

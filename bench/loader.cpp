@@ -1,0 +1,112 @@
+// Loader throughput (images/s) for the two paths of docs/benchmarks.md:
+//   1. Fashion-MNIST: 28x28 grayscale PNGs -> `norm` -> [3, 28, 28]
+//   2. generated 500x375 JPEGs -> `norm_resize` / `augs` at 224 -> [3, 224, 224]
+// with 1 and 2 workers. Usage: bench_loader [--fmnist DIR_WITH_IDX] [--images N]
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+
+#include "oml/config/document.h"
+#include "oml/config/reader.h"
+#include "oml/data/convert.h"
+#include "oml/data/dataframe.h"
+#include "oml/data/dataset.h"
+#include "oml/data/image.h"
+#include "oml/data/loader.h"
+#include "oml/data/transform.h"
+#include "oml/io/atomic_file.h"
+#include "oml/registry/registries.h"
+
+namespace fs = std::filesystem;
+using namespace oml::data;
+
+namespace {
+
+std::shared_ptr<Transform> transform(const std::string& yaml) {
+  const auto doc = oml::config::Document::from_string(yaml, "bench");
+  return oml::registries().transforms.create(oml::config::parse_component(doc.root(), "transform"));
+}
+
+std::vector<std::vector<int64_t>> batches_of(int64_t n, int64_t batch_size) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t start = 0; start < n; start += batch_size) {
+    std::vector<int64_t> batch;
+    for (int64_t i = start; i < std::min(n, start + batch_size); ++i) batch.push_back((i * 7919) % n);
+    out.push_back(batch);
+  }
+  return out;
+}
+
+// Images per second over one pass (the file cache is warmed by a pass beforehand).
+double measure(const std::shared_ptr<Dataset>& dataset, int workers, int64_t batch_size) {
+  LoaderOptions options;
+  options.num_workers = workers;
+  options.seed = 1;
+  const auto batches = batches_of(dataset->size(), batch_size);
+  {
+    Loader warm(dataset, batches, options);
+    while (warm.next()) {
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Loader loader(dataset, batches, options);
+  int64_t images = 0;
+  while (auto batch = loader.next()) images += batch->images.size(0);
+  return images / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void report(const std::string& path, const std::string& transform_name, const std::shared_ptr<Dataset>& dataset,
+            int64_t batch_size) {
+  for (int workers : {1, 2}) {
+    std::cout << "| " << path << " | " << transform_name << " | " << batch_size << " | " << workers << " | "
+              << std::fixed << std::setprecision(0) << measure(dataset, workers, batch_size) << " |" << std::endl;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string fmnist = "/usr/share/datasets/fashion-mnist";
+  int64_t n_jpeg = 400;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--fmnist")) fmnist = argv[i + 1];
+    if (!std::strcmp(argv[i], "--images")) n_jpeg = std::stoll(argv[i + 1]);
+  }
+  oml::register_core_components();
+  torch::set_num_threads(1);
+  const fs::path work = oml::io::temporary_sibling(fs::temp_directory_path() / "oml-bench-loader");
+  fs::create_directories(work);
+
+  std::cout << "| path | transform | batch | workers | images/s |\n|---|---|---|---|---|" << std::endl;
+  // 1. Fashion-MNIST PNGs (the first 10,000 train images).
+  ConvertOptions convert;
+  convert.src = fmnist;
+  convert.dst = work / "fmnist";
+  convert.limit = 10000;
+  convert_dataset("fashion-mnist", convert);
+  const auto df = Dataframe::read(work / "fmnist" / "df.csv");
+  report("Fashion-MNIST 28x28 PNG", "norm", std::make_shared<ImageDataset>(df.train(), transform("name: norm")), 256);
+
+  // 2. Generated 500x375 JPEGs (smooth gradients plus noise, ~quality 90 camera-like files).
+  DataSplit split;
+  for (int64_t i = 0; i < n_jpeg; ++i) {
+    const auto y = torch::linspace(0, 1, 375).view({375, 1, 1});
+    const auto x = torch::linspace(0, 1, 500).view({1, 500, 1});
+    const auto colour = torch::rand({1, 1, 3});
+    auto image = (y * 120 + x * 100 + colour * 35 + torch::rand({375, 500, 3}) * 40).clamp(0, 255).to(torch::kUInt8);
+    const fs::path path = work / "jpeg" / (std::to_string(i) + ".jpg");
+    fs::create_directories(path.parent_path());
+    oml::io::write_file_atomic(path, encode_image(image, path.string(), 90));
+    split.paths.push_back(path.string());
+    split.lines.push_back(i + 2);
+  }
+  report("500x375 JPEG", "norm_resize 224",
+         std::make_shared<ImageDataset>(split, transform("{name: norm_resize, args: {im_size: 224}}")), 32);
+  report("500x375 JPEG", "augs 224", std::make_shared<ImageDataset>(split, transform("{name: augs, args: {im_size: 224}}")),
+         32);
+  fs::remove_all(work);
+  return 0;
+}

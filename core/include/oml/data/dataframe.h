@@ -1,0 +1,94 @@
+#pragma once
+// The OML dataset dataframe (SPEC §1): a CSV file with one row per image.
+//
+//   label,path,split,is_query,is_gallery[,category][,sequence][,x_1,x_2,y_1,y_2]
+//
+// `Dataframe::read` applies every validation rule of SPEC §1 and fails with a DataError that
+// names the file, the 1-based line, the column and the expected value. The result is split into
+// the `train` and `validation` parts in file order; either may be empty (a validation-only
+// dataframe for validation/prediction, a train-only one for training without validation).
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oml::data {
+
+/// A bounding box in pixels: left x_1, right x_2, top y_1, bottom y_2 (0 <= x_1 < x_2, ...).
+struct BBox {
+  int64_t x1 = 0, x2 = 0, y1 = 0, y2 = 0;
+  bool operator==(const BBox& other) const {
+    return x1 == other.x1 && x2 == other.x2 && y1 == other.y1 && y2 == other.y2;
+  }
+};
+
+/// The rows of one split, column by column (every vector has size() entries unless noted).
+struct DataSplit {
+  std::vector<std::string> paths;        ///< absolute paths (dataset_root / path); may be empty
+  std::vector<int64_t> labels;           ///< train: remapped to 0..L-1; validation: as in the file
+  std::vector<int64_t> original_labels;  ///< labels as written in the file
+  std::vector<std::string> categories;   ///< empty when the dataframe has no `category` column
+  std::vector<std::string> sequences;    ///< empty when the dataframe has no `sequence` column
+  std::vector<bool> is_query;            ///< validation only (empty for train)
+  std::vector<bool> is_gallery;          ///< validation only (empty for train)
+  std::vector<std::optional<BBox>> bboxes;  ///< empty without bbox columns; nullopt = whole image
+  std::vector<int64_t> lines;            ///< 1-based line of each row in the CSV file
+  /// Category of each label (keys are `labels`' values); empty without a category column. A
+  /// label seen with several categories keeps the first one (and read() warns).
+  std::map<int64_t, std::string> label2category;
+
+  std::size_t size() const { return lines.size(); }
+  bool empty() const { return lines.empty(); }
+  bool has_labels() const { return !labels.empty(); }
+  bool has_paths() const { return !paths.empty(); }
+  bool has_categories() const { return !categories.empty(); }
+  bool has_sequences() const { return !sequences.empty(); }
+  bool has_bboxes() const { return !bboxes.empty(); }
+  /// Number of distinct labels.
+  int64_t num_labels() const;
+};
+
+struct DataframeOptions {
+  /// Root the `path` column is relative to; defaults to the CSV file's folder.
+  std::optional<std::filesystem::path> dataset_root;
+  /// `path` column required (false for dataframes that go with precomputed embeddings).
+  bool require_paths = true;
+  /// Check up front that every image file exists (rule 7).
+  bool check_files = true;
+};
+
+class Dataframe {
+ public:
+  /// Reads and validates `csv_path`. Throws DataError for every rule violation.
+  static Dataframe read(const std::filesystem::path& csv_path, const DataframeOptions& options = {});
+  /// Same for CSV text already in memory; `file` names it in messages, relative paths resolve
+  /// against options.dataset_root (or the current folder).
+  static Dataframe parse(const std::string& text, const std::string& file, const DataframeOptions& options = {});
+
+  const DataSplit& train() const { return train_; }
+  const DataSplit& validation() const { return validation_; }
+  const std::string& file() const { return file_; }
+  /// Total number of rows.
+  std::size_t size() const { return train_.size() + validation_.size(); }
+
+ private:
+  std::string file_;
+  DataSplit train_;
+  DataSplit validation_;
+};
+
+/// Column names of the format.
+namespace columns {
+inline constexpr const char* kLabel = "label";
+inline constexpr const char* kPath = "path";
+inline constexpr const char* kSplit = "split";
+inline constexpr const char* kIsQuery = "is_query";
+inline constexpr const char* kIsGallery = "is_gallery";
+inline constexpr const char* kCategory = "category";
+inline constexpr const char* kSequence = "sequence";
+}  // namespace columns
+
+}  // namespace oml::data

@@ -1,0 +1,84 @@
+#pragma once
+// The loader (DESIGN.md decision 7): worker threads load and transform the items of the given
+// batches into a bounded queue; the consumer receives the batches in exactly the given order,
+// whatever the number of workers.
+//
+//   Loader loader(dataset, sampler_batches, {.num_workers = 2, .seed = 7, .epoch = e});
+//   while (auto batch = loader.next()) train_step(batch->images, batch->labels);
+//
+// An error while loading (a corrupt image, ...) is re-thrown by next() at the batch that needed
+// the item, naming the file; destroying the loader early (early stop, exceptions) stops and joins
+// the workers without deadlock.
+
+#include <ATen/core/Tensor.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace oml::data {
+
+class Dataset;
+
+struct LoaderOptions {
+  int num_workers = 2;     ///< 0 loads in the consumer's thread
+  int prefetch = 2;        ///< batches ready ahead of the consumer, per worker
+  uint64_t seed = 0;       ///< with `epoch` and the dataset index: the items' augmentation key
+  int64_t epoch = 0;
+  int64_t cache_size = 0;  ///< encoded files kept in memory by the dataset (0 = none)
+};
+
+struct Batch {
+  at::Tensor images;                    ///< [B, 3, H, W] float (or [B, D] for embeddings)
+  at::Tensor labels;                    ///< [B] int64 (-1 for unlabelled items)
+  at::Tensor indices;                   ///< [B] int64 dataset indices
+  std::vector<std::string> categories;  ///< one per item ("" without a category column)
+  int64_t position = 0;                 ///< which batch of the epoch (0-based)
+};
+
+class Loader {
+ public:
+  /// `batches` lists dataset indices (each in [0, dataset->size()), checked here: UsageError).
+  Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> batches, LoaderOptions options = {});
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  /// The next batch in order, or nullopt after the last one. Re-throws a worker's error.
+  std::optional<Batch> next();
+  int64_t num_batches() const { return static_cast<int64_t>(batches_.size()); }
+
+  /// Builds batch `position` in the calling thread (what workers run).
+  Batch load_batch(int64_t position) const;
+
+ private:
+  struct Slot {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+
+  void worker_loop();
+  void stop();
+
+  std::shared_ptr<const Dataset> dataset_;
+  std::vector<std::vector<int64_t>> batches_;
+  LoaderOptions options_;
+
+  std::mutex mutex_;
+  std::condition_variable ready_;  // consumer waits for its slot
+  std::condition_variable space_;  // workers wait for room in the window
+  std::map<int64_t, Slot> done_;   // finished batches not yet consumed
+  int64_t next_to_claim_ = 0;      // next batch a worker takes
+  int64_t next_to_return_ = 0;     // next batch next() returns
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace oml::data

@@ -1,0 +1,193 @@
+#include "convert_common.h"
+
+#include <atomic>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "oml/common/error.h"
+#include "oml/common/strings.h"
+#include "oml/data/csv.h"
+#include "oml/io/atomic_file.h"
+
+namespace oml::data::convert {
+
+std::vector<TextLine> read_text_table(const fs::path& path, int skip, const std::string& what) {
+  std::ifstream in(path);
+  OML_CHECK(in.good(), DataError, "cannot open ", path.string(), ": expected ", what);
+  std::vector<TextLine> out;
+  std::string text;
+  int64_t number = 0;
+  while (std::getline(in, text)) {
+    ++number;
+    if (number <= skip) continue;
+    std::istringstream tokens(text);
+    TextLine line{number, {}};
+    for (std::string token; tokens >> token;) line.tokens.push_back(token);
+    if (!line.tokens.empty()) out.push_back(std::move(line));
+  }
+  return out;
+}
+
+void expect_tokens(const fs::path& file, const TextLine& line, std::size_t n, const std::string& format) {
+  OML_CHECK(line.tokens.size() >= n, DataError, file.string(), ":", line.line, ": expected ", n, " fields (", format,
+            "), got ", line.tokens.size());
+}
+
+int64_t token_int(const fs::path& file, const TextLine& line, std::size_t i, const std::string& field) {
+  const std::string& token = line.tokens.at(i);
+  std::size_t used = 0;
+  try {
+    const long long value = std::stoll(token, &used);
+    if (used == token.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw DataError(file.string() + ":" + std::to_string(line.line) + ": field '" + field + "': got '" + token +
+                  "', expected an integer");
+}
+
+double token_double(const fs::path& file, const TextLine& line, std::size_t i, const std::string& field) {
+  const std::string& token = line.tokens.at(i);
+  std::size_t used = 0;
+  try {
+    const double value = std::stod(token, &used);
+    if (used == token.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw DataError(file.string() + ":" + std::to_string(line.line) + ": field '" + field + "': got '" + token +
+                  "', expected a number");
+}
+
+fs::path locate_root(const fs::path& src, const std::string& marker, const std::string& subfolder) {
+  std::error_code ec;
+  OML_CHECK(fs::is_directory(src, ec), DataError, "--src ", src.string(), " is not a folder");
+  if (fs::exists(src / marker, ec)) return src;
+  if (!subfolder.empty() && fs::exists(src / subfolder / marker, ec)) return src / subfolder;
+  throw DataError("--src " + src.string() + " does not hold " + marker +
+                  (subfolder.empty() ? "" : " (nor " + subfolder + "/" + marker + ")") +
+                  "; point --src at the unpacked dataset");
+}
+
+void apply_limit(std::vector<Row>& rows, int64_t limit) {
+  if (limit < 0) return;
+  std::vector<Row> kept;
+  int64_t train = 0, validation = 0;
+  for (auto& row : rows) {
+    int64_t& count = row.train ? train : validation;
+    if (count < limit) {
+      ++count;
+      kept.push_back(std::move(row));
+    }
+  }
+  std::set<int64_t> gallery;
+  for (const auto& row : kept) {
+    if (!row.train && row.is_gallery) gallery.insert(row.label);
+  }
+  rows.clear();
+  for (auto& row : kept) {
+    if (row.train || row.is_gallery || gallery.count(row.label)) rows.push_back(std::move(row));
+  }
+}
+
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(1, n)));
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    for (int64_t i = next++; i < n && !failed; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& thread : pool) thread.join();
+  if (error) std::rethrow_exception(error);
+}
+
+OutputFolder::OutputFolder(const ConvertOptions& options) : options_(options) {
+  OML_CHECK(!options_.dst.empty(), UsageError, "--dst is required");
+  const fs::path dst = fs::absolute(options_.dst).lexically_normal();
+  std::error_code ec;
+  OML_CHECK(!fs::exists(dst, ec) || fs::is_directory(dst, ec), UsageError, "--dst ", dst.string(),
+            " exists and is not a folder");
+  if (dst.has_parent_path()) fs::create_directories(dst.parent_path(), ec);
+  staging_ = io::temporary_sibling(dst);
+  fs::create_directories(staging_, ec);
+  OML_CHECK(!ec, RuntimeError, "cannot create ", staging_.string(), ": ", ec.message());
+  options_.dst = dst;
+}
+
+OutputFolder::~OutputFolder() {
+  if (committed_) return;
+  std::error_code ec;
+  fs::remove_all(staging_, ec);
+}
+
+void OutputFolder::copy_files(const std::vector<std::pair<fs::path, std::string>>& files) const {
+  parallel_for(static_cast<int64_t>(files.size()), options_.num_threads, [&](int64_t i) {
+    const auto& [from, relative] = files[i];
+    const fs::path to = staging_ / relative;
+    std::error_code ec;
+    OML_CHECK(fs::is_regular_file(from, ec), DataError, "image ", from.string(),
+              " is listed by the dataset's index files but does not exist");
+    fs::create_directories(to.parent_path(), ec);
+    fs::create_hard_link(from, to, ec);
+    if (ec) {
+      ec.clear();
+      fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+      OML_CHECK(!ec, RuntimeError, "cannot copy ", from.string(), " to ", to.string(), ": ", ec.message());
+    }
+  });
+}
+
+ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
+  bool has_category = false, has_bbox = false;
+  for (const auto& row : rows) {
+    has_category |= !row.category.empty();
+    has_bbox |= row.bbox.has_value();
+  }
+  std::ostringstream csv;
+  csv << "label,path,split,is_query,is_gallery" << (has_category ? ",category" : "") << (has_bbox ? ",x_1,x_2,y_1,y_2" : "")
+      << "\n";
+  ConvertReport report;
+  std::set<int64_t> labels;
+  for (const auto& row : rows) {
+    csv << row.label << ',' << csv_escape(row.path) << ',' << (row.train ? "train" : "validation") << ',';
+    if (!row.train) csv << (row.is_query ? "True" : "False") << ',' << (row.is_gallery ? "True" : "False");
+    else csv << ',';
+    if (has_category) csv << ',' << csv_escape(row.category);
+    if (has_bbox) {
+      if (row.bbox) csv << ',' << row.bbox->x1 << ',' << row.bbox->x2 << ',' << row.bbox->y1 << ',' << row.bbox->y2;
+      else csv << ",,,,";
+    }
+    csv << '\n';
+    ++(row.train ? report.train_rows : report.validation_rows);
+    labels.insert(row.label);
+  }
+  OML_CHECK(!rows.empty(), DataError, "--src ", options_.src.string(), " holds no images to convert");
+  const fs::path df_path = staging_ / "df.csv";
+  io::write_file_atomic(df_path, csv.str());
+  // The converter's own output must pass every rule a user's dataframe must pass.
+  Dataframe::read(df_path);
+  io::replace_directory(staging_, options_.dst);
+  committed_ = true;
+  report.labels = static_cast<int64_t>(labels.size());
+  report.dataframe = options_.dst / "df.csv";
+  return report;
+}
+
+}  // namespace oml::data::convert

@@ -1,0 +1,113 @@
+#include "oml/data/image.h"
+
+#include <torch/torch.h>
+
+#include <fstream>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <sstream>
+
+#include "oml/common/error.h"
+#include "oml/common/strings.h"
+
+namespace oml::data {
+
+namespace {
+
+bool is_jpeg(const std::string& bytes) {
+  return bytes.size() >= 3 && static_cast<unsigned char>(bytes[0]) == 0xFF &&
+         static_cast<unsigned char>(bytes[1]) == 0xD8 && static_cast<unsigned char>(bytes[2]) == 0xFF;
+}
+
+// libjpeg decodes a JPEG cut short by filling the missing rows with grey and only printing
+// "Premature end of JPEG file". The last scan (after the last SOS marker, FF DA) of a complete
+// file is followed by the end-of-image marker FF D9; entropy-coded data never holds FF D9
+// (FF bytes in it are stuffed as FF 00), so its absence means the file was truncated.
+bool jpeg_is_complete(const std::string& bytes) {
+  const std::size_t last_sos = bytes.rfind("\xFF\xDA");
+  if (last_sos == std::string::npos) return false;
+  return bytes.find("\xFF\xD9", last_sos + 2) != std::string::npos;
+}
+
+}  // namespace
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  OML_CHECK(in.good(), DataError, "cannot read image ", path, " (missing or not readable)");
+  std::ostringstream out;
+  out << in.rdbuf();
+  OML_CHECK(!in.bad(), DataError, "cannot read image ", path);
+  return out.str();
+}
+
+at::Tensor decode_image(const std::string& bytes, const std::string& path) {
+  OML_CHECK(!bytes.empty(), DataError, "image ", path, " is an empty file");
+  if (is_jpeg(bytes)) {
+    OML_CHECK(jpeg_is_complete(bytes), DataError, "image ", path,
+              " is a truncated or corrupt JPEG (no end-of-image marker after the last scan)");
+  }
+  const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
+  cv::Mat decoded;
+  try {
+    decoded = cv::imdecode(raw, cv::IMREAD_UNCHANGED | cv::IMREAD_IGNORE_ORIENTATION);
+  } catch (const cv::Exception& e) {
+    throw DataError("image " + path + " cannot be decoded: " + trim(e.msg));
+  }
+  OML_CHECK(!decoded.empty(), DataError, "image ", path,
+            " cannot be decoded (corrupt, truncated, or not a JPEG/PNG/BMP file)");
+  if (decoded.depth() != CV_8U) {  // 16-bit PNGs: keep the high byte, as PIL's RGB conversion does
+    cv::Mat eight;
+    decoded.convertTo(eight, CV_8U, decoded.depth() == CV_16U ? 1.0 / 256.0 : 255.0);
+    decoded = eight;
+  }
+  auto out = torch::empty({decoded.rows, decoded.cols, 3}, torch::kUInt8);
+  cv::Mat rgb(decoded.rows, decoded.cols, CV_8UC3, out.data_ptr<uint8_t>());
+  switch (decoded.channels()) {
+    case 1: cv::cvtColor(decoded, rgb, cv::COLOR_GRAY2RGB); break;
+    case 3: cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB); break;
+    case 4: cv::cvtColor(decoded, rgb, cv::COLOR_BGRA2RGB); break;
+    default:
+      throw DataError("image " + path + " has " + std::to_string(decoded.channels()) +
+                      " channels; expected 1 (grayscale), 3 (RGB) or 4 (RGBA)");
+  }
+  OML_ASSERT(rgb.data == out.data_ptr<uint8_t>(), "cvtColor must write into the tensor");
+  return out;
+}
+
+at::Tensor crop_image(const at::Tensor& image, const BBox& box, const std::string& path) {
+  const int64_t height = image.size(0), width = image.size(1);
+  OML_CHECK(box.x2 <= width && box.y2 <= height, DataError, "image ", path, " is ", width, "x", height,
+            " (width x height) but its bounding box x_1=", box.x1, ", x_2=", box.x2, ", y_1=", box.y1, ", y_2=", box.y2,
+            " reaches outside it; expected x_2 <= ", width, " and y_2 <= ", height);
+  return image.slice(0, box.y1, box.y2).slice(1, box.x1, box.x2).contiguous();
+}
+
+std::string encode_image(const at::Tensor& image, const std::string& path_for_format, int jpeg_quality) {
+  const auto contiguous = image.to(torch::kUInt8).contiguous();
+  cv::Mat mat;
+  if (contiguous.dim() == 2) {
+    mat = cv::Mat(static_cast<int>(contiguous.size(0)), static_cast<int>(contiguous.size(1)), CV_8UC1,
+                  contiguous.data_ptr<uint8_t>());
+  } else {
+    OML_CHECK(contiguous.dim() == 3 && (contiguous.size(2) == 3 || contiguous.size(2) == 4), UsageError,
+              "encode_image expects [H, W, 3], [H, W, 4] or [H, W] uint8, got ", contiguous.sizes());
+    const bool alpha = contiguous.size(2) == 4;
+    const cv::Mat rgb(static_cast<int>(contiguous.size(0)), static_cast<int>(contiguous.size(1)),
+                      alpha ? CV_8UC4 : CV_8UC3, contiguous.data_ptr<uint8_t>());
+    cv::cvtColor(rgb, mat, alpha ? cv::COLOR_RGBA2BGRA : cv::COLOR_RGB2BGR);
+  }
+  std::string ext = std::filesystem::path(path_for_format).extension().string();
+  std::vector<int> params;
+  if (ext == ".jpg" || ext == ".jpeg") params = {cv::IMWRITE_JPEG_QUALITY, jpeg_quality};
+  if (ext == ".png") params = {cv::IMWRITE_PNG_COMPRESSION, 1};
+  std::vector<uchar> buffer;
+  try {
+    OML_CHECK(cv::imencode(ext, mat, buffer, params), RuntimeError, "cannot encode ", path_for_format);
+  } catch (const cv::Exception& e) {
+    throw RuntimeError("cannot encode " + path_for_format + ": " + trim(e.msg));
+  }
+  return std::string(buffer.begin(), buffer.end());
+}
+
+}  // namespace oml::data

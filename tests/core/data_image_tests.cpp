@@ -1,0 +1,161 @@
+// Image decoding and the built-in transforms: colour handling, bbox crops, corrupt files, and
+// every transform's output shape, range and determinism.
+#include <torch/torch.h>
+
+#include "oml/common/error.h"
+#include "oml/config/document.h"
+#include "oml/config/reader.h"
+#include "oml/data/image.h"
+#include "oml/data/transform.h"
+#include "oml/registry/registries.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::DataError;
+using oml::data::RandomKey;
+
+namespace {
+
+// A deterministic RGB test pattern [H, W, 3].
+at::Tensor pattern(int64_t height, int64_t width) {
+  auto y = torch::arange(height).view({height, 1, 1}).expand({height, width, 3});
+  auto x = torch::arange(width).view({1, width, 1}).expand({height, width, 3});
+  auto c = torch::arange(3).view({1, 1, 3}).expand({height, width, 3});
+  return ((y * 7 + x * 3 + c * 80) % 256).to(torch::kUInt8).contiguous();
+}
+
+std::shared_ptr<oml::data::Transform> make_transform(const std::string& yaml) {
+  oml::register_core_components();
+  const auto doc = oml::config::Document::from_string(yaml, "t.yaml");
+  return oml::registries().transforms.create(oml::config::parse_component(doc.root(), "transform"));
+}
+
+// Undoes ImageNet normalisation back to [0, 1].
+at::Tensor unnormalise(const at::Tensor& x) {
+  const auto mean = torch::tensor({0.485, 0.456, 0.406}, torch::kFloat32).view({3, 1, 1});
+  const auto std = torch::tensor({0.229, 0.224, 0.225}, torch::kFloat32).view({3, 1, 1});
+  return x * std + mean;
+}
+
+}  // namespace
+
+TEST_CASE("PNG and JPEG round-trip to RGB; grayscale and RGBA become three channels", "[data][image]") {
+  const auto image = pattern(20, 30);
+  const auto png = oml::data::decode_image(oml::data::encode_image(image, "x.png"), "x.png");
+  CHECK(png.sizes() == image.sizes());
+  CHECK(torch::equal(png, image));
+  const auto jpeg = oml::data::decode_image(oml::data::encode_image(image, "x.jpg", 100), "x.jpg");
+  CHECK(jpeg.sizes() == image.sizes());
+  CHECK(oml::test::max_abs_diff(jpeg, image) < 40);  // lossy, but RGB order kept (B would be ~160 off)
+  CHECK((jpeg.to(torch::kFloat) - image.to(torch::kFloat)).abs().mean().item<double>() < 6);
+
+  const auto gray = image.select(2, 1).contiguous();
+  const auto from_gray = oml::data::decode_image(oml::data::encode_image(gray, "g.png"), "g.png");
+  REQUIRE(from_gray.sizes() == image.sizes());
+  for (int c = 0; c < 3; ++c) CHECK(torch::equal(from_gray.select(2, c), gray));
+}
+
+TEST_CASE("RGBA PNGs lose their alpha channel and keep RGB order", "[data][image]") {
+  const auto image = pattern(4, 5);
+  const auto rgba = torch::cat({image, torch::full({4, 5, 1}, 128, torch::kUInt8)}, 2).contiguous();
+  CHECK(torch::equal(oml::data::decode_image(oml::data::encode_image(rgba, "p.png"), "p.png"), image));
+}
+
+TEST_CASE("Corrupt, empty and truncated images are DataErrors naming the file", "[data][image]") {
+  const std::string jpeg = oml::data::encode_image(pattern(64, 64), "x.jpg");
+  CHECK_THROWS_WITH(oml::data::decode_image(jpeg.substr(0, jpeg.size() / 2), "/d/cut.jpg"),
+                    Contains("/d/cut.jpg") && Contains("truncated"));
+  CHECK_THROWS_AS(oml::data::decode_image(jpeg.substr(0, jpeg.size() - 2), "/d/cut.jpg"), DataError);
+  CHECK_NOTHROW(oml::data::decode_image(jpeg + std::string(10, '\0'), "/d/padded.jpg"));
+  const std::string png = oml::data::encode_image(pattern(64, 64), "x.png");
+  CHECK_THROWS_WITH(oml::data::decode_image(png.substr(0, png.size() / 2), "/d/cut.png"), Contains("/d/cut.png"));
+  CHECK_THROWS_WITH(oml::data::decode_image("not an image at all", "/d/text.png"),
+                    Contains("/d/text.png") && Contains("cannot be decoded"));
+  CHECK_THROWS_WITH(oml::data::decode_image("", "/d/empty.png"), Contains("empty file"));
+  CHECK_THROWS_WITH(oml::data::read_file_bytes("/no/such.png"), Contains("/no/such.png"));
+}
+
+TEST_CASE("Bounding boxes crop before transforms and must lie inside the image", "[data][image]") {
+  const auto image = pattern(10, 12);
+  const auto crop = oml::data::crop_image(image, {2, 7, 1, 4}, "a.png");
+  CHECK(crop.sizes() == std::vector<int64_t>{3, 5, 3});
+  CHECK(torch::equal(crop, image.slice(0, 1, 4).slice(1, 2, 7)));
+  CHECK_THROWS_WITH(oml::data::crop_image(image, {2, 13, 1, 4}, "a.png"),
+                    Contains("a.png is 12x10") && Contains("x_2=13"));
+}
+
+TEST_CASE("norm keeps the size and normalises with ImageNet statistics", "[data][transforms]") {
+  const auto image = pattern(9, 11);
+  const auto out = make_transform("name: norm")->apply(image, {});
+  REQUIRE(out.sizes() == std::vector<int64_t>{3, 9, 11});
+  CHECK(out.scalar_type() == torch::kFloat32);
+  const auto expected = image.permute({2, 0, 1}).to(torch::kFloat32) / 255.0;
+  CHECK(oml::test::max_abs_diff(unnormalise(out), expected) < 1e-5);
+  const auto plain = make_transform("{name: norm, args: {mean: [0, 0, 0], std: [1, 1, 1]}}")->apply(image, {});
+  CHECK(plain.min().item<float>() >= 0.0f);
+  CHECK(plain.max().item<float>() <= 1.0f);
+}
+
+TEST_CASE("resize, norm_resize and norm_resize_center_crop give fixed sizes", "[data][transforms]") {
+  const auto wide = pattern(30, 60);
+  const auto resized = make_transform("{name: resize, args: {im_size: 32}}")->apply(wide, {});
+  CHECK(resized.sizes() == std::vector<int64_t>{3, 32, 32});
+
+  // Longest side 60 -> 32, so the height becomes 16, centred between white bands.
+  const auto padded = make_transform("{name: norm_resize, args: {im_size: 32}}")->apply(wide, {});
+  REQUIRE(padded.sizes() == std::vector<int64_t>{3, 32, 32});
+  const auto pixels = unnormalise(padded);
+  CHECK(pixels.slice(1, 0, 8).min().item<float>() > 0.999f);   // top band white
+  CHECK(pixels.slice(1, 24, 32).min().item<float>() > 0.999f);  // bottom band white
+  CHECK(pixels.slice(1, 8, 24).min().item<float>() < 0.5f);     // the image itself
+
+  const auto cropped =
+      make_transform("{name: norm_resize_center_crop, args: {im_size: 40, crop_size: 24}}")->apply(wide, {});
+  CHECK(cropped.sizes() == std::vector<int64_t>{3, 24, 24});
+  for (const auto& out : {resized, padded, cropped}) {
+    const auto px = unnormalise(out);
+    CHECK(px.min().item<float>() >= -1e-5f);
+    CHECK(px.max().item<float>() <= 1.0f + 1e-5f);
+  }
+}
+
+TEST_CASE("augs gives im_size outputs in range, deterministic per (seed, epoch, index)", "[data][transforms]") {
+  const auto augs = make_transform("{name: augs, args: {im_size: 48, min_scale: 0.3}}");
+  const auto image = pattern(50, 70);
+  const auto a = augs->apply(image, RandomKey{1, 0, 5});
+  REQUIRE(a.sizes() == std::vector<int64_t>{3, 48, 48});
+  const auto px = unnormalise(a);
+  CHECK(px.min().item<float>() >= -1e-5f);
+  CHECK(px.max().item<float>() <= 1.0f + 1e-5f);
+  CHECK(torch::equal(a, augs->apply(image, RandomKey{1, 0, 5})));
+  CHECK_FALSE(torch::equal(a, augs->apply(image, RandomKey{1, 1, 5})));
+  CHECK_FALSE(torch::equal(a, augs->apply(image, RandomKey{1, 0, 6})));
+  CHECK_FALSE(torch::equal(a, augs->apply(image, RandomKey{2, 0, 5})));
+  // Without randomness left (no crop, flip or jitter), augs equals resize.
+  const auto still = make_transform(
+      "{name: augs, args: {im_size: 48, min_scale: 1.0, min_ratio: 1.4, max_ratio: 1.4, hflip_p: 0, brightness: 0, "
+      "contrast: 0, saturation: 0}}");
+  const auto resized = make_transform("{name: resize, args: {im_size: 48}}")->apply(image, {});
+  CHECK(oml::test::max_abs_diff(still->apply(image, RandomKey{3, 0, 0}), resized) < 1e-4);
+}
+
+TEST_CASE("Transform arguments are checked with the config location", "[data][transforms]") {
+  CHECK_THROWS_WITH(make_transform("{name: resize, args: {im_size: 0}}"),
+                    Contains("t.yaml:1") && Contains("im_size") && Contains("positive"));
+  CHECK_THROWS_WITH(make_transform("{name: norm, args: {mean: [0.5]}}"), Contains("expected 3 values"));
+  CHECK_THROWS_WITH(make_transform("{name: augs, args: {min_scale: 1.5}}"), Contains("min_scale"));
+  CHECK_THROWS_WITH(make_transform("{name: norm_resize_center_crop, args: {im_size: 10, crop_size: 20}}"),
+                    Contains("crop_size <= im_size"));
+  CHECK_THROWS_WITH(make_transform("{name: augs, args: {im_sz: 3}}"), Contains("im_sz"));
+}
+
+TEST_CASE("KeyedRandom draws are a pure function of the key", "[data][transforms]") {
+  oml::data::KeyedRandom a(RandomKey{7, 2, 3}), b(RandomKey{7, 2, 3}), c(RandomKey{7, 3, 2});
+  for (int i = 0; i < 5; ++i) {
+    const double x = a.uniform();
+    CHECK(x == b.uniform());
+    CHECK(x >= 0.0);
+    CHECK(x < 1.0);
+  }
+  CHECK(a.next_u64() != c.next_u64());
+}

@@ -1,0 +1,246 @@
+// oml-convert run as a user runs it, on the packaged Fashion-MNIST and on tiny fake trees
+// that follow the official layouts of CUB-200-2011, SOP, CARS196 and DeepFashion InShop.
+#include <torch/torch.h>
+
+#include <array>
+#include <set>
+
+#include "oml/data/dataframe.h"
+#include "oml/data/image.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::test::quote;
+using oml::test::run_oml;
+using oml::test::TempDir;
+using oml::test::write_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
+
+void write_image(const fs::path& path, int64_t height = 40, int64_t width = 50) {
+  write_file(path, oml::data::encode_image(torch::full({height, width, 3}, 90, torch::kUInt8), path.string()));
+}
+
+oml::test::CommandResult convert(const std::string& format, const fs::path& src, const fs::path& dst,
+                                 const std::string& extra = "") {
+  return run_oml("oml-convert", format + " --src " + quote(src.string()) + " --dst " + quote(dst.string()) + " " + extra);
+}
+
+// Reads the output with every SPEC §1 check (files included) and decodes every image.
+oml::data::Dataframe check_output(const fs::path& dst) {
+  const auto df = oml::data::Dataframe::read(dst / "df.csv");
+  for (const auto* split : {&df.train(), &df.validation()}) {
+    for (const auto& path : split->paths) CHECK(oml::data::decode_image(oml::data::read_file_bytes(path), path).numel() > 0);
+  }
+  return df;
+}
+
+std::string idx_images(int count, int rows, int cols, int seed) {
+  std::string out = {0, 0, 8, 3};
+  for (int v : {count, rows, cols}) out += {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  for (int i = 0; i < count * rows * cols; ++i) out += char((i * 13 + seed) % 256);
+  return out;
+}
+
+std::string idx_labels(const std::vector<int>& labels) {
+  std::string out = {0, 0, 8, 1};
+  const int n = static_cast<int>(labels.size());
+  out += {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
+  for (int label : labels) out += char(label);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("oml-convert fashion-mnist converts the packaged dataset", "[convert][integration]") {
+  if (!fs::exists(fs::path(kFashionMnist) / "train-images-idx3-ubyte.gz")) {
+    WARN("skipped: " << kFashionMnist << " is not installed (apt-get install dataset-fashion-mnist)");
+    return;
+  }
+  TempDir dir;
+  const auto result = convert("fashion-mnist", kFashionMnist, dir / "fmnist", "--limit 300");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("300 train rows, 300 validation rows"));
+  const auto df = check_output(dir / "fmnist");
+  CHECK(df.train().size() == 300);
+  CHECK(df.validation().size() == 300);
+  CHECK(df.train().num_labels() == 10);
+  for (std::size_t i = 0; i < df.validation().size(); ++i) {
+    CHECK(df.validation().is_query[i]);
+    CHECK(df.validation().is_gallery[i]);
+  }
+  const auto image = oml::data::decode_image(oml::data::read_file_bytes(df.train().paths[0]), "");
+  CHECK(image.sizes() == std::vector<int64_t>{28, 28, 3});
+}
+
+TEST_CASE("oml-convert fashion-mnist reads uncompressed IDX files and checks their headers", "[convert][integration]") {
+  TempDir dir;
+  const fs::path src = dir / "src";
+  write_file(src / "train-images-idx3-ubyte", idx_images(3, 4, 5, 1));
+  write_file(src / "train-labels-idx1-ubyte", idx_labels({0, 1, 1}));
+  write_file(src / "t10k-images-idx3-ubyte", idx_images(2, 4, 5, 2));
+  write_file(src / "t10k-labels-idx1-ubyte", idx_labels({3, 3}));
+  const auto ok = convert("fashion-mnist", src, dir / "out");
+  INFO(ok.err);
+  REQUIRE(ok.exit_code == 0);
+  const auto df = check_output(dir / "out");
+  CHECK(df.train().original_labels == std::vector<int64_t>{0, 1, 1});
+  const auto pixels = oml::data::decode_image(oml::data::read_file_bytes(df.train().paths[1]), "");
+  CHECK(pixels.sizes() == std::vector<int64_t>{4, 5, 3});
+  CHECK(pixels[0][0][0].item<int>() == (20 * 13 + 1) % 256);  // image 1 starts at pixel 20
+
+  write_file(src / "t10k-labels-idx1-ubyte", idx_labels({3}));
+  const auto mismatch = convert("fashion-mnist", src, dir / "out");
+  CHECK(mismatch.exit_code == 2);
+  CHECK_THAT(mismatch.err, Contains("holds 2 images but") && Contains("1 labels"));
+  CHECK(fs::exists(dir / "out" / "df.csv"));  // the previous output is untouched
+  fs::remove(src / "t10k-images-idx3-ubyte");
+  CHECK_THAT(convert("fashion-mnist", src, dir / "out").err, Contains("t10k-images-idx3-ubyte"));
+}
+
+TEST_CASE("oml-convert image-folder splits by label, deterministically by seed", "[convert][integration]") {
+  TempDir dir;
+  const fs::path src = dir / "src";
+  for (const std::string label : {"ant", "bee", "cat", "dog", "eel", "fox"}) {
+    for (int i = 0; i < 2; ++i) write_image(src / label / (std::to_string(i) + ".png"));
+  }
+  write_file(src / "notes.txt", "ignored");
+  const auto first = convert("image-folder", src, dir / "a", "--val-fraction 0.5 --seed 3");
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(convert("image-folder", src, dir / "b", "--val-fraction 0.5 --seed 3").exit_code == 0);
+  CHECK(oml::test::read_file(dir / "a" / "df.csv") == oml::test::read_file(dir / "b" / "df.csv"));
+  const auto df = check_output(dir / "a");
+  CHECK(df.train().size() == 6);
+  CHECK(df.validation().size() == 6);
+  const std::set<int64_t> train(df.train().original_labels.begin(), df.train().original_labels.end());
+  for (int64_t label : df.validation().labels) CHECK(train.count(label) == 0);
+  CHECK_THAT(df.train().paths[0], Contains("/images/"));
+
+  const auto all_train = convert("image-folder", src, dir / "c");
+  REQUIRE(all_train.exit_code == 0);
+  CHECK(oml::data::Dataframe::read(dir / "c" / "df.csv").train().num_labels() == 6);
+  const auto bad = convert("image-folder", src, dir / "d", "--val-fraction 1.5");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("--val-fraction"));
+}
+
+TEST_CASE("oml-convert cub reads the CUB-200-2011 layout with boxes and the class split", "[convert][integration]") {
+  TempDir dir;
+  const fs::path root = dir / "CUB_200_2011";
+  const std::vector<std::pair<std::string, int>> images{{"001.Albatross/a_1.jpg", 1}, {"001.Albatross/a_2.jpg", 1},
+                                                        {"101.Wren/w_1.jpg", 101}, {"101.Wren/w_2.jpg", 101}};
+  std::string list, labels, boxes, split;
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const std::string id = std::to_string(i + 1);
+    write_image(root / "images" / images[i].first);
+    list += id + " " + images[i].first + "\n";
+    labels += id + " " + std::to_string(images[i].second) + "\n";
+    boxes += id + " 3.0 4.0 20.0 10.0\n";
+    split += id + " " + std::to_string(i % 2) + "\n";
+  }
+  write_file(root / "images.txt", list);
+  write_file(root / "image_class_labels.txt", labels);
+  write_file(root / "bounding_boxes.txt", boxes);
+  write_file(root / "train_test_split.txt", split);
+  const auto result = convert("cub", dir.path(), dir / "out");  // the archive's parent folder works too
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto df = check_output(dir / "out");
+  CHECK(df.train().original_labels == std::vector<int64_t>{1, 1});
+  CHECK(df.validation().labels == std::vector<int64_t>{101, 101});
+  CHECK(*df.train().bboxes[0] == oml::data::BBox{3, 23, 4, 14});
+  CHECK_THAT(df.validation().paths[0], Contains("images/101.Wren/w_1.jpg"));
+
+  write_file(root / "bounding_boxes.txt", "1 3 4 20\n");
+  const auto bad = convert("cub", root, dir / "out");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("bounding_boxes.txt:1") && Contains("expected 5 fields"));
+}
+
+TEST_CASE("oml-convert sop reads Ebay_train/Ebay_test with categories", "[convert][integration]") {
+  TempDir dir;
+  const fs::path root = dir / "Stanford_Online_Products";
+  write_file(root / "Ebay_train.txt",
+             "image_id class_id super_class_id path\n1 1 1 bicycle_final/1_0.JPG\n2 1 1 bicycle_final/1_1.JPG\n"
+             "3 2 2 chair_final/2_0.JPG\n");
+  write_file(root / "Ebay_test.txt",
+             "image_id class_id super_class_id path\n4 3 1 bicycle_final/3_0.JPG\n5 3 1 bicycle_final/3_1.JPG\n");
+  for (const std::string name : {"bicycle_final/1_0.JPG", "bicycle_final/1_1.JPG", "chair_final/2_0.JPG",
+                                 "bicycle_final/3_0.JPG", "bicycle_final/3_1.JPG"}) {
+    write_image(root / name);
+  }
+  const auto result = convert("sop", root, dir / "out");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto df = check_output(dir / "out");
+  CHECK(df.train().categories == std::vector<std::string>{"bicycle", "bicycle", "chair"});
+  CHECK(df.train().labels == std::vector<int64_t>{0, 0, 1});
+  CHECK(df.validation().size() == 2);
+  CHECK(df.validation().label2category.at(3) == "bicycle");
+}
+
+TEST_CASE("oml-convert cars reads the exported cars_annos.csv with the class split", "[convert][integration]") {
+  TempDir dir;
+  const fs::path root = dir / "cars";
+  write_file(root / "cars_annos.csv",
+             "relative_im_path,bbox_x1,bbox_y1,bbox_x2,bbox_y2,class,test\n"
+             "car_ims/000001.jpg,1,2,30,20,1,0\ncar_ims/000002.jpg,0,0,49,39,98,1\n"
+             "car_ims/000003.jpg,5,5,25,25,99,0\ncar_ims/000004.jpg,5,5,25,25,99,1\n");
+  for (int i = 1; i <= 4; ++i) write_image(root / ("car_ims/00000" + std::to_string(i) + ".jpg"));
+  const auto result = convert("cars", root, dir / "out");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto df = check_output(dir / "out");
+  CHECK(df.train().original_labels == std::vector<int64_t>{1, 98});
+  CHECK(df.validation().labels == std::vector<int64_t>{99, 99});
+  CHECK(*df.train().bboxes[0] == oml::data::BBox{1, 30, 2, 20});
+  fs::remove(root / "cars_annos.csv");
+  const auto missing = convert("cars", root, dir / "out");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Contains("cars_annos.csv"));
+}
+
+TEST_CASE("oml-convert inshop reads the partition and box lists with query/gallery roles", "[convert][integration]") {
+  TempDir dir;
+  const fs::path root = dir / "inshop";
+  const std::vector<std::array<std::string, 3>> items{
+      {"img/WOMEN/Dresses/id_00000002/02_1_front.jpg", "id_00000002", "train"},
+      {"img/WOMEN/Dresses/id_00000002/02_2_side.jpg", "id_00000002", "train"},
+      {"img/MEN/Denim/id_00000080/01_1_front.jpg", "id_00000080", "query"},
+      {"img/MEN/Denim/id_00000080/01_2_side.jpg", "id_00000080", "gallery"}};
+  std::string partition = "4\nimage_name item_id evaluation_status\n";
+  std::string boxes = "4\nimage_name clothes_type pose_type x_1 y_1 x_2 y_2\n";
+  for (const auto& item : items) {
+    write_image(root / item[0]);
+    partition += item[0] + "  " + item[1] + "  " + item[2] + "\n";
+    boxes += item[0] + " 1 1 2 3 40 30\n";
+  }
+  write_file(root / "list_eval_partition.txt", partition);
+  write_file(root / "list_bbox_inshop.txt", boxes);
+  const auto result = convert("inshop", root, dir / "out");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto df = check_output(dir / "out");
+  CHECK(df.train().original_labels == std::vector<int64_t>{2, 2});
+  CHECK(df.train().categories[0] == "WOMEN_Dresses");
+  CHECK(df.validation().is_query == std::vector<bool>{true, false});
+  CHECK(df.validation().is_gallery == std::vector<bool>{false, true});
+  CHECK(*df.validation().bboxes[0] == oml::data::BBox{2, 40, 3, 30});
+}
+
+TEST_CASE("oml-convert rejects unknown formats and missing arguments with exit 2", "[convert][integration]") {
+  TempDir dir;
+  const auto unknown = run_oml("oml-convert", "cubb --src " + quote(dir.path().string()) + " --dst x");
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Contains("unknown dataset format 'cubb'") && Contains("did you mean 'cub'"));
+  CHECK(run_oml("oml-convert", "cub --dst x").exit_code == 2);
+  const auto wrong_src = convert("sop", dir.path(), dir / "out");
+  CHECK(wrong_src.exit_code == 2);
+  CHECK_THAT(wrong_src.err, Contains("Ebay_train.txt"));
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
