@@ -3,6 +3,7 @@
 // linker may drop).
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
+#include "oml/retrieval/postprocessor.h"
 
 namespace oml {
 
@@ -11,6 +12,7 @@ void register_core_components() {
   if (done) return;
   done = true;
   data::register_builtin_transforms(registries());
+  retrieval::register_builtin_postprocessors(registries());
 }
 
 }  // namespace oml

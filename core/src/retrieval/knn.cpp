@@ -1,0 +1,373 @@
+#include "oml/retrieval/knn.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "oml/common/error.h"
+#include "oml/retrieval/detail/distance_blocks.h"
+
+namespace oml::retrieval {
+
+void RetrievalResults::check_consistent() const {
+  const int64_t q = num_queries();
+  OML_ASSERT(q >= 0 && offsets.front() == 0);
+  OML_ASSERT(retrieved.size() == distances.size());
+  OML_ASSERT(offsets.back() == static_cast<int64_t>(retrieved.size()));
+  OML_ASSERT(static_cast<int64_t>(n_gt.size()) == q && static_cast<int64_t>(query_labels.size()) == q &&
+             static_cast<int64_t>(query_ids.size()) == q);
+  OML_ASSERT(gallery_labels.size() == gallery_ids.size());
+  for (int64_t i = 0; i < q; ++i) {
+    OML_ASSERT(offsets[i] <= offsets[i + 1], "query ", i);
+    for (int64_t j = offsets[i]; j < offsets[i + 1]; ++j) {
+      OML_ASSERT(retrieved[j] >= 0 && retrieved[j] < num_gallery(), "query ", i);
+      OML_ASSERT(j == offsets[i] || distances[j - 1] <= distances[j], "query ", i, " is not sorted");
+    }
+  }
+}
+
+void validate_item_set(const ItemSet& items, const char* what) {
+  OML_CHECK(items.embeddings.defined(), DataError, what, " embeddings are missing");
+  OML_CHECK(items.embeddings.dim() == 2, DataError, what, " embeddings must be a [N, D] matrix, got ",
+            items.embeddings.dim(), " dimensions");
+  OML_CHECK(items.embeddings.scalar_type() == at::kFloat, DataError, what,
+            " embeddings must be float32, got ", items.embeddings.scalar_type());
+  const int64_t n = items.embeddings.size(0);
+  OML_CHECK(items.embeddings.size(1) > 0, DataError, what, " embeddings have dimension 0");
+  OML_CHECK(static_cast<int64_t>(items.labels.size()) == n, DataError, what, ": ", n,
+            " embeddings but ", items.labels.size(), " labels");
+  OML_CHECK(static_cast<int64_t>(items.ids.size()) == n, DataError, what, ": ", n, " embeddings but ",
+            items.ids.size(), " ids");
+  OML_CHECK(items.sequences.empty() || static_cast<int64_t>(items.sequences.size()) == n, DataError, what,
+            ": ", n, " embeddings but ", items.sequences.size(), " sequence ids");
+  if (n > 0) {
+    const at::Tensor finite_rows = at::isfinite(items.embeddings).all(1);
+    if (!finite_rows.all().item<bool>()) {
+      const int64_t row = (~finite_rows).nonzero()[0][0].item<int64_t>();
+      throw DataError(::oml::detail::concat(what, " embedding row ", row, " (dataset index ", items.ids[row],
+                                     ") contains NaN or infinity"));
+    }
+  }
+}
+
+// --- ignored pairs and ground truth ---------------------------------------------------------
+
+IgnoredPairs::IgnoredPairs(const ItemSet& queries, const ItemSet& gallery) {
+  const auto nq = static_cast<int64_t>(queries.ids.size());
+  const auto ng = static_cast<int64_t>(gallery.ids.size());
+  const bool with_sequences = !queries.sequences.empty() && !gallery.sequences.empty();
+
+  std::unordered_map<int64_t, int64_t> position_of_id;
+  position_of_id.reserve(static_cast<std::size_t>(ng));
+  for (int64_t g = 0; g < ng; ++g) {
+    const bool fresh = position_of_id.emplace(gallery.ids[g], g).second;
+    OML_CHECK(fresh, DataError, "gallery dataset index ", gallery.ids[g], " occurs twice (positions ",
+              position_of_id[gallery.ids[g]], " and ", g, ")");
+  }
+  // Per sequence: gallery size and per-label counts, so that n_gt needs no pair listing.
+  std::unordered_map<int64_t, int64_t> sequence_size;
+  std::map<std::pair<int64_t, int64_t>, int64_t> sequence_label_size;
+  if (with_sequences) {
+    gallery_sequence_ = gallery.sequences;
+    for (int64_t g = 0; g < ng; ++g) {
+      if (gallery.sequences[g] < 0) continue;
+      ++sequence_size[gallery.sequences[g]];
+      ++sequence_label_size[{gallery.sequences[g], gallery.labels[g]}];
+    }
+  }
+
+  self_.assign(nq, -1);
+  query_sequence_.assign(nq, -1);
+  count_.assign(nq, 0);
+  count_same_label_.assign(nq, 0);
+  for (int64_t q = 0; q < nq; ++q) {
+    const auto found = position_of_id.find(queries.ids[q]);
+    const int64_t self = found == position_of_id.end() ? -1 : found->second;
+    const int64_t sequence = with_sequences ? queries.sequences[q] : -1;
+    self_[q] = self;
+    query_sequence_[q] = sequence;
+    const bool self_in_sequence = self >= 0 && sequence >= 0 && gallery_sequence_[self] == sequence;
+    int64_t count = (self >= 0 && !self_in_sequence) ? 1 : 0;
+    int64_t same_label = (self >= 0 && !self_in_sequence && gallery.labels[self] == queries.labels[q]) ? 1 : 0;
+    if (sequence >= 0) {
+      const auto size = sequence_size.find(sequence);
+      if (size != sequence_size.end()) count += size->second;
+      const auto labelled = sequence_label_size.find({sequence, queries.labels[q]});
+      if (labelled != sequence_label_size.end()) same_label += labelled->second;
+    }
+    count_[q] = count;
+    count_same_label_[q] = same_label;
+  }
+}
+
+std::vector<int64_t> count_ground_truth(const ItemSet& queries, const ItemSet& gallery,
+                                        const IgnoredPairs& ignored) {
+  std::unordered_map<int64_t, int64_t> label_count;
+  for (const int64_t label : gallery.labels) ++label_count[label];
+  std::vector<int64_t> n_gt(queries.labels.size());
+  for (std::size_t q = 0; q < n_gt.size(); ++q) {
+    const auto found = label_count.find(queries.labels[q]);
+    const int64_t total = found == label_count.end() ? 0 : found->second;
+    n_gt[q] = total - ignored.count_with_label(static_cast<int64_t>(q));
+  }
+  return n_gt;
+}
+
+BlockShape choose_block_shape(int64_t num_queries, int64_t num_gallery, const KnnOptions& options) {
+  OML_CHECK(options.memory_budget_mb > 0, ConfigError, "retrieval memory budget must be positive, got ",
+            options.memory_budget_mb, " MB");
+  const double budget_floats = options.memory_budget_mb * 1024.0 * 1024.0 / sizeof(float);
+  // Gallery tiles of up to 16k columns keep a block row within L2 for the scan that follows
+  // the multiply, while still giving the BLAS long rows; query chunks fill the budget.
+  int64_t tile = options.gallery_tile > 0 ? options.gallery_tile : std::min<int64_t>(num_gallery, 16384);
+  tile = std::max<int64_t>(1, std::min(tile, std::max<int64_t>(num_gallery, 1)));
+  int64_t chunk = options.query_chunk;
+  if (chunk <= 0) chunk = static_cast<int64_t>(budget_floats / static_cast<double>(tile));
+  chunk = std::max<int64_t>(1, std::min(chunk, std::max<int64_t>(num_queries, 1)));
+  return {chunk, tile};
+}
+
+// --- the blocked engine ---------------------------------------------------------------------
+
+namespace detail {
+
+PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set) {
+  queries = query_set.embeddings.contiguous();
+  gallery = gallery_set.embeddings.contiguous();
+  dim = queries.size(1);
+  OML_CHECK(gallery.size(1) == dim, DataError, "queries have dimension ", dim, " but the gallery has ",
+            gallery.size(1));
+  queries_scaled = queries.mul(-2.0f).contiguous();
+  const at::Tensor g2 = gallery.to(at::kDouble).pow(2).sum(1);
+  const at::Tensor q2 = queries.to(at::kDouble).pow(2).sum(1);
+  gallery_norm2.resize(g2.size(0));
+  query_norm2.resize(q2.size(0));
+  query_norm.resize(q2.size(0));
+  const double* g2p = g2.data_ptr<double>();
+  const double* q2p = q2.data_ptr<double>();
+  double max2 = 0.0;
+  for (int64_t g = 0; g < g2.size(0); ++g) {
+    gallery_norm2[g] = static_cast<float>(g2p[g]);
+    max2 = std::max(max2, g2p[g]);
+  }
+  gallery_max_norm = std::sqrt(max2);
+  for (int64_t q = 0; q < q2.size(0); ++q) {
+    query_norm2[q] = static_cast<float>(q2p[q]);
+    query_norm[q] = std::sqrt(q2p[q]);
+  }
+}
+
+double PreparedPair::selection_error_bound(int64_t q) const {
+  constexpr double unit_roundoff = 1.0 / (1 << 24);
+  const double magnitude = gallery_max_norm * gallery_max_norm + 2.0 * query_norm[q] * gallery_max_norm;
+  return 1.01 * static_cast<double>(dim + 4) * unit_roundoff * magnitude;
+}
+
+double PreparedPair::exact_squared_distance(int64_t q, int64_t g) const {
+  const float* a = queries.data_ptr<float>() + q * dim;
+  const float* b = gallery.data_ptr<float>() + g * dim;
+  double sum = 0.0;
+  for (int64_t d = 0; d < dim; ++d) {
+    const double diff = static_cast<double>(a[d]) - static_cast<double>(b[d]);
+    sum += diff * diff;
+  }
+  return sum;
+}
+
+void for_each_block(const PreparedPair& pair, const BlockShape& shape,
+                    const std::vector<BlockConsumer*>& consumers) {
+  const int64_t nq = pair.num_queries();
+  const int64_t ng = pair.num_gallery();
+  if (nq == 0 || ng == 0) return;
+  at::NoGradGuard no_grad;
+  std::vector<float> buffer(static_cast<std::size_t>(shape.query_chunk * shape.gallery_tile));
+  for (int64_t q0 = 0; q0 < nq; q0 += shape.query_chunk) {
+    const int64_t q1 = std::min(nq, q0 + shape.query_chunk);
+    for (auto* consumer : consumers) consumer->chunk_begin(q0, q1);
+    const at::Tensor query_block = pair.queries_scaled.narrow(0, q0, q1 - q0);
+    for (int64_t g0 = 0; g0 < ng; g0 += shape.gallery_tile) {
+      const int64_t g1 = std::min(ng, g0 + shape.gallery_tile);
+      at::Tensor out = at::from_blob(buffer.data(), {q1 - q0, g1 - g0}, at::kFloat);
+      at::mm_out(out, query_block, pair.gallery.narrow(0, g0, g1 - g0).t());
+      for (auto* consumer : consumers) consumer->block(q0, q1, g0, g1, buffer.data());
+    }
+    for (auto* consumer : consumers) consumer->chunk_done(q0, q1);
+  }
+}
+
+}  // namespace detail
+
+// --- top-k selection ------------------------------------------------------------------------
+
+namespace {
+
+// Per query row: the k smallest approximate values s (a max-heap) and every candidate within
+// the error margin of the current k-th value. Candidates whose s exceeds (k-th s) + 2 * bound
+// can never enter the exact top k and are dropped.
+struct RowSelection {
+  std::vector<float> heap;
+  std::vector<std::pair<float, int64_t>> candidates;
+  float threshold = std::numeric_limits<float>::infinity();
+  std::size_t prune_at = 64;
+
+  void reset(std::size_t k) {
+    heap.clear();
+    candidates.clear();
+    threshold = std::numeric_limits<float>::infinity();
+    prune_at = std::max<std::size_t>(64, 4 * k);
+  }
+};
+
+class TopKConsumer final : public detail::BlockConsumer {
+ public:
+  TopKConsumer(const detail::PreparedPair& pair, const IgnoredPairs& ignored, int64_t k, int64_t chunk,
+               RetrievalResults& out)
+      : pair_(pair),
+        ignored_(ignored),
+        k_(k),
+        rows_(static_cast<std::size_t>(chunk)),
+        margin_(static_cast<std::size_t>(chunk)),
+        out_(out) {}
+
+  void chunk_begin(int64_t q0, int64_t q1) override {
+    for (int64_t i = 0; i < q1 - q0; ++i) {
+      rows_[i].reset(static_cast<std::size_t>(k_));
+      margin_[i] = 2.0 * pair_.selection_error_bound(q0 + i);
+    }
+  }
+
+  void block(int64_t q0, int64_t q1, int64_t g0, int64_t g1, const float* block) override {
+    const int64_t width = g1 - g0;
+    const float* norms = pair_.gallery_norm2.data() + g0;
+    at::parallel_for(0, q1 - q0, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) scan_row(q0 + i, rows_[i], margin_[i], block + i * width, norms, g0, width);
+    });
+  }
+
+  void chunk_done(int64_t q0, int64_t q1) override {
+    at::parallel_for(0, q1 - q0, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) finish_row(q0 + i, rows_[i]);
+    });
+  }
+
+ private:
+  void scan_row(int64_t q, RowSelection& row, double margin, const float* values, const float* norms, int64_t g0,
+                int64_t width) const {
+    constexpr int64_t kGroup = 16;
+    int64_t j = 0;
+    for (; j + kGroup <= width; j += kGroup) {
+      // Cheap vectorisable test first: most groups hold nothing below the threshold.
+      const float threshold = row.threshold;
+      int below = 0;
+      for (int64_t t = 0; t < kGroup; ++t) below += (values[j + t] + norms[j + t]) <= threshold;
+      if (below == 0) continue;
+      for (int64_t t = 0; t < kGroup; ++t) offer(q, row, margin, values[j + t] + norms[j + t], g0 + j + t);
+    }
+    for (; j < width; ++j) offer(q, row, margin, values[j] + norms[j], g0 + j);
+  }
+
+  void offer(int64_t q, RowSelection& row, double margin, float value, int64_t position) const {
+    if (!(value <= row.threshold) || ignored_.contains(q, position)) return;
+    row.candidates.emplace_back(value, position);
+    auto& heap = row.heap;
+    if (static_cast<int64_t>(heap.size()) < k_) {
+      heap.push_back(value);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (value < heap.front()) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = value;
+      std::push_heap(heap.begin(), heap.end());
+    } else {
+      return;
+    }
+    if (static_cast<int64_t>(heap.size()) == k_) {
+      row.threshold = static_cast<float>(static_cast<double>(heap.front()) + margin);
+      // Rounding the threshold to float must not cut a candidate the bound keeps.
+      if (static_cast<double>(row.threshold) < static_cast<double>(heap.front()) + margin) {
+        row.threshold = std::nextafter(row.threshold, std::numeric_limits<float>::infinity());
+      }
+    }
+    if (row.candidates.size() >= row.prune_at) prune(row);
+  }
+
+  static void prune(RowSelection& row) {
+    const float threshold = row.threshold;
+    auto& c = row.candidates;
+    c.erase(std::remove_if(c.begin(), c.end(), [threshold](const auto& e) { return !(e.first <= threshold); }),
+            c.end());
+    row.prune_at = std::max(row.prune_at, 2 * c.size());
+  }
+
+  void finish_row(int64_t q, RowSelection& row) const {
+    prune(row);
+    std::vector<std::pair<double, int64_t>> exact;
+    exact.reserve(row.candidates.size());
+    for (const auto& candidate : row.candidates) {
+      exact.emplace_back(pair_.exact_squared_distance(q, candidate.second), candidate.second);
+    }
+    const int64_t keep = out_.size(q);
+    OML_ASSERT(static_cast<int64_t>(exact.size()) >= keep, "query ", q, ": ", exact.size(), " candidates for ",
+               keep, " places");
+    std::partial_sort(exact.begin(), exact.begin() + keep, exact.end());
+    for (int64_t i = 0; i < keep; ++i) {
+      out_.retrieved[out_.offsets[q] + i] = exact[i].second;
+      out_.distances[out_.offsets[q] + i] = static_cast<float>(std::sqrt(exact[i].first));
+    }
+  }
+
+  const detail::PreparedPair& pair_;
+  const IgnoredPairs& ignored_;
+  int64_t k_;
+  std::vector<RowSelection> rows_;
+  std::vector<double> margin_;
+  RetrievalResults& out_;
+};
+
+}  // namespace
+
+namespace detail {
+
+RetrievalResults retrieve_knn_fused(const ItemSet& queries, const ItemSet& gallery, const PreparedPair& pair,
+                                    const IgnoredPairs& ignored, const KnnOptions& options,
+                                    const std::vector<BlockConsumer*>& also) {
+  OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
+  RetrievalResults out;
+  const int64_t nq = pair.num_queries();
+  const int64_t ng = pair.num_gallery();
+  out.n_gt = count_ground_truth(queries, gallery, ignored);
+  out.query_labels = queries.labels;
+  out.gallery_labels = gallery.labels;
+  out.query_ids = queries.ids;
+  out.gallery_ids = gallery.ids;
+  out.offsets.assign(static_cast<std::size_t>(nq + 1), 0);
+  for (int64_t q = 0; q < nq; ++q) {
+    out.offsets[q + 1] = out.offsets[q] + std::min(options.top_k, ng - ignored.count(q));
+  }
+  out.retrieved.assign(static_cast<std::size_t>(out.offsets.back()), -1);
+  out.distances.assign(static_cast<std::size_t>(out.offsets.back()), 0.0f);
+
+  const BlockShape shape = choose_block_shape(nq, ng, options);
+  TopKConsumer topk(pair, ignored, options.top_k, shape.query_chunk, out);
+  std::vector<BlockConsumer*> consumers{&topk};
+  consumers.insert(consumers.end(), also.begin(), also.end());
+  for_each_block(pair, shape, consumers);
+  return out;
+}
+
+}  // namespace detail
+
+RetrievalResults retrieve_knn(const ItemSet& queries, const ItemSet& gallery, const KnnOptions& options) {
+  OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
+  validate_item_set(queries, "query");
+  validate_item_set(gallery, "gallery");
+  const detail::PreparedPair pair(queries, gallery);
+  const IgnoredPairs ignored(queries, gallery);
+  return detail::retrieve_knn_fused(queries, gallery, pair, ignored, options, {});
+}
+
+}  // namespace oml::retrieval
