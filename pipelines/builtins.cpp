@@ -1,5 +1,6 @@
 #include "cli.h"
 #include "oml/registry/registries.h"
+#include "oml/samplers/builtin_samplers.h"
 
 namespace oml::cli {
 
@@ -8,6 +9,7 @@ void register_builtins() {
   if (done) return;
   done = true;
   register_core_components();
+  samplers::register_builtin_samplers(registries());
 }
 
 }  // namespace oml::cli

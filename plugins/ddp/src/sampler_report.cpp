@@ -1,0 +1,31 @@
+#include "oml/ddp/sampler_report.h"
+
+#include <nlohmann/json.hpp>
+
+#include "oml/common/error.h"
+
+namespace oml::ddp {
+
+nlohmann::json sampler_report(std::shared_ptr<const data::Sampler> sampler, int64_t world, int64_t epochs,
+                              const DdpSamplerOptions& options, int64_t seed) {
+  OML_CHECK(world >= 1, UsageError, "--world-size must be >= 1, got ", world);
+  OML_CHECK(epochs >= 1, UsageError, "--epochs must be >= 1, got ", epochs);
+  std::vector<std::shared_ptr<const data::Sampler>> ranks;
+  for (int64_t r = 0; r < world; ++r) ranks.push_back(wrap_for_world(sampler, options, r, world, seed));
+
+  nlohmann::json report;
+  report["world_size"] = world;
+  report["epochs"] = nlohmann::json::array();
+  for (int64_t e = 0; e < epochs; ++e) {
+    nlohmann::json epoch;
+    epoch["epoch"] = e;
+    epoch["ranks"] = nlohmann::json::array();
+    for (int64_t r = 0; r < world; ++r) {
+      epoch["ranks"].push_back({{"rank", r}, {"batches", data::epoch_batches(*ranks[r], e)}});
+    }
+    report["epochs"].push_back(std::move(epoch));
+  }
+  return report;
+}
+
+}  // namespace oml::ddp

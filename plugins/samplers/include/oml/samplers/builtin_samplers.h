@@ -1,0 +1,28 @@
+#pragma once
+// Registration of the built-in samplers, and building the sampler a config names.
+
+#include <memory>
+#include <optional>
+
+#include "oml/config/reader.h"
+#include "oml/data/sampler.h"
+
+namespace oml {
+struct Registries;
+}  // namespace oml
+
+namespace oml::samplers {
+
+/// Adds sequential, random, balance, category_balance and distinct_category_balance to
+/// `registries.samplers` (origin "built-in"). Called once by the commands' register_builtins().
+void register_builtin_samplers(Registries& registries);
+
+/// The sampler of a config's `sampler:` slot, built through the registry (built-in or plugin).
+/// `sampler: null` (nullopt) means `random` with context.default_batch_size (bs_train) and
+/// drop_last true. Errors: ConfigError for an unknown name or bad args (with file:line:col),
+/// DataError when the data cannot satisfy the sampler, PluginError when a plugin's factory
+/// fails with anything but an oml error (naming the plugin) or returns no sampler.
+std::shared_ptr<data::Sampler> build_sampler(const std::optional<config::ComponentSpec>& spec,
+                                             const data::SamplerContext& context);
+
+}  // namespace oml::samplers

@@ -1,0 +1,62 @@
+#pragma once
+// The sampler's view of the data: dataset rows grouped by label, labels grouped by category.
+// Built once per sampler; every epoch only draws from these groups.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "oml/common/error.h"
+#include "oml/data/sampler.h"
+
+namespace oml::samplers {
+
+/// ConfigError about one argument of a sampler; `key` names the argument so that the
+/// registration factory can prefix the message with the argument's file:line:column.
+class SamplerArgumentError : public ConfigError {
+ public:
+  SamplerArgumentError(std::string key, const std::string& message) : ConfigError(message), key_(std::move(key)) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
+/// Throws SamplerArgumentError "sampler '<sampler>': <message>" about argument `key`.
+template <class... Args>
+[[noreturn]] void fail_argument(const std::string& sampler, const std::string& key, const Args&... message) {
+  throw SamplerArgumentError(key, detail::concat("sampler '", sampler, "': ", message...));
+}
+
+/// Rows of each label. Labels are numbered by group 0..L-1 in ascending label order.
+struct LabelGroups {
+  std::vector<int64_t> label;              ///< label (as in SamplerContext::labels) of each group
+  std::vector<std::vector<int64_t>> rows;  ///< dataset rows of each group, ascending
+
+  int64_t count() const { return static_cast<int64_t>(rows.size()); }
+
+  /// Groups `context.labels`. Throws DataError naming `sampler` and the source when there are no
+  /// rows.
+  static LabelGroups build(const data::SamplerContext& context, const std::string& sampler);
+
+  /// Throws DataError naming `sampler`, the first label with fewer than `min_items` rows and
+  /// its count.
+  void require_items_per_label(const data::SamplerContext& context, const std::string& sampler,
+                               int64_t min_items) const;
+};
+
+/// Labels of each category. Categories are sorted by name; a label belongs to the category of
+/// its first row.
+struct CategoryGroups {
+  std::vector<std::string> name;                 ///< category names, sorted
+  std::vector<std::vector<int64_t>> label_groups;  ///< label groups (LabelGroups index) of each category
+
+  int64_t count() const { return static_cast<int64_t>(name.size()); }
+
+  /// Throws DataError naming `sampler` when the context has no categories or a row's category
+  /// is empty.
+  static CategoryGroups build(const data::SamplerContext& context, const LabelGroups& labels,
+                              const std::string& sampler);
+};
+
+}  // namespace oml::samplers
