@@ -2,6 +2,9 @@
 // register_builtin_*() function; they are called here (never from static initialisers, which a
 // linker may drop).
 #include "oml/registry/registries.h"
+#include "oml/losses/register.h"
+#include "oml/models/register.h"
+#include "oml/optim/register.h"
 
 namespace oml {
 
@@ -9,6 +12,9 @@ void register_core_components() {
   static bool done = false;
   if (done) return;
   done = true;
+  models::register_builtin_models(registries());
+  losses::register_builtin_losses(registries());
+  optim::register_builtin_optim(registries());
 }
 
 }  // namespace oml
