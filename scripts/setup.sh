@@ -20,6 +20,8 @@ packages=(
 
 # Only the test suite needs these.
 test_packages=(
+  # tests/core/pytorch_interop_tests.cpp: round trip of weights and checkpoints with PyTorch itself
+  python3-torch python3-torchvision
 )
 if [ "${1:-}" = "--with-tests" ]; then
   packages+=("${test_packages[@]}")

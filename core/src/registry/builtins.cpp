@@ -4,6 +4,9 @@
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/postprocessor.h"
+#include "oml/losses/register.h"
+#include "oml/models/register.h"
+#include "oml/optim/register.h"
 
 namespace oml {
 
@@ -13,6 +16,9 @@ void register_core_components() {
   done = true;
   data::register_builtin_transforms(registries());
   retrieval::register_builtin_postprocessors(registries());
+  models::register_builtin_models(registries());
+  losses::register_builtin_losses(registries());
+  optim::register_builtin_optim(registries());
 }
 
 }  // namespace oml

@@ -1,0 +1,56 @@
+#pragma once
+// oml-cpp checkpoints (SPEC §9): a torch.save-compatible dict that Python opens with
+// `torch.load(path)` and whose `state_dict` loads into the matching PyTorch model with
+// strict=True:
+//
+//   {"format": "oml-cpp-checkpoint", "format_version": 1,
+//    "state_dict": {name: tensor}, "config": "<resolved YAML>", "epoch": int, "step": int,
+//    "metrics": {"OVERALL/cmc/1": float, ...},
+//    "resume": {"optimizer": uint8 tensor, "scheduler": dict, "criterion": {name: tensor},
+//               "sampler": {"epoch": int, "batch": int}, "rng": uint8 tensor}}
+//
+// `resume` is optional. The optimizer state is LibTorch's own archive stored as bytes (PyTorch
+// cannot interpret it, but it survives a Python round trip untouched).
+
+#include <ATen/core/ivalue.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "oml/io/state_dict.h"
+
+namespace oml::io {
+
+inline constexpr const char* kCheckpointFormat = "oml-cpp-checkpoint";
+inline constexpr int64_t kCheckpointVersion = 1;
+
+/// What a training run needs to continue exactly where it stopped.
+struct ResumeState {
+  at::Tensor optimizer;               ///< serialised optimizer state (uint8), see optim/resume.h
+  c10::IValue scheduler;              ///< Scheduler::state()
+  StateDict criterion;                ///< loss parameters (e.g. ArcFace class weights)
+  int64_t sampler_epoch = 0;          ///< next epoch to run
+  int64_t sampler_batch = 0;          ///< next batch within that epoch
+  at::Tensor rng;                     ///< CPU generator state (uint8), see optim/resume.h
+};
+
+struct Checkpoint {
+  int64_t format_version = kCheckpointVersion;
+  StateDict state_dict;
+  std::string config;                       ///< resolved YAML of the run
+  int64_t epoch = 0;
+  int64_t step = 0;
+  std::map<std::string, double> metrics;
+  std::optional<ResumeState> resume;
+};
+
+/// Writes `checkpoint` atomically (a crash leaves the previous file intact).
+void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkpoint);
+
+/// Reads an oml-cpp checkpoint. DataError when the file is not one (use load_weights for plain
+/// PyTorch state dicts) or has a newer format_version than this build understands.
+Checkpoint load_checkpoint(const std::filesystem::path& path);
+
+}  // namespace oml::io

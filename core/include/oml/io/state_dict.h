@@ -1,0 +1,45 @@
+#pragma once
+// Named tensors of a module (parameters + buffers) and loading them from files with a report of
+// every mismatch.
+
+#include <ATen/core/ivalue.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace oml::io {
+
+/// name -> tensor, names as PyTorch spells them (`layer1.0.bn1.running_mean`).
+using StateDict = std::map<std::string, at::Tensor>;
+
+/// Parameters and buffers of `module` (the tensors themselves, not copies).
+StateDict state_dict(const torch::nn::Module& module);
+
+/// The state dict inside an unpickled file: the value itself when it is a dict of tensors, or
+/// its `state_dict` entry (oml-cpp checkpoints, Lightning checkpoints). DataError otherwise.
+StateDict find_state_dict(const c10::IValue& content, const std::string& source);
+
+struct LoadOptions {
+  /// Names starting with one of these are dropped from the file before matching
+  /// (e.g. "fc." when loading a classifier into a resnet without fc).
+  std::vector<std::string> ignore_prefixes;
+};
+
+/// Copies `weights` into `module` strictly: every module tensor must be present with the same
+/// shape and no file tensor may be left over. A key prefix shared by the file's names
+/// (`module.`, `model.`, `model.module.`, `extractor.`) is stripped when that makes the names
+/// match. On mismatch throws DataError naming `source` and listing missing and unexpected
+/// names and shape differences.
+void load_state_dict(torch::nn::Module& module, StateDict weights, const std::string& source,
+                     const LoadOptions& options = {});
+
+/// read_torch_file + find_state_dict + load_state_dict.
+void load_weights(torch::nn::Module& module, const std::filesystem::path& path, const LoadOptions& options = {});
+
+}  // namespace oml::io

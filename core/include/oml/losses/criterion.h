@@ -1,0 +1,43 @@
+#pragma once
+// The loss interface: embeddings + labels of a batch -> a scalar loss and named log values.
+
+#include <torch/nn/module.h>
+
+#include <map>
+#include <string>
+
+namespace oml::losses {
+
+/// What a loss factory may need from the pipeline.
+struct CriterionContext {
+  int64_t embedding_size = 0;  ///< the extractor's feat_dim()
+  int64_t num_classes = 0;     ///< number of train labels (labels are 0..num_classes-1)
+};
+
+/// A loss value plus scalars the training log records per step (train.jsonl), e.g.
+/// {"active_tri": 0.4, "pos_dist": 0.8, "neg_dist": 1.1} or {"accuracy": 0.93}.
+struct LossOutput {
+  torch::Tensor loss;
+  std::map<std::string, double> logs;
+};
+
+/// Contract for every loss:
+/// - `forward(embeddings [B, D], labels [B] int64)` returns a scalar loss that autograd can
+///   differentiate w.r.t. the embeddings and the loss's own parameters (registered on the
+///   module: they are optimised with their own learning rate and saved in checkpoints).
+/// - A batch the loss cannot use (one label only, no positive pairs, labels out of range)
+///   throws DataError saying what the batch lacks — never returns NaN or an empty loss.
+/// - Log keys are stable across steps (train.jsonl columns).
+class Criterion : public torch::nn::Module {
+ public:
+  virtual LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
+};
+
+/// Euclidean distances between all rows of `a` and all rows of `b` ([Na, Nb]), in O(Na x Nb)
+/// memory; differentiable, with a zero (not NaN) gradient where a distance is 0.
+torch::Tensor pairwise_distances(const torch::Tensor& a, const torch::Tensor& b);
+
+/// Checks the shapes of a batch: embeddings [B, D] with B >= 1, labels [B] integer.
+void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, const std::string& who);
+
+}  // namespace oml::losses

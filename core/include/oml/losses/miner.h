@@ -1,0 +1,50 @@
+#pragma once
+// Miners: choose which triplets or pairs of a batch a loss looks at.
+
+#include <torch/types.h>
+
+#include <string>
+
+namespace oml::losses {
+
+/// Triplets as indices into `pool`. The pool always starts with the batch's embeddings (rows
+/// 0..B-1, keeping their gradient); miners may append rows (label means, a memory bank), which
+/// are listed after the batch.
+struct TripletSet {
+  torch::Tensor pool;       ///< [M, D], M >= B
+  torch::Tensor anchors;    ///< [T] int64 indices into pool
+  torch::Tensor positives;  ///< [T]
+  torch::Tensor negatives;  ///< [T]
+  int64_t size() const { return anchors.defined() ? anchors.numel() : 0; }
+};
+
+/// Pairs of batch rows; is_negative is 1 for pairs with different labels (float, the BCE target).
+struct PairSet {
+  torch::Tensor ids1, ids2;   ///< [P] int64
+  torch::Tensor is_negative;  ///< [P] float
+};
+
+/// Base of every miner (the registry's product). A miner produces either triplets
+/// (TripletMiner) or pairs (PairMiner); losses check which one they were given.
+class Miner {
+ public:
+  virtual ~Miner() = default;
+};
+
+/// Contract: `mine(embeddings [B, D], labels [B])` returns at least one triplet with
+/// label(anchor) == label(positive) != label(negative) and anchor != positive (as items), or
+/// throws DataError when the batch has none (one label only, no label with two items). Random
+/// choices use the global torch generator (saved with the run's RNG state for resuming).
+/// Miners may keep state across batches (memory banks); the batch's rows keep their gradient.
+class TripletMiner : public Miner {
+ public:
+  virtual TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
+};
+
+/// Contract: `mine` returns at least one pair of distinct batch rows (DataError otherwise).
+class PairMiner : public Miner {
+ public:
+  virtual PairSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
+};
+
+}  // namespace oml::losses

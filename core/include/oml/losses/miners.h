@@ -1,0 +1,90 @@
+#pragma once
+// The built-in miners (SPEC §6). All work in O(B^2) memory (plus their output); none builds a
+// B x B x B tensor.
+
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "oml/losses/miner.h"
+
+namespace oml::losses {
+
+/// Every valid triplet of the batch; when there are more than `max_output_triplets`, that many
+/// distinct ones drawn uniformly at random.
+class AllTripletsMiner : public TripletMiner {
+ public:
+  explicit AllTripletsMiner(int64_t max_output_triplets = 512);
+  TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  int64_t max_output_triplets_;
+};
+
+/// Per anchor: the farthest positive and the nearest negative (the anchor itself is never its
+/// own positive). Anchors without a positive are skipped.
+class HardTripletsMiner : public TripletMiner {
+ public:
+  TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+};
+
+/// A 1-based inclusive range of hardness ranks: {1, n} = the n hardest, {a, b} = a-th..b-th.
+using HardnessRange = std::pair<int64_t, int64_t>;
+
+/// Per anchor: every combination of its positives with hardness rank in `positive` (farthest
+/// first) and negatives with rank in `negative` (nearest first).
+class NHardTripletsMiner : public TripletMiner {
+ public:
+  NHardTripletsMiner(HardnessRange positive, HardnessRange negative);
+  TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  HardnessRange positive_, negative_;
+};
+
+/// Label means as anchors: for each label, positive = its item farthest from its mean, negative =
+/// the nearest other label's mean. Needs the same number of items per label (P x K batches).
+class HardClusterMiner : public TripletMiner {
+ public:
+  TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+};
+
+/// Keeps the detached embeddings of the last `bank_size_in_batches` batches. Each positive pair
+/// (a, p) of the batch gets one random in-batch negative and `tri_expand_k - 1` random negatives
+/// from the bank, so the triplet set grows about tri_expand_k-fold once the bank has filled.
+class TripletsWithMemoryMiner : public TripletMiner {
+ public:
+  TripletsWithMemoryMiner(int64_t bank_size_in_batches, int64_t tri_expand_k);
+  TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  int64_t bank_size_in_batches_, tri_expand_k_;
+  std::deque<std::pair<torch::Tensor, torch::Tensor>> bank_;  ///< (embeddings, labels), oldest first
+};
+
+/// Runs another triplet miner on the batch plus the detached embeddings of the last
+/// `bank_size_in_batches` batches, keeping the triplets whose anchor is in the current batch.
+class MinerWithBank : public TripletMiner {
+ public:
+  MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner);
+  TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  int64_t bank_size_in_batches_;
+  std::shared_ptr<TripletMiner> miner_;
+  std::deque<std::pair<torch::Tensor, torch::Tensor>> bank_;
+};
+
+/// Pairs for pairwise training: `hard` = per item its farthest positive and nearest negative;
+/// otherwise every pair i < j of the batch.
+class PairsMiner : public PairMiner {
+ public:
+  explicit PairsMiner(bool hard = true);
+  PairSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  bool hard_;
+};
+
+}  // namespace oml::losses

@@ -1,0 +1,13 @@
+#pragma once
+// Registration of the built-in extractors and pairwise models.
+
+namespace oml {
+struct Registries;
+namespace models {
+
+/// Adds `resnet`, `conv_net`, `extractor_with_mlp` (extractors) and `linear_siamese`,
+/// `trivial_distance_siamese`, `concat_siamese` (pairwise models).
+void register_builtin_models(Registries& registries);
+
+}  // namespace models
+}  // namespace oml

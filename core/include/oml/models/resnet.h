@@ -1,0 +1,52 @@
+#pragma once
+// ResNet extractors with torchvision's parameter and buffer names, so that state dicts move
+// between oml-cpp and PyTorch in both directions (`conv1.weight`, `layer1.0.bn1.running_mean`,
+// `layer2.0.downsample.0.weight`, `fc.bias`, ...).
+
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include <optional>
+#include <string>
+
+#include "oml/models/extractor.h"
+
+namespace oml::models {
+
+/// `extractor: {name: resnet, args: {arch: resnet50, gem_p: 3.0, remove_fc: true}}`
+struct ResNetOptions {
+  std::string arch = "resnet50";        ///< resnet18 | resnet34 | resnet50 | resnet101 | resnet152
+  std::optional<double> gem_p;          ///< GeM pooling power instead of average pooling
+  bool remove_fc = true;                ///< embeddings = pooled features (512 or 2048-d)
+  bool normalise_features = false;      ///< divide embeddings by their (detached) L2 norm
+  int64_t num_classes = 1000;           ///< fc outputs when remove_fc is false
+  std::string weights;                  ///< checkpoint or torch.save file to load ("" = random init)
+};
+
+class ResNetImpl : public Extractor {
+ public:
+  explicit ResNetImpl(ResNetOptions options = {});
+
+  torch::Tensor forward(torch::Tensor images) override;
+  /// Pooled features before fc / normalisation, [B, 512 * expansion].
+  torch::Tensor pooled_features(torch::Tensor images);
+  int64_t feat_dim() const override;
+
+  const ResNetOptions& options() const { return options_; }
+
+ private:
+  torch::nn::Sequential make_layer(int64_t planes, int64_t blocks, int64_t stride);
+
+  ResNetOptions options_;
+  bool bottleneck_ = false;
+  int64_t in_planes_ = 64;
+  torch::nn::Conv2d conv1_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr};
+  torch::nn::Sequential layer1_{nullptr}, layer2_{nullptr}, layer3_{nullptr}, layer4_{nullptr};
+  torch::nn::Linear fc_{nullptr};
+};
+TORCH_MODULE(ResNet);
+
+}  // namespace oml::models

@@ -1,0 +1,13 @@
+#pragma once
+// Registration of the built-in optimizers and schedulers.
+
+namespace oml {
+struct Registries;
+namespace optim {
+
+/// Adds the optimizers `sgd`, `adam`, `adamw`, `rmsprop`, `adagrad` and the schedulers `step`,
+/// `multi_step`, `exponential`, `cosine_annealing`, `one_cycle`, `reduce_on_plateau`.
+void register_builtin_optim(Registries& registries);
+
+}  // namespace optim
+}  // namespace oml

@@ -1,0 +1,130 @@
+#include "oml/io/checkpoint.h"
+
+#include <torch/torch.h>
+
+#include "oml/common/error.h"
+#include "oml/io/torch_file.h"
+
+namespace oml::io {
+namespace {
+
+using Dict = c10::impl::GenericDict;
+
+Dict string_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
+
+c10::IValue to_ivalue(const StateDict& state) {
+  c10::Dict<std::string, at::Tensor> out;
+  for (const auto& kv : state) out.insert(kv.first, kv.second.detach().cpu().contiguous());
+  return out;
+}
+
+StateDict to_state_dict(const c10::IValue& value, const std::string& where) {
+  OML_CHECK(value.isGenericDict(), DataError, where, ": expected a dict of tensors");
+  StateDict out;
+  for (const auto& kv : value.toGenericDict()) {
+    OML_CHECK(kv.key().isString() && kv.value().isTensor(), DataError, where, ": expected a dict of tensors");
+    out.emplace(kv.key().toStringRef(), kv.value().toTensor());
+  }
+  return out;
+}
+
+class DictView {
+ public:
+  DictView(const c10::IValue& value, std::string where) : where_(std::move(where)) {
+    OML_CHECK(value.isGenericDict(), DataError, where_, ": expected a dict, found a ", value.tagKind());
+    dict_ = value.toGenericDict();
+  }
+  bool has(const std::string& key) const { return dict_.contains(c10::IValue(key)); }
+  c10::IValue get(const std::string& key) const {
+    const auto found = dict_.find(c10::IValue(key));
+    OML_CHECK(found != dict_.end(), DataError, where_, ": missing entry '", key, "'");
+    return found->value();
+  }
+  int64_t integer(const std::string& key) const {
+    const auto v = get(key);
+    OML_CHECK(v.isInt(), DataError, where_, ": entry '", key, "' must be an integer, found a ", v.tagKind());
+    return v.toInt();
+  }
+  at::Tensor tensor(const std::string& key) const {
+    const auto v = get(key);
+    OML_CHECK(v.isTensor(), DataError, where_, ": entry '", key, "' must be a tensor, found a ", v.tagKind());
+    return v.toTensor();
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  Dict dict_{c10::AnyType::get(), c10::AnyType::get()};
+  std::string where_;
+};
+
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkpoint) {
+  Dict out = string_dict();
+  out.insert("format", std::string(kCheckpointFormat));
+  out.insert("format_version", checkpoint.format_version);
+  out.insert("state_dict", to_ivalue(checkpoint.state_dict));
+  out.insert("config", checkpoint.config);
+  out.insert("epoch", checkpoint.epoch);
+  out.insert("step", checkpoint.step);
+  c10::Dict<std::string, double> metrics;
+  for (const auto& kv : checkpoint.metrics) metrics.insert(kv.first, kv.second);
+  out.insert("metrics", metrics);
+  if (checkpoint.resume) {
+    const ResumeState& r = *checkpoint.resume;
+    Dict resume = string_dict();
+    if (r.optimizer.defined()) resume.insert("optimizer", r.optimizer.contiguous());
+    resume.insert("scheduler", r.scheduler);
+    resume.insert("criterion", to_ivalue(r.criterion));
+    c10::Dict<std::string, int64_t> sampler;
+    sampler.insert("epoch", r.sampler_epoch);
+    sampler.insert("batch", r.sampler_batch);
+    resume.insert("sampler", sampler);
+    if (r.rng.defined()) resume.insert("rng", r.rng.contiguous());
+    out.insert("resume", resume);
+  }
+  write_torch_file(path, out);
+}
+
+Checkpoint load_checkpoint(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const auto content = read_torch_file(path);
+  DictView top(content, file);
+  OML_CHECK(top.has("format") && top.get("format").isString() &&
+                top.get("format").toStringRef() == kCheckpointFormat,
+            DataError, file, ": not an oml-cpp checkpoint (no format: ", kCheckpointFormat,
+            "); plain PyTorch state dicts are accepted as model weights (`weights:`), not for resuming");
+  Checkpoint ckpt;
+  ckpt.format_version = top.integer("format_version");
+  OML_CHECK(ckpt.format_version >= 1 && ckpt.format_version <= kCheckpointVersion, DataError, file,
+            ": checkpoint format_version ", ckpt.format_version, " is not supported by this build (reads 1..",
+            kCheckpointVersion, "); use a newer oml-cpp");
+  ckpt.state_dict = to_state_dict(top.get("state_dict"), file + ": state_dict");
+  const auto config = top.get("config");
+  OML_CHECK(config.isString(), DataError, file, ": entry 'config' must be a string");
+  ckpt.config = config.toStringRef();
+  ckpt.epoch = top.integer("epoch");
+  ckpt.step = top.integer("step");
+  const auto metrics = top.get("metrics");
+  OML_CHECK(metrics.isGenericDict(), DataError, file, ": entry 'metrics' must be a dict");
+  for (const auto& kv : metrics.toGenericDict()) {
+    OML_CHECK(kv.key().isString() && (kv.value().isDouble() || kv.value().isInt()), DataError, file,
+              ": entry 'metrics' must map names to numbers");
+    ckpt.metrics[kv.key().toStringRef()] = kv.value().isDouble() ? kv.value().toDouble() : kv.value().toInt();
+  }
+  if (top.has("resume")) {
+    DictView resume(top.get("resume"), file + ": resume");
+    ResumeState r;
+    if (resume.has("optimizer")) r.optimizer = resume.tensor("optimizer");
+    r.scheduler = resume.get("scheduler");
+    r.criterion = to_state_dict(resume.get("criterion"), file + ": resume.criterion");
+    DictView sampler(resume.get("sampler"), file + ": resume.sampler");
+    r.sampler_epoch = sampler.integer("epoch");
+    r.sampler_batch = sampler.integer("batch");
+    if (resume.has("rng")) r.rng = resume.tensor("rng");
+    ckpt.resume = std::move(r);
+  }
+  return ckpt;
+}
+
+}  // namespace oml::io

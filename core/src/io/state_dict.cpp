@@ -1,0 +1,131 @@
+#include "oml/io/state_dict.h"
+
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "oml/common/error.h"
+#include "oml/common/strings.h"
+#include "oml/io/torch_file.h"
+
+namespace oml::io {
+namespace {
+
+bool is_tensor_dict(const c10::IValue& value) {
+  if (!value.isGenericDict()) return false;
+  const auto dict = value.toGenericDict();
+  if (dict.size() == 0) return false;
+  for (const auto& kv : dict) {
+    if (!kv.key().isString() || !kv.value().isTensor()) return false;
+  }
+  return true;
+}
+
+std::string shape(const at::Tensor& t) {
+  std::ostringstream out;
+  out << t.sizes();
+  return out.str();
+}
+
+// Key prefixes that wrappers add: DataParallel/DDP (`module.`), Lightning and OML (`model.`),
+// extractor wrappers (`extractor.`).
+const std::vector<std::string> kPrefixes = {"", "module.", "model.", "model.module.", "extractor.",
+                                            "model.extractor.", "module.model."};
+
+// The subset of `weights` under the prefix that matches the module's names best.
+StateDict select_prefix(const StateDict& weights, const StateDict& expected) {
+  StateDict best;
+  std::size_t best_matches = 0;
+  bool first = true;
+  for (const auto& prefix : kPrefixes) {
+    StateDict candidate;
+    std::size_t matches = 0;
+    for (const auto& kv : weights) {
+      if (!starts_with(kv.first, prefix)) continue;
+      const std::string name = kv.first.substr(prefix.size());
+      matches += expected.count(name);
+      candidate.emplace(name, kv.second);
+    }
+    if (first || matches > best_matches) {
+      best = std::move(candidate);
+      best_matches = matches;
+      first = false;
+    }
+  }
+  return best;
+}
+
+std::string listing(const std::vector<std::string>& names, std::size_t limit = 20) {
+  std::vector<std::string> head(names.begin(), names.begin() + std::min(limit, names.size()));
+  std::string out = join(head);
+  if (names.size() > limit) out += ", ... (" + std::to_string(names.size()) + " in total)";
+  return out;
+}
+
+}  // namespace
+
+StateDict state_dict(const torch::nn::Module& module) {
+  StateDict out;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) out.emplace(p.key(), p.value());
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace(b.key(), b.value());
+  return out;
+}
+
+StateDict find_state_dict(const c10::IValue& content, const std::string& source) {
+  c10::IValue candidate = content;
+  if (content.isGenericDict()) {
+    const auto dict = content.toGenericDict();
+    const auto found = dict.find(c10::IValue(std::string("state_dict")));
+    if (found != dict.end()) candidate = found->value();
+  }
+  OML_CHECK(is_tensor_dict(candidate), DataError, source,
+            ": expected a state dict (a dict of name -> tensor) or a dict with a 'state_dict' entry, found a ",
+            content.tagKind());
+  StateDict out;
+  for (const auto& kv : candidate.toGenericDict()) out.emplace(kv.key().toStringRef(), kv.value().toTensor());
+  return out;
+}
+
+void load_state_dict(torch::nn::Module& module, StateDict weights, const std::string& source,
+                     const LoadOptions& options) {
+  StateDict expected = state_dict(module);
+  StateDict chosen = select_prefix(weights, expected);
+  for (auto it = chosen.begin(); it != chosen.end();) {
+    bool ignored = false;
+    for (const auto& prefix : options.ignore_prefixes) ignored = ignored || starts_with(it->first, prefix);
+    it = ignored ? chosen.erase(it) : std::next(it);
+  }
+  std::vector<std::string> missing, unexpected, shapes;
+  for (const auto& kv : expected) {
+    const auto found = chosen.find(kv.first);
+    if (found == chosen.end()) {
+      missing.push_back(kv.first);
+    } else if (found->second.sizes() != kv.second.sizes()) {
+      shapes.push_back(kv.first + " (file " + shape(found->second) + ", model " + shape(kv.second) + ")");
+    }
+  }
+  for (const auto& kv : chosen) {
+    if (!expected.count(kv.first)) unexpected.push_back(kv.first);
+  }
+  if (!missing.empty() || !unexpected.empty() || !shapes.empty()) {
+    DataError error(source + ": the weights do not fit the model (" + std::to_string(missing.size()) +
+                    " missing, " + std::to_string(unexpected.size()) + " unexpected, " +
+                    std::to_string(shapes.size()) + " with another shape)");
+    if (!missing.empty()) error.add_context("missing in the file: " + listing(missing));
+    if (!unexpected.empty()) error.add_context("unexpected in the file: " + listing(unexpected));
+    if (!shapes.empty()) error.add_context("shape differs: " + listing(shapes));
+    throw error;
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& kv : expected) {
+    const auto& src = chosen.at(kv.first);
+    kv.second.copy_(src.to(kv.second.device(), kv.second.scalar_type()));
+  }
+}
+
+void load_weights(torch::nn::Module& module, const std::filesystem::path& path, const LoadOptions& options) {
+  const auto content = read_torch_file(path);
+  load_state_dict(module, find_state_dict(content, path.string()), path.string(), options);
+}
+
+}  // namespace oml::io

@@ -1,0 +1,378 @@
+// Reading and writing PyTorch's zip serialization format.
+//
+// LibTorch 1.13's torch::pickle_load rejects what torch.save writes for state dicts
+// (`collections.OrderedDict` with a `_metadata` attribute), so reading uses its own small
+// unpickler over the zip container (caffe2's PyTorchStreamReader). Writing uses
+// torch::pickle_save, whose output torch.load reads.
+#include "oml/io/torch_file.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <fstream>
+#include <variant>
+
+#include "oml/common/error.h"
+#include "oml/io/atomic_file.h"
+
+namespace oml::io {
+namespace {
+
+struct Mark {};
+struct Global {
+  std::string module, name;
+  std::string qualified() const { return module + "." + name; }
+};
+using Item = std::variant<c10::IValue, Global, Mark>;
+
+c10::ScalarType storage_dtype(const std::string& storage_name, const std::string& file) {
+  static const std::map<std::string, c10::ScalarType> types = {
+      {"FloatStorage", c10::kFloat},   {"DoubleStorage", c10::kDouble}, {"HalfStorage", c10::kHalf},
+      {"BFloat16Storage", c10::kBFloat16}, {"LongStorage", c10::kLong},  {"IntStorage", c10::kInt},
+      {"ShortStorage", c10::kShort},   {"CharStorage", c10::kChar},     {"ByteStorage", c10::kByte},
+      {"BoolStorage", c10::kBool}};
+  const auto found = types.find(storage_name);
+  OML_CHECK(found != types.end(), DataError, file, ": tensors stored as torch.", storage_name,
+            " are not supported (float, double, half, bfloat16, integer and bool tensors are)");
+  return found->second;
+}
+
+class Unpickler {
+ public:
+  Unpickler(caffe2::serialize::PyTorchStreamReader& reader, const char* data, size_t size, std::string file)
+      : reader_(reader), data_(data), size_(size), file_(std::move(file)) {}
+
+  c10::IValue run() {
+    while (true) {
+      const uint8_t op = read<uint8_t>();
+      if (op == '.') break;  // STOP
+      step(op);
+    }
+    OML_CHECK(stack_.size() == 1, DataError, file_, ": corrupt pickle (", stack_.size(), " values left)");
+    return value(pop());
+  }
+
+ private:
+  template <class T>
+  T read() {
+    need(sizeof(T));
+    T out;
+    std::memcpy(&out, data_ + pos_, sizeof(T));  // pickle integers are little-endian, like x86/ARM
+    pos_ += sizeof(T);
+    return out;
+  }
+  void need(size_t n) const {
+    OML_CHECK(pos_ + n <= size_, DataError, file_, ": truncated pickle data at byte ", pos_);
+  }
+  std::string read_bytes(size_t n) {
+    need(n);
+    std::string out(data_ + pos_, n);
+    pos_ += n;
+    return out;
+  }
+  std::string read_line() {
+    const size_t start = pos_;
+    while (pos_ < size_ && data_[pos_] != '\n') ++pos_;
+    need(1);
+    return std::string(data_ + start, pos_++ - start);
+  }
+
+  Item pop() {
+    OML_CHECK(!stack_.empty(), DataError, file_, ": corrupt pickle (stack underflow)");
+    Item out = std::move(stack_.back());
+    stack_.pop_back();
+    return out;
+  }
+  c10::IValue value(const Item& item) const {
+    if (const auto* v = std::get_if<c10::IValue>(&item)) return *v;
+    if (const auto* g = std::get_if<Global>(&item)) return "<python object " + g->qualified() + ">";
+    throw DataError(file_ + ": corrupt pickle (unexpected mark)");
+  }
+  std::vector<c10::IValue> pop_to_mark() {
+    std::vector<c10::IValue> out;
+    while (true) {
+      Item item = pop();
+      if (std::holds_alternative<Mark>(item)) break;
+      out.push_back(value(item));
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+  c10::IValue& top() {
+    OML_CHECK(!stack_.empty() && std::holds_alternative<c10::IValue>(stack_.back()), DataError, file_,
+              ": corrupt pickle (expected a value on the stack)");
+    return std::get<c10::IValue>(stack_.back());
+  }
+  void memo_put(uint32_t index) {
+    OML_CHECK(!stack_.empty(), DataError, file_, ": corrupt pickle (memo of empty stack)");
+    memo_[index] = stack_.back();
+  }
+  void memo_get(uint32_t index) {
+    const auto found = memo_.find(index);
+    OML_CHECK(found != memo_.end(), DataError, file_, ": corrupt pickle (unknown memo ", index, ")");
+    stack_.push_back(found->second);
+  }
+  static c10::impl::GenericDict new_dict() {
+    return c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
+  }
+  void set_items(c10::IValue& target, const std::vector<c10::IValue>& kv) {
+    OML_CHECK(target.isGenericDict() && kv.size() % 2 == 0, DataError, file_,
+              ": corrupt pickle (SETITEMS on a non-dict)");
+    auto dict = target.toGenericDict();
+    for (size_t i = 0; i < kv.size(); i += 2) dict.insert_or_assign(kv[i], kv[i + 1]);
+  }
+  void append(c10::IValue& target, const std::vector<c10::IValue>& items) {
+    OML_CHECK(target.isList(), DataError, file_, ": corrupt pickle (APPEND to a non-list)");
+    auto list = target.toList();
+    for (const auto& item : items) list.push_back(item);
+  }
+
+  void step(uint8_t op) {
+    switch (op) {
+      case 0x80: read<uint8_t>(); break;          // PROTO
+      case 0x95: read<uint64_t>(); break;         // FRAME
+      case '(': stack_.emplace_back(Mark{}); break;
+      case '}': stack_.emplace_back(c10::IValue(new_dict())); break;
+      case ']': stack_.emplace_back(c10::IValue(c10::impl::GenericList(c10::AnyType::get()))); break;
+      case ')': stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(std::vector<c10::IValue>{}))); break;
+      case 'N': stack_.emplace_back(c10::IValue()); break;
+      case 0x88: stack_.emplace_back(c10::IValue(true)); break;
+      case 0x89: stack_.emplace_back(c10::IValue(false)); break;
+      case 'J': stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<int32_t>()))); break;
+      case 'K': stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<uint8_t>()))); break;
+      case 'M': stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<uint16_t>()))); break;
+      case 0x8a: stack_.emplace_back(c10::IValue(read_long(read<uint8_t>()))); break;
+      case 0x8b: stack_.emplace_back(c10::IValue(read_long(read<uint32_t>()))); break;
+      case 'G': {
+        uint64_t bits = read<uint64_t>();
+        bits = __builtin_bswap64(bits);  // BINFLOAT is big-endian
+        double d;
+        std::memcpy(&d, &bits, sizeof d);
+        stack_.emplace_back(c10::IValue(d));
+        break;
+      }
+      case 'X': stack_.emplace_back(c10::IValue(read_bytes(read<uint32_t>()))); break;
+      case 0x8c: stack_.emplace_back(c10::IValue(read_bytes(read<uint8_t>()))); break;
+      case 0x8d: stack_.emplace_back(c10::IValue(read_bytes(read<uint64_t>()))); break;
+      case 'B': stack_.emplace_back(c10::IValue(read_bytes(read<uint32_t>()))); break;
+      case 'C': stack_.emplace_back(c10::IValue(read_bytes(read<uint8_t>()))); break;
+      case 'q': memo_put(read<uint8_t>()); break;
+      case 'r': memo_put(read<uint32_t>()); break;
+      case 0x94: memo_put(static_cast<uint32_t>(memo_.size())); break;
+      case 'h': memo_get(read<uint8_t>()); break;
+      case 'j': memo_get(read<uint32_t>()); break;
+      case 'c': {
+        std::string module = read_line();
+        std::string name = read_line();
+        stack_.emplace_back(Global{std::move(module), std::move(name)});
+        break;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        const auto name = value(pop());
+        const auto module = value(pop());
+        OML_CHECK(name.isString() && module.isString(), DataError, file_, ": corrupt pickle (STACK_GLOBAL)");
+        stack_.emplace_back(Global{module.toStringRef(), name.toStringRef()});
+        break;
+      }
+      case 't': stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(pop_to_mark()))); break;
+      case 0x85:
+      case 0x86:
+      case 0x87: {
+        std::vector<c10::IValue> items(op - 0x84);
+        for (auto it = items.rbegin(); it != items.rend(); ++it) *it = value(pop());
+        stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(std::move(items))));
+        break;
+      }
+      case 's': {
+        auto v = value(pop());
+        auto k = value(pop());
+        set_items(top(), {k, v});
+        break;
+      }
+      case 'u': {
+        auto kv = pop_to_mark();
+        set_items(top(), kv);
+        break;
+      }
+      case 'a': {
+        auto v = value(pop());
+        append(top(), {v});
+        break;
+      }
+      case 'e': {
+        auto items = pop_to_mark();
+        append(top(), items);
+        break;
+      }
+      case 'Q': stack_.emplace_back(persistent_load(value(pop()))); break;
+      case 'R': {
+        auto args = value(pop());
+        Item callable = pop();
+        stack_.emplace_back(reduce(callable, args));
+        break;
+      }
+      case 0x81: {  // NEWOBJ: cls.__new__(cls, *args) — only placeholders are produced
+        pop();
+        Item cls = pop();
+        stack_.emplace_back(value(cls));
+        break;
+      }
+      case 'b':  // BUILD: object state (OrderedDict._metadata, objects' __dict__) is not needed
+        pop();
+        break;
+      default:
+        throw DataError(file_ + ": unsupported pickle opcode 0x" + to_hex(op) + " at byte " +
+                        std::to_string(pos_ - 1));
+    }
+  }
+
+  static std::string to_hex(uint8_t op) {
+    const char* digits = "0123456789abcdef";
+    return std::string{digits[op >> 4], digits[op & 15]};
+  }
+
+  int64_t read_long(size_t n) {
+    OML_CHECK(n <= 8, DataError, file_, ": integer of ", n, " bytes does not fit in 64 bits");
+    const std::string bytes = read_bytes(n);
+    if (n == 0) return 0;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+    if (n < 8 && (static_cast<uint8_t>(bytes[n - 1]) & 0x80)) v |= ~uint64_t{0} << (8 * n);  // sign-extend
+    return static_cast<int64_t>(v);
+  }
+
+  // ('storage', storage_type, key, location, numel) -> a 1-D tensor owning the storage's bytes.
+  c10::IValue persistent_load(const c10::IValue& pid) {
+    OML_CHECK(pid.isTuple(), DataError, file_, ": unsupported persistent id");
+    const auto& e = pid.toTupleRef().elements();
+    OML_CHECK(e.size() >= 5 && e[0].isString() && e[0].toStringRef() == "storage" && e[2].isString(),
+              DataError, file_, ": unsupported persistent id (expected a tensor storage)");
+    const std::string key = e[2].toStringRef();
+    const auto cached = storages_.find(key);
+    if (cached != storages_.end()) return cached->second;
+    OML_CHECK(e[1].isString(), DataError, file_, ": unsupported storage type");
+    const std::string type = e[1].toStringRef();  // "<python object torch.FloatStorage>"
+    const auto dot = type.rfind('.');
+    const std::string storage_name = type.substr(dot + 1, type.size() - dot - 2);
+    const auto dtype = storage_dtype(storage_name, file_);
+    const std::string record = "data/" + key;
+    OML_CHECK(reader_.hasRecord(record), DataError, file_, ": missing tensor data record '", record, "'");
+    at::DataPtr ptr;
+    size_t bytes = 0;
+    std::tie(ptr, bytes) = reader_.getRecord(record);
+    const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+    auto storage = torch::empty({static_cast<int64_t>(bytes) / elem}, torch::TensorOptions().dtype(dtype));
+    if (bytes > 0) std::memcpy(storage.data_ptr(), ptr.get(), bytes);
+    storages_.emplace(key, storage);
+    return storage;
+  }
+
+  c10::IValue reduce(const Item& callable, const c10::IValue& args) {
+    const auto* g = std::get_if<Global>(&callable);
+    if (!g) return value(callable);
+    const std::string name = g->qualified();
+    const auto arg = [&](size_t i) -> c10::IValue {
+      OML_CHECK(args.isTuple() && args.toTupleRef().elements().size() > i, DataError, file_, ": ", name,
+                " called with too few arguments");
+      return args.toTupleRef().elements()[i];
+    };
+    if (name == "collections.OrderedDict") return new_dict();
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
+      return rebuild_tensor(arg(0), arg(1), arg(2), arg(3));
+    }
+    if (name == "torch._utils._rebuild_parameter" || name == "torch.jit._pickle.restore_type_tag" ||
+        name.rfind("torch.jit._pickle.build_", 0) == 0) {
+      return arg(0);
+    }
+    if (name == "_codecs.encode") return arg(0);  // bytes written by protocol 2
+    return "<python object " + name + ">";
+  }
+
+  std::vector<int64_t> int_list(const c10::IValue& v, const char* what) const {
+    OML_CHECK(v.isTuple(), DataError, file_, ": corrupt tensor ", what);
+    std::vector<int64_t> out;
+    for (const auto& e : v.toTupleRef().elements()) {
+      OML_CHECK(e.isInt(), DataError, file_, ": corrupt tensor ", what);
+      out.push_back(e.toInt());
+    }
+    return out;
+  }
+
+  c10::IValue rebuild_tensor(const c10::IValue& storage, const c10::IValue& offset, const c10::IValue& size,
+                             const c10::IValue& stride) {
+    OML_CHECK(storage.isTensor() && offset.isInt(), DataError, file_, ": corrupt tensor record");
+    const auto sizes = int_list(size, "size");
+    const auto strides = int_list(stride, "stride");
+    const auto& base = storage.toTensor();
+    int64_t last = offset.toInt();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] == 0) last = -1;
+      if (last >= 0) last += (sizes[i] - 1) * strides[i];
+    }
+    OML_CHECK(last < base.numel(), DataError, file_, ": tensor view exceeds its storage");
+    return base.as_strided(sizes, strides, offset.toInt());
+  }
+
+  caffe2::serialize::PyTorchStreamReader& reader_;
+  const char* data_;
+  size_t size_;
+  size_t pos_ = 0;
+  std::string file_;
+  std::vector<Item> stack_;
+  std::map<uint32_t, Item> memo_;
+  std::map<std::string, c10::IValue> storages_;
+};
+
+bool is_zip(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
+}
+
+}  // namespace
+
+c10::IValue read_torch_file(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  OML_CHECK(std::filesystem::is_regular_file(path), DataError, file, ": no such file");
+  OML_CHECK(is_zip(path), DataError, file,
+            ": not a PyTorch zip file (files written with torch.save(..., "
+            "_use_new_zipfile_serialization=False) or by torch < 1.6 are not supported: re-save them with "
+            "torch.save in a current PyTorch)");
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(file);
+    OML_CHECK(reader.hasRecord("data.pkl"), DataError, file, ": no data.pkl record (a TorchScript archive?)");
+    at::DataPtr ptr;
+    size_t size = 0;
+    std::tie(ptr, size) = reader.getRecord("data.pkl");
+    Unpickler unpickler(reader, static_cast<const char*>(ptr.get()), size, file);
+    return unpickler.run();
+  } catch (const c10::Error& e) {
+    throw DataError(file + ": cannot read the zip container: " + e.what_without_backtrace());
+  }
+}
+
+void write_torch_file(const std::filesystem::path& path, const c10::IValue& value) {
+  std::vector<char> bytes;
+  try {
+    bytes = torch::pickle_save(value);
+  } catch (const c10::Error& e) {
+    throw InternalError(path.string() + ": cannot serialise: " + e.what_without_backtrace());
+  }
+  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+}
+
+void save_tensor(const std::filesystem::path& path, const at::Tensor& tensor) {
+  write_torch_file(path, tensor.detach().cpu().contiguous());
+}
+
+at::Tensor load_tensor(const std::filesystem::path& path) {
+  const auto value = read_torch_file(path);
+  OML_CHECK(value.isTensor(), DataError, path.string(), ": expected a file holding one tensor, found a ",
+            value.tagKind());
+  return value.toTensor();
+}
+
+}  // namespace oml::io

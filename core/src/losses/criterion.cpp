@@ -1,0 +1,27 @@
+#include "oml/losses/criterion.h"
+
+#include <torch/torch.h>
+
+#include "oml/common/error.h"
+
+namespace oml::losses {
+
+torch::Tensor pairwise_distances(const torch::Tensor& a, const torch::Tensor& b) {
+  // |a|^2 + |b|^2 - 2 a.b: O(Na x Nb) memory (a broadcast difference would need Na x Nb x D).
+  const auto squared =
+      (a.pow(2).sum(1, true) + b.pow(2).sum(1).unsqueeze(0) - 2 * torch::mm(a, b.t())).clamp_min(0);
+  // sqrt has an infinite derivative at 0: keep the gradient finite (zero) there.
+  const auto positive = squared > 1e-12;
+  const auto safe = torch::where(positive, squared, torch::ones_like(squared));
+  return torch::where(positive, safe.sqrt(), torch::zeros_like(squared));
+}
+
+void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, const std::string& who) {
+  OML_CHECK(embeddings.dim() == 2 && embeddings.size(0) >= 1, DataError, who,
+            ": expected embeddings [B, D] with B >= 1, got ", embeddings.sizes());
+  OML_CHECK(labels.dim() == 1 && labels.size(0) == embeddings.size(0), DataError, who, ": expected labels [",
+            embeddings.size(0), "], got ", labels.sizes());
+  OML_CHECK(!labels.is_floating_point(), DataError, who, ": labels must be integers, got ", labels.scalar_type());
+}
+
+}  // namespace oml::losses

@@ -1,0 +1,297 @@
+#include "oml/losses/miners.h"
+
+#include <torch/torch.h>
+
+#include <set>
+
+#include "oml/common/error.h"
+#include "oml/losses/criterion.h"
+
+namespace oml::losses {
+namespace {
+
+using torch::indexing::Slice;
+
+// Fails with a clear message unless the batch can form at least one triplet.
+void require_triplets_possible(const torch::Tensor& embeddings, const torch::Tensor& labels, const std::string& who) {
+  check_batch(embeddings, labels, who);
+  torch::Tensor unique, inverse, counts;
+  std::tie(unique, inverse, counts) = torch::_unique2(labels, /*sorted=*/true, false, /*return_counts=*/true);
+  OML_CHECK(unique.numel() >= 2, DataError, who, ": the batch has a single label (", labels.size(0),
+            " items); triplets need at least two labels — use a sampler such as 'balance'");
+  OML_CHECK(counts.max().item<int64_t>() >= 2, DataError, who, ": every label of the batch has one item ",
+            "(", labels.size(0), " items); triplets need a label with two items — use a sampler such as 'balance'");
+}
+
+struct Masks {
+  torch::Tensor positive;  // [B, B] same label, not the item itself
+  torch::Tensor negative;  // [B, B] different label
+};
+
+Masks masks(const torch::Tensor& labels) {
+  const auto same = labels.unsqueeze(0) == labels.unsqueeze(1);
+  const auto eye = torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
+  return {same & ~eye, ~same};
+}
+
+std::vector<std::vector<int64_t>> row_lists(const torch::Tensor& mask) {
+  const auto m = mask.to(torch::kCPU).contiguous();
+  const auto acc = m.accessor<bool, 2>();
+  std::vector<std::vector<int64_t>> out(m.size(0));
+  for (int64_t i = 0; i < m.size(0); ++i) {
+    for (int64_t j = 0; j < m.size(1); ++j) {
+      if (acc[i][j]) out[i].push_back(j);
+    }
+  }
+  return out;
+}
+
+torch::Tensor to_index(const std::vector<int64_t>& v) {
+  return torch::tensor(v, torch::TensorOptions().dtype(torch::kLong));
+}
+
+TripletSet make_set(torch::Tensor pool, const std::vector<int64_t>& a, const std::vector<int64_t>& p,
+                    const std::vector<int64_t>& n, const std::string& who) {
+  OML_CHECK(!a.empty(), DataError, who, ": the batch yields no triplet");
+  const auto device = pool.device();
+  return {std::move(pool), to_index(a).to(device), to_index(p).to(device), to_index(n).to(device)};
+}
+
+// `count` distinct integers from [0, total), uniformly (Floyd's algorithm: O(count) memory
+// however large `total` is), sorted.
+std::vector<int64_t> sample_distinct(int64_t total, int64_t count) {
+  const auto u = torch::rand({count}, torch::kDouble);
+  const auto acc = u.accessor<double, 1>();
+  std::set<int64_t> chosen;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t j = total - count + i;
+    const int64_t t = std::min(j, static_cast<int64_t>(acc[i] * static_cast<double>(j + 1)));
+    if (!chosen.insert(t).second) chosen.insert(j);
+  }
+  return {chosen.begin(), chosen.end()};
+}
+
+// Index in [0, n) from a uniform double in [0, 1).
+int64_t pick(double u, std::size_t n) {
+  return std::min(static_cast<int64_t>(n) - 1, static_cast<int64_t>(u * static_cast<double>(n)));
+}
+
+}  // namespace
+
+AllTripletsMiner::AllTripletsMiner(int64_t max_output_triplets) : max_output_triplets_(max_output_triplets) {
+  OML_CHECK(max_output_triplets_ > 0, ConfigError, "all_triplets: max_output_triplets must be > 0, got ",
+            max_output_triplets_);
+}
+
+TripletSet AllTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  require_triplets_possible(embeddings, labels, "all_triplets");
+  const auto m = masks(labels);
+  const auto pos = row_lists(m.positive);
+  const auto neg = row_lists(m.negative);
+  std::vector<int64_t> first(pos.size() + 1, 0);  // first flat triplet id of each anchor
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    first[i + 1] = first[i] + static_cast<int64_t>(pos[i].size() * neg[i].size());
+  }
+  const int64_t total = first.back();
+  std::vector<int64_t> a, p, n;
+  const auto emit = [&](int64_t id) {
+    const auto anchor = std::upper_bound(first.begin(), first.end(), id) - first.begin() - 1;
+    const int64_t r = id - first[anchor];
+    const int64_t n_neg = static_cast<int64_t>(neg[anchor].size());
+    a.push_back(anchor);
+    p.push_back(pos[anchor][r / n_neg]);
+    n.push_back(neg[anchor][r % n_neg]);
+  };
+  if (total <= max_output_triplets_) {
+    for (int64_t id = 0; id < total; ++id) emit(id);
+  } else {
+    for (int64_t id : sample_distinct(total, max_output_triplets_)) emit(id);
+  }
+  return make_set(embeddings, a, p, n, "all_triplets");
+}
+
+TripletSet HardTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  require_triplets_possible(embeddings, labels, "hard_triplets");
+  torch::NoGradGuard no_grad;
+  const auto d = pairwise_distances(embeddings.detach(), embeddings.detach());
+  const auto m = masks(labels);
+  const auto inf = std::numeric_limits<float>::infinity();
+  const auto hardest_pos = d.masked_fill(~m.positive, -inf).argmax(1);
+  const auto hardest_neg = d.masked_fill(~m.negative, inf).argmin(1);
+  const auto anchors = (m.positive.any(1) & m.negative.any(1)).nonzero().squeeze(1);
+  OML_CHECK(anchors.numel() > 0, DataError, "hard_triplets: the batch yields no triplet");
+  return {embeddings, anchors, hardest_pos.index_select(0, anchors), hardest_neg.index_select(0, anchors)};
+}
+
+NHardTripletsMiner::NHardTripletsMiner(HardnessRange positive, HardnessRange negative)
+    : positive_(positive), negative_(negative) {
+  for (const auto& [range, what] : {std::pair{positive_, "n_positive"}, std::pair{negative_, "n_negative"}}) {
+    OML_CHECK(range.first >= 1 && range.first <= range.second, ConfigError, "n_hard_triplets: ", what,
+              " must be n >= 1 or a range [a, b] with 1 <= a <= b, got [", range.first, ", ", range.second, "]");
+  }
+}
+
+TripletSet NHardTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  require_triplets_possible(embeddings, labels, "n_hard_triplets");
+  torch::NoGradGuard no_grad;
+  const auto d = pairwise_distances(embeddings.detach(), embeddings.detach()).to(torch::kCPU);
+  const auto m = masks(labels.to(torch::kCPU));
+  const auto inf = std::numeric_limits<float>::infinity();
+  // Hardest first: positives by decreasing distance, negatives by increasing distance.
+  const auto pos_order = d.masked_fill(~m.positive, -inf).argsort(1, /*descending=*/true);
+  const auto neg_order = d.masked_fill(~m.negative, inf).argsort(1, /*descending=*/false);
+  const auto n_pos = m.positive.sum(1);
+  const auto n_neg = m.negative.sum(1);
+  const auto po = pos_order.accessor<int64_t, 2>();
+  const auto no = neg_order.accessor<int64_t, 2>();
+  std::vector<int64_t> a, p, n;
+  for (int64_t i = 0; i < labels.size(0); ++i) {
+    const int64_t p_end = std::min(positive_.second, n_pos[i].item<int64_t>());
+    const int64_t n_end = std::min(negative_.second, n_neg[i].item<int64_t>());
+    for (int64_t pr = positive_.first - 1; pr < p_end; ++pr) {
+      for (int64_t nr = negative_.first - 1; nr < n_end; ++nr) {
+        a.push_back(i);
+        p.push_back(po[i][pr]);
+        n.push_back(no[i][nr]);
+      }
+    }
+  }
+  return make_set(embeddings, a, p, n, "n_hard_triplets");
+}
+
+TripletSet HardClusterMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  check_batch(embeddings, labels, "hard_cluster");
+  torch::Tensor unique, inverse, counts;
+  std::tie(unique, inverse, counts) = torch::_unique2(labels, /*sorted=*/true, /*return_inverse=*/true, true);
+  const int64_t n_labels = unique.numel();
+  OML_CHECK(n_labels >= 2, DataError, "hard_cluster: the batch has a single label; it needs at least two");
+  const int64_t k = counts[0].item<int64_t>();
+  OML_CHECK((counts == k).all().item<bool>() && k >= 2, DataError,
+            "hard_cluster: every label of the batch must have the same number (>= 2) of items, got counts ",
+            counts.min().item<int64_t>(), "..", counts.max().item<int64_t>(), " — use the 'balance' sampler");
+  const auto means =
+      torch::zeros({n_labels, embeddings.size(1)}, embeddings.options()).index_add(0, inverse, embeddings) /
+      static_cast<double>(k);
+  torch::Tensor positives, negatives;
+  {
+    torch::NoGradGuard no_grad;
+    const auto to_own_mean = (embeddings - means.index_select(0, inverse)).norm(2, 1);
+    // Farthest item of each label from its mean: scatter-max of distances by label.
+    const auto own = inverse.unsqueeze(0) == torch::arange(n_labels, inverse.options()).unsqueeze(1);  // [L, B]
+    positives = to_own_mean.unsqueeze(0).masked_fill(~own, -1.0).argmax(1);
+    auto between = pairwise_distances(means.detach(), means.detach());
+    between.fill_diagonal_(std::numeric_limits<float>::infinity());
+    negatives = between.argmin(1);
+  }
+  const int64_t b = embeddings.size(0);
+  const auto label_rows = torch::arange(n_labels, inverse.options()) + b;
+  return {torch::cat({embeddings, means}, 0), label_rows, positives, negatives + b};
+}
+
+TripletsWithMemoryMiner::TripletsWithMemoryMiner(int64_t bank_size_in_batches, int64_t tri_expand_k)
+    : bank_size_in_batches_(bank_size_in_batches), tri_expand_k_(tri_expand_k) {
+  OML_CHECK(bank_size_in_batches_ >= 1, ConfigError, "triplets_with_memory: bank_size_in_batches must be >= 1, got ",
+            bank_size_in_batches_);
+  OML_CHECK(tri_expand_k_ >= 1, ConfigError, "triplets_with_memory: tri_expand_k must be >= 1, got ", tri_expand_k_);
+}
+
+TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  require_triplets_possible(embeddings, labels, "triplets_with_memory");
+  const int64_t b = embeddings.size(0);
+  const auto cpu_labels = labels.to(torch::kCPU);
+  const auto m = masks(cpu_labels);
+  const auto pos = row_lists(m.positive);
+  const auto neg = row_lists(m.negative);
+
+  // Bank rows with a label different from each batch item's label.
+  std::vector<std::vector<int64_t>> bank_neg(b);
+  torch::Tensor bank_embeddings;
+  if (!bank_.empty()) {
+    std::vector<torch::Tensor> e, l;
+    for (const auto& entry : bank_) {
+      e.push_back(entry.first);
+      l.push_back(entry.second);
+    }
+    bank_embeddings = torch::cat(e, 0);
+    bank_neg = row_lists(cpu_labels.unsqueeze(1) != torch::cat(l, 0).unsqueeze(0));
+  }
+
+  int64_t n_pairs = 0;
+  for (int64_t i = 0; i < b; ++i) n_pairs += neg[i].empty() ? 0 : static_cast<int64_t>(pos[i].size());
+  const auto u = torch::rand({std::max<int64_t>(n_pairs, 1), tri_expand_k_}, torch::kDouble);
+  const auto acc = u.accessor<double, 2>();
+  std::vector<int64_t> a, p, n;
+  int64_t row = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    if (neg[i].empty()) continue;
+    for (int64_t j : pos[i]) {
+      a.push_back(i);
+      p.push_back(j);
+      n.push_back(neg[i][pick(acc[row][0], neg[i].size())]);
+      for (int64_t k = 1; k < tri_expand_k_ && !bank_neg[i].empty(); ++k) {
+        a.push_back(i);
+        p.push_back(j);
+        n.push_back(b + bank_neg[i][pick(acc[row][k], bank_neg[i].size())]);
+      }
+      ++row;
+    }
+  }
+  auto pool = bank_embeddings.defined() ? torch::cat({embeddings, bank_embeddings.to(embeddings.device())}, 0)
+                                        : embeddings;
+  auto out = make_set(pool, a, p, n, "triplets_with_memory");
+  bank_.emplace_back(embeddings.detach(), labels.detach().to(torch::kCPU));
+  if (static_cast<int64_t>(bank_.size()) > bank_size_in_batches_) bank_.pop_front();
+  return out;
+}
+
+MinerWithBank::MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner)
+    : bank_size_in_batches_(bank_size_in_batches), miner_(std::move(miner)) {
+  OML_CHECK(bank_size_in_batches_ >= 1, ConfigError, "miner_with_bank: bank_size_in_batches must be >= 1, got ",
+            bank_size_in_batches_);
+  OML_ASSERT(miner_ != nullptr);
+}
+
+TripletSet MinerWithBank::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  check_batch(embeddings, labels, "miner_with_bank");
+  std::vector<torch::Tensor> e{embeddings}, l{labels};
+  for (const auto& entry : bank_) {
+    e.push_back(entry.first.to(embeddings.device()));
+    l.push_back(entry.second.to(labels.device()));
+  }
+  TripletSet inner = miner_->mine(torch::cat(e, 0), torch::cat(l, 0));
+  const auto keep = (inner.anchors < embeddings.size(0)).nonzero().squeeze(1);
+  OML_CHECK(keep.numel() > 0, DataError, "miner_with_bank: no triplet has its anchor in the current batch");
+  bank_.emplace_back(embeddings.detach(), labels.detach());
+  if (static_cast<int64_t>(bank_.size()) > bank_size_in_batches_) bank_.pop_front();
+  return {inner.pool, inner.anchors.index_select(0, keep), inner.positives.index_select(0, keep),
+          inner.negatives.index_select(0, keep)};
+}
+
+PairsMiner::PairsMiner(bool hard) : hard_(hard) {}
+
+PairSet PairsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  check_batch(embeddings, labels, "pairs");
+  OML_CHECK(labels.size(0) >= 2, DataError, "pairs: the batch has a single item; pairs need two");
+  const auto m = masks(labels);
+  torch::Tensor ids1, ids2;
+  if (hard_) {
+    require_triplets_possible(embeddings, labels, "pairs");
+    torch::NoGradGuard no_grad;
+    const auto d = pairwise_distances(embeddings.detach(), embeddings.detach());
+    const auto inf = std::numeric_limits<float>::infinity();
+    const auto with_pos = m.positive.any(1).nonzero().squeeze(1);
+    const auto with_neg = m.negative.any(1).nonzero().squeeze(1);
+    const auto far_pos = d.masked_fill(~m.positive, -inf).argmax(1).index_select(0, with_pos);
+    const auto near_neg = d.masked_fill(~m.negative, inf).argmin(1).index_select(0, with_neg);
+    ids1 = torch::cat({with_pos, with_neg});
+    ids2 = torch::cat({far_pos, near_neg});
+  } else {
+    const auto pairs = torch::triu_indices(labels.size(0), labels.size(0), 1, torch::TensorOptions().dtype(torch::kLong).device(labels.device()));
+    ids1 = pairs[0];
+    ids2 = pairs[1];
+  }
+  const auto is_negative = (labels.index_select(0, ids1) != labels.index_select(0, ids2)).to(torch::kFloat);
+  return {ids1, ids2, is_negative};
+}
+
+}  // namespace oml::losses

@@ -1,0 +1,48 @@
+#include "oml/models/conv_net.h"
+
+#include <torch/torch.h>
+
+#include "oml/common/error.h"
+#include "oml/io/state_dict.h"
+
+namespace oml::models {
+
+ConvNetImpl::ConvNetImpl(ConvNetOptions options) : options_(std::move(options)) {
+  namespace nn = torch::nn;
+  OML_CHECK(options_.in_channels > 0, ConfigError, "conv_net: in_channels must be > 0, got ",
+            options_.in_channels);
+  OML_CHECK(!options_.channels.empty(), ConfigError, "conv_net: channels must list at least one stage");
+  OML_CHECK(options_.feat_dim > 0, ConfigError, "conv_net: feat_dim must be > 0, got ", options_.feat_dim);
+  OML_CHECK(!options_.gem_p || *options_.gem_p > 0, ConfigError, "conv_net: gem_p must be > 0");
+  stages_ = nn::ModuleList();
+  int64_t in = options_.in_channels;
+  for (std::size_t i = 0; i < options_.channels.size(); ++i) {
+    const int64_t out = options_.channels[i];
+    OML_CHECK(out > 0, ConfigError, "conv_net: channels[", i, "] must be > 0, got ", out);
+    nn::Sequential stage;
+    for (int64_t in_c : {in, out}) {
+      stage->push_back(nn::Conv2d(nn::Conv2dOptions(in_c, out, 3).padding(1).bias(false)));
+      stage->push_back(nn::BatchNorm2d(out));
+      stage->push_back(nn::ReLU(nn::ReLUOptions(true)));
+    }
+    // Downsample between stages only: the last stage keeps its resolution for pooling.
+    if (i + 1 < options_.channels.size()) stage->push_back(nn::MaxPool2d(2));
+    stages_->push_back(stage);
+    in = out;
+  }
+  register_module("stages", stages_);
+  proj_ = register_module("proj", nn::Linear(in, options_.feat_dim));
+  if (!options_.weights.empty()) io::load_weights(*this, options_.weights);
+}
+
+torch::Tensor ConvNetImpl::forward(torch::Tensor images) {
+  OML_CHECK(images.dim() == 4 && images.size(1) == options_.in_channels, DataError, "conv_net expects images [B, ",
+            options_.in_channels, ", H, W], got ", images.sizes());
+  auto x = images;
+  for (const auto& stage : *stages_) x = stage->as<torch::nn::Sequential>()->forward(x);
+  x = options_.gem_p ? gem_pool(x, *options_.gem_p) : x.mean({2, 3});
+  x = proj_(x);
+  return options_.normalise_features ? normalise_detached(x) : x;
+}
+
+}  // namespace oml::models

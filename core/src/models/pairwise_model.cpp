@@ -1,0 +1,74 @@
+#include "oml/models/pairwise_model.h"
+
+#include <torch/torch.h>
+
+#include "oml/common/error.h"
+
+namespace oml::models {
+namespace {
+
+void check_pair(const torch::Tensor& x1, const torch::Tensor& x2, const char* model) {
+  OML_CHECK(x1.sizes() == x2.sizes(), DataError, model, ": both sides of the pairs must have the same shape, got ",
+            x1.sizes(), " and ", x2.sizes());
+}
+
+}  // namespace
+
+LinearSiameseImpl::LinearSiameseImpl(int64_t feat_dim, bool identity_init) {
+  OML_CHECK(feat_dim > 0, ConfigError, "linear_siamese: feat_dim must be > 0, got ", feat_dim);
+  auto init = identity_init ? torch::eye(feat_dim)
+                            : torch::randn({feat_dim, feat_dim}) / std::sqrt(static_cast<double>(feat_dim));
+  proj_ = register_parameter("proj", init);
+  bias_ = register_parameter("bias", torch::zeros({1}));
+}
+
+torch::Tensor LinearSiameseImpl::forward(torch::Tensor x1, torch::Tensor x2) {
+  check_pair(x1, x2, "linear_siamese");
+  OML_CHECK(x1.dim() == 2 && x1.size(1) == proj_.size(0), DataError, "linear_siamese expects embeddings [B, ",
+            proj_.size(0), "], got ", x1.sizes());
+  return torch::matmul(x1 - x2, proj_.t()).norm(2, 1) + bias_;
+}
+
+TrivialDistanceSiameseImpl::TrivialDistanceSiameseImpl(std::shared_ptr<Extractor> extractor)
+    : extractor_(std::move(extractor)) {
+  register_module("extractor", extractor_);
+  bias_ = register_parameter("bias", torch::zeros({1}));
+}
+
+torch::Tensor TrivialDistanceSiameseImpl::forward(torch::Tensor x1, torch::Tensor x2) {
+  check_pair(x1, x2, "trivial_distance_siamese");
+  const auto e = extractor_->forward(torch::cat({x1, x2}, 0));
+  const int64_t n = x1.size(0);
+  return (e.slice(0, 0, n) - e.slice(0, n)).norm(2, 1) + bias_;
+}
+
+ConcatSiameseImpl::ConcatSiameseImpl(std::shared_ptr<Extractor> extractor, std::vector<int64_t> mlp_hidden_dims,
+                                     bool use_tta_swap)
+    : extractor_(std::move(extractor)), use_tta_swap_(use_tta_swap) {
+  namespace nn = torch::nn;
+  register_module("extractor", extractor_);
+  head_ = nn::Sequential();
+  int64_t in = extractor_->feat_dim();
+  for (std::size_t i = 0; i < mlp_hidden_dims.size(); ++i) {
+    OML_CHECK(mlp_hidden_dims[i] > 0, ConfigError, "concat_siamese: mlp_hidden_dims[", i, "] must be > 0");
+    head_->push_back(nn::Linear(in, mlp_hidden_dims[i]));
+    head_->push_back(nn::ReLU());
+    in = mlp_hidden_dims[i];
+  }
+  head_->push_back(nn::Linear(in, 1));
+  register_module("head", head_);
+}
+
+torch::Tensor ConcatSiameseImpl::forward(torch::Tensor x1, torch::Tensor x2) {
+  check_pair(x1, x2, "concat_siamese");
+  OML_CHECK(x1.dim() == 4, DataError, "concat_siamese expects images [B, C, H, W], got ", x1.sizes());
+  return head_->forward(extractor_->forward(torch::cat({x1, x2}, /*dim=*/2))).squeeze(1);
+}
+
+torch::Tensor ConcatSiameseImpl::predict(torch::Tensor x1, torch::Tensor x2) {
+  auto score = torch::sigmoid(forward(x1, x2));
+  if (use_tta_swap_) score = 0.5 * (score + torch::sigmoid(forward(x2, x1)));
+  return score;
+}
+
+}  // namespace oml::models

@@ -1,0 +1,156 @@
+#include "oml/models/resnet.h"
+
+#include <torch/torch.h>
+
+#include "oml/common/error.h"
+#include "oml/io/state_dict.h"
+
+namespace oml::models {
+namespace {
+
+namespace nn = torch::nn;
+
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).bias(false));
+}
+
+nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
+  nn::Sequential seq;
+  seq->push_back(conv(in, out, 1, stride, 0));
+  seq->push_back(nn::BatchNorm2d(out));
+  return seq;
+}
+
+// torchvision's BasicBlock: two 3x3 convolutions (resnet18/34).
+struct BasicBlockImpl : nn::Module {
+  static constexpr int64_t expansion = 1;
+  BasicBlockImpl(int64_t in, int64_t planes, int64_t stride) {
+    conv1 = register_module("conv1", conv(in, planes, 3, stride, 1));
+    bn1 = register_module("bn1", nn::BatchNorm2d(planes));
+    conv2 = register_module("conv2", conv(planes, planes, 3, 1, 1));
+    bn2 = register_module("bn2", nn::BatchNorm2d(planes));
+    if (stride != 1 || in != planes) ds = register_module("downsample", downsample(in, planes, stride));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto out = torch::relu(bn1(conv1(x)));
+    out = bn2(conv2(out));
+    return torch::relu(out + (ds ? ds->forward(x) : x));
+  }
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  nn::Sequential ds{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+// torchvision's Bottleneck (V1.5: stride on the 3x3 convolution), resnet50/101/152.
+struct BottleneckImpl : nn::Module {
+  static constexpr int64_t expansion = 4;
+  BottleneckImpl(int64_t in, int64_t planes, int64_t stride) {
+    conv1 = register_module("conv1", conv(in, planes, 1, 1, 0));
+    bn1 = register_module("bn1", nn::BatchNorm2d(planes));
+    conv2 = register_module("conv2", conv(planes, planes, 3, stride, 1));
+    bn2 = register_module("bn2", nn::BatchNorm2d(planes));
+    conv3 = register_module("conv3", conv(planes, planes * expansion, 1, 1, 0));
+    bn3 = register_module("bn3", nn::BatchNorm2d(planes * expansion));
+    if (stride != 1 || in != planes * expansion) {
+      ds = register_module("downsample", downsample(in, planes * expansion, stride));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto out = torch::relu(bn1(conv1(x)));
+    out = torch::relu(bn2(conv2(out)));
+    out = bn3(conv3(out));
+    return torch::relu(out + (ds ? ds->forward(x) : x));
+  }
+  nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  nn::Sequential ds{nullptr};
+};
+TORCH_MODULE(Bottleneck);
+
+struct ArchSpec {
+  bool bottleneck;
+  std::array<int64_t, 4> blocks;
+};
+
+ArchSpec arch_spec(const std::string& arch) {
+  if (arch == "resnet18") return {false, {2, 2, 2, 2}};
+  if (arch == "resnet34") return {false, {3, 4, 6, 3}};
+  if (arch == "resnet50") return {true, {3, 4, 6, 3}};
+  if (arch == "resnet101") return {true, {3, 4, 23, 3}};
+  if (arch == "resnet152") return {true, {3, 8, 36, 3}};
+  throw ConfigError("resnet: unknown arch '" + arch +
+                    "'; expected one of resnet18, resnet34, resnet50, resnet101, resnet152");
+}
+
+// torchvision's initialisation, so that a freshly built model trains like a Python one.
+void init_like_torchvision(nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& child : module.modules(/*include_self=*/false)) {
+    if (auto* c = child->as<nn::Conv2d>()) {
+      nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+    } else if (auto* bn = child->as<nn::BatchNorm2d>()) {
+      nn::init::ones_(bn->weight);
+      nn::init::zeros_(bn->bias);
+    }
+  }
+}
+
+}  // namespace
+
+ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
+  const ArchSpec spec = arch_spec(options_.arch);
+  OML_CHECK(!options_.gem_p || *options_.gem_p > 0, ConfigError, "resnet: gem_p must be > 0, got ",
+            *options_.gem_p);
+  OML_CHECK(options_.num_classes > 0, ConfigError, "resnet: num_classes must be > 0, got ",
+            options_.num_classes);
+  bottleneck_ = spec.bottleneck;
+  conv1_ = register_module("conv1", conv(3, 64, 7, 2, 3));
+  bn1_ = register_module("bn1", nn::BatchNorm2d(64));
+  layer1_ = register_module("layer1", make_layer(64, spec.blocks[0], 1));
+  layer2_ = register_module("layer2", make_layer(128, spec.blocks[1], 2));
+  layer3_ = register_module("layer3", make_layer(256, spec.blocks[2], 2));
+  layer4_ = register_module("layer4", make_layer(512, spec.blocks[3], 2));
+  if (!options_.remove_fc) fc_ = register_module("fc", nn::Linear(in_planes_, options_.num_classes));
+  init_like_torchvision(*this);
+  if (!options_.weights.empty()) {
+    io::LoadOptions load;
+    // A classifier checkpoint (e.g. torchvision's ImageNet weights) fits a model without fc.
+    if (options_.remove_fc) load.ignore_prefixes.push_back("fc.");
+    io::load_weights(*this, options_.weights, load);
+  }
+}
+
+nn::Sequential ResNetImpl::make_layer(int64_t planes, int64_t blocks, int64_t stride) {
+  nn::Sequential layer;
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t s = i == 0 ? stride : 1;
+    if (bottleneck_) {
+      layer->push_back(Bottleneck(in_planes_, planes, s));
+      in_planes_ = planes * BottleneckImpl::expansion;
+    } else {
+      layer->push_back(BasicBlock(in_planes_, planes, s));
+      in_planes_ = planes * BasicBlockImpl::expansion;
+    }
+  }
+  return layer;
+}
+
+torch::Tensor ResNetImpl::pooled_features(torch::Tensor images) {
+  OML_CHECK(images.dim() == 4 && images.size(1) == 3, DataError,
+            "resnet expects images [B, 3, H, W], got ", images.sizes());
+  auto x = torch::relu(bn1_(conv1_(images)));
+  x = torch::max_pool2d(x, 3, 2, 1);
+  x = layer4_->forward(layer3_->forward(layer2_->forward(layer1_->forward(x))));
+  return options_.gem_p ? gem_pool(x, *options_.gem_p) : x.mean({2, 3});
+}
+
+torch::Tensor ResNetImpl::forward(torch::Tensor images) {
+  auto x = pooled_features(std::move(images));
+  if (fc_) x = fc_(x);
+  return options_.normalise_features ? normalise_detached(x) : x;
+}
+
+int64_t ResNetImpl::feat_dim() const { return options_.remove_fc ? in_planes_ : options_.num_classes; }
+
+}  // namespace oml::models

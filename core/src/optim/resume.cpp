@@ -1,0 +1,55 @@
+#include "oml/optim/resume.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "oml/common/error.h"
+
+namespace oml::optim {
+
+at::Tensor save_optimizer_state(const torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  const std::string bytes = out.str();
+  auto tensor = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
+  return tensor;
+}
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& bytes) {
+  OML_CHECK(bytes.scalar_type() == torch::kUInt8 && bytes.dim() == 1, DataError,
+            "optimizer state: expected a 1-D uint8 tensor, got ", bytes.scalar_type(), " ", bytes.sizes());
+  const auto contiguous = bytes.contiguous();
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(static_cast<const char*>(contiguous.data_ptr()), static_cast<size_t>(contiguous.numel()));
+    optimizer.load(archive);
+  } catch (const c10::Error& e) {
+    throw DataError(std::string("optimizer state does not fit this optimizer (another optimizer or other ") +
+                    "parameters?): " + e.what_without_backtrace());
+  }
+}
+
+at::Tensor save_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void load_rng_state(const at::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  try {
+    gen.set_state(state);
+  } catch (const c10::Error& e) {
+    throw DataError(std::string("random generator state is invalid: ") + e.what_without_backtrace());
+  }
+}
+
+}  // namespace oml::optim
