@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 
 #include "../cli.h"
+#include "../launch.h"
 
 namespace po = boost::program_options;
 
@@ -11,17 +12,14 @@ int main(int argc, char** argv) {
   spec.summary = "train an extractor or a pairwise re-ranker from a YAML config";
   spec.usage = "  oml-train --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] [--resume CKPT]";
   spec.add_options = [](po::options_description& o) {
+    oml::cli::add_launch_options(o);
     // clang-format off
     o.add_options()
-      ("nproc-per-node", po::value<int>()->default_value(1), "worker processes to start on this machine")
-      ("nnodes", po::value<int>()->default_value(1), "number of machines")
-      ("node-rank", po::value<int>()->default_value(0), "rank of this machine")
-      ("master-addr", po::value<std::string>(), "address of the rank-0 machine")
-      ("master-port", po::value<int>(), "rendezvous port (default: a free port)")
       ("resume", po::value<std::string>(), "continue the run saved in this checkpoint");
     // clang-format on
   };
   spec.run = [](const oml::cli::Invocation& inv) {
+    if (auto code = oml::cli::launch_if_requested(inv)) return *code;
     const oml::config::RunConfig config = inv.load_config();
     throw oml::RuntimeError("the '" + config.pipeline +
                             "' training pipeline is not implemented in this build of oml-cpp yet");

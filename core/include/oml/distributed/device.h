@@ -1,0 +1,23 @@
+#pragma once
+// Where a rank computes and which backend its collectives use, from `accelerator:` and the
+// World: cpu -> Gloo on the CPU; cuda -> NCCL on cuda:LOCAL_RANK (each rank its own GPU).
+
+#include <c10/core/Device.h>
+
+#include <string>
+
+#include "oml/distributed/world.h"
+
+namespace oml::distributed {
+
+struct Placement {
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  std::string backend = "gloo";
+};
+
+/// Throws ConfigError for an unknown accelerator, for `cuda` on a LibTorch without CUDA or
+/// without a visible GPU, and when LOCAL_RANK has no GPU of its own (`devices` GPUs visible).
+/// The CUDA path is written for CUDA builds of LibTorch and untested on the CPU-only build.
+Placement placement_for(const std::string& accelerator, const World& world);
+
+}  // namespace oml::distributed

@@ -1,0 +1,83 @@
+#pragma once
+// The one place that touches LibTorch's c10d API (TCPStore, ProcessGroupGloo/NCCL, Work).
+//
+// c10d changed between LibTorch 1.13 and 2.x (ProcessGroup vs Backend, Work moved out of
+// ProcessGroup, new TCPStore options); everything else in oml::distributed talks to these small
+// wrappers, so a port to another LibTorch touches c10d_adapter.cpp only. The wrappers forward
+// c10d's exceptions unchanged; ProcessGroup turns them into DistributedError.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace oml::distributed::detail {
+
+enum class ReduceKind { sum, max, min };
+
+/// A launched collective; wait() blocks until it finished and rethrows its failure.
+class C10dWork {
+ public:
+  struct Impl;
+  explicit C10dWork(std::shared_ptr<Impl> impl);
+  C10dWork();
+  void wait();
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// A key-value store shared by all ranks (c10d::TCPStore).
+class C10dStore {
+ public:
+  struct Impl;
+  /// Starts the store server on `port` (0: any free port) and connects to it.
+  static std::shared_ptr<C10dStore> host(int port, std::chrono::milliseconds timeout);
+  /// Connects to a store at host:port, retrying until `timeout`.
+  static std::shared_ptr<C10dStore> connect(const std::string& host, int port, std::chrono::milliseconds timeout);
+  ~C10dStore();
+
+  int port() const;
+  void set(const std::string& key, const std::string& value);
+  /// The value when the key exists (without waiting), nullopt otherwise.
+  std::optional<std::string> try_get(const std::string& key);
+  /// Sets `key` only when it does not exist yet; true when this call set it.
+  bool set_if_absent(const std::string& key, const std::string& value);
+
+  Impl& impl() { return *impl_; }
+
+ private:
+  explicit C10dStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A process group of one backend ("gloo", or "nccl" when LibTorch was built with it).
+class C10dGroup {
+ public:
+  struct Impl;
+  /// Rendezvous through `store`; `peer_host` selects the network interface for Gloo
+  /// (loopback when the store is on 127.0.0.1/localhost).
+  C10dGroup(C10dStore& store, int rank, int size, const std::string& backend, const std::string& peer_host,
+            std::chrono::milliseconds timeout);
+  ~C10dGroup();
+
+  C10dWork broadcast(std::vector<at::Tensor>& tensors, int root);
+  C10dWork all_reduce(std::vector<at::Tensor>& tensors, ReduceKind op);
+  /// outputs[0][r] receives rank r's inputs[0]; all ranks' inputs must have the same shape.
+  C10dWork all_gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs);
+  C10dWork barrier();
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// True when this LibTorch has the named backend compiled in.
+bool backend_available(const std::string& backend);
+
+}  // namespace oml::distributed::detail

@@ -1,0 +1,302 @@
+#include "oml/distributed/gradient_sync.h"
+
+#include <torch/torch.h>
+
+#include <map>
+#include <mutex>
+
+#include "oml/common/error.h"
+#include "oml/common/logging.h"
+#include "oml/common/strings.h"
+#include "oml/distributed/process_group.h"
+
+namespace oml::distributed {
+
+namespace {
+
+std::string describe(const std::string& name, const at::Tensor& t) {
+  std::string shape;
+  for (int64_t d = 0; d < t.dim(); ++d) shape += (d ? "," : "") + std::to_string(t.size(d));
+  return name + " " + c10::toString(t.scalar_type()) + "[" + shape + "]";
+}
+
+// Every rank must pass the same list: compare the descriptions and name the first difference.
+void check_same_tensors(ProcessGroup& group, const NamedTensors& tensors, const std::string& what) {
+  if (group.size() == 1) return;
+  std::string mine;
+  for (const auto& [name, t] : tensors) mine += describe(name, t) + "\n";
+  const auto all = group.all_gather_bytes(mine);
+  const auto reference = split(all[0], '\n');
+  for (int r = 1; r < group.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const auto lines = split(all[r], '\n');
+    std::size_t i = 0;
+    while (i < lines.size() && i < reference.size() && lines[i] == reference[i]) ++i;
+    const std::string theirs = i < lines.size() && !lines[i].empty() ? lines[i] : "(nothing)";
+    const std::string ours = i < reference.size() && !reference[i].empty() ? reference[i] : "(nothing)";
+    throw DistributedError(what + ": ranks registered different tensors: entry " + std::to_string(i) +
+                           " is '" + ours + "' on rank 0 but '" + theirs + "' on rank " + std::to_string(r));
+  }
+}
+
+uint64_t fnv1a(const at::Tensor& tensor) {
+  const at::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
+  uint64_t hash = 1469598103934665603ull;
+  for (int64_t i = 0, n = t.numel() * t.element_size(); i < n; ++i) {
+    hash ^= bytes[i];
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+}  // namespace
+
+NamedTensors named_trainable_parameters(const torch::nn::Module& module, const std::string& prefix) {
+  NamedTensors result;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (item.value().requires_grad()) result.emplace_back(prefix + item.key(), item.value());
+  }
+  return result;
+}
+
+NamedTensors named_state(const torch::nn::Module& module, const std::string& prefix) {
+  NamedTensors result;
+  for (const auto& item : module.named_parameters(true)) result.emplace_back(prefix + item.key(), item.value());
+  for (const auto& item : module.named_buffers(true)) result.emplace_back(prefix + item.key(), item.value());
+  return result;
+}
+
+void broadcast_from_rank0(ProcessGroup& group, const NamedTensors& tensors) {
+  if (group.size() == 1 || tensors.empty()) return;
+  check_same_tensors(group, tensors, "broadcast_from_rank0");
+  torch::NoGradGuard no_grad;
+  // One flat broadcast per (dtype, device) keeps the number of collectives small.
+  std::map<std::pair<int, std::string>, std::vector<at::Tensor>> groups;
+  for (const auto& [name, t] : tensors) {
+    groups[{static_cast<int>(t.scalar_type()), t.device().str()}].push_back(t);
+  }
+  for (auto& [key, list] : groups) {
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& t : list) flat_parts.push_back(t.detach().reshape(-1));
+    at::Tensor flat = torch::cat(flat_parts);
+    group.broadcast(flat, 0);
+    int64_t offset = 0;
+    for (auto& t : list) {
+      t.detach().copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
+void check_identical_across_ranks(ProcessGroup& group, const NamedTensors& tensors) {
+  if (group.size() == 1) return;
+  at::Tensor hashes = torch::empty({static_cast<int64_t>(tensors.size())}, torch::kLong);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    hashes[i] = static_cast<int64_t>(fnv1a(tensors[i].second));
+  }
+  const auto all = group.all_gather(hashes);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    std::vector<std::string> differing;
+    for (int r = 1; r < group.size(); ++r) {
+      if (all[r][i].item<int64_t>() != all[0][i].item<int64_t>()) differing.push_back(std::to_string(r));
+    }
+    if (!differing.empty()) {
+      throw DistributedError("parameter check (ddp.check_params_every): '" + tensors[i].first +
+                             "' differs between rank 0 and rank(s) " + join(differing) +
+                             " — the ranks' models have diverged");
+    }
+  }
+}
+
+// ---- GradientSync -------------------------------------------------------------------------
+struct GradientSync::State {
+  struct Slot {
+    std::string name;
+    at::Tensor param;
+    int64_t bucket = 0;
+    int64_t offset = 0;
+    int64_t hook = -1;
+  };
+  struct Bucket {
+    at::Tensor flat;
+    std::vector<int64_t> members;  // slot ids
+    int64_t missing = 0;           // members without a gradient yet in this step
+    bool launched = false;
+    PendingCollective pending;
+  };
+
+  std::shared_ptr<ProcessGroup> group;
+  GradientSyncOptions options;
+  std::vector<Slot> slots;
+  std::vector<Bucket> buckets;
+  std::vector<char> has_grad;  // per slot, this step
+  std::size_t next_launch = 0;
+  int64_t steps = 0;
+  std::string late_gradient;  // a gradient that arrived after its bucket was sent
+  std::mutex mutex;
+
+  void reset_step() {
+    std::fill(has_grad.begin(), has_grad.end(), 0);
+    for (auto& b : buckets) {
+      b.missing = static_cast<int64_t>(b.members.size());
+      b.launched = false;
+    }
+    next_launch = 0;
+  }
+
+  // Buckets go out strictly in index order so every rank pairs the same buckets.
+  void launch_ready() {
+    while (next_launch < buckets.size() && buckets[next_launch].missing == 0) {
+      Bucket& b = buckets[next_launch++];
+      b.launched = true;
+      b.pending = group->all_reduce_async(b.flat);
+    }
+  }
+
+  at::Tensor slice(const Slot& s) { return buckets[s.bucket].flat.narrow(0, s.offset, s.param.numel()); }
+
+  void on_gradient(int64_t id, const at::Tensor& grad) {
+    std::lock_guard<std::mutex> lock(mutex);
+    Slot& s = slots[id];
+    Bucket& b = buckets[s.bucket];
+    if (b.launched) {
+      late_gradient = s.name;
+      return;
+    }
+    at::Tensor target = slice(s).view(s.param.sizes());
+    if (has_grad[id]) {
+      target.add_(grad);  // a second gradient for the same tensor in one backward
+      return;
+    }
+    target.copy_(grad);
+    has_grad[id] = 1;
+    if (--b.missing == 0) launch_ready();
+  }
+};
+
+GradientSync::GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors parameters, GradientSyncOptions options)
+    : state_(std::make_shared<State>()) {
+  OML_CHECK(options.bucket_mb > 0, ConfigError, "ddp.bucket_mb must be > 0, got ", options.bucket_mb);
+  OML_CHECK(options.check_params_every >= 0, ConfigError, "ddp.check_params_every must be >= 0, got ",
+            options.check_params_every);
+  State& st = *state_;
+  st.group = std::move(group);
+  st.options = options;
+  for (auto& [name, param] : parameters) {
+    OML_CHECK(param.defined() && param.requires_grad(), InternalError, "GradientSync: '", name,
+              "' is not a trainable tensor");
+    st.slots.push_back({name, param, 0, 0, -1});
+  }
+  if (st.group->size() == 1) return;
+  check_same_tensors(*st.group, parameters, "GradientSync");
+
+  // Reverse registration order approximates the order in which backward produces gradients.
+  const auto capacity = static_cast<int64_t>(options.bucket_mb * 1024.0 * 1024.0);
+  std::vector<std::vector<int64_t>> members;
+  int64_t bytes = 0;
+  for (int64_t id = static_cast<int64_t>(st.slots.size()) - 1; id >= 0; --id) {
+    const at::Tensor& p = st.slots[id].param;
+    const int64_t size = p.numel() * p.element_size();
+    const bool same_kind = !members.empty() && st.slots[members.back().front()].param.scalar_type() == p.scalar_type() &&
+                           st.slots[members.back().front()].param.device() == p.device();
+    if (members.empty() || !same_kind || bytes + size > capacity) {
+      members.emplace_back();
+      bytes = 0;
+    }
+    members.back().push_back(id);
+    bytes += size;
+  }
+  for (auto& list : members) {
+    State::Bucket b;
+    int64_t numel = 0;
+    for (int64_t id : list) {
+      st.slots[id].bucket = static_cast<int64_t>(st.buckets.size());
+      st.slots[id].offset = numel;
+      numel += st.slots[id].param.numel();
+    }
+    b.flat = torch::zeros({numel}, st.slots[list.front()].param.options().requires_grad(false));
+    b.members = std::move(list);
+    st.buckets.push_back(std::move(b));
+  }
+  st.has_grad.assign(st.slots.size(), 0);
+  st.reset_step();
+
+  std::weak_ptr<State> weak = state_;
+  for (int64_t id = 0; id < static_cast<int64_t>(st.slots.size()); ++id) {
+    at::Tensor& p = st.slots[id].param;
+    st.slots[id].hook = p.register_hook([weak, id](const at::Tensor& grad) -> at::Tensor {
+      const auto state = weak.lock();
+      if (!state) return grad;
+      state->on_gradient(id, grad);
+      // The averaged gradient is added in finish(); AccumulateGrad must not add the local one.
+      return torch::zeros({}, grad.options()).expand(grad.sizes());
+    });
+  }
+  log::debug("GradientSync: " + std::to_string(st.slots.size()) + " tensors in " +
+             std::to_string(st.buckets.size()) + " buckets");
+}
+
+GradientSync::~GradientSync() {
+  for (auto& s : state_->slots) {
+    if (s.hook >= 0) s.param.remove_hook(static_cast<unsigned>(s.hook));
+  }
+}
+
+void GradientSync::finish() {
+  State& st = *state_;
+  if (st.group->size() == 1) return;
+  std::lock_guard<std::mutex> lock(st.mutex);
+  OML_CHECK(st.late_gradient.empty(), InternalError, "GradientSync: the gradient of '", st.late_gradient,
+            "' arrived after its bucket was sent — call finish() after every backward()");
+  // Parameters without a gradient on this rank contribute zeros, so every rank sends every
+  // bucket in the same order.
+  for (std::size_t b = st.next_launch; b < st.buckets.size(); ++b) {
+    for (int64_t id : st.buckets[b].members) {
+      if (!st.has_grad[id]) st.slice(st.slots[id]).zero_();
+    }
+    st.buckets[b].missing = 0;
+  }
+  st.launch_ready();
+  // Which parameters got a gradient anywhere: those untouched on every rank keep `.grad`.
+  at::Tensor used = torch::empty({static_cast<int64_t>(st.slots.size())}, torch::kFloat);
+  for (std::size_t i = 0; i < st.slots.size(); ++i) used[i] = static_cast<float>(st.has_grad[i]);
+  PendingCollective used_pending = st.group->all_reduce_async(used);
+  for (auto& b : st.buckets) b.pending.wait();
+  used_pending.wait();
+
+  torch::NoGradGuard no_grad;
+  const double world = st.group->size();
+  for (auto& b : st.buckets) b.flat.div_(world);
+  const auto* used_any = used.data_ptr<float>();
+  for (std::size_t i = 0; i < st.slots.size(); ++i) {
+    if (used_any[i] == 0.0f) continue;
+    State::Slot& s = st.slots[i];
+    at::Tensor mean = st.slice(s).view(s.param.sizes());
+    at::Tensor& grad = s.param.mutable_grad();
+    if (grad.defined()) {
+      grad.add_(mean);
+    } else {
+      grad = mean.clone();
+    }
+  }
+  st.reset_step();
+  ++st.steps;
+  if (st.options.check_params_every > 0 && st.steps % st.options.check_params_every == 0) {
+    NamedTensors params;
+    for (const auto& s : st.slots) params.emplace_back(s.name, s.param);
+    check_identical_across_ranks(*st.group, params);
+  }
+}
+
+void GradientSync::broadcast_from_rank0(const NamedTensors& extra) {
+  NamedTensors all;
+  for (const auto& s : state_->slots) all.emplace_back(s.name, s.param);
+  all.insert(all.end(), extra.begin(), extra.end());
+  distributed::broadcast_from_rank0(*state_->group, all);
+}
+
+int64_t GradientSync::bucket_count() const { return static_cast<int64_t>(state_->buckets.size()); }
+int64_t GradientSync::steps() const { return state_->steps; }
+
+}  // namespace oml::distributed

@@ -1,0 +1,310 @@
+#include "oml/distributed/process_group.h"
+
+#include <torch/torch.h>
+
+#include <cstring>
+#include <exception>
+#include <sstream>
+#include <thread>
+
+#include "c10d_adapter.h"
+#include "oml/common/error.h"
+#include "oml/common/logging.h"
+
+namespace oml::distributed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// "3", "2.5": seconds as a user wrote them in ddp.timeout_s.
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+// c10::Error messages carry a backtrace after the first line.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+bool looks_like_timeout(const std::string& cause) {
+  return cause.find("imed out") != std::string::npos || cause.find("imeout") != std::string::npos;
+}
+
+// The header every rank sends before an all_gather: first dimension, dtype and trailing
+// shape, so that mismatches are reported instead of corrupting memory.
+constexpr int64_t kMaxDims = 8;
+constexpr int64_t kHeaderLength = 3 + kMaxDims;
+
+at::Tensor gather_header(const at::Tensor& t) {
+  OML_CHECK(t.dim() >= 1 && t.dim() <= kMaxDims, DistributedError, "all_gather: tensors need 1 to ", kMaxDims,
+            " dimensions, got ", t.dim());
+  auto header = torch::zeros({kHeaderLength}, torch::kLong);
+  auto h = header.accessor<int64_t, 1>();
+  h[0] = t.size(0);
+  h[1] = static_cast<int64_t>(t.scalar_type());
+  h[2] = t.dim();
+  for (int64_t d = 1; d < t.dim(); ++d) h[2 + d] = t.size(d);
+  return header;
+}
+
+std::string describe_header(const at::Tensor& header) {
+  auto h = header.accessor<int64_t, 1>();
+  std::string text = std::string(c10::toString(static_cast<c10::ScalarType>(h[1]))) + "[*";
+  for (int64_t d = 1; d < h[2]; ++d) text += "," + std::to_string(h[2 + d]);
+  return text + "]";
+}
+
+}  // namespace
+
+// ---- PendingCollective ------------------------------------------------------------------
+PendingCollective::PendingCollective() = default;
+PendingCollective::PendingCollective(PendingCollective&&) noexcept = default;
+PendingCollective& PendingCollective::operator=(PendingCollective&&) noexcept = default;
+PendingCollective::~PendingCollective() = default;
+
+PendingCollective::PendingCollective(const ProcessGroup* group, std::string what,
+                                     std::unique_ptr<detail::C10dWork> work)
+    : group_(group), what_(std::move(what)), work_(std::move(work)) {}
+
+void PendingCollective::wait() {
+  if (!work_) return;
+  auto work = std::move(work_);
+  try {
+    work->wait();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    group_->fail(what_, e.what());
+  }
+}
+
+// ---- ProcessGroup -----------------------------------------------------------------------
+ProcessGroup::ProcessGroup(World world, GroupOptions options)
+    : world_(std::move(world)), options_(std::move(options)) {}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::single() {
+  return std::shared_ptr<ProcessGroup>(new ProcessGroup(World{}, GroupOptions{}));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const GroupOptions& options) {
+  OML_CHECK(options.timeout_s > 0, ConfigError, "ddp.timeout_s must be > 0, got ", options.timeout_s);
+  if (!world.is_distributed()) return single();
+  OML_CHECK(detail::backend_available(options.backend), DistributedError, "backend '", options.backend,
+            "' is not available in this LibTorch build (gloo is; nccl needs a CUDA build of LibTorch)");
+  std::shared_ptr<ProcessGroup> group(new ProcessGroup(world, options));
+  const auto timeout = to_ms(options.timeout_s);
+  const std::string where = world.master_addr + ":" + std::to_string(world.master_port);
+  try {
+    if (world.rank == 0 && !world.launcher_hosts_store) {
+      group->store_ = detail::C10dStore::host(world.master_port, timeout);
+    } else {
+      group->store_ = detail::C10dStore::connect(world.master_addr, world.master_port, timeout);
+    }
+  } catch (const std::exception& e) {
+    throw DistributedError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
+                           where + " within " + seconds_text(options.timeout_s) + " s: " + first_line(e.what()));
+  }
+  try {
+    group->group_ = std::make_unique<detail::C10dGroup>(*group->store_, world.rank, world.world_size,
+                                                        options.backend, world.master_addr, timeout);
+  } catch (const std::exception& e) {
+    throw DistributedError("rank " + std::to_string(world.rank) + ": rendezvous of " +
+                           std::to_string(world.world_size) + " ranks through " + where + " failed: " +
+                           first_line(e.what()) + " (did every rank start, with the same WORLD_SIZE?)");
+  }
+  log::debug("connected: " + describe(world));
+  return group;
+}
+
+ProcessGroup::~ProcessGroup() {
+  // Destroyed while an exception propagates: this rank is failing on its own (a peer's
+  // failure sets peer_failed_), so leave a record for the others to name it.
+  if (std::uncaught_exceptions() > 0 && !peer_failed_) record_failure("stopped with an error");
+}
+
+void ProcessGroup::record_failure(const std::string& message) noexcept {
+  if (!store_) return;
+  try {
+    store_->set_if_absent(kFailureKey, "rank " + std::to_string(world_.rank) + " " + message);
+  } catch (...) {
+    // Best effort: the store may already be gone.
+  }
+}
+
+void ProcessGroup::fail(const std::string& what, const std::string& cause) const {
+  peer_failed_ = true;
+  const std::string me = "rank " + std::to_string(world_.rank);
+  // The launcher (or the failing rank) writes its record right after the failure; the
+  // connection drop usually reaches us first, so wait for the record a little while.
+  std::optional<std::string> record;
+  bool store_reachable = true;
+  if (store_) {
+    const auto deadline = Clock::now() + std::min(std::chrono::milliseconds(3000), to_ms(options_.timeout_s));
+    try {
+      while (!(record = store_->try_get(kFailureKey)) && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const std::exception&) {
+      store_reachable = false;
+    }
+  }
+  std::string message;
+  if (record) {
+    message = me + ": " + what + " failed because " + *record;
+  } else if (!store_reachable && !world_.launcher_hosts_store) {
+    message = me + ": " + what + " failed and the rendezvous store hosted by rank 0 is gone: rank 0 failed";
+  } else if (looks_like_timeout(cause)) {
+    message = me + ": " + what + " timed out after " + seconds_text(options_.timeout_s) +
+              " s (ddp.timeout_s); no rank reported a failure, so a rank is stuck or much slower";
+  } else {
+    message = me + ": " + what + " failed: another rank stopped without leaving a failure record";
+  }
+  DistributedError error(message);
+  error.add_context("(c10d: " + first_line(cause) + ")");
+  throw error;
+}
+
+void ProcessGroup::wait(detail::C10dWork& work, const std::string& what) {
+  try {
+    work.wait();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(what, e.what());
+  }
+}
+
+void ProcessGroup::barrier() {
+  if (!group_) return;
+  detail::C10dWork work;
+  try {
+    work = group_->barrier();
+  } catch (const std::exception& e) {
+    fail("barrier", e.what());
+  }
+  wait(work, "barrier");
+}
+
+void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
+  if (!group_) return;
+  OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ", size(), ")");
+  std::vector<at::Tensor> tensors{tensor};
+  detail::C10dWork work;
+  try {
+    work = group_->broadcast(tensors, root);
+  } catch (const std::exception& e) {
+    fail("broadcast", e.what());
+  }
+  wait(work, "broadcast");
+}
+
+void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
+  if (!group_) return;
+  std::vector<at::Tensor> tensors{tensor};
+  const auto kind = op == ReduceOp::sum   ? detail::ReduceKind::sum
+                    : op == ReduceOp::max ? detail::ReduceKind::max
+                                          : detail::ReduceKind::min;
+  detail::C10dWork work;
+  try {
+    work = group_->all_reduce(tensors, kind);
+  } catch (const std::exception& e) {
+    fail("all_reduce", e.what());
+  }
+  wait(work, "all_reduce");
+}
+
+PendingCollective ProcessGroup::all_reduce_async(at::Tensor& tensor) {
+  if (!group_) return PendingCollective();
+  std::vector<at::Tensor> tensors{tensor};
+  auto work = std::make_unique<detail::C10dWork>();
+  try {
+    *work = group_->all_reduce(tensors, detail::ReduceKind::sum);
+  } catch (const std::exception& e) {
+    fail("all_reduce", e.what());
+  }
+  return PendingCollective(this, "all_reduce", std::move(work));
+}
+
+std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
+  if (!group_) return {tensor};
+  const int n = size();
+  // 1. Exchange shapes and dtypes.
+  std::vector<at::Tensor> headers(n);
+  {
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (auto& h : headers) h = torch::empty({kHeaderLength}, torch::kLong);
+    out[0] = headers;
+    std::vector<at::Tensor> in{gather_header(tensor)};
+    detail::C10dWork work;
+    try {
+      work = group_->all_gather(out, in);
+    } catch (const std::exception& e) {
+      fail("all_gather", e.what());
+    }
+    wait(work, "all_gather");
+  }
+  std::vector<int64_t> rows(n);
+  int64_t max_rows = 0;
+  for (int r = 0; r < n; ++r) {
+    const at::Tensor& h = headers[r];
+    if (!torch::equal(h.narrow(0, 1, kHeaderLength - 1), headers[0].narrow(0, 1, kHeaderLength - 1))) {
+      throw DistributedError("all_gather: rank " + std::to_string(r) + " sent " + describe_header(h) +
+                             " but rank 0 sent " + describe_header(headers[0]) +
+                             " (dtype and all but the first dimension must agree)");
+    }
+    rows[r] = h[0].item<int64_t>();
+    max_rows = std::max(max_rows, rows[r]);
+  }
+  // 2. Gather, padded to the largest first dimension (Gloo needs equal sizes).
+  std::vector<int64_t> shape = tensor.sizes().vec();
+  shape[0] = max_rows;
+  std::vector<at::Tensor> parts(n);
+  if (max_rows == 0) {
+    for (int r = 0; r < n; ++r) parts[r] = torch::empty(shape, tensor.options());
+    return parts;
+  }
+  at::Tensor input = tensor.contiguous();
+  if (input.size(0) < max_rows) {
+    at::Tensor padded = torch::zeros(shape, tensor.options());
+    padded.narrow(0, 0, input.size(0)).copy_(input);
+    input = padded;
+  }
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < n; ++r) out[0].push_back(torch::empty(shape, tensor.options()));
+  std::vector<at::Tensor> in{input};
+  detail::C10dWork work;
+  try {
+    work = group_->all_gather(out, in);
+  } catch (const std::exception& e) {
+    fail("all_gather", e.what());
+  }
+  wait(work, "all_gather");
+  for (int r = 0; r < n; ++r) parts[r] = rows[r] == max_rows ? out[0][r] : out[0][r].narrow(0, 0, rows[r]);
+  return parts;
+}
+
+std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& bytes) {
+  if (!group_) return {bytes};
+  at::Tensor local = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty()) std::memcpy(local.data_ptr(), bytes.data(), bytes.size());
+  const auto parts = all_gather(local);
+  std::vector<std::string> result;
+  result.reserve(parts.size());
+  for (const auto& part : parts) {
+    if (part.numel() == 0) {
+      result.emplace_back();
+      continue;
+    }
+    const at::Tensor bytes_r = part.contiguous();
+    const auto* data = static_cast<const char*>(bytes_r.data_ptr());
+    result.emplace_back(data, data + bytes_r.numel());
+  }
+  return result;
+}
+
+}  // namespace oml::distributed

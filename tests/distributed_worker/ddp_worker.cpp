@@ -1,0 +1,169 @@
+// oml_ddp_worker: the multi-process scenarios of the DDP tests, started through the same
+// command shell and launcher as oml-train:
+//   oml_ddp_worker --nproc-per-node 3 --scenario sync --out DIR
+// Each rank writes what it observed to DIR/rank<r>.txt (and .pt for trained weights).
+#include <boost/program_options.hpp>
+#include <torch/torch.h>
+
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include "cli.h"
+#include "launch.h"
+#include "oml/common/error.h"
+#include "oml/distributed/gradient_sync.h"
+#include "oml/distributed/process_group.h"
+#include "oml/distributed/sync_dicts.h"
+#include "oml/distributed/world.h"
+#include "scenarios.h"
+
+namespace po = boost::program_options;
+namespace dist = oml::distributed;
+using namespace oml::test::ddp;
+
+namespace {
+
+struct Args {
+  std::string scenario, out;
+  double timeout_s = 60;
+  int victim = 1;
+  int64_t steps = 5, batch = 12;
+  double bucket_mb = 25;
+  int64_t check_every = 0;
+};
+
+void write_text(const Args& a, int rank, const std::string& text) {
+  std::ofstream(a.out + "/rank" + std::to_string(rank) + ".txt") << text;
+}
+
+int run_sync(dist::ProcessGroup& g, const Args& a) {
+  write_text(a, g.rank(), dump(dist::sync_dicts(g, sync_input(g.rank()))));
+  return 0;
+}
+
+int run_mismatch(dist::ProcessGroup& g, const Args& a) {
+  dist::SyncDict dict{{"indices", std::vector<int64_t>{g.rank()}}};
+  if (g.rank() == a.victim) dict["extra"] = std::vector<std::string>{"x"};
+  if (g.rank() == a.victim) dict["indices"] = torch::tensor({g.rank()});
+  dist::sync_dicts(g, dict);
+  return 0;
+}
+
+// Padded sequential sharding of 7 items in batches of 2, as validation under DDP does it.
+int run_accumulator(dist::ProcessGroup& g, const Args& a) {
+  const int64_t n = 7, w = g.size();
+  const int64_t per_rank = (n + w - 1) / w;
+  std::vector<int64_t> mine;
+  for (int64_t i = 0; i < per_rank; ++i) mine.push_back((g.rank() + i * w) % n);
+  dist::Accumulator acc("indices");
+  for (std::size_t start = 0; start < mine.size(); start += 2) {
+    std::vector<int64_t> idx(mine.begin() + start, mine.begin() + std::min(mine.size(), start + 2));
+    auto t = torch::tensor(idx, torch::kLong);
+    std::vector<std::string> paths;
+    std::vector<int64_t> labels;
+    for (auto i : idx) {
+      paths.push_back("img" + std::to_string(i) + ".jpg");
+      labels.push_back(i % 3);
+    }
+    acc.update({{"indices", t}, {"embeddings", t.to(torch::kFloat).unsqueeze(1) * torch::tensor({1.0f, -2.0f})},
+                {"labels", labels}, {"paths", paths}});
+  }
+  write_text(a, g.rank(), dump(acc.sync(g)));
+  return 0;
+}
+
+int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
+  OML_CHECK(a.batch % g->size() == 0, UsageError, "--batch must be divisible by the world size");
+  torch::manual_seed(100 + g->rank());  // different on purpose: the broadcast must fix it
+  TinyNet net;
+  torch::Tensor class_weights = torch::randn({5, 8}).requires_grad_();
+  torch::Tensor partial = torch::tensor({1.0f, 2.0f, 3.0f}).requires_grad_();  // used by rank 0 only
+  auto params = dist::named_trainable_parameters(*net, "net.");
+  params.emplace_back("class_weights", class_weights);
+  params.emplace_back("partial", partial);
+  dist::GradientSync sync(g, params, {a.bucket_mb, a.check_every});
+  sync.broadcast_from_rank0(dist::named_state(*net, "net."));
+
+  std::vector<torch::Tensor> trained;
+  for (auto& p : net->parameters()) trained.push_back(p);
+  trained.push_back(class_weights);
+  torch::optim::SGD optimizer(trained, torch::optim::SGDOptions(0.1).momentum(0.9));
+  std::ostringstream log;
+  const int64_t local = a.batch / g->size();
+  for (int64_t step = 0; step < a.steps; ++step) {
+    auto [x, y] = global_batch(step, a.batch);
+    x = x.narrow(0, g->rank() * local, local);
+    y = y.narrow(0, g->rank() * local, local);
+    torch::Tensor loss = torch::cross_entropy_loss(net->forward(x).matmul(class_weights.t()), y);
+    // `partial` gets a gradient on rank 0 only; it is not optimised, so its mean gradient
+    // over ranks is 2 * [1, 2, 3] / W at every step.
+    if (g->rank() == 0) loss = loss + (partial * partial).sum();
+    optimizer.zero_grad();
+    partial.mutable_grad() = torch::Tensor();
+    loss.backward();
+    sync.finish();
+    optimizer.step();
+    if (step == 0) log << "partial_grad " << partial.grad().sum().item<double>() << "\n";
+  }
+  log << "unused_grad_defined " << net->unused->weight.grad().defined() << "\n";
+  log << "buckets " << sync.bucket_count() << "\n";
+  write_text(a, g->rank(), log.str());
+  torch::save(trained, a.out + "/rank" + std::to_string(g->rank()) + ".pt");
+  return 0;
+}
+
+// A loop of collectives in which the victim rank fails at step 5 in the chosen way.
+int run_failure(dist::ProcessGroup& g, const Args& a) {
+  for (int step = 0; step < 100000; ++step) {
+    if (step == 5 && g.rank() == a.victim) {
+      if (a.scenario == "kill") std::raise(SIGKILL);
+      if (a.scenario == "throw") throw oml::DataError("df.csv, row 3: scenario 'throw' fails on purpose");
+      if (a.scenario == "hang") std::this_thread::sleep_for(std::chrono::seconds(600));
+    }
+    torch::Tensor t = torch::ones({1000});
+    g.all_reduce(t);
+    OML_CHECK(t[0].item<float>() == static_cast<float>(g.size()), InternalError, "wrong all_reduce result");
+    if (a.scenario == "wait") std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  oml::cli::CommandSpec spec;
+  spec.name = "oml_ddp_worker";
+  spec.summary = "multi-process scenarios for the DDP tests";
+  spec.usage = "  oml_ddp_worker --nproc-per-node N --scenario NAME --out DIR";
+  spec.needs_config = false;
+  static Args args;
+  spec.add_options = [](po::options_description& o) {
+    oml::cli::add_launch_options(o);
+    // clang-format off
+    o.add_options()
+      ("scenario", po::value(&args.scenario), "sync | mismatch | accumulator | train | kill | throw | hang | wait")
+      ("out", po::value(&args.out)->default_value("."), "folder for rank<r>.txt / rank<r>.pt")
+      ("timeout", po::value(&args.timeout_s)->default_value(60), "ddp.timeout_s")
+      ("victim", po::value(&args.victim)->default_value(1), "rank that fails / differs")
+      ("steps", po::value(&args.steps)->default_value(5), "training steps")
+      ("batch", po::value(&args.batch)->default_value(12), "global batch size")
+      ("bucket-mb", po::value(&args.bucket_mb)->default_value(25), "ddp.bucket_mb")
+      ("check-every", po::value(&args.check_every)->default_value(0), "ddp.check_params_every")
+      ("tag", po::value<std::string>(), "ignored; lets a test find its processes");
+    // clang-format on
+  };
+  spec.run = [](const oml::cli::Invocation& inv) -> int {
+    if (auto code = oml::cli::launch_if_requested(inv)) return *code;
+    const dist::World world = dist::world_from_environment();
+    auto group = dist::ProcessGroup::connect(world, {args.timeout_s, "gloo"});
+    const std::string& s = args.scenario;
+    if (s == "sync") return run_sync(*group, args);
+    if (s == "mismatch") return run_mismatch(*group, args);
+    if (s == "accumulator") return run_accumulator(*group, args);
+    if (s == "train") return run_train(group, args);
+    if (s == "kill" || s == "throw" || s == "hang" || s == "wait") return run_failure(*group, args);
+    throw oml::UsageError("unknown --scenario '" + s + "'");
+  };
+  return oml::cli::run_command(argc, argv, spec);
+}

@@ -1,0 +1,217 @@
+// Real multi-process runs on loopback (Gloo), started through oml's launcher exactly as
+// `oml-train --nproc-per-node N` starts them: collectives, sync_dicts, the Accumulator,
+// gradient synchronisation and what happens when a rank fails.
+#include <torch/torch.h>
+
+#include "distributed_worker/scenarios.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::test::CommandResult;
+using oml::test::quote;
+using oml::test::TempDir;
+namespace dist = oml::distributed;
+
+namespace {
+
+CommandResult run_worker(const std::string& args, int timeout_s = 120) {
+  return oml::test::run(quote(OML_DDP_WORKER) + " " + args, timeout_s);
+}
+
+std::string rank_file(const TempDir& dir, int rank, const std::string& ext = ".txt") {
+  return oml::test::read_file(dir / ("rank" + std::to_string(rank) + ext));
+}
+
+std::string describe(const CommandResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+// Processes still alive whose command line carries `tag` (the run must leave none).
+std::string survivors(const std::string& tag) {
+  return oml::test::run("pgrep -af -- " + quote(tag) + " | grep -v pgrep || true").out;
+}
+
+template <class T>
+void append(std::vector<T>& all, const dist::SyncValue& value) {
+  const auto& v = std::get<std::vector<T>>(value);
+  all.insert(all.end(), v.begin(), v.end());
+}
+
+// What every rank must receive in the "sync" scenario, built from the inputs directly.
+dist::SyncDict expected_sync(int world) {
+  std::map<std::string, std::vector<torch::Tensor>> tensors;
+  std::vector<int64_t> labels;
+  std::vector<double> scores;
+  std::vector<std::string> paths;
+  for (int r = 0; r < world; ++r) {
+    const auto in = oml::test::ddp::sync_input(r);
+    for (const char* key : {"embeddings", "indices", "empty_on_rank0"}) {
+      tensors[key].push_back(std::get<torch::Tensor>(in.at(key)));
+    }
+    append(labels, in.at("labels"));
+    append(scores, in.at("scores"));
+    append(paths, in.at("paths"));
+  }
+  dist::SyncDict all{{"labels", labels}, {"scores", scores}, {"paths", paths}};
+  for (auto& [key, parts] : tensors) all[key] = torch::cat(parts, 0);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("sync_dicts merges uneven tensors, numbers and strings in rank order on every rank", "[ddp]") {
+  for (int world : {2, 3}) {
+    TempDir dir;
+    const auto r = run_worker("--nproc-per-node " + std::to_string(world) + " --scenario sync --out " +
+                              quote(dir.path().string()));
+    REQUIRE(r.exit_code == 0);
+    const std::string expected = oml::test::ddp::dump(expected_sync(world));
+    for (int rank = 0; rank < world; ++rank) CHECK(rank_file(dir, rank) == expected);
+  }
+}
+
+TEST_CASE("sync_dicts with different keys or kinds fails on every rank naming the key and the ranks", "[ddp]") {
+  TempDir dir;
+  const auto r = run_worker("--nproc-per-node 3 --scenario mismatch --victim 1 --out " + quote(dir.path().string()));
+  INFO(describe(r));
+  CHECK(r.exit_code == 1);
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK_THAT(r.err, Contains("[rank " + std::to_string(rank) +
+                               "] oml_ddp_worker: distributed error: sync_dicts: ranks passed different dicts: "
+                               "key 'extra': missing on ranks 0, 2; strings on rank 1"));
+  }
+  CHECK_THAT(r.err, Contains("key 'indices': ints on ranks 0, 2; tensor int64[*] on rank 1"));
+}
+
+TEST_CASE("The Accumulator drops padding duplicates and sorts by dataset index", "[ddp]") {
+  // 7 items over 2 or 3 ranks: padding repeats items 0 (W=2) or 0 and 1 (W=3).
+  std::string expected;
+  {
+    std::vector<int64_t> labels;
+    std::vector<std::string> paths;
+    for (int64_t i = 0; i < 7; ++i) {
+      labels.push_back(i % 3);
+      paths.push_back("img" + std::to_string(i) + ".jpg");
+    }
+    const auto idx = torch::arange(7, torch::kLong);
+    expected = oml::test::ddp::dump({{"indices", idx},
+                                     {"embeddings", torch::stack({idx.to(torch::kFloat), -2.0 * idx.to(torch::kFloat)}, 1)},
+                                     {"labels", labels},
+                                     {"paths", paths}});
+  }
+  for (int world : {2, 3}) {
+    TempDir dir;
+    const auto r = run_worker("--nproc-per-node " + std::to_string(world) + " --scenario accumulator --out " +
+                              quote(dir.path().string()));
+    INFO(describe(r));
+    REQUIRE(r.exit_code == 0);
+    for (int rank = 0; rank < world; ++rank) CHECK(rank_file(dir, rank) == expected);
+  }
+}
+
+TEST_CASE("W ranks with batch B/W train the same weights as one process with batch B", "[ddp]") {
+  TempDir single;
+  const auto one = run_worker("--scenario train --steps 6 --batch 12 --out " + quote(single.path().string()));
+  INFO(describe(one));
+  REQUIRE(one.exit_code == 0);
+  std::vector<torch::Tensor> reference;
+  torch::load(reference, (single / "rank0.pt").string());
+
+  for (int world : {2, 3}) {
+    TempDir dir;
+    // Tiny buckets: several all-reduces per step, launched from the hooks during backward;
+    // the parameter check runs after every step.
+    const auto r = run_worker("--nproc-per-node " + std::to_string(world) +
+                              " --scenario train --steps 6 --batch 12 --bucket-mb 0.0002 --check-every 1 --out " +
+                              quote(dir.path().string()));
+    INFO(describe(r));
+    REQUIRE(r.exit_code == 0);
+    std::vector<torch::Tensor> rank0;
+    torch::load(rank0, (dir / "rank0.pt").string());
+    REQUIRE(rank0.size() == reference.size());
+    for (std::size_t i = 0; i < reference.size(); ++i) {
+      CHECK(oml::test::max_abs_diff(rank0[i], reference[i]) < 1e-5);
+      CHECK(!torch::equal(rank0[i], torch::zeros_like(rank0[i])));
+    }
+    for (int rank = 1; rank < world; ++rank) {
+      std::vector<torch::Tensor> other;
+      torch::load(other, (dir / ("rank" + std::to_string(rank) + ".pt")).string());
+      for (std::size_t i = 0; i < reference.size(); ++i) CHECK(torch::equal(other[i], rank0[i]));  // bitwise
+    }
+    for (int rank = 0; rank < world; ++rank) {
+      const std::string log = rank_file(dir, rank);
+      CHECK_THAT(log, Contains("unused_grad_defined 0"));  // no gradient anywhere: stays undefined
+      // Rank 0 alone produced 2 * [1, 2, 3]; the mean over W ranks sums to 12 / W everywhere.
+      const double partial = std::stod(log.substr(log.find("partial_grad ") + 13));
+      CHECK(partial == Approx(12.0 / world));
+      CHECK(std::stoi(log.substr(log.find("buckets ") + 8)) >= 4);
+    }
+  }
+}
+
+TEST_CASE("A rank killed with SIGKILL ends the job promptly, naming the rank, with its exit code", "[ddp]") {
+  TempDir dir;
+  const std::string tag = "oml-kill-" + dir.path().filename().string();
+  // A timeout of 300 s: finishing within the test's 60 s proves the connection drop was used.
+  const auto r = run_worker("--nproc-per-node 3 --scenario kill --victim 1 --timeout 300 --tag " + tag, 60);
+  INFO(describe(r));
+  CHECK(r.exit_code == 128 + 9);
+  CHECK_THAT(r.err, Contains("oml_ddp_worker: distributed error: rank 1 was killed by signal 9 (SIGKILL)"));
+  for (int rank : {0, 2}) {
+    CHECK_THAT(r.err, Contains("[rank " + std::to_string(rank) + "] oml_ddp_worker: distributed error: rank " +
+                               std::to_string(rank) + ": all_reduce failed because rank 1 was killed by signal 9"));
+  }
+  CHECK(survivors(tag).empty());
+}
+
+TEST_CASE("A rank that throws ends the others, and the launcher returns its exit code", "[ddp]") {
+  TempDir dir;
+  const std::string tag = "oml-throw-" + dir.path().filename().string();
+  const auto r = run_worker("--nproc-per-node 3 --scenario throw --victim 2 --timeout 300 --tag " + tag, 60);
+  INFO(describe(r));
+  CHECK(r.exit_code == 2);  // a DataError
+  CHECK_THAT(r.err, Contains("[rank 2] oml_ddp_worker: data error: df.csv, row 3"));
+  CHECK_THAT(r.err, Contains("oml_ddp_worker: distributed error: rank 2 exited with code 2"));
+  CHECK_THAT(r.err, Contains("[rank 0] oml_ddp_worker: distributed error: rank 0: all_reduce failed because rank 2"));
+  CHECK(survivors(tag).empty());
+}
+
+TEST_CASE("A stuck rank makes the others time out after ddp.timeout_s and the launcher ends it", "[ddp]") {
+  TempDir dir;
+  const std::string tag = "oml-hang-" + dir.path().filename().string();
+  const auto r = run_worker("--nproc-per-node 2 --scenario hang --victim 1 --timeout 3 --tag " + tag, 90);
+  INFO(describe(r));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("[rank 0] oml_ddp_worker: distributed error: rank 0: all_reduce timed out after 3"));
+  CHECK_THAT(r.err, Contains("oml_ddp_worker: distributed error: rank 0 exited with code 1"));
+  CHECK(survivors(tag).empty());
+}
+
+TEST_CASE("SIGINT to the launcher stops every rank and leaves no process behind", "[ddp]") {
+  TempDir dir;
+  const std::string tag = "oml-int-" + dir.path().filename().string();
+  // The signal goes out once the launcher says it is launching (it forwards signals from then
+  // on); before that, a background job of a non-interactive shell ignores SIGINT.
+  const std::string err = (dir / "launcher.err").string();
+  const auto r = oml::test::run(quote(OML_DDP_WORKER) + " --nproc-per-node 2 --scenario wait --tag " + tag +
+                                    " 2>" + quote(err) + " & pid=$!; for i in $(seq 600); do grep -q launching " +
+                                    quote(err) + " && break; sleep 0.1; done; sleep 1; kill -INT $pid; wait $pid; rc=$?; cat " +
+                                    quote(err) + " >&2; exit $rc",
+                                120);
+  INFO(describe(r));
+  CHECK(r.exit_code == 128 + 2);
+  CHECK_THAT(r.err, Contains("interrupted by signal 2 (SIGINT); stopped every rank"));
+  CHECK(survivors(tag).empty());
+}
+
+TEST_CASE("Bad launcher flags are usage errors naming the flag", "[ddp]") {
+  auto r = run_worker("--nproc-per-node 0 --scenario sync");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("--nproc-per-node must be at least 1, got 0"));
+  r = run_worker("--nproc-per-node 2 --nnodes 2 --scenario sync");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("--master-port is required with --nnodes 2"));
+  r = run_worker("--nproc-per-node 2 --nnodes 2 --node-rank 2 --master-port 29999 --master-addr 127.0.0.1 --scenario sync");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("--node-rank must be in [0, --nnodes=2), got 2"));
+}
