@@ -8,25 +8,35 @@ namespace oml::samplers {
 LabelGroups LabelGroups::build(const data::SamplerContext& context, const std::string& sampler) {
   OML_CHECK(!context.labels.empty(), DataError, "sampler '", sampler, "': ", context.source, " has no rows to sample");
   LabelGroups groups;
-  groups.label = context.labels;
-  std::sort(groups.label.begin(), groups.label.end());
-  groups.label.erase(std::unique(groups.label.begin(), groups.label.end()), groups.label.end());
-
-  // Remapped labels are 0..L-1, so a direct table is the common case; other label sets (e.g.
-  // a validation split with original values) fall back to binary search.
-  const bool dense = groups.label.front() == 0 && groups.label.back() == groups.count() - 1;
-  const auto group_of = [&](int64_t label) -> int64_t {
-    if (dense) return label;
-    return std::lower_bound(groups.label.begin(), groups.label.end(), label) - groups.label.begin();
-  };
-  std::vector<int64_t> counts(groups.label.size(), 0);
-  for (int64_t label : context.labels) ++counts[group_of(label)];
-  groups.rows.resize(groups.label.size());
-  for (std::size_t g = 0; g < counts.size(); ++g) groups.rows[g].reserve(counts[g]);
-  for (std::size_t row = 0; row < context.labels.size(); ++row) {
-    groups.rows[group_of(context.labels[row])].push_back(static_cast<int64_t>(row));
+  const auto n = static_cast<int64_t>(context.labels.size());
+  const auto [min_it, max_it] = std::minmax_element(context.labels.begin(), context.labels.end());
+  std::vector<int64_t> group_of_row(context.labels.size());
+  if (*min_it >= 0 && *max_it < 2 * n) {
+    // Labels remapped to 0..L-1 (the pipelines' case): a direct table, O(n).
+    std::vector<int64_t> group_of_label(*max_it + 1, -1);
+    for (int64_t label : context.labels) group_of_label[label] = 0;
+    for (int64_t label = 0; label <= *max_it; ++label) {
+      if (group_of_label[label] < 0) continue;
+      group_of_label[label] = groups.count();
+      groups.label.push_back(label);
+      groups.rows.emplace_back();
+    }
+    for (int64_t row = 0; row < n; ++row) group_of_row[row] = group_of_label[context.labels[row]];
+  } else {
+    // Any other label set (e.g. original values): sorted unique labels and binary search.
+    groups.label = context.labels;
+    std::sort(groups.label.begin(), groups.label.end());
+    groups.label.erase(std::unique(groups.label.begin(), groups.label.end()), groups.label.end());
+    groups.rows.resize(groups.label.size());
+    for (int64_t row = 0; row < n; ++row) {
+      group_of_row[row] =
+          std::lower_bound(groups.label.begin(), groups.label.end(), context.labels[row]) - groups.label.begin();
+    }
   }
-
+  std::vector<int64_t> counts(groups.rows.size(), 0);
+  for (int64_t group : group_of_row) ++counts[group];
+  for (std::size_t g = 0; g < counts.size(); ++g) groups.rows[g].reserve(counts[g]);
+  for (int64_t row = 0; row < n; ++row) groups.rows[group_of_row[row]].push_back(row);
   return groups;
 }
 

@@ -1,0 +1,208 @@
+// The DDP plugin's sampler wrapper (SPEC §3) and the oml-sampler report (SPEC §9).
+#include <nlohmann/json.hpp>
+
+#include "oml/ddp/ddp_sampler_wrapper.h"
+#include "oml/ddp/sampler_report.h"
+#include "oml/samplers/balance_sampler.h"
+#include "oml/samplers/index_samplers.h"
+#include "sampler_test_data.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::data::Batch;
+using oml::ddp::DdpSamplerOptions;
+using oml::ddp::DDPSamplerWrapper;
+using oml::test::make_context;
+
+namespace {
+
+// The ranks' items interleaved back into one list: position r + i * W holds rank r's i-th item,
+// which is how the wrapper deals them out.
+template <class Item>
+std::vector<Item> interleave(const std::vector<std::vector<Item>>& per_rank) {
+  std::vector<Item> out;
+  const std::size_t steps = per_rank.at(0).size();
+  for (std::size_t i = 0; i < steps; ++i) {
+    for (const auto& rank : per_rank) out.push_back(rank.at(i));
+  }
+  return out;
+}
+
+// Checks SPEC §3 on any item type: `dealt` (interleaved ranks) against the wrapped epoch `base`.
+template <class Item>
+void check_dealt(const std::vector<Item>& base, const std::vector<Item>& dealt, int64_t world,
+                 const DdpSamplerOptions& options) {
+  const auto n = static_cast<int64_t>(base.size());
+  const int64_t per_rank = options.pad_to_world_size ? (n + world - 1) / world : n / world;
+  REQUIRE(static_cast<int64_t>(dealt.size()) == per_rank * world);
+  if (!options.shuffle_between_ranks) {
+    // Exactly the epoch, padded by repeating it from its start (cyclically), or truncated.
+    for (int64_t p = 0; p < per_rank * world; ++p) REQUIRE(dealt[p] == base[p % n]);
+    return;
+  }
+  // Shuffled: the first min(n, total) items are a permutation of (a prefix of) the epoch, and the
+  // padding repeats the shuffled list from its start.
+  const int64_t kept = std::min<int64_t>(n, per_rank * world);
+  for (int64_t p = kept; p < per_rank * world; ++p) REQUIRE(dealt[p] == dealt[p % n]);
+  auto shuffled = std::vector<Item>(dealt.begin(), dealt.begin() + kept);
+  auto sorted_base = base;
+  std::sort(shuffled.begin(), shuffled.end());
+  std::sort(sorted_base.begin(), sorted_base.end());
+  if (kept == n) {
+    REQUIRE(shuffled == sorted_base);
+  } else {
+    REQUIRE(std::includes(sorted_base.begin(), sorted_base.end(), shuffled.begin(), shuffled.end()));
+  }
+}
+
+const DdpSamplerOptions kAllOptions[] = {{false, true}, {false, false}, {true, true}, {true, false}};
+
+}  // namespace
+
+TEST_CASE("torch_randperm equals torch.randperm with a seeded CPU generator", "[ddp]") {
+  // Produced with Debian's python3-torch 1.13:
+  //   torch.randperm(n, generator=torch.Generator().manual_seed(s)).tolist()
+  CHECK(oml::ddp::torch_randperm(10, 0) == std::vector<int64_t>{4, 1, 7, 5, 3, 9, 0, 8, 6, 2});
+  CHECK(oml::ddp::torch_randperm(10, 42) == std::vector<int64_t>{2, 6, 1, 8, 4, 5, 0, 9, 3, 7});
+  CHECK(oml::ddp::torch_randperm(7, 43) == std::vector<int64_t>{3, 1, 2, 4, 5, 0, 6});
+  CHECK(oml::ddp::torch_randperm(25, 1234567) ==
+        std::vector<int64_t>{6, 24, 0, 17, 7, 4, 23, 18, 1, 22, 8, 15, 21, 20, 10, 11, 13, 9, 12, 2, 3, 14, 19, 16, 5});
+}
+
+TEST_CASE("Shuffled positions equal torch's DistributedSampler", "[ddp]") {
+  // Produced with python3-torch 1.13: list(DistributedSampler(range(10), num_replicas=W, rank=r,
+  // shuffle=True, seed=40, drop_last=...)) after set_epoch(2); the shuffle seed is 40 + 2.
+  const DdpSamplerOptions padded{true, true}, dropped{true, false};
+  const std::vector<std::vector<int64_t>> w3_pad{{2, 8, 0, 7}, {6, 4, 9, 2}, {1, 5, 3, 6}};
+  const std::vector<std::vector<int64_t>> w3_drop{{2, 8, 0}, {6, 4, 9}, {1, 5, 3}};
+  const std::vector<std::vector<int64_t>> w4_pad{{2, 4, 3}, {6, 5, 7}, {1, 0, 2}, {8, 9, 6}};
+  const std::vector<std::vector<int64_t>> w4_drop{{2, 4}, {6, 5}, {1, 0}, {8, 9}};
+  for (int64_t r = 0; r < 3; ++r) {
+    CHECK(oml::ddp::rank_positions(10, r, 3, padded, 42) == w3_pad[r]);
+    CHECK(oml::ddp::rank_positions(10, r, 3, dropped, 42) == w3_drop[r]);
+  }
+  for (int64_t r = 0; r < 4; ++r) {
+    CHECK(oml::ddp::rank_positions(10, r, 4, padded, 42) == w4_pad[r]);
+    CHECK(oml::ddp::rank_positions(10, r, 4, dropped, 42) == w4_drop[r]);
+  }
+}
+
+TEST_CASE("A wrapped batch sampler deals whole batches: equal steps, union = epoch + padding", "[ddp]") {
+  for (uint64_t trial = 0; trial < 12; ++trial) {
+    const auto context = make_context({7 + static_cast<int64_t>(trial * 3), 2, 5, 0}, trial + 40);
+    const auto sampler = std::make_shared<oml::samplers::BalanceSampler>(
+        context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
+    for (int64_t world = 1; world <= 4; ++world) {
+      for (const auto& options : kAllOptions) {
+        if (!options.pad_to_world_size && sampler->size() < world) continue;  // tested as an error below
+        INFO("trial " << trial << " W " << world << " shuffle " << options.shuffle_between_ranks << " pad "
+                      << options.pad_to_world_size);
+        for (int64_t epoch : {0, 3}) {
+          std::vector<std::vector<Batch>> ranks;
+          for (int64_t r = 0; r < world; ++r) {
+            const DDPSamplerWrapper wrapper(sampler, options, r, world, context.seed);
+            ranks.push_back(wrapper.batches(epoch));
+            REQUIRE(static_cast<int64_t>(ranks.back().size()) == wrapper.size());
+            REQUIRE(ranks.back().size() == ranks.front().size());  // every rank runs the same steps
+          }
+          // The wrapped epoch is the unwrapped sampler's: it does not depend on W.
+          check_dealt(sampler->batches(epoch), interleave(ranks), world, options);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("A wrapped index sampler deals indices, then each rank batches its share", "[ddp]") {
+  for (uint64_t trial = 0; trial < 12; ++trial) {
+    const auto context = make_context({5 + static_cast<int64_t>(trial), 1, 4, 0}, trial + 70);
+    for (bool drop_last : {false, true}) {
+      const auto sampler = std::make_shared<oml::samplers::RandomSampler>(
+          context, oml::samplers::IndexSamplerOptions{3, drop_last});
+      for (int64_t world = 1; world <= 4; ++world) {
+        for (const auto& options : kAllOptions) {
+          INFO("trial " << trial << " W " << world << " drop_last " << drop_last);
+          const int64_t per_rank = oml::ddp::items_per_rank(sampler->size(), world, options.pad_to_world_size);
+          if (oml::data::batch_count(per_rank, 3, drop_last) == 0) {
+            CHECK_THROWS_AS(DDPSamplerWrapper(sampler, options, 0, world, context.seed), oml::ConfigError);
+            continue;
+          }
+          std::vector<std::vector<int64_t>> shares;
+          for (int64_t r = 0; r < world; ++r) {
+            const DDPSamplerWrapper wrapper(sampler, options, r, world, context.seed);
+            const auto batches = wrapper.batches(5);
+            REQUIRE(static_cast<int64_t>(batches.size()) == wrapper.size());
+            REQUIRE(wrapper.size() == oml::data::batch_count(per_rank, 3, drop_last));
+            for (std::size_t b = 0; b + 1 < batches.size(); ++b) REQUIRE(batches[b].size() == 3);
+            const auto share = oml::test::flatten(batches);
+            if (!drop_last) REQUIRE(static_cast<int64_t>(share.size()) == per_rank);
+            shares.push_back(share);
+          }
+          if (!drop_last) check_dealt(sampler->indices(5), interleave(shares), world, options);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("With one rank and no shuffle the wrapper equals the unwrapped sampler", "[ddp]") {
+  const auto context = make_context({13, 2, 4, 0}, 99);
+  const std::shared_ptr<const oml::data::Sampler> samplers[] = {
+      std::make_shared<oml::samplers::BalanceSampler>(context, oml::samplers::BalanceOptions{3, 2, std::nullopt}),
+      std::make_shared<oml::samplers::RandomSampler>(context, oml::samplers::IndexSamplerOptions{4, true}),
+      std::make_shared<oml::samplers::SequentialSampler>(context, oml::samplers::IndexSamplerOptions{5, false})};
+  for (const auto& sampler : samplers) {
+    for (bool pad : {true, false}) {
+      const DDPSamplerWrapper wrapper(sampler, {false, pad}, 0, 1, context.seed);
+      for (int64_t epoch = 0; epoch < 3; ++epoch) {
+        CHECK(oml::data::epoch_batches(wrapper, epoch) == oml::data::epoch_batches(*sampler, epoch));
+      }
+    }
+  }
+  CHECK(oml::ddp::wrap_for_world(samplers[0], {true, true}, 0, 1, 0) == samplers[0]);
+}
+
+TEST_CASE("Each epoch re-draws the wrapped sampler's epoch", "[ddp]") {
+  const auto context = make_context({16, 2, 4, 0}, 5);
+  const auto sampler =
+      std::make_shared<oml::samplers::BalanceSampler>(context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
+  const DDPSamplerWrapper wrapper(sampler, {true, true}, 1, 3, context.seed);
+  CHECK(wrapper.batches(0) != wrapper.batches(1));
+  CHECK(wrapper.batches(1) == DDPSamplerWrapper(sampler, {true, true}, 1, 3, context.seed).batches(1));
+}
+
+TEST_CASE("A world without padding that leaves a rank no batch is a config error", "[ddp]") {
+  const auto context = make_context({6, 2, 3, 0}, 8);
+  const auto sampler =
+      std::make_shared<oml::samplers::BalanceSampler>(context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
+  REQUIRE(sampler->size() == 3);
+  CHECK_NOTHROW(DDPSamplerWrapper(sampler, {false, true}, 3, 4, 0));
+  CHECK_THROWS_WITH(DDPSamplerWrapper(sampler, {false, false}, 0, 4, 0),
+                    Contains("sampler 'balance' yields 3 batches per epoch") && Contains("4 ranks") &&
+                        Contains("pad_to_world_size: true"));
+  CHECK_THROWS_AS(DDPSamplerWrapper(sampler, {false, true}, 4, 4, 0), oml::UsageError);
+}
+
+TEST_CASE("The sampler report lists every rank's batches of every epoch", "[ddp]") {
+  const auto context = make_context({10, 2, 3, 0}, 12);
+  const auto sampler =
+      std::make_shared<oml::samplers::BalanceSampler>(context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
+  const DdpSamplerOptions options{true, true};
+  const auto report = oml::ddp::sampler_report(sampler, 3, 2, options, context.seed);
+  CHECK(report["world_size"] == 3);
+  REQUIRE(report["epochs"].size() == 2);
+  for (int64_t e = 0; e < 2; ++e) {
+    const auto& epoch = report["epochs"][e];
+    CHECK(epoch["epoch"] == e);
+    REQUIRE(epoch["ranks"].size() == 3);
+    for (int64_t r = 0; r < 3; ++r) {
+      CHECK(epoch["ranks"][r]["rank"] == r);
+      const auto batches = epoch["ranks"][r]["batches"].get<std::vector<Batch>>();
+      CHECK(batches == DDPSamplerWrapper(sampler, options, r, 3, context.seed).batches(e));
+    }
+  }
+  const auto single = oml::ddp::sampler_report(sampler, 1, 1, options, context.seed);
+  CHECK(single["epochs"][0]["ranks"][0]["batches"].get<std::vector<Batch>>() == sampler->batches(0));
+  CHECK_THROWS_AS(oml::ddp::sampler_report(sampler, 0, 1, options, 0), oml::UsageError);
+  CHECK_THROWS_WITH(oml::ddp::sampler_report(sampler, 2, 0, options, 0), Contains("--epochs must be >= 1"));
+}
