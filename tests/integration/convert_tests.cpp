@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <cstring>
 #include <set>
 
 #include "oml/data/dataframe.h"
@@ -53,6 +54,68 @@ std::string idx_labels(const std::vector<int>& labels) {
   return out;
 }
 
+
+// A minimal MATLAB level-5 writer (uncompressed) for the CARS196 layout: a 1xN struct array
+// `annotations` whose fields are a char array and 1x1 numeric arrays, as cars_annos.mat holds.
+std::string mat_element(uint32_t type, const std::string& data) {
+  std::string out(8, '\0');
+  const uint32_t size = static_cast<uint32_t>(data.size());
+  std::memcpy(&out[0], &type, 4);
+  std::memcpy(&out[4], &size, 4);
+  out += data;
+  out.resize((out.size() + 7) / 8 * 8, '\0');
+  return out;
+}
+
+template <class T>
+std::string raw(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+std::string mat_matrix(uint32_t cls, const std::vector<int32_t>& dims, const std::string& name, const std::string& body) {
+  return mat_element(14, mat_element(6, raw(std::vector<uint32_t>{cls, 0})) + mat_element(5, raw(dims)) +
+                             mat_element(1, name) + body);
+}
+
+std::string mat_text(const std::string& text) {
+  std::vector<uint16_t> chars(text.begin(), text.end());
+  return mat_matrix(4, {1, static_cast<int32_t>(text.size())}, "", mat_element(4, raw(chars)));
+}
+
+std::string mat_number(double value, bool as_uint8) {
+  // MATLAB stores double-class values that fit in small integers with a compact type.
+  const std::string data = as_uint8 ? mat_element(2, std::string(1, static_cast<char>(value)))
+                                    : mat_element(9, raw(std::vector<double>{value}));
+  return mat_matrix(6, {1, 1}, "", data);
+}
+
+struct CarsRow {
+  std::string path;
+  int x1, y1, x2, y2, label;
+};
+
+std::string cars_annos_mat(const std::vector<CarsRow>& rows) {
+  const std::vector<std::string> fields{"relative_im_path", "bbox_x1", "bbox_y1", "bbox_x2", "bbox_y2", "class", "test"};
+  std::string names;
+  for (const auto& field : fields) names += field + std::string(32 - field.size(), '\0');
+  const uint32_t small_tag = (4u << 16) | 5u;  // small element: 4 bytes of miINT32
+  std::string body(8, '\0');
+  std::memcpy(&body[0], &small_tag, 4);
+  const int32_t name_length = 32;
+  std::memcpy(&body[4], &name_length, 4);
+  body += mat_element(1, names);
+  for (const auto& row : rows) {
+    body += mat_text(row.path) + mat_number(row.x1, true) + mat_number(row.y1, false) + mat_number(row.x2, true) +
+            mat_number(row.y2, false) + mat_number(row.label, true) + mat_number(0, true);
+  }
+  std::string header = "MATLAB 5.0 MAT-file, written by the oml-cpp tests";
+  header.resize(116, ' ');
+  header += std::string(8, '\0');
+  header += std::string("\x00\x01", 2);
+  header += "IM";
+  return header + mat_matrix(2, {1, static_cast<int32_t>(rows.size())}, "annotations", body);
+}
+
 }  // namespace
 
 TEST_CASE("oml-convert fashion-mnist converts the packaged dataset", "[convert][integration]") {
@@ -75,6 +138,20 @@ TEST_CASE("oml-convert fashion-mnist converts the packaged dataset", "[convert][
   }
   const auto image = oml::data::decode_image(oml::data::read_file_bytes(df.train().paths[0]), "");
   CHECK(image.sizes() == std::vector<int64_t>{28, 28, 3});
+}
+
+// The whole dataset (70,000 PNGs): run on demand with
+//   build/tests/oml_integration_tests "[fashion-mnist-full]"
+TEST_CASE("oml-convert fashion-mnist writes all 70,000 rows, every file decodable", "[.][fashion-mnist-full]") {
+  TempDir dir;
+  const auto result = convert("fashion-mnist", kFashionMnist, dir / "fmnist");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  WARN(result.out);
+  const auto df = check_output(dir / "fmnist");
+  CHECK(df.size() == 70000);
+  CHECK(df.train().size() == 60000);
+  CHECK(df.validation().size() == 10000);
 }
 
 TEST_CASE("oml-convert fashion-mnist reads uncompressed IDX files and checks their headers", "[convert][integration]") {
@@ -184,7 +261,7 @@ TEST_CASE("oml-convert sop reads Ebay_train/Ebay_test with categories", "[conver
   CHECK(df.validation().label2category.at(3) == "bicycle");
 }
 
-TEST_CASE("oml-convert cars reads the exported cars_annos.csv with the class split", "[convert][integration]") {
+TEST_CASE("oml-convert cars reads the CSV export cars_annos.csv with the class split", "[convert][integration]") {
   TempDir dir;
   const fs::path root = dir / "cars";
   write_file(root / "cars_annos.csv",
@@ -203,6 +280,29 @@ TEST_CASE("oml-convert cars reads the exported cars_annos.csv with the class spl
   const auto missing = convert("cars", root, dir / "out");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Contains("cars_annos.csv"));
+}
+
+TEST_CASE("oml-convert cars reads cars_annos.mat (MATLAB 5 struct array)", "[convert][integration]") {
+  TempDir dir;
+  const fs::path root = dir / "cars";
+  write_file(root / "cars_annos.mat", cars_annos_mat({{"car_ims/000001.jpg", 1, 2, 30, 20, 1},
+                                                      {"car_ims/000002.jpg", 3, 4, 40, 35, 120},
+                                                      {"car_ims/000003.jpg", 0, 0, 49, 39, 120}}));
+  for (int i = 1; i <= 3; ++i) write_image(root / ("car_ims/00000" + std::to_string(i) + ".jpg"));
+  const auto result = convert("cars", root, dir / "out");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto df = check_output(dir / "out");
+  CHECK(df.train().original_labels == std::vector<int64_t>{1});
+  CHECK(*df.train().bboxes[0] == oml::data::BBox{1, 30, 2, 20});
+  CHECK(df.validation().labels == std::vector<int64_t>{120, 120});
+  CHECK(*df.validation().bboxes[0] == oml::data::BBox{3, 40, 4, 35});
+  CHECK_THAT(df.validation().paths[1], Contains("car_ims/000003.jpg"));
+
+  write_file(root / "cars_annos.mat", "MATLAB 7.3 MAT-file" + std::string(200, ' '));
+  const auto hdf5 = convert("cars", root, dir / "out");
+  CHECK(hdf5.exit_code == 2);
+  CHECK_THAT(hdf5.err, Contains("cars_annos.mat is not a little-endian MATLAB 5 MAT file"));
 }
 
 TEST_CASE("oml-convert inshop reads the partition and box lists with query/gallery roles", "[convert][integration]") {

@@ -178,6 +178,9 @@ void check_files_exist(const std::vector<DataSplit*>& splits, const std::string&
 }  // namespace
 
 Dataframe Dataframe::read(const fs::path& csv_path, const DataframeOptions& options) {
+  std::error_code ec;
+  OML_CHECK(!fs::is_directory(csv_path, ec), DataError, "the dataframe ", csv_path.string(),
+            " is a folder; expected a CSV file (e.g. ", (csv_path / "df.csv").string(), ")");
   std::ifstream in(csv_path, std::ios::binary);
   OML_CHECK(in.good(), DataError, "cannot open the dataframe ", csv_path.string(),
             fs::exists(csv_path) ? " (permission denied?)" : " (no such file)");
@@ -199,7 +202,7 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file, con
   const bool has_categories = index.count(columns::kCategory) > 0;
   const bool has_sequences = index.count(columns::kSequence) > 0;
   const bool has_bboxes = index.count("x_1") > 0;
-  const fs::path root = options.dataset_root.value_or(fs::path{});
+  const fs::path root = fs::absolute(options.dataset_root.value_or(fs::current_path()));
 
   Dataframe df;
   df.file_ = file;

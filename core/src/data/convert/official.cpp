@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "convert_common.h"
+#include "mat_file.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 #include "oml/data/csv.h"
@@ -103,13 +104,41 @@ ConvertReport convert_sop(const ConvertOptions& options) {
   return finish(out, rows, root, options.limit);
 }
 
-// CARS196: the annotations of cars_annos.mat exported as cars_annos.csv (MATLAB files need a
-// reader oml-cpp does not ship; docs/data.md gives the one-line export). Columns:
-// relative_im_path,bbox_x1,bbox_y1,bbox_x2,bbox_y2,class[,test]. Classes 1-98 train, 99-196
-// validation.
-ConvertReport convert_cars(const ConvertOptions& options) {
-  const fs::path root = locate_root(options.src, "cars_annos.csv", "");
-  const fs::path file = root / "cars_annos.csv";
+namespace {
+
+// One CARS196 annotation: relative_im_path, bbox_x1, bbox_y1, bbox_x2, bbox_y2, class.
+struct CarsAnnotation {
+  int64_t line = 0;  ///< CSV line, or the struct element's 1-based number in the MAT file
+  std::string path;
+  double x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+  int64_t label = 0;
+};
+
+// cars_annos.mat: the struct array `annotations` with one element per image.
+std::vector<CarsAnnotation> read_cars_mat(const fs::path& file) {
+  const auto variables = read_mat_file(file);
+  const auto found = variables.find("annotations");
+  OML_CHECK(found != variables.end(), DataError, file.string(), " has no variable 'annotations'");
+  const MatValue& annotations = found->second;
+  const std::string name = file.string();
+  std::vector<CarsAnnotation> out;
+  for (int64_t i = 0; i < annotations.count(); ++i) {
+    const std::string what = name + ": annotations(" + std::to_string(i + 1) + ")";
+    CarsAnnotation a;
+    a.line = i + 1;
+    a.path = annotations.field(i, "relative_im_path", name).text;
+    a.x1 = annotations.field(i, "bbox_x1", name).scalar(what + ".bbox_x1");
+    a.y1 = annotations.field(i, "bbox_y1", name).scalar(what + ".bbox_y1");
+    a.x2 = annotations.field(i, "bbox_x2", name).scalar(what + ".bbox_x2");
+    a.y2 = annotations.field(i, "bbox_y2", name).scalar(what + ".bbox_y2");
+    a.label = static_cast<int64_t>(annotations.field(i, "class", name).scalar(what + ".class"));
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// cars_annos.csv: the same annotations exported to CSV (header names as the MAT fields).
+std::vector<CarsAnnotation> read_cars_csv(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   OML_CHECK(in.good(), DataError, "cannot open ", file.string());
   std::ostringstream text;
@@ -122,8 +151,7 @@ ConvertReport convert_cars(const ConvertOptions& options) {
     OML_CHECK(column.count(name), DataError, file.string(), ":1: missing column '", name,
               "'; expected relative_im_path,bbox_x1,bbox_y1,bbox_x2,bbox_y2,class");
   }
-  OutputFolder out(options);
-  std::vector<Row> rows;
+  std::vector<CarsAnnotation> out;
   for (std::size_t r = 1; r < records.size(); ++r) {
     const auto& record = records[r];
     OML_CHECK(record.fields.size() == records[0].fields.size(), DataError, file.string(), ":", record.line,
@@ -132,13 +160,38 @@ ConvertReport convert_cars(const ConvertOptions& options) {
     for (const char* name : {"class", "bbox_x1", "bbox_y1", "bbox_x2", "bbox_y2"}) {
       line.tokens.push_back(trim(record.fields[column[name]]));
     }
+    CarsAnnotation a;
+    a.line = record.line;
+    a.path = trim(record.fields[column["relative_im_path"]]);
+    a.label = token_int(file, line, 0, "class");
+    a.x1 = token_double(file, line, 1, "bbox_x1");
+    a.y1 = token_double(file, line, 2, "bbox_y1");
+    a.x2 = token_double(file, line, 3, "bbox_x2");
+    a.y2 = token_double(file, line, 4, "bbox_y2");
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace
+
+// CARS196: cars_annos.mat (or its CSV export cars_annos.csv) next to car_ims/. Classes 1-98
+// train, 99-196 validation; boxes from the annotations.
+ConvertReport convert_cars(const ConvertOptions& options) {
+  std::error_code ec;
+  const bool has_mat = fs::exists(options.src / "cars_annos.mat", ec);
+  const fs::path root = locate_root(options.src, has_mat ? "cars_annos.mat" : "cars_annos.csv", "");
+  const fs::path file = root / (has_mat ? "cars_annos.mat" : "cars_annos.csv");
+  const auto annotations = has_mat ? read_cars_mat(file) : read_cars_csv(file);
+  OutputFolder out(options);
+  std::vector<Row> rows;
+  for (const auto& a : annotations) {
     Row row;
-    row.label = token_int(file, line, 0, "class");
-    row.path = trim(record.fields[column["relative_im_path"]]);
+    row.label = a.label;
+    row.path = a.path;
     row.train = row.label <= 98;
     row.is_query = row.is_gallery = !row.train;
-    row.bbox = checked_box(file, line, token_double(file, line, 1, "bbox_x1"), token_double(file, line, 2, "bbox_y1"),
-                           token_double(file, line, 3, "bbox_x2"), token_double(file, line, 4, "bbox_y2"));
+    row.bbox = checked_box(file, TextLine{a.line, {}}, a.x1, a.y1, a.x2, a.y2);
     rows.push_back(std::move(row));
   }
   return finish(out, rows, root, options.limit);
