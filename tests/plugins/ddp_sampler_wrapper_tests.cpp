@@ -1,6 +1,8 @@
 // The DDP plugin's sampler wrapper (SPEC §3) and the oml-sampler report (SPEC §9).
 #include <nlohmann/json.hpp>
 
+#include "oml/config/document.h"
+#include "oml/config/run_config.h"
 #include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/ddp/sampler_report.h"
 #include "oml/samplers/balance_sampler.h"
@@ -205,4 +207,15 @@ TEST_CASE("The sampler report lists every rank's batches of every epoch", "[ddp]
   CHECK(single["epochs"][0]["ranks"][0]["batches"].get<std::vector<Batch>>() == sampler->batches(0));
   CHECK_THROWS_AS(oml::ddp::sampler_report(sampler, 0, 1, options, 0), oml::UsageError);
   CHECK_THROWS_WITH(oml::ddp::sampler_report(sampler, 2, 0, options, 0), Contains("--epochs must be >= 1"));
+}
+
+TEST_CASE("The ddp section of a config gives the wrapper's options, with OML's defaults", "[ddp]") {
+  const auto defaults = oml::ddp::sampler_options(oml::config::DdpOptions{});
+  CHECK_FALSE(defaults.shuffle_between_ranks);
+  CHECK(defaults.pad_to_world_size);
+  const auto document = oml::config::Document::from_string(
+      "ddp: {shuffle_between_ranks: true, pad_to_world_size: false}\n", "cfg.yaml");
+  const auto options = oml::ddp::sampler_options(oml::config::parse_run_config(document.root()).ddp);
+  CHECK(options.shuffle_between_ranks);
+  CHECK_FALSE(options.pad_to_world_size);
 }

@@ -3,8 +3,13 @@
 #include <numeric>
 
 #include "oml/common/error.h"
+#include "oml/config/run_config.h"
 
 namespace oml::ddp {
+
+DdpSamplerOptions sampler_options(const config::DdpOptions& ddp) {
+  return DdpSamplerOptions{ddp.shuffle_between_ranks, ddp.pad_to_world_size};
+}
 
 int64_t items_per_rank(int64_t n, int64_t world, bool pad_to_world_size) {
   return pad_to_world_size ? (n + world - 1) / world : n / world;

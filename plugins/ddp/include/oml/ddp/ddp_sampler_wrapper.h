@@ -18,6 +18,10 @@
 
 #include "oml/data/sampler.h"
 
+namespace oml::config {
+struct DdpOptions;
+}  // namespace oml::config
+
 namespace oml::ddp {
 
 /// The `ddp:` keys that shape sampling (defaults as OML's loader patching).
@@ -29,6 +33,9 @@ struct DdpSamplerOptions {
   /// without it every rank gets floor(n / W) and the tail is dropped.
   bool pad_to_world_size = true;
 };
+
+/// The sampling part of a config's `ddp:` section.
+DdpSamplerOptions sampler_options(const config::DdpOptions& ddp);
 
 /// torch.randperm(n, generator=torch.Generator().manual_seed(seed)) on the CPU.
 std::vector<int64_t> torch_randperm(int64_t n, uint64_t seed);
