@@ -4,9 +4,9 @@
 //   bench_balance_sampler [items=1000000] [labels=100000] [P=8] [K=4] [runs=5]
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <vector>
 

@@ -58,8 +58,8 @@ class FrequencyBalanceSampler final : public oml::data::BatchSampler {
     OML_CHECK(options.n_labels > 1 && options.n_labels <= n_labels_total, ConfigError,
               "sampler 'frequency_balance': n_labels must satisfy 1 < n_labels <= ", n_labels_total, ", got ",
               options.n_labels);
-    OML_CHECK(options.n_instances > 1, ConfigError, "sampler 'frequency_balance': n_instances must be > 1, got ",
-              options.n_instances);
+    OML_CHECK(options.n_instances > 1, ConfigError,
+              "sampler 'frequency_balance': n_instances must be > 1, got ", options.n_instances);
     epoch_size_ = options.epoch_size.value_or(n_labels_total / options.n_labels);
     OML_CHECK(epoch_size_ >= 1, ConfigError, "sampler 'frequency_balance': epoch_size must be >= 1, got ",
               epoch_size_);
@@ -105,9 +105,11 @@ class FrequencyBalanceSampler final : public oml::data::BatchSampler {
     }
     if (labels.size() < p) {
       std::vector<double> weights;
-      for (std::size_t l = 0; l < cumulative_.size(); ++l) weights.push_back(cumulative_[l] - (l ? cumulative_[l - 1] : 0));
+      for (std::size_t l = 0; l < cumulative_.size(); ++l)
+        weights.push_back(cumulative_[l] - (l ? cumulative_[l - 1] : 0));
       labels.clear();
-      for (std::size_t label : rng.choose_weighted_distinct(weights, p)) labels.push_back(static_cast<int64_t>(label));
+      for (std::size_t label : rng.choose_weighted_distinct(weights, p))
+        labels.push_back(static_cast<int64_t>(label));
     }
     return labels;
   }

@@ -53,8 +53,8 @@ class DDPSamplerWrapper final : public data::BatchSampler {
  public:
   /// `seed` is the run's seed (the shuffle uses seed + epoch). Throws UsageError for a bad
   /// rank/world and ConfigError when, without padding, a rank would get no batch at all.
-  DDPSamplerWrapper(std::shared_ptr<const data::Sampler> sampler, const DdpSamplerOptions& options, int64_t rank,
-                    int64_t world, int64_t seed);
+  DDPSamplerWrapper(std::shared_ptr<const data::Sampler> sampler, const DdpSamplerOptions& options,
+                    int64_t rank, int64_t world, int64_t seed);
 
   /// The wrapped sampler's name (messages are about the sampler the user configured).
   std::string name() const override { return sampler_->name(); }
@@ -79,7 +79,7 @@ class DDPSamplerWrapper final : public data::BatchSampler {
 /// What rank `rank` of `world` runs: the sampler itself when world == 1 (pipelines wrap only
 /// multi-rank worlds), a DDPSamplerWrapper otherwise.
 std::shared_ptr<const data::Sampler> wrap_for_world(std::shared_ptr<const data::Sampler> sampler,
-                                                    const DdpSamplerOptions& options, int64_t rank, int64_t world,
-                                                    int64_t seed);
+                                                    const DdpSamplerOptions& options, int64_t rank,
+                                                    int64_t world, int64_t seed);
 
 }  // namespace oml::ddp
