@@ -1,6 +1,8 @@
 // The DDP plugin's sampler wrapper (SPEC §3) and the oml-sampler report (SPEC §9).
 #include <nlohmann/json.hpp>
 
+#include "oml/config/document.h"
+#include "oml/config/run_config.h"
 #include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/ddp/sampler_report.h"
 #include "oml/samplers/balance_sampler.h"
@@ -65,8 +67,9 @@ TEST_CASE("torch_randperm equals torch.randperm with a seeded CPU generator", "[
   CHECK(oml::ddp::torch_randperm(10, 0) == std::vector<int64_t>{4, 1, 7, 5, 3, 9, 0, 8, 6, 2});
   CHECK(oml::ddp::torch_randperm(10, 42) == std::vector<int64_t>{2, 6, 1, 8, 4, 5, 0, 9, 3, 7});
   CHECK(oml::ddp::torch_randperm(7, 43) == std::vector<int64_t>{3, 1, 2, 4, 5, 0, 6});
-  CHECK(oml::ddp::torch_randperm(25, 1234567) ==
-        std::vector<int64_t>{6, 24, 0, 17, 7, 4, 23, 18, 1, 22, 8, 15, 21, 20, 10, 11, 13, 9, 12, 2, 3, 14, 19, 16, 5});
+  CHECK(oml::ddp::torch_randperm(25, 1234567) == std::vector<int64_t>{6,  24, 0,  17, 7,  4,  23, 18, 1,
+                                                                      22, 8,  15, 21, 20, 10, 11, 13, 9,
+                                                                      12, 2,  3,  14, 19, 16, 5});
 }
 
 TEST_CASE("Shuffled positions equal torch's DistributedSampler", "[ddp]") {
@@ -122,7 +125,8 @@ TEST_CASE("A wrapped index sampler deals indices, then each rank batches its sha
       for (int64_t world = 1; world <= 4; ++world) {
         for (const auto& options : kAllOptions) {
           INFO("trial " << trial << " W " << world << " drop_last " << drop_last);
-          const int64_t per_rank = oml::ddp::items_per_rank(sampler->size(), world, options.pad_to_world_size);
+          const int64_t per_rank =
+              oml::ddp::items_per_rank(sampler->size(), world, options.pad_to_world_size);
           if (oml::data::batch_count(per_rank, 3, drop_last) == 0) {
             CHECK_THROWS_AS(DDPSamplerWrapper(sampler, options, 0, world, context.seed), oml::ConfigError);
             continue;
@@ -148,9 +152,11 @@ TEST_CASE("A wrapped index sampler deals indices, then each rank batches its sha
 TEST_CASE("With one rank and no shuffle the wrapper equals the unwrapped sampler", "[ddp]") {
   const auto context = make_context({13, 2, 4, 0}, 99);
   const std::shared_ptr<const oml::data::Sampler> samplers[] = {
-      std::make_shared<oml::samplers::BalanceSampler>(context, oml::samplers::BalanceOptions{3, 2, std::nullopt}),
+      std::make_shared<oml::samplers::BalanceSampler>(context,
+                                                      oml::samplers::BalanceOptions{3, 2, std::nullopt}),
       std::make_shared<oml::samplers::RandomSampler>(context, oml::samplers::IndexSamplerOptions{4, true}),
-      std::make_shared<oml::samplers::SequentialSampler>(context, oml::samplers::IndexSamplerOptions{5, false})};
+      std::make_shared<oml::samplers::SequentialSampler>(context,
+                                                         oml::samplers::IndexSamplerOptions{5, false})};
   for (const auto& sampler : samplers) {
     for (bool pad : {true, false}) {
       const DDPSamplerWrapper wrapper(sampler, {false, pad}, 0, 1, context.seed);
@@ -164,8 +170,8 @@ TEST_CASE("With one rank and no shuffle the wrapper equals the unwrapped sampler
 
 TEST_CASE("Each epoch re-draws the wrapped sampler's epoch", "[ddp]") {
   const auto context = make_context({16, 2, 4, 0}, 5);
-  const auto sampler =
-      std::make_shared<oml::samplers::BalanceSampler>(context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
+  const auto sampler = std::make_shared<oml::samplers::BalanceSampler>(
+      context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
   const DDPSamplerWrapper wrapper(sampler, {true, true}, 1, 3, context.seed);
   CHECK(wrapper.batches(0) != wrapper.batches(1));
   CHECK(wrapper.batches(1) == DDPSamplerWrapper(sampler, {true, true}, 1, 3, context.seed).batches(1));
@@ -173,8 +179,8 @@ TEST_CASE("Each epoch re-draws the wrapped sampler's epoch", "[ddp]") {
 
 TEST_CASE("A world without padding that leaves a rank no batch is a config error", "[ddp]") {
   const auto context = make_context({6, 2, 3, 0}, 8);
-  const auto sampler =
-      std::make_shared<oml::samplers::BalanceSampler>(context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
+  const auto sampler = std::make_shared<oml::samplers::BalanceSampler>(
+      context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
   REQUIRE(sampler->size() == 3);
   CHECK_NOTHROW(DDPSamplerWrapper(sampler, {false, true}, 3, 4, 0));
   CHECK_THROWS_WITH(DDPSamplerWrapper(sampler, {false, false}, 0, 4, 0),
@@ -185,8 +191,8 @@ TEST_CASE("A world without padding that leaves a rank no batch is a config error
 
 TEST_CASE("The sampler report lists every rank's batches of every epoch", "[ddp]") {
   const auto context = make_context({10, 2, 3, 0}, 12);
-  const auto sampler =
-      std::make_shared<oml::samplers::BalanceSampler>(context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
+  const auto sampler = std::make_shared<oml::samplers::BalanceSampler>(
+      context, oml::samplers::BalanceOptions{2, 2, std::nullopt});
   const DdpSamplerOptions options{true, true};
   const auto report = oml::ddp::sampler_report(sampler, 3, 2, options, context.seed);
   CHECK(report["world_size"] == 3);
@@ -205,4 +211,15 @@ TEST_CASE("The sampler report lists every rank's batches of every epoch", "[ddp]
   CHECK(single["epochs"][0]["ranks"][0]["batches"].get<std::vector<Batch>>() == sampler->batches(0));
   CHECK_THROWS_AS(oml::ddp::sampler_report(sampler, 0, 1, options, 0), oml::UsageError);
   CHECK_THROWS_WITH(oml::ddp::sampler_report(sampler, 2, 0, options, 0), Contains("--epochs must be >= 1"));
+}
+
+TEST_CASE("The ddp section of a config gives the wrapper's options, with OML's defaults", "[ddp]") {
+  const auto defaults = oml::ddp::sampler_options(oml::config::DdpOptions{});
+  CHECK_FALSE(defaults.shuffle_between_ranks);
+  CHECK(defaults.pad_to_world_size);
+  const auto document = oml::config::Document::from_string(
+      "ddp: {shuffle_between_ranks: true, pad_to_world_size: false}\n", "cfg.yaml");
+  const auto options = oml::ddp::sampler_options(oml::config::parse_run_config(document.root()).ddp);
+  CHECK(options.shuffle_between_ranks);
+  CHECK_FALSE(options.pad_to_world_size);
 }

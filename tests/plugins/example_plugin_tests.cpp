@@ -16,8 +16,10 @@ using oml::config::Document;
 
 namespace {
 
-std::shared_ptr<oml::data::Sampler> build(const Document& document, const oml::data::SamplerContext& context) {
-  return oml::samplers::build_sampler(oml::config::parse_component(document.root()["sampler"], "sampler"), context);
+std::shared_ptr<oml::data::Sampler> build(const Document& document,
+                                          const oml::data::SamplerContext& context) {
+  return oml::samplers::build_sampler(oml::config::parse_component(document.root()["sampler"], "sampler"),
+                                      context);
 }
 
 void load_example_plugin() {
@@ -74,7 +76,8 @@ TEST_CASE("The example plugin's power argument shifts draws towards frequent lab
   for (int64_t l = 1; l < 10; ++l) context.labels.insert(context.labels.end(), 2, l);
   const auto share_of_big_label = [&](const std::string& power) {
     const auto document = Document::from_string(
-        "sampler: {name: frequency_balance, args: {n_labels: 2, n_instances: 2, power: " + power + "}}\n", "cfg.yaml");
+        "sampler: {name: frequency_balance, args: {n_labels: 2, n_instances: 2, power: " + power + "}}\n",
+        "cfg.yaml");
     const auto sampler = build(document, context);
     int64_t with_big = 0, total = 0;
     for (int64_t e = 0; e < 100; ++e) {

@@ -29,7 +29,8 @@ inline data::SamplerContext make_context(const LabelSetShape& shape, uint64_t da
   std::vector<int64_t> labels;
   for (int64_t l = 0; l < shape.n_labels; ++l) {
     const int64_t count =
-        shape.min_items + static_cast<int64_t>(gen() % static_cast<uint64_t>(shape.max_items - shape.min_items + 1));
+        shape.min_items +
+        static_cast<int64_t>(gen() % static_cast<uint64_t>(shape.max_items - shape.min_items + 1));
     labels.insert(labels.end(), count, l);
   }
   for (std::size_t i = labels.size(); i > 1; --i) std::swap(labels[i - 1], labels[gen() % i]);
@@ -46,14 +47,16 @@ inline data::SamplerContext make_context(const LabelSetShape& shape, uint64_t da
 
 inline std::map<int64_t, std::set<int64_t>> rows_by_label(const data::SamplerContext& context) {
   std::map<int64_t, std::set<int64_t>> out;
-  for (std::size_t row = 0; row < context.labels.size(); ++row) out[context.labels[row]].insert(static_cast<int64_t>(row));
+  for (std::size_t row = 0; row < context.labels.size(); ++row)
+    out[context.labels[row]].insert(static_cast<int64_t>(row));
   return out;
 }
 
 /// Splits a batch into blocks of k and checks each block: one label, k items of that label,
 /// distinct unless the label has fewer than k items (then every item of the label appears).
 /// Returns the label of each block.
-inline std::vector<int64_t> check_blocks(const data::SamplerContext& context, const data::Batch& batch, int64_t k) {
+inline std::vector<int64_t> check_blocks(const data::SamplerContext& context, const data::Batch& batch,
+                                         int64_t k) {
   const auto rows = rows_by_label(context);
   REQUIRE(batch.size() % static_cast<std::size_t>(k) == 0);
   std::vector<int64_t> block_labels;

@@ -24,7 +24,8 @@ using oml::test::make_context;
 namespace {
 
 // Builds the sampler a YAML `sampler:` entry names, through the registry.
-std::shared_ptr<oml::data::Sampler> from_yaml(const std::string& yaml, const oml::data::SamplerContext& context) {
+std::shared_ptr<oml::data::Sampler> from_yaml(const std::string& yaml,
+                                              const oml::data::SamplerContext& context) {
   oml::cli::register_builtins();
   static std::vector<Document> keep_alive;  // nodes refer into their document
   keep_alive.push_back(Document::from_string(yaml, "cfg.yaml"));
@@ -100,7 +101,8 @@ TEST_CASE("A null sampler is random with bs_train and drop_last", "[samplers]") 
   CHECK_FALSE(named->drop_last());
 }
 
-TEST_CASE("Balance batches hold P labels with K items each and no label repeats within an epoch", "[samplers]") {
+TEST_CASE("Balance batches hold P labels with K items each and no label repeats within an epoch",
+          "[samplers]") {
   for (uint64_t trial = 0; trial < 60; ++trial) {
     for (const auto& shape : shapes(trial)) {
       const auto context = make_context(shape, trial * 31 + 1);
@@ -178,8 +180,8 @@ TEST_CASE("Category balance batches hold C categories x P labels x K items", "[s
             for (int64_t g = 0; g < c; ++g) {
               const std::string category = "c" + std::to_string(labels[2 * g] % 3);
               REQUIRE("c" + std::to_string(labels[2 * g + 1] % 3) == category);  // P labels of one category
-              REQUIRE(labels[2 * g] != labels[2 * g + 1]);                        // distinct labels
-              REQUIRE(categories.insert(category).second);                        // C distinct categories
+              REQUIRE(labels[2 * g] != labels[2 * g + 1]);                       // distinct labels
+              REQUIRE(categories.insert(category).second);                       // C distinct categories
             }
           }
           CHECK(batches == oml::samplers::CategoryBalanceSampler(context, options).batches(trial));
@@ -272,7 +274,8 @@ TEST_CASE("Distinct category balance uses every label of a category before repea
             for (int64_t l : chosen) unused[category].erase(l);
           }
         }
-        CHECK(batches == oml::samplers::DistinctCategoryBalanceSampler(context, {c, p, 2, epoch_size}).batches(trial));
+        CHECK(batches ==
+              oml::samplers::DistinctCategoryBalanceSampler(context, {c, p, 2, epoch_size}).batches(trial));
         check_epochs_differ(sampler);
       }
     }
@@ -290,12 +293,14 @@ TEST_CASE("Resuming at (epoch, step) yields exactly the batches not yet consumed
                     Contains("cannot resume sampler 'balance' at epoch 3") && Contains("changed"));
 }
 
-TEST_CASE("Bad sampler arguments name the sampler, the argument, the value and the config place", "[samplers]") {
+TEST_CASE("Bad sampler arguments name the sampler, the argument, the value and the config place",
+          "[samplers]") {
   const auto context = make_context({10, 2, 4, 2}, 21);
   SECTION("P > L") {
     const std::string yaml = "sampler:\n  name: balance\n  args: {n_labels: 12, n_instances: 2}\n";
     CHECK_THROWS_AS(from_yaml(yaml, context), oml::ConfigError);
-    CHECK_THROWS_WITH(from_yaml(yaml, context), Contains("cfg.yaml:3:") && Contains("sampler.args.n_labels") &&
+    CHECK_THROWS_WITH(from_yaml(yaml, context), Contains("cfg.yaml:3:") &&
+                                                    Contains("sampler.args.n_labels") &&
                                                     Contains("sampler 'balance'") && Contains("got 12") &&
                                                     Contains("1 < n_labels <= 10"));
   }
@@ -314,7 +319,8 @@ TEST_CASE("Bad sampler arguments name the sampler, the argument, the value and t
   }
   SECTION("unknown argument") {
     const std::string yaml = "sampler: {name: balance, args: {n_labels: 2, n_instances: 2, epoch_sise: 3}}\n";
-    CHECK_THROWS_WITH(from_yaml(yaml, context), Contains("epoch_sise") && Contains("did you mean 'epoch_size'"));
+    CHECK_THROWS_WITH(from_yaml(yaml, context),
+                      Contains("epoch_sise") && Contains("did you mean 'epoch_size'"));
   }
   SECTION("category count out of range") {
     const std::string yaml =
@@ -326,25 +332,28 @@ TEST_CASE("Bad sampler arguments name the sampler, the argument, the value and t
     const std::string yaml =
         "sampler: {name: distinct_category_balance, args: {n_categories: 1, n_labels: 6, n_instances: 2, "
         "epoch_size: 5}}\n";
-    CHECK_THROWS_WITH(from_yaml(yaml, context),
-                      Contains("category 'c0'") && Contains("has only 5 labels") && Contains("n_labels is 6"));
+    CHECK_THROWS_WITH(from_yaml(yaml, context), Contains("category 'c0'") && Contains("has only 5 labels") &&
+                                                    Contains("n_labels is 6"));
   }
   SECTION("batch size of an index sampler") {
     CHECK_THROWS_WITH(from_yaml("sampler: {name: random, args: {batch_size: 0}}\n", context),
                       Contains("sampler.args.batch_size") && Contains("got 0"));
-    CHECK_THROWS_WITH(from_yaml("sampler: {name: sequential}\n", context), Contains("batch_size is required"));
+    CHECK_THROWS_WITH(from_yaml("sampler: {name: sequential}\n", context),
+                      Contains("batch_size is required"));
   }
 }
 
-TEST_CASE("Data a sampler cannot satisfy is a data error naming the label or the missing column", "[samplers]") {
+TEST_CASE("Data a sampler cannot satisfy is a data error naming the label or the missing column",
+          "[samplers]") {
   SECTION("a label with one item") {
     auto context = make_context({5, 2, 3, 2}, 23);
     context.labels.push_back(5);  // label 5 (value 1005) occurs once
     context.categories.push_back("c1");
     context.label_values.push_back(1005);
     CHECK_THROWS_AS(oml::samplers::BalanceSampler(context, {2, 2, std::nullopt}), oml::DataError);
-    CHECK_THROWS_WITH(oml::samplers::BalanceSampler(context, {2, 2, std::nullopt}),
-                      Contains("sampler 'balance': label 1005 has only 1 item in the train split of test.csv"));
+    CHECK_THROWS_WITH(
+        oml::samplers::BalanceSampler(context, {2, 2, std::nullopt}),
+        Contains("sampler 'balance': label 1005 has only 1 item in the train split of test.csv"));
     CHECK_THROWS_WITH(oml::samplers::CategoryBalanceSampler(context, {1, 2, 2, false, true}),
                       Contains("label 1005 has only 1 item"));
   }
@@ -355,8 +364,9 @@ TEST_CASE("Data a sampler cannot satisfy is a data error naming the label or the
                                ", args: {n_categories: 1, n_labels: 2, n_instances: 2" +
                                (name == "distinct_category_balance" ? ", epoch_size: 2" : "") + "}}\n";
       CHECK_THROWS_AS(from_yaml(yaml, context), oml::DataError);
-      CHECK_THROWS_WITH(from_yaml(yaml, context), Contains("sampler '" + name + "' needs a 'category' column") &&
-                                                      Contains("test.csv has none"));
+      CHECK_THROWS_WITH(
+          from_yaml(yaml, context),
+          Contains("sampler '" + name + "' needs a 'category' column") && Contains("test.csv has none"));
     }
   }
   SECTION("no rows") {
@@ -371,26 +381,27 @@ TEST_CASE("An unknown sampler name lists the known samplers and the closest one"
   const auto context = make_context({6, 2, 3, 0}, 31);
   const std::string yaml = "sampler: {name: balanse, args: {n_labels: 2, n_instances: 2}}\n";
   CHECK_THROWS_AS(from_yaml(yaml, context), oml::ConfigError);
-  CHECK_THROWS_WITH(from_yaml(yaml, context), Contains("cfg.yaml:1:") && Contains("unknown sampler 'balanse'") &&
-                                                  Contains("did you mean 'balance'") &&
-                                                  Contains("distinct_category_balance"));
+  CHECK_THROWS_WITH(from_yaml(yaml, context),
+                    Contains("cfg.yaml:1:") && Contains("unknown sampler 'balanse'") &&
+                        Contains("did you mean 'balance'") && Contains("distinct_category_balance"));
 }
 
-TEST_CASE("A plugin sampler that throws is reported as a plugin error naming its origin", "[samplers][plugins]") {
+TEST_CASE("A plugin sampler that throws is reported as a plugin error naming its origin",
+          "[samplers][plugins]") {
   oml::cli::register_builtins();
   auto& samplers = oml::registries().samplers;
   if (!samplers.contains("test_throwing_sampler")) {
     samplers.add(
         "test_throwing_sampler",
-        [](const oml::config::Node&, const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> {
+        [](const oml::config::Node&,
+           const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> {
           throw std::runtime_error("cannot read my weights table");
         },
         "throws a foreign exception", "plugin 'thrower' (/tmp/libthrower.so)");
     samplers.add(
         "test_null_sampler",
-        [](const oml::config::Node&, const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> {
-          return nullptr;
-        },
+        [](const oml::config::Node&,
+           const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> { return nullptr; },
         "returns no sampler", "plugin 'thrower' (/tmp/libthrower.so)");
   }
   const auto context = make_context({6, 2, 3, 0}, 37);
@@ -398,7 +409,8 @@ TEST_CASE("A plugin sampler that throws is reported as a plugin error naming its
   CHECK_THROWS_WITH(from_yaml("sampler: {name: test_throwing_sampler}\n", context),
                     Contains("sampler 'test_throwing_sampler' (plugin 'thrower' (/tmp/libthrower.so))") &&
                         Contains("cannot read my weights table"));
-  CHECK_THROWS_WITH(from_yaml("sampler: {name: test_null_sampler}\n", context), Contains("returned no sampler"));
+  CHECK_THROWS_WITH(from_yaml("sampler: {name: test_null_sampler}\n", context),
+                    Contains("returned no sampler"));
 }
 
 TEST_CASE("Samplers group labels that were not remapped to 0..L-1", "[samplers]") {

@@ -42,14 +42,15 @@ std::vector<Batch> epoch_batches(const Sampler& sampler, int64_t epoch) {
   // (a hang under DDP) or a wrong progress bar; catch it here, naming the sampler.
   if (sampler.kind() == SamplerKind::batch) {
     std::vector<Batch> batches = static_cast<const BatchSampler&>(sampler).batches(epoch);
-    OML_CHECK(static_cast<int64_t>(batches.size()) == sampler.size(), PluginError, "sampler '", sampler.name(),
-              "' produced ", batches.size(), " batches for epoch ", epoch, ", but its size() says ",
-              sampler.size());
+    OML_CHECK(static_cast<int64_t>(batches.size()) == sampler.size(), PluginError, "sampler '",
+              sampler.name(), "' produced ", batches.size(), " batches for epoch ", epoch,
+              ", but its size() says ", sampler.size());
     return batches;
   }
   std::vector<int64_t> indices = static_cast<const IndexSampler&>(sampler).indices(epoch);
   OML_CHECK(static_cast<int64_t>(indices.size()) == sampler.size(), PluginError, "sampler '", sampler.name(),
-            "' produced ", indices.size(), " indices for epoch ", epoch, ", but its size() says ", sampler.size());
+            "' produced ", indices.size(), " indices for epoch ", epoch, ", but its size() says ",
+            sampler.size());
   return make_batches(indices, sampler.batch_size(), sampler.drop_last());
 }
 
@@ -61,8 +62,8 @@ int64_t batches_per_epoch(const Sampler& sampler) {
 std::vector<Batch> remaining_batches(const Sampler& sampler, const SamplerPosition& position) {
   const int64_t total = batches_per_epoch(sampler);
   OML_CHECK(position.epoch >= 0 && position.step >= 0 && position.step <= total, RuntimeError,
-            "cannot resume sampler '", sampler.name(), "' at epoch ", position.epoch, ", step ", position.step,
-            ": its epochs have ", total,
+            "cannot resume sampler '", sampler.name(), "' at epoch ", position.epoch, ", step ",
+            position.step, ": its epochs have ", total,
             " batches; the data or the sampler config changed since the checkpoint was written");
   std::vector<Batch> batches = epoch_batches(sampler, position.epoch);
   batches.erase(batches.begin(), batches.begin() + position.step);
@@ -79,7 +80,8 @@ uint64_t mix_seed(uint64_t value) {
 }
 
 SamplerRng::SamplerRng(int64_t seed, int64_t epoch, uint64_t stream)
-    : engine_(mix_seed(mix_seed(mix_seed(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(epoch)) ^ stream)) {}
+    : engine_(mix_seed(mix_seed(mix_seed(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(epoch)) ^
+                       stream)) {}
 
 uint64_t SamplerRng::below(uint64_t n) {
   OML_ASSERT(n > 0);
@@ -95,7 +97,8 @@ double SamplerRng::unit() {
   return static_cast<double>(engine_() >> 11) * 0x1.0p-53;
 }
 
-std::vector<std::size_t> SamplerRng::choose_weighted_distinct(const std::vector<double>& weights, std::size_t k) {
+std::vector<std::size_t> SamplerRng::choose_weighted_distinct(const std::vector<double>& weights,
+                                                              std::size_t k) {
   OML_ASSERT(k <= weights.size(), "k ", k, " > ", weights.size());
   std::vector<double> remaining = weights;
   double total = 0;

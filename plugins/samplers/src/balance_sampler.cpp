@@ -11,14 +11,16 @@ BalanceSampler::BalanceSampler(const data::SamplerContext& context, const Balanc
   groups_ = LabelGroups::build(context, name());
   const int64_t n_labels_total = groups_.count();
   if (n_labels_ <= 1 || n_labels_ > n_labels_total) {
-    fail_argument(name(), "n_labels", "n_labels must satisfy 1 < n_labels <= ", n_labels_total, " (the number of labels in ",
-                  context.source, "), got ", n_labels_);
+    fail_argument(name(), "n_labels", "n_labels must satisfy 1 < n_labels <= ", n_labels_total,
+                  " (the number of labels in ", context.source, "), got ", n_labels_);
   }
   if (n_instances_ <= 1) {
-    fail_argument(name(), "n_instances", "n_instances must be > 1 (a batch needs positive pairs), got ", n_instances_);
+    fail_argument(name(), "n_instances", "n_instances must be > 1 (a batch needs positive pairs), got ",
+                  n_instances_);
   }
   if (options.epoch_size && *options.epoch_size < 1) {
-    fail_argument(name(), "epoch_size", "epoch_size (batches per epoch) must be >= 1, got ", *options.epoch_size);
+    fail_argument(name(), "epoch_size", "epoch_size (batches per epoch) must be >= 1, got ",
+                  *options.epoch_size);
   }
   // Checked after the arguments so that a bad argument is reported first.
   groups_.require_items_per_label(context, name(), 2);

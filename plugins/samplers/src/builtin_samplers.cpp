@@ -31,7 +31,8 @@ IndexSamplerOptions read_index_options(const config::Node& args, const std::stri
   return options;
 }
 
-std::shared_ptr<data::Sampler> make_sequential(const config::Node& args, const data::SamplerContext& context) {
+std::shared_ptr<data::Sampler> make_sequential(const config::Node& args,
+                                               const data::SamplerContext& context) {
   const auto options = read_index_options(args, "sequential");
   return with_argument_places(args, [&] { return std::make_shared<SequentialSampler>(context, options); });
 }
@@ -51,7 +52,8 @@ std::shared_ptr<data::Sampler> make_balance(const config::Node& args, const data
   return with_argument_places(args, [&] { return std::make_shared<BalanceSampler>(context, options); });
 }
 
-std::shared_ptr<data::Sampler> make_category_balance(const config::Node& args, const data::SamplerContext& context) {
+std::shared_ptr<data::Sampler> make_category_balance(const config::Node& args,
+                                                     const data::SamplerContext& context) {
   CategoryBalanceOptions options;
   config::MapReader reader(args, "sampler 'category_balance' args");
   reader.required("n_categories", options.n_categories)
@@ -60,7 +62,8 @@ std::shared_ptr<data::Sampler> make_category_balance(const config::Node& args, c
       .optional("resample_labels", options.resample_labels)
       .optional("weight_categories", options.weight_categories);
   reader.finish();
-  return with_argument_places(args, [&] { return std::make_shared<CategoryBalanceSampler>(context, options); });
+  return with_argument_places(args,
+                              [&] { return std::make_shared<CategoryBalanceSampler>(context, options); });
 }
 
 std::shared_ptr<data::Sampler> make_distinct_category_balance(const config::Node& args,
@@ -72,8 +75,8 @@ std::shared_ptr<data::Sampler> make_distinct_category_balance(const config::Node
       .required("n_instances", options.n_instances)
       .required("epoch_size", options.epoch_size);
   reader.finish();
-  return with_argument_places(args,
-                              [&] { return std::make_shared<DistinctCategoryBalanceSampler>(context, options); });
+  return with_argument_places(
+      args, [&] { return std::make_shared<DistinctCategoryBalanceSampler>(context, options); });
 }
 
 std::string origin_of(const std::string& name) {
@@ -117,8 +120,8 @@ std::shared_ptr<data::Sampler> build_sampler(const std::optional<config::Compone
     throw;
   } catch (const std::exception& e) {
     // A plugin's factory let a foreign exception escape: name the plugin, keep its message.
-    throw PluginError("sampler '" + spec->name + "' (" + origin_of(spec->name) + ") failed while being built: " +
-                      e.what());
+    throw PluginError("sampler '" + spec->name + "' (" + origin_of(spec->name) +
+                      ") failed while being built: " + e.what());
   }
   OML_CHECK(sampler != nullptr, PluginError, "sampler '", spec->name, "' (", origin_of(spec->name),
             ") returned no sampler");

@@ -10,10 +10,11 @@ namespace oml::samplers::detail {
 
 /// 1 <= C <= #categories, 1 < P <= L, K > 1 (OML's bounds), then >= 2 items per label.
 inline void check_category_args(const std::string& sampler, const data::SamplerContext& context,
-                                const LabelGroups& labels, const CategoryGroups& categories, int64_t n_categories,
-                                int64_t n_labels, int64_t n_instances) {
+                                const LabelGroups& labels, const CategoryGroups& categories,
+                                int64_t n_categories, int64_t n_labels, int64_t n_instances) {
   if (n_categories < 1 || n_categories > categories.count()) {
-    fail_argument(sampler, "n_categories", "n_categories must satisfy 1 <= n_categories <= ", categories.count(),
+    fail_argument(sampler, "n_categories",
+                  "n_categories must satisfy 1 <= n_categories <= ", categories.count(),
                   " (the number of categories in ", context.source, "), got ", n_categories);
   }
   if (n_labels <= 1 || n_labels > labels.count()) {
@@ -29,12 +30,13 @@ inline void check_category_args(const std::string& sampler, const data::SamplerC
 
 /// Every category has at least n_labels labels; names the first that has not.
 inline void require_labels_per_category(const std::string& sampler, const data::SamplerContext& context,
-                                        const CategoryGroups& categories, int64_t n_labels, const std::string& hint) {
+                                        const CategoryGroups& categories, int64_t n_labels,
+                                        const std::string& hint) {
   for (int64_t c = 0; c < categories.count(); ++c) {
     const auto have = static_cast<int64_t>(categories.label_groups[c].size());
     if (have < n_labels) {
-      fail_argument(sampler, "n_labels", "n_labels is ", n_labels, ", but category '", categories.name[c], "' of ",
-                    context.source, " has only ", have, " label", have == 1 ? "" : "s", hint);
+      fail_argument(sampler, "n_labels", "n_labels is ", n_labels, ", but category '", categories.name[c],
+                    "' of ", context.source, " has only ", have, " label", have == 1 ? "" : "s", hint);
     }
   }
 }

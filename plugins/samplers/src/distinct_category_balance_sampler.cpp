@@ -18,7 +18,8 @@ DistinctCategoryBalanceSampler::DistinctCategoryBalanceSampler(const data::Sampl
   detail::require_labels_per_category(name(), context, categories_, options.n_labels,
                                       "; every category needs at least n_labels labels");
   if (options.epoch_size < 1) {
-    fail_argument(name(), "epoch_size", "epoch_size (batches per epoch) must be >= 1, got ", options.epoch_size);
+    fail_argument(name(), "epoch_size", "epoch_size (batches per epoch) must be >= 1, got ",
+                  options.epoch_size);
   }
 }
 

@@ -18,7 +18,8 @@ Checked check_index_sampler(const std::string& sampler, const data::SamplerConte
   const int64_t n = static_cast<int64_t>(context.labels.size());
   OML_CHECK(n > 0, DataError, "sampler '", sampler, "': ", context.source, " has no rows to sample");
   if (!options.batch_size && context.default_batch_size <= 0) {
-    fail_argument(sampler, "batch_size", "batch_size is required (no default batch size, e.g. bs_train, is set)");
+    fail_argument(sampler, "batch_size",
+                  "batch_size is required (no default batch size, e.g. bs_train, is set)");
   }
   const int64_t batch_size = options.batch_size.value_or(context.default_batch_size);
   if (batch_size < 1) fail_argument(sampler, "batch_size", "batch_size must be >= 1, got ", batch_size);

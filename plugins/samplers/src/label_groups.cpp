@@ -6,7 +6,8 @@
 namespace oml::samplers {
 
 LabelGroups LabelGroups::build(const data::SamplerContext& context, const std::string& sampler) {
-  OML_CHECK(!context.labels.empty(), DataError, "sampler '", sampler, "': ", context.source, " has no rows to sample");
+  OML_CHECK(!context.labels.empty(), DataError, "sampler '", sampler, "': ", context.source,
+            " has no rows to sample");
   LabelGroups groups;
   const auto n = static_cast<int64_t>(context.labels.size());
   const auto [min_it, max_it] = std::minmax_element(context.labels.begin(), context.labels.end());
@@ -29,8 +30,8 @@ LabelGroups LabelGroups::build(const data::SamplerContext& context, const std::s
     groups.label.erase(std::unique(groups.label.begin(), groups.label.end()), groups.label.end());
     groups.rows.resize(groups.label.size());
     for (int64_t row = 0; row < n; ++row) {
-      group_of_row[row] =
-          std::lower_bound(groups.label.begin(), groups.label.end(), context.labels[row]) - groups.label.begin();
+      group_of_row[row] = std::lower_bound(groups.label.begin(), groups.label.end(), context.labels[row]) -
+                          groups.label.begin();
     }
   }
   std::vector<int64_t> counts(groups.rows.size(), 0);
@@ -44,9 +45,9 @@ void LabelGroups::require_items_per_label(const data::SamplerContext& context, c
                                           int64_t min_items) const {
   for (std::size_t g = 0; g < rows.size(); ++g) {
     const auto count = static_cast<int64_t>(rows[g].size());
-    OML_CHECK(count >= min_items, DataError, "sampler '", sampler, "': label ",
-              context.label_value(label[g]), " has only ", count, " item", count == 1 ? "" : "s",
-              " in ", context.source, ", but every label needs at least ", min_items,
+    OML_CHECK(count >= min_items, DataError, "sampler '", sampler, "': label ", context.label_value(label[g]),
+              " has only ", count, " item", count == 1 ? "" : "s", " in ", context.source,
+              ", but every label needs at least ", min_items,
               " (positive pairs need two items of a label); remove such labels from the split or use "
               "another sampler");
   }
@@ -56,14 +57,15 @@ CategoryGroups CategoryGroups::build(const data::SamplerContext& context, const 
                                      const std::string& sampler) {
   OML_CHECK(!context.categories.empty(), DataError, "sampler '", sampler, "' needs a 'category' column, but ",
             context.source, " has none; add the column or use the 'balance' sampler");
-  OML_CHECK(context.categories.size() == context.labels.size(), InternalError, "sampler '", sampler, "': ",
-            context.categories.size(), " categories for ", context.labels.size(), " labels");
+  OML_CHECK(context.categories.size() == context.labels.size(), InternalError, "sampler '", sampler,
+            "': ", context.categories.size(), " categories for ", context.labels.size(), " labels");
   std::map<std::string, std::vector<int64_t>> by_name;
   for (int64_t g = 0; g < labels.count(); ++g) {
     const int64_t first_row = labels.rows[g].front();
     const std::string& category = context.categories[first_row];
-    OML_CHECK(!category.empty(), DataError, "sampler '", sampler, "': row ", first_row, " of ", context.source,
-              " (label ", context.label_value(labels.label[g]), ") has an empty category");
+    OML_CHECK(!category.empty(), DataError, "sampler '", sampler, "': row ", first_row,
+              " (0-based, in dataframe order) of ", context.source, " (label ",
+              context.label_value(labels.label[g]), ") has an empty category");
     by_name[category].push_back(g);
   }
   CategoryGroups out;

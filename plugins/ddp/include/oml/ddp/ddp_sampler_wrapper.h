@@ -18,6 +18,10 @@
 
 #include "oml/data/sampler.h"
 
+namespace oml::config {
+struct DdpOptions;
+}  // namespace oml::config
+
 namespace oml::ddp {
 
 /// The `ddp:` keys that shape sampling (defaults as OML's loader patching).
@@ -29,6 +33,9 @@ struct DdpSamplerOptions {
   /// without it every rank gets floor(n / W) and the tail is dropped.
   bool pad_to_world_size = true;
 };
+
+/// The sampling part of a config's `ddp:` section.
+DdpSamplerOptions sampler_options(const config::DdpOptions& ddp);
 
 /// torch.randperm(n, generator=torch.Generator().manual_seed(seed)) on the CPU.
 std::vector<int64_t> torch_randperm(int64_t n, uint64_t seed);
@@ -46,8 +53,8 @@ class DDPSamplerWrapper final : public data::BatchSampler {
  public:
   /// `seed` is the run's seed (the shuffle uses seed + epoch). Throws UsageError for a bad
   /// rank/world and ConfigError when, without padding, a rank would get no batch at all.
-  DDPSamplerWrapper(std::shared_ptr<const data::Sampler> sampler, const DdpSamplerOptions& options, int64_t rank,
-                    int64_t world, int64_t seed);
+  DDPSamplerWrapper(std::shared_ptr<const data::Sampler> sampler, const DdpSamplerOptions& options,
+                    int64_t rank, int64_t world, int64_t seed);
 
   /// The wrapped sampler's name (messages are about the sampler the user configured).
   std::string name() const override { return sampler_->name(); }
@@ -72,7 +79,7 @@ class DDPSamplerWrapper final : public data::BatchSampler {
 /// What rank `rank` of `world` runs: the sampler itself when world == 1 (pipelines wrap only
 /// multi-rank worlds), a DDPSamplerWrapper otherwise.
 std::shared_ptr<const data::Sampler> wrap_for_world(std::shared_ptr<const data::Sampler> sampler,
-                                                    const DdpSamplerOptions& options, int64_t rank, int64_t world,
-                                                    int64_t seed);
+                                                    const DdpSamplerOptions& options, int64_t rank,
+                                                    int64_t world, int64_t seed);
 
 }  // namespace oml::ddp

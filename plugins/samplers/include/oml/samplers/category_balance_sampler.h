@@ -28,7 +28,9 @@ class CategoryBalanceSampler final : public data::BatchSampler {
 
   std::string name() const override { return "category_balance"; }
   int64_t size() const override { return epoch_size_; }
-  int64_t batch_size() const override { return options_.n_categories * options_.n_labels * options_.n_instances; }
+  int64_t batch_size() const override {
+    return options_.n_categories * options_.n_labels * options_.n_instances;
+  }
   std::vector<data::Batch> batches(int64_t epoch) const override;
 
  private:

@@ -25,11 +25,14 @@ struct DistinctCategoryBalanceOptions {
 /// unused again. K items per label with smart_sample.
 class DistinctCategoryBalanceSampler final : public data::BatchSampler {
  public:
-  DistinctCategoryBalanceSampler(const data::SamplerContext& context, const DistinctCategoryBalanceOptions& options);
+  DistinctCategoryBalanceSampler(const data::SamplerContext& context,
+                                 const DistinctCategoryBalanceOptions& options);
 
   std::string name() const override { return "distinct_category_balance"; }
   int64_t size() const override { return options_.epoch_size; }
-  int64_t batch_size() const override { return options_.n_categories * options_.n_labels * options_.n_instances; }
+  int64_t batch_size() const override {
+    return options_.n_categories * options_.n_labels * options_.n_instances;
+  }
   std::vector<data::Batch> batches(int64_t epoch) const override;
 
  private:

@@ -15,7 +15,8 @@ namespace oml::samplers {
 /// registration factory can prefix the message with the argument's file:line:column.
 class SamplerArgumentError : public ConfigError {
  public:
-  SamplerArgumentError(std::string key, const std::string& message) : ConfigError(message), key_(std::move(key)) {}
+  SamplerArgumentError(std::string key, const std::string& message)
+      : ConfigError(message), key_(std::move(key)) {}
   const std::string& key() const { return key_; }
 
  private:
@@ -48,7 +49,7 @@ struct LabelGroups {
 /// Labels of each category. Categories are sorted by name; a label belongs to the category of
 /// its first row.
 struct CategoryGroups {
-  std::vector<std::string> name;                 ///< category names, sorted
+  std::vector<std::string> name;                   ///< category names, sorted
   std::vector<std::vector<int64_t>> label_groups;  ///< label groups (LabelGroups index) of each category
 
   int64_t count() const { return static_cast<int64_t>(name.size()); }
