@@ -80,7 +80,7 @@ TEST_CASE("sync_dicts with different keys or kinds fails on every rank naming th
                                "] oml_ddp_worker: distributed error: sync_dicts: ranks passed different dicts: "
                                "key 'extra': missing on ranks 0, 2; strings on rank 1"));
   }
-  CHECK_THAT(r.err, Contains("key 'indices': ints on ranks 0, 2; tensor int64[*] on rank 1"));
+  CHECK_THAT(r.err, Contains("key 'indices': ints on ranks 0, 2; tensor Long[*] on rank 1"));
 }
 
 TEST_CASE("The Accumulator drops padding duplicates and sorts by dataset index", "[ddp]") {

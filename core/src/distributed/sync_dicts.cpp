@@ -125,8 +125,7 @@ void unpack(const std::string& blob, std::vector<std::string>& out) {
 
 SyncValue gather_value(ProcessGroup& group, const SyncValue& value) {
   if (const auto* t = std::get_if<at::Tensor>(&value)) {
-    auto parts = group.all_gather(*t);
-    return parts.size() == 1 ? parts.front() : torch::cat(parts, 0);
+    return group.all_gather_concat(*t);
   }
   if (const auto* ints = std::get_if<std::vector<int64_t>>(&value)) return gather_numbers(group, *ints, torch::kLong);
   if (const auto* floats = std::get_if<std::vector<double>>(&value)) {
