@@ -64,8 +64,8 @@ class SignalForwarding {
 
 // ---- one worker ---------------------------------------------------------------------------
 struct Stream {
-  int fd = -1;       // read end of the worker's pipe
-  int target = 1;    // our fd the lines go to
+  int fd = -1;     // read end of the worker's pipe
+  int target = 1;  // our fd the lines go to
   std::string partial;
 };
 
@@ -156,7 +156,6 @@ ExecPlan make_plan(const std::vector<std::string>& argv, const std::map<std::str
   }
   for (const auto& [name, value] : vars) plan.env.push_back(name + "=" + value);
   return plan;  // finalize() once the plan sits where it stays: moving strings moves their bytes
-
 }
 
 void spawn(Worker& w, ExecPlan& plan, pid_t launcher_pid) {
@@ -209,16 +208,17 @@ std::optional<int> named_in_record(detail::C10dStore& store) {
 void validate(const LaunchOptions& o) {
   OML_CHECK(o.nproc_per_node >= 1, UsageError, "--nproc-per-node must be at least 1, got ", o.nproc_per_node);
   OML_CHECK(o.nnodes >= 1, UsageError, "--nnodes must be at least 1, got ", o.nnodes);
-  OML_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, UsageError, "--node-rank must be in [0, --nnodes=",
-            o.nnodes, "), got ", o.node_rank);
+  OML_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, UsageError,
+            "--node-rank must be in [0, --nnodes=", o.nnodes, "), got ", o.node_rank);
   OML_CHECK(o.master_port >= 0 && o.master_port <= 65535, UsageError,
             "--master-port must be a TCP port in [1, 65535], got ", o.master_port);
   OML_CHECK(o.grace_s >= 0, UsageError, "launcher grace period must be >= 0, got ", o.grace_s);
   if (o.nnodes > 1) {
     OML_CHECK(o.master_port > 0, UsageError, "--master-port is required with --nnodes ", o.nnodes,
               " (every machine must use the same port)");
-    OML_CHECK(!o.master_addr.empty(), UsageError, "--master-addr (the address of the --node-rank 0 machine) is ",
-              "required with --nnodes ", o.nnodes);
+    OML_CHECK(!o.master_addr.empty(), UsageError,
+              "--master-addr (the address of the --node-rank 0 machine) is ", "required with --nnodes ",
+              o.nnodes);
   }
 }
 
@@ -241,8 +241,9 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw DistributedError("launcher: cannot " +
-                           std::string(options.node_rank == 0 ? "host the rendezvous store on port "
-                                                              : "reach the rendezvous store at " + addr + ":") +
+                           std::string(options.node_rank == 0
+                                           ? "host the rendezvous store on port "
+                                           : "reach the rendezvous store at " + addr + ":") +
                            std::to_string(options.master_port) + ": " + what.substr(0, what.find('\n')));
   }
   const int port = options.node_rank == 0 ? store->port() : options.master_port;
@@ -375,7 +376,8 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
   } else if (result.failed_rank >= 0) {
     int others = 0;
     for (const auto& w : workers) others += w.rank != result.failed_rank;
-    result.message += others > 0 ? "; the other " + std::to_string(others) + " rank(s) on this machine were stopped" : "";
+    result.message +=
+        others > 0 ? "; the other " + std::to_string(others) + " rank(s) on this machine were stopped" : "";
   }
   return result;
 }

@@ -115,7 +115,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const Gr
     }
   } catch (const std::exception& e) {
     throw DistributedError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
-                           where + " within " + seconds_text(options.timeout_s) + " s: " + first_line(e.what()));
+                           where + " within " + seconds_text(options.timeout_s) +
+                           " s: " + first_line(e.what()));
   }
   try {
     group->group_ = std::make_unique<detail::C10dGroup>(*group->store_, world.rank, world.world_size,
@@ -200,7 +201,8 @@ void ProcessGroup::barrier() {
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
   if (!group_) return;
-  OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ", size(), ")");
+  OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ",
+            size(), ")");
   std::vector<at::Tensor> tensors{tensor};
   detail::C10dWork work;
   try {

@@ -52,10 +52,10 @@ void validate(const World& w, const std::string& rank_var, const std::string& si
               const std::string& local_var) {
   OML_CHECK(w.world_size >= 1, UsageError, "environment variable ", size_var, "=", w.world_size,
             " must be at least 1");
-  OML_CHECK(w.rank >= 0 && w.rank < w.world_size, UsageError, "environment variable ", rank_var, "=",
-            w.rank, " must be in [0, ", size_var, "=", w.world_size, ")");
-  OML_CHECK(w.local_world_size >= 1 && w.local_world_size <= w.world_size, UsageError,
-            "local world size ", w.local_world_size, " must be in [1, ", size_var, "=", w.world_size, "]");
+  OML_CHECK(w.rank >= 0 && w.rank < w.world_size, UsageError, "environment variable ", rank_var, "=", w.rank,
+            " must be in [0, ", size_var, "=", w.world_size, ")");
+  OML_CHECK(w.local_world_size >= 1 && w.local_world_size <= w.world_size, UsageError, "local world size ",
+            w.local_world_size, " must be in [1, ", size_var, "=", w.world_size, "]");
   OML_CHECK(w.local_rank >= 0 && w.local_rank < w.local_world_size, UsageError, "environment variable ",
             local_var, "=", w.local_rank, " must be in [0, local world size ", w.local_world_size, ")");
 }
@@ -67,8 +67,8 @@ void read_master(const Environment& env, World& w) {
             "rendezvous store of a ", w.world_size, "-rank run)");
   w.master_addr = *addr;
   w.master_port = required_int(env, "MASTER_PORT", "needed to find the rendezvous store");
-  OML_CHECK(w.master_port >= 1 && w.master_port <= 65535, UsageError, "environment variable MASTER_PORT=",
-            w.master_port, " must be a TCP port in [1, 65535]");
+  OML_CHECK(w.master_port >= 1 && w.master_port <= 65535, UsageError,
+            "environment variable MASTER_PORT=", w.master_port, " must be a TCP port in [1, 65535]");
   w.launcher_hosts_store = is_true(env("TORCHELASTIC_USE_AGENT_STORE"));
 }
 

@@ -38,8 +38,8 @@ class C10dWork;
 
 /// `ddp:` options that concern the connection.
 struct GroupOptions {
-  double timeout_s = 300.0;     ///< rendezvous and per-collective timeout
-  std::string backend = "gloo"; ///< gloo (CPU) | nccl (CUDA builds of LibTorch)
+  double timeout_s = 300.0;      ///< rendezvous and per-collective timeout
+  std::string backend = "gloo";  ///< gloo (CPU) | nccl (CUDA builds of LibTorch)
 };
 
 enum class ReduceOp { sum, max, min };
