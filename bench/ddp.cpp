@@ -6,8 +6,8 @@
 //   bench_ddp --what step --batch 256                      (the single-process baseline)
 //
 // Rank 0 prints the figures; every rank runs the same collectives.
-#include <boost/program_options.hpp>
 #include <torch/torch.h>
+#include <boost/program_options.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -59,14 +59,17 @@ void bench_sync_dicts(dist::ProcessGroup& g) {
   }
   if (g.rank() == 0) {
     const double mb = args.rows * args.dim * 4.0 / 1e6;
-    std::printf("sync_dicts %lld x %lld float32 per rank (%.1f MB), %d ranks: median %.3f s, min %.3f s over %lld runs\n",
-                static_cast<long long>(args.rows), static_cast<long long>(args.dim), mb, g.size(), median(times),
-                *std::min_element(times.begin(), times.end()), static_cast<long long>(args.repeats));
+    std::printf(
+        "sync_dicts %lld x %lld float32 per rank (%.1f MB), %d ranks: median %.3f s, min %.3f s over %lld "
+        "runs\n",
+        static_cast<long long>(args.rows), static_cast<long long>(args.dim), mb, g.size(), median(times),
+        *std::min_element(times.begin(), times.end()), static_cast<long long>(args.repeats));
   }
 }
 
 void bench_allreduce(dist::ProcessGroup& g) {
-  if (g.rank() == 0) std::printf("%12s %10s %12s %12s\n", "size (MB)", "time (ms)", "algbw (GB/s)", "busbw (GB/s)");
+  if (g.rank() == 0)
+    std::printf("%12s %10s %12s %12s\n", "size (MB)", "time (ms)", "algbw (GB/s)", "busbw (GB/s)");
   for (double mb : {0.25, 1.0, 4.0, 25.0, 100.0}) {
     torch::Tensor t = torch::ones({static_cast<int64_t>(mb * 1e6 / 4)});
     std::vector<double> times;
@@ -79,7 +82,8 @@ void bench_allreduce(dist::ProcessGroup& g) {
     const double s = median(times);
     const double algbw = mb / 1e3 / s;
     if (g.rank() == 0) {
-      std::printf("%12.2f %10.2f %12.2f %12.2f\n", mb, s * 1e3, algbw, algbw * 2.0 * (g.size() - 1) / g.size());
+      std::printf("%12.2f %10.2f %12.2f %12.2f\n", mb, s * 1e3, algbw,
+                  algbw * 2.0 * (g.size() - 1) / g.size());
     }
   }
 }
@@ -108,9 +112,10 @@ void bench_step(const std::shared_ptr<dist::ProcessGroup>& g) {
     if (i >= 5) times.push_back(seconds_since(start));
   }
   if (g->rank() == 0) {
-    std::printf("step: %d rank(s), global batch %lld (local %lld), %d thread(s)/rank, sync %s: median %.2f ms/step\n",
-                g->size(), static_cast<long long>(args.batch), static_cast<long long>(local), torch::get_num_threads(),
-                args.no_sync ? "off" : "on", median(times) * 1e3);
+    std::printf(
+        "step: %d rank(s), global batch %lld (local %lld), %d thread(s)/rank, sync %s: median %.2f ms/step\n",
+        g->size(), static_cast<long long>(args.batch), static_cast<long long>(local),
+        torch::get_num_threads(), args.no_sync ? "off" : "on", median(times) * 1e3);
   }
 }
 

@@ -77,8 +77,8 @@ TEST_CASE("srun's variables are used when RANK and WORLD_SIZE are not set", "[dd
 }
 
 TEST_CASE("Bad world variables are usage errors naming the variable and the expectation", "[ddp]") {
-  const std::map<std::string, std::string> good{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
-                                                {"MASTER_PORT", "29500"}};
+  const std::map<std::string, std::string> good{
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
   auto with = [&](const std::string& key, const std::string& value) {
     auto vars = good;
     vars[key] = value;
@@ -89,7 +89,8 @@ TEST_CASE("Bad world variables are usage errors naming the variable and the expe
     vars.erase(key);
     return vars;
   };
-  CHECK_THAT(usage_error_of(with("RANK", "one")), Contains("environment variable RANK='one' is not an integer"));
+  CHECK_THAT(usage_error_of(with("RANK", "one")),
+             Contains("environment variable RANK='one' is not an integer"));
   CHECK_THAT(usage_error_of(with("RANK", "2")), Contains("RANK=2 must be in [0, WORLD_SIZE=2)"));
   CHECK_THAT(usage_error_of(with("RANK", "-1")), Contains("RANK=-1 must be in [0, WORLD_SIZE=2)"));
   CHECK_THAT(usage_error_of(with("WORLD_SIZE", "0")), Contains("WORLD_SIZE=0 must be at least 1"));
@@ -98,7 +99,8 @@ TEST_CASE("Bad world variables are usage errors naming the variable and the expe
   CHECK_THAT(usage_error_of(without("MASTER_ADDR")), Contains("MASTER_ADDR is not set"));
   CHECK_THAT(usage_error_of(without("MASTER_PORT")), Contains("MASTER_PORT is not set"));
   CHECK_THAT(usage_error_of(with("MASTER_PORT", "70000")), Contains("MASTER_PORT=70000 must be a TCP port"));
-  CHECK_THAT(usage_error_of(with("LOCAL_RANK", "5")), Contains("LOCAL_RANK=5 must be in [0, local world size 2)"));
+  CHECK_THAT(usage_error_of(with("LOCAL_RANK", "5")),
+             Contains("LOCAL_RANK=5 must be in [0, local world size 2)"));
   CHECK_THAT(usage_error_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}),
              Contains("SLURM_PROCID=4 must be in [0, SLURM_NTASKS=4)"));
 }
@@ -151,7 +153,8 @@ TEST_CASE("Deduplication keeps the first row of each index and sorts every value
                      torch::tensor({0.0f, 10.0f, 20.0f, 30.0f, 40.0f}).unsqueeze(1)));
   CHECK(std::get<std::vector<int64_t>>(result.at("labels")) == std::vector<int64_t>{10, 11, 12, 13, 14});
   CHECK(std::get<std::vector<double>>(result.at("scores")) == std::vector<double>{0.0, 0.1, 0.2, 0.3, 0.4});
-  CHECK(std::get<std::vector<std::string>>(result.at("paths")) == std::vector<std::string>{"a", "b", "c", "d", "e"});
+  CHECK(std::get<std::vector<std::string>>(result.at("paths")) ==
+        std::vector<std::string>{"a", "b", "c", "d", "e"});
 }
 
 TEST_CASE("The Accumulator concatenates batches and syncs a single process to sorted unique rows", "[ddp]") {
@@ -159,7 +162,8 @@ TEST_CASE("The Accumulator concatenates batches and syncs a single process to so
   acc.update({{"indices", std::vector<int64_t>{2, 0}}, {"emb", torch::tensor({{2.0f}, {0.0f}})}});
   acc.update({{"indices", std::vector<int64_t>{1, 2}}, {"emb", torch::tensor({{1.0f}, {9.0f}})}});
   CHECK(acc.size() == 4);
-  CHECK(torch::equal(std::get<torch::Tensor>(acc.local().at("emb")), torch::tensor({{2.0f}, {0.0f}, {1.0f}, {9.0f}})));
+  CHECK(torch::equal(std::get<torch::Tensor>(acc.local().at("emb")),
+                     torch::tensor({{2.0f}, {0.0f}, {1.0f}, {9.0f}})));
   auto group = dist::ProcessGroup::single();
   const auto all = acc.sync(*group);
   CHECK(std::get<std::vector<int64_t>>(all.at("indices")) == std::vector<int64_t>{0, 1, 2});
@@ -176,5 +180,6 @@ TEST_CASE("GradientSync in a single process leaves gradients exactly as backward
   sync.finish();
   CHECK(torch::equal(layer->weight.grad(), before));
   CHECK(torch::equal(before, torch::full({2, 3}, 4.0f)));
-  CHECK_THROWS_AS(dist::GradientSync(dist::ProcessGroup::single(), {}, {/*bucket_mb=*/0.0}), oml::ConfigError);
+  CHECK_THROWS_AS(dist::GradientSync(dist::ProcessGroup::single(), {}, {/*bucket_mb=*/0.0}),
+                  oml::ConfigError);
 }

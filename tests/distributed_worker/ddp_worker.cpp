@@ -2,8 +2,8 @@
 // command shell and launcher as oml-train:
 //   oml_ddp_worker --nproc-per-node 3 --scenario sync --out DIR
 // Each rank writes what it observed to DIR/rank<r>.txt (and .pt for trained weights).
-#include <boost/program_options.hpp>
 #include <torch/torch.h>
+#include <boost/program_options.hpp>
 
 #include <csignal>
 #include <fstream>
@@ -66,8 +66,10 @@ int run_accumulator(dist::ProcessGroup& g, const Args& a) {
       paths.push_back("img" + std::to_string(i) + ".jpg");
       labels.push_back(i % 3);
     }
-    acc.update({{"indices", t}, {"embeddings", t.to(torch::kFloat).unsqueeze(1) * torch::tensor({1.0f, -2.0f})},
-                {"labels", labels}, {"paths", paths}});
+    acc.update({{"indices", t},
+                {"embeddings", t.to(torch::kFloat).unsqueeze(1) * torch::tensor({1.0f, -2.0f})},
+                {"labels", labels},
+                {"paths", paths}});
   }
   write_text(a, g.rank(), dump(acc.sync(g)));
   return 0;

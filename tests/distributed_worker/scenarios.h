@@ -20,7 +20,8 @@ inline int64_t rows_of_rank(int rank) { return rank + 2; }
 inline distributed::SyncDict sync_input(int rank) {
   const int64_t n = rows_of_rank(rank);
   distributed::SyncDict dict;
-  dict["embeddings"] = torch::arange(n * 3, torch::kFloat).reshape({n, 3}) + 1000.0f * static_cast<float>(rank);
+  dict["embeddings"] =
+      torch::arange(n * 3, torch::kFloat).reshape({n, 3}) + 1000.0f * static_cast<float>(rank);
   dict["indices"] = torch::arange(n, torch::kLong) + 10 * rank;
   std::vector<int64_t> labels;
   std::vector<double> scores;
@@ -33,7 +34,8 @@ inline distributed::SyncDict sync_input(int rank) {
   dict["labels"] = labels;
   dict["scores"] = scores;
   dict["paths"] = paths;
-  dict["empty_on_rank0"] = rank == 0 ? torch::zeros({0, 2}, torch::kDouble) : torch::ones({1, 2}, torch::kDouble);
+  dict["empty_on_rank0"] =
+      rank == 0 ? torch::zeros({0, 2}, torch::kDouble) : torch::ones({1, 2}, torch::kDouble);
   return dict;
 }
 

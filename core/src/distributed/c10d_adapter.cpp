@@ -56,7 +56,8 @@ std::shared_ptr<C10dStore> C10dStore::host(int port, std::chrono::milliseconds t
   return std::shared_ptr<C10dStore>(new C10dStore(std::move(impl)));
 }
 
-std::shared_ptr<C10dStore> C10dStore::connect(const std::string& host, int port, std::chrono::milliseconds timeout) {
+std::shared_ptr<C10dStore> C10dStore::connect(const std::string& host, int port,
+                                              std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
   options.isServer = false;
@@ -69,7 +70,9 @@ std::shared_ptr<C10dStore> C10dStore::connect(const std::string& host, int port,
 
 int C10dStore::port() const { return impl_->store->getPort(); }
 
-void C10dStore::set(const std::string& key, const std::string& value) { impl_->store->set(key, bytes(value)); }
+void C10dStore::set(const std::string& key, const std::string& value) {
+  impl_->store->set(key, bytes(value));
+}
 
 std::optional<std::string> C10dStore::try_get(const std::string& key) {
   if (!impl_->store->check({key})) return std::nullopt;
@@ -140,7 +143,8 @@ C10dWork C10dGroup::all_reduce(std::vector<at::Tensor>& tensors, ReduceKind op) 
   return wrap(impl_->group->allreduce(tensors, options));
 }
 
-C10dWork C10dGroup::all_gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs) {
+C10dWork C10dGroup::all_gather(std::vector<std::vector<at::Tensor>>& outputs,
+                               std::vector<at::Tensor>& inputs) {
   return wrap(impl_->group->allgather(outputs, inputs));
 }
 

@@ -40,7 +40,8 @@ class C10dStore {
   /// Starts the store server on `port` (0: any free port) and connects to it.
   static std::shared_ptr<C10dStore> host(int port, std::chrono::milliseconds timeout);
   /// Connects to a store at host:port, retrying until `timeout`.
-  static std::shared_ptr<C10dStore> connect(const std::string& host, int port, std::chrono::milliseconds timeout);
+  static std::shared_ptr<C10dStore> connect(const std::string& host, int port,
+                                            std::chrono::milliseconds timeout);
   ~C10dStore();
 
   int port() const;

@@ -62,7 +62,8 @@ NamedTensors named_trainable_parameters(const torch::nn::Module& module, const s
 
 NamedTensors named_state(const torch::nn::Module& module, const std::string& prefix) {
   NamedTensors result;
-  for (const auto& item : module.named_parameters(true)) result.emplace_back(prefix + item.key(), item.value());
+  for (const auto& item : module.named_parameters(true))
+    result.emplace_back(prefix + item.key(), item.value());
   for (const auto& item : module.named_buffers(true)) result.emplace_back(prefix + item.key(), item.value());
   return result;
 }
@@ -175,7 +176,8 @@ struct GradientSync::State {
   }
 };
 
-GradientSync::GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors parameters, GradientSyncOptions options)
+GradientSync::GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors parameters,
+                           GradientSyncOptions options)
     : state_(std::make_shared<State>()) {
   OML_CHECK(options.bucket_mb > 0, ConfigError, "ddp.bucket_mb must be > 0, got ", options.bucket_mb);
   OML_CHECK(options.check_params_every >= 0, ConfigError, "ddp.check_params_every must be >= 0, got ",
@@ -198,7 +200,8 @@ GradientSync::GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors par
   for (int64_t id = static_cast<int64_t>(st.slots.size()) - 1; id >= 0; --id) {
     const at::Tensor& p = st.slots[id].param;
     const int64_t size = p.numel() * p.element_size();
-    const bool same_kind = !members.empty() && st.slots[members.back().front()].param.scalar_type() == p.scalar_type() &&
+    const bool same_kind = !members.empty() &&
+                           st.slots[members.back().front()].param.scalar_type() == p.scalar_type() &&
                            st.slots[members.back().front()].param.device() == p.device();
     if (members.empty() || !same_kind || bytes + size > capacity) {
       members.emplace_back();

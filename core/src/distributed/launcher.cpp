@@ -64,8 +64,8 @@ class SignalForwarding {
 
 // ---- one worker ---------------------------------------------------------------------------
 struct Stream {
-  int fd = -1;       // read end of the worker's pipe
-  int target = 1;    // our fd the lines go to
+  int fd = -1;     // read end of the worker's pipe
+  int target = 1;  // our fd the lines go to
   std::string partial;
 };
 
@@ -156,7 +156,6 @@ ExecPlan make_plan(const std::vector<std::string>& argv, const std::map<std::str
   }
   for (const auto& [name, value] : vars) plan.env.push_back(name + "=" + value);
   return plan;  // finalize() once the plan sits where it stays: moving strings moves their bytes
-
 }
 
 void spawn(Worker& w, ExecPlan& plan, pid_t launcher_pid) {
@@ -195,19 +194,31 @@ void signal_all(std::vector<Worker>& workers, int signo) {
   }
 }
 
+// The rank a failure record ("rank 2 stopped with an error") names, if any.
+std::optional<int> named_in_record(detail::C10dStore& store) {
+  try {
+    const auto record = store.try_get(kFailureKey);
+    if (!record || record->rfind("rank ", 0) != 0) return std::nullopt;
+    return std::stoi(record->substr(5));
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
 void validate(const LaunchOptions& o) {
   OML_CHECK(o.nproc_per_node >= 1, UsageError, "--nproc-per-node must be at least 1, got ", o.nproc_per_node);
   OML_CHECK(o.nnodes >= 1, UsageError, "--nnodes must be at least 1, got ", o.nnodes);
-  OML_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, UsageError, "--node-rank must be in [0, --nnodes=",
-            o.nnodes, "), got ", o.node_rank);
+  OML_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, UsageError,
+            "--node-rank must be in [0, --nnodes=", o.nnodes, "), got ", o.node_rank);
   OML_CHECK(o.master_port >= 0 && o.master_port <= 65535, UsageError,
             "--master-port must be a TCP port in [1, 65535], got ", o.master_port);
   OML_CHECK(o.grace_s >= 0, UsageError, "launcher grace period must be >= 0, got ", o.grace_s);
   if (o.nnodes > 1) {
     OML_CHECK(o.master_port > 0, UsageError, "--master-port is required with --nnodes ", o.nnodes,
               " (every machine must use the same port)");
-    OML_CHECK(!o.master_addr.empty(), UsageError, "--master-addr (the address of the --node-rank 0 machine) is ",
-              "required with --nnodes ", o.nnodes);
+    OML_CHECK(!o.master_addr.empty(), UsageError,
+              "--master-addr (the address of the --node-rank 0 machine) is ", "required with --nnodes ",
+              o.nnodes);
   }
 }
 
@@ -230,8 +241,9 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw DistributedError("launcher: cannot " +
-                           std::string(options.node_rank == 0 ? "host the rendezvous store on port "
-                                                              : "reach the rendezvous store at " + addr + ":") +
+                           std::string(options.node_rank == 0
+                                           ? "host the rendezvous store on port "
+                                           : "reach the rendezvous store at " + addr + ":") +
                            std::to_string(options.master_port) + ": " + what.substr(0, what.find('\n')));
   }
   const int port = options.node_rank == 0 ? store->port() : options.master_port;
@@ -268,9 +280,13 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
 
   LaunchResult result;
   int interrupted_by = 0;
-  std::optional<Clock::time_point> term_at, kill_at;
+  // Deadlines for SIGTERM and SIGKILL; `never` while none is due.
+  constexpr Clock::time_point never = Clock::time_point::max();
+  Clock::time_point term_at = never, kill_at = never;
   const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000));
 
+  Worker* first_failed = nullptr;  // first worker reaped with a failure
+  Worker* culprit = nullptr;       // the one to report: named by the store's record if local
   auto running = [&] {
     int n = 0;
     for (const auto& w : workers) n += w.running || w.out.fd >= 0 || w.err.fd >= 0;
@@ -306,8 +322,7 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
         kill_at = Clock::now() + grace;
       }
     }
-    // Reap. Several ranks can end between two polls (a failing rank and the ones that noticed
-    // it); the store's record tells which failed first.
+    // Reap.
     std::vector<Worker*> failed_now;
     for (auto& w : workers) {
       if (!w.running) continue;
@@ -318,37 +333,41 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
       ::kill(-w.pid, SIGKILL);  // anything the worker left in its process group
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failed_now.push_back(&w);
     }
-    if (!failed_now.empty() && result.failed_rank < 0 && interrupted_by == 0) {
-      Worker* first = failed_now.front();
-      if (failed_now.size() > 1) {
-        try {
-          const auto record = store->try_get(kFailureKey);
-          for (Worker* w : failed_now) {
-            if (record && record->rfind("rank " + std::to_string(w->rank) + " ", 0) == 0) first = w;
+    // Who failed first? A rank that throws records itself in the store before it exits, but
+    // the ranks that notice it may exit sooner; so the record decides, and we wait for the
+    // named rank to end before reporting it.
+    if (result.failed_rank < 0 && interrupted_by == 0) {
+      if (!failed_now.empty() && first_failed == nullptr) {
+        first_failed = failed_now.front();
+        culprit = first_failed;
+        if (const auto named = named_in_record(*store)) {
+          for (auto& w : workers) {
+            if (w.rank == *named) culprit = &w;
           }
+        }
+        term_at = Clock::now() + grace;
+      }
+      if (culprit != nullptr && !culprit->running) {
+        Worker* reported = exit_code_of(culprit->status) != 0 ? culprit : first_failed;
+        result.failed_rank = reported->rank;
+        result.exit_code = exit_code_of(reported->status);
+        result.message = "rank " + std::to_string(reported->rank) + " " + describe_status(reported->status);
+        try {
+          store->set_if_absent(kFailureKey, result.message);
         } catch (...) {
-          // keep the first one reaped
+          // the others then report a generic peer failure
         }
       }
-      result.failed_rank = first->rank;
-      result.exit_code = exit_code_of(first->status);
-      result.message = "rank " + std::to_string(first->rank) + " " + describe_status(first->status);
-      try {
-        store->set_if_absent(kFailureKey, result.message);
-      } catch (...) {
-        // the others then report a generic peer failure
-      }
-      term_at = Clock::now() + grace;
     }
     const auto now = Clock::now();
-    if (term_at && now >= *term_at) {
+    if (now >= term_at) {
       signal_all(workers, SIGTERM);
-      term_at.reset();
+      term_at = never;
       kill_at = now + grace;
     }
-    if (kill_at && now >= *kill_at) {
+    if (now >= kill_at) {
       signal_all(workers, SIGKILL);
-      kill_at.reset();
+      kill_at = never;
     }
   }
   if (interrupted_by != 0 && result.failed_rank < 0) {
@@ -357,7 +376,8 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
   } else if (result.failed_rank >= 0) {
     int others = 0;
     for (const auto& w : workers) others += w.rank != result.failed_rank;
-    result.message += others > 0 ? "; the other " + std::to_string(others) + " rank(s) on this machine were stopped" : "";
+    result.message +=
+        others > 0 ? "; the other " + std::to_string(others) + " rank(s) on this machine were stopped" : "";
   }
   return result;
 }

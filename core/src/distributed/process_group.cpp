@@ -61,6 +61,14 @@ std::string describe_header(const at::Tensor& header) {
 
 }  // namespace
 
+// The receive buffer of an all_gather: `whole` holds every rank's rows padded to the largest
+// first dimension; `parts[r]` are views of rank r's real rows.
+struct ProcessGroup::Gathered {
+  at::Tensor whole;
+  std::vector<at::Tensor> parts;
+  bool uneven = false;
+};
+
 // ---- PendingCollective ------------------------------------------------------------------
 PendingCollective::PendingCollective() = default;
 PendingCollective::PendingCollective(PendingCollective&&) noexcept = default;
@@ -107,7 +115,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const Gr
     }
   } catch (const std::exception& e) {
     throw DistributedError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
-                           where + " within " + seconds_text(options.timeout_s) + " s: " + first_line(e.what()));
+                           where + " within " + seconds_text(options.timeout_s) +
+                           " s: " + first_line(e.what()));
   }
   try {
     group->group_ = std::make_unique<detail::C10dGroup>(*group->store_, world.rank, world.world_size,
@@ -192,7 +201,8 @@ void ProcessGroup::barrier() {
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
   if (!group_) return;
-  OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ", size(), ")");
+  OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ",
+            size(), ")");
   std::vector<at::Tensor> tensors{tensor};
   detail::C10dWork work;
   try {
@@ -232,6 +242,18 @@ PendingCollective ProcessGroup::all_reduce_async(at::Tensor& tensor) {
 
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
   if (!group_) return {tensor};
+  return gather_rows(tensor).parts;
+}
+
+at::Tensor ProcessGroup::all_gather_concat(const at::Tensor& tensor) {
+  if (!group_) return tensor;
+  Gathered g = gather_rows(tensor);
+  // Equal first dimensions: the receive buffer already is the concatenation.
+  if (g.uneven) return torch::cat(g.parts, 0);
+  return g.whole;
+}
+
+ProcessGroup::Gathered ProcessGroup::gather_rows(const at::Tensor& tensor) {
   const int n = size();
   // 1. Exchange shapes and dtypes.
   std::vector<at::Tensor> headers(n);
@@ -260,22 +282,26 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
     rows[r] = h[0].item<int64_t>();
     max_rows = std::max(max_rows, rows[r]);
   }
-  // 2. Gather, padded to the largest first dimension (Gloo needs equal sizes).
+  // 2. Gather, padded to the largest first dimension (Gloo needs equal sizes), straight into
+  //    one buffer whose row blocks are the ranks' parts.
+  Gathered result;
   std::vector<int64_t> shape = tensor.sizes().vec();
-  shape[0] = max_rows;
-  std::vector<at::Tensor> parts(n);
-  if (max_rows == 0) {
-    for (int r = 0; r < n; ++r) parts[r] = torch::empty(shape, tensor.options());
-    return parts;
+  shape[0] = max_rows * n;
+  result.whole = torch::empty(shape, tensor.options());
+  for (int r = 0; r < n; ++r) {
+    result.uneven = result.uneven || rows[r] != max_rows;
+    result.parts.push_back(result.whole.narrow(0, r * max_rows, rows[r]));
   }
+  if (max_rows == 0) return result;
   at::Tensor input = tensor.contiguous();
   if (input.size(0) < max_rows) {
+    shape[0] = max_rows;
     at::Tensor padded = torch::zeros(shape, tensor.options());
     padded.narrow(0, 0, input.size(0)).copy_(input);
     input = padded;
   }
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < n; ++r) out[0].push_back(torch::empty(shape, tensor.options()));
+  for (int r = 0; r < n; ++r) out[0].push_back(result.whole.narrow(0, r * max_rows, max_rows));
   std::vector<at::Tensor> in{input};
   detail::C10dWork work;
   try {
@@ -284,8 +310,7 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
     fail("all_gather", e.what());
   }
   wait(work, "all_gather");
-  for (int r = 0; r < n; ++r) parts[r] = rows[r] == max_rows ? out[0][r] : out[0][r].narrow(0, 0, rows[r]);
-  return parts;
+  return result;
 }
 
 std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& bytes) {

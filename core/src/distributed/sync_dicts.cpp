@@ -20,7 +20,8 @@ namespace {
 std::string signature(const SyncValue& value) {
   std::string text = kind_name(value);
   if (const auto* t = std::get_if<at::Tensor>(&value)) {
-    OML_CHECK(t->defined() && t->dim() >= 1, InternalError, "sync_dicts: tensors need at least one dimension");
+    OML_CHECK(t->defined() && t->dim() >= 1, InternalError,
+              "sync_dicts: tensors need at least one dimension");
     text += std::string(" ") + c10::toString(t->scalar_type()) + "[*";
     for (int64_t d = 1; d < t->dim(); ++d) text += "," + std::to_string(t->size(d));
     text += "]";
@@ -32,8 +33,8 @@ std::string signature(const SyncValue& value) {
 std::string schema_of(const SyncDict& dict) {
   std::string schema;
   for (const auto& [key, value] : dict) {
-    OML_CHECK(key.find_first_of("\t\n") == std::string::npos, InternalError,
-              "sync_dicts: key '", key, "' contains a tab or newline");
+    OML_CHECK(key.find_first_of("\t\n") == std::string::npos, InternalError, "sync_dicts: key '", key,
+              "' contains a tab or newline");
     schema += key + "\t" + signature(value) + "\n";
   }
   return schema;
@@ -125,10 +126,10 @@ void unpack(const std::string& blob, std::vector<std::string>& out) {
 
 SyncValue gather_value(ProcessGroup& group, const SyncValue& value) {
   if (const auto* t = std::get_if<at::Tensor>(&value)) {
-    auto parts = group.all_gather(*t);
-    return parts.size() == 1 ? parts.front() : torch::cat(parts, 0);
+    return group.all_gather_concat(*t);
   }
-  if (const auto* ints = std::get_if<std::vector<int64_t>>(&value)) return gather_numbers(group, *ints, torch::kLong);
+  if (const auto* ints = std::get_if<std::vector<int64_t>>(&value))
+    return gather_numbers(group, *ints, torch::kLong);
   if (const auto* floats = std::get_if<std::vector<double>>(&value)) {
     return gather_numbers(group, *floats, torch::kDouble);
   }
@@ -174,10 +175,14 @@ SyncValue concatenate(const std::vector<SyncValue>& parts) {
 
 const char* kind_name(const SyncValue& value) {
   switch (value.index()) {
-    case 0: return "tensor";
-    case 1: return "ints";
-    case 2: return "floats";
-    default: return "strings";
+    case 0:
+      return "tensor";
+    case 1:
+      return "ints";
+    case 2:
+      return "floats";
+    default:
+      return "strings";
   }
 }
 
@@ -221,8 +226,9 @@ void Accumulator::update(const SyncDict& batch) {
     OML_CHECK(row_count(value) == rows, InternalError, "Accumulator: key '", key, "' has ", row_count(value),
               " rows, the index '", index_key_, "' has ", rows);
     auto& list = parts_[key];
-    OML_CHECK(list.empty() || signature(list.front()) == signature(value), InternalError, "Accumulator: key '",
-              key, "' changed from ", signature(list.front()), " to ", signature(value));
+    OML_CHECK(list.empty() || signature(list.front()) == signature(value), InternalError,
+              "Accumulator: key '", key, "' changed from ", signature(list.front()), " to ",
+              signature(value));
     if (const auto* t = std::get_if<at::Tensor>(&value)) {
       list.emplace_back(t->detach());
     } else {
@@ -262,7 +268,8 @@ SyncDict dedupe_and_sort_by_index(const SyncDict& dict, const std::string& index
   } else if (const auto* ints = std::get_if<std::vector<int64_t>>(&found->second)) {
     index = *ints;
   } else {
-    throw InternalError("dedupe: index '" + index_key + "' must hold integers, got " + kind_name(found->second));
+    throw InternalError("dedupe: index '" + index_key + "' must hold integers, got " +
+                        kind_name(found->second));
   }
   std::vector<int64_t> order(index.size());
   std::iota(order.begin(), order.end(), 0);

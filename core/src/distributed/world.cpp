@@ -41,6 +41,9 @@ std::optional<int> slurm_tasks_per_node(const Environment& env) {
   return parse_int("SLURM_NTASKS_PER_NODE", count);
 }
 
+// Without LOCAL_RANK: one machine's share in order (validate() rejects a local world <= 0).
+int default_local_rank(const World& w) { return w.local_world_size > 0 ? w.rank % w.local_world_size : 0; }
+
 bool is_true(const std::optional<std::string>& value) {
   return value && (*value == "True" || *value == "true" || *value == "1");
 }
@@ -49,19 +52,12 @@ void validate(const World& w, const std::string& rank_var, const std::string& si
               const std::string& local_var) {
   OML_CHECK(w.world_size >= 1, UsageError, "environment variable ", size_var, "=", w.world_size,
             " must be at least 1");
-  OML_CHECK(w.rank >= 0 && w.rank < w.world_size, UsageError, "environment variable ", rank_var, "=",
-            w.rank, " must be in [0, ", size_var, "=", w.world_size, ")");
-  OML_CHECK(w.local_world_size >= 1 && w.local_world_size <= w.world_size, UsageError,
-            "local world size ", w.local_world_size, " must be in [1, ", size_var, "=", w.world_size, "]");
+  OML_CHECK(w.rank >= 0 && w.rank < w.world_size, UsageError, "environment variable ", rank_var, "=", w.rank,
+            " must be in [0, ", size_var, "=", w.world_size, ")");
+  OML_CHECK(w.local_world_size >= 1 && w.local_world_size <= w.world_size, UsageError, "local world size ",
+            w.local_world_size, " must be in [1, ", size_var, "=", w.world_size, "]");
   OML_CHECK(w.local_rank >= 0 && w.local_rank < w.local_world_size, UsageError, "environment variable ",
             local_var, "=", w.local_rank, " must be in [0, local world size ", w.local_world_size, ")");
-  if (w.world_size > 1) {
-    OML_CHECK(!w.master_addr.empty(), UsageError,
-              "environment variable MASTER_ADDR is not set (needed to find the rendezvous store of a ",
-              w.world_size, "-rank run)");
-    OML_CHECK(w.master_port >= 1 && w.master_port <= 65535, UsageError, "environment variable MASTER_PORT=",
-              w.master_port, " must be a TCP port in [1, 65535]");
-  }
 }
 
 void read_master(const Environment& env, World& w) {
@@ -71,6 +67,8 @@ void read_master(const Environment& env, World& w) {
             "rendezvous store of a ", w.world_size, "-rank run)");
   w.master_addr = *addr;
   w.master_port = required_int(env, "MASTER_PORT", "needed to find the rendezvous store");
+  OML_CHECK(w.master_port >= 1 && w.master_port <= 65535, UsageError,
+            "environment variable MASTER_PORT=", w.master_port, " must be a TCP port in [1, 65535]");
   w.launcher_hosts_store = is_true(env("TORCHELASTIC_USE_AGENT_STORE"));
 }
 
@@ -92,17 +90,17 @@ World world_from_environment(const Environment& env) {
     w.rank = required_int(env, "RANK", "WORLD_SIZE is set, so RANK must be too");
     w.world_size = required_int(env, "WORLD_SIZE", "RANK is set, so WORLD_SIZE must be too");
     w.local_world_size = optional_int(env, "LOCAL_WORLD_SIZE").value_or(w.world_size);
-    w.local_rank = optional_int(env, "LOCAL_RANK").value_or(w.rank % w.local_world_size);
-    read_master(env, w);
+    w.local_rank = optional_int(env, "LOCAL_RANK").value_or(default_local_rank(w));
     validate(w, "RANK", "WORLD_SIZE", "LOCAL_RANK");
+    read_master(env, w);
   } else if (env("SLURM_PROCID") || env("SLURM_NTASKS")) {
     w.source = "SLURM";
     w.rank = required_int(env, "SLURM_PROCID", "SLURM_NTASKS is set, so SLURM_PROCID must be too");
     w.world_size = required_int(env, "SLURM_NTASKS", "SLURM_PROCID is set, so SLURM_NTASKS must be too");
     w.local_world_size = slurm_tasks_per_node(env).value_or(w.world_size);
-    w.local_rank = optional_int(env, "SLURM_LOCALID").value_or(w.rank % w.local_world_size);
-    read_master(env, w);
+    w.local_rank = optional_int(env, "SLURM_LOCALID").value_or(default_local_rank(w));
     validate(w, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID");
+    read_master(env, w);
   }
   return w;
 }

@@ -56,13 +56,14 @@ void broadcast_from_rank0(ProcessGroup& group, const NamedTensors& tensors);
 void check_identical_across_ranks(ProcessGroup& group, const NamedTensors& tensors);
 
 struct GradientSyncOptions {
-  double bucket_mb = 25.0;          ///< bucket capacity in MiB (ddp.bucket_mb)
-  int64_t check_params_every = 0;   ///< debug: check_identical_across_ranks every N finish() calls
+  double bucket_mb = 25.0;         ///< bucket capacity in MiB (ddp.bucket_mb)
+  int64_t check_params_every = 0;  ///< debug: check_identical_across_ranks every N finish() calls
 };
 
 class GradientSync {
  public:
-  GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors parameters, GradientSyncOptions options = {});
+  GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors parameters,
+               GradientSyncOptions options = {});
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;

@@ -32,16 +32,16 @@ struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
   int node_rank = 0;
-  std::string master_addr;   ///< node 0's address; default 127.0.0.1 for a single machine
-  int master_port = 0;       ///< 0: any free port (only with nnodes = 1)
-  double grace_s = 5.0;      ///< after a failure: time before SIGTERM, then before SIGKILL
+  std::string master_addr;         ///< node 0's address; default 127.0.0.1 for a single machine
+  int master_port = 0;             ///< 0: any free port (only with nnodes = 1)
+  double grace_s = 5.0;            ///< after a failure: time before SIGTERM, then before SIGKILL
   double store_timeout_s = 300.0;  ///< node > 0: how long to wait for node 0's store
 };
 
 struct LaunchResult {
-  int exit_code = 0;   ///< 0, or the first failing worker's code (128 + signal when killed)
+  int exit_code = 0;  ///< 0, or the first failing worker's code (128 + signal when killed)
   int failed_rank = -1;
-  std::string message; ///< "rank 1 was killed by signal 9 (SIGKILL)"; empty on success
+  std::string message;  ///< "rank 1 was killed by signal 9 (SIGKILL)"; empty on success
 };
 
 /// True when this process already is a rank of a multi-process run (started by this

@@ -38,8 +38,8 @@ class C10dWork;
 
 /// `ddp:` options that concern the connection.
 struct GroupOptions {
-  double timeout_s = 300.0;     ///< rendezvous and per-collective timeout
-  std::string backend = "gloo"; ///< gloo (CPU) | nccl (CUDA builds of LibTorch)
+  double timeout_s = 300.0;      ///< rendezvous and per-collective timeout
+  std::string backend = "gloo";  ///< gloo (CPU) | nccl (CUDA builds of LibTorch)
 };
 
 enum class ReduceOp { sum, max, min };
@@ -91,6 +91,9 @@ class ProcessGroup {
   /// Every rank's `tensor` in rank order; first dimensions may differ (sizes are exchanged
   /// first), other dimensions and the dtype must agree (DistributedError naming the ranks).
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor);
+  /// Every rank's `tensor` concatenated along dim 0 in rank order (no extra copy when all
+  /// first dimensions are equal).
+  at::Tensor all_gather_concat(const at::Tensor& tensor);
   /// Every rank's bytes in rank order; lengths may differ.
   std::vector<std::string> all_gather_bytes(const std::string& bytes);
 
@@ -105,6 +108,8 @@ class ProcessGroup {
  private:
   ProcessGroup(World world, GroupOptions options);
   void wait(detail::C10dWork& work, const std::string& what);
+  struct Gathered;
+  Gathered gather_rows(const at::Tensor& tensor);
 
   World world_;
   GroupOptions options_;

@@ -24,7 +24,8 @@ namespace oml::distributed {
 class ProcessGroup;
 
 /// A tensor (concatenated along dim 0) or a list (concatenated).
-using SyncValue = std::variant<at::Tensor, std::vector<int64_t>, std::vector<double>, std::vector<std::string>>;
+using SyncValue =
+    std::variant<at::Tensor, std::vector<int64_t>, std::vector<double>, std::vector<std::string>>;
 using SyncDict = std::map<std::string, SyncValue>;
 
 /// "tensor", "ints", "floats" or "strings".
