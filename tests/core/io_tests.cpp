@@ -4,6 +4,7 @@
 #include "oml/common/error.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/torch_file.h"
+#include "oml/models/conv_net.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -48,4 +49,20 @@ TEST_CASE("Files that are not checkpoints give errors naming the file", "[io]") 
   CHECK_THROWS_WITH(oml::io::read_torch_file(dir / "missing.pt"), Contains("no such file"));
   oml::test::write_file(dir / "broken.pt", "PK\x03\x04 truncated");
   CHECK_THROWS_AS(oml::io::read_torch_file(dir / "broken.pt"), oml::DataError);
+}
+
+TEST_CASE("An oml-cpp checkpoint is accepted as `weights:` of an extractor", "[io][models]") {
+  oml::test::TempDir dir;
+  oml::models::ConvNetOptions options;
+  options.channels = {4, 8};
+  oml::models::ConvNet trained(options);
+  oml::io::Checkpoint ckpt;
+  ckpt.state_dict = oml::io::state_dict(*trained);
+  oml::io::save_checkpoint(dir / "best.ckpt", ckpt);
+  options.weights = (dir / "best.ckpt").string();
+  oml::models::ConvNet loaded(options);
+  for (const auto& kv : oml::io::state_dict(*loaded)) {
+    INFO(kv.first);
+    CHECK(torch::equal(kv.second, ckpt.state_dict.at(kv.first)));
+  }
 }
