@@ -57,6 +57,13 @@ class DictView {
   std::string where_;
 };
 
+bool is_checkpoint(const c10::IValue& content) {
+  if (!content.isGenericDict()) return false;
+  const auto dict = content.toGenericDict();
+  const auto found = dict.find(c10::IValue(std::string("format")));
+  return found != dict.end() && found->value().isString() && found->value().toStringRef() == kCheckpointFormat;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkpoint) {
@@ -89,11 +96,9 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
 Checkpoint load_checkpoint(const std::filesystem::path& path) {
   const std::string file = path.string();
   const auto content = read_torch_file(path);
+  OML_CHECK(is_checkpoint(content), DataError, file, ": not an oml-cpp checkpoint (no format: ", kCheckpointFormat, ", found a ",
+            content.tagKind(), "); plain PyTorch state dicts are accepted as model weights (`weights:`), not for resuming");
   DictView top(content, file);
-  OML_CHECK(top.has("format") && top.get("format").isString() &&
-                top.get("format").toStringRef() == kCheckpointFormat,
-            DataError, file, ": not an oml-cpp checkpoint (no format: ", kCheckpointFormat,
-            "); plain PyTorch state dicts are accepted as model weights (`weights:`), not for resuming");
   Checkpoint ckpt;
   ckpt.format_version = top.integer("format_version");
   OML_CHECK(ckpt.format_version >= 1 && ckpt.format_version <= kCheckpointVersion, DataError, file,

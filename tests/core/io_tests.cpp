@@ -1,0 +1,68 @@
+// torch.save-compatible files written and read without Python.
+#include <torch/torch.h>
+
+#include "oml/common/error.h"
+#include "oml/io/checkpoint.h"
+#include "oml/io/torch_file.h"
+#include "oml/models/conv_net.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+
+TEST_CASE("Tensors saved in PyTorch's format read back identically", "[io]") {
+  oml::test::TempDir dir;
+  const auto embeddings = torch::randn({5, 3});
+  oml::io::save_tensor(dir / "e.pt", embeddings);
+  CHECK(torch::equal(oml::io::load_tensor(dir / "e.pt"), embeddings));
+  const auto ids = torch::arange(7, torch::kLong).view({7, 1}).t();  // non-contiguous view
+  oml::io::save_tensor(dir / "i.pt", ids);
+  CHECK(torch::equal(oml::io::load_tensor(dir / "i.pt"), ids));
+}
+
+TEST_CASE("A checkpoint keeps its state dict, config, counters and metrics", "[io]") {
+  oml::test::TempDir dir;
+  oml::io::Checkpoint ckpt;
+  ckpt.state_dict["a.weight"] = torch::randn({2, 2});
+  ckpt.state_dict["bn.num_batches_tracked"] = torch::tensor(3, torch::kLong);
+  ckpt.config = "seed: 1\n";
+  ckpt.epoch = 4;
+  ckpt.step = 100;
+  ckpt.metrics["OVERALL/cmc/1"] = 0.75;
+  oml::io::save_checkpoint(dir / "c.ckpt", ckpt);
+  const auto back = oml::io::load_checkpoint(dir / "c.ckpt");
+  CHECK(back.format_version == oml::io::kCheckpointVersion);
+  CHECK(back.config == "seed: 1\n");
+  CHECK(back.epoch == 4);
+  CHECK(back.step == 100);
+  CHECK(back.metrics.at("OVERALL/cmc/1") == 0.75);
+  CHECK(torch::equal(back.state_dict.at("a.weight"), ckpt.state_dict.at("a.weight")));
+  CHECK(back.state_dict.at("bn.num_batches_tracked").item<int64_t>() == 3);
+  CHECK_FALSE(back.resume.has_value());
+}
+
+TEST_CASE("Files that are not checkpoints give errors naming the file", "[io]") {
+  oml::test::TempDir dir;
+  oml::io::save_tensor(dir / "t.pt", torch::zeros({2}));
+  CHECK_THROWS_WITH(oml::io::load_checkpoint(dir / "t.pt"), Contains("t.pt") && Contains("not an oml-cpp checkpoint"));
+  oml::test::write_file(dir / "legacy.pt", std::string("\x80\x02\x8a\x0a", 4) + "junk");
+  CHECK_THROWS_WITH(oml::io::read_torch_file(dir / "legacy.pt"), Contains("not a PyTorch zip file"));
+  CHECK_THROWS_WITH(oml::io::read_torch_file(dir / "missing.pt"), Contains("no such file"));
+  oml::test::write_file(dir / "broken.pt", "PK\x03\x04 truncated");
+  CHECK_THROWS_AS(oml::io::read_torch_file(dir / "broken.pt"), oml::DataError);
+}
+
+TEST_CASE("An oml-cpp checkpoint is accepted as `weights:` of an extractor", "[io][models]") {
+  oml::test::TempDir dir;
+  oml::models::ConvNetOptions options;
+  options.channels = {4, 8};
+  oml::models::ConvNet trained(options);
+  oml::io::Checkpoint ckpt;
+  ckpt.state_dict = oml::io::state_dict(*trained);
+  oml::io::save_checkpoint(dir / "best.ckpt", ckpt);
+  options.weights = (dir / "best.ckpt").string();
+  oml::models::ConvNet loaded(options);
+  for (const auto& kv : oml::io::state_dict(*loaded)) {
+    INFO(kv.first);
+    CHECK(torch::equal(kv.second, ckpt.state_dict.at(kv.first)));
+  }
+}

@@ -1,0 +1,301 @@
+// Losses and miners: reference values computed by hand (see the comments) or by independent
+// straightforward implementations in double precision.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <set>
+
+#include "oml/common/error.h"
+#include "oml/config/document.h"
+#include "oml/losses/losses.h"
+#include "oml/losses/miners.h"
+#include "oml/registry/registries.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using namespace oml::losses;
+
+namespace {
+
+// Points on a line: labels [0, 0, 0, 1, 1] at x = [0, 1, 3, 4, 10].
+torch::Tensor line_points() { return torch::tensor({0.0, 1.0, 3.0, 4.0, 10.0}).unsqueeze(1); }
+torch::Tensor line_labels() { return torch::tensor({0, 0, 0, 1, 1}, torch::kLong); }
+
+std::vector<int64_t> vec(const torch::Tensor& t) {
+  const auto c = t.to(torch::kLong).contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+// Every triplet is valid: same label for anchor and positive, different for the negative, and
+// the positive is another item than the anchor.
+void check_valid(const TripletSet& t, const torch::Tensor& pool_labels) {
+  const auto a = vec(t.anchors), p = vec(t.positives), n = vec(t.negatives), l = vec(pool_labels);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i] != p[i]);
+    CHECK(l[a[i]] == l[p[i]]);
+    CHECK(l[a[i]] != l[n[i]]);
+  }
+}
+
+torch::Tensor triplet_of(const TripletSet& t, std::size_t i) {
+  return torch::tensor({vec(t.anchors)[i], vec(t.positives)[i], vec(t.negatives)[i]}, torch::kLong);
+}
+
+}  // namespace
+
+TEST_CASE("Triplet loss with a margin and the soft triplet loss match their formulas", "[losses]") {
+  const auto a = torch::tensor({{0.0, 0.0}});
+  const auto p = torch::tensor({{3.0, 4.0}});  // d(a, p) = 5
+  const auto n = torch::tensor({{0.0, 4.0}});  // d(a, n) = 4
+  CHECK(triplet_losses(a, p, n, 0.1).item<double>() == Approx(0.1 + 5 - 4));
+  CHECK(triplet_losses(a, p, n, std::nullopt).item<double>() == Approx(std::log1p(std::exp(1.0))));
+  const auto far = torch::tensor({{6.0, 8.0}});  // d(a, n) = 10: inactive with a margin
+  CHECK(triplet_losses(a, p, far, 0.1).item<double>() == 0.0);
+  CHECK(triplet_losses(a, p, far, std::nullopt).item<double>() == Approx(std::log1p(std::exp(-5.0))));
+}
+
+TEST_CASE("The hard triplets miner takes the farthest positive and the nearest negative", "[losses][miners]") {
+  HardTripletsMiner miner;
+  const auto t = miner.mine(line_points(), line_labels());
+  // Worked out on the line: anchor 0 -> positives {1 (d 1), 2 (d 3)}, negatives {3 (4), 4 (10)}...
+  CHECK(vec(t.anchors) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(vec(t.positives) == std::vector<int64_t>{2, 2, 0, 4, 3});
+  CHECK(vec(t.negatives) == std::vector<int64_t>{3, 3, 3, 2, 2});
+}
+
+TEST_CASE("The hard triplets miner never picks the anchor as its own positive", "[losses][miners]") {
+  HardTripletsMiner miner;
+  // All embeddings equal: every distance is 0, so only the masks decide.
+  const auto labels = torch::tensor({0, 0, 1, 1, 2, 2}, torch::kLong);
+  const auto t = miner.mine(torch::zeros({6, 3}), labels);
+  REQUIRE(t.size() == 6);
+  check_valid(t, labels);
+}
+
+TEST_CASE("Triplet loss with hard mining gives the hand-computed loss and logs", "[losses]") {
+  TripletLossWithMiner loss(std::make_shared<HardTripletsMiner>(), TripletOptions{0.1, "mean"});
+  const auto out = loss->forward(line_points(), line_labels());
+  // Per anchor relu(0.1 + d(a,p) - d(a,n)): 0, 0, 2.1, 5.1, 0.
+  CHECK(out.loss.item<double>() == Approx(7.2 / 5));
+  CHECK(out.logs.at("active_tri") == Approx(0.4));
+  CHECK(out.logs.at("pos_dist") == Approx((3 + 2 + 3 + 6 + 6) / 5.0));
+  CHECK(out.logs.at("neg_dist") == Approx((4 + 3 + 1 + 1 + 7) / 5.0));
+  CHECK(out.logs.at("n_triplets") == 5);
+}
+
+TEST_CASE("The all-triplets miner lists every valid triplet and caps the count with distinct ones",
+          "[losses][miners]") {
+  // Label 0: 3 anchors x 2 positives x 2 negatives = 12; label 1: 2 x 1 x 3 = 6.
+  AllTripletsMiner all(100);
+  const auto t = all.mine(line_points(), line_labels());
+  CHECK(t.size() == 18);
+  check_valid(t, line_labels());
+  torch::manual_seed(0);
+  AllTripletsMiner capped(5);
+  const auto c = capped.mine(line_points(), line_labels());
+  REQUIRE(c.size() == 5);
+  check_valid(c, line_labels());
+  std::set<std::vector<int64_t>> distinct;
+  for (std::size_t i = 0; i < 5; ++i) distinct.insert(vec(triplet_of(c, i)));
+  CHECK(distinct.size() == 5);
+}
+
+TEST_CASE("The n-hard triplets miner takes the requested hardness ranks", "[losses][miners]") {
+  // The hardest positive with the 2nd..3rd nearest negatives.
+  NHardTripletsMiner miner({1, 1}, {2, 3});
+  const auto t = miner.mine(line_points(), line_labels());
+  // Anchor 0: positive 2; negatives by distance 3 (4), 4 (10) -> rank 2 is 4.
+  // Anchor 3: positive 4; negatives 2 (1), 1 (3), 0 (4) -> ranks 2, 3 are 1, 0.
+  std::set<std::vector<int64_t>> got;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(t.size()); ++i) got.insert(vec(triplet_of(t, i)));
+  CHECK(got.count({0, 2, 4}) == 1);
+  CHECK(got.count({3, 4, 1}) == 1);
+  CHECK(got.count({3, 4, 0}) == 1);
+  CHECK(t.size() == 3 * 1 + 2 * 2);  // label-0 anchors have 2 negatives (one in range), label-1 anchors 3
+  check_valid(t, line_labels());
+}
+
+TEST_CASE("The hard cluster miner uses label means, farthest members and nearest other means",
+          "[losses][miners]") {
+  HardClusterMiner miner;
+  const auto x = torch::tensor({0.0, 1.0, 5.0, 10.0, 11.0, 13.0}).unsqueeze(1);
+  const auto labels = torch::tensor({0, 0, 0, 1, 1, 1}, torch::kLong);
+  const auto t = miner.mine(x, labels);
+  // Means 2 and 34/3 (rows 6, 7 of the pool); farthest members: x=5 (row 2) and x=13 (row 5).
+  CHECK(t.pool.size(0) == 8);
+  CHECK(t.pool[6].item<double>() == Approx(2.0));
+  CHECK(t.pool[7].item<double>() == Approx(34.0 / 3));
+  CHECK(vec(t.anchors) == std::vector<int64_t>{6, 7});
+  CHECK(vec(t.positives) == std::vector<int64_t>{2, 5});
+  CHECK(vec(t.negatives) == std::vector<int64_t>{7, 6});
+  CHECK_THROWS_WITH(miner.mine(line_points(), line_labels()), Contains("same number"));
+}
+
+TEST_CASE("The memory miner adds bank negatives once the bank has batches", "[losses][miners]") {
+  torch::manual_seed(1);
+  TripletsWithMemoryMiner miner(2, 3);
+  const auto first = miner.mine(line_points(), line_labels());
+  CHECK(first.size() == 8);  // ordered positive pairs: 3 * 2 (label 0) + 2 * 1 (label 1)
+  check_valid(first, line_labels());
+  const auto second = miner.mine(line_points() + 0.5, line_labels());
+  CHECK(second.size() == 8 * 3);
+  CHECK(second.pool.size(0) == 10);
+  check_valid(second, torch::cat({line_labels(), line_labels()}));
+  CHECK((second.negatives >= 5).sum().item<int64_t>() == 16);
+}
+
+TEST_CASE("The bank miner keeps only triplets anchored in the current batch", "[losses][miners]") {
+  MinerWithBank miner(3, std::make_shared<HardTripletsMiner>());
+  miner.mine(line_points(), line_labels());
+  const auto t = miner.mine(line_points() * 2, line_labels());
+  CHECK(t.size() == 5);
+  CHECK((t.anchors < 5).all().item<bool>());
+  check_valid(t, torch::cat({line_labels(), line_labels()}));
+}
+
+TEST_CASE("The pairs miner builds hard pairs or all pairs with 'different' targets", "[losses][miners]") {
+  PairsMiner hard(true);
+  const auto h = hard.mine(line_points(), line_labels());
+  CHECK(vec(h.ids1) == std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 2, 3, 4});
+  CHECK(vec(h.ids2) == std::vector<int64_t>{2, 2, 0, 4, 3, 3, 3, 3, 2, 2});
+  CHECK(vec(h.is_negative) == std::vector<int64_t>{0, 0, 0, 0, 0, 1, 1, 1, 1, 1});
+  PairsMiner all(false);
+  const auto a = all.mine(line_points(), line_labels());
+  CHECK(a.ids1.numel() == 10);
+  CHECK(a.is_negative.sum().item<double>() == 6);  // 3 x 2 cross-label pairs
+}
+
+TEST_CASE("Degenerate batches give clear errors instead of empty losses", "[losses][miners]") {
+  HardTripletsMiner miner;
+  CHECK_THROWS_WITH(miner.mine(torch::randn({4, 2}), torch::zeros({4}, torch::kLong)), Contains("single label"));
+  CHECK_THROWS_WITH(miner.mine(torch::randn({3, 2}), torch::tensor({0, 1, 2}, torch::kLong)),
+                    Contains("one item"));
+  CHECK_THROWS_AS(miner.mine(torch::randn({3, 2}), torch::zeros({4}, torch::kLong)), oml::DataError);
+  SurrogatePrecision sp(SurrogatePrecisionOptions{});
+  CHECK_THROWS_WITH(sp->forward(torch::randn({3, 2}), torch::tensor({0, 1, 2}, torch::kLong)),
+                    Contains("no item"));
+}
+
+TEST_CASE("ArcFace logits add the angular margin to the target class only", "[losses]") {
+  ArcFaceOptions o;
+  o.in_features = 2;
+  o.num_classes = 3;
+  o.m = 0.5;
+  o.s = 2.0;
+  ArcFaceLoss loss(o);
+  {
+    torch::NoGradGuard no_grad;
+    loss->weight.copy_(torch::tensor({{1.0, 0.0}, {0.0, 1.0}, {-1.0, 0.0}}));
+  }
+  const auto x = torch::tensor({{1.0, 0.5}});
+  const auto y = torch::tensor({0}, torch::kLong);
+  const double c0 = 1 / std::sqrt(1.25), c1 = 0.5 / std::sqrt(1.25);  // cosines to classes 0 and 1
+  const std::vector<double> expected{2 * std::cos(std::acos(c0) + 0.5), 2 * c1, -2 * c0};
+  const auto z = loss->logits(x, y);
+  for (int c = 0; c < 3; ++c) CHECK(z[0][c].item<double>() == Approx(expected[c]).epsilon(1e-5));
+
+  // Cross-entropy by hand, without and with label smoothing (eps = 0.3 -> targets .8, .1, .1).
+  double lse = 0;
+  for (double v : expected) lse += std::exp(v);
+  lse = std::log(lse);
+  CHECK(loss->forward(x, y).loss.item<double>() == Approx(lse - expected[0]).epsilon(1e-5));
+  o.smoothing_epsilon = 0.3;
+  ArcFaceLoss smoothed(o);
+  {
+    torch::NoGradGuard no_grad;
+    smoothed->weight.copy_(loss->weight);
+  }
+  const double smooth = 0.8 * (lse - expected[0]) + 0.1 * (lse - expected[1]) + 0.1 * (lse - expected[2]);
+  const auto out = smoothed->forward(x, y);
+  CHECK(out.loss.item<double>() == Approx(smooth).epsilon(1e-5));
+  CHECK(out.logs.at("accuracy") == 1.0);
+}
+
+TEST_CASE("ArcFace rejects labels beyond num_classes", "[losses]") {
+  ArcFaceLoss loss(ArcFaceOptions{4, 3});
+  CHECK_THROWS_WITH(loss->forward(torch::randn({2, 4}), torch::tensor({0, 3}, torch::kLong)),
+                    Contains("num_classes"));
+}
+
+TEST_CASE("Surrogate precision approaches exact precision@k at low temperatures", "[losses]") {
+  torch::manual_seed(7);
+  const auto x = torch::randn({12, 4}, torch::kDouble);
+  const auto labels = torch::tensor({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, torch::kLong);
+  for (int64_t k : {1, 3, 5}) {
+    // Exact precision@k by sorting distances (self excluded), SPEC §4.
+    const auto d = torch::cdist(x, x);
+    double total = 0;
+    for (int64_t i = 0; i < 12; ++i) {
+      auto row = d[i].clone();
+      row[i] = std::numeric_limits<double>::infinity();
+      const auto order = vec(row.argsort());
+      int hits = 0;
+      for (int64_t r = 0; r < k; ++r) hits += labels[order[r]].item<int64_t>() == labels[i].item<int64_t>();
+      total += hits / static_cast<double>(std::min<int64_t>(k, 3));
+    }
+    SurrogatePrecision loss(SurrogatePrecisionOptions{k, 1e-5, 1e-5, 5});
+    INFO("k = " << k);
+    CHECK(loss->forward(x, labels).loss.item<double>() == Approx(1 - total / 12).margin(1e-6));
+  }
+}
+
+TEST_CASE("The chunked smooth-rank gradient equals autograd through the direct formula", "[losses][gradients]") {
+  torch::manual_seed(3);
+  const auto x = torch::randn({7, 3}, torch::kDouble);
+  const auto w = torch::randn({7, 7}, torch::kDouble);
+  const double t = 0.3;
+  auto d1 = pairwise_distances(x, x).detach().requires_grad_(true);
+  (smooth_ranks(d1, t, 2) * w).sum().backward();
+  // Direct: rank(i, j) = 1/2 + sum_{l != i} sigmoid((d_ij - d_il) / t), a B x B x B graph.
+  auto d2 = d1.detach().clone().requires_grad_(true);
+  const auto diff = (d2.unsqueeze(2) - d2.unsqueeze(1)) / t;
+  const auto not_anchor = 1 - torch::eye(7, torch::kDouble).unsqueeze(1);
+  const auto ranks = 0.5 + (torch::sigmoid(diff) * not_anchor).sum(2);
+  CHECK(oml::test::max_abs_diff(smooth_ranks(d1.detach(), t, 3), ranks) < 1e-12);
+  (ranks * w).sum().backward();
+  CHECK(oml::test::max_abs_diff(d1.grad(), d2.grad()) < 1e-10);
+}
+
+TEST_CASE("Triplet and surrogate losses have gradients matching finite differences", "[losses][gradients]") {
+  torch::manual_seed(5);
+  const auto labels = torch::tensor({0, 0, 1, 1, 2, 2}, torch::kLong);
+  std::vector<std::pair<std::string, std::shared_ptr<Criterion>>> losses{
+      {"soft triplet", TripletLossWithMiner(std::make_shared<AllTripletsMiner>(), TripletOptions{std::nullopt, "mean"}).ptr()},
+      {"surrogate precision", SurrogatePrecision(SurrogatePrecisionOptions{2, 0.5, 0.5, 4}).ptr()}};
+  for (auto& [name, loss] : losses) {
+    INFO(name);
+    auto x = torch::randn({6, 3}, torch::kDouble).requires_grad_(true);
+    loss->forward(x, labels).loss.backward();
+    const auto analytic = x.grad().clone();
+    torch::NoGradGuard no_grad;
+    const double h = 1e-6;
+    for (int64_t i = 0; i < 6; ++i) {
+      for (int64_t j = 0; j < 3; ++j) {
+        auto plus = x.detach().clone(), minus = x.detach().clone();
+        plus[i][j] += h;
+        minus[i][j] -= h;
+        const double numeric = (loss->forward(plus, labels).loss.item<double>() -
+                                loss->forward(minus, labels).loss.item<double>()) / (2 * h);
+        CHECK(analytic[i][j].item<double>() == Approx(numeric).margin(1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("Losses and miners are built from config with nested miners", "[losses][registry]") {
+  oml::register_core_components();
+  const auto doc = oml::config::Document::from_string(
+      "criterion: {name: triplet_with_miner, args: {margin: null, miner: {name: n_hard_triplets, "
+      "args: {n_positive: 2, n_negative: [1, 2]}}}}\n"
+      "bad: {name: triplet_with_miner, args: {miner: {name: pairs}}}\n"
+      "arc: {name: arcface, args: {m: 0.3}}\n",
+      "loss.yaml");
+  oml::losses::CriterionContext ctx{8, 5};
+  auto loss = oml::registries().losses.create(oml::config::parse_component(doc.root()["criterion"], "criterion"), ctx);
+  const auto out = loss->forward(line_points(), line_labels());
+  CHECK(out.loss.item<double>() > 0);
+  CHECK_THROWS_WITH(oml::registries().losses.create(oml::config::parse_component(doc.root()["bad"], "bad"), ctx),
+                    Contains("produces pairs"));
+  auto arc = oml::registries().losses.create(oml::config::parse_component(doc.root()["arc"], "arc"), ctx);
+  CHECK(arc->parameters().at(0).sizes() == torch::IntArrayRef({5, 8}));
+}

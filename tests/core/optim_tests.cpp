@@ -1,0 +1,174 @@
+// Optimizers, schedulers and resume state.
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "oml/config/document.h"
+#include "oml/common/error.h"
+#include "oml/io/checkpoint.h"
+#include "oml/optim/optimizer.h"
+#include "oml/optim/resume.h"
+#include "oml/optim/scheduler.h"
+#include "oml/optim/schedulers.h"
+#include "oml/registry/registries.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using namespace oml::optim;
+
+namespace {
+
+oml::config::ComponentSpec spec(const std::string& yaml) {
+  static std::vector<oml::config::Document> keep;  // nodes refer to their document
+  keep.push_back(oml::config::Document::from_string(yaml, "optim.yaml"));
+  return oml::config::parse_component(keep.back().root()["c"], "c");
+}
+
+std::vector<double> lrs_over(Scheduler& s, int steps) {
+  std::vector<double> out{s.lrs()[0]};
+  for (int i = 0; i < steps; ++i) {
+    s.step();
+    out.push_back(s.lrs()[0]);
+  }
+  return out;
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& expected) {
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("step " << i);
+    CHECK(got[i] == Approx(expected[i]).margin(1e-12));
+  }
+}
+
+struct Toy {
+  torch::nn::Linear model{4, 2};
+  torch::Tensor loss_weight = torch::zeros({2}, torch::requires_grad());
+};
+
+}  // namespace
+
+TEST_CASE("Optimizers give the loss parameters their own learning rate", "[optim]") {
+  oml::register_core_components();
+  Toy toy;
+  OptimizerContext ctx{toy.model->parameters(), {toy.loss_weight}};
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) {
+    INFO(name);
+    auto opt = oml::registries().optimizers.create(
+        spec(std::string("c: {name: ") + name + ", args: {lr: 0.5, loss_lr: 0.25}}\n"), ctx);
+    REQUIRE(opt->param_groups().size() == 2);
+    CHECK(opt->param_groups()[0].options().get_lr() == 0.5);
+    CHECK(opt->param_groups()[1].options().get_lr() == 0.25);
+  }
+  CHECK_THROWS_WITH(oml::registries().optimizers.create(spec("c: {name: adam, args: {betas: [0.9]}}\n"), ctx),
+                    Contains("betas"));
+}
+
+TEST_CASE("Closed-form schedulers follow their formulas", "[optim][schedulers]") {
+  Toy toy;
+  torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  StepScheduler step(sgd, 2, 0.5);
+  check_close(lrs_over(step, 4), {1, 1, 0.5, 0.5, 0.25});
+  torch::optim::SGD sgd2(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  MultiStepScheduler multi(sgd2, {1, 3}, 0.1);
+  check_close(lrs_over(multi, 4), {1, 0.1, 0.1, 0.01, 0.01});
+  torch::optim::SGD sgd3(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  // warm-up 0.1 -> 1 over 2 steps, then cosine over 4 steps, then held at eta_min = 0.
+  CosineAnnealingScheduler cosine(sgd3, 4, 0.0, 2, 0.1);
+  const double c = std::cos(M_PI / 4);
+  check_close(lrs_over(cosine, 7), {0.1, 0.55, 1, (1 + c) / 2, 0.5, (1 - c) / 2, 0, 0});
+  torch::optim::SGD sgd4(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  // torch.optim.lr_scheduler.OneCycleLR(total_steps=10, pct_start=0.3): up for 2 steps, down for 7.
+  OneCycleScheduler cycle(sgd4, 10, 0.3, 25, 1e4);
+  const auto lrs = lrs_over(cycle, 9);
+  CHECK(lrs[0] == Approx(0.04));
+  CHECK(lrs[1] == Approx(0.04 + (1 - 0.04) / 2));
+  CHECK(lrs[2] == Approx(1.0));
+  CHECK(lrs[9] == Approx(0.04 / 1e4));
+}
+
+TEST_CASE("Reduce-on-plateau lowers the lr after `patience` steps without improvement", "[optim][schedulers]") {
+  Toy toy;
+  torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  PlateauOptions o;
+  o.patience = 1;
+  o.factor = 0.5;
+  ReduceOnPlateauScheduler plateau(sgd, o);
+  std::vector<double> lrs;
+  for (double metric : {1.0, 1.0, 1.0, 2.0, 2.0, 2.0}) {
+    plateau.step(metric);
+    lrs.push_back(plateau.lrs()[0]);
+  }
+  check_close(lrs, {1, 1, 0.5, 0.5, 0.5, 0.25});
+  CHECK_THROWS_AS(plateau.step(), oml::UsageError);
+}
+
+TEST_CASE("Scheduler state survives a checkpoint round trip", "[optim][schedulers][io]") {
+  Toy toy;
+  torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  PlateauOptions o;
+  o.patience = 0;
+  ReduceOnPlateauScheduler plateau(sgd, o);
+  plateau.step(1.0);
+  plateau.step(0.5);
+  oml::test::TempDir dir;
+  oml::io::Checkpoint ckpt;
+  ckpt.resume = oml::io::ResumeState{};
+  ckpt.resume->scheduler = plateau.state();
+  oml::io::save_checkpoint(dir / "s.ckpt", ckpt);
+  const auto loaded = oml::io::load_checkpoint(dir / "s.ckpt");
+  torch::optim::SGD sgd2(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  ReduceOnPlateauScheduler restored(sgd2, o);
+  restored.load_state(loaded.resume->scheduler);
+  CHECK(restored.lrs() == plateau.lrs());
+  CHECK(restored.step_count() == 2);
+  plateau.step(0.5);
+  restored.step(0.5);
+  CHECK(restored.lrs() == plateau.lrs());
+  StepScheduler other(sgd2, 1, 0.5);
+  CHECK_THROWS_WITH(other.load_state(loaded.resume->scheduler), Contains("reduce_on_plateau"));
+}
+
+TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[optim][resume]") {
+  // Each step draws its batch from the global generator, so the RNG state must be restored too.
+  const auto run_steps = [](torch::nn::Linear& model, torch::optim::Optimizer& opt, Scheduler& sched, int n) {
+    std::vector<double> losses;
+    for (int i = 0; i < n; ++i) {
+      const auto x = torch::randn({8, 4});
+      const auto loss = (model->forward(torch::dropout(x, 0.2, true)) - 1).pow(2).mean();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      sched.step();
+      losses.push_back(loss.item<double>());
+    }
+    return losses;
+  };
+  const auto make = [](torch::nn::Linear& model) {
+    return std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(0.05));
+  };
+
+  torch::manual_seed(11);
+  torch::nn::Linear model(4, 2);
+  auto opt = make(model);
+  StepScheduler sched(*opt, 3, 0.5);
+  run_steps(model, *opt, sched, 5);
+  oml::test::TempDir dir;
+  oml::io::Checkpoint ckpt;
+  ckpt.state_dict = oml::io::state_dict(*model);
+  ckpt.resume = oml::io::ResumeState{save_optimizer_state(*opt), sched.state(), {}, 0, 5, save_rng_state()};
+  oml::io::save_checkpoint(dir / "last.ckpt", ckpt);
+  const auto uninterrupted = run_steps(model, *opt, sched, 4);
+
+  torch::manual_seed(999);  // a fresh process: other weights, other generator state
+  torch::nn::Linear resumed(4, 2);
+  auto opt2 = make(resumed);
+  StepScheduler sched2(*opt2, 3, 0.5);
+  const auto loaded = oml::io::load_checkpoint(dir / "last.ckpt");
+  oml::io::load_state_dict(*resumed, loaded.state_dict, "last.ckpt");
+  load_optimizer_state(*opt2, loaded.resume->optimizer);
+  sched2.load_state(loaded.resume->scheduler);
+  load_rng_state(loaded.resume->rng);
+  CHECK(loaded.resume->sampler_batch == 5);
+  CHECK(run_steps(resumed, *opt2, sched2, 4) == uninterrupted);
+}
