@@ -40,9 +40,11 @@ struct Level {
   }
 };
 
-bool in_cell(const std::vector<Level>& chain, double value) {
-  for (const Level& level : chain) {
-    if (level.bin_of(value) != level.index) return false;
+// Whether `value`, whose level-0 bin is `bin0`, lies in the cell `chain` describes.
+bool in_cell(const std::vector<Level>& chain, int64_t bin0, double value) {
+  if (chain.front().index != bin0) return false;
+  for (std::size_t i = 1; i < chain.size(); ++i) {
+    if (chain[i].bin_of(value) != chain[i].index) return false;
   }
   return true;
 }
@@ -240,8 +242,9 @@ std::vector<double> PairStatistics::finish(const BlockShape& shape) {
                                                      std::vector<int64_t>(static_cast<std::size_t>(s.options.bins), 0)));
     s.pass(shape, [&](int thread, double d2, bool positive) {
       if (positive) return;
+      const int64_t bin0 = s.level0.bin_of(d2);
       for (std::size_t r = 0; r < refine.size(); ++r) {
-        if (in_cell(targets[refine[r]].chain, d2)) ++counts[thread][r][children[r].bin_of(d2)];
+        if (in_cell(targets[refine[r]].chain, bin0, d2)) ++counts[thread][r][children[r].bin_of(d2)];
       }
     });
     ++passes_;
@@ -273,8 +276,9 @@ std::vector<double> PairStatistics::finish(const BlockShape& shape) {
                                                              std::vector<std::map<float, int64_t>>(leaders.size()));
   s.pass(shape, [&](int thread, double d2, bool positive) {
     if (positive) return;
+    const int64_t bin0 = s.level0.bin_of(d2);
     for (std::size_t g = 0; g < leaders.size(); ++g) {
-      if (!in_cell(targets[leaders[g]].chain, d2)) continue;
+      if (!in_cell(targets[leaders[g]].chain, bin0, d2)) continue;
       if (as_counts[g]) {
         ++counted[thread][g][static_cast<float>(d2)];
       } else {

@@ -45,12 +45,14 @@ void validate_item_set(const ItemSet& items, const char* what) {
             items.ids.size(), " ids");
   OML_CHECK(items.sequences.empty() || static_cast<int64_t>(items.sequences.size()) == n, DataError, what,
             ": ", n, " embeddings but ", items.sequences.size(), " sequence ids");
-  if (n > 0) {
-    const at::Tensor finite_rows = at::isfinite(items.embeddings).all(1);
+  // In row chunks: a [N, D] mask of a million embeddings would cost more than the retrieval.
+  constexpr int64_t kChunk = 65536;
+  for (int64_t start = 0; start < n; start += kChunk) {
+    const at::Tensor finite_rows = at::isfinite(items.embeddings.narrow(0, start, std::min(kChunk, n - start))).all(1);
     if (!finite_rows.all().item<bool>()) {
-      const int64_t row = (~finite_rows).nonzero()[0][0].item<int64_t>();
+      const int64_t row = start + (~finite_rows).nonzero()[0][0].item<int64_t>();
       throw DataError(::oml::detail::concat(what, " embedding row ", row, " (dataset index ", items.ids[row],
-                                     ") contains NaN or infinity"));
+                                            ") contains NaN or infinity"));
     }
   }
 }
@@ -142,23 +144,33 @@ PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set)
   dim = queries.size(1);
   OML_CHECK(gallery.size(1) == dim, DataError, "queries have dimension ", dim, " but the gallery has ",
             gallery.size(1));
-  queries_scaled = queries.mul(-2.0f).contiguous();
-  const at::Tensor g2 = gallery.to(at::kDouble).pow(2).sum(1);
-  const at::Tensor q2 = queries.to(at::kDouble).pow(2).sum(1);
-  gallery_norm2.resize(g2.size(0));
-  query_norm2.resize(q2.size(0));
-  query_norm.resize(q2.size(0));
-  const double* g2p = g2.data_ptr<double>();
-  const double* q2p = q2.data_ptr<double>();
+  // Norms in double over the raw rows (no [N, D] double copy: a million rows would need 1 GB).
+  auto squared_norms = [this](const at::Tensor& rows, std::vector<double>& out) {
+    const float* data = rows.data_ptr<float>();
+    out.resize(static_cast<std::size_t>(rows.size(0)));
+    at::parallel_for(0, rows.size(0), 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        double sum = 0.0;
+        for (int64_t d = 0; d < dim; ++d) sum += static_cast<double>(data[r * dim + d]) * data[r * dim + d];
+        out[r] = sum;
+      }
+    });
+  };
+  std::vector<double> g2, q2;
+  squared_norms(gallery, g2);
+  squared_norms(queries, q2);
+  gallery_norm2.resize(g2.size());
+  query_norm2.resize(q2.size());
+  query_norm.resize(q2.size());
   double max2 = 0.0;
-  for (int64_t g = 0; g < g2.size(0); ++g) {
-    gallery_norm2[g] = static_cast<float>(g2p[g]);
-    max2 = std::max(max2, g2p[g]);
+  for (std::size_t g = 0; g < g2.size(); ++g) {
+    gallery_norm2[g] = static_cast<float>(g2[g]);
+    max2 = std::max(max2, g2[g]);
   }
   gallery_max_norm = std::sqrt(max2);
-  for (int64_t q = 0; q < q2.size(0); ++q) {
-    query_norm2[q] = static_cast<float>(q2p[q]);
-    query_norm[q] = std::sqrt(q2p[q]);
+  for (std::size_t q = 0; q < q2.size(); ++q) {
+    query_norm2[q] = static_cast<float>(q2[q]);
+    query_norm[q] = std::sqrt(q2[q]);
   }
 }
 
@@ -189,11 +201,12 @@ void for_each_block(const PreparedPair& pair, const BlockShape& shape,
   for (int64_t q0 = 0; q0 < nq; q0 += shape.query_chunk) {
     const int64_t q1 = std::min(nq, q0 + shape.query_chunk);
     for (auto* consumer : consumers) consumer->chunk_begin(q0, q1);
-    const at::Tensor query_block = pair.queries_scaled.narrow(0, q0, q1 - q0);
+    const at::Tensor query_block = pair.queries.narrow(0, q0, q1 - q0);
     for (int64_t g0 = 0; g0 < ng; g0 += shape.gallery_tile) {
       const int64_t g1 = std::min(ng, g0 + shape.gallery_tile);
       at::Tensor out = at::from_blob(buffer.data(), {q1 - q0, g1 - g0}, at::kFloat);
-      at::mm_out(out, query_block, pair.gallery.narrow(0, g0, g1 - g0).t());
+      // -2 q.g straight from the BLAS (alpha = -2 is exact); beta = 0 ignores the old contents.
+      at::addmm_out(out, out, query_block, pair.gallery.narrow(0, g0, g1 - g0).t(), /*beta=*/0, /*alpha=*/-2);
       for (auto* consumer : consumers) consumer->block(q0, q1, g0, g1, buffer.data());
     }
     for (auto* consumer : consumers) consumer->chunk_done(q0, q1);

@@ -21,7 +21,6 @@ struct PreparedPair {
 
   at::Tensor queries;                ///< [Q, D] float32 contiguous (raw vectors)
   at::Tensor gallery;                ///< [G, D] float32 contiguous (raw vectors)
-  at::Tensor queries_scaled;         ///< -2 * queries (exact: scaling by a power of two)
   std::vector<float> gallery_norm2;  ///< ||g||^2 rounded to float
   std::vector<float> query_norm2;    ///< ||q||^2 rounded to float
   std::vector<double> query_norm;    ///< ||q||

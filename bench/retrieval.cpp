@@ -1,0 +1,108 @@
+// Validation cost of oml-cpp: self-retrieval on clustered random embeddings (every item is
+// query and gallery), cmc@1,5, precision@5, map@5 and optionally fnmr@fmr 0.1 over all pairs.
+// The data are generated exactly like ../shared/peer/validate_torch.py (same generator, same
+// draws), so both programs report the same metric values. Prints one JSON line.
+//
+//   bench_retrieval --n 60000 --dim 128 [--fnmr] [--top-k 5] [--threads 2] [--budget-mb 128]
+//                   [--queries M]   (only the first M items are queries; all N stay gallery)
+#include <torch/torch.h>
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "oml/metrics/embedding_metrics.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+// Peak resident set size of this process (VmHWM), in MB.
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1.0;
+}
+
+// labels ~ U{0..c-1}, embedding = centre[label] + 1.5 * N(0, I), drawn in the peer script's order.
+// Above 100k rows the noise is drawn in row chunks so generation itself stays small.
+torch::Tensor clustered_embeddings(int64_t n, int64_t dim, int64_t classes, torch::Tensor& labels) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
+  labels = torch::randint(0, classes, {n}, generator);
+  const auto centres = torch::randn({classes, dim}, generator);
+  if (n <= 100000) return centres.index_select(0, labels) + 1.5 * torch::randn({n, dim}, generator);
+  auto embeddings = torch::empty({n, dim});
+  constexpr int64_t kChunk = 65536;
+  for (int64_t start = 0; start < n; start += kChunk) {
+    const int64_t rows = std::min(kChunk, n - start);
+    embeddings.narrow(0, start, rows)
+        .copy_(centres.index_select(0, labels.narrow(0, start, rows)) + 1.5 * torch::randn({rows, dim}, generator));
+  }
+  return embeddings;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description options("bench_retrieval options");
+  int64_t n = 0, dim = 128, classes = 0, threads = 2, top_k = 5, queries = 0;
+  double budget_mb = 128;
+  options.add_options()("help", "show this help")("n", po::value(&n)->required(), "number of items")(
+      "dim", po::value(&dim), "embedding dimension (128)")("classes", po::value(&classes),
+                                                           "number of labels (default n / 5, like SOP)")(
+      "top-k", po::value(&top_k), "k of cmc/precision/map besides 1 and 5 (5)")(
+      "fnmr", "also compute fnmr@fmr 0.1 over all pairs")("threads", po::value(&threads), "intra-op threads (2)")(
+      "budget-mb", po::value(&budget_mb), "distance block memory budget in MB (128)")(
+      "queries", po::value(&queries), "use only the first M items as queries (default: all)");
+  po::variables_map vars;
+  try {
+    po::store(po::parse_command_line(argc, argv, options), vars);
+    if (vars.count("help")) {
+      std::cout << options << "\n";
+      return 0;
+    }
+    po::notify(vars);
+  } catch (const po::error& error) {
+    std::cerr << "bench_retrieval: " << error.what() << "\n" << options << "\n";
+    return 2;
+  }
+  torch::set_num_threads(static_cast<int>(threads));
+  if (classes <= 0) classes = std::max<int64_t>(2, n / 5);
+
+  torch::Tensor labels;
+  const torch::Tensor embeddings = clustered_embeddings(n, dim, classes, labels);
+  oml::metrics::EmbeddingSet set;
+  set.embeddings = embeddings;
+  set.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + n);
+  set.is_query.assign(n, 1);
+  if (queries > 0 && queries < n) std::fill(set.is_query.begin() + queries, set.is_query.end(), 0);
+  set.is_gallery.assign(n, 1);
+
+  oml::metrics::EmbeddingMetricsOptions metric_options;
+  metric_options.memory_budget_mb = budget_mb;
+  metric_options.args.cmc_top_k = {1, 5};
+  metric_options.args.precision_top_k = {5};
+  metric_options.args.map_top_k = {5};
+  if (top_k != 5) {
+    metric_options.args.cmc_top_k.push_back(top_k);
+    metric_options.args.precision_top_k.push_back(top_k);
+  }
+  if (vars.count("fnmr")) metric_options.args.fmr_vals = {0.1};
+
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = oml::metrics::compute_embedding_metrics(set, metric_options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::cout << "{\"n\": " << n << ", \"dim\": " << dim << ", \"queries\": " << (queries > 0 ? std::min(queries, n) : n) << ", \"threads\": " << threads << ", \"budget_mb\": " << budget_mb
+            << ", \"total_s\": " << seconds << ", \"peak_rss_mb\": " << peak_rss_mb();
+  for (const auto& [key, value] : result.metrics) std::cout << ", \"" << key << "\": " << value;
+  std::cout << "}" << std::endl;
+  return 0;
+}
