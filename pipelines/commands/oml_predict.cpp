@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 
 #include "../cli.h"
+#include "../extractor_pipelines.h"
 #include "../launch.h"
 
 namespace po = boost::program_options;
@@ -11,14 +12,10 @@ int main(int argc, char** argv) {
   spec.name = "oml-predict";
   spec.summary = "compute embeddings for a folder of images or a dataframe";
   spec.usage = "  oml-predict --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N]";
-  spec.add_options = [](po::options_description& o) {
-    oml::cli::add_launch_options(o);
-  };
+  spec.add_options = [](po::options_description& o) { oml::cli::add_launch_options(o); };
   spec.run = [](const oml::cli::Invocation& inv) {
     if (auto code = oml::cli::launch_if_requested(inv)) return *code;
-    inv.load_config();
-    throw oml::RuntimeError("prediction is not implemented in this build of oml-cpp yet");
-    return 1;
+    return oml::pipelines::predict_extractor(inv);
   };
   return oml::cli::run_command(argc, argv, spec);
 }

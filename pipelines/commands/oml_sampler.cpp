@@ -1,7 +1,16 @@
 // oml-sampler: prints, as JSON, what each rank receives each epoch from the configured sampler.
 #include <boost/program_options.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
 #include "../cli.h"
+#include "../pipeline_setup.h"
+#include "oml/data/dataframe.h"
+#include "oml/data/sampler.h"
+#include "oml/ddp/sampler_report.h"
+#include "oml/samplers/builtin_samplers.h"
 
 namespace po = boost::program_options;
 
@@ -19,9 +28,22 @@ int main(int argc, char** argv) {
     // clang-format on
   };
   spec.run = [](const oml::cli::Invocation& inv) {
-    inv.load_config();
-    throw oml::RuntimeError("sampler inspection is not implemented in this build of oml-cpp yet");
-    return 1;
+    oml::config::RunConfig config = inv.load_config();
+    if (inv.vars.count("seed")) config.seed = inv.vars["seed"].as<int64_t>();
+    // Only labels and categories matter here: image files are not needed.
+    const oml::data::Dataframe dataframe = oml::pipelines::read_run_dataframe(config, /*require_paths=*/false);
+    if (dataframe.train().empty()) {
+      throw oml::DataError(dataframe.file() + ": has no rows with split 'train' to sample from");
+    }
+    const auto context = oml::pipelines::sampler_context_for(config, dataframe);
+    const auto sampler = oml::samplers::build_sampler(config.sampler, context);
+    oml::ddp::DdpSamplerOptions options;
+    options.shuffle_between_ranks = config.ddp.shuffle_between_ranks;
+    options.pad_to_world_size = config.ddp.pad_to_world_size;
+    const auto report = oml::ddp::sampler_report(sampler, inv.vars["world-size"].as<int>(),
+                                                 inv.vars["epochs"].as<int>(), options, config.seed);
+    std::cout << report.dump() << "\n";
+    return 0;
   };
   return oml::cli::run_command(argc, argv, spec);
 }

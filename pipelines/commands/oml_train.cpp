@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 
 #include "../cli.h"
+#include "../extractor_pipelines.h"
 #include "../launch.h"
 
 namespace po = boost::program_options;
@@ -13,17 +14,14 @@ int main(int argc, char** argv) {
   spec.usage = "  oml-train --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] [--resume CKPT]";
   spec.add_options = [](po::options_description& o) {
     oml::cli::add_launch_options(o);
-    // clang-format off
-    o.add_options()
-      ("resume", po::value<std::string>(), "continue the run saved in this checkpoint");
-    // clang-format on
+    o.add_options()("resume", po::value<std::string>(), "continue the run saved in this checkpoint (a last.ckpt)");
   };
   spec.run = [](const oml::cli::Invocation& inv) {
     if (auto code = oml::cli::launch_if_requested(inv)) return *code;
     const oml::config::RunConfig config = inv.load_config();
+    if (config.pipeline == "extractor") return oml::pipelines::train_extractor(inv);
     throw oml::RuntimeError("the '" + config.pipeline +
                             "' training pipeline is not implemented in this build of oml-cpp yet");
-    return 1;
   };
   return oml::cli::run_command(argc, argv, spec);
 }

@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 
 #include "../cli.h"
+#include "../extractor_pipelines.h"
 #include "../launch.h"
 
 namespace po = boost::program_options;
@@ -11,14 +12,10 @@ int main(int argc, char** argv) {
   spec.name = "oml-validate";
   spec.summary = "compute retrieval metrics for a checkpoint or for precomputed embeddings";
   spec.usage = "  oml-validate --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N]";
-  spec.add_options = [](po::options_description& o) {
-    oml::cli::add_launch_options(o);
-  };
+  spec.add_options = [](po::options_description& o) { oml::cli::add_launch_options(o); };
   spec.run = [](const oml::cli::Invocation& inv) {
     if (auto code = oml::cli::launch_if_requested(inv)) return *code;
-    inv.load_config();
-    throw oml::RuntimeError("validation is not implemented in this build of oml-cpp yet");
-    return 1;
+    return oml::pipelines::validate_extractor(inv);
   };
   return oml::cli::run_command(argc, argv, spec);
 }

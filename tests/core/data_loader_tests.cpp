@@ -59,8 +59,8 @@ std::vector<std::vector<int64_t>> shuffled_batches(int n, int batch_size) {
   return batches;
 }
 
-std::vector<oml::data::Batch> drain(Loader& loader) {
-  std::vector<oml::data::Batch> out;
+std::vector<oml::data::LoadedBatch> drain(Loader& loader) {
+  std::vector<oml::data::LoadedBatch> out;
   while (auto batch = loader.next()) out.push_back(std::move(*batch));
   return out;
 }

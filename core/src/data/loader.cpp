@@ -45,11 +45,11 @@ void Loader::stop() {
   workers_.clear();
 }
 
-Batch Loader::load_batch(int64_t position) const {
+LoadedBatch Loader::load_batch(int64_t position) const {
   const auto& indices = batches_.at(position);
   std::vector<at::Tensor> items;
   items.reserve(indices.size());
-  Batch batch;
+  LoadedBatch batch;
   batch.position = position;
   auto labels = torch::empty({static_cast<int64_t>(indices.size())}, torch::kInt64);
   auto* label_data = labels.data_ptr<int64_t>();
@@ -99,7 +99,7 @@ void Loader::worker_loop() {
   }
 }
 
-std::optional<Batch> Loader::next() {
+std::optional<LoadedBatch> Loader::next() {
   if (next_to_return_ >= num_batches()) return std::nullopt;
   if (options_.num_workers == 0) {
     const int64_t position = next_to_return_++;

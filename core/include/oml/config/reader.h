@@ -23,11 +23,12 @@ class MapReader {
   /// mapping is a ConfigError. `what` names the map in messages ("sampler 'balance' args").
   explicit MapReader(Node map, std::string what = "");
 
-  /// Reads `key` into `field` when present; leaves the default otherwise.
+  /// Reads `key` into `field` when present; leaves the default when absent or null
+  /// (`key: null` / `key: ~` in YAML means "use the default").
   template <class T>
   MapReader& optional(const std::string& key, T& field) {
     Node child = take(key);
-    if (child.defined()) field = child.template as<T>();
+    if (!child.is_null()) field = child.template as<T>();
     return *this;
   }
 

@@ -35,7 +35,7 @@ struct LoaderOptions {
   int64_t cache_size = 0;  ///< encoded files kept in memory by the dataset (0 = none)
 };
 
-struct Batch {
+struct LoadedBatch {
   at::Tensor images;                    ///< [B, 3, H, W] float (or [B, D] for embeddings)
   at::Tensor labels;                    ///< [B] int64 (-1 for unlabelled items)
   at::Tensor indices;                   ///< [B] int64 dataset indices
@@ -52,15 +52,15 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   /// The next batch in order, or nullopt after the last one. Re-throws a worker's error.
-  std::optional<Batch> next();
+  std::optional<LoadedBatch> next();
   int64_t num_batches() const { return static_cast<int64_t>(batches_.size()); }
 
   /// Builds batch `position` in the calling thread (what workers run).
-  Batch load_batch(int64_t position) const;
+  LoadedBatch load_batch(int64_t position) const;
 
  private:
   struct Slot {
-    std::optional<Batch> batch;
+    std::optional<LoadedBatch> batch;
     std::exception_ptr error;
   };
 

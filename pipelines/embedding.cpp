@@ -1,0 +1,99 @@
+#include "embedding.h"
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "oml/data/dataframe.h"
+#include "oml/data/dataset.h"
+#include "oml/data/loader.h"
+#include "oml/data/sampler.h"
+#include "oml/ddp/ddp_sampler_wrapper.h"
+#include "oml/distributed/sync_dicts.h"
+#include "oml/models/extractor.h"
+#include "oml/samplers/index_samplers.h"
+#include "progress.h"
+#include "run_context.h"
+
+namespace oml::pipelines {
+
+at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<const data::Dataset>& dataset,
+                         const RunContext& context, const EmbedOptions& options) {
+  const int64_t n = dataset->size();
+  data::SamplerContext sampler_context;
+  sampler_context.labels.assign(static_cast<std::size_t>(n), 0);  // sequential only needs the count
+  sampler_context.seed = options.seed;
+  sampler_context.source = "the dataset to embed";
+  samplers::IndexSamplerOptions sequential_options;
+  sequential_options.batch_size = options.batch_size;
+  auto sequential = std::make_shared<samplers::SequentialSampler>(sampler_context, sequential_options);
+  ddp::DdpSamplerOptions share_options;  // no shuffle, padded: every rank runs the same steps
+  const auto share = ddp::wrap_for_world(sequential, share_options, context.rank(), context.world_size(), options.seed);
+
+  data::LoaderOptions loader_options;
+  loader_options.num_workers = static_cast<int>(options.num_workers);
+  loader_options.seed = static_cast<uint64_t>(options.seed);
+  data::Loader loader(dataset, data::epoch_batches(*share, 0), loader_options);
+
+  const bool was_training = extractor.is_training();
+  extractor.eval();
+  torch::NoGradGuard no_grad;
+  distributed::Accumulator accumulator("indices");
+  // This rank's share of the items (ceil(n / world) with padding).
+  const int64_t world = context.world_size();
+  Progress progress(options.label, (n + world - 1) / world, "img");
+  while (auto batch = loader.next()) {
+    at::Tensor embeddings = extractor.forward(batch->images.to(context.device)).to(torch::kCPU).to(torch::kFloat);
+    accumulator.update({{"embeddings", embeddings}, {"indices", batch->indices}});
+    progress.advance(batch->indices.size(0));
+  }
+  progress.finish();
+  extractor.train(was_training);
+
+  const distributed::SyncDict merged = accumulator.sync(*context.group);
+  const at::Tensor& indices = std::get<at::Tensor>(merged.at("indices"));
+  OML_ASSERT(indices.size(0) == n, "merged ", indices.size(0), " rows for a dataset of ", n);
+  return std::get<at::Tensor>(merged.at("embeddings"));
+}
+
+metrics::EmbeddingSet embedding_set(const at::Tensor& embeddings, const data::DataSplit& split) {
+  metrics::EmbeddingSet set;
+  set.embeddings = embeddings;
+  set.labels = split.labels;
+  set.is_query.assign(split.is_query.begin(), split.is_query.end());
+  set.is_gallery.assign(split.is_gallery.begin(), split.is_gallery.end());
+  set.categories = split.categories;
+  set.sequences = split.sequences;
+  return set;
+}
+
+std::vector<std::string> overall_metric_keys(const config::MetricArgs& args) {
+  std::vector<std::string> keys;
+  for (auto k : args.cmc_top_k) keys.push_back("OVERALL/cmc/" + std::to_string(k));
+  for (auto k : args.precision_top_k) keys.push_back("OVERALL/precision/" + std::to_string(k));
+  for (auto k : args.map_top_k) keys.push_back("OVERALL/map/" + std::to_string(k));
+  for (auto v : args.fmr_vals) keys.push_back("OVERALL/fnmr@fmr/" + metrics::format_key_number(v));
+  for (auto v : args.pcf_variance) keys.push_back("OVERALL/pcf/" + metrics::format_key_number(v));
+  return keys;
+}
+
+void print_metrics_table(const std::map<std::string, double>& metrics, const std::string& title) {
+  std::size_t width = 6;
+  for (const auto& kv : metrics) width = std::max(width, kv.first.size());
+  std::cout << title << "\n";
+  auto row = [&](const std::string& key, double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.4f", value);
+    std::cout << "  " << key << std::string(width - key.size() + 2, ' ') << text << "\n";
+  };
+  for (const auto& kv : metrics) {
+    if (kv.first.rfind("OVERALL/", 0) == 0) row(kv.first, kv.second);
+  }
+  for (const auto& kv : metrics) {
+    if (kv.first.rfind("OVERALL/", 0) != 0) row(kv.first, kv.second);
+  }
+  std::cout << std::flush;
+}
+
+}  // namespace oml::pipelines

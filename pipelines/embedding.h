@@ -1,0 +1,44 @@
+#pragma once
+// Embedding a dataset with an extractor on every rank: each rank embeds its share (sequential
+// sampler wrapped for the world, padded), the shares are merged with the Accumulator
+// (duplicates from padding dropped, rows sorted by dataset index), so every rank ends up with
+// the embeddings of the whole dataset in dataset order — the same as one process.
+
+#include <memory>
+#include <string>
+
+#include "oml/metrics/embedding_metrics.h"
+
+namespace oml::data {
+class Dataset;
+struct DataSplit;
+}  // namespace oml::data
+namespace oml::models {
+class Extractor;
+}  // namespace oml::models
+
+namespace oml::pipelines {
+
+struct RunContext;
+
+struct EmbedOptions {
+  int64_t batch_size = 128;
+  int64_t num_workers = 2;
+  int64_t seed = 0;
+  std::string label = "embedding";  ///< progress bar label
+};
+
+/// [N, D] float32 on the CPU, row i = dataset item i. Collective under DDP.
+at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<const data::Dataset>& dataset,
+                         const RunContext& context, const EmbedOptions& options);
+
+/// The validation rows of `split` with their embeddings, ready for compute_embedding_metrics.
+metrics::EmbeddingSet embedding_set(const at::Tensor& embeddings, const data::DataSplit& split);
+
+/// The OVERALL keys the metric args produce ("OVERALL/cmc/1", ...), in a stable order.
+std::vector<std::string> overall_metric_keys(const config::MetricArgs& args);
+
+/// Prints "key  value" rows, OVERALL first, to stdout.
+void print_metrics_table(const std::map<std::string, double>& metrics, const std::string& title);
+
+}  // namespace oml::pipelines

@@ -1,0 +1,184 @@
+// oml-validate and oml-predict for extractors.
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "embedding.h"
+#include "extractor_pipelines.h"
+#include "oml/common/logging.h"
+#include "oml/common/strings.h"
+#include "oml/data/dataframe.h"
+#include "oml/data/dataset.h"
+#include "oml/io/atomic_file.h"
+#include "oml/io/npy.h"
+#include "oml/io/state_dict.h"
+#include "oml/io/torch_file.h"
+#include "oml/distributed/process_group.h"
+#include "oml/models/extractor.h"
+#include "oml/registry/registries.h"
+#include "oml/retrieval/postprocessor.h"
+#include "pipeline_setup.h"
+#include "run_context.h"
+#include "run_dir.h"
+
+namespace oml::pipelines {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The extractor of the config, with top-level `weights:` (a checkpoint or a torch.save file)
+/// loaded over it when given.
+std::shared_ptr<models::Extractor> load_extractor(const config::RunConfig& cfg, const RunContext& ctx) {
+  auto extractor = build_extractor(cfg);
+  if (!cfg.weights.empty()) {
+    if (!fs::exists(cfg.weights)) cfg.source["weights"].fail("weights file '" + cfg.weights + "' does not exist");
+    io::load_weights(*extractor, cfg.weights);
+    log::info("loaded weights from " + cfg.weights);
+  }
+  extractor->to(ctx.device);
+  return extractor;
+}
+
+at::Tensor read_embeddings_file(const config::RunConfig& cfg) {
+  const fs::path path = cfg.embeddings;
+  if (!fs::exists(path)) cfg.source["embeddings"].fail("embeddings file '" + path.string() + "' does not exist");
+  const std::string ext = path.extension().string();
+  at::Tensor embeddings;
+  if (ext == ".npy") {
+    embeddings = io::read_npy_matrix(path);
+  } else if (ext == ".pt" || ext == ".pth") {
+    embeddings = io::load_tensor(path);
+  } else {
+    cfg.source["embeddings"].fail("expected a .npy or .pt file, got '" + path.string() + "'");
+  }
+  if (embeddings.dim() != 2) {
+    throw DataError(path.string() + ": expected embeddings [N, D], got " + std::to_string(embeddings.dim()) + " dimensions");
+  }
+  return embeddings.to(torch::kFloat).contiguous();
+}
+
+std::shared_ptr<const retrieval::Postprocessor> build_postprocessor(const config::RunConfig& cfg) {
+  if (!cfg.postprocessor) return nullptr;
+  retrieval::PostprocessorContext context;  // no pairwise model in extractor validation
+  return registries().postprocessors.create(*cfg.postprocessor, context);
+}
+
+/// Rows of the whole dataframe in file order (train and validation rows alike), for prediction.
+data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
+  struct Row {
+    int64_t line;
+    const data::DataSplit* split;
+    std::size_t index;
+  };
+  std::vector<Row> rows;
+  for (const data::DataSplit* split : {&dataframe.train(), &dataframe.validation()}) {
+    for (std::size_t i = 0; i < split->size(); ++i) rows.push_back({split->lines[i], split, i});
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.line < b.line; });
+  data::DataSplit out;
+  const bool bboxes = dataframe.train().has_bboxes() || dataframe.validation().has_bboxes();
+  for (const Row& row : rows) {
+    out.paths.push_back(row.split->paths[row.index]);
+    out.lines.push_back(row.line);
+    if (bboxes) out.bboxes.push_back(row.split->has_bboxes() ? row.split->bboxes[row.index] : std::nullopt);
+  }
+  return out;
+}
+
+}  // namespace
+
+int validate_extractor(const cli::Invocation& invocation) {
+  const config::RunConfig cfg = invocation.load_config();
+  RunContext ctx = start_run(cfg);
+  const bool precomputed = !cfg.embeddings.empty();
+  const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/!precomputed);
+  const data::DataSplit& split = dataframe.validation();
+  if (split.empty()) throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
+  auto postprocessor = build_postprocessor(cfg);
+
+  at::Tensor embeddings;
+  if (precomputed) {
+    embeddings = read_embeddings_file(cfg);
+    if (embeddings.size(0) != static_cast<int64_t>(split.size())) {
+      throw DataError(cfg.embeddings + ": has " + std::to_string(embeddings.size(0)) + " rows, but " + dataframe.file() +
+                      " has " + std::to_string(split.size()) +
+                      " validation rows; the embeddings must be the validation rows in dataframe order");
+    }
+  } else {
+    auto extractor = load_extractor(cfg, ctx);
+    auto transform = build_transform(cfg, cfg.transforms_val, "transforms_val");
+    auto dataset = std::make_shared<data::ImageDataset>(split, transform);
+    EmbedOptions options;
+    options.batch_size = cfg.bs_val;
+    options.num_workers = cfg.num_workers;
+    options.seed = cfg.seed;
+    options.label = "validation";
+    embeddings = embed_dataset(*extractor, dataset, ctx, options);
+  }
+
+  if (ctx.is_main()) {
+    metrics::EmbeddingMetricsOptions options;
+    options.args = cfg.metric_args;
+    options.postprocessor = postprocessor.get();
+    const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);
+    const std::string name = cfg.run_name.empty() ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
+                                                  : cfg.run_name;
+    const fs::path root = fs::path(cfg.logs_root) / name;
+    io::write_file_atomic(root / "metrics.json", nlohmann::json(result.metrics).dump(2) + "\n");
+    print_metrics_table(result.metrics, "metrics (" + std::to_string(split.size()) + " validation rows):");
+    log::info("metrics written to " + (root / "metrics.json").string());
+  }
+  ctx.group->barrier();
+  return 0;
+}
+
+int predict_extractor(const cli::Invocation& invocation) {
+  const config::RunConfig cfg = invocation.load_config();
+  RunContext ctx = start_run(cfg);
+  if (cfg.save_dir.empty()) cfg.source.fail("prediction needs 'save_dir' (where embeddings are written)");
+  auto transform = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
+                                   "transforms_predict");
+  std::shared_ptr<data::ImageDataset> dataset;
+  if (!cfg.data_dir.empty()) {
+    if (!fs::is_directory(cfg.data_dir)) cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
+    dataset = data::ImageDataset::from_folder(cfg.data_dir, transform);
+  } else {
+    const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
+    dataset = std::make_shared<data::ImageDataset>(all_rows_in_file_order(dataframe), transform);
+  }
+  auto extractor = load_extractor(cfg, ctx);
+  EmbedOptions options;
+  options.batch_size = cfg.batch_size_inference;
+  options.num_workers = cfg.num_workers;
+  options.seed = cfg.seed;
+  options.label = "prediction";
+  const at::Tensor embeddings = embed_dataset(*extractor, dataset, ctx, options);
+
+  if (ctx.is_main()) {
+    const fs::path dir = cfg.save_dir;
+    io::write_npy(dir / "embeddings.npy", embeddings);
+    io::save_tensor(dir / "embeddings.pt", embeddings);
+    std::ostringstream csv;
+    csv << "index,path\n";
+    const auto& paths = dataset->meta().paths;
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      std::string path = paths[i];
+      if (path.find_first_of(",\"\n") != std::string::npos) {
+        std::string quoted = "\"";
+        for (char c : path) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+        path = quoted + "\"";
+      }
+      csv << i << "," << path << "\n";
+    }
+    io::write_file_atomic(dir / "embeddings.csv", csv.str());
+    log::info("wrote " + std::to_string(embeddings.size(0)) + " embeddings of size " + std::to_string(embeddings.size(1)) +
+              " to " + dir.string() + " (embeddings.npy, embeddings.pt, embeddings.csv)");
+  }
+  ctx.group->barrier();
+  return 0;
+}
+
+}  // namespace oml::pipelines

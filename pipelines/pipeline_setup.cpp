@@ -1,0 +1,107 @@
+#include "pipeline_setup.h"
+
+#include <algorithm>
+
+#include "oml/common/strings.h"
+#include "oml/data/dataframe.h"
+#include "oml/data/sampler.h"
+#include "oml/data/transform.h"
+#include "oml/models/extractor.h"
+#include "oml/registry/registries.h"
+#include "run_context.h"
+#include "run_dir.h"
+
+namespace oml::pipelines {
+
+namespace fs = std::filesystem;
+
+config::ComponentSpec require_component(const config::RunConfig& config,
+                                        const std::optional<config::ComponentSpec>& slot, const std::string& key) {
+  if (!slot) {
+    config.source.fail("the '" + config.pipeline + "' pipeline needs '" + key + ": {name: ..., args: {...}}'");
+  }
+  return *slot;
+}
+
+data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths) {
+  if (config.dataset_root.empty()) config.source.fail("the pipeline needs 'dataset_root' (the dataset folder)");
+  const fs::path root = config.dataset_root;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    config.source["dataset_root"].fail("dataset folder '" + root.string() + "' does not exist");
+  }
+  const fs::path csv = root / config.dataframe_name;
+  if (!fs::exists(csv, ec)) {
+    config.source.fail("dataframe '" + csv.string() + "' does not exist (dataset_root / dataframe_name)");
+  }
+  data::DataframeOptions options;
+  options.dataset_root = root;
+  options.require_paths = require_paths;
+  options.check_files = require_paths;
+  return data::Dataframe::read(csv, options);
+}
+
+std::shared_ptr<const data::Transform> build_transform(const config::RunConfig& config,
+                                                       const std::optional<config::ComponentSpec>& slot,
+                                                       const std::string& key) {
+  return registries().transforms.create(require_component(config, slot, key));
+}
+
+data::SamplerContext sampler_context_for(const config::RunConfig& config, const data::Dataframe& dataframe) {
+  const data::DataSplit& train = dataframe.train();
+  data::SamplerContext context;
+  context.labels = train.labels;
+  context.categories = train.categories;
+  // label_values[l] = the dataframe's value of remapped label l.
+  context.label_values.assign(static_cast<std::size_t>(train.num_labels()), 0);
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    context.label_values[static_cast<std::size_t>(train.labels[i])] = train.original_labels[i];
+  }
+  context.seed = config.seed;
+  context.default_batch_size = config.bs_train;
+  context.source = "the train split of " + dataframe.file();
+  return context;
+}
+
+std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config) {
+  return registries().extractors.create(require_component(config, config.extractor, "extractor"));
+}
+
+namespace {
+void check_metric_key(const config::Node& node, const std::string& key, const std::vector<std::string>& overall_keys) {
+  if (!starts_with(key, "OVERALL/")) return;
+  if (std::find(overall_keys.begin(), overall_keys.end(), key) != overall_keys.end()) return;
+  node.fail("'" + key + "' is not computed with these metric_args" + did_you_mean(key, overall_keys) +
+            "; computed: " + join(overall_keys));
+}
+}  // namespace
+
+void check_checkpoint_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys) {
+  const config::Node node = config.source["metric_for_checkpointing"];
+  check_metric_key(node.defined() ? node : config.source, config.metric_for_checkpointing, overall_keys);
+}
+
+void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys) {
+  const config::Node node = config.source["scheduling"]["monitor_metric"];
+  if (config.scheduling.monitor_metric.empty()) {
+    config.source["scheduling"].fail("this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
+  }
+  check_metric_key(node, config.scheduling.monitor_metric, overall_keys);
+}
+
+RunPaths prepare_run_directory(const config::RunConfig& config, const RunContext& context,
+                               const std::string& resumed_checkpoint) {
+  fs::path root;
+  if (!resumed_checkpoint.empty()) {
+    // A resumed run continues in the folder of its checkpoint: <run>/checkpoints/last.ckpt.
+    root = fs::absolute(resumed_checkpoint).parent_path().parent_path();
+  } else {
+    const std::string name = config.run_name.empty() ? default_run_name(config.postfix) : config.run_name;
+    root = fs::path(config.logs_root) / context.from_rank0(name);
+  }
+  RunPaths paths{root, root / "checkpoints"};
+  context.rank0_only([&] { RunDir(root.parent_path(), root.filename().string()); });
+  return paths;
+}
+
+}  // namespace oml::pipelines

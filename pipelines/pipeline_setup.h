@@ -1,0 +1,58 @@
+#pragma once
+// Building the parts of a pipeline from the typed config, with errors that point at the key.
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oml/config/run_config.h"
+
+namespace oml::data {
+class Dataframe;
+class Transform;
+struct SamplerContext;
+}  // namespace oml::data
+namespace oml::models {
+class Extractor;
+}  // namespace oml::models
+
+namespace oml::pipelines {
+
+struct RunContext;
+
+/// The component in `slot`, or a ConfigError saying the pipeline needs `key`.
+config::ComponentSpec require_component(const config::RunConfig& config,
+                                        const std::optional<config::ComponentSpec>& slot, const std::string& key);
+
+/// dataset_root / dataframe_name, read and validated (DataError naming file, line, column).
+data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths);
+
+std::shared_ptr<const data::Transform> build_transform(const config::RunConfig& config,
+                                                       const std::optional<config::ComponentSpec>& slot,
+                                                       const std::string& key);
+
+/// Labels (0..L-1), categories, seed and bs_train of the train split, for the sampler.
+data::SamplerContext sampler_context_for(const config::RunConfig& config, const data::Dataframe& dataframe);
+
+/// The config's extractor (with its `weights:` loaded by the factory).
+std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config);
+
+/// ConfigError when metric_for_checkpointing names an OVERALL metric that metric_args do not
+/// compute (category keys are checked at the first validation, when categories are known).
+void check_checkpoint_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);
+/// Same for scheduling.monitor_metric (required by schedulers that monitor a metric).
+void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);
+
+struct RunPaths {
+  std::filesystem::path root;         ///< logs_root / run_name
+  std::filesystem::path checkpoints;  ///< root / checkpoints
+};
+
+/// Rank 0 picks the run name (config's run_name, or timestamp + postfix; the resumed
+/// checkpoint's run when resuming) and creates the folders; every rank gets the same paths.
+RunPaths prepare_run_directory(const config::RunConfig& config, const RunContext& context,
+                               const std::string& resumed_checkpoint);
+
+}  // namespace oml::pipelines

@@ -1,0 +1,211 @@
+// The extractor pipelines end to end, as a user runs them: oml-train on a Fashion-MNIST subset
+// (single process and 2 ranks), oml-validate on its checkpoint, oml-predict, resume, and the
+// bad inputs a new user tries.
+#include <torch/torch.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "oml/io/checkpoint.h"
+#include "oml/io/npy.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::test::quote;
+using oml::test::run_oml;
+using oml::test::TempDir;
+using oml::test::write_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A 300 + 300 image subset of the packaged Fashion-MNIST, converted once per test binary run.
+const fs::path& subset() {
+  static TempDir dir;
+  static const fs::path root = [] {
+    const fs::path dst = dir / "fmnist";
+    const auto r = run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
+                                              quote(dst.string()) + " --limit 300");
+    REQUIRE(r.exit_code == 0);
+    return dst;
+  }();
+  return root;
+}
+
+// A small, fast training config over the subset (constant lr, so a resumed run can be compared
+// step by step with an uninterrupted one).
+std::string train_config(const fs::path& logs, const std::string& extra = "") {
+  return "pipeline: extractor\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
+         "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() + "\nrun_name: run\n"
+         "transforms_train: {name: norm}\ntransforms_val: {name: norm}\n"
+         "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n"
+         "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n"
+         "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
+         "optimizer: {name: adam, args: {lr: 0.001}}\n"
+         "max_epochs: 2\nvalid_period: 1\nbs_val: 64\n"
+         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n" + extra;
+}
+
+std::string validate_config(const fs::path& logs, const fs::path& weights) {
+  return "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() + "\nrun_name: validation\n"
+         "num_threads: 1\nnum_workers: 1\nbs_val: 64\nweights: " + weights.string() + "\n"
+         "transforms_val: {name: norm}\n"
+         "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n"
+         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n";
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(oml::test::read_file(path)); }
+
+// The metrics.jsonl record whose checkpoint metric is the best (what best.ckpt holds).
+std::map<std::string, double> best_metrics(const fs::path& run) {
+  std::map<std::string, double> best;
+  for (const auto& record : read_jsonl(run / "metrics.jsonl")) {
+    const auto metrics = record.at("metrics").get<std::map<std::string, double>>();
+    if (best.empty() || metrics.at("OVERALL/cmc/1") > best.at("OVERALL/cmc/1")) best = metrics;
+  }
+  return best;
+}
+
+void check_same_metrics(const std::map<std::string, double>& a, const std::map<std::string, double>& b) {
+  REQUIRE_FALSE(a.empty());
+  for (const auto& kv : a) {
+    INFO(kv.first);
+    REQUIRE(b.count(kv.first) == 1);
+    CHECK(b.at(kv.first) == Approx(kv.second).margin(1e-6));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST subset", "[pipelines][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", train_config(dir / "logs"));
+  const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+  const fs::path run = dir / "logs" / "run";
+  for (const char* file : {"config.yaml", "train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt", "checkpoints/last.ckpt"}) {
+    INFO(file);
+    CHECK(fs::exists(run / file));
+  }
+  const auto steps = read_jsonl(run / "train.jsonl");
+  REQUIRE(steps.size() == 6);  // 2 epochs x epoch_size 3
+  CHECK(steps.back().at("step") == 6);
+  for (const char* key : {"loss", "lr", "samples_per_s", "active_tri", "pos_dist", "neg_dist"}) CHECK(steps[0].contains(key));
+  CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);
+  CHECK_THAT(train.out, Contains("OVERALL/cmc/1"));
+
+  const auto last = oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt");
+  CHECK(last.epoch == 2);
+  CHECK(last.step == 6);
+  CHECK(last.resume.has_value());
+  CHECK_THAT(last.config, Contains("conv_net"));
+
+  // oml-validate on best.ckpt reproduces the metrics training logged for it.
+  write_file(dir / "validate.yaml", validate_config(dir / "logs", run / "checkpoints" / "best.ckpt"));
+  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
+  INFO(validate.err);
+  REQUIRE(validate.exit_code == 0);
+  check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
+
+  // oml-predict: one embedding per dataframe row, in file order, with the row list.
+  const auto predict = run_oml("oml-predict", "--config " + quote((dir / "validate.yaml").string()) +
+                                                  " --set save_dir=" + quote((dir / "pred").string()) +
+                                                  " --set transforms_predict.name=norm");
+  INFO(predict.err);
+  REQUIRE(predict.exit_code == 0);
+  const at::Tensor embeddings = oml::io::read_npy_matrix(dir / "pred" / "embeddings.npy");
+  CHECK(embeddings.size(0) == 600);
+  CHECK(embeddings.size(1) == 16);
+  const std::string csv = oml::test::read_file(dir / "pred" / "embeddings.csv");
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 601);
+  CHECK_THAT(csv, Contains("index,path\n0,"));
+}
+
+TEST_CASE("Two-rank DDP training checkpoints once and matches single-process validation", "[pipelines][ddp][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", train_config(dir / "logs"));
+  const auto train = run_oml("oml-train", "--nproc-per-node 2 --config " + quote((dir / "train.yaml").string()));
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+  CHECK_THAT(train.out + train.err, Contains("[rank 0]") && Contains("[rank 1]"));
+  const fs::path run = dir / "logs" / "run";
+  CHECK(fs::exists(run / "checkpoints" / "best.ckpt"));
+  CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);  // written by rank 0 only
+  // 3 batches per epoch split over 2 ranks (padded): 2 steps per epoch on every rank.
+  CHECK(read_jsonl(run / "train.jsonl").size() == 4);
+
+  write_file(dir / "validate.yaml", validate_config(dir / "logs", run / "checkpoints" / "best.ckpt"));
+  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
+  INFO(validate.err);
+  REQUIRE(validate.exit_code == 0);
+  check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
+}
+
+TEST_CASE("Resuming from last.ckpt continues exactly like an uninterrupted run", "[pipelines][integration]") {
+  TempDir dir;
+  write_file(dir / "full.yaml", train_config(dir / "full"));
+  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "full.yaml").string())).exit_code == 0);
+
+  write_file(dir / "part.yaml", train_config(dir / "part"));
+  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --set max_epochs=1").exit_code == 0);
+  const fs::path last = dir / "part" / "run" / "checkpoints" / "last.ckpt";
+  const auto resumed = run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --resume " + quote(last.string()));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+
+  const auto full = read_jsonl(dir / "full" / "run" / "train.jsonl");
+  const auto part = read_jsonl(dir / "part" / "run" / "train.jsonl");
+  REQUIRE(full.size() == part.size());
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(part[i].at("step") == full[i].at("step"));
+    CHECK(part[i].at("loss").get<double>() == Approx(full[i].at("loss").get<double>()).epsilon(1e-6));
+  }
+  check_same_metrics(read_jsonl(dir / "full" / "run" / "metrics.jsonl").back().at("metrics").get<std::map<std::string, double>>(),
+                     read_jsonl(dir / "part" / "run" / "metrics.jsonl").back().at("metrics").get<std::map<std::string, double>>());
+}
+
+TEST_CASE("Bad training input fails early with a clear message and exit code", "[pipelines][integration]") {
+  TempDir dir;
+  auto train = [&](const std::string& extra_config, const std::string& args = "") {
+    write_file(dir / "c.yaml", train_config(dir / "logs", extra_config));
+    return run_oml("oml-train", "--config " + quote((dir / "c.yaml").string()) + " " + args);
+  };
+  SECTION("a wrong dataset path") {
+    const auto r = train("", "--set dataset_root=/nonexistent/fmnist");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("dataset_root") && Contains("'/nonexistent/fmnist' does not exist"));
+  }
+  SECTION("a P x K sampler larger than the labels") {
+    const auto r = train("", "--set sampler.args.n_labels=40");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("n_labels") && Contains("40"));
+  }
+  SECTION("a checkpoint metric that is not computed") {
+    const auto r = train("metric_for_checkpointing: OVERALL/cmc/10\n");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("metric_for_checkpointing") && Contains("'OVERALL/cmc/10' is not computed"));
+  }
+  SECTION("valid_period 0") {
+    const auto r = train("", "--set valid_period=0");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("valid_period") && Contains("positive"));
+  }
+  SECTION("a loss that becomes NaN") {
+    const auto r = train("", "--set 'optimizer={name: sgd, args: {lr: 1.0e+30}}' --set max_epochs=3");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("loss became") && Contains("step"));
+    CHECK_THAT(r.err, !Contains("Exception raised from"));
+  }
+}
