@@ -174,3 +174,9 @@ TEST_CASE("A resolved config dumps to YAML that parses to the same typed config"
   CHECK(b.scheduling.scheduler_interval == "step");
   CHECK(b.scheduling.scheduler->args["step_size"].as<int>() == 3);
 }
+
+TEST_CASE("A misspelt required key points at the misspelling", "[config]") {
+  const auto doc = Document::from_string("args:\n  n_label: 8\n", "cfg.yaml");
+  CHECK_THROWS_WITH(read_options(doc.root()["args"]),
+                    Contains("missing required key 'n_labels'") && Contains("'n_label' at cfg.yaml:2:3"));
+}

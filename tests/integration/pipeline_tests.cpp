@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "oml/io/checkpoint.h"
@@ -208,4 +209,65 @@ TEST_CASE("Bad training input fails early with a clear message and exit code", "
     CHECK_THAT(r.err, Contains("loss became") && Contains("step"));
     CHECK_THAT(r.err, !Contains("Exception raised from"));
   }
+}
+
+TEST_CASE("oml-validate computes metrics from precomputed embeddings without a model", "[pipelines][metrics][integration]") {
+  TempDir dir;
+  // Embeddings that put every label on its own axis: a perfect retrieval, cmc@1 = 1.
+  const auto df = oml::test::read_file(subset() / "df.csv");
+  std::vector<int64_t> labels;
+  std::istringstream lines(df);
+  std::string line;
+  std::getline(lines, line);  // header
+  while (std::getline(lines, line)) {
+    if (line.find(",validation,") != std::string::npos) labels.push_back(std::stoll(line.substr(0, line.find(','))));
+  }
+  REQUIRE(labels.size() == 300);
+  at::Tensor embeddings = torch::zeros({300, 10});
+  for (int64_t i = 0; i < 300; ++i) embeddings[i][labels[static_cast<std::size_t>(i)]] = 1.0;
+  oml::io::write_npy(dir / "emb.npy", embeddings);
+  write_file(dir / "v.yaml", "dataset_root: " + subset().string() + "\nlogs_root: " + (dir / "logs").string() +
+                                 "\nrun_name: v\nembeddings: " + (dir / "emb.npy").string() +
+                                 "\nmetric_args: {cmc_top_k: [1], map_top_k: [5], fmr_vals: [0.1]}\n");
+  const auto r = run_oml("oml-validate", "--config " + quote((dir / "v.yaml").string()));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto metrics = read_json(dir / "logs" / "v" / "metrics.json");
+  CHECK(metrics.at("OVERALL/cmc/1").get<double>() == Approx(1.0));
+  CHECK(metrics.at("OVERALL/map/5").get<double>() == Approx(1.0));
+  CHECK(metrics.at("OVERALL/fnmr@fmr/0.1").get<double>() == Approx(0.0));
+  CHECK_THAT(r.out, Contains("OVERALL/cmc/1"));
+
+  // Wrong number of rows: a clear data error naming both files.
+  oml::io::write_npy(dir / "short.npy", torch::zeros({7, 10}));
+  const auto bad = run_oml("oml-validate", "--config " + quote((dir / "v.yaml").string()) + " --set embeddings=" +
+                                               quote((dir / "short.npy").string()));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("short.npy") && Contains("7 rows") && Contains("300 validation rows"));
+}
+
+TEST_CASE("oml-sampler prints what each rank receives each epoch", "[pipelines][samplers][integration]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", train_config(dir / "logs"));
+  const auto r = run_oml("oml-sampler", "--config " + quote((dir / "c.yaml").string()) + " --world-size 2 --epochs 2");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto report = nlohmann::json::parse(r.out);
+  CHECK(report.at("world_size") == 2);
+  REQUIRE(report.at("epochs").size() == 2);
+  for (const auto& epoch : report.at("epochs")) {
+    REQUIRE(epoch.at("ranks").size() == 2);
+    for (const auto& rank : epoch.at("ranks")) {
+      const auto batches = rank.at("batches").get<std::vector<std::vector<int64_t>>>();
+      CHECK(batches.size() == 2);  // 3 balance batches, padded to 2 per rank
+      for (const auto& batch : batches) {
+        CHECK(batch.size() == 20);  // P x K = 5 x 4
+        for (auto index : batch) CHECK((index >= 0 && index < 300));
+      }
+    }
+  }
+  CHECK(report.at("epochs")[0] != report.at("epochs")[1]);
+  const auto bad = run_oml("oml-sampler", "--config " + quote((dir / "c.yaml").string()) + " --set sampler.args.n_instances=1");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("n_instances"));
 }

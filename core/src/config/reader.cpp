@@ -20,7 +20,14 @@ Node MapReader::take(const std::string& key) {
 Node MapReader::require(const std::string& key) {
   Node child = take(key);
   if (!child.defined()) {
-    map_.fail("missing required key '" + key + "'" + (what_.empty() ? "" : " in " + what_));
+    // A misspelt required key is both missing and unknown: point at the misspelling.
+    std::vector<std::string> unknown;
+    for (const auto& present : map_.keys()) {
+      if (std::find(accepted_.begin(), accepted_.end(), present) == accepted_.end()) unknown.push_back(present);
+    }
+    const std::string typo = closest_match(key, unknown);
+    map_.fail("missing required key '" + key + "'" + (what_.empty() ? "" : " in " + what_) +
+              (typo.empty() ? "" : " (is '" + typo + "' at " + map_.key_node(typo).where() + " a misspelling?)"));
   }
   return child;
 }

@@ -1,0 +1,25 @@
+// Process-level settings: the BLAS check every command runs at start-up, thread counts.
+#include <torch/torch.h>
+
+#include "oml/common/runtime.h"
+#include "support/support.h"
+
+using Catch::Matchers::StartsWith;
+
+TEST_CASE("LibTorch runs on OpenBLAS once the setup script has installed it", "[runtime]") {
+  // scripts/setup.sh installs libopenblas0-pthread, which takes over libblas.so.3; the
+  // commands warn when the slow reference BLAS is in use instead.
+  const std::string backend = oml::blas_backend();
+  INFO(backend);
+  CHECK_THAT(backend, StartsWith("OpenBLAS"));
+  CHECK_FALSE(oml::using_reference_blas());
+}
+
+TEST_CASE("Intra-op threads default to cores divided by local ranks", "[runtime]") {
+  CHECK(oml::configure_threads(3) == 3);
+  CHECK(torch::get_num_threads() == 3);
+  const int all = oml::configure_threads(0, 1);
+  CHECK(all >= 1);
+  CHECK(oml::configure_threads(0, 1000) == 1);
+  oml::configure_threads(all);
+}
