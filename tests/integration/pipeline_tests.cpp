@@ -3,10 +3,15 @@
 // bad inputs a new user tries.
 #include <torch/torch.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "oml/common/strings.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/npy.h"
 #include "support/support.h"
@@ -63,6 +68,22 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
     if (!line.empty()) out.push_back(nlohmann::json::parse(line));
   }
   return out;
+}
+
+// A TCP port nobody listens on right now (bound and released), for a hand-made rendezvous.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
 }
 
 nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(oml::test::read_file(path)); }
@@ -270,4 +291,65 @@ TEST_CASE("oml-sampler prints what each rank receives each epoch", "[pipelines][
   const auto bad = run_oml("oml-sampler", "--config " + quote((dir / "c.yaml").string()) + " --set sampler.args.n_instances=1");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("n_instances"));
+}
+
+TEST_CASE("Killing a rank mid-training ends the job promptly and keeps last.ckpt loadable", "[pipelines][ddp][integration]") {
+  TempDir dir;
+  // Long enough that the kill lands mid-run: 200 short epochs, validation only at the end.
+  write_file(dir / "c.yaml", train_config(dir / "logs"));
+  const fs::path run = dir / "logs" / "run";
+  const std::string script =
+      quote(oml::test::command_path("oml-train")) + " --nproc-per-node 2 --config " + quote((dir / "c.yaml").string()) +
+      " --set max_epochs=200 --set valid_period=1000 >" + quote((dir / "out").string()) + " 2>" +
+      quote((dir / "err").string()) + " &\n"
+      "launcher=$!\n"
+      "for i in $(seq 1200); do [ -f " + quote((run / "checkpoints" / "last.ckpt").string()) + " ] && break; sleep 0.05; done\n"
+      "worker=$(pgrep -P $launcher | tail -n 1)\n"
+      "kill -9 $worker\n"
+      "start=$(date +%s%N)\n"
+      "wait $launcher; rc=$?\n"
+      "echo \"$rc $(( ($(date +%s%N) - start) / 1000000 ))\"\n";
+  const auto r = oml::test::run(script, 120);
+  REQUIRE(r.exit_code == 0);
+  std::istringstream result(r.out);
+  int rc = 0;
+  long elapsed_ms = 0;
+  result >> rc >> elapsed_ms;
+  const std::string err = oml::test::read_file(dir / "err") + oml::test::read_file(dir / "out");
+  INFO(err);
+  CHECK(rc != 0);
+  CHECK(elapsed_ms < 30000);
+  CHECK_THAT(err, Contains("rank") && Contains("killed"));
+  // The checkpoint written before the kill is whole and loads.
+  const auto last = oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt");
+  CHECK(last.epoch >= 1);
+  CHECK_FALSE(last.state_dict.empty());
+}
+
+TEST_CASE("Ranks started by an external launcher's variables train like --nproc-per-node", "[pipelines][ddp][integration]") {
+  // What `torchrun --no-python --nproc-per-node 2 oml-train ...` does: two processes with
+  // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set.
+  TempDir dir;
+  write_file(dir / "c.yaml", train_config(dir / "logs"));
+  const std::string port = std::to_string(free_port());
+  std::string script;
+  for (int rank = 0; rank < 2; ++rank) {
+    script += "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 RANK=" +
+              std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) + " " +
+              quote(oml::test::command_path("oml-train")) + " --config " + quote((dir / "c.yaml").string()) + " > " +
+              quote((dir / ("out" + std::to_string(rank))).string()) + " 2>&1 &\n";
+    script += "pid" + std::to_string(rank) + "=$!\n";
+  }
+  script += "wait $pid0; a=$?; wait $pid1; b=$?; echo \"$a $b\"\n";
+  const auto r = oml::test::run(script, 300);
+  INFO(oml::test::read_file(dir / "out0") + oml::test::read_file(dir / "out1"));
+  CHECK(oml::trim(r.out) == "0 0");
+  const fs::path run = dir / "logs" / "run";
+  CHECK(fs::exists(run / "checkpoints" / "best.ckpt"));
+  CHECK(read_jsonl(run / "train.jsonl").size() == 4);
+  CHECK_THAT(oml::test::read_file(dir / "out1"), Contains("[rank 1]"));
+
+  write_file(dir / "validate.yaml", validate_config(dir / "logs", run / "checkpoints" / "best.ckpt"));
+  REQUIRE(run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string())).exit_code == 0);
+  check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
 }
