@@ -190,13 +190,17 @@ void ProcessGroup::wait(detail::C10dWork& work, const std::string& what) {
 
 void ProcessGroup::barrier() {
   if (!group_) return;
+  run_collective("barrier", [&] { return group_->barrier(); });
+}
+
+void ProcessGroup::run_collective(const std::string& what, const std::function<detail::C10dWork()>& launch) {
   detail::C10dWork work;
   try {
-    work = group_->barrier();
+    work = launch();
   } catch (const std::exception& e) {
-    fail("barrier", e.what());
+    fail(what, e.what());
   }
-  wait(work, "barrier");
+  wait(work, what);
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
@@ -204,13 +208,7 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
   OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ",
             size(), ")");
   std::vector<at::Tensor> tensors{tensor};
-  detail::C10dWork work;
-  try {
-    work = group_->broadcast(tensors, root);
-  } catch (const std::exception& e) {
-    fail("broadcast", e.what());
-  }
-  wait(work, "broadcast");
+  run_collective("broadcast", [&] { return group_->broadcast(tensors, root); });
 }
 
 void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
@@ -219,13 +217,7 @@ void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
   const auto kind = op == ReduceOp::sum   ? detail::ReduceKind::sum
                     : op == ReduceOp::max ? detail::ReduceKind::max
                                           : detail::ReduceKind::min;
-  detail::C10dWork work;
-  try {
-    work = group_->all_reduce(tensors, kind);
-  } catch (const std::exception& e) {
-    fail("all_reduce", e.what());
-  }
-  wait(work, "all_reduce");
+  run_collective("all_reduce", [&] { return group_->all_reduce(tensors, kind); });
 }
 
 PendingCollective ProcessGroup::all_reduce_async(at::Tensor& tensor) {
@@ -262,13 +254,7 @@ ProcessGroup::Gathered ProcessGroup::gather_rows(const at::Tensor& tensor) {
     for (auto& h : headers) h = torch::empty({kHeaderLength}, torch::kLong);
     out[0] = headers;
     std::vector<at::Tensor> in{gather_header(tensor)};
-    detail::C10dWork work;
-    try {
-      work = group_->all_gather(out, in);
-    } catch (const std::exception& e) {
-      fail("all_gather", e.what());
-    }
-    wait(work, "all_gather");
+    run_collective("all_gather", [&] { return group_->all_gather(out, in); });
   }
   std::vector<int64_t> rows(n);
   int64_t max_rows = 0;
@@ -303,13 +289,7 @@ ProcessGroup::Gathered ProcessGroup::gather_rows(const at::Tensor& tensor) {
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < n; ++r) out[0].push_back(result.whole.narrow(0, r * max_rows, max_rows));
   std::vector<at::Tensor> in{input};
-  detail::C10dWork work;
-  try {
-    work = group_->all_gather(out, in);
-  } catch (const std::exception& e) {
-    fail("all_gather", e.what());
-  }
-  wait(work, "all_gather");
+  run_collective("all_gather", [&] { return group_->all_gather(out, in); });
   return result;
 }
 

@@ -18,6 +18,7 @@
 //  - Tensors must live on the group's device (CPU for Gloo).
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -108,6 +109,9 @@ class ProcessGroup {
  private:
   ProcessGroup(World world, GroupOptions options);
   void wait(detail::C10dWork& work, const std::string& what);
+  /// Starts a collective with `launch` (a failure to start is reported like a failed wait)
+  /// and waits for it.
+  void run_collective(const std::string& what, const std::function<detail::C10dWork()>& launch);
   struct Gathered;
   Gathered gather_rows(const at::Tensor& tensor);
 
