@@ -39,8 +39,9 @@ config::Document Invocation::load_document() const {
   return config::Document::from_file(*config_path, overrides);
 }
 
-config::RunConfig Invocation::load_config() const {
-  const config::Document document = load_document();
+config::RunConfig Invocation::load_config() const { return load_config(load_document()); }
+
+config::RunConfig Invocation::load_config(const config::Document& document) const {
   // Plugins named in the config are loaded before the config is interpreted, so that their
   // components can be referenced by name.
   const config::Node plugins_node = document.root()["plugins"];

@@ -28,6 +28,8 @@ struct Invocation {
   /// Loads the config (with overrides), loads the plugins it and the command line name, and
   /// parses the typed RunConfig. Throws UsageError when --config was not given.
   config::RunConfig load_config() const;
+  /// Same from a document already loaded (so a pipeline reads and resolves the file once).
+  config::RunConfig load_config(const config::Document& document) const;
   /// The resolved config document (for writing into run directories).
   config::Document load_document() const;
 };

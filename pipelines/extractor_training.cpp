@@ -73,7 +73,7 @@ class BestTracker {
 
 int train_extractor(const cli::Invocation& invocation) {
   const config::Document document = invocation.load_document();
-  const config::RunConfig cfg = invocation.load_config();
+  const config::RunConfig cfg = invocation.load_config(document);
   RunContext ctx = start_run(cfg);
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
 
