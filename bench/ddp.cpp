@@ -1,6 +1,7 @@
 // bench_ddp: figures for the multi-process runtime (docs/benchmarks.md, "DDP runtime").
 //
 //   bench_ddp --nproc-per-node 2 --what sync_dicts [--rows 100000 --dim 512 --repeats 5]
+//   bench_ddp --nproc-per-node 2 --what sync_dicts_parts   (where sync_dicts' time goes)
 //   bench_ddp --nproc-per-node 2 --what allreduce
 //   bench_ddp --nproc-per-node 2 --what step [--batch 256 --steps 30] [--no-sync]
 //   bench_ddp --what step --batch 256                      (the single-process baseline)
@@ -12,6 +13,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <sys/mman.h>
+#include <functional>
 #include <iostream>
 
 #include "cli.h"
@@ -64,6 +67,90 @@ void bench_sync_dicts(dist::ProcessGroup& g) {
         "runs\n",
         static_cast<long long>(args.rows), static_cast<long long>(args.dim), mb, g.size(), median(times),
         *std::min_element(times.begin(), times.end()), static_cast<long long>(args.repeats));
+  }
+}
+
+// Where sync_dicts' time goes: the parts of a gather of one rows x dim float32 tensor per rank,
+// each timed alone (median over --repeats).
+void bench_sync_dicts_parts(dist::ProcessGroup& g) {
+  torch::manual_seed(g.rank());
+  const torch::Tensor local = torch::randn({args.rows, args.dim});
+  const int n = g.size();
+  auto timed = [&](const char* name, const std::function<void()>& body) {
+    std::vector<double> times;
+    for (int64_t i = 0; i < args.repeats + 1; ++i) {
+      g.barrier();
+      const auto start = Clock::now();
+      body();
+      if (i > 0) times.push_back(seconds_since(start));
+    }
+    if (g.rank() == 0) std::printf("  %-58s median %8.4f s, min %8.4f s\n", name, median(times),
+                                   *std::min_element(times.begin(), times.end()));
+  };
+  timed("all_gather_bytes of 64 bytes (latency)", [&] { g.all_gather_bytes(std::string(64, 'x')); });
+  timed("empty(all rows) + zero_ (page faults of the result)", [&] {
+    torch::empty({args.rows * n, args.dim}).zero_();
+  });
+  timed("empty(all rows) + copy_ of own rows", [&] {
+    torch::empty({args.rows * n, args.dim}).narrow(0, 0, args.rows).copy_(local);
+  });
+  auto empty_huge = [](int64_t rows, int64_t dim) {
+    const std::size_t bytes = static_cast<std::size_t>(rows * dim * 4);
+    const std::size_t huge = std::size_t{1} << 21;
+    const std::size_t size = (bytes + huge - 1) / huge * huge;
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    madvise(p, size, MADV_HUGEPAGE);
+    return torch::from_blob(p, {rows, dim}, [size](void* q) { munmap(q, size); }, torch::kFloat);
+  };
+  timed("mmap+MADV_HUGEPAGE(all rows) + zero_", [&] { empty_huge(args.rows * n, args.dim).zero_(); });
+  timed("mmap+MADV_HUGEPAGE(all rows) + copy_ of own rows", [&] {
+    empty_huge(args.rows * n, args.dim).narrow(0, 0, args.rows).copy_(local);
+  });
+  timed("broadcast per rank, all in flight, into a MADV_HUGEPAGE result", [&] {
+    torch::Tensor whole = empty_huge(args.rows * n, args.dim);
+    whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
+    std::vector<torch::Tensor> parts;
+    std::vector<dist::PendingCollective> pending;
+    for (int r = 0; r < n; ++r) parts.push_back(whole.narrow(0, r * args.rows, args.rows));
+    for (int r = 0; r < n; ++r) pending.push_back(g.broadcast_async(parts[r], r));
+    for (auto& p : pending) p.wait();
+  });
+  timed("all_gather_concat (sync_dicts' tensor path)", [&] { g.all_gather_concat(local); });
+  timed("broadcast per rank, one after another, into the result", [&] {
+    torch::Tensor whole = torch::empty({args.rows * n, args.dim});
+    whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
+    for (int r = 0; r < n; ++r) {
+      torch::Tensor part = whole.narrow(0, r * args.rows, args.rows);
+      g.broadcast(part, r);
+    }
+  });
+  timed("broadcast per rank, all in flight, into the result", [&] {
+    torch::Tensor whole = torch::empty({args.rows * n, args.dim});
+    whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
+    std::vector<torch::Tensor> parts;
+    std::vector<dist::PendingCollective> pending;
+    for (int r = 0; r < n; ++r) parts.push_back(whole.narrow(0, r * args.rows, args.rows));
+    for (int r = 0; r < n; ++r) pending.push_back(g.broadcast_async(parts[r], r));
+    for (auto& p : pending) p.wait();
+  });
+  for (int64_t chunk_mb : {4, 16, 64}) {
+    const std::string name = "broadcast per rank in " + std::to_string(chunk_mb) + " MB pieces, all in flight";
+    timed(name.c_str(), [&] {
+      torch::Tensor whole = torch::empty({args.rows * n, args.dim});
+      whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
+      const int64_t chunk_rows = std::max<int64_t>(1, chunk_mb * (1 << 20) / (args.dim * 4));
+      std::vector<torch::Tensor> parts;
+      std::vector<int> roots;
+      for (int64_t begin = 0; begin < args.rows; begin += chunk_rows) {
+        for (int r = 0; r < n; ++r) {
+          parts.push_back(whole.narrow(0, r * args.rows + begin, std::min(chunk_rows, args.rows - begin)));
+          roots.push_back(r);
+        }
+      }
+      std::vector<dist::PendingCollective> pending;
+      for (std::size_t i = 0; i < parts.size(); ++i) pending.push_back(g.broadcast_async(parts[i], roots[i]));
+      for (auto& p : pending) p.wait();
+    });
   }
 }
 
@@ -125,13 +212,13 @@ int main(int argc, char** argv) {
   oml::cli::CommandSpec spec;
   spec.name = "bench_ddp";
   spec.summary = "DDP runtime benchmarks: sync_dicts, all-reduce bandwidth, per-step overhead";
-  spec.usage = "  bench_ddp [--nproc-per-node N] --what sync_dicts|allreduce|step";
+  spec.usage = "  bench_ddp [--nproc-per-node N] --what sync_dicts|sync_dicts_parts|allreduce|step";
   spec.needs_config = false;
   spec.add_options = [](po::options_description& o) {
     oml::cli::add_launch_options(o);
     // clang-format off
     o.add_options()
-      ("what", po::value(&args.what)->default_value("sync_dicts"), "sync_dicts | allreduce | step")
+      ("what", po::value(&args.what)->default_value("sync_dicts"), "sync_dicts | sync_dicts_parts | allreduce | step")
       ("rows", po::value(&args.rows)->default_value(100000), "sync_dicts: rows per rank")
       ("dim", po::value(&args.dim)->default_value(512), "sync_dicts: embedding size")
       ("repeats", po::value(&args.repeats)->default_value(5), "timed repetitions")
@@ -147,12 +234,14 @@ int main(int argc, char** argv) {
     auto group = dist::ProcessGroup::connect(world, {120.0, "gloo"});
     if (args.what == "sync_dicts") {
       bench_sync_dicts(*group);
+    } else if (args.what == "sync_dicts_parts") {
+      bench_sync_dicts_parts(*group);
     } else if (args.what == "allreduce") {
       bench_allreduce(*group);
     } else if (args.what == "step") {
       bench_step(group);
     } else {
-      throw oml::UsageError("--what must be sync_dicts, allreduce or step, got '" + args.what + "'");
+      throw oml::UsageError("--what must be sync_dicts, sync_dicts_parts, allreduce or step, got '" + args.what + "'");
     }
     return 0;
   };

@@ -7,6 +7,8 @@
 
 #include <csignal>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "cli.h"
@@ -39,6 +41,26 @@ void write_text(const Args& a, int rank, const std::string& text) {
 
 int run_sync(dist::ProcessGroup& g, const Args& a) {
   write_text(a, g.rank(), dump(dist::sync_dicts(g, sync_input(g.rank()))));
+  return 0;
+}
+
+// Each rank checks the merge itself (the dict is too large to dump) and writes
+// "<key> equal <rows>" per key, or what differs.
+int run_sync_large(dist::ProcessGroup& g, const Args& a) {
+  const auto merged = dist::sync_dicts(g, sync_large_input(g.rank()));
+  std::map<std::string, std::vector<at::Tensor>> parts;
+  for (int r = 0; r < g.size(); ++r) {
+    for (const auto& [key, value] : sync_large_input(r)) parts[key].push_back(std::get<at::Tensor>(value));
+  }
+  std::ostringstream out;
+  for (const auto& [key, list] : parts) {
+    const at::Tensor expected = torch::cat(list, 0);
+    const at::Tensor& got = std::get<at::Tensor>(merged.at(key));
+    const bool equal = got.sizes() == expected.sizes() && got.scalar_type() == expected.scalar_type() &&
+                       got.is_contiguous() && torch::equal(got, expected);
+    out << key << (equal ? " equal " : " DIFFERS ") << got.sizes() << "\n";
+  }
+  write_text(a, g.rank(), out.str());
   return 0;
 }
 
@@ -144,7 +166,7 @@ int main(int argc, char** argv) {
     oml::cli::add_launch_options(o);
     // clang-format off
     o.add_options()
-      ("scenario", po::value(&args.scenario), "sync | mismatch | accumulator | train | kill | throw | hang | wait")
+      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | train | kill | throw | hang | wait")
       ("out", po::value(&args.out)->default_value("."), "folder for rank<r>.txt / rank<r>.pt")
       ("timeout", po::value(&args.timeout_s)->default_value(60), "ddp.timeout_s")
       ("victim", po::value(&args.victim)->default_value(1), "rank that fails / differs")
@@ -161,6 +183,7 @@ int main(int argc, char** argv) {
     auto group = dist::ProcessGroup::connect(world, {args.timeout_s, "gloo"});
     const std::string& s = args.scenario;
     if (s == "sync") return run_sync(*group, args);
+    if (s == "sync_large") return run_sync_large(*group, args);
     if (s == "mismatch") return run_mismatch(*group, args);
     if (s == "accumulator") return run_accumulator(*group, args);
     if (s == "train") return run_train(group, args);

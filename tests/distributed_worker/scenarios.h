@@ -39,6 +39,17 @@ inline distributed::SyncDict sync_input(int rank) {
   return dict;
 }
 
+/// The dict rank r passes to sync_dicts in the "sync_large" scenario: uneven blocks of tens
+/// of megabytes (the gather's large-buffer path), values exact in float32.
+inline distributed::SyncDict sync_large_input(int rank) {
+  const int64_t n = 40000 + 12345 * rank, dim = 64;
+  distributed::SyncDict dict;
+  dict["embeddings"] = torch::arange(n * dim, torch::kFloat).reshape({n, dim}) + 1.0e6f * static_cast<float>(rank);
+  dict["indices"] = torch::arange(n, torch::kLong) + 1000000 * rank;
+  dict["empty_on_rank0"] = torch::full({rank == 0 ? 0 : n, 3}, static_cast<double>(rank), torch::kDouble);
+  return dict;
+}
+
 /// Deterministic text of a dict: key, kind, and every value at full precision.
 inline std::string dump(const distributed::SyncDict& dict) {
   std::ostringstream out;

@@ -70,6 +70,38 @@ TEST_CASE("sync_dicts merges uneven tensors, numbers and strings in rank order o
   }
 }
 
+TEST_CASE("sync_dicts merges uneven tensors of tens of megabytes exactly", "[ddp]") {
+  for (int world : {2, 3}) {
+    TempDir dir;
+    const auto r = run_worker("--nproc-per-node " + std::to_string(world) + " --scenario sync_large --out " +
+                              quote(dir.path().string()));
+    INFO(describe(r));
+    REQUIRE(r.exit_code == 0);
+    int64_t rows = 0;
+    for (int rank = 0; rank < world; ++rank) rows += 40000 + 12345 * rank;
+    const std::string n = std::to_string(rows), m = std::to_string(rows - 40000);
+    for (int rank = 0; rank < world; ++rank) {
+      CHECK(rank_file(dir, rank) == "embeddings equal [" + n + ", 64]\nempty_on_rank0 equal [" + m +
+                                        ", 3]\nindices equal [" + n + "]\n");
+    }
+  }
+}
+
+TEST_CASE("sync_dicts with different keys or kinds fails on both of 2 ranks", "[ddp]") {
+  TempDir dir;
+  const auto r =
+      run_worker("--nproc-per-node 2 --scenario mismatch --victim 0 --out " + quote(dir.path().string()));
+  INFO(describe(r));
+  CHECK(r.exit_code == 1);
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK_THAT(r.err,
+               Contains("[rank " + std::to_string(rank) +
+                        "] oml_ddp_worker: distributed error: sync_dicts: ranks passed different dicts: "
+                        "key 'extra': missing on rank 1; strings on rank 0"));
+  }
+  CHECK_THAT(r.err, Contains("key 'indices': ints on rank 1; tensor Long[*] on rank 0"));
+}
+
 TEST_CASE("sync_dicts with different keys or kinds fails on every rank naming the key and the ranks",
           "[ddp]") {
   TempDir dir;

@@ -7,6 +7,10 @@
 #include <sstream>
 #include <thread>
 
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
 #include "c10d_adapter.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
@@ -61,13 +65,39 @@ std::string describe_header(const at::Tensor& header) {
 
 }  // namespace
 
-// The receive buffer of an all_gather: `whole` holds every rank's rows padded to the largest
-// first dimension; `parts[r]` are views of rank r's real rows.
+// The receive buffer of an all_gather: `whole` holds every rank's rows back to back in rank
+// order (exactly, no padding); `parts[r]` are views of rank r's rows.
 struct ProcessGroup::Gathered {
   at::Tensor whole;
   std::vector<at::Tensor> parts;
-  bool uneven = false;
 };
+
+namespace {
+
+// An uninitialised CPU tensor for a gather result. Large ones are mapped with transparent huge
+// pages where the kernel offers them (madvise mode): filling 400 MB of fresh 4 KB pages costs
+// ~100,000 page faults, several times the transfer itself on loopback (docs/benchmarks.md).
+at::Tensor empty_receive_buffer(const std::vector<int64_t>& shape, const at::TensorOptions& options) {
+#ifdef __linux__
+  constexpr std::size_t kHugePage = std::size_t{1} << 21;
+  constexpr std::size_t kMinBytes = std::size_t{16} << 20;
+  int64_t numel = 1;
+  for (const int64_t d : shape) numel *= d;
+  const std::size_t bytes = static_cast<std::size_t>(numel) * options.dtype().itemsize();
+  if (options.device().is_cpu() && bytes >= kMinBytes) {
+    const std::size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory != MAP_FAILED) {
+      madvise(memory, size, MADV_HUGEPAGE);  // advice only: fine if THP is off
+      return torch::from_blob(
+          memory, shape, [size](void* p) { munmap(p, size); }, options);
+    }
+  }
+#endif
+  return torch::empty(shape, options);
+}
+
+}  // namespace
 
 // ---- PendingCollective ------------------------------------------------------------------
 PendingCollective::PendingCollective() = default;
@@ -211,6 +241,21 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
   run_collective("broadcast", [&] { return group_->broadcast(tensors, root); });
 }
 
+PendingCollective ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {
+  if (!group_) return PendingCollective();
+  OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ",
+            size(), ")");
+  OML_CHECK(tensor.is_contiguous(), DistributedError, "broadcast: the tensor must be contiguous");
+  std::vector<at::Tensor> tensors{tensor};
+  auto work = std::make_unique<detail::C10dWork>();
+  try {
+    *work = group_->broadcast(tensors, root);
+  } catch (const std::exception& e) {
+    fail("broadcast", e.what());
+  }
+  return PendingCollective(this, "broadcast", std::move(work));
+}
+
 void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (!group_) return;
   std::vector<at::Tensor> tensors{tensor};
@@ -239,10 +284,7 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
 
 at::Tensor ProcessGroup::all_gather_concat(const at::Tensor& tensor) {
   if (!group_) return tensor;
-  Gathered g = gather_rows(tensor);
-  // Equal first dimensions: the receive buffer already is the concatenation.
-  if (g.uneven) return torch::cat(g.parts, 0);
-  return g.whole;
+  return gather_rows(tensor).whole;
 }
 
 ProcessGroup::Gathered ProcessGroup::gather_rows(const at::Tensor& tensor) {
@@ -256,8 +298,7 @@ ProcessGroup::Gathered ProcessGroup::gather_rows(const at::Tensor& tensor) {
     std::vector<at::Tensor> in{gather_header(tensor)};
     run_collective("all_gather", [&] { return group_->all_gather(out, in); });
   }
-  std::vector<int64_t> rows(n);
-  int64_t max_rows = 0;
+  std::vector<int64_t> rows(n), first_row(n + 1, 0);
   for (int r = 0; r < n; ++r) {
     const at::Tensor& h = headers[r];
     if (!torch::equal(h.narrow(0, 1, kHeaderLength - 1), headers[0].narrow(0, 1, kHeaderLength - 1))) {
@@ -266,30 +307,34 @@ ProcessGroup::Gathered ProcessGroup::gather_rows(const at::Tensor& tensor) {
                              " (dtype and all but the first dimension must agree)");
     }
     rows[r] = h[0].item<int64_t>();
-    max_rows = std::max(max_rows, rows[r]);
+    first_row[r + 1] = first_row[r] + rows[r];
   }
-  // 2. Gather, padded to the largest first dimension (Gloo needs equal sizes), straight into
-  //    one buffer whose row blocks are the ranks' parts.
+  // 2. One broadcast per rank, each straight into that rank's rows of the result, all in
+  //    flight at once (Gloo runs them on its worker threads, so both directions of a link
+  //    carry data at the same time). Unlike Gloo's all_gather this needs no padding to the
+  //    largest rank, no staging buffer and no copy out of it.
   Gathered result;
   std::vector<int64_t> shape = tensor.sizes().vec();
-  shape[0] = max_rows * n;
-  result.whole = torch::empty(shape, tensor.options());
+  shape[0] = first_row[n];
+  result.whole = empty_receive_buffer(shape, tensor.options());
+  for (int r = 0; r < n; ++r) result.parts.push_back(result.whole.narrow(0, first_row[r], rows[r]));
+  const at::Tensor input = tensor.contiguous();
+  std::vector<PendingCollective> pending;
   for (int r = 0; r < n; ++r) {
-    result.uneven = result.uneven || rows[r] != max_rows;
-    result.parts.push_back(result.whole.narrow(0, r * max_rows, rows[r]));
+    if (result.parts[r].numel() == 0) continue;  // the same decision on every rank
+    // The root sends from its input (Gloo only reads it), so that copying the input into the
+    // result overlaps the transfers.
+    std::vector<at::Tensor> tensors{r == rank() ? input : result.parts[r]};
+    auto work = std::make_unique<detail::C10dWork>();
+    try {
+      *work = group_->broadcast(tensors, r);
+    } catch (const std::exception& e) {
+      fail("all_gather", e.what());
+    }
+    pending.push_back(PendingCollective(this, "all_gather", std::move(work)));
   }
-  if (max_rows == 0) return result;
-  at::Tensor input = tensor.contiguous();
-  if (input.size(0) < max_rows) {
-    shape[0] = max_rows;
-    at::Tensor padded = torch::zeros(shape, tensor.options());
-    padded.narrow(0, 0, input.size(0)).copy_(input);
-    input = padded;
-  }
-  std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < n; ++r) out[0].push_back(result.whole.narrow(0, r * max_rows, max_rows));
-  std::vector<at::Tensor> in{input};
-  run_collective("all_gather", [&] { return group_->all_gather(out, in); });
+  if (input.numel() > 0) result.parts[rank()].copy_(input);
+  for (auto& p : pending) p.wait();
   return result;
 }
 

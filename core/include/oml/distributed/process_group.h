@@ -85,6 +85,9 @@ class ProcessGroup {
   void barrier();
   /// Copies `root`'s tensor into every rank's `tensor` (in place; same shape and dtype).
   void broadcast(at::Tensor& tensor, int root = 0);
+  /// Starts a broadcast from `root` into `tensor` (contiguous; views of a larger tensor are
+  /// fine); keep it alive and untouched until wait(). Several may be in flight at once.
+  PendingCollective broadcast_async(at::Tensor& tensor, int root);
   /// Reduces `tensor` across ranks in place.
   void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::sum);
   /// Starts an in-place sum all-reduce; keep `tensor` alive and untouched until wait().
@@ -92,8 +95,8 @@ class ProcessGroup {
   /// Every rank's `tensor` in rank order; first dimensions may differ (sizes are exchanged
   /// first), other dimensions and the dtype must agree (DistributedError naming the ranks).
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor);
-  /// Every rank's `tensor` concatenated along dim 0 in rank order (no extra copy when all
-  /// first dimensions are equal).
+  /// Every rank's `tensor` concatenated along dim 0 in rank order, received straight into
+  /// the result (one broadcast per rank, all in flight; no padding, no extra copy).
   at::Tensor all_gather_concat(const at::Tensor& tensor);
   /// Every rank's bytes in rank order; lengths may differ.
   std::vector<std::string> all_gather_bytes(const std::string& bytes);
