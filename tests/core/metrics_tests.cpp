@@ -129,16 +129,42 @@ TEST_CASE("fnmr@fmr over all pairs in bounded memory equals the in-memory quanti
   const retrieval::IgnoredPairs ignored(items, items);
   const auto n_gt = retrieval::count_ground_truth(items, items, ignored);
 
-  SECTION("with the default histogram") {
+  SECTION("with the default options: every negative fits the window, one pass") {
     metrics::detail::PairStatistics stats(pair, ignored, labels, labels, n_gt, fmr_vals);
     retrieval::detail::for_each_block(pair, {16, 23}, {&stats.first_pass()});
     check_values(stats.finish({16, 23}), expected);
     CHECK(stats.num_positive() == static_cast<int64_t>(positive.size()));
     CHECK(stats.num_negative() == static_cast<int64_t>(negative.size()));
+    CHECK(stats.passes() == 1);
+  }
+  SECTION("with windows placed from a sample") {
+    metrics::detail::PairStatisticsOptions options;
+    options.window_cap = static_cast<int64_t>(negative.size()) - 1;
+    metrics::detail::PairStatistics stats(pair, ignored, labels, labels, n_gt, fmr_vals, options);
+    retrieval::detail::for_each_block(pair, {16, 23}, {&stats.first_pass()});
+    check_values(stats.finish({16, 23}), expected);
+    CHECK(stats.passes() == 1);
+  }
+  SECTION("with windows too narrow to hold the ranks: the histogram passes repair it") {
+    metrics::detail::PairStatisticsOptions options;
+    options.window_cap = 12;
+    options.sample_chunks = 1;
+    metrics::detail::PairStatistics stats(pair, ignored, labels, labels, n_gt, fmr_vals, options);
+    retrieval::detail::for_each_block(pair, {16, 23}, {&stats.first_pass()});
+    check_values(stats.finish({16, 23}), expected);
+    CHECK(stats.passes() == 3);  // windows, histogram, collection
+  }
+  SECTION("without windows: the default histogram") {
+    metrics::detail::PairStatisticsOptions options;
+    options.window_cap = 0;
+    metrics::detail::PairStatistics stats(pair, ignored, labels, labels, n_gt, fmr_vals, options);
+    retrieval::detail::for_each_block(pair, {16, 23}, {&stats.first_pass()});
+    check_values(stats.finish({16, 23}), expected);
     CHECK(stats.passes() == 2);
   }
   SECTION("with tiny histograms that force refinement and a counting pass for positives") {
     metrics::detail::PairStatisticsOptions options;
+    options.window_cap = 0;
     options.bins = 4;
     options.collect_cap = 3;
     options.positive_cap = 0;
@@ -146,6 +172,44 @@ TEST_CASE("fnmr@fmr over all pairs in bounded memory equals the in-memory quanti
     retrieval::detail::for_each_block(pair, {7, 60}, {&stats.first_pass()});
     check_values(stats.finish({7, 60}), expected);
     CHECK(stats.passes() > 3);
+  }
+}
+
+TEST_CASE("fnmr@fmr over all pairs leaves out same-sequence pairs, in every mode", "[metrics]") {
+  const auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
+  const int64_t n = 70;
+  const torch::Tensor embeddings = torch::randint(-4, 5, {n, 3}, generator).to(torch::kFloat);
+  std::vector<int64_t> labels, sequences;
+  for (int64_t i = 0; i < n; ++i) {
+    labels.push_back(i % 6);
+    sequences.push_back(i % 2 ? (i / 2) % 9 : -1);  // odd items share sequences across labels
+  }
+  std::vector<double> positive, negative;
+  const auto e = embeddings.to(torch::kDouble);
+  for (int64_t q = 0; q < n; ++q) {
+    for (int64_t g = 0; g < n; ++g) {
+      if (q == g || (sequences[q] >= 0 && sequences[q] == sequences[g])) continue;
+      const double d = (e[q] - e[g]).pow(2).sum().sqrt().item<double>();
+      (labels[q] == labels[g] ? positive : negative).push_back(d);
+    }
+  }
+  const std::vector<double> fmr_vals{0.0, 0.02, 0.25, 0.6, 1.0};
+  const auto expected = metrics::fnmr_at_fmr(positive, negative, fmr_vals);
+
+  retrieval::ItemSet items{embeddings, labels, {}, sequences};
+  for (int64_t i = 0; i < n; ++i) items.ids.push_back(i);
+  const retrieval::detail::PreparedPair pair(items, items);
+  const retrieval::IgnoredPairs ignored(items, items);
+  const auto n_gt = retrieval::count_ground_truth(items, items, ignored);
+  for (const int64_t cap : {int64_t{1} << 25, static_cast<int64_t>(negative.size()) / 2, int64_t{10}, int64_t{0}}) {
+    INFO("window_cap " << cap);
+    metrics::detail::PairStatisticsOptions options;
+    options.window_cap = cap;
+    options.sample_chunks = 3;
+    metrics::detail::PairStatistics stats(pair, ignored, labels, labels, n_gt, fmr_vals, options);
+    CHECK(stats.num_negative() == static_cast<int64_t>(negative.size()));
+    retrieval::detail::for_each_block(pair, {9, 31}, {&stats.first_pass()});
+    check_values(stats.finish({9, 31}), expected);
   }
 }
 

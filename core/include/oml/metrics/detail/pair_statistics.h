@@ -1,11 +1,15 @@
 #pragma once
 // Internal: fnmr@fmr over every non-ignored (query, gallery) pair in bounded memory.
 //
-// The negative-pair distances are never stored. Pass 1 (shared with the k-NN retrieval)
-// histograms them; the two ranks each quantile needs are then located in their histogram
-// bins, refined by further histogram passes while a bin is too full, and the values of those
-// bins are collected exactly in a last pass. Positive distances are kept in memory when they
-// fit (sum of n_gt <= positive_cap), otherwise counted in one more pass once T is known.
+// The negative-pair distances are never all stored. A sample of query chunks x random gallery
+// items (small GEMMs) places a window of squared distances around each quantile; pass 1
+// (shared with the k-NN retrieval) counts the negatives below each window and collects those
+// inside it (at most window_cap values; all negatives when they fit). When every rank the
+// quantiles need lies inside its window — checked exactly from the counts — pass 1 is the only
+// pass. Otherwise the histogram method takes over: a level-0 histogram pass, the ranks located
+// in their bins, refined by further histogram passes while a bin is too full, and the values
+// of those bins collected exactly in a last pass. Positive distances are kept in memory when
+// they fit (sum of n_gt <= positive_cap), otherwise counted in one more pass once T is known.
 
 #include <cstdint>
 #include <memory>
@@ -19,6 +23,11 @@ struct PairStatisticsOptions {
   int64_t bins = 1 << 18;             ///< histogram bins per pass
   int64_t collect_cap = 1 << 23;      ///< most negative distances collected in the exact pass
   int64_t positive_cap = 1 << 25;     ///< most positive distances kept in memory
+  /// Most negative distances pass 1 collects around the quantiles (0: no windows, histogram
+  /// passes only). With all negatives under the cap, pass 1 alone is exact.
+  int64_t window_cap = 1 << 25;
+  /// Chunks of 16 queries x 16 random gallery items in the sample that places the windows.
+  int64_t sample_chunks = 4096;
 };
 
 class PairStatistics {
@@ -43,6 +52,8 @@ class PairStatistics {
 
  private:
   struct Impl;
+  std::vector<double> histogram_thresholds(const retrieval::BlockShape& shape);
+  std::vector<double> count_positives(const retrieval::BlockShape& shape, const std::vector<double>& thresholds);
   std::unique_ptr<Impl> impl_;
   int64_t num_positive_ = 0;
   int64_t num_negative_ = 0;

@@ -1,0 +1,64 @@
+// Validation under DDP (SPEC.md §5) as a user runs it: oml-validate on 3 ranks gives the same
+// metrics as on one process. 299 validation rows do not divide by 3, so the distributed
+// sampler pads and the Accumulator must drop the duplicates. (The 2-rank case, with
+// oml-predict, is in pipeline_tests.cpp.)
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "support/support.h"
+
+using oml::test::quote;
+using oml::test::run_oml;
+using oml::test::TempDir;
+using oml::test::write_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::map<std::string, double> read_metrics(const fs::path& path) {
+  return nlohmann::json::parse(oml::test::read_file(path)).get<std::map<std::string, double>>();
+}
+
+}  // namespace
+
+TEST_CASE("oml-validate on 3 ranks gives the metrics of one process (padded shards)", "[pipelines][ddp][integration]") {
+  TempDir dir;
+  const fs::path data = dir / "fmnist";
+  REQUIRE(run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " + quote(data.string()) +
+                                     " --limit 299")
+              .exit_code == 0);
+  const std::string common = "dataset_root: " + data.string() + "\nlogs_root: " + (dir / "logs").string() +
+                             "\nseed: 3\nnum_threads: 1\nnum_workers: 1\ntransforms_val: {name: norm}\n"
+                             "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n";
+  write_file(dir / "train.yaml",
+             common + "pipeline: extractor\nrun_name: run\ntransforms_train: {name: norm}\n"
+                      "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 2}}\n"
+                      "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
+                      "optimizer: {name: adam, args: {lr: 0.001}}\nmax_epochs: 1\nvalid_period: 1\nbs_val: 64\n"
+                      "metric_args: {cmc_top_k: [1]}\n");
+  const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+  write_file(dir / "validate.yaml",
+             common + "weights: " + (dir / "logs" / "run" / "checkpoints" / "last.ckpt").string() +
+                 "\nbs_val: 32\n"
+                 "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5], fmr_vals: [0.1, 0.5]}\n");
+  const std::string config = "--config " + quote((dir / "validate.yaml").string());
+
+  const auto one = run_oml("oml-validate", config + " --set run_name=one");
+  const auto three = run_oml("oml-validate", "--nproc-per-node 3 " + config + " --set run_name=three");
+  INFO(one.err << three.err);
+  REQUIRE(one.exit_code == 0);
+  REQUIRE(three.exit_code == 0);
+  const auto a = read_metrics(dir / "logs" / "one" / "metrics.json");
+  const auto b = read_metrics(dir / "logs" / "three" / "metrics.json");
+  REQUIRE(a.size() == b.size());
+  REQUIRE(a.count("OVERALL/fnmr@fmr/0.1") == 1);
+  for (const auto& [key, value] : a) {
+    INFO(key);
+    REQUIRE(b.count(key) == 1);
+    CHECK(b.at(key) == Approx(value).margin(1e-6));
+  }
+}
