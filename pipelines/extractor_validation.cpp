@@ -29,19 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// The extractor of the config, with top-level `weights:` (a checkpoint or a torch.save file)
-/// loaded over it when given.
-std::shared_ptr<models::Extractor> load_extractor(const config::RunConfig& cfg, const RunContext& ctx) {
-  auto extractor = build_extractor(cfg);
-  if (!cfg.weights.empty()) {
-    if (!fs::exists(cfg.weights)) cfg.source["weights"].fail("weights file '" + cfg.weights + "' does not exist");
-    io::load_weights(*extractor, cfg.weights);
-    log::info("loaded weights from " + cfg.weights);
-  }
-  extractor->to(ctx.device);
-  return extractor;
-}
-
 at::Tensor read_embeddings_file(const config::RunConfig& cfg) {
   const fs::path path = cfg.embeddings;
   if (!fs::exists(path)) cfg.source["embeddings"].fail("embeddings file '" + path.string() + "' does not exist");
@@ -90,8 +77,7 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
 
 }  // namespace
 
-int validate_extractor(const cli::Invocation& invocation) {
-  const config::RunConfig cfg = invocation.load_config();
+int validate_extractor(const cli::Invocation& /*invocation*/, const config::RunConfig& cfg) {
   RunContext ctx = start_run(cfg);
   const bool precomputed = !cfg.embeddings.empty();
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/!precomputed);
@@ -108,7 +94,7 @@ int validate_extractor(const cli::Invocation& invocation) {
                       " validation rows; the embeddings must be the validation rows in dataframe order");
     }
   } else {
-    auto extractor = load_extractor(cfg, ctx);
+    auto extractor = build_extractor_with_weights(cfg, ctx);
     auto transform = build_transform(cfg, cfg.transforms_val, "transforms_val");
     auto dataset = std::make_shared<data::ImageDataset>(split, transform);
     EmbedOptions options;
@@ -135,8 +121,7 @@ int validate_extractor(const cli::Invocation& invocation) {
   return 0;
 }
 
-int predict_extractor(const cli::Invocation& invocation) {
-  const config::RunConfig cfg = invocation.load_config();
+int predict_extractor(const cli::Invocation& /*invocation*/, const config::RunConfig& cfg) {
   RunContext ctx = start_run(cfg);
   if (cfg.save_dir.empty()) cfg.source.fail("prediction needs 'save_dir' (where embeddings are written)");
   auto transform = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
@@ -149,7 +134,7 @@ int predict_extractor(const cli::Invocation& invocation) {
     const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
     dataset = std::make_shared<data::ImageDataset>(all_rows_in_file_order(dataframe), transform);
   }
-  auto extractor = load_extractor(cfg, ctx);
+  auto extractor = build_extractor_with_weights(cfg, ctx);
   EmbedOptions options;
   options.batch_size = cfg.batch_size_inference;
   options.num_workers = cfg.num_workers;

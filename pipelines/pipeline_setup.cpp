@@ -2,10 +2,12 @@
 
 #include <algorithm>
 
+#include "oml/common/logging.h"
 #include "oml/common/strings.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/sampler.h"
 #include "oml/data/transform.h"
+#include "oml/io/state_dict.h"
 #include "oml/models/extractor.h"
 #include "oml/registry/registries.h"
 #include "run_context.h"
@@ -65,6 +67,18 @@ data::SamplerContext sampler_context_for(const config::RunConfig& config, const 
 
 std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config) {
   return registries().extractors.create(require_component(config, config.extractor, "extractor"));
+}
+
+std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
+                                                               const RunContext& context) {
+  auto extractor = build_extractor(config);
+  if (!config.weights.empty()) {
+    if (!fs::exists(config.weights)) config.source["weights"].fail("weights file '" + config.weights + "' does not exist");
+    io::load_weights(*extractor, config.weights);
+    log::info("loaded extractor weights from " + config.weights);
+  }
+  extractor->to(context.device);
+  return extractor;
 }
 
 namespace {

@@ -39,6 +39,11 @@ data::SamplerContext sampler_context_for(const config::RunConfig& config, const 
 /// The config's extractor (with its `weights:` loaded by the factory).
 std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config);
 
+/// The config's extractor with top-level `weights:` (an oml-cpp checkpoint or a torch.save file)
+/// loaded over it when given, on the context's device.
+std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
+                                                               const RunContext& context);
+
 /// ConfigError when metric_for_checkpointing names an OVERALL metric that metric_args do not
 /// compute (category keys are checked at the first validation, when categories are known).
 void check_checkpoint_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   spec.add_options = [](po::options_description& o) { oml::cli::add_launch_options(o); };
   spec.run = [](const oml::cli::Invocation& inv) {
     if (auto code = oml::cli::launch_if_requested(inv)) return *code;
-    return oml::pipelines::predict_extractor(inv);
+    return oml::pipelines::predict_extractor(inv, inv.load_config());
   };
   return oml::cli::run_command(argc, argv, spec);
 }

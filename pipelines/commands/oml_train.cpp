@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 
 #include "../cli.h"
+#include "oml/config/document.h"
 #include "../extractor_pipelines.h"
 #include "../launch.h"
 
@@ -18,10 +19,10 @@ int main(int argc, char** argv) {
   };
   spec.run = [](const oml::cli::Invocation& inv) {
     if (auto code = oml::cli::launch_if_requested(inv)) return *code;
-    const oml::config::RunConfig config = inv.load_config();
-    if (config.pipeline == "extractor") return oml::pipelines::train_extractor(inv);
-    throw oml::RuntimeError("the '" + config.pipeline +
-                            "' training pipeline is not implemented in this build of oml-cpp yet");
+    const oml::config::Document document = inv.load_document();
+    const oml::config::RunConfig config = inv.load_config(document);
+    if (config.pipeline == "pairwise") return oml::pipelines::train_pairwise(inv, document, config);
+    return oml::pipelines::train_extractor(inv, document, config);
   };
   return oml::cli::run_command(argc, argv, spec);
 }

@@ -14,100 +14,12 @@
 #include "oml/common/strings.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/npy.h"
+#include "integration/pipeline_fixtures.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
-using oml::test::quote;
-using oml::test::run_oml;
-using oml::test::TempDir;
-using oml::test::write_file;
+using namespace oml::test;
 namespace fs = std::filesystem;
-
-namespace {
-
-// A 300 + 300 image subset of the packaged Fashion-MNIST, converted once per test binary run.
-const fs::path& subset() {
-  static TempDir dir;
-  static const fs::path root = [] {
-    const fs::path dst = dir / "fmnist";
-    const auto r = run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
-                                              quote(dst.string()) + " --limit 300");
-    REQUIRE(r.exit_code == 0);
-    return dst;
-  }();
-  return root;
-}
-
-// A small, fast training config over the subset (constant lr, so a resumed run can be compared
-// step by step with an uninterrupted one).
-std::string train_config(const fs::path& logs, const std::string& extra = "") {
-  return "pipeline: extractor\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
-         "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() + "\nrun_name: run\n"
-         "transforms_train: {name: norm}\ntransforms_val: {name: norm}\n"
-         "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n"
-         "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n"
-         "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
-         "optimizer: {name: adam, args: {lr: 0.001}}\n"
-         "max_epochs: 2\nvalid_period: 1\nbs_val: 64\n"
-         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n" + extra;
-}
-
-std::string validate_config(const fs::path& logs, const fs::path& weights) {
-  return "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() + "\nrun_name: validation\n"
-         "num_threads: 1\nnum_workers: 1\nbs_val: 64\nweights: " + weights.string() + "\n"
-         "transforms_val: {name: norm}\n"
-         "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n"
-         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n";
-}
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
-
-// A TCP port nobody listens on right now (bound and released), for a hand-made rendezvous.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
-nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(oml::test::read_file(path)); }
-
-// The metrics.jsonl record whose checkpoint metric is the best (what best.ckpt holds).
-std::map<std::string, double> best_metrics(const fs::path& run) {
-  std::map<std::string, double> best;
-  for (const auto& record : read_jsonl(run / "metrics.jsonl")) {
-    const auto metrics = record.at("metrics").get<std::map<std::string, double>>();
-    if (best.empty() || metrics.at("OVERALL/cmc/1") > best.at("OVERALL/cmc/1")) best = metrics;
-  }
-  return best;
-}
-
-void check_same_metrics(const std::map<std::string, double>& a, const std::map<std::string, double>& b) {
-  REQUIRE_FALSE(a.empty());
-  for (const auto& kv : a) {
-    INFO(kv.first);
-    REQUIRE(b.count(kv.first) == 1);
-    CHECK(b.at(kv.first) == Approx(kv.second).margin(1e-6));
-  }
-}
-
-}  // namespace
 
 TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST subset", "[pipelines][integration]") {
   TempDir dir;
@@ -352,4 +264,32 @@ TEST_CASE("Ranks started by an external launcher's variables train like --nproc-
   write_file(dir / "validate.yaml", validate_config(dir / "logs", run / "checkpoints" / "best.ckpt"));
   REQUIRE(run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string())).exit_code == 0);
   check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
+}
+
+TEST_CASE("oml-validate and oml-predict give identical outputs on 2 ranks and on one", "[pipelines][ddp][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", train_config(dir / "logs"));
+  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=1").exit_code == 0);
+  write_file(dir / "validate.yaml", validate_config(dir / "logs", dir / "logs" / "run" / "checkpoints" / "last.ckpt"));
+  const std::string config = "--config " + quote((dir / "validate.yaml").string());
+
+  const auto one = run_oml("oml-validate", config + " --set run_name=one");
+  const auto two = run_oml("oml-validate", "--nproc-per-node 2 " + config + " --set run_name=two");
+  INFO(one.err << two.err);
+  REQUIRE(one.exit_code == 0);
+  REQUIRE(two.exit_code == 0);
+  check_same_metrics(read_json(dir / "logs" / "one" / "metrics.json").get<std::map<std::string, double>>(),
+                     read_json(dir / "logs" / "two" / "metrics.json").get<std::map<std::string, double>>());
+
+  const std::string predict = config + " --set transforms_predict.name=norm --set save_dir=";
+  const auto p1 = run_oml("oml-predict", predict + quote((dir / "p1").string()));
+  const auto p2 = run_oml("oml-predict", "--nproc-per-node 2 " + predict + quote((dir / "p2").string()));
+  INFO(p1.err << p2.err);
+  REQUIRE(p1.exit_code == 0);
+  REQUIRE(p2.exit_code == 0);
+  const at::Tensor e1 = oml::io::read_npy_matrix(dir / "p1" / "embeddings.npy");
+  const at::Tensor e2 = oml::io::read_npy_matrix(dir / "p2" / "embeddings.npy");
+  REQUIRE(e1.sizes() == e2.sizes());
+  CHECK(max_abs_diff(e1, e2) < 1e-5);
+  CHECK(read_file(dir / "p1" / "embeddings.csv") == read_file(dir / "p2" / "embeddings.csv"));
 }

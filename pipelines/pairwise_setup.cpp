@@ -1,0 +1,110 @@
+#include "pairwise_setup.h"
+
+#include <torch/torch.h>
+
+#include "embedding.h"
+#include "embedding_cache.h"
+#include "oml/common/error.h"
+#include "oml/data/dataframe.h"
+#include "oml/data/dataset.h"
+#include "oml/metrics/embedding_metrics.h"
+#include "oml/models/extractor.h"
+#include "oml/models/pairwise_model.h"
+#include "oml/registry/registries.h"
+#include "oml/retrieval/postprocessor.h"
+#include "pipeline_setup.h"
+#include "run_context.h"
+
+namespace oml::pipelines {
+
+namespace {
+
+// A pairwise pipeline over an untrained extractor is almost always a forgotten `weights:`.
+void require_trained_extractor(const config::RunConfig& config) {
+  const config::ComponentSpec spec = require_component(config, config.extractor, "extractor");
+  if (!config.weights.empty() || (spec.args.defined() && spec.args["weights"].defined())) return;
+  spec.node.fail("the pairwise pipelines re-rank the results of a trained extractor: set `weights:` to its "
+                 "checkpoint (e.g. the best.ckpt of an extractor run) or give the extractor `args.weights`");
+}
+
+// Scores (query, gallery) pairs with the model: smaller = more alike (PairwiseModel::predict).
+retrieval::PairScorer pair_scorer(models::PairwiseModel& model, std::shared_ptr<const data::Dataset> inputs,
+                                  const RunContext& context, uint64_t seed) {
+  return [&model, inputs = std::move(inputs), device = context.device, seed](const std::vector<int64_t>& query_ids,
+                                                                             const std::vector<int64_t>& gallery_ids) {
+    auto stack = [&](const std::vector<int64_t>& ids) {
+      std::vector<at::Tensor> items;
+      items.reserve(ids.size());
+      // Validation transforms are deterministic; the key only makes the call well-defined.
+      for (int64_t id : ids) items.push_back(inputs->load(id, data::RandomKey{seed, 0, id}));
+      return torch::stack(items).to(device);
+    };
+    torch::NoGradGuard no_grad;
+    const at::Tensor scores = model.predict(stack(query_ids), stack(gallery_ids)).to(torch::kCPU).to(torch::kFloat).contiguous();
+    return std::vector<float>(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
+  };
+}
+
+}  // namespace
+
+at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContext& context, const data::DataSplit& split,
+                                const std::string& split_name) {
+  require_trained_extractor(config);
+  auto extractor = build_extractor_with_weights(config, context);
+  const auto& slot = config.transforms_extraction ? config.transforms_extraction : config.transforms_val;
+  CachedEmbeddingsRequest request;
+  request.config = &config;
+  request.extractor = extractor.get();
+  request.dataset = std::make_shared<data::ImageDataset>(split, build_transform(config, slot, "transforms_extraction"));
+  request.split_name = split_name;
+  request.embed.batch_size = config.batch_size_inference;
+  request.embed.num_workers = config.num_workers;
+  request.embed.seed = config.seed;
+  request.embed.label = "embedding " + split_name;
+  return cached_embeddings(request, context);
+}
+
+std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunConfig& config, const RunContext& context) {
+  auto model = registries().pairwise_models.create(require_component(config, config.pairwise_model, "pairwise_model"));
+  model->to(context.device);
+  return model;
+}
+
+std::shared_ptr<const data::Dataset> pairwise_inputs(const config::RunConfig& config, const models::PairwiseModel& model,
+                                                     const data::DataSplit& split, const at::Tensor& embeddings,
+                                                     const std::optional<config::ComponentSpec>& transform_slot,
+                                                     const std::string& transform_key) {
+  if (model.takes_images()) {
+    return std::make_shared<data::ImageDataset>(split, build_transform(config, transform_slot, transform_key));
+  }
+  return std::make_shared<data::EmbeddingsDataset>(embeddings, split, "the extractor's embeddings");
+}
+
+std::map<std::string, double> pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
+                                                          models::PairwiseModel& model,
+                                                          const std::shared_ptr<const data::Dataset>& inputs,
+                                                          const at::Tensor& embeddings, const data::DataSplit& split,
+                                                          std::map<std::string, double>& before) {
+  const config::ComponentSpec spec = require_component(config, config.postprocessor, "postprocessor");
+  retrieval::PostprocessorContext postprocessor_context;
+  postprocessor_context.pairwise_scores = pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed));
+  const auto postprocessor = registries().postprocessors.create(spec, postprocessor_context);
+
+  const metrics::EmbeddingSet set = embedding_set(embeddings, split);
+  metrics::EmbeddingMetricsOptions options;
+  options.args = config.metric_args;
+  if (before.empty()) {
+    for (const auto& [key, value] : metrics::compute_embedding_metrics(set, options).metrics) {
+      before[kBeforeRerankingPrefix + key] = value;
+    }
+  }
+  const bool was_training = model.is_training();
+  model.eval();
+  options.postprocessor = postprocessor.get();
+  std::map<std::string, double> out = metrics::compute_embedding_metrics(set, options).metrics;
+  model.train(was_training);
+  out.insert(before.begin(), before.end());
+  return out;
+}
+
+}  // namespace oml::pipelines

@@ -1,0 +1,56 @@
+#pragma once
+// The parts the pairwise pipelines (train_pairwise, validate_pairwise) share: the frozen
+// extractor's cached embeddings, the pairwise model and what it reads (images or embeddings),
+// and validation as metrics before and after re-ranking (SPEC §6, §8).
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "oml/config/run_config.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+namespace oml::data {
+class Dataset;
+struct DataSplit;
+}  // namespace oml::data
+namespace oml::models {
+class PairwiseModel;
+}  // namespace oml::models
+
+namespace oml::pipelines {
+
+struct RunContext;
+
+/// The frozen extractor's embeddings [N, D] of `split`, from the embeddings cache or computed
+/// (with transforms_extraction, or transforms_val when that is unset). `split_name` names the
+/// cache file. Collective.
+at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContext& context, const data::DataSplit& split,
+                                const std::string& split_name);
+
+/// The config's `pairwise_model`, on the context's device.
+std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunConfig& config, const RunContext& context);
+
+/// What the model reads for the rows of `split`: images through `transform_slot` when it takes
+/// images, the rows of `embeddings` otherwise.
+std::shared_ptr<const data::Dataset> pairwise_inputs(const config::RunConfig& config, const models::PairwiseModel& model,
+                                                     const data::DataSplit& split, const at::Tensor& embeddings,
+                                                     const std::optional<config::ComponentSpec>& transform_slot,
+                                                     const std::string& transform_key);
+
+/// Metrics of the validation split re-ranked by the config's postprocessor (normally
+/// `pairwise_reranker`) using `model` on `inputs` (standard keys), plus the extractor's own
+/// metrics under "before_reranking/..." (computed once and passed back in `before` when it
+/// is non-empty). Runs on one rank.
+std::map<std::string, double> pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
+                                                          models::PairwiseModel& model,
+                                                          const std::shared_ptr<const data::Dataset>& inputs,
+                                                          const at::Tensor& embeddings, const data::DataSplit& split,
+                                                          std::map<std::string, double>& before);
+
+/// The prefix of the extractor's own metrics in pairwise validation.
+inline const std::string kBeforeRerankingPrefix = "before_reranking/";
+
+}  // namespace oml::pipelines

@@ -1,0 +1,51 @@
+// oml-validate, pipeline: pairwise — the extractor's retrieval metrics before and after
+// re-ranking with a trained pairwise model (SPEC §8).
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "embedding.h"
+#include "extractor_pipelines.h"
+#include "oml/common/error.h"
+#include "oml/common/logging.h"
+#include "oml/data/dataframe.h"
+#include "oml/data/dataset.h"
+#include "oml/distributed/process_group.h"
+#include "oml/io/atomic_file.h"
+#include "oml/models/pairwise_model.h"
+#include "pairwise_setup.h"
+#include "pipeline_setup.h"
+#include "run_context.h"
+#include "run_dir.h"
+
+namespace oml::pipelines {
+
+namespace fs = std::filesystem;
+
+int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunConfig& cfg) {
+  RunContext ctx = start_run(cfg);
+  const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
+  const data::DataSplit& split = dataframe.validation();
+  if (split.empty()) throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
+  require_component(cfg, cfg.postprocessor, "postprocessor");
+  auto model = build_pairwise_model(cfg, ctx);  // before the embeddings: config errors first
+
+  // Every rank embeds its share (or reads the cache); rank 0 re-ranks and computes the metrics.
+  const at::Tensor embeddings = extractor_embeddings(cfg, ctx, split, "validation");
+  if (ctx.is_main()) {
+    auto inputs = pairwise_inputs(cfg, *model, split, embeddings, cfg.transforms_val, "transforms_val");
+    std::map<std::string, double> before;
+    const auto metrics = pairwise_validation_metrics(cfg, ctx, *model, inputs, embeddings, split, before);
+    const std::string name = cfg.run_name.empty() ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
+                                                  : cfg.run_name;
+    const fs::path file = fs::path(cfg.logs_root) / name / "metrics.json";
+    io::write_file_atomic(file, nlohmann::json(metrics).dump(2) + "\n");
+    print_metrics_table(metrics, "metrics after re-ranking (" + std::to_string(split.size()) +
+                                     " validation rows; " + kBeforeRerankingPrefix + "* without):");
+    log::info("metrics written to " + file.string());
+  }
+  ctx.group->barrier();
+  return 0;
+}
+
+}  // namespace oml::pipelines

@@ -1,0 +1,223 @@
+// The pairwise pipelines end to end: a re-ranker trained over a trained extractor's cached
+// embeddings (single process and 2 ranks), re-ranked validation with oml-validate, the
+// embeddings cache, an image pairwise model, and the mistakes a new user makes.
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "integration/pipeline_fixtures.h"
+#include "oml/io/checkpoint.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using namespace oml::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// An extractor trained once per test binary run (2 epochs on the subset): what the pairwise
+// pipelines start from.
+const fs::path& trained_extractor() {
+  static TempDir dir;
+  static const fs::path checkpoint = [] {
+    write_file(dir / "train.yaml", train_config(dir / "logs"));
+    const auto r = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return dir / "logs" / "run" / "checkpoints" / "best.ckpt";
+  }();
+  return checkpoint;
+}
+
+const std::string kExtractor = "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n";
+const std::string kMetrics = "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n";
+
+std::string pairwise_common(const fs::path& logs, const fs::path& extractor_weights) {
+  return "pipeline: pairwise\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
+         "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() + "\n"
+         "embeddings_cache_dir: " + (logs / "cache").string() + "\n"
+         "weights: " + extractor_weights.string() + "\n"
+         "transforms_extraction: {name: norm}\ntransforms_train: {name: norm}\ntransforms_val: {name: norm}\n" +
+         kExtractor + "postprocessor: {name: pairwise_reranker, args: {top_n: 5, batch_size: 64}}\n" + kMetrics;
+}
+
+std::string pairwise_train_config(const fs::path& logs, const std::string& extra = "") {
+  return pairwise_common(logs, trained_extractor()) +
+         "run_name: pairwise\n"
+         "pairwise_model: {name: linear_siamese, args: {feat_dim: 16}}\n"
+         "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n"
+         "optimizer: {name: adam, args: {lr: 0.01}}\n"
+         "max_epochs: 2\nvalid_period: 1\n" + extra;
+}
+
+std::string pairwise_validate_config(const fs::path& logs, const fs::path& extractor_weights,
+                                     const std::string& pairwise_weights) {
+  return pairwise_common(logs, extractor_weights) + "run_name: validation\n" +
+         "pairwise_model: {name: linear_siamese, args: {feat_dim: 16" +
+         (pairwise_weights.empty() ? std::string() : ", weights: " + pairwise_weights) + "}}\n";
+}
+
+std::map<std::string, double> metrics_file(const fs::path& path) {
+  return read_json(path).get<std::map<std::string, double>>();
+}
+
+std::size_t files_in(const fs::path& dir) {
+  std::size_t n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) n += entry.is_regular_file() ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces its metrics", "[pipelines][pairwise][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", pairwise_train_config(dir / "logs"));
+  const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const fs::path run = dir / "logs" / "pairwise";
+  for (const char* file : {"config.yaml", "train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt", "checkpoints/last.ckpt"}) {
+    INFO(file);
+    CHECK(fs::exists(run / file));
+  }
+  const auto steps = read_jsonl(run / "train.jsonl");
+  REQUIRE(steps.size() == 6);
+  for (const char* key : {"loss", "lr", "samples_per_s", "pairs", "pair_accuracy"}) CHECK(steps[0].contains(key));
+
+  // Metrics before re-ranking are the extractor's own: what its training logged for best.ckpt.
+  const auto records = read_jsonl(run / "metrics.jsonl");
+  REQUIRE(records.size() == 2);
+  const auto first = records.front().at("metrics").get<std::map<std::string, double>>();
+  const auto extractor_metrics = best_metrics(trained_extractor().parent_path().parent_path());
+  for (const auto& [key, value] : extractor_metrics) {
+    INFO(key);
+    REQUIRE(first.count("before_reranking/" + key) == 1);
+    CHECK(first.at("before_reranking/" + key) == Approx(value).margin(1e-6));
+    CHECK(first.count(key) == 1);
+  }
+
+  // Both splits' embeddings were cached once; a second run reads them.
+  CHECK(files_in(dir / "logs" / "cache") == 2);
+  const auto again = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) +
+                                              " --set run_name=again --set max_epochs=1");
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.out + again.err, Contains("using cached train embeddings") && Contains("using cached validation embeddings"));
+  CHECK(files_in(dir / "logs" / "cache") == 2);
+
+  // oml-validate on the pairwise best.ckpt gives the metrics training logged for it.
+  write_file(dir / "validate.yaml",
+             pairwise_validate_config(dir / "logs", trained_extractor(), (run / "checkpoints" / "best.ckpt").string()));
+  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
+  INFO(validate.out << validate.err);
+  REQUIRE(validate.exit_code == 0);
+  check_same_metrics(best_metrics(run), metrics_file(dir / "logs" / "validation" / "metrics.json"));
+  CHECK_THAT(validate.out, Contains("before_reranking/OVERALL/cmc/1"));
+}
+
+TEST_CASE("An identity linear_siamese re-ranker leaves the metrics unchanged", "[pipelines][pairwise][integration]") {
+  TempDir dir;
+  write_file(dir / "validate.yaml", pairwise_validate_config(dir / "logs", trained_extractor(), ""));
+  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
+  INFO(validate.out << validate.err);
+  REQUIRE(validate.exit_code == 0);
+  const auto metrics = metrics_file(dir / "logs" / "validation" / "metrics.json");
+  int compared = 0;
+  for (const auto& [key, value] : metrics) {
+    if (key.rfind("before_reranking/", 0) == 0) continue;
+    INFO(key);
+    REQUIRE(metrics.count("before_reranking/" + key) == 1);
+    CHECK(value == Approx(metrics.at("before_reranking/" + key)).margin(1e-9));
+    ++compared;
+  }
+  CHECK(compared == 4);
+}
+
+TEST_CASE("Two-rank DDP pairwise training checkpoints once and matches single-process validation",
+          "[pipelines][pairwise][ddp][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", pairwise_train_config(dir / "logs"));
+  const auto train = run_oml("oml-train", "--nproc-per-node 2 --config " + quote((dir / "train.yaml").string()));
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const fs::path run = dir / "logs" / "pairwise";
+  CHECK(fs::exists(run / "checkpoints" / "best.ckpt"));
+  CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);
+  CHECK(read_jsonl(run / "train.jsonl").size() == 4);  // 3 batches per epoch over 2 ranks (padded)
+  CHECK(files_in(dir / "logs" / "cache") == 2);
+
+  write_file(dir / "validate.yaml",
+             pairwise_validate_config(dir / "logs", trained_extractor(), (run / "checkpoints" / "best.ckpt").string()));
+  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
+  INFO(validate.out << validate.err);
+  REQUIRE(validate.exit_code == 0);
+  check_same_metrics(best_metrics(run), metrics_file(dir / "logs" / "validation" / "metrics.json"));
+}
+
+TEST_CASE("An image pairwise model (concat_siamese) trains and re-ranks", "[pipelines][pairwise][integration]") {
+  TempDir dir;
+  const std::string model =
+      "pairwise_model: {name: concat_siamese, args: {mlp_hidden_dims: [8], use_tta_swap: true, "
+      "extractor: {name: conv_net, args: {channels: [4, 8, 8], feat_dim: 8}}}}\n";
+  std::string config = pairwise_train_config(dir / "logs");
+  config.replace(config.find("pairwise_model:"), config.find('\n', config.find("pairwise_model:")) + 1 - config.find("pairwise_model:"), model);
+  write_file(dir / "train.yaml", config);
+  const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=1");
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const auto records = read_jsonl(dir / "logs" / "pairwise" / "metrics.jsonl");
+  REQUIRE(records.size() == 1);
+  const auto metrics = records[0].at("metrics").get<std::map<std::string, double>>();
+  CHECK(metrics.count("OVERALL/cmc/1") == 1);
+  CHECK(metrics.count("before_reranking/OVERALL/cmc/1") == 1);
+  // Re-ranking only reorders each query's top 5: cmc@5 cannot change.
+  CHECK(metrics.at("OVERALL/cmc/5") == Approx(metrics.at("before_reranking/OVERALL/cmc/5")).margin(1e-9));
+}
+
+TEST_CASE("The embeddings cache is keyed by the extractor's weights", "[pipelines][pairwise][integration]") {
+  TempDir dir;
+  write_file(dir / "other.yaml", train_config(dir / "other"));
+  const auto other = run_oml("oml-train", "--config " + quote((dir / "other.yaml").string()) +
+                                              " --set seed=11 --set max_epochs=1");
+  INFO(other.err);
+  REQUIRE(other.exit_code == 0);
+  const fs::path other_weights = dir / "other" / "run" / "checkpoints" / "last.ckpt";
+
+  write_file(dir / "a.yaml", pairwise_validate_config(dir / "logs", trained_extractor(), ""));
+  write_file(dir / "b.yaml", pairwise_validate_config(dir / "logs", other_weights, ""));
+  REQUIRE(run_oml("oml-validate", "--config " + quote((dir / "a.yaml").string())).exit_code == 0);
+  CHECK(files_in(dir / "logs" / "cache") == 1);
+  REQUIRE(run_oml("oml-validate", "--config " + quote((dir / "a.yaml").string())).exit_code == 0);
+  CHECK(files_in(dir / "logs" / "cache") == 1);
+  REQUIRE(run_oml("oml-validate", "--config " + quote((dir / "b.yaml").string())).exit_code == 0);
+  CHECK(files_in(dir / "logs" / "cache") == 2);
+}
+
+TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pairwise][integration]") {
+  TempDir dir;
+  auto train_with = [&](const std::string& config) {
+    write_file(dir / "bad.yaml", config);
+    return run_oml("oml-train", "--config " + quote((dir / "bad.yaml").string()));
+  };
+  SECTION("no trained extractor") {
+    std::string config = pairwise_train_config(dir / "logs");
+    config.replace(config.find("weights: "), config.find('\n', config.find("weights: ")) - config.find("weights: "), "weights: null");
+    const auto r = train_with(config);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("trained extractor") && Contains("weights"));
+  }
+  SECTION("no pairwise model") {
+    std::string config = pairwise_train_config(dir / "logs");
+    config.erase(config.find("pairwise_model:"), config.find('\n', config.find("pairwise_model:")) + 1 - config.find("pairwise_model:"));
+    const auto r = train_with(config);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("pairwise_model"));
+  }
+  SECTION("no postprocessor to validate with") {
+    std::string config = pairwise_train_config(dir / "logs");
+    config.erase(config.find("postprocessor:"), config.find('\n', config.find("postprocessor:")) + 1 - config.find("postprocessor:"));
+    const auto r = train_with(config);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("postprocessor"));
+  }
+}
