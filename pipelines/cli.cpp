@@ -12,6 +12,7 @@
 #include "oml/registry/plugin.h"
 #include "oml/registry/registries.h"
 #include "oml/version.h"
+#include "progress.h"
 
 namespace po = boost::program_options;
 
@@ -73,6 +74,7 @@ void check_component_names(const config::RunConfig& c) {
   if (c.scheduling.scheduler) r.schedulers.require(*c.scheduling.scheduler);
   if (c.postprocessor) r.postprocessors.require(*c.postprocessor);
   if (c.pairwise_model) r.pairwise_models.require(*c.pairwise_model);
+  if (c.logger) r.loggers.require(*c.logger);
 }
 
 void print_components(std::ostream& out) {
@@ -104,7 +106,9 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
          "load a plugin library before reading the config (repeatable)")
         ("list-components", "list every registered component (built-in and plugins) and exit")
         ("verbose,v", "log debug messages")
-        ("quiet,q", "log warnings and errors only");
+        ("quiet,q", "log warnings and errors only (and no progress output unless --progress says otherwise)")
+        ("progress", po::value<std::string>(),
+         "progress display: auto (a bar on a terminal, lines otherwise), bar, lines (a line every 10 s) or quiet");
       // clang-format on
       po::options_description own(spec.name + " options");
       if (spec.add_options) spec.add_options(own);
@@ -130,6 +134,11 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
       log::init(-1, inv.vars.count("verbose") ? log::Level::debug
                     : inv.vars.count("quiet") ? log::Level::warn
                                               : log::Level::info);
+      if (inv.vars.count("progress")) {
+        pipelines::Progress::set_default_mode(pipelines::parse_progress_mode(inv.vars["progress"].as<std::string>()));
+      } else if (inv.vars.count("quiet")) {
+        pipelines::Progress::set_default_mode(pipelines::ProgressMode::quiet);
+      }
       if (inv.vars.count("config")) inv.config_path = inv.vars["config"].as<std::string>();
       if (inv.vars.count("set")) inv.overrides = inv.vars["set"].as<std::vector<std::string>>();
       if (inv.vars.count("plugin")) inv.plugins = inv.vars["plugin"].as<std::vector<std::string>>();

@@ -86,7 +86,7 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
   for (const auto& b : extractor->named_buffers(true)) buffers.emplace_back("extractor." + b.key(), b.value());
   gradient_sync.broadcast_from_rank0(buffers);
 
-  auto validate = [&]() -> std::map<std::string, double> {
+  auto validate = [&]() -> metrics::EmbeddingMetricsResult {
     EmbedOptions embed_options;
     embed_options.batch_size = cfg.bs_val;
     embed_options.num_workers = cfg.num_workers;
@@ -96,7 +96,8 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
     if (!ctx.is_main()) return {};
     metrics::EmbeddingMetricsOptions metric_options;
     metric_options.args = cfg.metric_args;
-    return metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()), metric_options).metrics;
+    metric_options.on_progress = progress_callback("k-NN", "query");
+    return metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()), metric_options);
   };
 
   // ---- the loop -----------------------------------------------------------------------------
@@ -145,7 +146,7 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
     // (broadcast_buffers), rank 0's buffers are the model's, so every rank validates and
     // checkpoints the same model that a single process would load from best.ckpt.
     if (world > 1) distributed::broadcast_from_rank0(*ctx.group, buffers);
-    session.end_epoch(epoch, batch_in_epoch, steps_per_epoch, stop, validate);
+    session.end_epoch(epoch, batch_in_epoch, steps_per_epoch, stop, dataframe.validation(), validate);
   }
   session.finish();
   return 0;

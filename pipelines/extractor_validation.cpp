@@ -7,6 +7,7 @@
 
 #include "embedding.h"
 #include "extractor_pipelines.h"
+#include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
 #include "oml/data/dataframe.h"
@@ -20,6 +21,8 @@
 #include "oml/registry/registries.h"
 #include "oml/retrieval/postprocessor.h"
 #include "pipeline_setup.h"
+#include "progress.h"
+#include "retrieval_grids.h"
 #include "run_context.h"
 #include "run_dir.h"
 
@@ -75,9 +78,39 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
   return out;
 }
 
+/// --visualize N, --visualize-metric M..., --query-ids 1,2,3, --visualize-top-k K.
+GridRequest grid_request_from(const cli::Invocation& invocation) {
+  const auto& vars = invocation.vars;
+  GridRequest request;
+  if (vars.count("visualize")) request.worst = vars["visualize"].as<int64_t>();
+  OML_CHECK(request.worst >= 0, UsageError, "--visualize expects a number of queries >= 0, got ", request.worst);
+  if (vars.count("visualize-metric")) request.metrics = vars["visualize-metric"].as<std::vector<std::string>>();
+  if (vars.count("visualize-top-k")) request.top_k = vars["visualize-top-k"].as<int64_t>();
+  OML_CHECK(request.top_k >= 1, UsageError, "--visualize-top-k expects a number >= 1, got ", request.top_k);
+  if (vars.count("query-ids")) {
+    for (const std::string& list : vars["query-ids"].as<std::vector<std::string>>()) {
+      std::stringstream items(list);
+      for (std::string item; std::getline(items, item, ',');) {
+        if (item.empty()) continue;
+        try {
+          std::size_t used = 0;
+          request.query_ids.push_back(std::stoll(item, &used));
+          if (used != item.size()) throw std::invalid_argument(item);
+        } catch (const std::logic_error&) {
+          throw UsageError("--query-ids expects comma-separated row numbers (0-based validation rows), got '" + item + "'");
+        }
+      }
+    }
+  }
+  OML_CHECK(request.metrics.empty() || request.worst > 0, UsageError,
+            "--visualize-metric needs --visualize N (how many worst queries to draw)");
+  return request;
+}
+
 }  // namespace
 
-int validate_extractor(const cli::Invocation& /*invocation*/, const config::RunConfig& cfg) {
+int validate_extractor(const cli::Invocation& invocation, const config::RunConfig& cfg) {
+  const GridRequest grids = grid_request_from(invocation);  // bad options fail before any work
   RunContext ctx = start_run(cfg);
   const bool precomputed = !cfg.embeddings.empty();
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/!precomputed);
@@ -109,6 +142,7 @@ int validate_extractor(const cli::Invocation& /*invocation*/, const config::RunC
     metrics::EmbeddingMetricsOptions options;
     options.args = cfg.metric_args;
     options.postprocessor = postprocessor.get();
+    options.on_progress = progress_callback("k-NN", "query");
     const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);
     const std::string name = cfg.run_name.empty() ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
                                                   : cfg.run_name;
@@ -116,6 +150,11 @@ int validate_extractor(const cli::Invocation& /*invocation*/, const config::RunC
     io::write_file_atomic(root / "metrics.json", nlohmann::json(result.metrics).dump(2) + "\n");
     print_metrics_table(result.metrics, "metrics (" + std::to_string(split.size()) + " validation rows):");
     log::info("metrics written to " + (root / "metrics.json").string());
+    if (grids.worst > 0 || !grids.query_ids.empty()) {
+      for (const auto& path : save_grids(draw_grids(result, split, grids), root / "images")) {
+        log::info("retrieval grid written to " + path.string());
+      }
+    }
   }
   ctx.group->barrier();
   return 0;

@@ -80,11 +80,20 @@ std::shared_ptr<const data::Dataset> pairwise_inputs(const config::RunConfig& co
   return std::make_shared<data::EmbeddingsDataset>(embeddings, split, "the extractor's embeddings");
 }
 
-std::map<std::string, double> pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
-                                                          models::PairwiseModel& model,
-                                                          const std::shared_ptr<const data::Dataset>& inputs,
-                                                          const at::Tensor& embeddings, const data::DataSplit& split,
-                                                          std::map<std::string, double>& before) {
+void check_pairwise_postprocessor(const config::RunConfig& config) {
+  const config::ComponentSpec spec = require_component(config, config.postprocessor, "postprocessor");
+  retrieval::PostprocessorContext unused;
+  unused.pairwise_scores = [](const std::vector<int64_t>&, const std::vector<int64_t>&) -> std::vector<float> {
+    throw InternalError("check_pairwise_postprocessor: the check's scorer was called");
+  };
+  registries().postprocessors.create(spec, unused);
+}
+
+metrics::EmbeddingMetricsResult pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
+                                                            models::PairwiseModel& model,
+                                                            const std::shared_ptr<const data::Dataset>& inputs,
+                                                            const at::Tensor& embeddings, const data::DataSplit& split,
+                                                            std::map<std::string, double>& before) {
   const config::ComponentSpec spec = require_component(config, config.postprocessor, "postprocessor");
   retrieval::PostprocessorContext postprocessor_context;
   postprocessor_context.pairwise_scores = pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed));
@@ -101,9 +110,9 @@ std::map<std::string, double> pairwise_validation_metrics(const config::RunConfi
   const bool was_training = model.is_training();
   model.eval();
   options.postprocessor = postprocessor.get();
-  std::map<std::string, double> out = metrics::compute_embedding_metrics(set, options).metrics;
+  metrics::EmbeddingMetricsResult out = metrics::compute_embedding_metrics(set, options);
   model.train(was_training);
-  out.insert(before.begin(), before.end());
+  out.metrics.insert(before.begin(), before.end());
   return out;
 }
 

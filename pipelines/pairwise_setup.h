@@ -8,6 +8,7 @@
 #include <string>
 
 #include "oml/config/run_config.h"
+#include "oml/metrics/embedding_metrics.h"
 
 namespace at {
 class Tensor;
@@ -40,15 +41,20 @@ std::shared_ptr<const data::Dataset> pairwise_inputs(const config::RunConfig& co
                                                      const std::optional<config::ComponentSpec>& transform_slot,
                                                      const std::string& transform_key);
 
+/// Builds the config's `postprocessor` once with a scorer that is never called, so that bad
+/// args (an unknown name, `top_n: 1`) fail before the embeddings are computed and before any
+/// training, not at the first validation. Throws ConfigError naming the key.
+void check_pairwise_postprocessor(const config::RunConfig& config);
+
 /// Metrics of the validation split re-ranked by the config's postprocessor (normally
 /// `pairwise_reranker`) using `model` on `inputs` (standard keys), plus the extractor's own
 /// metrics under "before_reranking/..." (computed once and passed back in `before` when it
 /// is non-empty). Runs on one rank.
-std::map<std::string, double> pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
-                                                          models::PairwiseModel& model,
-                                                          const std::shared_ptr<const data::Dataset>& inputs,
-                                                          const at::Tensor& embeddings, const data::DataSplit& split,
-                                                          std::map<std::string, double>& before);
+metrics::EmbeddingMetricsResult pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
+                                                            models::PairwiseModel& model,
+                                                            const std::shared_ptr<const data::Dataset>& inputs,
+                                                            const at::Tensor& embeddings, const data::DataSplit& split,
+                                                            std::map<std::string, double>& before);
 
 /// The prefix of the extractor's own metrics in pairwise validation.
 inline const std::string kBeforeRerankingPrefix = "before_reranking/";

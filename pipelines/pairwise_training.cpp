@@ -40,7 +40,7 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
     throw DataError(dataframe.file() + ": has no rows with split 'train'; training needs some");
   }
   const bool has_validation = !dataframe.validation().empty();
-  if (has_validation) require_component(cfg, cfg.postprocessor, "postprocessor");
+  if (has_validation) check_pairwise_postprocessor(cfg);
 
   // ---- the frozen extractor's embeddings (the cache is shared by every run over them) -------
   const at::Tensor train_embeddings = extractor_embeddings(cfg, ctx, train_split, "train");
@@ -77,7 +77,7 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
   gradient_sync.broadcast_from_rank0(buffers);
 
   std::map<std::string, double> before_reranking;  // the frozen extractor's metrics, computed once
-  auto validate = [&]() -> std::map<std::string, double> {
+  auto validate = [&]() -> metrics::EmbeddingMetricsResult {
     if (!ctx.is_main()) return {};
     return pairwise_validation_metrics(cfg, ctx, *model, val_inputs, val_embeddings, dataframe.validation(),
                                        before_reranking);
@@ -124,7 +124,7 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
     }
     progress.finish();
     if (world > 1) distributed::broadcast_from_rank0(*ctx.group, buffers);
-    session.end_epoch(epoch, batch_in_epoch, steps_per_epoch, stop, validate);
+    session.end_epoch(epoch, batch_in_epoch, steps_per_epoch, stop, dataframe.validation(), validate);
   }
   session.finish();
   return 0;

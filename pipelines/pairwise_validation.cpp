@@ -27,7 +27,7 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
   const data::DataSplit& split = dataframe.validation();
   if (split.empty()) throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
-  require_component(cfg, cfg.postprocessor, "postprocessor");
+  check_pairwise_postprocessor(cfg);
   auto model = build_pairwise_model(cfg, ctx);  // before the embeddings: config errors first
 
   // Every rank embeds its share (or reads the cache); rank 0 re-ranks and computes the metrics.
@@ -35,7 +35,7 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
   if (ctx.is_main()) {
     auto inputs = pairwise_inputs(cfg, *model, split, embeddings, cfg.transforms_val, "transforms_val");
     std::map<std::string, double> before;
-    const auto metrics = pairwise_validation_metrics(cfg, ctx, *model, inputs, embeddings, split, before);
+    const auto metrics = pairwise_validation_metrics(cfg, ctx, *model, inputs, embeddings, split, before).metrics;
     const std::string name = cfg.run_name.empty() ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
                                                   : cfg.run_name;
     const fs::path file = fs::path(cfg.logs_root) / name / "metrics.json";

@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <sstream>
+
+#include "oml/common/error.h"
 
 namespace oml::pipelines {
 
@@ -35,6 +38,31 @@ std::string format_duration(double seconds) {
 }
 
 void Progress::set_default_mode(ProgressMode mode) { default_mode() = mode; }
+
+ProgressMode parse_progress_mode(const std::string& text) {
+  if (text == "auto") return ProgressMode::automatic;
+  if (text == "bar") return ProgressMode::bar;
+  if (text == "lines") return ProgressMode::lines;
+  if (text == "quiet") return ProgressMode::quiet;
+  throw UsageError("--progress: expected auto, bar, lines or quiet, got '" + text + "'");
+}
+
+ProgressCallback progress_callback(const std::string& label, const std::string& unit) {
+  struct State {
+    std::unique_ptr<Progress> bar;
+    int64_t done = 0;
+  };
+  auto state = std::make_shared<State>();
+  return [state, label, unit](int64_t done, int64_t total) {
+    if (!state->bar || done < state->done) {
+      state->bar = std::make_unique<Progress>(label, total, unit);
+      state->done = 0;
+    }
+    state->bar->advance(done - state->done);
+    state->done = done;
+    if (total > 0 && done >= total) state->bar->finish();
+  };
+}
 
 Progress::Progress(std::string label, int64_t total, std::string unit, ProgressMode mode)
     : label_(std::move(label)),

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "oml/common/progress_callback.h"
+
 namespace oml::pipelines {
 
 enum class ProgressMode { automatic, bar, lines, quiet };
@@ -38,6 +40,14 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
 };
+
+/// "auto" | "bar" | "lines" | "quiet" (the --progress option); UsageError otherwise.
+ProgressMode parse_progress_mode(const std::string& text);
+
+/// A callback for library work (k-NN, conversion) that draws a Progress labelled `label`. A
+/// call with fewer units done than the previous one starts a new bar (a second pass, e.g. the
+/// test split after the train split).
+ProgressCallback progress_callback(const std::string& label, const std::string& unit);
 
 /// "1:02:03" / "02:03".
 std::string format_duration(double seconds);

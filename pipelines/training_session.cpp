@@ -18,12 +18,14 @@
 #include "oml/distributed/process_group.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/state_dict.h"
+#include "oml/metrics/embedding_metrics.h"
 #include "oml/optim/resume.h"
 #include "oml/optim/scheduler.h"
 #include "oml/registry/registries.h"
 #include "oml/samplers/builtin_samplers.h"
 #include "run_context.h"
 #include "run_dir.h"
+#include "run_recorder.h"
 
 namespace oml::pipelines {
 
@@ -147,10 +149,9 @@ TrainingSession::TrainingSession(const cli::Invocation& invocation, const config
   paths_ = prepare_run_directory(config_, context_, resumed_path);
   if (context_.is_main()) {
     RunDir(paths_.root.parent_path(), paths_.root.filename().string()).write_config(resolved_yaml_);
-    train_log_ = std::make_unique<JsonlWriter>(paths_.root / "train.jsonl");
-    if (has_validation_) metrics_log_ = std::make_unique<JsonlWriter>(paths_.root / "metrics.jsonl");
     log::info("run directory: " + paths_.root.string());
   }
+  recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, has_validation_);
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -181,11 +182,11 @@ void TrainingSession::optimizer_stepped() {
 double TrainingSession::lr() const { return parts_.optimizer->param_groups().at(0).options().get_lr(); }
 
 void TrainingSession::log_step(int64_t epoch, nlohmann::json record) {
-  if (!train_log_) return;
+  if (!context_.is_main()) return;
   record["epoch"] = epoch;
   record["step"] = step_;
   record["lr"] = lr();
-  train_log_->write(record);
+  recorder_->train_step(record);
 }
 
 void TrainingSession::save(const std::string& name, int64_t next_epoch, int64_t next_batch,
@@ -211,7 +212,8 @@ void TrainingSession::save(const std::string& name, int64_t next_epoch, int64_t 
 }
 
 void TrainingSession::end_epoch(int64_t epoch, int64_t batches_done, int64_t batches_in_epoch, bool stopping,
-                                const std::function<std::map<std::string, double>()>& validate) {
+                                const data::DataSplit& validation_split,
+                                const std::function<metrics::EmbeddingMetricsResult()>& validate) {
   const bool epoch_done = batches_done >= batches_in_epoch;
   const int64_t next_epoch = epoch_done ? epoch + 1 : epoch;
   const int64_t next_batch = epoch_done ? 0 : batches_done;
@@ -220,9 +222,9 @@ void TrainingSession::end_epoch(int64_t epoch, int64_t batches_done, int64_t bat
 
   const bool last_epoch = epoch + 1 == config_.max_epochs || stopping;
   if (has_validation_ && ((epoch + 1) % config_.valid_period == 0 || last_epoch)) {
-    const std::map<std::string, double> computed = validate();
+    const metrics::EmbeddingMetricsResult computed = validate();
     // Metrics are computed once (rank 0); every rank needs them to agree on "best".
-    const std::string json = context_.is_main() ? nlohmann::json(computed).dump() : std::string();
+    const std::string json = context_.is_main() ? nlohmann::json(computed.metrics).dump() : std::string();
     last_metrics_ = nlohmann::json::parse(context_.from_rank0(json)).get<std::map<std::string, double>>();
     const std::string& key = config_.metric_for_checkpointing;
     if (!last_metrics_.count(key)) {
@@ -230,7 +232,7 @@ void TrainingSession::end_epoch(int64_t epoch, int64_t batches_done, int64_t bat
       for (const auto& kv : last_metrics_) keys.push_back(kv.first);
       config_.source["metric_for_checkpointing"].fail("'" + key + "' is not among the computed metrics: " + join(keys));
     }
-    if (metrics_log_) metrics_log_->write(nlohmann::json{{"epoch", epoch}, {"step", step_}, {"metrics", last_metrics_}});
+    recorder_->validation(epoch, step_, computed, validation_split);
     if (context_.is_main()) print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
     if (parts_.scheduler && !per_step && parts_.scheduler->requires_metric()) {
       // reduce_on_plateau steps with the monitored value at validation epochs.
@@ -253,13 +255,15 @@ void TrainingSession::end_epoch(int64_t epoch, int64_t batches_done, int64_t bat
   context_.group->barrier();
 }
 
-void TrainingSession::finish() const {
+void TrainingSession::finish() {
+  recorder_->finish();
   if (!context_.is_main()) return;
   if (!best_metrics_.empty()) {
     print_metrics_table(best_metrics_, "best checkpoint (" + config_.metric_for_checkpointing +
                                            "): " + (paths_.checkpoints / "best.ckpt").string());
   }
   log::info("training finished after " + std::to_string(step_) + " steps; run directory " + paths_.root.string());
+  log::info("run report: " + (paths_.root / "report.html").string());
 }
 
 }  // namespace oml::pipelines

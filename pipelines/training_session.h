@@ -41,7 +41,11 @@ namespace oml::data {
 class Dataframe;
 class Sampler;
 struct LoaderOptions;
+struct DataSplit;
 }  // namespace oml::data
+namespace oml::metrics {
+struct EmbeddingMetricsResult;
+}  // namespace oml::metrics
 namespace oml::distributed {
 struct GradientSyncOptions;
 }  // namespace oml::distributed
@@ -49,7 +53,7 @@ struct GradientSyncOptions;
 namespace oml::pipelines {
 
 struct RunContext;
-class JsonlWriter;
+class RunRecorder;
 
 /// The modules and optimizer a pipeline trains; checkpoints hold `model`'s state dict, resume
 /// state holds the rest.
@@ -114,19 +118,22 @@ class TrainingSession {
 
   /// After optimizer.step(): advances the step count and a per-step scheduler.
   void optimizer_stepped();
-  /// One train.jsonl line (rank 0); epoch, step and lr are added here.
+  /// One train.jsonl line and logger scalars (rank 0); epoch, step and lr are added here.
   void log_step(int64_t epoch, nlohmann::json record);
   double lr() const;
 
   /// Ends epoch `epoch` after `batches_done` of its `batches_in_epoch` batches: validates when
-  /// due (`validate` runs on every rank and returns the metrics on rank 0; every rank receives
-  /// them), saves best.ckpt on improvement and last.ckpt always, steps per-epoch schedulers.
-  /// Collective.
+  /// due (`validate` runs on every rank and returns the result on rank 0; every rank receives
+  /// its metrics), records them (metrics.jsonl, logger, grids of `validation_split`'s worst
+  /// queries, report.html), saves best.ckpt on improvement and last.ckpt always, steps
+  /// per-epoch schedulers. Collective.
   void end_epoch(int64_t epoch, int64_t batches_done, int64_t batches_in_epoch, bool stopping,
-                 const std::function<std::map<std::string, double>()>& validate);
+                 const data::DataSplit& validation_split,
+                 const std::function<metrics::EmbeddingMetricsResult()>& validate);
 
-  /// Prints the best checkpoint's metrics and where the run is (rank 0).
-  void finish() const;
+  /// Writes the final report and prints the best checkpoint's metrics and where the run is
+  /// (rank 0).
+  void finish();
 
  private:
   void save(const std::string& name, int64_t next_epoch, int64_t next_batch,
@@ -140,7 +147,7 @@ class TrainingSession {
   TrainingPosition start_;
   int64_t step_ = 0;
   RunPaths paths_;
-  std::unique_ptr<JsonlWriter> train_log_, metrics_log_;
+  std::unique_ptr<RunRecorder> recorder_;
   std::optional<double> best_;
   std::map<std::string, double> last_metrics_, best_metrics_;
 };

@@ -11,6 +11,7 @@ packages=(
   libyaml-cpp-dev libboost-program-options-dev
   catch2 libopencv-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   zlib1g-dev  # oml-convert reads the gzip'd Fashion-MNIST IDX files
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files (core/src/report/tensorboard_event.proto)
   dataset-fashion-mnist
   # LibTorch on Debian links the generic libblas.so.3; the reference BLAS is ~25x slower than
   # OpenBLAS here (6.5 vs 156 GFLOP/s for a 2048^2 matmul). Installing this package switches
@@ -22,6 +23,8 @@ packages=(
 test_packages=(
   # tests/core/pytorch_interop_tests.cpp: round trip of weights and checkpoints with PyTorch itself
   python3-torch python3-torchvision
+  # tests/integration/report_tests.cpp: renders report.html headless and checks the screenshot
+  chromium
 )
 if [ "${1:-}" = "--with-tests" ]; then
   packages+=("${test_packages[@]}")

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "../cli.h"
+#include "../progress.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 #include "oml/data/convert.h"
@@ -26,6 +27,7 @@ int run_convert(const oml::cli::Invocation& inv) {
   options.seed = vars["seed"].as<uint64_t>();
   options.limit = vars["limit"].as<int64_t>();
   options.num_threads = vars["threads"].as<int>();
+  options.on_progress = oml::pipelines::progress_callback("converting", "img");
   const std::string format = vars["format"].as<std::string>();
   OML_CHECK(options.val_fraction == 0 || format == "image-folder", UsageError,
             "--val-fraction applies to image-folder only (", format, " has an official split)");

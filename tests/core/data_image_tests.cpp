@@ -39,7 +39,7 @@ at::Tensor unnormalise(const at::Tensor& x) {
 
 }  // namespace
 
-TEST_CASE("PNG and JPEG round-trip to RGB; grayscale and RGBA become three channels", "[data][image]") {
+TEST_CASE("PNG and JPEG round-trip to RGB, and grayscale and RGBA become three channels", "[data][image]") {
   const auto image = pattern(20, 30);
   const auto png = oml::data::decode_image(oml::data::encode_image(image, "x.png"), "x.png");
   CHECK(png.sizes() == image.sizes());

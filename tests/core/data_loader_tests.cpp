@@ -203,7 +203,7 @@ TEST_CASE("Bounding boxes crop items before their transform", "[data][loader]") 
   CHECK(dataset.load_image(1).sizes() == std::vector<int64_t>{5, 6, 3});
 }
 
-TEST_CASE("Folder datasets list images in sorted path order; empty folders are errors", "[data][dataset]") {
+TEST_CASE("Folder datasets list images in sorted path order and empty folders are errors", "[data][dataset]") {
   TempDir dir;
   for (const std::string name : {"b/2.png", "a/9.jpg", "a/10.PNG", "c.txt"}) {
     oml::test::write_file(dir / name, oml::data::encode_image(torch::zeros({2, 2, 3}, torch::kUInt8), "x.png"));

@@ -71,15 +71,20 @@ std::size_t files_in(const fs::path& dir) {
 
 TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces its metrics", "[pipelines][pairwise][integration]") {
   TempDir dir;
-  write_file(dir / "train.yaml", pairwise_train_config(dir / "logs"));
+  write_file(dir / "train.yaml", pairwise_train_config(dir / "logs", "log_images: true\n"));
   const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
   const fs::path run = dir / "logs" / "pairwise";
-  for (const char* file : {"config.yaml", "train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt", "checkpoints/last.ckpt"}) {
+  CHECK_FALSE(fs::is_empty(run / "images"));  // worst-query grids of the re-ranked lists
+  for (const char* file : {"config.yaml", "train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt", "checkpoints/last.ckpt",
+                           "report.html", "tensorboard"}) {
     INFO(file);
     CHECK(fs::exists(run / file));
   }
+  // The report plots the extractor's own metrics as a "before_reranking/OVERALL" line next to
+  // the re-ranked "OVERALL" one on each metric's chart.
+  CHECK_THAT(read_file(run / "report.html"), Contains("before_reranking/OVERALL") && Contains("map/5"));
   const auto steps = read_jsonl(run / "train.jsonl");
   REQUIRE(steps.size() == 6);
   for (const char* key : {"loss", "lr", "samples_per_s", "pairs", "pair_accuracy"}) CHECK(steps[0].contains(key));
@@ -220,4 +225,17 @@ TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pa
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("postprocessor"));
   }
+  SECTION("a re-ranker that would re-score a single item") {
+    std::string config = pairwise_train_config(dir / "logs");
+    config.replace(config.find("top_n: 5"), 8, "top_n: 1");
+    const auto r = train_with(config);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("top_n must be > 1"));
+  }
+  SECTION("a checkpoint metric that is not computed") {
+    const auto r = train_with(pairwise_train_config(dir / "logs", "metric_for_checkpointing: OVERALL/cmc/10\n"));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("OVERALL/cmc/10"));
+  }
+  CHECK_FALSE(fs::exists(dir / "logs" / "pairwise" / "checkpoints"));
 }

@@ -128,7 +128,13 @@ RunConfig parse_run_config(const Node& root) {
   c.extractor = component(r, "extractor");
   c.criterion = component(r, "criterion");
   c.optimizer = component(r, "optimizer");
-  c.logger = component(r, "logger");
+  // TensorBoard logging is on unless the config says otherwise (`logger: null` or
+  // `logger: {name: none}`): an absent key means the default logger, not none.
+  if (r.has("logger")) {
+    c.logger = component(r, "logger");
+  } else {
+    c.logger = ComponentSpec{"tensorboard", Node(), Node()};
+  }
   c.postprocessor = component(r, "postprocessor");
   c.pairwise_model = component(r, "pairwise_model");
   c.scheduling = parse_scheduling(r.take("scheduling"));

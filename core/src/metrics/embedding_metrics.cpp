@@ -130,6 +130,7 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set, const 
 
   retrieval::KnnOptions knn;
   knn.memory_budget_mb = options.memory_budget_mb;
+  knn.on_progress = options.on_progress;
   knn.top_k = 1;
   for (const auto* ks : {&args.cmc_top_k, &args.precision_top_k, &args.map_top_k}) {
     for (const int64_t k : *ks) knn.top_k = std::max(knn.top_k, k);

@@ -7,6 +7,7 @@
 #include "oml/losses/register.h"
 #include "oml/models/register.h"
 #include "oml/optim/register.h"
+#include "oml/report/run_logger.h"
 
 namespace oml {
 
@@ -19,6 +20,7 @@ void register_core_components() {
   models::register_builtin_models(registries());
   losses::register_builtin_losses(registries());
   optim::register_builtin_optim(registries());
+  report::register_builtin_loggers(registries());
 }
 
 }  // namespace oml

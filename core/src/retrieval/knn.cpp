@@ -341,6 +341,18 @@ class TopKConsumer final : public detail::BlockConsumer {
   RetrievalResults& out_;
 };
 
+// Reports the queries finished after each chunk (the unit a user can relate to the data).
+class ProgressConsumer final : public detail::BlockConsumer {
+ public:
+  ProgressConsumer(const ProgressCallback& callback, int64_t total) : callback_(callback), total_(total) {}
+  void block(int64_t, int64_t, int64_t, int64_t, const float*) override {}
+  void chunk_done(int64_t, int64_t q1) override { callback_(q1, total_); }
+
+ private:
+  const ProgressCallback& callback_;
+  int64_t total_;
+};
+
 }  // namespace
 
 namespace detail {
@@ -366,8 +378,13 @@ RetrievalResults retrieve_knn_fused(const ItemSet& queries, const ItemSet& galle
 
   const BlockShape shape = choose_block_shape(nq, ng, options);
   TopKConsumer topk(pair, ignored, options.top_k, shape.query_chunk, out);
+  ProgressConsumer progress(options.on_progress, nq);
   std::vector<BlockConsumer*> consumers{&topk};
   consumers.insert(consumers.end(), also.begin(), also.end());
+  if (options.on_progress) {
+    options.on_progress(0, nq);  // starts the clock before the first chunk, so its rate is right
+    consumers.push_back(&progress);
+  }
   for_each_block(pair, shape, consumers);
   return out;
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "oml/common/progress_callback.h"
+
 namespace oml::data {
 
 struct ConvertOptions {
@@ -17,6 +19,7 @@ struct ConvertOptions {
   uint64_t seed = 0;          ///< image-folder: which labels go to validation
   int64_t limit = -1;         ///< keep at most this many rows per split (-1 = all; for tests)
   int num_threads = 0;        ///< image encoding/copy threads (0 = hardware threads)
+  ProgressCallback on_progress;  ///< images written so far (done, total), per split or batch of files
 };
 
 /// Summary of a conversion, for the command's output.

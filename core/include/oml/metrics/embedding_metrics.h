@@ -18,6 +18,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "oml/common/progress_callback.h"
 #include "oml/config/run_config.h"
 #include "oml/retrieval/retrieval_results.h"
 
@@ -42,6 +43,7 @@ struct EmbeddingMetricsOptions {
   config::MetricArgs args;                                 ///< which metrics (metric_args:)
   double memory_budget_mb = 128;                           ///< one distance block, see KnnOptions
   const retrieval::Postprocessor* postprocessor = nullptr; ///< applied before the metrics
+  ProgressCallback on_progress;                            ///< k-NN progress (queries done, total)
 };
 
 struct EmbeddingMetricsResult {

@@ -36,6 +36,10 @@ namespace retrieval {
 class Postprocessor;
 struct PostprocessorContext;
 }  // namespace retrieval
+namespace report {
+class RunLogger;
+struct LoggerContext;
+}  // namespace report
 
 struct Registries {
   Registry<std::shared_ptr<data::Sampler>, data::SamplerContext> samplers{"sampler"};
@@ -48,6 +52,7 @@ struct Registries {
   Registry<std::shared_ptr<optim::Scheduler>, optim::SchedulerContext> schedulers{"scheduler"};
   Registry<std::shared_ptr<retrieval::Postprocessor>, retrieval::PostprocessorContext> postprocessors{
       "postprocessor"};
+  Registry<std::shared_ptr<report::RunLogger>, report::LoggerContext> loggers{"logger"};
 
   /// Calls `visit(kind_title, infos)` for every registry, in a fixed order (for listings).
   template <class Visitor>
@@ -61,6 +66,7 @@ struct Registries {
     visit("optimizers", optimizers.infos());
     visit("schedulers", schedulers.infos());
     visit("postprocessors", postprocessors.infos());
+    visit("loggers", loggers.infos());
   }
 };
 
@@ -73,7 +79,7 @@ const std::string& current_registration_origin();
 void set_registration_origin(std::string origin);
 
 /// Registers the components implemented in oml_core (transforms, models, losses, miners,
-/// optimizers, schedulers, postprocessors). Idempotent.
+/// optimizers, schedulers, postprocessors, loggers). Idempotent.
 void register_core_components();
 
 }  // namespace oml

@@ -16,6 +16,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "oml/common/progress_callback.h"
 #include "oml/retrieval/retrieval_results.h"
 
 namespace oml::retrieval {
@@ -36,6 +37,7 @@ struct KnnOptions {
   double memory_budget_mb = 128;  ///< size of one distance block; chooses the block shape
   int64_t query_chunk = 0;        ///< rows per block (0: from the budget)
   int64_t gallery_tile = 0;       ///< gallery columns per block (0: from the budget)
+  ProgressCallback on_progress;   ///< called after each chunk of queries (done, total queries)
 };
 
 /// The block shape used for `num_gallery` items under `options` (exposed for tests/benchmarks).

@@ -93,17 +93,24 @@ void apply_limit(std::vector<Row>& rows, int64_t limit) {
   }
 }
 
-void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn) {
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn, const ProgressCallback& on_progress) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(1, n)));
   std::atomic<int64_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::mutex error_mutex;
+  std::mutex progress_mutex;
+  int64_t done = 0;
   auto work = [&] {
     for (int64_t i = next++; i < n && !failed; i = next++) {
       try {
         fn(i);
+        if (on_progress) {
+          // Serialised: the callback draws on the terminal and need not be thread-safe.
+          std::lock_guard<std::mutex> lock(progress_mutex);
+          on_progress(++done, n);
+        }
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
@@ -111,6 +118,7 @@ void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn
       }
     }
   };
+  if (on_progress) on_progress(0, n);  // starts the clock before the first item
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
@@ -151,7 +159,7 @@ void OutputFolder::copy_files(const std::vector<std::pair<fs::path, std::string>
       fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
       OML_CHECK(!ec, RuntimeError, "cannot copy ", from.string(), " to ", to.string(), ": ", ec.message());
     }
-  });
+  }, options_.on_progress);
 }
 
 ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {

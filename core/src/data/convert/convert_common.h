@@ -52,7 +52,8 @@ fs::path locate_root(const fs::path& src, const std::string& marker, const std::
 void apply_limit(std::vector<Row>& rows, int64_t limit);
 
 /// Runs fn(0..n-1) on `threads` threads (0 = hardware); the first exception is re-thrown.
-void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn);
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn,
+                  const ProgressCallback& on_progress = {});
 
 /// Builds the output aside (`dst.tmp-...`) and swaps it in on commit(); the destructor removes a
 /// folder that was never committed.

@@ -113,7 +113,7 @@ ConvertReport convert_fashion_mnist(const ConvertOptions& options) {
       std::ofstream file(out.staging() / paths[i], std::ios::binary);
       file.write(png.data(), static_cast<std::streamsize>(png.size()));
       OML_CHECK(file.good(), RuntimeError, "cannot write ", (out.staging() / paths[i]).string());
-    });
+    }, options.on_progress);
     for (int64_t i = 0; i < count; ++i) {
       Row row;
       row.label = labels[i];

@@ -1,0 +1,123 @@
+#include "oml/report/tensorboard_writer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "oml/common/error.h"
+#include "oml/report/tfrecord.h"
+#include "tensorboard_event.pb.h"
+
+namespace oml::report {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double wall_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  if (::gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') return "localhost";
+  return buffer;
+}
+
+}  // namespace
+
+TensorBoardWriter::TensorBoardWriter(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  OML_CHECK(!ec, RuntimeError, "cannot create the TensorBoard folder '", dir.string(), "': ", ec.message());
+  const auto seconds = static_cast<int64_t>(wall_time_now());
+  path_ = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name());
+  // A second writer in the same second (a resumed run) must not truncate the first one's file.
+  for (int n = 1; fs::exists(path_); ++n) {
+    path_ = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." + std::to_string(n));
+  }
+  out_.open(path_, std::ios::binary | std::ios::trunc);
+  OML_CHECK(out_, RuntimeError, "cannot create the TensorBoard event file '", path_.string(), "'");
+  tb::Event version;
+  version.set_wall_time(wall_time_now());
+  version.set_file_version("brain.Event:2");
+  write_event(version.SerializeAsString());
+}
+
+void TensorBoardWriter::log_scalar(const std::string& tag, double value, int64_t step) {
+  tb::Event event;
+  event.set_wall_time(wall_time_now());
+  event.set_step(step);
+  tb::SummaryValue* entry = event.mutable_summary()->add_value();
+  entry->set_tag(tag);
+  entry->set_simple_value(static_cast<float>(value));
+  write_event(event.SerializeAsString());
+}
+
+void TensorBoardWriter::log_image(const std::string& tag, const EncodedImage& image, int64_t step) {
+  tb::Event event;
+  event.set_wall_time(wall_time_now());
+  event.set_step(step);
+  tb::SummaryValue* entry = event.mutable_summary()->add_value();
+  entry->set_tag(tag);
+  tb::SummaryImage* picture = entry->mutable_image();
+  picture->set_height(image.height);
+  picture->set_width(image.width);
+  picture->set_colorspace(image.channels);
+  picture->set_encoded_image_string(image.png);
+  write_event(event.SerializeAsString());
+}
+
+void TensorBoardWriter::write_event(const std::string& serialized_event) {
+  out_ << frame_record(serialized_event);
+  out_.flush();
+  OML_CHECK(out_, RuntimeError, "writing the TensorBoard event file '", path_.string(), "' failed (disk full?)");
+}
+
+std::vector<LoggedEvent> read_event_file(const fs::path& path) {
+  std::vector<LoggedEvent> out;
+  const std::vector<std::string> records = read_records(path);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    tb::Event event;
+    OML_CHECK(event.ParseFromString(records[i]), DataError, path.string(), ": record ", i,
+              " is not a TensorBoard Event");
+    LoggedEvent base;
+    base.wall_time = event.wall_time();
+    base.step = event.step();
+    if (event.what_case() == tb::Event::kFileVersion) {
+      base.file_version = event.file_version();
+      out.push_back(base);
+      continue;
+    }
+    if (event.what_case() != tb::Event::kSummary) continue;
+    for (const tb::SummaryValue& value : event.summary().value()) {
+      LoggedEvent logged = base;
+      logged.tag = value.tag();
+      if (value.value_case() == tb::SummaryValue::kSimpleValue) logged.scalar = value.simple_value();
+      if (value.value_case() == tb::SummaryValue::kImage) {
+        EncodedImage image;
+        image.height = value.image().height();
+        image.width = value.image().width();
+        image.channels = value.image().colorspace();
+        image.png = value.image().encoded_image_string();
+        logged.image = std::move(image);
+      }
+      out.push_back(std::move(logged));
+    }
+  }
+  return out;
+}
+
+std::vector<fs::path> find_event_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace oml::report
