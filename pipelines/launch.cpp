@@ -45,10 +45,15 @@ std::optional<int> launch_if_requested(const Invocation& inv) {
     }
     return std::nullopt;
   }
+  // A config mistake is reported once here rather than once per rank. `devices: N` in the
+  // config is the number of ranks per node when --nproc-per-node is not given.
+  std::optional<config::RunConfig> cfg;
+  if (inv.config_path && inv.vars["nproc-per-node"].defaulted()) {
+    cfg = inv.load_config();
+    options.nproc_per_node = static_cast<int>(cfg->devices);
+  }
   if (options.nproc_per_node * options.nnodes == 1) return std::nullopt;
-
-  // A config mistake is reported once here rather than once per rank.
-  if (inv.config_path) inv.load_config();
+  if (inv.config_path && !cfg) inv.load_config();
   const dist::LaunchResult result = dist::launch_workers(inv.argv, options);
   if (result.exit_code != 0) {
     std::cerr << inv.command << ": distributed error: " << result.message << "\n";

@@ -266,7 +266,7 @@ TEST_CASE("Ranks started by an external launcher's variables train like --nproc-
   check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
 }
 
-TEST_CASE("oml-validate and oml-predict give identical outputs on 2 ranks and on one", "[pipelines][ddp][integration]") {
+TEST_CASE("oml-validate and oml-predict give identical outputs on 2 ranks (--nproc-per-node or devices: 2) and on one", "[pipelines][ddp][integration]") {
   TempDir dir;
   write_file(dir / "train.yaml", train_config(dir / "logs"));
   REQUIRE(run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=1").exit_code == 0);
@@ -283,10 +283,12 @@ TEST_CASE("oml-validate and oml-predict give identical outputs on 2 ranks and on
 
   const std::string predict = config + " --set transforms_predict.name=norm --set save_dir=";
   const auto p1 = run_oml("oml-predict", predict + quote((dir / "p1").string()));
-  const auto p2 = run_oml("oml-predict", "--nproc-per-node 2 " + predict + quote((dir / "p2").string()));
+  // `devices: 2` in the config starts 2 ranks like --nproc-per-node 2.
+  const auto p2 = run_oml("oml-predict", predict + quote((dir / "p2").string()) + " --set devices=2");
   INFO(p1.err << p2.err);
   REQUIRE(p1.exit_code == 0);
   REQUIRE(p2.exit_code == 0);
+  CHECK_THAT(p2.out + p2.err, Contains("[rank 1]"));
   const at::Tensor e1 = oml::io::read_npy_matrix(dir / "p1" / "embeddings.npy");
   const at::Tensor e2 = oml::io::read_npy_matrix(dir / "p2" / "embeddings.npy");
   REQUIRE(e1.sizes() == e2.sizes());
