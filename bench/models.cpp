@@ -39,6 +39,7 @@ double images_per_second(oml::models::Extractor& model, int64_t batch, int64_t c
 }  // namespace
 
 int main(int argc, char** argv) {
+  oml::tune_allocator();  // as every oml-* command does
   const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
   torch::manual_seed(0);
   std::printf("threads: %d, BLAS: %s\n", threads, oml::blas_backend().c_str());

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <string>
 
+#include "oml/common/runtime.h"
 #include "oml/metrics/embedding_metrics.h"
 
 namespace po = boost::program_options;
@@ -51,6 +52,7 @@ torch::Tensor clustered_embeddings(int64_t n, int64_t dim, int64_t classes, torc
 }  // namespace
 
 int main(int argc, char** argv) {
+  oml::tune_allocator();  // as every oml-* command does
   po::options_description options("bench_retrieval options");
   int64_t n = 0, dim = 128, classes = 0, threads = 2, top_k = 5, queries = 0;
   double budget_mb = 128;

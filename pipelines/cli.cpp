@@ -153,6 +153,7 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
       if (spec.needs_config && !inv.config_path) {
         throw UsageError("--config FILE is required (see " + name + " --help)");
       }
+      tune_allocator();
       warn_if_reference_blas();
       return spec.run(inv);
     } catch (const po::error& e) {

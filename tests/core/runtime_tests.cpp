@@ -23,3 +23,10 @@ TEST_CASE("Intra-op threads default to cores divided by local ranks", "[runtime]
   CHECK(oml::configure_threads(0, 1000) == 1);
   oml::configure_threads(all);
 }
+
+TEST_CASE("The allocator is tuned unless the user set glibc's malloc variables", "[runtime]") {
+  CHECK(oml::tune_allocator());
+  ::setenv("MALLOC_TRIM_THRESHOLD_", "1048576", 1);
+  CHECK_FALSE(oml::tune_allocator());
+  ::unsetenv("MALLOC_TRIM_THRESHOLD_");
+}

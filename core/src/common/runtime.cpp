@@ -1,9 +1,11 @@
 #include "oml/common/runtime.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -41,6 +43,14 @@ void warn_if_reference_blas() {
               ", about 25x slower than OpenBLAS for matrix multiplies; install "
               "libopenblas0-pthread (scripts/setup.sh does) to switch libblas.so.3 to OpenBLAS");
   }
+}
+
+bool tune_allocator() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return false;
+  constexpr int kMmapThreshold = 16 << 20;
+  constexpr int kTrimThreshold = 64 << 20;
+  // Setting either disables glibc's dynamic adjustment of both (mallopt(3)).
+  return mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
 }
 
 int configure_threads(int requested, int local_ranks) {
