@@ -5,9 +5,12 @@
 # minutes: compare medians of alternating rounds).
 #
 #   bench/train_throughput.sh [--data DIR] [--steps S] [--rounds R] [--peer PATH/train_torch.py]
+#                             [--config FILE]
 #
 # --data   an OML-format Fashion-MNIST folder (converted here into build/bench_data when absent)
 # --peer   the peer script (not part of oml-cpp); run with Debian's /usr/bin/python3
+# --config another Fashion-MNIST training config (e.g. configs/fashion_mnist/train_extractor.yaml,
+#          the default pipeline); the peer always runs the resnet18 setup
 # Prints one line per run and the medians. images/s is end to end: data loading, forward,
 # backward, gradient all-reduce (2 ranks) and the Adam step, from train.jsonl's samples_per_s
 # (global batch / wall time between consecutive steps); the first 3 steps are warm-up.
@@ -18,12 +21,14 @@ data=$build/bench_data/fashion_mnist
 steps=100
 rounds=3
 peer=""
+config=$root/configs/fashion_mnist/benchmark_resnet18.yaml
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) data=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --peer) peer=$2; shift 2 ;;
+    --config) config=$2; shift 2 ;;
     *) echo "train_throughput.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +49,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 # Mean images/s of one oml-train run after warm-up (total images / total time of those steps).
 oml_run() {
   local nproc=$1 run=$2
-  "$build/pipelines/oml-train" --config "$root/configs/fashion_mnist/benchmark_resnet18.yaml" \
+  "$build/pipelines/oml-train" --config "$config" \
     --nproc-per-node "$nproc" --progress quiet \
     --set "dataset_root=$data" --set dataframe_name=df_train_only.csv \
     --set "logs_root=$logs" --set "run_name=$run" --set logger=null \
@@ -61,7 +66,7 @@ peer_run() {
 one=() two=() py=()
 for r in $(seq 1 "$rounds"); do
   v=$(oml_run 1 "r${r}_1rank"); one+=("$v"); echo "round $r: oml-train 1 rank   $v images/s"
-  v=$(oml_run 2 "r${r}_2ranks"); two+=("$v"); echo "round $r: oml-train 2 ranks  $v images/s (global batch 64)"
+  v=$(oml_run 2 "r${r}_2ranks"); two+=("$v"); echo "round $r: oml-train 2 ranks  $v images/s (2 x the per-rank batch)"
   if [ -n "$peer" ]; then
     v=$(peer_run); py+=("$v"); echo "round $r: PyTorch peer      $v images/s"
   fi

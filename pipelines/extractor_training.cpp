@@ -135,7 +135,7 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
       for (const auto& kv : out.logs) record[kv.first] = kv.second;
       session.log_step(epoch, record);
       progress.advance(1, step_status(mean_loss, session.lr(), samples_per_s));
-      if (cfg.max_steps && session.global_step() >= *cfg.max_steps) {
+      if (session.reached_max_steps()) {
         stop = true;
         break;
       }

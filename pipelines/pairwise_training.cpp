@@ -117,7 +117,7 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
                                {"pairs", pairs.ids1.size(0)},
                                {"pair_accuracy", accuracy}});
       progress.advance(1, step_status(mean_loss, session.lr(), samples_per_s));
-      if (cfg.max_steps && session.global_step() >= *cfg.max_steps) {
+      if (session.reached_max_steps()) {
         stop = true;
         break;
       }

@@ -111,6 +111,8 @@ class TrainingSession {
   const TrainingPosition& start() const { return start_; }
   const RunPaths& paths() const { return paths_; }
   int64_t global_step() const { return step_; }
+  /// True once the optimizer has stepped `max_steps` times (never without max_steps).
+  bool reached_max_steps() const { return config_.max_steps && step_ >= *config_.max_steps; }
 
   /// Mean of `loss` over the ranks (collective). Throws RuntimeError naming the step when any
   /// rank's loss is not finite — before the step is applied, keeping the last checkpoint.

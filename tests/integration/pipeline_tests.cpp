@@ -86,6 +86,25 @@ TEST_CASE("Two-rank DDP training checkpoints once and matches single-process val
   check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
 }
 
+TEST_CASE("max_steps stops training mid-epoch, validates and checkpoints where it stopped", "[pipelines][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", train_config(dir / "logs", "max_steps: 4\n"));  // 2 epochs x 3 batches would be 6
+  const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const fs::path run = dir / "logs" / "run";
+  const auto steps = read_jsonl(run / "train.jsonl");
+  REQUIRE(steps.size() == 4);
+  CHECK(steps.back().at("step") == 4);
+  CHECK(steps.back().at("epoch") == 1);
+  CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);  // after epoch 1 and where it stopped
+  const auto last = oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt");
+  CHECK(last.step == 4);
+  REQUIRE(last.resume.has_value());
+  CHECK(last.resume->sampler_epoch == 1);  // resuming would continue with epoch 2's second batch
+  CHECK(last.resume->sampler_batch == 1);
+}
+
 TEST_CASE("Resuming from last.ckpt continues exactly like an uninterrupted run", "[pipelines][integration]") {
   TempDir dir;
   write_file(dir / "full.yaml", train_config(dir / "full"));
