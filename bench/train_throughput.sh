@@ -53,7 +53,8 @@ oml_run() {
     --nproc-per-node "$nproc" --progress quiet \
     --set "dataset_root=$data" --set dataframe_name=df_train_only.csv \
     --set "logs_root=$logs" --set "run_name=$run" --set logger=null \
-    --set max_epochs=1 --set "sampler.args.epoch_size=$((steps + warmup))" >/dev/null 2>&1
+    --set max_epochs=1 --set "sampler.args.epoch_size=$((steps + warmup))" >"$logs/$run.log" 2>&1 ||
+    { echo "train_throughput.sh: oml-train failed ($nproc rank(s)):" >&2; tail -5 "$logs/$run.log" >&2; exit 1; }
   grep -o '"samples_per_s":[0-9.e+-]*' "$logs/$run/train.jsonl" | cut -d: -f2 | tail -n +$((warmup + 1)) |
     awk '{ t += 1 / $1; n++ } END { printf "%.1f\n", n / t }'
 }

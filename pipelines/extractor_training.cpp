@@ -103,7 +103,8 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
   // ---- the loop -----------------------------------------------------------------------------
   bool stop = false;
   const int64_t world = ctx.world_size();
-  for (int64_t epoch = session.start().epoch; epoch < cfg.max_epochs && !stop; ++epoch) {
+  // A run resumed from a checkpoint written at max_steps has nothing left to do.
+  for (int64_t epoch = session.start().epoch; epoch < cfg.max_epochs && !stop && !session.reached_max_steps(); ++epoch) {
     if (auto* with_mlp = dynamic_cast<models::ExtractorWithMLPImpl*>(extractor.get()); with_mlp && cfg.freeze_n_epochs > 0) {
       with_mlp->set_backbone_frozen(epoch < cfg.freeze_n_epochs);
     }

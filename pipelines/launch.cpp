@@ -39,9 +39,14 @@ std::optional<int> launch_if_requested(const Invocation& inv) {
   if (dist::is_worker_process()) {
     const dist::World world = dist::world_from_environment();
     if (!dist::process_environment()(dist::kPrefixedByLauncher)) log::init(world.rank, level);
-    if (options.nproc_per_node > 1 && !dist::process_environment()(dist::kPrefixedByLauncher)) {
-      log::warn("--nproc-per-node is ignored: this process is " + dist::describe(world) +
-                " of a run started by an external launcher");
+    if (!dist::process_environment()(dist::kPrefixedByLauncher)) {
+      if (options.nproc_per_node > 1) {
+        log::warn("--nproc-per-node is ignored: this process is " + dist::describe(world) +
+                  " of a run started by an external launcher");
+      } else if (inv.config_path && inv.load_config().devices > 1) {
+        log::warn("`devices` in the config is ignored: this process is " + dist::describe(world) +
+                  " of a run started by an external launcher, which decides the number of ranks");
+      }
     }
     return std::nullopt;
   }

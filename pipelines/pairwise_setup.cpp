@@ -17,15 +17,14 @@
 
 namespace oml::pipelines {
 
-namespace {
-
-// A pairwise pipeline over an untrained extractor is almost always a forgotten `weights:`.
 void require_trained_extractor(const config::RunConfig& config) {
   const config::ComponentSpec spec = require_component(config, config.extractor, "extractor");
   if (!config.weights.empty() || (spec.args.defined() && spec.args["weights"].defined())) return;
   spec.node.fail("the pairwise pipelines re-rank the results of a trained extractor: set `weights:` to its "
                  "checkpoint (e.g. the best.ckpt of an extractor run) or give the extractor `args.weights`");
 }
+
+namespace {
 
 // Scores (query, gallery) pairs with the model: smaller = more alike (PairwiseModel::predict).
 retrieval::PairScorer pair_scorer(models::PairwiseModel& model, std::shared_ptr<const data::Dataset> inputs,

@@ -41,6 +41,10 @@ std::shared_ptr<const data::Dataset> pairwise_inputs(const config::RunConfig& co
                                                      const std::optional<config::ComponentSpec>& transform_slot,
                                                      const std::string& transform_key);
 
+/// A pairwise pipeline over an untrained extractor is almost always a forgotten `weights:`:
+/// throws ConfigError unless `weights` or the extractor's `args.weights` is set.
+void require_trained_extractor(const config::RunConfig& config);
+
 /// Builds the config's `postprocessor` once with a scorer that is never called, so that bad
 /// args (an unknown name, `top_n: 1`) fail before the embeddings are computed and before any
 /// training, not at the first validation. Throws ConfigError naming the key.

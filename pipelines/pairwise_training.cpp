@@ -21,6 +21,7 @@
 #include "oml/losses/miners.h"
 #include "oml/models/pairwise_model.h"
 #include "oml/optim/optimizer.h"
+#include "oml/optim/resume.h"
 #include "oml/registry/registries.h"
 #include "pairwise_setup.h"
 #include "pipeline_setup.h"
@@ -40,22 +41,13 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
     throw DataError(dataframe.file() + ": has no rows with split 'train'; training needs some");
   }
   const bool has_validation = !dataframe.validation().empty();
+  // Everything the config can get wrong is checked before the embedding pass, which takes
+  // hours on large datasets: the extractor's weights, the postprocessor, the model, the
+  // sampler, the optimizer and the checkpoint metric (TrainingSession).
+  require_trained_extractor(cfg);
   if (has_validation) check_pairwise_postprocessor(cfg);
 
-  // ---- the frozen extractor's embeddings (the cache is shared by every run over them) -------
-  const at::Tensor train_embeddings = extractor_embeddings(cfg, ctx, train_split, "train");
-  at::Tensor val_embeddings;
-  if (has_validation) val_embeddings = extractor_embeddings(cfg, ctx, dataframe.validation(), "validation");
-
-  // ---- the model and what it reads ----------------------------------------------------------
   auto model = build_pairwise_model(cfg, ctx);
-  auto train_inputs = pairwise_inputs(cfg, *model, train_split, train_embeddings, cfg.transforms_train, "transforms_train");
-  train_inputs->reserve_cache(cfg.cache_size);
-  std::shared_ptr<const data::Dataset> val_inputs;
-  if (has_validation) {
-    val_inputs = pairwise_inputs(cfg, *model, dataframe.validation(), val_embeddings, cfg.transforms_val, "transforms_val");
-  }
-
   const auto sampler = build_train_sampler(cfg, dataframe, ctx);
   const int64_t steps_per_epoch = data::batches_per_epoch(*sampler);
   losses::PairsMiner miner(cfg.hard_pairs_mining);
@@ -76,6 +68,23 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
   for (const auto& b : model->named_buffers(true)) buffers.emplace_back("pairwise_model." + b.key(), b.value());
   gradient_sync.broadcast_from_rank0(buffers);
 
+  // ---- the frozen extractor's embeddings (the cache is shared by every run over them) -------
+  // Building the extractor draws random initial weights; keep training's random stream where
+  // the session left it (a resumed run restores it), whether the cache was hit or not.
+  const at::Tensor rng = optim::save_rng_state();
+  const at::Tensor train_embeddings = extractor_embeddings(cfg, ctx, train_split, "train");
+  at::Tensor val_embeddings;
+  if (has_validation) val_embeddings = extractor_embeddings(cfg, ctx, dataframe.validation(), "validation");
+  optim::load_rng_state(rng);
+
+  // ---- what the model reads -------------------------------------------------------------------
+  auto train_inputs = pairwise_inputs(cfg, *model, train_split, train_embeddings, cfg.transforms_train, "transforms_train");
+  train_inputs->reserve_cache(cfg.cache_size);
+  std::shared_ptr<const data::Dataset> val_inputs;
+  if (has_validation) {
+    val_inputs = pairwise_inputs(cfg, *model, dataframe.validation(), val_embeddings, cfg.transforms_val, "transforms_val");
+  }
+
   std::map<std::string, double> before_reranking;  // the frozen extractor's metrics, computed once
   auto validate = [&]() -> metrics::EmbeddingMetricsResult {
     if (!ctx.is_main()) return {};
@@ -85,7 +94,8 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
 
   bool stop = false;
   const int64_t world = ctx.world_size();
-  for (int64_t epoch = session.start().epoch; epoch < cfg.max_epochs && !stop; ++epoch) {
+  // A run resumed from a checkpoint written at max_steps has nothing left to do.
+  for (int64_t epoch = session.start().epoch; epoch < cfg.max_epochs && !stop && !session.reached_max_steps(); ++epoch) {
     model->train();
     const int64_t first_batch = epoch == session.start().epoch ? session.start().batch : 0;
     data::Loader loader(train_inputs, data::remaining_batches(*sampler, {epoch, first_batch}),

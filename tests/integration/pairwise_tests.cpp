@@ -238,4 +238,5 @@ TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pa
     CHECK_THAT(r.err, Contains("OVERALL/cmc/10"));
   }
   CHECK_FALSE(fs::exists(dir / "logs" / "pairwise" / "checkpoints"));
+  CHECK_FALSE(fs::exists(dir / "logs" / "cache"));  // no embedding pass ran
 }

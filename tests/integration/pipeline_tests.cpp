@@ -101,8 +101,16 @@ TEST_CASE("max_steps stops training mid-epoch, validates and checkpoints where i
   const auto last = oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt");
   CHECK(last.step == 4);
   REQUIRE(last.resume.has_value());
-  CHECK(last.resume->sampler_epoch == 1);  // resuming would continue with epoch 2's second batch
+  CHECK(last.resume->sampler_epoch == 1);  // with a larger max_steps a resume continues at epoch 2's second batch
   CHECK(last.resume->sampler_batch == 1);
+
+  // Resuming with the same max_steps has nothing left to do: no extra step.
+  const auto again = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --resume " +
+                                              quote((run / "checkpoints" / "last.ckpt").string()));
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK(read_jsonl(run / "train.jsonl").size() == 4);
+  CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").step == 4);
 }
 
 TEST_CASE("Resuming from last.ckpt continues exactly like an uninterrupted run", "[pipelines][integration]") {
@@ -261,7 +269,8 @@ TEST_CASE("Ranks started by an external launcher's variables train like --nproc-
   // What `torchrun --no-python --nproc-per-node 2 oml-train ...` does: two processes with
   // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set.
   TempDir dir;
-  write_file(dir / "c.yaml", train_config(dir / "logs"));
+  // `devices: 4` is the config's own rank count; the external launcher's 2 win, with a warning.
+  write_file(dir / "c.yaml", train_config(dir / "logs", "devices: 4\n"));
   const std::string port = std::to_string(free_port());
   std::string script;
   for (int rank = 0; rank < 2; ++rank) {
@@ -279,6 +288,7 @@ TEST_CASE("Ranks started by an external launcher's variables train like --nproc-
   CHECK(fs::exists(run / "checkpoints" / "best.ckpt"));
   CHECK(read_jsonl(run / "train.jsonl").size() == 4);
   CHECK_THAT(oml::test::read_file(dir / "out1"), Contains("[rank 1]"));
+  CHECK_THAT(oml::test::read_file(dir / "out0"), Contains("`devices` in the config is ignored"));
 
   write_file(dir / "validate.yaml", validate_config(dir / "logs", run / "checkpoints" / "best.ckpt"));
   REQUIRE(run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string())).exit_code == 0);

@@ -47,6 +47,8 @@ void warn_if_reference_blas() {
 
 bool tune_allocator() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return false;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables && std::string(tunables).find("glibc.malloc.") != std::string::npos) return false;
   constexpr int kMmapThreshold = 16 << 20;
   constexpr int kTrimThreshold = 64 << 20;
   // Setting either disables glibc's dynamic adjustment of both (mallopt(3)).

@@ -22,7 +22,8 @@ void warn_if_reference_blas();
 /// defaults a training step's activations (a few MB each) went back to the kernel after every
 /// step and were faulted in again on the next: resnet18 at 32 px trained at ~300 instead of
 /// ~400 images/s until an unrelated large free (the first checkpoint) raised the thresholds.
-/// Leaves things alone when the user set MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_.
+/// Leaves things alone when the user set MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ or
+/// glibc.malloc tunables in GLIBC_TUNABLES.
 /// Called by every command at start-up. Returns whether it changed the settings.
 bool tune_allocator();
 
