@@ -198,6 +198,34 @@ TEST_CASE("The embeddings cache is keyed by the extractor's weights", "[pipeline
   CHECK(files_in(dir / "logs" / "cache") == 2);
 }
 
+TEST_CASE("Resuming pairwise training from last.ckpt continues exactly like an uninterrupted run", "[pipelines][pairwise][integration]") {
+  TempDir dir;
+  write_file(dir / "full.yaml", pairwise_train_config(dir / "full"));
+  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "full.yaml").string())).exit_code == 0);
+
+  write_file(dir / "part.yaml", pairwise_train_config(dir / "part"));
+  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --set max_epochs=1").exit_code == 0);
+  const fs::path last = dir / "part" / "pairwise" / "checkpoints" / "last.ckpt";
+  const auto resumed = run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --resume " + quote(last.string()));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+
+  const auto full = read_jsonl(dir / "full" / "pairwise" / "train.jsonl");
+  const auto part = read_jsonl(dir / "part" / "pairwise" / "train.jsonl");
+  REQUIRE(full.size() == part.size());
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(part[i].at("pairs") == full[i].at("pairs"));
+    CHECK(part[i].at("loss").get<double>() == Approx(full[i].at("loss").get<double>()).epsilon(1e-6));
+  }
+  const auto full_metrics = read_jsonl(dir / "full" / "pairwise" / "metrics.jsonl").back().at("metrics");
+  const auto part_metrics = read_jsonl(dir / "part" / "pairwise" / "metrics.jsonl").back().at("metrics");
+  for (const auto& [key, value] : full_metrics.items()) {
+    INFO(key);
+    CHECK(part_metrics.at(key).get<double>() == Approx(value.get<double>()).margin(1e-6));
+  }
+}
+
 TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pairwise][integration]") {
   TempDir dir;
   auto train_with = [&](const std::string& config) {
