@@ -38,8 +38,10 @@ std::optional<int> launch_if_requested(const Invocation& inv) {
                                                : log::Level::info;
   if (dist::is_worker_process()) {
     const dist::World world = dist::world_from_environment();
-    if (!dist::process_environment()(dist::kPrefixedByLauncher)) log::init(world.rank, level);
+    // Ranks of an external launcher (torchrun, srun) prefix their own lines and get told when
+    // this command's rank count settings are overruled.
     if (!dist::process_environment()(dist::kPrefixedByLauncher)) {
+      log::init(world.rank, level);
       if (options.nproc_per_node > 1) {
         log::warn("--nproc-per-node is ignored: this process is " + dist::describe(world) +
                   " of a run started by an external launcher");
