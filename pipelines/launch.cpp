@@ -24,7 +24,7 @@ void add_launch_options(po::options_description& o) {
   // clang-format on
 }
 
-std::optional<int> launch_if_requested(const Invocation& inv) {
+std::optional<int> launch_if_requested(const Invocation& inv, const config::RunConfig& config) {
   namespace dist = oml::distributed;
   dist::LaunchOptions options;
   options.nproc_per_node = inv.vars["nproc-per-node"].as<int>();
@@ -45,27 +45,23 @@ std::optional<int> launch_if_requested(const Invocation& inv) {
       if (options.nproc_per_node > 1) {
         log::warn("--nproc-per-node is ignored: this process is " + dist::describe(world) +
                   " of a run started by an external launcher");
-      } else if (inv.config_path && inv.load_config().devices > 1) {
+      } else if (config.devices > 1) {
         log::warn("`devices` in the config is ignored: this process is " + dist::describe(world) +
                   " of a run started by an external launcher, which decides the number of ranks");
       }
     }
     return std::nullopt;
   }
-  // A config mistake is reported once here rather than once per rank. `devices: N` in the
-  // config is the number of ranks per node when --nproc-per-node is not given.
-  std::optional<config::RunConfig> cfg;
-  if (inv.config_path && inv.vars["nproc-per-node"].defaulted()) {
-    cfg = inv.load_config();
-    options.nproc_per_node = static_cast<int>(cfg->devices);
-  }
+  // `devices: N` in the config is the number of ranks per node when --nproc-per-node is not given.
+  if (inv.vars["nproc-per-node"].defaulted()) options.nproc_per_node = static_cast<int>(config.devices);
   if (options.nproc_per_node * options.nnodes == 1) return std::nullopt;
-  if (inv.config_path && !cfg) inv.load_config();
   const dist::LaunchResult result = dist::launch_workers(inv.argv, options);
   if (result.exit_code != 0) {
     std::cerr << inv.command << ": distributed error: " << result.message << "\n";
   }
   return result.exit_code;
 }
+
+std::optional<int> launch_if_requested(const Invocation& inv) { return launch_if_requested(inv, config::RunConfig{}); }
 
 }  // namespace oml::cli

@@ -14,8 +14,9 @@ int main(int argc, char** argv) {
   spec.usage = "  oml-predict --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N]";
   spec.add_options = [](po::options_description& o) { oml::cli::add_launch_options(o); };
   spec.run = [](const oml::cli::Invocation& inv) {
-    if (auto code = oml::cli::launch_if_requested(inv)) return *code;
-    return oml::pipelines::predict_extractor(inv, inv.load_config());
+    const oml::config::RunConfig config = inv.load_config();
+    if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
+    return oml::pipelines::predict_extractor(inv, config);
   };
   return oml::cli::run_command(argc, argv, spec);
 }

@@ -18,9 +18,9 @@ int main(int argc, char** argv) {
     o.add_options()("resume", po::value<std::string>(), "continue the run saved in this checkpoint (a last.ckpt)");
   };
   spec.run = [](const oml::cli::Invocation& inv) {
-    if (auto code = oml::cli::launch_if_requested(inv)) return *code;
     const oml::config::Document document = inv.load_document();
     const oml::config::RunConfig config = inv.load_config(document);
+    if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
     if (config.pipeline == "pairwise") return oml::pipelines::train_pairwise(inv, document, config);
     return oml::pipelines::train_extractor(inv, document, config);
   };

@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
     // clang-format on
   };
   spec.run = [](const oml::cli::Invocation& inv) {
-    if (auto code = oml::cli::launch_if_requested(inv)) return *code;
     const oml::config::RunConfig config = inv.load_config();
+    if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
     if (config.pipeline == "pairwise") return oml::pipelines::validate_pairwise(inv, config);
     return oml::pipelines::validate_extractor(inv, config);
   };

@@ -210,20 +210,11 @@ TEST_CASE("Resuming pairwise training from last.ckpt continues exactly like an u
   INFO(resumed.err);
   REQUIRE(resumed.exit_code == 0);
 
-  const auto full = read_jsonl(dir / "full" / "pairwise" / "train.jsonl");
-  const auto part = read_jsonl(dir / "part" / "pairwise" / "train.jsonl");
-  REQUIRE(full.size() == part.size());
-  for (std::size_t i = 0; i < full.size(); ++i) {
-    INFO("step " << i + 1);
-    CHECK(part[i].at("pairs") == full[i].at("pairs"));
-    CHECK(part[i].at("loss").get<double>() == Approx(full[i].at("loss").get<double>()).epsilon(1e-6));
-  }
-  const auto full_metrics = read_jsonl(dir / "full" / "pairwise" / "metrics.jsonl").back().at("metrics");
-  const auto part_metrics = read_jsonl(dir / "part" / "pairwise" / "metrics.jsonl").back().at("metrics");
-  for (const auto& [key, value] : full_metrics.items()) {
-    INFO(key);
-    CHECK(part_metrics.at(key).get<double>() == Approx(value.get<double>()).margin(1e-6));
-  }
+  check_same_training_log(dir / "full" / "pairwise" / "train.jsonl", dir / "part" / "pairwise" / "train.jsonl", "pairs");
+  auto last_metrics = [](const fs::path& run) {
+    return read_jsonl(run / "metrics.jsonl").back().at("metrics").get<std::map<std::string, double>>();
+  };
+  check_same_metrics(last_metrics(dir / "full" / "pairwise"), last_metrics(dir / "part" / "pairwise"));
 }
 
 TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pairwise][integration]") {

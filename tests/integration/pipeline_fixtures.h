@@ -102,4 +102,17 @@ inline void check_same_metrics(const std::map<std::string, double>& a, const std
   }
 }
 
+/// Two runs' train.jsonl agree step by step: the same number of steps, the same `key` (such as
+/// "step" or "pairs") and the same loss — what a resumed run must show against an uninterrupted one.
+inline void check_same_training_log(const fs::path& a, const fs::path& b, const std::string& key) {
+  const auto first = read_jsonl(a);
+  const auto second = read_jsonl(b);
+  REQUIRE(first.size() == second.size());
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(second[i].at(key) == first[i].at(key));
+    CHECK(second[i].at("loss").get<double>() == Approx(first[i].at("loss").get<double>()).epsilon(1e-6));
+  }
+}
+
 }  // namespace oml::test

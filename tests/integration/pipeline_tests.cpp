@@ -125,14 +125,7 @@ TEST_CASE("Resuming from last.ckpt continues exactly like an uninterrupted run",
   INFO(resumed.err);
   REQUIRE(resumed.exit_code == 0);
 
-  const auto full = read_jsonl(dir / "full" / "run" / "train.jsonl");
-  const auto part = read_jsonl(dir / "part" / "run" / "train.jsonl");
-  REQUIRE(full.size() == part.size());
-  for (std::size_t i = 0; i < full.size(); ++i) {
-    INFO("step " << i + 1);
-    CHECK(part[i].at("step") == full[i].at("step"));
-    CHECK(part[i].at("loss").get<double>() == Approx(full[i].at("loss").get<double>()).epsilon(1e-6));
-  }
+  check_same_training_log(dir / "full" / "run" / "train.jsonl", dir / "part" / "run" / "train.jsonl", "step");
   check_same_metrics(read_jsonl(dir / "full" / "run" / "metrics.jsonl").back().at("metrics").get<std::map<std::string, double>>(),
                      read_jsonl(dir / "part" / "run" / "metrics.jsonl").back().at("metrics").get<std::map<std::string, double>>());
 }
