@@ -79,13 +79,21 @@ std::shared_ptr<const data::Dataset> pairwise_inputs(const config::RunConfig& co
   return std::make_shared<data::EmbeddingsDataset>(embeddings, split, "the extractor's embeddings");
 }
 
+namespace {
+
+std::shared_ptr<retrieval::Postprocessor> build_pairwise_postprocessor(const config::RunConfig& config,
+                                                                       retrieval::PairScorer scorer) {
+  retrieval::PostprocessorContext context;
+  context.pairwise_scores = std::move(scorer);
+  return registries().postprocessors.create(require_component(config, config.postprocessor, "postprocessor"), context);
+}
+
+}  // namespace
+
 void check_pairwise_postprocessor(const config::RunConfig& config) {
-  const config::ComponentSpec spec = require_component(config, config.postprocessor, "postprocessor");
-  retrieval::PostprocessorContext unused;
-  unused.pairwise_scores = [](const std::vector<int64_t>&, const std::vector<int64_t>&) -> std::vector<float> {
+  build_pairwise_postprocessor(config, [](const std::vector<int64_t>&, const std::vector<int64_t>&) -> std::vector<float> {
     throw InternalError("check_pairwise_postprocessor: the check's scorer was called");
-  };
-  registries().postprocessors.create(spec, unused);
+  });
 }
 
 metrics::EmbeddingMetricsResult pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
@@ -93,10 +101,8 @@ metrics::EmbeddingMetricsResult pairwise_validation_metrics(const config::RunCon
                                                             const std::shared_ptr<const data::Dataset>& inputs,
                                                             const at::Tensor& embeddings, const data::DataSplit& split,
                                                             std::map<std::string, double>& before) {
-  const config::ComponentSpec spec = require_component(config, config.postprocessor, "postprocessor");
-  retrieval::PostprocessorContext postprocessor_context;
-  postprocessor_context.pairwise_scores = pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed));
-  const auto postprocessor = registries().postprocessors.create(spec, postprocessor_context);
+  const auto postprocessor =
+      build_pairwise_postprocessor(config, pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed)));
 
   const metrics::EmbeddingSet set = embedding_set(embeddings, split);
   metrics::EmbeddingMetricsOptions options;
