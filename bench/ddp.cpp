@@ -10,10 +10,10 @@
 #include <torch/torch.h>
 #include <boost/program_options.hpp>
 
+#include <sys/mman.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <sys/mman.h>
 #include <functional>
 #include <iostream>
 
@@ -84,8 +84,9 @@ void bench_sync_dicts_parts(dist::ProcessGroup& g) {
       body();
       if (i > 0) times.push_back(seconds_since(start));
     }
-    if (g.rank() == 0) std::printf("  %-58s median %8.4f s, min %8.4f s\n", name, median(times),
-                                   *std::min_element(times.begin(), times.end()));
+    if (g.rank() == 0)
+      std::printf("  %-58s median %8.4f s, min %8.4f s\n", name, median(times),
+                  *std::min_element(times.begin(), times.end()));
   };
   timed("all_gather_bytes of 64 bytes (latency)", [&] { g.all_gather_bytes(std::string(64, 'x')); });
   timed("empty(all rows) + zero_ (page faults of the result)", [&] {
@@ -100,12 +101,12 @@ void bench_sync_dicts_parts(dist::ProcessGroup& g) {
     const std::size_t size = (bytes + huge - 1) / huge * huge;
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     madvise(p, size, MADV_HUGEPAGE);
-    return torch::from_blob(p, {rows, dim}, [size](void* q) { munmap(q, size); }, torch::kFloat);
+    return torch::from_blob(
+        p, {rows, dim}, [size](void* q) { munmap(q, size); }, torch::kFloat);
   };
   timed("mmap+MADV_HUGEPAGE(all rows) + zero_", [&] { empty_huge(args.rows * n, args.dim).zero_(); });
-  timed("mmap+MADV_HUGEPAGE(all rows) + copy_ of own rows", [&] {
-    empty_huge(args.rows * n, args.dim).narrow(0, 0, args.rows).copy_(local);
-  });
+  timed("mmap+MADV_HUGEPAGE(all rows) + copy_ of own rows",
+        [&] { empty_huge(args.rows * n, args.dim).narrow(0, 0, args.rows).copy_(local); });
   timed("broadcast per rank, all in flight, into a MADV_HUGEPAGE result", [&] {
     torch::Tensor whole = empty_huge(args.rows * n, args.dim);
     whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
@@ -134,7 +135,8 @@ void bench_sync_dicts_parts(dist::ProcessGroup& g) {
     for (auto& p : pending) p.wait();
   });
   for (int64_t chunk_mb : {4, 16, 64}) {
-    const std::string name = "broadcast per rank in " + std::to_string(chunk_mb) + " MB pieces, all in flight";
+    const std::string name =
+        "broadcast per rank in " + std::to_string(chunk_mb) + " MB pieces, all in flight";
     timed(name.c_str(), [&] {
       torch::Tensor whole = torch::empty({args.rows * n, args.dim});
       whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
@@ -241,7 +243,8 @@ int main(int argc, char** argv) {
     } else if (args.what == "step") {
       bench_step(group);
     } else {
-      throw oml::UsageError("--what must be sync_dicts, sync_dicts_parts, allreduce or step, got '" + args.what + "'");
+      throw oml::UsageError("--what must be sync_dicts, sync_dicts_parts, allreduce or step, got '" +
+                            args.what + "'");
     }
     return 0;
   };

@@ -5,8 +5,8 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <iomanip>
 #include <iostream>
 
@@ -69,8 +69,8 @@ Throughput measure(const std::shared_ptr<Dataset>& dataset, int workers, int64_t
   return {images / wall, images / cpu};
 }
 
-void report(const std::string& path, const std::string& transform_name, const std::shared_ptr<Dataset>& dataset,
-            int64_t batch_size) {
+void report(const std::string& path, const std::string& transform_name,
+            const std::shared_ptr<Dataset>& dataset, int64_t batch_size) {
   for (int workers : {1, 2}) {
     const Throughput t = measure(dataset, workers, batch_size);
     std::cout << "| " << path << " | " << transform_name << " | " << batch_size << " | " << workers << " | "
@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   const fs::path work = oml::io::temporary_sibling(fs::temp_directory_path() / "oml-bench-loader");
   fs::create_directories(work);
 
-  std::cout << "| path | transform | batch | workers | images/s | images per CPU-second |\n|---|---|---|---|---|---|"
+  std::cout << "| path | transform | batch | workers | images/s | images per CPU-second "
+               "|\n|---|---|---|---|---|---|"
             << std::endl;
   // 1. Fashion-MNIST PNGs (the first 10,000 train images).
   ConvertOptions convert;
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
   convert.limit = 10000;
   convert_dataset("fashion-mnist", convert);
   const auto df = Dataframe::read(work / "fmnist" / "df.csv");
-  report("Fashion-MNIST 28x28 PNG", "norm", std::make_shared<ImageDataset>(df.train(), transform("name: norm")), 256);
+  report("Fashion-MNIST 28x28 PNG", "norm",
+         std::make_shared<ImageDataset>(df.train(), transform("name: norm")), 256);
 
   // 2. Generated 500x375 JPEGs (smooth gradients plus noise, ~quality 90 camera-like files).
   DataSplit split;
@@ -109,7 +111,8 @@ int main(int argc, char** argv) {
     const auto y = torch::linspace(0, 1, 375).view({375, 1, 1});
     const auto x = torch::linspace(0, 1, 500).view({1, 500, 1});
     const auto colour = torch::rand({1, 1, 3});
-    auto image = (y * 120 + x * 100 + colour * 35 + torch::rand({375, 500, 3}) * 40).clamp(0, 255).to(torch::kUInt8);
+    auto image =
+        (y * 120 + x * 100 + colour * 35 + torch::rand({375, 500, 3}) * 40).clamp(0, 255).to(torch::kUInt8);
     const fs::path path = work / "jpeg" / (std::to_string(i) + ".jpg");
     fs::create_directories(path.parent_path());
     oml::io::write_file_atomic(path, encode_image(image, path.string(), 90));
@@ -118,8 +121,8 @@ int main(int argc, char** argv) {
   }
   report("500x375 JPEG", "norm_resize 224",
          std::make_shared<ImageDataset>(split, transform("{name: norm_resize, args: {im_size: 224}}")), 32);
-  report("500x375 JPEG", "augs 224", std::make_shared<ImageDataset>(split, transform("{name: augs, args: {im_size: 224}}")),
-         32);
+  report("500x375 JPEG", "augs 224",
+         std::make_shared<ImageDataset>(split, transform("{name: augs, args: {im_size: 224}}")), 32);
   fs::remove_all(work);
   return 0;
 }

@@ -18,7 +18,8 @@
 
 namespace {
 
-double images_per_second(oml::models::Extractor& model, int64_t batch, int64_t channels, int64_t side, int steps) {
+double images_per_second(oml::models::Extractor& model, int64_t batch, int64_t channels, int64_t side,
+                         int steps) {
   auto loss = oml::losses::TripletLossWithMiner(std::make_shared<oml::losses::HardTripletsMiner>());
   torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(1e-3));
   const auto images = torch::randn({batch, channels, side, side});

@@ -44,7 +44,8 @@ torch::Tensor clustered_embeddings(int64_t n, int64_t dim, int64_t classes, torc
   for (int64_t start = 0; start < n; start += kChunk) {
     const int64_t rows = std::min(kChunk, n - start);
     embeddings.narrow(0, start, rows)
-        .copy_(centres.index_select(0, labels.narrow(0, start, rows)) + 1.5 * torch::randn({rows, dim}, generator));
+        .copy_(centres.index_select(0, labels.narrow(0, start, rows)) +
+               1.5 * torch::randn({rows, dim}, generator));
   }
   return embeddings;
 }
@@ -60,8 +61,9 @@ int main(int argc, char** argv) {
       "dim", po::value(&dim), "embedding dimension (128)")("classes", po::value(&classes),
                                                            "number of labels (default n / 5, like SOP)")(
       "top-k", po::value(&top_k), "k of cmc/precision/map besides 1 and 5 (5)")(
-      "fnmr", "also compute fnmr@fmr 0.1 over all pairs")("threads", po::value(&threads), "intra-op threads (2)")(
-      "budget-mb", po::value(&budget_mb), "distance block memory budget in MB (128)")(
+      "fnmr", "also compute fnmr@fmr 0.1 over all pairs")(
+      "threads", po::value(&threads), "intra-op threads (2)")("budget-mb", po::value(&budget_mb),
+                                                              "distance block memory budget in MB (128)")(
       "queries", po::value(&queries), "use only the first M items as queries (default: all)");
   po::variables_map vars;
   try {
@@ -102,8 +104,10 @@ int main(int argc, char** argv) {
   const auto result = oml::metrics::compute_embedding_metrics(set, metric_options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::cout << "{\"n\": " << n << ", \"dim\": " << dim << ", \"queries\": " << (queries > 0 ? std::min(queries, n) : n) << ", \"threads\": " << threads << ", \"budget_mb\": " << budget_mb
-            << ", \"total_s\": " << seconds << ", \"peak_rss_mb\": " << peak_rss_mb();
+  std::cout << "{\"n\": " << n << ", \"dim\": " << dim
+            << ", \"queries\": " << (queries > 0 ? std::min(queries, n) : n) << ", \"threads\": " << threads
+            << ", \"budget_mb\": " << budget_mb << ", \"total_s\": " << seconds
+            << ", \"peak_rss_mb\": " << peak_rss_mb();
   for (const auto& [key, value] : result.metrics) std::cout << ", \"" << key << "\": " << value;
   std::cout << "}" << std::endl;
   return 0;

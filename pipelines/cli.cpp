@@ -64,7 +64,8 @@ void check_component_names(const config::RunConfig& c) {
   // Every named component must exist before any work starts, so that a typo fails in the
   // first second rather than after a dataset has been loaded.
   auto& r = registries();
-  for (const auto* spec : {&c.transforms_train, &c.transforms_val, &c.transforms_extraction, &c.transforms_predict}) {
+  for (const auto* spec :
+       {&c.transforms_train, &c.transforms_val, &c.transforms_extraction, &c.transforms_predict}) {
     if (*spec) r.transforms.require(**spec);
   }
   if (c.sampler) r.samplers.require(*c.sampler);
@@ -135,7 +136,8 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
                     : inv.vars.count("quiet") ? log::Level::warn
                                               : log::Level::info);
       if (inv.vars.count("progress")) {
-        pipelines::Progress::set_default_mode(pipelines::parse_progress_mode(inv.vars["progress"].as<std::string>()));
+        pipelines::Progress::set_default_mode(
+            pipelines::parse_progress_mode(inv.vars["progress"].as<std::string>()));
       } else if (inv.vars.count("quiet")) {
         pipelines::Progress::set_default_mode(pipelines::ProgressMode::quiet);
       }

@@ -18,8 +18,8 @@ namespace oml::cli {
 
 /// What every command receives after parsing.
 struct Invocation {
-  std::string command;                 ///< "oml-train"
-  std::vector<std::string> argv;       ///< the original arguments (for relaunching workers)
+  std::string command;            ///< "oml-train"
+  std::vector<std::string> argv;  ///< the original arguments (for relaunching workers)
   boost::program_options::variables_map vars;
   std::optional<std::string> config_path;
   std::vector<std::string> overrides;  ///< --set key=value, in order
@@ -35,10 +35,10 @@ struct Invocation {
 };
 
 struct CommandSpec {
-  std::string name;         ///< "oml-train"
-  std::string summary;      ///< one line for --help
-  std::string usage;        ///< usage line(s) for --help
-  bool needs_config = true; ///< --config is required (unless --list-components)
+  std::string name;          ///< "oml-train"
+  std::string summary;       ///< one line for --help
+  std::string usage;         ///< usage line(s) for --help
+  bool needs_config = true;  ///< --config is required (unless --list-components)
   /// Adds command-specific options.
   std::function<void(boost::program_options::options_description&)> add_options;
   /// Positional arguments (e.g. oml-convert's FORMAT).

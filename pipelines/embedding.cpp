@@ -29,7 +29,8 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
   sequential_options.batch_size = options.batch_size;
   auto sequential = std::make_shared<samplers::SequentialSampler>(sampler_context, sequential_options);
   ddp::DdpSamplerOptions share_options;  // no shuffle, padded: every rank runs the same steps
-  const auto share = ddp::wrap_for_world(sequential, share_options, context.rank(), context.world_size(), options.seed);
+  const auto share =
+      ddp::wrap_for_world(sequential, share_options, context.rank(), context.world_size(), options.seed);
 
   data::LoaderOptions loader_options;
   loader_options.num_workers = static_cast<int>(options.num_workers);
@@ -44,7 +45,8 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
   const int64_t world = context.world_size();
   Progress progress(options.label, (n + world - 1) / world, "img");
   while (auto batch = loader.next()) {
-    at::Tensor embeddings = extractor.forward(batch->images.to(context.device)).to(torch::kCPU).to(torch::kFloat);
+    at::Tensor embeddings =
+        extractor.forward(batch->images.to(context.device)).to(torch::kCPU).to(torch::kFloat);
     accumulator.update({{"embeddings", embeddings}, {"indices", batch->indices}});
     progress.advance(batch->indices.size(0));
   }

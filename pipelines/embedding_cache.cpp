@@ -111,7 +111,8 @@ at::Tensor cached_embeddings(const CachedEmbeddingsRequest& request, const RunCo
   context.rank0_only([&] {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (ec) throw RuntimeError("cannot create the embeddings cache folder '" + dir.string() + "': " + ec.message());
+    if (ec)
+      throw RuntimeError("cannot create the embeddings cache folder '" + dir.string() + "': " + ec.message());
     io::save_tensor(file, embeddings);
     log::info("cached " + request.split_name + " embeddings in " + file.string());
   });

@@ -15,10 +15,10 @@ namespace oml::pipelines {
 
 struct CachedEmbeddingsRequest {
   const config::RunConfig* config = nullptr;
-  models::Extractor* extractor = nullptr;              ///< weights already loaded
-  std::shared_ptr<const data::Dataset> dataset;        ///< image dataset with the extraction transform
-  std::string split_name;                              ///< "train" / "validation", part of the file name
-  EmbedOptions embed;                                  ///< batch size, workers, progress label
+  models::Extractor* extractor = nullptr;        ///< weights already loaded
+  std::shared_ptr<const data::Dataset> dataset;  ///< image dataset with the extraction transform
+  std::string split_name;                        ///< "train" / "validation", part of the file name
+  EmbedOptions embed;                            ///< batch size, workers, progress label
 };
 
 /// The folder the cache lives in: `embeddings_cache_dir`, or logs_root/embeddings_cache.

@@ -17,8 +17,10 @@ class Document;
 
 namespace oml::pipelines {
 
-int train_extractor(const cli::Invocation& invocation, const config::Document& document, const config::RunConfig& config);
-int train_pairwise(const cli::Invocation& invocation, const config::Document& document, const config::RunConfig& config);
+int train_extractor(const cli::Invocation& invocation, const config::Document& document,
+                    const config::RunConfig& config);
+int train_pairwise(const cli::Invocation& invocation, const config::Document& document,
+                   const config::RunConfig& config);
 int validate_extractor(const cli::Invocation& invocation, const config::RunConfig& config);
 int validate_pairwise(const cli::Invocation& invocation, const config::RunConfig& config);
 int predict_extractor(const cli::Invocation& invocation, const config::RunConfig& config);

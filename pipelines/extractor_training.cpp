@@ -26,7 +26,8 @@
 
 namespace oml::pipelines {
 
-int train_extractor(const cli::Invocation& invocation, const config::Document& document, const config::RunConfig& cfg) {
+int train_extractor(const cli::Invocation& invocation, const config::Document& document,
+                    const config::RunConfig& cfg) {
   RunContext ctx = start_run(cfg);
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
 
@@ -56,7 +57,8 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
   if (cfg.freeze_n_epochs > 0 && !dynamic_cast<models::ExtractorWithMLPImpl*>(extractor.get())) {
     cfg.source["freeze_n_epochs"].fail(
         "freezing needs an extractor with a separate backbone: use extractor_with_mlp (its "
-        "backbone is frozen during the first freeze_n_epochs epochs), not '" + cfg.extractor->name + "'");
+        "backbone is frozen during the first freeze_n_epochs epochs), not '" +
+        cfg.extractor->name + "'");
   }
   const config::ComponentSpec criterion_spec = require_component(cfg, cfg.criterion, "criterion");
   losses::CriterionContext criterion_context;
@@ -68,7 +70,8 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
   optim::OptimizerContext optimizer_context;
   for (const auto& p : extractor->parameters()) optimizer_context.model_parameters.push_back(p);
   for (const auto& p : criterion->parameters()) optimizer_context.loss_parameters.push_back(p);
-  auto optimizer = registries().optimizers.create(require_component(cfg, cfg.optimizer, "optimizer"), optimizer_context);
+  auto optimizer =
+      registries().optimizers.create(require_component(cfg, cfg.optimizer, "optimizer"), optimizer_context);
 
   TrainedParts parts;
   parts.model = extractor.get();
@@ -76,14 +79,16 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
   parts.optimizer = optimizer.get();
   parts.scheduler = build_scheduler(cfg, *optimizer, total_training_steps(cfg, steps_per_epoch));
   // Resumes (when asked) and creates the run directory.
-  TrainingSession session(invocation, document, cfg, ctx, parts, has_validation, overall_metric_keys(cfg.metric_args));
+  TrainingSession session(invocation, document, cfg, ctx, parts, has_validation,
+                          overall_metric_keys(cfg.metric_args));
 
   // ---- gradient synchronisation (a no-op in a single process) ------------------------------
   distributed::NamedTensors synced = parameters_for_sync(*extractor, "extractor.");
   for (auto& p : parameters_for_sync(*criterion, "criterion.")) synced.push_back(std::move(p));
   distributed::GradientSync gradient_sync(ctx.group, synced, gradient_sync_options(cfg));
   distributed::NamedTensors buffers;
-  for (const auto& b : extractor->named_buffers(true)) buffers.emplace_back("extractor." + b.key(), b.value());
+  for (const auto& b : extractor->named_buffers(true))
+    buffers.emplace_back("extractor." + b.key(), b.value());
   gradient_sync.broadcast_from_rank0(buffers);
 
   auto validate = [&]() -> metrics::EmbeddingMetricsResult {
@@ -97,15 +102,18 @@ int train_extractor(const cli::Invocation& invocation, const config::Document& d
     metrics::EmbeddingMetricsOptions metric_options;
     metric_options.args = cfg.metric_args;
     metric_options.on_progress = progress_callback("k-NN", "query");
-    return metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()), metric_options);
+    return metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()),
+                                              metric_options);
   };
 
   // ---- the loop -----------------------------------------------------------------------------
   bool stop = false;
   const int64_t world = ctx.world_size();
   // A run resumed from a checkpoint written at max_steps has nothing left to do.
-  for (int64_t epoch = session.start().epoch; epoch < cfg.max_epochs && !stop && !session.reached_max_steps(); ++epoch) {
-    if (auto* with_mlp = dynamic_cast<models::ExtractorWithMLPImpl*>(extractor.get()); with_mlp && cfg.freeze_n_epochs > 0) {
+  for (int64_t epoch = session.start().epoch; epoch < cfg.max_epochs && !stop && !session.reached_max_steps();
+       ++epoch) {
+    if (auto* with_mlp = dynamic_cast<models::ExtractorWithMLPImpl*>(extractor.get());
+        with_mlp && cfg.freeze_n_epochs > 0) {
       with_mlp->set_backbone_frozen(epoch < cfg.freeze_n_epochs);
     }
     extractor->on_epoch_start(epoch);

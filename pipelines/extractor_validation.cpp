@@ -12,11 +12,11 @@
 #include "oml/common/strings.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
+#include "oml/distributed/process_group.h"
 #include "oml/io/atomic_file.h"
 #include "oml/io/npy.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
-#include "oml/distributed/process_group.h"
 #include "oml/models/extractor.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/postprocessor.h"
@@ -34,7 +34,8 @@ namespace {
 
 at::Tensor read_embeddings_file(const config::RunConfig& cfg) {
   const fs::path path = cfg.embeddings;
-  if (!fs::exists(path)) cfg.source["embeddings"].fail("embeddings file '" + path.string() + "' does not exist");
+  if (!fs::exists(path))
+    cfg.source["embeddings"].fail("embeddings file '" + path.string() + "' does not exist");
   const std::string ext = path.extension().string();
   at::Tensor embeddings;
   if (ext == ".npy") {
@@ -45,7 +46,8 @@ at::Tensor read_embeddings_file(const config::RunConfig& cfg) {
     cfg.source["embeddings"].fail("expected a .npy or .pt file, got '" + path.string() + "'");
   }
   if (embeddings.dim() != 2) {
-    throw DataError(path.string() + ": expected embeddings [N, D], got " + std::to_string(embeddings.dim()) + " dimensions");
+    throw DataError(path.string() + ": expected embeddings [N, D], got " + std::to_string(embeddings.dim()) +
+                    " dimensions");
   }
   return embeddings.to(torch::kFloat).contiguous();
 }
@@ -83,8 +85,10 @@ GridRequest grid_request_from(const cli::Invocation& invocation) {
   const auto& vars = invocation.vars;
   GridRequest request;
   if (vars.count("visualize")) request.worst = vars["visualize"].as<int64_t>();
-  OML_CHECK(request.worst >= 0, UsageError, "--visualize expects a number of queries >= 0, got ", request.worst);
-  if (vars.count("visualize-metric")) request.metrics = vars["visualize-metric"].as<std::vector<std::string>>();
+  OML_CHECK(request.worst >= 0, UsageError, "--visualize expects a number of queries >= 0, got ",
+            request.worst);
+  if (vars.count("visualize-metric"))
+    request.metrics = vars["visualize-metric"].as<std::vector<std::string>>();
   if (vars.count("visualize-top-k")) request.top_k = vars["visualize-top-k"].as<int64_t>();
   OML_CHECK(request.top_k >= 1, UsageError, "--visualize-top-k expects a number >= 1, got ", request.top_k);
   if (vars.count("query-ids")) {
@@ -97,7 +101,9 @@ GridRequest grid_request_from(const cli::Invocation& invocation) {
           request.query_ids.push_back(std::stoll(item, &used));
           if (used != item.size()) throw std::invalid_argument(item);
         } catch (const std::logic_error&) {
-          throw UsageError("--query-ids expects comma-separated row numbers (0-based validation rows), got '" + item + "'");
+          throw UsageError(
+              "--query-ids expects comma-separated row numbers (0-based validation rows), got '" + item +
+              "'");
         }
       }
     }
@@ -115,15 +121,16 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   const bool precomputed = !cfg.embeddings.empty();
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/!precomputed);
   const data::DataSplit& split = dataframe.validation();
-  if (split.empty()) throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
+  if (split.empty())
+    throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
   auto postprocessor = build_postprocessor(cfg);
 
   at::Tensor embeddings;
   if (precomputed) {
     embeddings = read_embeddings_file(cfg);
     if (embeddings.size(0) != static_cast<int64_t>(split.size())) {
-      throw DataError(cfg.embeddings + ": has " + std::to_string(embeddings.size(0)) + " rows, but " + dataframe.file() +
-                      " has " + std::to_string(split.size()) +
+      throw DataError(cfg.embeddings + ": has " + std::to_string(embeddings.size(0)) + " rows, but " +
+                      dataframe.file() + " has " + std::to_string(split.size()) +
                       " validation rows; the embeddings must be the validation rows in dataframe order");
     }
   } else {
@@ -144,8 +151,9 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     options.postprocessor = postprocessor.get();
     options.on_progress = progress_callback("k-NN", "query");
     const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);
-    const std::string name = cfg.run_name.empty() ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
-                                                  : cfg.run_name;
+    const std::string name = cfg.run_name.empty()
+                                 ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
+                                 : cfg.run_name;
     const fs::path root = fs::path(cfg.logs_root) / name;
     io::write_file_atomic(root / "metrics.json", nlohmann::json(result.metrics).dump(2) + "\n");
     print_metrics_table(result.metrics, "metrics (" + std::to_string(split.size()) + " validation rows):");
@@ -167,7 +175,8 @@ int predict_extractor(const cli::Invocation& /*invocation*/, const config::RunCo
                                    "transforms_predict");
   std::shared_ptr<data::ImageDataset> dataset;
   if (!cfg.data_dir.empty()) {
-    if (!fs::is_directory(cfg.data_dir)) cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
+    if (!fs::is_directory(cfg.data_dir))
+      cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
     dataset = data::ImageDataset::from_folder(cfg.data_dir, transform);
   } else {
     const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
@@ -198,8 +207,9 @@ int predict_extractor(const cli::Invocation& /*invocation*/, const config::RunCo
       csv << i << "," << path << "\n";
     }
     io::write_file_atomic(dir / "embeddings.csv", csv.str());
-    log::info("wrote " + std::to_string(embeddings.size(0)) + " embeddings of size " + std::to_string(embeddings.size(1)) +
-              " to " + dir.string() + " (embeddings.npy, embeddings.pt, embeddings.csv)");
+    log::info("wrote " + std::to_string(embeddings.size(0)) + " embeddings of size " +
+              std::to_string(embeddings.size(1)) + " to " + dir.string() +
+              " (embeddings.npy, embeddings.pt, embeddings.csv)");
   }
   ctx.group->barrier();
   return 0;

@@ -62,6 +62,8 @@ std::optional<int> launch_if_requested(const Invocation& inv, const config::RunC
   return result.exit_code;
 }
 
-std::optional<int> launch_if_requested(const Invocation& inv) { return launch_if_requested(inv, config::RunConfig{}); }
+std::optional<int> launch_if_requested(const Invocation& inv) {
+  return launch_if_requested(inv, config::RunConfig{});
+}
 
 }  // namespace oml::cli

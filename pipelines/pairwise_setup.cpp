@@ -20,8 +20,9 @@ namespace oml::pipelines {
 void require_trained_extractor(const config::RunConfig& config) {
   const config::ComponentSpec spec = require_component(config, config.extractor, "extractor");
   if (!config.weights.empty() || (spec.args.defined() && spec.args["weights"].defined())) return;
-  spec.node.fail("the pairwise pipelines re-rank the results of a trained extractor: set `weights:` to its "
-                 "checkpoint (e.g. the best.ckpt of an extractor run) or give the extractor `args.weights`");
+  spec.node.fail(
+      "the pairwise pipelines re-rank the results of a trained extractor: set `weights:` to its "
+      "checkpoint (e.g. the best.ckpt of an extractor run) or give the extractor `args.weights`");
 }
 
 namespace {
@@ -29,8 +30,8 @@ namespace {
 // Scores (query, gallery) pairs with the model: smaller = more alike (PairwiseModel::predict).
 retrieval::PairScorer pair_scorer(models::PairwiseModel& model, std::shared_ptr<const data::Dataset> inputs,
                                   const RunContext& context, uint64_t seed) {
-  return [&model, inputs = std::move(inputs), device = context.device, seed](const std::vector<int64_t>& query_ids,
-                                                                             const std::vector<int64_t>& gallery_ids) {
+  return [&model, inputs = std::move(inputs), device = context.device, seed](
+             const std::vector<int64_t>& query_ids, const std::vector<int64_t>& gallery_ids) {
     auto stack = [&](const std::vector<int64_t>& ids) {
       std::vector<at::Tensor> items;
       items.reserve(ids.size());
@@ -39,22 +40,24 @@ retrieval::PairScorer pair_scorer(models::PairwiseModel& model, std::shared_ptr<
       return torch::stack(items).to(device);
     };
     torch::NoGradGuard no_grad;
-    const at::Tensor scores = model.predict(stack(query_ids), stack(gallery_ids)).to(torch::kCPU).to(torch::kFloat).contiguous();
+    const at::Tensor scores =
+        model.predict(stack(query_ids), stack(gallery_ids)).to(torch::kCPU).to(torch::kFloat).contiguous();
     return std::vector<float>(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
   };
 }
 
 }  // namespace
 
-at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContext& context, const data::DataSplit& split,
-                                const std::string& split_name) {
+at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContext& context,
+                                const data::DataSplit& split, const std::string& split_name) {
   require_trained_extractor(config);
   auto extractor = build_extractor_with_weights(config, context);
   const auto& slot = config.transforms_extraction ? config.transforms_extraction : config.transforms_val;
   CachedEmbeddingsRequest request;
   request.config = &config;
   request.extractor = extractor.get();
-  request.dataset = std::make_shared<data::ImageDataset>(split, build_transform(config, slot, "transforms_extraction"));
+  request.dataset =
+      std::make_shared<data::ImageDataset>(split, build_transform(config, slot, "transforms_extraction"));
   request.split_name = split_name;
   request.embed.batch_size = config.batch_size_inference;
   request.embed.num_workers = config.num_workers;
@@ -63,18 +66,21 @@ at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContex
   return cached_embeddings(request, context);
 }
 
-std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunConfig& config, const RunContext& context) {
-  auto model = registries().pairwise_models.create(require_component(config, config.pairwise_model, "pairwise_model"));
+std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunConfig& config,
+                                                            const RunContext& context) {
+  auto model =
+      registries().pairwise_models.create(require_component(config, config.pairwise_model, "pairwise_model"));
   model->to(context.device);
   return model;
 }
 
-std::shared_ptr<const data::Dataset> pairwise_inputs(const config::RunConfig& config, const models::PairwiseModel& model,
-                                                     const data::DataSplit& split, const at::Tensor& embeddings,
-                                                     const std::optional<config::ComponentSpec>& transform_slot,
-                                                     const std::string& transform_key) {
+std::shared_ptr<const data::Dataset> pairwise_inputs(
+    const config::RunConfig& config, const models::PairwiseModel& model, const data::DataSplit& split,
+    const at::Tensor& embeddings, const std::optional<config::ComponentSpec>& transform_slot,
+    const std::string& transform_key) {
   if (model.takes_images()) {
-    return std::make_shared<data::ImageDataset>(split, build_transform(config, transform_slot, transform_key));
+    return std::make_shared<data::ImageDataset>(split,
+                                                build_transform(config, transform_slot, transform_key));
   }
   return std::make_shared<data::EmbeddingsDataset>(embeddings, split, "the extractor's embeddings");
 }
@@ -85,24 +91,25 @@ std::shared_ptr<retrieval::Postprocessor> build_pairwise_postprocessor(const con
                                                                        retrieval::PairScorer scorer) {
   retrieval::PostprocessorContext context;
   context.pairwise_scores = std::move(scorer);
-  return registries().postprocessors.create(require_component(config, config.postprocessor, "postprocessor"), context);
+  return registries().postprocessors.create(require_component(config, config.postprocessor, "postprocessor"),
+                                            context);
 }
 
 }  // namespace
 
 void check_pairwise_postprocessor(const config::RunConfig& config) {
-  build_pairwise_postprocessor(config, [](const std::vector<int64_t>&, const std::vector<int64_t>&) -> std::vector<float> {
-    throw InternalError("check_pairwise_postprocessor: the check's scorer was called");
-  });
+  build_pairwise_postprocessor(
+      config, [](const std::vector<int64_t>&, const std::vector<int64_t>&) -> std::vector<float> {
+        throw InternalError("check_pairwise_postprocessor: the check's scorer was called");
+      });
 }
 
-metrics::EmbeddingMetricsResult pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
-                                                            models::PairwiseModel& model,
-                                                            const std::shared_ptr<const data::Dataset>& inputs,
-                                                            const at::Tensor& embeddings, const data::DataSplit& split,
-                                                            std::map<std::string, double>& before) {
-  const auto postprocessor =
-      build_pairwise_postprocessor(config, pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed)));
+metrics::EmbeddingMetricsResult pairwise_validation_metrics(
+    const config::RunConfig& config, const RunContext& context, models::PairwiseModel& model,
+    const std::shared_ptr<const data::Dataset>& inputs, const at::Tensor& embeddings,
+    const data::DataSplit& split, std::map<std::string, double>& before) {
+  const auto postprocessor = build_pairwise_postprocessor(
+      config, pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed)));
 
   const metrics::EmbeddingSet set = embedding_set(embeddings, split);
   metrics::EmbeddingMetricsOptions options;

@@ -28,18 +28,19 @@ struct RunContext;
 /// The frozen extractor's embeddings [N, D] of `split`, from the embeddings cache or computed
 /// (with transforms_extraction, or transforms_val when that is unset). `split_name` names the
 /// cache file. Collective.
-at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContext& context, const data::DataSplit& split,
-                                const std::string& split_name);
+at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContext& context,
+                                const data::DataSplit& split, const std::string& split_name);
 
 /// The config's `pairwise_model`, on the context's device.
-std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunConfig& config, const RunContext& context);
+std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunConfig& config,
+                                                            const RunContext& context);
 
 /// What the model reads for the rows of `split`: images through `transform_slot` when it takes
 /// images, the rows of `embeddings` otherwise.
-std::shared_ptr<const data::Dataset> pairwise_inputs(const config::RunConfig& config, const models::PairwiseModel& model,
-                                                     const data::DataSplit& split, const at::Tensor& embeddings,
-                                                     const std::optional<config::ComponentSpec>& transform_slot,
-                                                     const std::string& transform_key);
+std::shared_ptr<const data::Dataset> pairwise_inputs(
+    const config::RunConfig& config, const models::PairwiseModel& model, const data::DataSplit& split,
+    const at::Tensor& embeddings, const std::optional<config::ComponentSpec>& transform_slot,
+    const std::string& transform_key);
 
 /// A pairwise pipeline over an untrained extractor is almost always a forgotten `weights:`:
 /// throws ConfigError unless `weights` or the extractor's `args.weights` is set.
@@ -54,11 +55,10 @@ void check_pairwise_postprocessor(const config::RunConfig& config);
 /// `pairwise_reranker`) using `model` on `inputs` (standard keys), plus the extractor's own
 /// metrics under "before_reranking/..." (computed once and passed back in `before` when it
 /// is non-empty). Runs on one rank.
-metrics::EmbeddingMetricsResult pairwise_validation_metrics(const config::RunConfig& config, const RunContext& context,
-                                                            models::PairwiseModel& model,
-                                                            const std::shared_ptr<const data::Dataset>& inputs,
-                                                            const at::Tensor& embeddings, const data::DataSplit& split,
-                                                            std::map<std::string, double>& before);
+metrics::EmbeddingMetricsResult pairwise_validation_metrics(
+    const config::RunConfig& config, const RunContext& context, models::PairwiseModel& model,
+    const std::shared_ptr<const data::Dataset>& inputs, const at::Tensor& embeddings,
+    const data::DataSplit& split, std::map<std::string, double>& before);
 
 /// The prefix of the extractor's own metrics in pairwise validation.
 inline const std::string kBeforeRerankingPrefix = "before_reranking/";

@@ -31,7 +31,8 @@
 
 namespace oml::pipelines {
 
-int train_pairwise(const cli::Invocation& invocation, const config::Document& document, const config::RunConfig& cfg) {
+int train_pairwise(const cli::Invocation& invocation, const config::Document& document,
+                   const config::RunConfig& cfg) {
   RunContext ctx = start_run(cfg);
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
 
@@ -54,18 +55,21 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
 
   optim::OptimizerContext optimizer_context;
   for (const auto& p : model->parameters()) optimizer_context.model_parameters.push_back(p);
-  auto optimizer = registries().optimizers.create(require_component(cfg, cfg.optimizer, "optimizer"), optimizer_context);
+  auto optimizer =
+      registries().optimizers.create(require_component(cfg, cfg.optimizer, "optimizer"), optimizer_context);
 
   TrainedParts parts;
   parts.model = model.get();
   parts.optimizer = optimizer.get();
   parts.scheduler = build_scheduler(cfg, *optimizer, total_training_steps(cfg, steps_per_epoch));
-  TrainingSession session(invocation, document, cfg, ctx, parts, has_validation, overall_metric_keys(cfg.metric_args));
+  TrainingSession session(invocation, document, cfg, ctx, parts, has_validation,
+                          overall_metric_keys(cfg.metric_args));
 
   distributed::GradientSync gradient_sync(ctx.group, parameters_for_sync(*model, "pairwise_model."),
                                           gradient_sync_options(cfg));
   distributed::NamedTensors buffers;
-  for (const auto& b : model->named_buffers(true)) buffers.emplace_back("pairwise_model." + b.key(), b.value());
+  for (const auto& b : model->named_buffers(true))
+    buffers.emplace_back("pairwise_model." + b.key(), b.value());
   gradient_sync.broadcast_from_rank0(buffers);
 
   // ---- the frozen extractor's embeddings (the cache is shared by every run over them) -------
@@ -78,11 +82,13 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
   optim::load_rng_state(rng);
 
   // ---- what the model reads -------------------------------------------------------------------
-  auto train_inputs = pairwise_inputs(cfg, *model, train_split, train_embeddings, cfg.transforms_train, "transforms_train");
+  auto train_inputs =
+      pairwise_inputs(cfg, *model, train_split, train_embeddings, cfg.transforms_train, "transforms_train");
   train_inputs->reserve_cache(cfg.cache_size);
   std::shared_ptr<const data::Dataset> val_inputs;
   if (has_validation) {
-    val_inputs = pairwise_inputs(cfg, *model, dataframe.validation(), val_embeddings, cfg.transforms_val, "transforms_val");
+    val_inputs = pairwise_inputs(cfg, *model, dataframe.validation(), val_embeddings, cfg.transforms_val,
+                                 "transforms_val");
   }
 
   std::map<std::string, double> before_reranking;  // the frozen extractor's metrics, computed once
@@ -95,7 +101,8 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
   bool stop = false;
   const int64_t world = ctx.world_size();
   // A run resumed from a checkpoint written at max_steps has nothing left to do.
-  for (int64_t epoch = session.start().epoch; epoch < cfg.max_epochs && !stop && !session.reached_max_steps(); ++epoch) {
+  for (int64_t epoch = session.start().epoch; epoch < cfg.max_epochs && !stop && !session.reached_max_steps();
+       ++epoch) {
     model->train();
     const int64_t first_batch = epoch == session.start().epoch ? session.start().batch : 0;
     data::Loader loader(train_inputs, data::remaining_batches(*sampler, {epoch, first_batch}),
@@ -105,7 +112,8 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
     auto step_start = std::chrono::steady_clock::now();
     while (auto batch = loader.next()) {
       // Pairs come from the extractor's embeddings: hard pairs are the ones it gets wrong.
-      const losses::PairSet pairs = miner.mine(train_embeddings.index_select(0, batch->indices), batch->labels);
+      const losses::PairSet pairs =
+          miner.mine(train_embeddings.index_select(0, batch->indices), batch->labels);
       const at::Tensor inputs = batch->images.to(ctx.device);
       const at::Tensor logits = model->forward(inputs.index_select(0, pairs.ids1.to(ctx.device)),
                                                inputs.index_select(0, pairs.ids2.to(ctx.device)));
@@ -120,7 +128,8 @@ int train_pairwise(const cli::Invocation& invocation, const config::Document& do
       session.optimizer_stepped();
       ++batch_in_epoch;
 
-      const double accuracy = ((logits.detach() > 0).to(torch::kFloat) == targets).to(torch::kFloat).mean().item<double>();
+      const double accuracy =
+          ((logits.detach() > 0).to(torch::kFloat) == targets).to(torch::kFloat).mean().item<double>();
       const double samples_per_s = samples_per_second(batch->indices.size(0) * world, step_start);
       session.log_step(epoch, {{"loss", mean_loss},
                                {"samples_per_s", samples_per_s},

@@ -26,7 +26,8 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
   RunContext ctx = start_run(cfg);
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
   const data::DataSplit& split = dataframe.validation();
-  if (split.empty()) throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
+  if (split.empty())
+    throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
   check_pairwise_postprocessor(cfg);
   auto model = build_pairwise_model(cfg, ctx);  // before the embeddings: config errors first
 
@@ -35,9 +36,11 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
   if (ctx.is_main()) {
     auto inputs = pairwise_inputs(cfg, *model, split, embeddings, cfg.transforms_val, "transforms_val");
     std::map<std::string, double> before;
-    const auto metrics = pairwise_validation_metrics(cfg, ctx, *model, inputs, embeddings, split, before).metrics;
-    const std::string name = cfg.run_name.empty() ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
-                                                  : cfg.run_name;
+    const auto metrics =
+        pairwise_validation_metrics(cfg, ctx, *model, inputs, embeddings, split, before).metrics;
+    const std::string name = cfg.run_name.empty()
+                                 ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
+                                 : cfg.run_name;
     const fs::path file = fs::path(cfg.logs_root) / name / "metrics.json";
     io::write_file_atomic(file, nlohmann::json(metrics).dump(2) + "\n");
     print_metrics_table(metrics, "metrics after re-ranking (" + std::to_string(split.size()) +

@@ -18,15 +18,18 @@ namespace oml::pipelines {
 namespace fs = std::filesystem;
 
 config::ComponentSpec require_component(const config::RunConfig& config,
-                                        const std::optional<config::ComponentSpec>& slot, const std::string& key) {
+                                        const std::optional<config::ComponentSpec>& slot,
+                                        const std::string& key) {
   if (!slot) {
-    config.source.fail("the '" + config.pipeline + "' pipeline needs '" + key + ": {name: ..., args: {...}}'");
+    config.source.fail("the '" + config.pipeline + "' pipeline needs '" + key +
+                       ": {name: ..., args: {...}}'");
   }
   return *slot;
 }
 
 data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths) {
-  if (config.dataset_root.empty()) config.source.fail("the pipeline needs 'dataset_root' (the dataset folder)");
+  if (config.dataset_root.empty())
+    config.source.fail("the pipeline needs 'dataset_root' (the dataset folder)");
   const fs::path root = config.dataset_root;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
@@ -70,10 +73,11 @@ std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& conf
 }
 
 std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
-                                                               const RunContext& context) {
+                                                                const RunContext& context) {
   auto extractor = build_extractor(config);
   if (!config.weights.empty()) {
-    if (!fs::exists(config.weights)) config.source["weights"].fail("weights file '" + config.weights + "' does not exist");
+    if (!fs::exists(config.weights))
+      config.source["weights"].fail("weights file '" + config.weights + "' does not exist");
     io::load_weights(*extractor, config.weights);
     log::info("loaded extractor weights from " + config.weights);
   }
@@ -82,7 +86,8 @@ std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::Ru
 }
 
 namespace {
-void check_metric_key(const config::Node& node, const std::string& key, const std::vector<std::string>& overall_keys) {
+void check_metric_key(const config::Node& node, const std::string& key,
+                      const std::vector<std::string>& overall_keys) {
   if (!starts_with(key, "OVERALL/")) return;
   if (std::find(overall_keys.begin(), overall_keys.end(), key) != overall_keys.end()) return;
   node.fail("'" + key + "' is not computed with these metric_args" + did_you_mean(key, overall_keys) +
@@ -98,7 +103,8 @@ void check_checkpoint_metric(const config::RunConfig& config, const std::vector<
 void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys) {
   const config::Node node = config.source["scheduling"]["monitor_metric"];
   if (config.scheduling.monitor_metric.empty()) {
-    config.source["scheduling"].fail("this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
+    config.source["scheduling"].fail(
+        "this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
   }
   check_metric_key(node, config.scheduling.monitor_metric, overall_keys);
 }

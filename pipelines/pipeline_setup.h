@@ -24,7 +24,8 @@ struct RunContext;
 
 /// The component in `slot`, or a ConfigError saying the pipeline needs `key`.
 config::ComponentSpec require_component(const config::RunConfig& config,
-                                        const std::optional<config::ComponentSpec>& slot, const std::string& key);
+                                        const std::optional<config::ComponentSpec>& slot,
+                                        const std::string& key);
 
 /// dataset_root / dataframe_name, read and validated (DataError naming file, line, column).
 data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths);
@@ -42,7 +43,7 @@ std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& conf
 /// The config's extractor with top-level `weights:` (an oml-cpp checkpoint or a torch.save file)
 /// loaded over it when given, on the context's device.
 std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
-                                                               const RunContext& context);
+                                                                const RunContext& context);
 
 /// ConfigError when metric_for_checkpointing names an OVERALL metric that metric_args do not
 /// compute (category keys are checked at the first validation, when categories are known).

@@ -20,7 +20,8 @@ ProgressMode& default_mode() {
 
 ProgressMode resolve(ProgressMode mode) {
   if (mode == ProgressMode::automatic) mode = default_mode();
-  if (mode == ProgressMode::automatic) mode = ::isatty(STDERR_FILENO) ? ProgressMode::bar : ProgressMode::lines;
+  if (mode == ProgressMode::automatic)
+    mode = ::isatty(STDERR_FILENO) ? ProgressMode::bar : ProgressMode::lines;
   return mode;
 }
 }  // namespace

@@ -27,10 +27,12 @@ std::string note(const std::string& metric, double value) {
 
 }  // namespace
 
-std::string per_query_metric(const metrics::EmbeddingMetricsResult& result, const std::string& key, const std::string& what) {
+std::string per_query_metric(const metrics::EmbeddingMetricsResult& result, const std::string& key,
+                             const std::string& what) {
   if (result.per_query.count(key)) return key;
   const std::string prefix = "OVERALL/";
-  if (key.rfind(prefix, 0) == 0 && result.per_query.count(key.substr(prefix.size()))) return key.substr(prefix.size());
+  if (key.rfind(prefix, 0) == 0 && result.per_query.count(key.substr(prefix.size())))
+    return key.substr(prefix.size());
   std::vector<std::string> known;
   for (const auto& kv : result.per_query) known.push_back(kv.first);
   throw ConfigError(what + ": '" + key + "' has no per-query values; per-query metrics are " + join(known) +
@@ -47,7 +49,8 @@ std::vector<NamedGrid> draw_grids(const metrics::EmbeddingMetricsResult& result,
     if (request.metrics.empty()) {
       for (const auto& kv : result.per_query) names.push_back(kv.first);
     } else {
-      for (const auto& key : request.metrics) names.push_back(per_query_metric(result, key, "the visualised metric"));
+      for (const auto& key : request.metrics)
+        names.push_back(per_query_metric(result, key, "the visualised metric"));
     }
     for (const auto& name : names) {
       const std::vector<double>& values = result.per_query.at(name);
@@ -55,7 +58,8 @@ std::vector<NamedGrid> draw_grids(const metrics::EmbeddingMetricsResult& result,
       if (queries.empty()) continue;
       std::vector<std::string> notes;
       for (int64_t q : queries) notes.push_back(note(name, values[q]));
-      grids.push_back({"worst_" + slug(name), report::draw_retrieval_grid(result.retrieval, queries, split, options, notes)});
+      grids.push_back({"worst_" + slug(name),
+                       report::draw_retrieval_grid(result.retrieval, queries, split, options, notes)});
     }
   }
   if (!request.query_ids.empty()) {
@@ -63,10 +67,12 @@ std::vector<NamedGrid> draw_grids(const metrics::EmbeddingMetricsResult& result,
     std::vector<std::string> notes;
     for (int64_t q : queries) {
       std::string text;
-      for (const auto& kv : result.per_query) text += (text.empty() ? "" : "  ") + note(kv.first, kv.second[q]);
+      for (const auto& kv : result.per_query)
+        text += (text.empty() ? "" : "  ") + note(kv.first, kv.second[q]);
       notes.push_back(text);
     }
-    grids.push_back({"queries", report::draw_retrieval_grid(result.retrieval, queries, split, options, notes)});
+    grids.push_back(
+        {"queries", report::draw_retrieval_grid(result.retrieval, queries, split, options, notes)});
   }
   return grids;
 }

@@ -42,14 +42,16 @@ void RunRecorder::train_step(const nlohmann::json& record) {
 void RunRecorder::validation(int64_t epoch, int64_t step, const metrics::EmbeddingMetricsResult& result,
                              const data::DataSplit& split) {
   if (!active_) return;
-  if (metrics_log_) metrics_log_->write(nlohmann::json{{"epoch", epoch}, {"step", step}, {"metrics", result.metrics}});
+  if (metrics_log_)
+    metrics_log_->write(nlohmann::json{{"epoch", epoch}, {"step", step}, {"metrics", result.metrics}});
   for (const auto& [key, value] : result.metrics) logger_->log_scalar(key, value, step);
   if (log_images_) {
     GridRequest request;
     request.worst = kWorstQueriesPerGrid;
     // The checkpoint metric's per-query values when it has them (cmc, precision, map), else all.
     const std::string overall = "OVERALL/";
-    const std::string key = checkpoint_metric_.rfind(overall, 0) == 0 ? checkpoint_metric_.substr(overall.size()) : "";
+    const std::string key =
+        checkpoint_metric_.rfind(overall, 0) == 0 ? checkpoint_metric_.substr(overall.size()) : "";
     if (result.per_query.count(key)) request.metrics = {key};
     const auto grids = draw_grids(result, split, request);
     save_grids(grids, report::grid_folder(run_dir_, epoch + 1));

@@ -33,8 +33,8 @@ struct RunContext;
 
 class RunRecorder {
  public:
-  RunRecorder(const config::RunConfig& config, const RunContext& context, const std::filesystem::path& run_dir,
-              bool has_validation);
+  RunRecorder(const config::RunConfig& config, const RunContext& context,
+              const std::filesystem::path& run_dir, bool has_validation);
 
   /// One line of train.jsonl; every number in it but epoch/step also becomes "train/<key>".
   void train_step(const nlohmann::json& record);

@@ -31,13 +31,14 @@ namespace oml::pipelines {
 
 namespace fs = std::filesystem;
 
-std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config, torch::optim::Optimizer& optimizer,
-                                                  int64_t batches_total) {
+std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
+                                                  torch::optim::Optimizer& optimizer, int64_t batches_total) {
   if (!config.scheduling.scheduler) return nullptr;
   const bool per_step = config.scheduling.scheduler_interval == "step";
   optim::SchedulerContext context;
   context.optimizer = &optimizer;
-  context.total_steps = (per_step ? batches_total : config.max_epochs) / config.scheduling.scheduler_frequency;
+  context.total_steps =
+      (per_step ? batches_total : config.max_epochs) / config.scheduling.scheduler_frequency;
   return registries().schedulers.create(*config.scheduling.scheduler, context);
 }
 
@@ -47,7 +48,8 @@ int64_t total_training_steps(const config::RunConfig& config, int64_t steps_per_
 }
 
 std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
-                                                         const data::Dataframe& dataframe, const RunContext& context) {
+                                                         const data::Dataframe& dataframe,
+                                                         const RunContext& context) {
   const data::SamplerContext sampler_context = sampler_context_for(config, dataframe);
   std::shared_ptr<const data::Sampler> sampler = samplers::build_sampler(config.sampler, sampler_context);
   ddp::DdpSamplerOptions options;
@@ -59,7 +61,8 @@ std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig
 std::vector<std::pair<std::string, at::Tensor>> parameters_for_sync(const torch::nn::Module& module,
                                                                     const std::string& prefix) {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) out.emplace_back(prefix + item.key(), item.value());
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    out.emplace_back(prefix + item.key(), item.value());
   return out;
 }
 
@@ -108,8 +111,9 @@ std::string best_key(const config::RunConfig& config) { return "best/" + config.
 }  // namespace
 
 TrainingSession::TrainingSession(const cli::Invocation& invocation, const config::Document& document,
-                                 const config::RunConfig& config, const RunContext& context, TrainedParts parts,
-                                 bool has_validation, const std::vector<std::string>& overall_keys)
+                                 const config::RunConfig& config, const RunContext& context,
+                                 TrainedParts parts, bool has_validation,
+                                 const std::vector<std::string>& overall_keys)
     : config_(config),
       context_(context),
       parts_(std::move(parts)),
@@ -130,11 +134,13 @@ TrainingSession::TrainingSession(const cli::Invocation& invocation, const config
     resumed_path = invocation.vars["resume"].as<std::string>();
     const io::Checkpoint resumed = io::load_checkpoint(resumed_path);
     if (!resumed.resume) {
-      throw DataError("checkpoint '" + resumed_path + "' has no resume state (it was not written by oml-train); "
+      throw DataError("checkpoint '" + resumed_path +
+                      "' has no resume state (it was not written by oml-train); "
                       "resume from a run's checkpoints/last.ckpt");
     }
     io::load_state_dict(*parts_.model, resumed.state_dict, resumed_path);
-    if (parts_.criterion) io::load_state_dict(*parts_.criterion, resumed.resume->criterion, resumed_path + " (criterion)");
+    if (parts_.criterion)
+      io::load_state_dict(*parts_.criterion, resumed.resume->criterion, resumed_path + " (criterion)");
     optim::load_optimizer_state(*parts_.optimizer, resumed.resume->optimizer);
     if (parts_.scheduler) parts_.scheduler->load_state(resumed.resume->scheduler);
     optim::load_rng_state(resumed.resume->rng);
@@ -164,8 +170,8 @@ double TrainingSession::mean_finite_loss(const at::Tensor& loss, int64_t epoch) 
   if (std::isfinite(mean)) return mean;
   const std::string where = "epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step_ + 1);
   const fs::path last = paths_.checkpoints / "last.ckpt";
-  throw RuntimeError("the loss became " + std::string(std::isnan(mean) ? "NaN" : "infinite") + " at " + where +
-                     "; training stopped before applying that step. " +
+  throw RuntimeError("the loss became " + std::string(std::isnan(mean) ? "NaN" : "infinite") + " at " +
+                     where + "; training stopped before applying that step. " +
                      (fs::exists(last) ? "The last good checkpoint is " + last.string()
                                        : std::string("No checkpoint was written yet")) +
                      "; lower the learning rate or check the data");
@@ -174,7 +180,8 @@ double TrainingSession::mean_finite_loss(const at::Tensor& loss, int64_t epoch) 
 void TrainingSession::optimizer_stepped() {
   ++step_;
   const auto& scheduling = config_.scheduling;
-  if (parts_.scheduler && scheduling.scheduler_interval == "step" && step_ % scheduling.scheduler_frequency == 0) {
+  if (parts_.scheduler && scheduling.scheduler_interval == "step" &&
+      step_ % scheduling.scheduler_frequency == 0) {
     parts_.scheduler->step();
   }
 }
@@ -230,10 +237,12 @@ void TrainingSession::end_epoch(int64_t epoch, int64_t batches_done, int64_t bat
     if (!last_metrics_.count(key)) {
       std::vector<std::string> keys;
       for (const auto& kv : last_metrics_) keys.push_back(kv.first);
-      config_.source["metric_for_checkpointing"].fail("'" + key + "' is not among the computed metrics: " + join(keys));
+      config_.source["metric_for_checkpointing"].fail("'" + key +
+                                                      "' is not among the computed metrics: " + join(keys));
     }
     recorder_->validation(epoch, step_, computed, validation_split);
-    if (context_.is_main()) print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
+    if (context_.is_main())
+      print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
     if (parts_.scheduler && !per_step && parts_.scheduler->requires_metric()) {
       // reduce_on_plateau steps with the monitored value at validation epochs.
       parts_.scheduler->step(last_metrics_.at(scheduling.monitor_metric));
@@ -262,7 +271,8 @@ void TrainingSession::finish() {
     print_metrics_table(best_metrics_, "best checkpoint (" + config_.metric_for_checkpointing +
                                            "): " + (paths_.checkpoints / "best.ckpt").string());
   }
-  log::info("training finished after " + std::to_string(step_) + " steps; run directory " + paths_.root.string());
+  log::info("training finished after " + std::to_string(step_) + " steps; run directory " +
+            paths_.root.string());
   log::info("run report: " + (paths_.root / "report.html").string());
 }
 

@@ -66,15 +66,16 @@ struct TrainedParts {
 
 /// The config's scheduler over `optimizer` (null when none is configured); `batches_total` is
 /// the number of optimizer steps the run will take.
-std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config, torch::optim::Optimizer& optimizer,
-                                                  int64_t batches_total);
+std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
+                                                  torch::optim::Optimizer& optimizer, int64_t batches_total);
 
 /// max_steps, or max_epochs x steps per epoch when smaller or unset.
 int64_t total_training_steps(const config::RunConfig& config, int64_t steps_per_epoch);
 
 /// The config's sampler over the train split, wrapped by the DDP plugin for this rank.
 std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
-                                                         const data::Dataframe& dataframe, const RunContext& context);
+                                                         const data::Dataframe& dataframe,
+                                                         const RunContext& context);
 
 /// Every parameter of `module` as (prefix + name, tensor), trainable or not (a frozen backbone
 /// may be unfrozen later), for gradient synchronisation.
@@ -103,9 +104,9 @@ class TrainingSession {
  public:
   /// Checks metric_for_checkpointing / monitor_metric against `overall_keys`, restores
   /// `--resume` state into `parts`, creates the run directory (rank 0) and opens its logs.
-  TrainingSession(const cli::Invocation& invocation, const config::Document& document, const config::RunConfig& config,
-                  const RunContext& context, TrainedParts parts, bool has_validation,
-                  const std::vector<std::string>& overall_keys);
+  TrainingSession(const cli::Invocation& invocation, const config::Document& document,
+                  const config::RunConfig& config, const RunContext& context, TrainedParts parts,
+                  bool has_validation, const std::vector<std::string>& overall_keys);
   ~TrainingSession();
 
   const TrainingPosition& start() const { return start_; }

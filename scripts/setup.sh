@@ -25,6 +25,8 @@ test_packages=(
   python3-torch python3-torchvision
   # tests/integration/report_tests.cpp: renders report.html headless and checks the screenshot
   chromium
+  # scripts/check_format.sh (run by .ci/run before the build): the formatter .clang-format is written for
+  clang-format-14
 )
 if [ "${1:-}" = "--with-tests" ]; then
   packages+=("${test_packages[@]}")

@@ -16,8 +16,8 @@ namespace {
 
 int run_convert(const oml::cli::Invocation& inv) {
   const auto& vars = inv.vars;
-  OML_CHECK(vars.count("format"), UsageError, "the dataset FORMAT is required; expected one of: ",
-            oml::join(oml::data::convert_formats()));
+  OML_CHECK(vars.count("format"), UsageError,
+            "the dataset FORMAT is required; expected one of: ", oml::join(oml::data::convert_formats()));
   OML_CHECK(vars.count("src"), UsageError, "--src DIR is required (the dataset as downloaded)");
   OML_CHECK(vars.count("dst"), UsageError, "--dst DIR is required (the output folder)");
   oml::data::ConvertOptions options;
@@ -35,9 +35,10 @@ int run_convert(const oml::cli::Invocation& inv) {
   const auto start = std::chrono::steady_clock::now();
   const auto report = oml::data::convert_dataset(format, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "oml-convert: " << format << ": " << report.train_rows << " train rows, " << report.validation_rows
-            << " validation rows, " << report.labels << " labels -> " << report.dataframe.string() << " ("
-            << static_cast<int64_t>(seconds * 10) / 10.0 << " s)" << std::endl;
+  std::cout << "oml-convert: " << format << ": " << report.train_rows << " train rows, "
+            << report.validation_rows << " validation rows, " << report.labels << " labels -> "
+            << report.dataframe.string() << " (" << static_cast<int64_t>(seconds * 10) / 10.0 << " s)"
+            << std::endl;
   return 0;
 }
 

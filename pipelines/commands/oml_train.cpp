@@ -2,9 +2,9 @@
 #include <boost/program_options.hpp>
 
 #include "../cli.h"
-#include "oml/config/document.h"
 #include "../extractor_pipelines.h"
 #include "../launch.h"
+#include "oml/config/document.h"
 
 namespace po = boost::program_options;
 
@@ -12,10 +12,13 @@ int main(int argc, char** argv) {
   oml::cli::CommandSpec spec;
   spec.name = "oml-train";
   spec.summary = "train an extractor or a pairwise re-ranker from a YAML config";
-  spec.usage = "  oml-train --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] [--resume CKPT]";
+  spec.usage =
+      "  oml-train --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] [--resume "
+      "CKPT]";
   spec.add_options = [](po::options_description& o) {
     oml::cli::add_launch_options(o);
-    o.add_options()("resume", po::value<std::string>(), "continue the run saved in this checkpoint (a last.ckpt)");
+    o.add_options()("resume", po::value<std::string>(),
+                    "continue the run saved in this checkpoint (a last.ckpt)");
   };
   spec.run = [](const oml::cli::Invocation& inv) {
     const oml::config::Document document = inv.load_document();

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   spec.summary = "compute retrieval metrics for a checkpoint or for precomputed embeddings";
   spec.usage =
       "  oml-validate --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N]\n"
-      "               [--visualize N [--visualize-metric cmc/1]...] [--query-ids 3,17,42] [--visualize-top-k K]";
+      "               [--visualize N [--visualize-metric cmc/1]...] [--query-ids 3,17,42] [--visualize-top-k "
+      "K]";
   spec.add_options = [](po::options_description& o) {
     oml::cli::add_launch_options(o);
     // clang-format off

@@ -35,7 +35,8 @@ BalanceLikeOptions read_options(const oml::config::Node& node) {
 }  // namespace
 
 TEST_CASE("Typed options are read with defaults for absent keys", "[config]") {
-  const auto doc = Document::from_string("args:\n  n_labels: 8\n  weights: [0.5, 1]\n  flag: yes\n", "x.yaml");
+  const auto doc =
+      Document::from_string("args:\n  n_labels: 8\n  weights: [0.5, 1]\n  flag: yes\n", "x.yaml");
   const auto o = read_options(doc.root()["args"]);
   CHECK(o.n_labels == 8);
   CHECK(o.n_instances == 4);
@@ -54,11 +55,12 @@ TEST_CASE("An unknown key names file, line, column and the accepted keys", "[con
 
 TEST_CASE("A wrong type names the place and what was expected", "[config]") {
   const auto doc = Document::from_string("args:\n  n_labels: eight\n", "cfg.yaml");
-  CHECK_THROWS_WITH(read_options(doc.root()["args"]),
-                    Contains("cfg.yaml:2:13") && Contains("args.n_labels") &&
-                        Contains("expected an integer, got 'eight'"));
+  CHECK_THROWS_WITH(read_options(doc.root()["args"]), Contains("cfg.yaml:2:13") &&
+                                                          Contains("args.n_labels") &&
+                                                          Contains("expected an integer, got 'eight'"));
   const auto doc2 = Document::from_string("args:\n  n_labels: 1\n  weights: 3\n", "cfg.yaml");
-  CHECK_THROWS_WITH(read_options(doc2.root()["args"]), Contains("args.weights") && Contains("expected a list"));
+  CHECK_THROWS_WITH(read_options(doc2.root()["args"]),
+                    Contains("args.weights") && Contains("expected a list"));
   const auto doc3 = Document::from_string("args:\n  n_labels: 1\n  flag: maybe\n", "cfg.yaml");
   CHECK_THROWS_WITH(read_options(doc3.root()["args"]), Contains("expected true or false, got 'maybe'"));
 }
@@ -82,9 +84,9 @@ TEST_CASE("A missing config file is a ConfigError naming it", "[config]") {
 }
 
 TEST_CASE("Overrides keep YAML types and create intermediate maps", "[config]") {
-  const auto doc = Document::from_string("sampler:\n  name: balance\n  args: {n_labels: 8}\n", "c.yaml",
-                                         {"sampler.args.n_labels=4", "sampler.args.extra=[1, 2]",
-                                          "new.deep.key=true", "seed=7"});
+  const auto doc = Document::from_string(
+      "sampler:\n  name: balance\n  args: {n_labels: 8}\n", "c.yaml",
+      {"sampler.args.n_labels=4", "sampler.args.extra=[1, 2]", "new.deep.key=true", "seed=7"});
   const auto root = doc.root();
   CHECK(root["sampler"]["args"]["n_labels"].as<int64_t>() == 4);
   CHECK(root["sampler"]["args"]["extra"].as<std::vector<int>>() == std::vector<int>{1, 2});
@@ -128,20 +130,22 @@ TEST_CASE("Bad interpolations are errors naming the key", "[config]") {
 
 TEST_CASE("The run config rejects unknown top-level keys and Hydra keys", "[config]") {
   const auto doc = Document::from_string("seed: 1\nmax_epoch: 3\n", "run.yaml");
-  CHECK_THROWS_WITH(oml::config::parse_run_config(doc.root()),
-                    Contains("run.yaml:2:1") && Contains("unknown key 'max_epoch'") &&
-                        Contains("did you mean 'max_epochs'"));
+  CHECK_THROWS_WITH(oml::config::parse_run_config(doc.root()), Contains("run.yaml:2:1") &&
+                                                                   Contains("unknown key 'max_epoch'") &&
+                                                                   Contains("did you mean 'max_epochs'"));
   const auto hydra = Document::from_string("defaults:\n  - _self_\n", "run.yaml");
-  CHECK_THROWS_WITH(oml::config::parse_run_config(hydra.root()), Contains("Hydra key") && Contains("not supported"));
+  CHECK_THROWS_WITH(oml::config::parse_run_config(hydra.root()),
+                    Contains("Hydra key") && Contains("not supported"));
 }
 
 TEST_CASE("The run config checks enumerations and ranges", "[config]") {
   auto parse = [](const std::string& text) {
     return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());
   };
-  CHECK_THROWS_WITH(parse("pipeline: extractr\n"), Contains("expected one of extractor, pairwise") &&
-                                                       Contains("did you mean 'extractor'"));
-  CHECK_THROWS_WITH(parse("valid_period: 0\n"), Contains("valid_period") && Contains("expected a positive integer"));
+  CHECK_THROWS_WITH(parse("pipeline: extractr\n"),
+                    Contains("expected one of extractor, pairwise") && Contains("did you mean 'extractor'"));
+  CHECK_THROWS_WITH(parse("valid_period: 0\n"),
+                    Contains("valid_period") && Contains("expected a positive integer"));
   CHECK_THROWS_WITH(parse("metric_args: {fmr_vals: [2.0]}\n"), Contains("expected a fraction"));
   CHECK_THROWS_WITH(parse("sampler: balance\n"), Contains("expected a component mapping"));
   CHECK_THROWS_WITH(parse("sampler: {args: {}}\n"), Contains("missing required key 'name'"));

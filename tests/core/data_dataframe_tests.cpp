@@ -37,15 +37,18 @@ const std::string kHeader = "label,path,split,is_query,is_gallery\n";
 }  // namespace
 
 TEST_CASE("The CSV parser handles quotes, embedded commas, newlines and CRLF", "[data][csv]") {
-  const auto records = oml::data::parse_csv("\xEF\xBB\xBF" "a,b\r\n\"x, y\",\"say \"\"hi\"\"\"\n\n\"two\nlines\",z\n",
-                                            "t.csv");
+  const auto records = oml::data::parse_csv(
+      "\xEF\xBB\xBF"
+      "a,b\r\n\"x, y\",\"say \"\"hi\"\"\"\n\n\"two\nlines\",z\n",
+      "t.csv");
   REQUIRE(records.size() == 3);
   CHECK(records[0].fields == std::vector<std::string>{"a", "b"});
   CHECK(records[1].fields == std::vector<std::string>{"x, y", "say \"hi\""});
   CHECK(records[1].line == 2);
   CHECK(records[2].fields == std::vector<std::string>{"two\nlines", "z"});
   CHECK(records[2].line == 4);
-  CHECK_THROWS_WITH(oml::data::parse_csv("a,\"open\n", "t.csv"), Contains("t.csv:1") && Contains("never closed"));
+  CHECK_THROWS_WITH(oml::data::parse_csv("a,\"open\n", "t.csv"),
+                    Contains("t.csv:1") && Contains("never closed"));
   CHECK(oml::data::csv_escape("a,b") == "\"a,b\"");
   CHECK(oml::data::csv_escape("plain") == "plain");
 }
@@ -171,7 +174,8 @@ TEST_CASE("An empty CSV, a header without rows and ragged rows are clear errors"
   CHECK_THAT(error_of("\n\n"), Contains("is empty"));
   CHECK_THAT(error_of(kHeader), Contains("header but no rows"));
   CHECK_THAT(error_of(kHeader + "1,a.jpg,train\n"), Contains("df.csv:2: the row has 3 fields, expected 5"));
-  CHECK_THROWS_WITH(Dataframe::read("/no/such/df.csv"), Contains("/no/such/df.csv") && Contains("no such file"));
+  CHECK_THROWS_WITH(Dataframe::read("/no/such/df.csv"),
+                    Contains("/no/such/df.csv") && Contains("no such file"));
 }
 
 TEST_CASE("Dataframes for precomputed embeddings may omit the path column", "[data][dataframe]") {

@@ -47,7 +47,8 @@ TEST_CASE("PNG and JPEG round-trip to RGB, and grayscale and RGBA become three c
   const auto jpeg = oml::data::decode_image(oml::data::encode_image(image, "x.jpg", 100), "x.jpg");
   CHECK(jpeg.sizes() == image.sizes());
   // JPEG is lossy; a solid colour shows that channels keep their RGB order.
-  const auto solid = torch::tensor({200, 50, 10}, torch::kUInt8).view({1, 1, 3}).expand({16, 16, 3}).contiguous();
+  const auto solid =
+      torch::tensor({200, 50, 10}, torch::kUInt8).view({1, 1, 3}).expand({16, 16, 3}).contiguous();
   const auto decoded = oml::data::decode_image(oml::data::encode_image(solid, "s.jpg", 100), "s.jpg");
   CHECK(oml::test::max_abs_diff(decoded, solid) <= 3);
 
@@ -70,7 +71,8 @@ TEST_CASE("Corrupt, empty and truncated images are DataErrors naming the file", 
   CHECK_THROWS_AS(oml::data::decode_image(jpeg.substr(0, jpeg.size() - 2), "/d/cut.jpg"), DataError);
   CHECK_NOTHROW(oml::data::decode_image(jpeg + std::string(10, '\0'), "/d/padded.jpg"));
   const std::string png = oml::data::encode_image(pattern(64, 64), "x.png");
-  CHECK_THROWS_WITH(oml::data::decode_image(png.substr(0, png.size() / 2), "/d/cut.png"), Contains("/d/cut.png"));
+  CHECK_THROWS_WITH(oml::data::decode_image(png.substr(0, png.size() / 2), "/d/cut.png"),
+                    Contains("/d/cut.png"));
   CHECK_THROWS_WITH(oml::data::decode_image("not an image at all", "/d/text.png"),
                     Contains("/d/text.png") && Contains("cannot be decoded"));
   CHECK_THROWS_WITH(oml::data::decode_image("", "/d/empty.png"), Contains("empty file"));
@@ -93,7 +95,8 @@ TEST_CASE("norm keeps the size and normalises with ImageNet statistics", "[data]
   CHECK(out.scalar_type() == torch::kFloat32);
   const auto expected = image.permute({2, 0, 1}).to(torch::kFloat32) / 255.0;
   CHECK(oml::test::max_abs_diff(unnormalise(out), expected) < 1e-5);
-  const auto plain = make_transform("{name: norm, args: {mean: [0, 0, 0], std: [1, 1, 1]}}")->apply(image, {});
+  const auto plain =
+      make_transform("{name: norm, args: {mean: [0, 0, 0], std: [1, 1, 1]}}")->apply(image, {});
   CHECK(plain.min().item<float>() >= 0.0f);
   CHECK(plain.max().item<float>() <= 1.0f);
 }
@@ -107,7 +110,7 @@ TEST_CASE("resize, norm_resize and norm_resize_center_crop give fixed sizes", "[
   const auto padded = make_transform("{name: norm_resize, args: {im_size: 32}}")->apply(wide, {});
   REQUIRE(padded.sizes() == std::vector<int64_t>{3, 32, 32});
   const auto pixels = unnormalise(padded);
-  CHECK(pixels.slice(1, 0, 8).min().item<float>() > 0.999f);   // top band white
+  CHECK(pixels.slice(1, 0, 8).min().item<float>() > 0.999f);    // top band white
   CHECK(pixels.slice(1, 24, 32).min().item<float>() > 0.999f);  // bottom band white
   CHECK(pixels.slice(1, 8, 24).min().item<float>() < 0.5f);     // the image itself
 
@@ -121,7 +124,8 @@ TEST_CASE("resize, norm_resize and norm_resize_center_crop give fixed sizes", "[
   }
 }
 
-TEST_CASE("augs gives im_size outputs in range, deterministic per (seed, epoch, index)", "[data][transforms]") {
+TEST_CASE("augs gives im_size outputs in range, deterministic per (seed, epoch, index)",
+          "[data][transforms]") {
   const auto augs = make_transform("{name: augs, args: {im_size: 48, min_scale: 0.3}}");
   const auto image = pattern(50, 70);
   const auto a = augs->apply(image, RandomKey{1, 0, 5});
@@ -135,7 +139,8 @@ TEST_CASE("augs gives im_size outputs in range, deterministic per (seed, epoch, 
   CHECK_FALSE(torch::equal(a, augs->apply(image, RandomKey{2, 0, 5})));
   // Without randomness left (no crop, flip or jitter), augs equals resize.
   const auto still = make_transform(
-      "{name: augs, args: {im_size: 48, min_scale: 1.0, min_ratio: 1.4, max_ratio: 1.4, hflip_p: 0, brightness: 0, "
+      "{name: augs, args: {im_size: 48, min_scale: 1.0, min_ratio: 1.4, max_ratio: 1.4, hflip_p: 0, "
+      "brightness: 0, "
       "contrast: 0, saturation: 0}}");
   const auto resized = make_transform("{name: resize, args: {im_size: 48}}")->apply(image, {});
   CHECK(oml::test::max_abs_diff(still->apply(image, RandomKey{3, 0, 0}), resized) < 1e-4);

@@ -39,7 +39,8 @@ DataSplit write_images(const TempDir& dir, int n, const std::string& ext = ".png
   DataSplit split;
   for (int i = 0; i < n; ++i) {
     const auto path = dir / ("img_" + std::to_string(i) + ext);
-    oml::test::write_file(path, oml::data::encode_image(torch::full({5, 6, 3}, i % 256, torch::kUInt8), path.string()));
+    oml::test::write_file(
+        path, oml::data::encode_image(torch::full({5, 6, 3}, i % 256, torch::kUInt8), path.string()));
     split.paths.push_back(path.string());
     split.labels.push_back(i % 4);
     split.original_labels.push_back(i % 4);
@@ -86,7 +87,8 @@ TEST_CASE("Batches come out in the sampler's order with identical contents for a
       const int64_t index = batches[b][i];
       CHECK(reference[b].labels[i].item<int64_t>() == index % 4);
       CHECK(reference[b].categories[i] == (index % 2 ? "odd" : "even"));
-      const float expected = index / 255.0f + static_cast<float>(oml::data::KeyedRandom({11, 3, index}).uniform());
+      const float expected =
+          index / 255.0f + static_cast<float>(oml::data::KeyedRandom({11, 3, index}).uniform());
       CHECK(reference[b].images[i][0][0][0].item<float>() == Approx(expected));
     }
   }
@@ -203,10 +205,12 @@ TEST_CASE("Bounding boxes crop items before their transform", "[data][loader]") 
   CHECK(dataset.load_image(1).sizes() == std::vector<int64_t>{5, 6, 3});
 }
 
-TEST_CASE("Folder datasets list images in sorted path order and empty folders are errors", "[data][dataset]") {
+TEST_CASE("Folder datasets list images in sorted path order and empty folders are errors",
+          "[data][dataset]") {
   TempDir dir;
   for (const std::string name : {"b/2.png", "a/9.jpg", "a/10.PNG", "c.txt"}) {
-    oml::test::write_file(dir / name, oml::data::encode_image(torch::zeros({2, 2, 3}, torch::kUInt8), "x.png"));
+    oml::test::write_file(dir / name,
+                          oml::data::encode_image(torch::zeros({2, 2, 3}, torch::kUInt8), "x.png"));
   }
   const auto dataset = ImageDataset::from_folder(dir.path(), std::make_shared<KeyStamp>());
   REQUIRE(dataset->size() == 3);
@@ -214,12 +218,14 @@ TEST_CASE("Folder datasets list images in sorted path order and empty folders ar
   CHECK(dataset->meta().paths[2] == (dir / "b/2.png").string());
   CHECK(dataset->info(0).label == -1);
   TempDir empty;
-  CHECK_THROWS_WITH(ImageDataset::from_folder(empty.path(), std::make_shared<KeyStamp>()), Contains("holds no images"));
+  CHECK_THROWS_WITH(ImageDataset::from_folder(empty.path(), std::make_shared<KeyStamp>()),
+                    Contains("holds no images"));
 }
 
 TEST_CASE("Validation datasets expose query/gallery flags and sequences per item", "[data][dataset]") {
   TempDir dir;
-  oml::test::write_file(dir / "a.png", oml::data::encode_image(torch::zeros({2, 2, 3}, torch::kUInt8), "a.png"));
+  oml::test::write_file(dir / "a.png",
+                        oml::data::encode_image(torch::zeros({2, 2, 3}, torch::kUInt8), "a.png"));
   oml::test::write_file(dir / "df.csv",
                         "label,path,split,is_query,is_gallery,category,sequence\n"
                         "4,a.png,validation,True,False,x,s\n4,a.png,validation,False,True,x,t\n");

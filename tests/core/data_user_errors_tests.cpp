@@ -49,9 +49,11 @@ const std::string kHeader = "label,path,split,is_query,is_gallery\n";
 }  // namespace
 
 TEST_CASE("New-user dataframe mistakes are exit-2 errors naming the file, row and column", "[data][errors]") {
-  CHECK_THAT(read_error("label,path,split,is_query\n0,a.png,train,\n"), Contains(":1: missing required column(s) is_gallery"));
+  CHECK_THAT(read_error("label,path,split,is_query\n0,a.png,train,\n"),
+             Contains(":1: missing required column(s) is_gallery"));
   CHECK_THAT(read_error(kHeader + "0,a.png,test,True,True\n"), Contains(":2: column 'split': got 'test'"));
-  CHECK_THAT(read_error(kHeader + "0,a.png,train,,\n0,b.png,train,True,\n"), Contains(":3: column 'is_query': got 'True'"));
+  CHECK_THAT(read_error(kHeader + "0,a.png,train,,\n0,b.png,train,True,\n"),
+             Contains(":3: column 'is_query': got 'True'"));
   CHECK_THAT(read_error(kHeader + "0,a.png,validation,True,True\n1,b.png,validation,True,False\n"),
              Contains("line 3 (label 1)"));
   CHECK_THAT(read_error(kHeader + "0,a.png,train,,\n0,c.png,train,,\n"),

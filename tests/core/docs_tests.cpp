@@ -30,7 +30,8 @@ std::map<std::string, std::set<std::string>> documented_components() {
 }
 }  // namespace
 
-TEST_CASE("Every built-in component is documented and every documented one is registered", "[registry][docs]") {
+TEST_CASE("Every built-in component is documented and every documented one is registered",
+          "[registry][docs]") {
   oml::cli::register_builtins();
   const auto documented = documented_components();
   std::size_t kinds = 0;

@@ -43,7 +43,8 @@ TEST_CASE("A checkpoint keeps its state dict, config, counters and metrics", "[i
 TEST_CASE("Files that are not checkpoints give errors naming the file", "[io]") {
   oml::test::TempDir dir;
   oml::io::save_tensor(dir / "t.pt", torch::zeros({2}));
-  CHECK_THROWS_WITH(oml::io::load_checkpoint(dir / "t.pt"), Contains("t.pt") && Contains("not an oml-cpp checkpoint"));
+  CHECK_THROWS_WITH(oml::io::load_checkpoint(dir / "t.pt"),
+                    Contains("t.pt") && Contains("not an oml-cpp checkpoint"));
   oml::test::write_file(dir / "legacy.pt", std::string("\x80\x02\x8a\x0a", 4) + "junk");
   CHECK_THROWS_WITH(oml::io::read_torch_file(dir / "legacy.pt"), Contains("not a PyTorch zip file"));
   CHECK_THROWS_WITH(oml::io::read_torch_file(dir / "missing.pt"), Contains("no such file"));

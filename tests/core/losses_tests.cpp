@@ -54,7 +54,8 @@ TEST_CASE("Triplet loss with a margin and the soft triplet loss match their form
   CHECK(triplet_losses(a, p, far, std::nullopt).item<double>() == Approx(std::log1p(std::exp(-5.0))));
 }
 
-TEST_CASE("The hard triplets miner takes the farthest positive and the nearest negative", "[losses][miners]") {
+TEST_CASE("The hard triplets miner takes the farthest positive and the nearest negative",
+          "[losses][miners]") {
   HardTripletsMiner miner;
   const auto t = miner.mine(line_points(), line_labels());
   // Worked out on the line: anchor 0 -> positives {1 (d 1), 2 (d 3)}, negatives {3 (4), 4 (10)}...
@@ -167,7 +168,8 @@ TEST_CASE("The pairs miner builds hard pairs or all pairs with 'different' targe
 
 TEST_CASE("Degenerate batches give clear errors instead of empty losses", "[losses][miners]") {
   HardTripletsMiner miner;
-  CHECK_THROWS_WITH(miner.mine(torch::randn({4, 2}), torch::zeros({4}, torch::kLong)), Contains("single label"));
+  CHECK_THROWS_WITH(miner.mine(torch::randn({4, 2}), torch::zeros({4}, torch::kLong)),
+                    Contains("single label"));
   CHECK_THROWS_WITH(miner.mine(torch::randn({3, 2}), torch::tensor({0, 1, 2}, torch::kLong)),
                     Contains("one item"));
   CHECK_THROWS_AS(miner.mine(torch::randn({3, 2}), torch::zeros({4}, torch::kLong)), oml::DataError);
@@ -239,7 +241,8 @@ TEST_CASE("Surrogate precision approaches exact precision@k at low temperatures"
   }
 }
 
-TEST_CASE("The chunked smooth-rank gradient equals autograd through the direct formula", "[losses][gradients]") {
+TEST_CASE("The chunked smooth-rank gradient equals autograd through the direct formula",
+          "[losses][gradients]") {
   torch::manual_seed(3);
   const auto x = torch::randn({7, 3}, torch::kDouble);
   const auto w = torch::randn({7, 7}, torch::kDouble);
@@ -260,7 +263,9 @@ TEST_CASE("Triplet and surrogate losses have gradients matching finite differenc
   torch::manual_seed(5);
   const auto labels = torch::tensor({0, 0, 1, 1, 2, 2}, torch::kLong);
   std::vector<std::pair<std::string, std::shared_ptr<Criterion>>> losses{
-      {"soft triplet", TripletLossWithMiner(std::make_shared<AllTripletsMiner>(), TripletOptions{std::nullopt, "mean"}).ptr()},
+      {"soft triplet",
+       TripletLossWithMiner(std::make_shared<AllTripletsMiner>(), TripletOptions{std::nullopt, "mean"})
+           .ptr()},
       {"surrogate precision", SurrogatePrecision(SurrogatePrecisionOptions{2, 0.5, 0.5, 4}).ptr()}};
   for (auto& [name, loss] : losses) {
     INFO(name);
@@ -275,7 +280,8 @@ TEST_CASE("Triplet and surrogate losses have gradients matching finite differenc
         plus[i][j] += h;
         minus[i][j] -= h;
         const double numeric = (loss->forward(plus, labels).loss.item<double>() -
-                                loss->forward(minus, labels).loss.item<double>()) / (2 * h);
+                                loss->forward(minus, labels).loss.item<double>()) /
+                               (2 * h);
         CHECK(analytic[i][j].item<double>() == Approx(numeric).margin(1e-5));
       }
     }
@@ -291,11 +297,13 @@ TEST_CASE("Losses and miners are built from config with nested miners", "[losses
       "arc: {name: arcface, args: {m: 0.3}}\n",
       "loss.yaml");
   oml::losses::CriterionContext ctx{8, 5};
-  auto loss = oml::registries().losses.create(oml::config::parse_component(doc.root()["criterion"], "criterion"), ctx);
+  auto loss = oml::registries().losses.create(
+      oml::config::parse_component(doc.root()["criterion"], "criterion"), ctx);
   const auto out = loss->forward(line_points(), line_labels());
   CHECK(out.loss.item<double>() > 0);
-  CHECK_THROWS_WITH(oml::registries().losses.create(oml::config::parse_component(doc.root()["bad"], "bad"), ctx),
-                    Contains("produces pairs"));
+  CHECK_THROWS_WITH(
+      oml::registries().losses.create(oml::config::parse_component(doc.root()["bad"], "bad"), ctx),
+      Contains("produces pairs"));
   auto arc = oml::registries().losses.create(oml::config::parse_component(doc.root()["arc"], "arc"), ctx);
   CHECK(arc->parameters().at(0).sizes() == torch::IntArrayRef({5, 8}));
 }

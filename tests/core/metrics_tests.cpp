@@ -201,7 +201,8 @@ TEST_CASE("fnmr@fmr over all pairs leaves out same-sequence pairs, in every mode
   const retrieval::detail::PreparedPair pair(items, items);
   const retrieval::IgnoredPairs ignored(items, items);
   const auto n_gt = retrieval::count_ground_truth(items, items, ignored);
-  for (const int64_t cap : {int64_t{1} << 25, static_cast<int64_t>(negative.size()) / 2, int64_t{10}, int64_t{0}}) {
+  for (const int64_t cap :
+       {int64_t{1} << 25, static_cast<int64_t>(negative.size()) / 2, int64_t{10}, int64_t{0}}) {
     INFO("window_cap " << cap);
     metrics::detail::PairStatisticsOptions options;
     options.window_cap = cap;
@@ -227,8 +228,10 @@ TEST_CASE("fnmr@fmr on float embeddings agrees with exact distances", "[metrics]
   options.args.fmr_vals = {0.05, 0.3};
   const auto result = metrics::compute_embedding_metrics(set, options);
   // Float rounding of the distances may move a positive across T: at most one pair.
-  CHECK(result.metrics.at("OVERALL/fnmr@fmr/0.05") == Approx(expected[0]).margin(1.0 / positive.size() + 1e-12));
-  CHECK(result.metrics.at("OVERALL/fnmr@fmr/0.3") == Approx(expected[1]).margin(1.0 / positive.size() + 1e-12));
+  CHECK(result.metrics.at("OVERALL/fnmr@fmr/0.05") ==
+        Approx(expected[0]).margin(1.0 / positive.size() + 1e-12));
+  CHECK(result.metrics.at("OVERALL/fnmr@fmr/0.3") ==
+        Approx(expected[1]).margin(1.0 / positive.size() + 1e-12));
 }
 
 TEST_CASE("pcf counts the principal components needed to exceed the variance fraction", "[metrics]") {
@@ -314,7 +317,8 @@ TEST_CASE("Embedding metrics reject inconsistent rows and bad metric arguments",
   metrics::EmbeddingMetricsOptions options;
   SECTION("labels of another length") {
     set.labels = {0, 1};
-    CHECK_THROWS_WITH(metrics::compute_embedding_metrics(set, options), Contains("3 embeddings but 2 labels"));
+    CHECK_THROWS_WITH(metrics::compute_embedding_metrics(set, options),
+                      Contains("3 embeddings but 2 labels"));
   }
   SECTION("no gallery rows") {
     set.is_gallery = {0, 0, 0};

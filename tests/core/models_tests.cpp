@@ -18,7 +18,8 @@ namespace {
 std::shared_ptr<Extractor> build_extractor(const std::string& yaml) {
   oml::register_core_components();
   const auto doc = oml::config::Document::from_string(yaml, "model.yaml");
-  return oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
+  return oml::registries().extractors.create(
+      oml::config::parse_component(doc.root()["extractor"], "extractor"));
 }
 }  // namespace
 
@@ -29,9 +30,9 @@ TEST_CASE("Resnet parameters and buffers carry torchvision's names", "[models]")
   ResNet model(o);
   const auto names = oml::io::state_dict(*model);
   CHECK(names.size() == 122);  // torchvision's resnet18 state dict has 122 entries
-  for (const char* name : {"conv1.weight", "bn1.running_mean", "bn1.num_batches_tracked", "layer1.0.bn1.running_var",
-                           "layer2.0.downsample.0.weight", "layer2.0.downsample.1.bias", "layer4.1.conv2.weight",
-                           "fc.weight", "fc.bias"}) {
+  for (const char* name : {"conv1.weight", "bn1.running_mean", "bn1.num_batches_tracked",
+                           "layer1.0.bn1.running_var", "layer2.0.downsample.0.weight",
+                           "layer2.0.downsample.1.bias", "layer4.1.conv2.weight", "fc.weight", "fc.bias"}) {
     INFO(name);
     CHECK(names.count(name) == 1);
   }
@@ -50,7 +51,8 @@ TEST_CASE("Extractors report their embedding sizes", "[models]") {
   CHECK(small->feat_dim() == 64);
   CHECK(small->forward(torch::randn({3, 1, 28, 28})).sizes() == torch::IntArrayRef({3, 64}));
   const auto mlp = build_extractor(
-      "extractor: {name: extractor_with_mlp, args: {extractor: {name: conv_net}, mlp_features: [256, 32]}}\n");
+      "extractor: {name: extractor_with_mlp, args: {extractor: {name: conv_net}, mlp_features: [256, "
+      "32]}}\n");
   CHECK(mlp->feat_dim() == 32);
   CHECK(mlp->forward(torch::randn({2, 3, 32, 32})).sizes() == torch::IntArrayRef({2, 32}));
 }
@@ -87,7 +89,8 @@ TEST_CASE("A backbone frozen for the first epochs gets no gradient and keeps its
   const auto stats_before = oml::io::state_dict(model->backbone()).at("stages.0.1.running_mean").clone();
   model->forward(torch::randn({4, 3, 8, 8})).sum().backward();
   CHECK_FALSE(model->backbone().parameters()[0].grad().defined());
-  CHECK(oml::test::max_abs_diff(oml::io::state_dict(model->backbone()).at("stages.0.1.running_mean"), stats_before) == 0);
+  CHECK(oml::test::max_abs_diff(oml::io::state_dict(model->backbone()).at("stages.0.1.running_mean"),
+                                stats_before) == 0);
   model->on_epoch_start(1);
   CHECK_FALSE(model->backbone_frozen());
   CHECK(model->backbone().is_training());
@@ -98,7 +101,8 @@ TEST_CASE("A backbone frozen for the first epochs gets no gradient and keeps its
 TEST_CASE("Bad extractor configs name the key and what was expected", "[models][config]") {
   CHECK_THROWS_WITH(build_extractor("extractor: {name: resnet, args: {arch: resnet19}}\n"),
                     Contains("resnet18, resnet34"));
-  CHECK_THROWS_WITH(build_extractor("extractor: {name: resnet, args: {archh: resnet18}}\n"), Contains("archh"));
+  CHECK_THROWS_WITH(build_extractor("extractor: {name: resnet, args: {archh: resnet18}}\n"),
+                    Contains("archh"));
   CHECK_THROWS_WITH(build_extractor("extractor: {name: conv_net, args: {weights: /no/such.pt}}\n"),
                     Contains("/no/such.pt"));
 }

@@ -49,9 +49,11 @@ TEST_CASE("Written .npy files carry the header NumPy writes", "[io]") {
   io::write_npy(dir / "e.npy", torch::zeros({2, 3}));
   const std::string bytes = test::read_file(dir / "e.npy");
   CHECK(bytes.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
-  const std::size_t header_size = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  const std::size_t header_size =
+      static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
   CHECK((10 + header_size) % 64 == 0);
-  CHECK_THAT(bytes.substr(10, header_size), Contains("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"));
+  CHECK_THAT(bytes.substr(10, header_size),
+             Contains("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"));
   CHECK(bytes.size() == 10 + header_size + 6 * 4);
 }
 
@@ -78,28 +80,34 @@ TEST_CASE("Bad .npy files fail with a message naming the file and the problem", 
     CHECK_THROWS_WITH(io::read_npy(path), Contains("truncated") && Contains("needs 32 bytes"));
   }
   SECTION("extra bytes after the data") {
-    test::write_file(path, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }", eight_floats + "x"));
+    test::write_file(
+        path, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }", eight_floats + "x"));
     CHECK_THROWS_WITH(io::read_npy(path), Contains("1 bytes after"));
   }
   SECTION("a big-endian dtype") {
-    test::write_file(path, npy_bytes("{'descr': '>f4', 'fortran_order': False, 'shape': (4, 2), }", eight_floats));
+    test::write_file(path,
+                     npy_bytes("{'descr': '>f4', 'fortran_order': False, 'shape': (4, 2), }", eight_floats));
     CHECK_THROWS_WITH(io::read_npy(path), Contains("'>f4' is not supported"));
   }
   SECTION("half precision") {
-    test::write_file(path, npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (8, 2), }", eight_floats));
+    test::write_file(path,
+                     npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (8, 2), }", eight_floats));
     CHECK_THROWS_AS(io::read_npy(path), DataError);
   }
   SECTION("Fortran order") {
-    test::write_file(path, npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (4, 2), }", eight_floats));
+    test::write_file(path,
+                     npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (4, 2), }", eight_floats));
     CHECK_THROWS_WITH(io::read_npy(path), Contains("Fortran"));
   }
   SECTION("a vector where a matrix is expected") {
-    test::write_file(path, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (8,), }", eight_floats));
+    test::write_file(path,
+                     npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (8,), }", eight_floats));
     CHECK(io::read_npy(path).sizes() == torch::IntArrayRef{8});
     CHECK_THROWS_WITH(io::read_npy_matrix(path), Contains("expected a [N, D] embedding matrix"));
   }
   SECTION("int64 data where embeddings are expected") {
-    test::write_file(path, npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2), }", eight_floats));
+    test::write_file(path,
+                     npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2), }", eight_floats));
     CHECK_THROWS_WITH(io::read_npy_matrix(path), Contains("expected float32 or float64"));
   }
   SECTION("a missing file") {

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "oml/config/document.h"
 #include "oml/common/error.h"
+#include "oml/config/document.h"
 #include "oml/io/checkpoint.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
@@ -87,7 +87,8 @@ TEST_CASE("Closed-form schedulers follow their formulas", "[optim][schedulers]")
   CHECK(lrs[9] == Approx(0.04 / 1e4));
 }
 
-TEST_CASE("Reduce-on-plateau lowers the lr after `patience` steps without improvement", "[optim][schedulers]") {
+TEST_CASE("Reduce-on-plateau lowers the lr after `patience` steps without improvement",
+          "[optim][schedulers]") {
   Toy toy;
   torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
   PlateauOptions o;

@@ -51,7 +51,8 @@ struct TableScorer {
   }
 };
 
-std::shared_ptr<retrieval::Postprocessor> create(const std::string& yaml, const retrieval::PostprocessorContext& context) {
+std::shared_ptr<retrieval::Postprocessor> create(const std::string& yaml,
+                                                 const retrieval::PostprocessorContext& context) {
   register_core_components();
   const auto document = config::Document::from_string(yaml, "post.yaml");
   const auto spec = config::parse_component(document.root()["postprocessor"], "postprocessor");
@@ -62,7 +63,8 @@ std::shared_ptr<retrieval::Postprocessor> create(const std::string& yaml, const 
 
 TEST_CASE("constant_thresholding keeps the items closer than th", "[postprocessors]") {
   const auto results = make_results({{3, 1, 4}, {2, 5}, {}}, {{0.1f, 0.5f, 0.9f}, {0.6f, 0.7f}, {}});
-  const auto out = create("postprocessor: {name: constant_thresholding, args: {th: 0.6}}", {})->process(results);
+  const auto out =
+      create("postprocessor: {name: constant_thresholding, args: {th: 0.6}}", {})->process(results);
   CHECK(ids_of(out, 0) == std::vector<int64_t>{3, 1});
   CHECK(ids_of(out, 1).empty());  // 0.6 is not < 0.6
   CHECK(out.size(2) == 0);
@@ -73,7 +75,8 @@ TEST_CASE("constant_thresholding keeps the items closer than th", "[postprocesso
 TEST_CASE("adaptive_thresholding cuts each list at its first gap above n_std mean gaps", "[postprocessors]") {
   // Gaps: q0 [0.1, 0.1, 1.0], q1 [0.2]; mean gap = 1.4 / 4 = 0.35.
   const auto results = make_results({{0, 1, 2, 3}, {4, 5}}, {{0.f, 0.1f, 0.2f, 1.2f}, {0.f, 0.2f}});
-  const auto out = create("postprocessor: {name: adaptive_thresholding, args: {n_std: 2}}", {})->process(results);
+  const auto out =
+      create("postprocessor: {name: adaptive_thresholding, args: {n_std: 2}}", {})->process(results);
   CHECK(ids_of(out, 0) == std::vector<int64_t>{0, 1, 2});  // 1.0 > 0.7 cuts after the third item
   CHECK(ids_of(out, 1) == std::vector<int64_t>{4, 5});     // 0.2 <= 0.7 keeps everything
   CHECK_THROWS_AS(create("postprocessor: {name: adaptive_thresholding, args: {n_std: 0}}", {}), ConfigError);
@@ -84,13 +87,15 @@ TEST_CASE("pairwise_reranker with the original distances as scores changes nothi
   TableScorer identity;
   for (int64_t q = 0; q < results.num_queries(); ++q) {
     for (int64_t i = 0; i < results.size(q); ++i) {
-      identity.scores[{q, 100 + results.retrieved[results.begin(q) + i]}] = results.distances[results.begin(q) + i];
+      identity.scores[{q, 100 + results.retrieved[results.begin(q) + i]}] =
+          results.distances[results.begin(q) + i];
     }
   }
   retrieval::PostprocessorContext context;
   context.pairwise_scores = identity;
-  const auto out = create("postprocessor: {name: pairwise_reranker, args: {top_n: 3, batch_size: 2}}", context)
-                       ->process(results);
+  const auto out =
+      create("postprocessor: {name: pairwise_reranker, args: {top_n: 3, batch_size: 2}}", context)
+          ->process(results);
   CHECK(out.retrieved == results.retrieved);
   CHECK(out.distances == results.distances);
 }

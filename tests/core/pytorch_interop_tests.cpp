@@ -47,7 +47,8 @@ TEST_CASE("Torchvision resnet18 weights give the same outputs in oml-cpp", "[mod
     oml::models::ResNet extractor(features);
     extractor->eval();
     CHECK(extractor->feat_dim() == 512);
-    CHECK(max_abs_diff(extractor->forward(images), oml::io::load_tensor(dir / "expected_features.pt")) <= 1e-4);
+    CHECK(max_abs_diff(extractor->forward(images), oml::io::load_tensor(dir / "expected_features.pt")) <=
+          1e-4);
   }
 }
 

@@ -58,8 +58,9 @@ TEST_CASE("An unknown name lists the known names and the closest one", "[registr
 TEST_CASE("Registering a name twice names both origins", "[registry]") {
   auto r = make_registry();
   CHECK_THROWS_AS(r.add("square", nullptr, "again", "plugin 'x' (/tmp/libx.so)"), oml::PluginError);
-  CHECK_THROWS_WITH(r.add("square", nullptr, "again", "plugin 'x' (/tmp/libx.so)"),
-                    Contains("shape 'square' from plugin 'x' (/tmp/libx.so) clashes") && Contains("built-in"));
+  CHECK_THROWS_WITH(
+      r.add("square", nullptr, "again", "plugin 'x' (/tmp/libx.so)"),
+      Contains("shape 'square' from plugin 'x' (/tmp/libx.so) clashes") && Contains("built-in"));
 }
 
 TEST_CASE("Component args are validated by the component's own reader", "[registry]") {
@@ -94,7 +95,8 @@ TEST_CASE("Plugin loading reports which step failed", "[registry][plugins]") {
   SECTION("not a shared library") {
     oml::test::TempDir dir;
     oml::test::write_file(dir / "libfake.so", "not an ELF file");
-    CHECK_THROWS_WITH(oml::load_plugin((dir / "libfake.so").string()), Contains("cannot open plugin library"));
+    CHECK_THROWS_WITH(oml::load_plugin((dir / "libfake.so").string()),
+                      Contains("cannot open plugin library"));
   }
   SECTION("no entry point") {
     CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libno_entry_plugin.so")),

@@ -56,7 +56,8 @@ TEST_CASE("CRC-32C gives the published check value and TFRecord masks it", "[rep
   CHECK(report::masked_crc32c(check.data(), check.size()) == ((crc >> 15) | (crc << 17)) + 0xa282ead8u);
 }
 
-TEST_CASE("TFRecord records round-trip, a cut-off tail is dropped and a flipped byte is an error", "[report]") {
+TEST_CASE("TFRecord records round-trip, a cut-off tail is dropped and a flipped byte is an error",
+          "[report]") {
   TempDir dir;
   const fs::path file = dir / "records";
   const std::string framed = report::frame_record("first") + report::frame_record(std::string(300, 'x'));
@@ -74,7 +75,8 @@ TEST_CASE("TFRecord records round-trip, a cut-off tail is dropped and a flipped 
   CHECK_THROWS_WITH(report::read_records(file), Contains("data checksum") && Contains("byte 0"));
 }
 
-TEST_CASE("A TensorBoard event file starts with brain.Event:2 and holds the logged scalars and images", "[report]") {
+TEST_CASE("A TensorBoard event file starts with brain.Event:2 and holds the logged scalars and images",
+          "[report]") {
   TempDir dir;
   fs::path path;
   const std::string png = data::encode_image(solid(4, 6, {255, 0, 0}), "x.png");
@@ -109,7 +111,8 @@ TEST_CASE("A TensorBoard event file starts with brain.Event:2 and holds the logg
   CHECK(events[4].image->png == png);
 }
 
-TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown names list the known ones", "[report][config]") {
+TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown names list the known ones",
+          "[report][config]") {
   cli::register_builtins();
   auto parse = [](const std::string& text) {
     return config::parse_run_config(config::Document::from_string(text, "run.yaml").root());
@@ -122,13 +125,16 @@ TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown n
 
   TempDir dir;
   const report::LoggerContext context{dir.path()};
-  CHECK(dynamic_cast<report::TensorBoardWriter*>(report::make_run_logger(absent.logger, context).get()) != nullptr);
+  CHECK(dynamic_cast<report::TensorBoardWriter*>(report::make_run_logger(absent.logger, context).get()) !=
+        nullptr);
   CHECK(report::find_event_files(dir / "tensorboard").size() == 1);
-  CHECK(dynamic_cast<report::NullLogger*>(report::make_run_logger(parse("logger: {name: none}\n").logger, context).get()));
+  CHECK(dynamic_cast<report::NullLogger*>(
+      report::make_run_logger(parse("logger: {name: none}\n").logger, context).get()));
   CHECK(dynamic_cast<report::NullLogger*>(report::make_run_logger(std::nullopt, context).get()));
   // Only the writing rank creates files.
   TempDir other;
-  CHECK(dynamic_cast<report::NullLogger*>(report::make_run_logger(absent.logger, {other.path()}, false).get()));
+  CHECK(
+      dynamic_cast<report::NullLogger*>(report::make_run_logger(absent.logger, {other.path()}, false).get()));
   CHECK(report::find_event_files(other / "tensorboard").empty());
 
   const auto subdir = parse("logger: {name: tensorboard, args: {subdir: ''}}\n");
@@ -147,7 +153,9 @@ TEST_CASE("worst_queries takes the lowest values first and keeps query order on 
   CHECK(report::worst_queries({}, 5).empty());
 }
 
-TEST_CASE("A retrieval grid frames right items green, wrong ones red, crops boxes and adds missed ground truth", "[report]") {
+TEST_CASE(
+    "A retrieval grid frames right items green, wrong ones red, crops boxes and adds missed ground truth",
+    "[report]") {
   TempDir dir;
   // Rows 0..3: the query (label 7, its box is the white square), a wrong item, a right item,
   // and a right item that is not retrieved.
@@ -159,7 +167,8 @@ TEST_CASE("A retrieval grid frames right items green, wrong ones red, crops boxe
   write_bytes(dir / "b.png", data::encode_image(solid(60, 30, {0, 255, 0}), "b.png"));
   write_bytes(dir / "c.png", data::encode_image(solid(32, 32, {255, 255, 0}), "c.png"));
   data::DataSplit split;
-  split.paths = {(dir / "q.png").string(), (dir / "a.png").string(), (dir / "b.png").string(), (dir / "c.png").string()};
+  split.paths = {(dir / "q.png").string(), (dir / "a.png").string(), (dir / "b.png").string(),
+                 (dir / "c.png").string()};
   split.lines = {2, 3, 4, 5};
   split.bboxes = {data::BBox{10, 30, 10, 30}, std::nullopt, std::nullopt, std::nullopt};
 
@@ -184,33 +193,38 @@ TEST_CASE("A retrieval grid frames right items green, wrong ones red, crops boxe
   // Layout: margin 8, row header 20, cells of 64 px; query, gap 14, two retrieved (4 px apart),
   // gap 14, missed ground truth.
   const int64_t top = 8 + 20;
-  const int64_t query_x = 8, first_x = query_x + 64 + 14, second_x = first_x + 64 + 4, extra_x = second_x + 64 + 14;
-  CHECK(pixel(image, first_x + 1, top + 1) == std::array<int, 3>{215, 40, 40});   // wrong label: red
-  CHECK(pixel(image, second_x + 1, top + 1) == std::array<int, 3>{40, 160, 40});  // right label: green
-  CHECK(pixel(image, extra_x + 1, top + 1) == std::array<int, 3>{235, 165, 0});   // missed ground truth
-  CHECK(pixel(image, extra_x + 32, top + 32) == std::array<int, 3>{255, 255, 0}); // its image
+  const int64_t query_x = 8, first_x = query_x + 64 + 14, second_x = first_x + 64 + 4,
+                extra_x = second_x + 64 + 14;
+  CHECK(pixel(image, first_x + 1, top + 1) == std::array<int, 3>{215, 40, 40});    // wrong label: red
+  CHECK(pixel(image, second_x + 1, top + 1) == std::array<int, 3>{40, 160, 40});   // right label: green
+  CHECK(pixel(image, extra_x + 1, top + 1) == std::array<int, 3>{235, 165, 0});    // missed ground truth
+  CHECK(pixel(image, extra_x + 32, top + 32) == std::array<int, 3>{255, 255, 0});  // its image
   // The query cell shows the box's content (white) only: no black border from outside the box.
   CHECK(pixel(image, query_x + 32, top + 32) == std::array<int, 3>{255, 255, 255});
   CHECK(pixel(image, query_x + 6, top + 6) == std::array<int, 3>{255, 255, 255});
   CHECK(grid.width == 8 * 2 + 5 * 64 + 4 * 4 + 2 * 14);
 
   CHECK(report::queries_with_ids(results, {0}) == std::vector<int64_t>{0});
-  CHECK_THROWS_WITH(report::queries_with_ids(results, {0, 2, 9}), Contains("2, 9") && Contains("not queries"));
+  CHECK_THROWS_WITH(report::queries_with_ids(results, {0, 2, 9}),
+                    Contains("2, 9") && Contains("not queries"));
   data::DataSplit no_paths = split;
   no_paths.paths.clear();
   CHECK_THROWS_AS(report::draw_retrieval_grid(results, {0}, no_paths, options), DataError);
 }
 
-TEST_CASE("Charts pick round ticks and draw one polyline per series, and base64 follows RFC 4648", "[report]") {
+TEST_CASE("Charts pick round ticks and draw one polyline per series, and base64 follows RFC 4648",
+          "[report]") {
   const std::vector<double> ticks = report::nice_ticks(0, 1, 5);
   REQUIRE(ticks.size() == 6);
   for (std::size_t i = 0; i < ticks.size(); ++i) CHECK(ticks[i] == Approx(0.2 * static_cast<double>(i)));
   CHECK(report::nice_ticks(0.13, 0.91, 4).front() == Approx(0.2));
-  const std::string svg = report::svg_line_chart({{"loss", {1, 2, 3}, {3, 2, 1}}, {"<b>", {1, 2}, {1, NAN}}}, {"loss & lr", "step"});
+  const std::string svg = report::svg_line_chart({{"loss", {1, 2, 3}, {3, 2, 1}}, {"<b>", {1, 2}, {1, NAN}}},
+                                                 {"loss & lr", "step"});
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK_THAT(svg, Contains("loss &amp; lr") && Contains("&lt;b&gt;"));
   std::size_t lines = 0;
-  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++lines;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1))
+    ++lines;
   CHECK(lines == 2);
   CHECK_THAT(report::svg_line_chart({}, {"empty", "step"}), Contains("no data"));
   CHECK(report::base64("") == "");
@@ -219,20 +233,26 @@ TEST_CASE("Charts pick round ticks and draw one polyline per series, and base64 
   CHECK(report::base64("foobar") == "Zm9vYmFy");
 }
 
-TEST_CASE("report.html holds the curves, every metric, the best checkpoint per category and the latest grids", "[report]") {
+TEST_CASE("report.html holds the curves, every metric, the best checkpoint per category and the latest grids",
+          "[report]") {
   TempDir dir;
   const fs::path run = dir / "run";
   fs::create_directories(report::grid_folder(run, 1));
   fs::create_directories(report::grid_folder(run, 2));
   oml::test::write_file(run / "config.yaml", "seed: 1\nnote: '<script>'\n");
-  oml::test::write_file(run / "train.jsonl",
-                        "{\"epoch\":0,\"step\":1,\"loss\":1.0,\"lr\":0.001,\"samples_per_s\":10,\"active_tri\":0.5}\n"
-                        "{\"epoch\":1,\"step\":2,\"loss\":0.5,\"lr\":0.0005,\"samples_per_s\":12,\"active_tri\":0.25}\n");
+  oml::test::write_file(
+      run / "train.jsonl",
+      "{\"epoch\":0,\"step\":1,\"loss\":1.0,\"lr\":0.001,\"samples_per_s\":10,\"active_tri\":0.5}\n"
+      "{\"epoch\":1,\"step\":2,\"loss\":0.5,\"lr\":0.0005,\"samples_per_s\":12,\"active_tri\":0.25}\n");
   oml::test::write_file(run / "metrics.jsonl",
-                        "{\"epoch\":0,\"step\":1,\"metrics\":{\"OVERALL/cmc/1\":0.5,\"shoes/cmc/1\":0.4,\"OVERALL/map/5\":0.3}}\n"
-                        "{\"epoch\":1,\"step\":2,\"metrics\":{\"OVERALL/cmc/1\":0.75,\"shoes/cmc/1\":0.625,\"OVERALL/map/5\":0.35}}\n"
-                        "{\"epoch\":2,\"step\":3,\"metrics\":{\"OVERALL/cmc/1\":0.75,\"shoes/cmc/1\":0.1,\"OVERALL/map/5\":0.1}}\n");
-  write_bytes(report::grid_folder(run, 1) / "worst_cmc_1.png", data::encode_image(solid(2, 2, {9, 9, 9}), "x.png"));
+                        "{\"epoch\":0,\"step\":1,\"metrics\":{\"OVERALL/cmc/1\":0.5,\"shoes/cmc/"
+                        "1\":0.4,\"OVERALL/map/5\":0.3}}\n"
+                        "{\"epoch\":1,\"step\":2,\"metrics\":{\"OVERALL/cmc/1\":0.75,\"shoes/cmc/"
+                        "1\":0.625,\"OVERALL/map/5\":0.35}}\n"
+                        "{\"epoch\":2,\"step\":3,\"metrics\":{\"OVERALL/cmc/1\":0.75,\"shoes/cmc/"
+                        "1\":0.1,\"OVERALL/map/5\":0.1}}\n");
+  write_bytes(report::grid_folder(run, 1) / "worst_cmc_1.png",
+              data::encode_image(solid(2, 2, {9, 9, 9}), "x.png"));
   const std::string latest = data::encode_image(solid(3, 3, {1, 2, 3}), "x.png");
   write_bytes(report::grid_folder(run, 2) / "worst_cmc_1.png", latest);
 
@@ -246,7 +266,8 @@ TEST_CASE("report.html holds the curves, every metric, the best checkpoint per c
   std::size_t charts = 0;
   for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++charts;
   CHECK(charts == 6);
-  for (const char* title : {">loss<", ">lr<", ">active_tri<", ">cmc/1<", ">map/5<"}) CHECK_THAT(html, Contains(title));
+  for (const char* title : {">loss<", ">lr<", ">active_tri<", ">cmc/1<", ">map/5<"})
+    CHECK_THAT(html, Contains(title));
   // The best record is the first with the highest cmc/1 (epoch 2), as training selects it.
   CHECK_THAT(html, Contains("0.7500 after epoch 2, step 2"));
   CHECK_THAT(html, Contains("<td>shoes</td><td>0.6250</td>"));

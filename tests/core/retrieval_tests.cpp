@@ -64,7 +64,8 @@ void check_equal(const retrieval::RetrievalResults& actual, const Expected& expe
   CHECK(actual.n_gt == expected.n_gt);
   for (int64_t q = 0; q < actual.num_queries(); ++q) {
     INFO("query " << q);
-    const std::vector<int64_t> ids(actual.retrieved.begin() + actual.begin(q), actual.retrieved.begin() + actual.end(q));
+    const std::vector<int64_t> ids(actual.retrieved.begin() + actual.begin(q),
+                                   actual.retrieved.begin() + actual.end(q));
     const std::vector<float> distances(actual.distances.begin() + actual.begin(q),
                                        actual.distances.begin() + actual.end(q));
     CHECK(ids == expected.ids[q]);
@@ -94,8 +95,10 @@ TEST_CASE("Chunked retrieval equals the brute-force ranking for many block shape
   const auto items = random_set(97, 16, 9, 0, 11, with_sequences);
   const int64_t k = GENERATE(1, 5, 40);
   const Expected expected = brute_force(items, items, k);
-  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 97}, {7, 13}, {32, 50}, {97, 97}, {200, 1000}}) {
-    INFO("sequences " << with_sequences << ", k " << k << ", chunk " << shape.first << ", tile " << shape.second);
+  for (const auto& shape :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 97}, {7, 13}, {32, 50}, {97, 97}, {200, 1000}}) {
+    INFO("sequences " << with_sequences << ", k " << k << ", chunk " << shape.first << ", tile "
+                      << shape.second);
     retrieval::KnnOptions options;
     options.top_k = k;
     options.query_chunk = shape.first;

@@ -44,7 +44,8 @@ inline distributed::SyncDict sync_input(int rank) {
 inline distributed::SyncDict sync_large_input(int rank) {
   const int64_t n = 40000 + 12345 * rank, dim = 64;
   distributed::SyncDict dict;
-  dict["embeddings"] = torch::arange(n * dim, torch::kFloat).reshape({n, dim}) + 1.0e6f * static_cast<float>(rank);
+  dict["embeddings"] =
+      torch::arange(n * dim, torch::kFloat).reshape({n, dim}) + 1.0e6f * static_cast<float>(rank);
   dict["indices"] = torch::arange(n, torch::kLong) + 1000000 * rank;
   dict["empty_on_rank0"] = torch::full({rank == 0 ? 0 : n, 3}, static_cast<double>(rank), torch::kDouble);
   return dict;

@@ -10,7 +10,8 @@ using oml::test::TempDir;
 using oml::test::write_file;
 
 namespace {
-const std::vector<std::string> kCommands{"oml-train", "oml-validate", "oml-predict", "oml-sampler", "oml-convert"};
+const std::vector<std::string> kCommands{"oml-train", "oml-validate", "oml-predict", "oml-sampler",
+                                         "oml-convert"};
 
 // No stack dumps, no uncaught exceptions, no LibTorch backtraces.
 void check_clean_error(const CommandResult& r) {
@@ -63,7 +64,8 @@ TEST_CASE("An unknown key and a wrong type exit 2 with the place", "[cli][config
   const auto type = run_oml("oml-train", "--config " + quote((dir / "t.yaml").string()));
   CHECK(type.exit_code == 2);
   CHECK_THAT(type.err, Contains("t.yaml:1:7") && Contains("seed") && Contains("expected an integer"));
-  const auto set = run_oml("oml-train", "--config " + quote((dir / "t.yaml").string()) + " --set seed=5 --set max_epochs=x");
+  const auto set = run_oml(
+      "oml-train", "--config " + quote((dir / "t.yaml").string()) + " --set seed=5 --set max_epochs=x");
   CHECK(set.exit_code == 2);
   CHECK_THAT(set.err, Contains("--set max_epochs") && Contains("expected an integer"));
   check_clean_error(type);
@@ -72,7 +74,8 @@ TEST_CASE("An unknown key and a wrong type exit 2 with the place", "[cli][config
 TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {
   TempDir dir;
   write_file(dir / "c.yaml", "sampler:\n  name: fixture_sampelr\n");
-  const auto r = run_oml("oml-train", plugin_arg("libgood_plugin.so") + " --config " + quote((dir / "c.yaml").string()));
+  const auto r =
+      run_oml("oml-train", plugin_arg("libgood_plugin.so") + " --config " + quote((dir / "c.yaml").string()));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("c.yaml:2:9") && Contains("unknown sampler 'fixture_sampelr'") &&
                         Contains("did you mean 'fixture_sampler'") && Contains("known samplers:"));
@@ -99,9 +102,11 @@ TEST_CASE("Plugin failures exit 2 naming the library and the failed step", "[cli
     CHECK_THAT(r.err, Contains("plugin API version 99") && Contains("provides version 1"));
   }
   SECTION("duplicate component name") {
-    const auto r = run_oml("oml-train", plugin_arg("libgood_plugin.so") + " " + plugin_arg("libclash_plugin.so") + cfg);
+    const auto r =
+        run_oml("oml-train", plugin_arg("libgood_plugin.so") + " " + plugin_arg("libclash_plugin.so") + cfg);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Contains("sampler 'fixture_sampler'") && Contains("clash_fixture") && Contains("good_fixture"));
+    CHECK_THAT(r.err, Contains("sampler 'fixture_sampler'") && Contains("clash_fixture") &&
+                          Contains("good_fixture"));
   }
   SECTION("plugins listed in the config") {
     write_file(dir / "p.yaml", "plugins: [/nonexistent/liby.so]\n");

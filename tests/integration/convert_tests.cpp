@@ -22,19 +22,22 @@ namespace {
 const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 
 void write_image(const fs::path& path, int64_t height = 40, int64_t width = 50) {
-  write_file(path, oml::data::encode_image(torch::full({height, width, 3}, 90, torch::kUInt8), path.string()));
+  write_file(path,
+             oml::data::encode_image(torch::full({height, width, 3}, 90, torch::kUInt8), path.string()));
 }
 
 oml::test::CommandResult convert(const std::string& format, const fs::path& src, const fs::path& dst,
                                  const std::string& extra = "") {
-  return run_oml("oml-convert", format + " --src " + quote(src.string()) + " --dst " + quote(dst.string()) + " " + extra);
+  return run_oml("oml-convert",
+                 format + " --src " + quote(src.string()) + " --dst " + quote(dst.string()) + " " + extra);
 }
 
 // Reads the output with every SPEC §1 check (files included) and decodes every image.
 oml::data::Dataframe check_output(const fs::path& dst) {
   const auto df = oml::data::Dataframe::read(dst / "df.csv");
   for (const auto* split : {&df.train(), &df.validation()}) {
-    for (const auto& path : split->paths) CHECK(oml::data::decode_image(oml::data::read_file_bytes(path), path).numel() > 0);
+    for (const auto& path : split->paths)
+      CHECK(oml::data::decode_image(oml::data::read_file_bytes(path), path).numel() > 0);
   }
   return df;
 }
@@ -54,7 +57,6 @@ std::string idx_labels(const std::vector<int>& labels) {
   return out;
 }
 
-
 // A minimal MATLAB level-5 writer (uncompressed) for the CARS196 layout: a 1xN struct array
 // `annotations` whose fields are a char array and 1x1 numeric arrays, as cars_annos.mat holds.
 std::string mat_element(uint32_t type, const std::string& data) {
@@ -72,7 +74,8 @@ std::string raw(const std::vector<T>& values) {
   return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
 }
 
-std::string mat_matrix(uint32_t cls, const std::vector<int32_t>& dims, const std::string& name, const std::string& body) {
+std::string mat_matrix(uint32_t cls, const std::vector<int32_t>& dims, const std::string& name,
+                       const std::string& body) {
   return mat_element(14, mat_element(6, raw(std::vector<uint32_t>{cls, 0})) + mat_element(5, raw(dims)) +
                              mat_element(1, name) + body);
 }
@@ -95,7 +98,8 @@ struct CarsRow {
 };
 
 std::string cars_annos_mat(const std::vector<CarsRow>& rows) {
-  const std::vector<std::string> fields{"relative_im_path", "bbox_x1", "bbox_y1", "bbox_x2", "bbox_y2", "class", "test"};
+  const std::vector<std::string> fields{"relative_im_path", "bbox_x1", "bbox_y1", "bbox_x2",
+                                        "bbox_y2",          "class",   "test"};
   std::string names;
   for (const auto& field : fields) names += field + std::string(32 - field.size(), '\0');
   const uint32_t small_tag = (4u << 16) | 5u;  // small element: 4 bytes of miINT32
@@ -105,8 +109,9 @@ std::string cars_annos_mat(const std::vector<CarsRow>& rows) {
   std::memcpy(&body[4], &name_length, 4);
   body += mat_element(1, names);
   for (const auto& row : rows) {
-    body += mat_text(row.path) + mat_number(row.x1, true) + mat_number(row.y1, false) + mat_number(row.x2, true) +
-            mat_number(row.y2, false) + mat_number(row.label, true) + mat_number(0, true);
+    body += mat_text(row.path) + mat_number(row.x1, true) + mat_number(row.y1, false) +
+            mat_number(row.x2, true) + mat_number(row.y2, false) + mat_number(row.label, true) +
+            mat_number(0, true);
   }
   std::string header = "MATLAB 5.0 MAT-file, written by the oml-cpp tests";
   header.resize(116, ' ');
@@ -142,7 +147,8 @@ TEST_CASE("oml-convert fashion-mnist converts the packaged dataset", "[convert][
 
 // The whole dataset (70,000 PNGs): run on demand with
 //   build/tests/oml_integration_tests "[fashion-mnist-full]"
-TEST_CASE("oml-convert fashion-mnist writes all 70,000 rows, every file decodable", "[.][fashion-mnist-full]") {
+TEST_CASE("oml-convert fashion-mnist writes all 70,000 rows, every file decodable",
+          "[.][fashion-mnist-full]") {
   TempDir dir;
   const auto result = convert("fashion-mnist", kFashionMnist, dir / "fmnist");
   INFO(result.err);
@@ -154,7 +160,8 @@ TEST_CASE("oml-convert fashion-mnist writes all 70,000 rows, every file decodabl
   CHECK(df.validation().size() == 10000);
 }
 
-TEST_CASE("oml-convert fashion-mnist reads uncompressed IDX files and checks their headers", "[convert][integration]") {
+TEST_CASE("oml-convert fashion-mnist reads uncompressed IDX files and checks their headers",
+          "[convert][integration]") {
   TempDir dir;
   const fs::path src = dir / "src";
   write_file(src / "train-images-idx3-ubyte", idx_images(3, 4, 5, 1));
@@ -206,11 +213,14 @@ TEST_CASE("oml-convert image-folder splits by label, deterministically by seed",
   CHECK_THAT(bad.err, Contains("--val-fraction"));
 }
 
-TEST_CASE("oml-convert cub reads the CUB-200-2011 layout with boxes and the class split", "[convert][integration]") {
+TEST_CASE("oml-convert cub reads the CUB-200-2011 layout with boxes and the class split",
+          "[convert][integration]") {
   TempDir dir;
   const fs::path root = dir / "CUB_200_2011";
-  const std::vector<std::pair<std::string, int>> images{{"001.Albatross/a_1.jpg", 1}, {"001.Albatross/a_2.jpg", 1},
-                                                        {"101.Wren/w_1.jpg", 101}, {"101.Wren/w_2.jpg", 101}};
+  const std::vector<std::pair<std::string, int>> images{{"001.Albatross/a_1.jpg", 1},
+                                                        {"001.Albatross/a_2.jpg", 1},
+                                                        {"101.Wren/w_1.jpg", 101},
+                                                        {"101.Wren/w_2.jpg", 101}};
   std::string list, labels, boxes, split;
   for (std::size_t i = 0; i < images.size(); ++i) {
     const std::string id = std::to_string(i + 1);
@@ -242,11 +252,13 @@ TEST_CASE("oml-convert cub reads the CUB-200-2011 layout with boxes and the clas
 TEST_CASE("oml-convert sop reads Ebay_train/Ebay_test with categories", "[convert][integration]") {
   TempDir dir;
   const fs::path root = dir / "Stanford_Online_Products";
-  write_file(root / "Ebay_train.txt",
-             "image_id class_id super_class_id path\n1 1 1 bicycle_final/1_0.JPG\n2 1 1 bicycle_final/1_1.JPG\n"
-             "3 2 2 chair_final/2_0.JPG\n");
-  write_file(root / "Ebay_test.txt",
-             "image_id class_id super_class_id path\n4 3 1 bicycle_final/3_0.JPG\n5 3 1 bicycle_final/3_1.JPG\n");
+  write_file(
+      root / "Ebay_train.txt",
+      "image_id class_id super_class_id path\n1 1 1 bicycle_final/1_0.JPG\n2 1 1 bicycle_final/1_1.JPG\n"
+      "3 2 2 chair_final/2_0.JPG\n");
+  write_file(
+      root / "Ebay_test.txt",
+      "image_id class_id super_class_id path\n4 3 1 bicycle_final/3_0.JPG\n5 3 1 bicycle_final/3_1.JPG\n");
   for (const std::string name : {"bicycle_final/1_0.JPG", "bicycle_final/1_1.JPG", "chair_final/2_0.JPG",
                                  "bicycle_final/3_0.JPG", "bicycle_final/3_1.JPG"}) {
     write_image(root / name);
@@ -261,7 +273,8 @@ TEST_CASE("oml-convert sop reads Ebay_train/Ebay_test with categories", "[conver
   CHECK(df.validation().label2category.at(3) == "bicycle");
 }
 
-TEST_CASE("oml-convert cars reads the CSV export cars_annos.csv with the class split", "[convert][integration]") {
+TEST_CASE("oml-convert cars reads the CSV export cars_annos.csv with the class split",
+          "[convert][integration]") {
   TempDir dir;
   const fs::path root = dir / "cars";
   write_file(root / "cars_annos.csv",
@@ -305,7 +318,8 @@ TEST_CASE("oml-convert cars reads cars_annos.mat (MATLAB 5 struct array)", "[con
   CHECK_THAT(hdf5.err, Contains("cars_annos.mat is not a little-endian MATLAB 5 MAT file"));
 }
 
-TEST_CASE("oml-convert inshop reads the partition and box lists with query/gallery roles", "[convert][integration]") {
+TEST_CASE("oml-convert inshop reads the partition and box lists with query/gallery roles",
+          "[convert][integration]") {
   TempDir dir;
   const fs::path root = dir / "inshop";
   const std::vector<std::array<std::string, 3>> items{

@@ -23,28 +23,31 @@ std::map<std::string, double> read_metrics(const fs::path& path) {
 
 }  // namespace
 
-TEST_CASE("oml-validate on 3 ranks gives the metrics of one process (padded shards)", "[pipelines][ddp][integration]") {
+TEST_CASE("oml-validate on 3 ranks gives the metrics of one process (padded shards)",
+          "[pipelines][ddp][integration]") {
   TempDir dir;
   const fs::path data = dir / "fmnist";
-  REQUIRE(run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " + quote(data.string()) +
-                                     " --limit 299")
+  REQUIRE(run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
+                                     quote(data.string()) + " --limit 299")
               .exit_code == 0);
   const std::string common = "dataset_root: " + data.string() + "\nlogs_root: " + (dir / "logs").string() +
                              "\nseed: 3\nnum_threads: 1\nnum_workers: 1\ntransforms_val: {name: norm}\n"
                              "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n";
   write_file(dir / "train.yaml",
-             common + "pipeline: extractor\nrun_name: run\ntransforms_train: {name: norm}\n"
-                      "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 2}}\n"
-                      "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
-                      "optimizer: {name: adam, args: {lr: 0.001}}\nmax_epochs: 1\nvalid_period: 1\nbs_val: 64\n"
-                      "metric_args: {cmc_top_k: [1]}\n");
+             common +
+                 "pipeline: extractor\nrun_name: run\ntransforms_train: {name: norm}\n"
+                 "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 2}}\n"
+                 "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
+                 "optimizer: {name: adam, args: {lr: 0.001}}\nmax_epochs: 1\nvalid_period: 1\nbs_val: 64\n"
+                 "metric_args: {cmc_top_k: [1]}\n");
   const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
   INFO(train.err);
   REQUIRE(train.exit_code == 0);
-  write_file(dir / "validate.yaml",
-             common + "weights: " + (dir / "logs" / "run" / "checkpoints" / "last.ckpt").string() +
-                 "\nbs_val: 32\n"
-                 "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5], fmr_vals: [0.1, 0.5]}\n");
+  write_file(
+      dir / "validate.yaml",
+      common + "weights: " + (dir / "logs" / "run" / "checkpoints" / "last.ckpt").string() +
+          "\nbs_val: 32\n"
+          "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5], fmr_vals: [0.1, 0.5]}\n");
   const std::string config = "--config " + quote((dir / "validate.yaml").string());
 
   const auto one = run_oml("oml-validate", config + " --set run_name=one");

@@ -34,11 +34,19 @@ const std::string kMetrics = "metric_args: {cmc_top_k: [1, 5], precision_top_k: 
 
 std::string pairwise_common(const fs::path& logs, const fs::path& extractor_weights) {
   return "pipeline: pairwise\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
-         "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() + "\n"
-         "embeddings_cache_dir: " + (logs / "cache").string() + "\n"
-         "weights: " + extractor_weights.string() + "\n"
-         "transforms_extraction: {name: norm}\ntransforms_train: {name: norm}\ntransforms_val: {name: norm}\n" +
-         kExtractor + "postprocessor: {name: pairwise_reranker, args: {top_n: 5, batch_size: 64}}\n" + kMetrics;
+         "dataset_root: " +
+         subset().string() + "\nlogs_root: " + logs.string() +
+         "\n"
+         "embeddings_cache_dir: " +
+         (logs / "cache").string() +
+         "\n"
+         "weights: " +
+         extractor_weights.string() +
+         "\n"
+         "transforms_extraction: {name: norm}\ntransforms_train: {name: norm}\ntransforms_val: {name: "
+         "norm}\n" +
+         kExtractor + "postprocessor: {name: pairwise_reranker, args: {top_n: 5, batch_size: 64}}\n" +
+         kMetrics;
 }
 
 std::string pairwise_train_config(const fs::path& logs, const std::string& extra = "") {
@@ -47,7 +55,8 @@ std::string pairwise_train_config(const fs::path& logs, const std::string& extra
          "pairwise_model: {name: linear_siamese, args: {feat_dim: 16}}\n"
          "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n"
          "optimizer: {name: adam, args: {lr: 0.01}}\n"
-         "max_epochs: 2\nvalid_period: 1\n" + extra;
+         "max_epochs: 2\nvalid_period: 1\n" +
+         extra;
 }
 
 std::string pairwise_validate_config(const fs::path& logs, const fs::path& extractor_weights,
@@ -69,7 +78,8 @@ std::size_t files_in(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces its metrics", "[pipelines][pairwise][integration]") {
+TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces its metrics",
+          "[pipelines][pairwise][integration]") {
   TempDir dir;
   write_file(dir / "train.yaml", pairwise_train_config(dir / "logs", "log_images: true\n"));
   const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
@@ -77,8 +87,8 @@ TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces it
   REQUIRE(train.exit_code == 0);
   const fs::path run = dir / "logs" / "pairwise";
   CHECK_FALSE(fs::is_empty(run / "images"));  // worst-query grids of the re-ranked lists
-  for (const char* file : {"config.yaml", "train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt", "checkpoints/last.ckpt",
-                           "report.html", "tensorboard"}) {
+  for (const char* file : {"config.yaml", "train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt",
+                           "checkpoints/last.ckpt", "report.html", "tensorboard"}) {
     INFO(file);
     CHECK(fs::exists(run / file));
   }
@@ -87,7 +97,8 @@ TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces it
   CHECK_THAT(read_file(run / "report.html"), Contains("before_reranking/OVERALL") && Contains("map/5"));
   const auto steps = read_jsonl(run / "train.jsonl");
   REQUIRE(steps.size() == 6);
-  for (const char* key : {"loss", "lr", "samples_per_s", "pairs", "pair_accuracy"}) CHECK(steps[0].contains(key));
+  for (const char* key : {"loss", "lr", "samples_per_s", "pairs", "pair_accuracy"})
+    CHECK(steps[0].contains(key));
 
   // Metrics before re-ranking are the extractor's own: what its training logged for best.ckpt.
   const auto records = read_jsonl(run / "metrics.jsonl");
@@ -107,12 +118,13 @@ TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces it
                                               " --set run_name=again --set max_epochs=1");
   INFO(again.out << again.err);
   REQUIRE(again.exit_code == 0);
-  CHECK_THAT(again.out + again.err, Contains("using cached train embeddings") && Contains("using cached validation embeddings"));
+  CHECK_THAT(again.out + again.err,
+             Contains("using cached train embeddings") && Contains("using cached validation embeddings"));
   CHECK(files_in(dir / "logs" / "cache") == 2);
 
   // oml-validate on the pairwise best.ckpt gives the metrics training logged for it.
-  write_file(dir / "validate.yaml",
-             pairwise_validate_config(dir / "logs", trained_extractor(), (run / "checkpoints" / "best.ckpt").string()));
+  write_file(dir / "validate.yaml", pairwise_validate_config(dir / "logs", trained_extractor(),
+                                                             (run / "checkpoints" / "best.ckpt").string()));
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.out << validate.err);
   REQUIRE(validate.exit_code == 0);
@@ -120,7 +132,8 @@ TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces it
   CHECK_THAT(validate.out, Contains("before_reranking/OVERALL/cmc/1"));
 }
 
-TEST_CASE("An identity linear_siamese re-ranker leaves the metrics unchanged", "[pipelines][pairwise][integration]") {
+TEST_CASE("An identity linear_siamese re-ranker leaves the metrics unchanged",
+          "[pipelines][pairwise][integration]") {
   TempDir dir;
   write_file(dir / "validate.yaml", pairwise_validate_config(dir / "logs", trained_extractor(), ""));
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
@@ -142,7 +155,8 @@ TEST_CASE("Two-rank DDP pairwise training checkpoints once and matches single-pr
           "[pipelines][pairwise][ddp][integration]") {
   TempDir dir;
   write_file(dir / "train.yaml", pairwise_train_config(dir / "logs"));
-  const auto train = run_oml("oml-train", "--nproc-per-node 2 --config " + quote((dir / "train.yaml").string()));
+  const auto train =
+      run_oml("oml-train", "--nproc-per-node 2 --config " + quote((dir / "train.yaml").string()));
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
   const fs::path run = dir / "logs" / "pairwise";
@@ -151,23 +165,27 @@ TEST_CASE("Two-rank DDP pairwise training checkpoints once and matches single-pr
   CHECK(read_jsonl(run / "train.jsonl").size() == 4);  // 3 batches per epoch over 2 ranks (padded)
   CHECK(files_in(dir / "logs" / "cache") == 2);
 
-  write_file(dir / "validate.yaml",
-             pairwise_validate_config(dir / "logs", trained_extractor(), (run / "checkpoints" / "best.ckpt").string()));
+  write_file(dir / "validate.yaml", pairwise_validate_config(dir / "logs", trained_extractor(),
+                                                             (run / "checkpoints" / "best.ckpt").string()));
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.out << validate.err);
   REQUIRE(validate.exit_code == 0);
   check_same_metrics(best_metrics(run), metrics_file(dir / "logs" / "validation" / "metrics.json"));
 }
 
-TEST_CASE("An image pairwise model (concat_siamese) trains and re-ranks", "[pipelines][pairwise][integration]") {
+TEST_CASE("An image pairwise model (concat_siamese) trains and re-ranks",
+          "[pipelines][pairwise][integration]") {
   TempDir dir;
   const std::string model =
       "pairwise_model: {name: concat_siamese, args: {mlp_hidden_dims: [8], use_tta_swap: true, "
       "extractor: {name: conv_net, args: {channels: [4, 8, 8], feat_dim: 8}}}}\n";
   std::string config = pairwise_train_config(dir / "logs");
-  config.replace(config.find("pairwise_model:"), config.find('\n', config.find("pairwise_model:")) + 1 - config.find("pairwise_model:"), model);
+  config.replace(config.find("pairwise_model:"),
+                 config.find('\n', config.find("pairwise_model:")) + 1 - config.find("pairwise_model:"),
+                 model);
   write_file(dir / "train.yaml", config);
-  const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=1");
+  const auto train =
+      run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=1");
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
   const auto records = read_jsonl(dir / "logs" / "pairwise" / "metrics.jsonl");
@@ -182,8 +200,8 @@ TEST_CASE("An image pairwise model (concat_siamese) trains and re-ranks", "[pipe
 TEST_CASE("The embeddings cache is keyed by the extractor's weights", "[pipelines][pairwise][integration]") {
   TempDir dir;
   write_file(dir / "other.yaml", train_config(dir / "other"));
-  const auto other = run_oml("oml-train", "--config " + quote((dir / "other.yaml").string()) +
-                                              " --set seed=11 --set max_epochs=1");
+  const auto other = run_oml(
+      "oml-train", "--config " + quote((dir / "other.yaml").string()) + " --set seed=11 --set max_epochs=1");
   INFO(other.err);
   REQUIRE(other.exit_code == 0);
   const fs::path other_weights = dir / "other" / "run" / "checkpoints" / "last.ckpt";
@@ -198,19 +216,23 @@ TEST_CASE("The embeddings cache is keyed by the extractor's weights", "[pipeline
   CHECK(files_in(dir / "logs" / "cache") == 2);
 }
 
-TEST_CASE("Resuming pairwise training from last.ckpt continues exactly like an uninterrupted run", "[pipelines][pairwise][integration]") {
+TEST_CASE("Resuming pairwise training from last.ckpt continues exactly like an uninterrupted run",
+          "[pipelines][pairwise][integration]") {
   TempDir dir;
   write_file(dir / "full.yaml", pairwise_train_config(dir / "full"));
   REQUIRE(run_oml("oml-train", "--config " + quote((dir / "full.yaml").string())).exit_code == 0);
 
   write_file(dir / "part.yaml", pairwise_train_config(dir / "part"));
-  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --set max_epochs=1").exit_code == 0);
+  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --set max_epochs=1")
+              .exit_code == 0);
   const fs::path last = dir / "part" / "pairwise" / "checkpoints" / "last.ckpt";
-  const auto resumed = run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --resume " + quote(last.string()));
+  const auto resumed = run_oml(
+      "oml-train", "--config " + quote((dir / "part.yaml").string()) + " --resume " + quote(last.string()));
   INFO(resumed.err);
   REQUIRE(resumed.exit_code == 0);
 
-  check_same_training_log(dir / "full" / "pairwise" / "train.jsonl", dir / "part" / "pairwise" / "train.jsonl", "pairs");
+  check_same_training_log(dir / "full" / "pairwise" / "train.jsonl",
+                          dir / "part" / "pairwise" / "train.jsonl", "pairs");
   auto last_metrics = [](const fs::path& run) {
     return read_jsonl(run / "metrics.jsonl").back().at("metrics").get<std::map<std::string, double>>();
   };
@@ -225,21 +247,24 @@ TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pa
   };
   SECTION("no trained extractor") {
     std::string config = pairwise_train_config(dir / "logs");
-    config.replace(config.find("weights: "), config.find('\n', config.find("weights: ")) - config.find("weights: "), "weights: null");
+    config.replace(config.find("weights: "),
+                   config.find('\n', config.find("weights: ")) - config.find("weights: "), "weights: null");
     const auto r = train_with(config);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("trained extractor") && Contains("weights"));
   }
   SECTION("no pairwise model") {
     std::string config = pairwise_train_config(dir / "logs");
-    config.erase(config.find("pairwise_model:"), config.find('\n', config.find("pairwise_model:")) + 1 - config.find("pairwise_model:"));
+    config.erase(config.find("pairwise_model:"),
+                 config.find('\n', config.find("pairwise_model:")) + 1 - config.find("pairwise_model:"));
     const auto r = train_with(config);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("pairwise_model"));
   }
   SECTION("no postprocessor to validate with") {
     std::string config = pairwise_train_config(dir / "logs");
-    config.erase(config.find("postprocessor:"), config.find('\n', config.find("postprocessor:")) + 1 - config.find("postprocessor:"));
+    config.erase(config.find("postprocessor:"),
+                 config.find('\n', config.find("postprocessor:")) + 1 - config.find("postprocessor:"));
     const auto r = train_with(config);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("postprocessor"));
@@ -252,7 +277,8 @@ TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pa
     CHECK_THAT(r.err, Contains("top_n must be > 1"));
   }
   SECTION("a checkpoint metric that is not computed") {
-    const auto r = train_with(pairwise_train_config(dir / "logs", "metric_for_checkpointing: OVERALL/cmc/10\n"));
+    const auto r =
+        train_with(pairwise_train_config(dir / "logs", "metric_for_checkpointing: OVERALL/cmc/10\n"));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("OVERALL/cmc/10"));
   }

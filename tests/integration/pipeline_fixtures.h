@@ -37,19 +37,25 @@ inline const fs::path& subset() {
 // step by step with an uninterrupted one).
 inline std::string train_config(const fs::path& logs, const std::string& extra = "") {
   return "pipeline: extractor\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
-         "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() + "\nrun_name: run\n"
+         "dataset_root: " +
+         subset().string() + "\nlogs_root: " + logs.string() +
+         "\nrun_name: run\n"
          "transforms_train: {name: norm}\ntransforms_val: {name: norm}\n"
          "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n"
          "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n"
          "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
          "optimizer: {name: adam, args: {lr: 0.001}}\n"
          "max_epochs: 2\nvalid_period: 1\nbs_val: 64\n"
-         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n" + extra;
+         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n" +
+         extra;
 }
 
 inline std::string validate_config(const fs::path& logs, const fs::path& weights) {
-  return "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() + "\nrun_name: validation\n"
-         "num_threads: 1\nnum_workers: 1\nbs_val: 64\nweights: " + weights.string() + "\n"
+  return "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() +
+         "\nrun_name: validation\n"
+         "num_threads: 1\nnum_workers: 1\nbs_val: 64\nweights: " +
+         weights.string() +
+         "\n"
          "transforms_val: {name: norm}\n"
          "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n"
          "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n";
@@ -81,7 +87,9 @@ inline int free_port() {
   return port;
 }
 
-inline nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(oml::test::read_file(path)); }
+inline nlohmann::json read_json(const fs::path& path) {
+  return nlohmann::json::parse(oml::test::read_file(path));
+}
 
 // The metrics.jsonl record whose checkpoint metric is the best (what best.ckpt holds).
 inline std::map<std::string, double> best_metrics(const fs::path& run) {
@@ -93,7 +101,8 @@ inline std::map<std::string, double> best_metrics(const fs::path& run) {
   return best;
 }
 
-inline void check_same_metrics(const std::map<std::string, double>& a, const std::map<std::string, double>& b) {
+inline void check_same_metrics(const std::map<std::string, double>& a,
+                               const std::map<std::string, double>& b) {
   REQUIRE_FALSE(a.empty());
   for (const auto& kv : a) {
     INFO(kv.first);

@@ -8,34 +8,37 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "integration/pipeline_fixtures.h"
 #include "oml/common/strings.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/npy.h"
-#include "integration/pipeline_fixtures.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
 
-TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST subset", "[pipelines][integration]") {
+TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST subset",
+          "[pipelines][integration]") {
   TempDir dir;
   write_file(dir / "train.yaml", train_config(dir / "logs"));
   const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
   INFO(train.err);
   REQUIRE(train.exit_code == 0);
   const fs::path run = dir / "logs" / "run";
-  for (const char* file : {"config.yaml", "train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt", "checkpoints/last.ckpt"}) {
+  for (const char* file :
+       {"config.yaml", "train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt", "checkpoints/last.ckpt"}) {
     INFO(file);
     CHECK(fs::exists(run / file));
   }
   const auto steps = read_jsonl(run / "train.jsonl");
   REQUIRE(steps.size() == 6);  // 2 epochs x epoch_size 3
   CHECK(steps.back().at("step") == 6);
-  for (const char* key : {"loss", "lr", "samples_per_s", "active_tri", "pos_dist", "neg_dist"}) CHECK(steps[0].contains(key));
+  for (const char* key : {"loss", "lr", "samples_per_s", "active_tri", "pos_dist", "neg_dist"})
+    CHECK(steps[0].contains(key));
   CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);
   CHECK_THAT(train.out, Contains("OVERALL/cmc/1"));
 
@@ -50,7 +53,9 @@ TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST sub
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.err);
   REQUIRE(validate.exit_code == 0);
-  check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
+  check_same_metrics(
+      best_metrics(run),
+      read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
 
   // oml-predict: one embedding per dataframe row, in file order, with the row list.
   const auto predict = run_oml("oml-predict", "--config " + quote((dir / "validate.yaml").string()) +
@@ -66,10 +71,12 @@ TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST sub
   CHECK_THAT(csv, Contains("index,path\n0,"));
 }
 
-TEST_CASE("Two-rank DDP training checkpoints once and matches single-process validation", "[pipelines][ddp][integration]") {
+TEST_CASE("Two-rank DDP training checkpoints once and matches single-process validation",
+          "[pipelines][ddp][integration]") {
   TempDir dir;
   write_file(dir / "train.yaml", train_config(dir / "logs"));
-  const auto train = run_oml("oml-train", "--nproc-per-node 2 --config " + quote((dir / "train.yaml").string()));
+  const auto train =
+      run_oml("oml-train", "--nproc-per-node 2 --config " + quote((dir / "train.yaml").string()));
   INFO(train.err);
   REQUIRE(train.exit_code == 0);
   CHECK_THAT(train.out + train.err, Contains("[rank 0]") && Contains("[rank 1]"));
@@ -83,12 +90,16 @@ TEST_CASE("Two-rank DDP training checkpoints once and matches single-process val
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.err);
   REQUIRE(validate.exit_code == 0);
-  check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
+  check_same_metrics(
+      best_metrics(run),
+      read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
 }
 
-TEST_CASE("max_steps stops training mid-epoch, validates and checkpoints where it stopped", "[pipelines][integration]") {
+TEST_CASE("max_steps stops training mid-epoch, validates and checkpoints where it stopped",
+          "[pipelines][integration]") {
   TempDir dir;
-  write_file(dir / "train.yaml", train_config(dir / "logs", "max_steps: 4\n"));  // 2 epochs x 3 batches would be 6
+  write_file(dir / "train.yaml",
+             train_config(dir / "logs", "max_steps: 4\n"));  // 2 epochs x 3 batches would be 6
   const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
@@ -101,7 +112,8 @@ TEST_CASE("max_steps stops training mid-epoch, validates and checkpoints where i
   const auto last = oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt");
   CHECK(last.step == 4);
   REQUIRE(last.resume.has_value());
-  CHECK(last.resume->sampler_epoch == 1);  // with a larger max_steps a resume continues at epoch 2's second batch
+  CHECK(last.resume->sampler_epoch ==
+        1);  // with a larger max_steps a resume continues at epoch 2's second batch
   CHECK(last.resume->sampler_batch == 1);
 
   // Resuming with the same max_steps has nothing left to do: no extra step.
@@ -119,15 +131,23 @@ TEST_CASE("Resuming from last.ckpt continues exactly like an uninterrupted run",
   REQUIRE(run_oml("oml-train", "--config " + quote((dir / "full.yaml").string())).exit_code == 0);
 
   write_file(dir / "part.yaml", train_config(dir / "part"));
-  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --set max_epochs=1").exit_code == 0);
+  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --set max_epochs=1")
+              .exit_code == 0);
   const fs::path last = dir / "part" / "run" / "checkpoints" / "last.ckpt";
-  const auto resumed = run_oml("oml-train", "--config " + quote((dir / "part.yaml").string()) + " --resume " + quote(last.string()));
+  const auto resumed = run_oml(
+      "oml-train", "--config " + quote((dir / "part.yaml").string()) + " --resume " + quote(last.string()));
   INFO(resumed.err);
   REQUIRE(resumed.exit_code == 0);
 
   check_same_training_log(dir / "full" / "run" / "train.jsonl", dir / "part" / "run" / "train.jsonl", "step");
-  check_same_metrics(read_jsonl(dir / "full" / "run" / "metrics.jsonl").back().at("metrics").get<std::map<std::string, double>>(),
-                     read_jsonl(dir / "part" / "run" / "metrics.jsonl").back().at("metrics").get<std::map<std::string, double>>());
+  check_same_metrics(read_jsonl(dir / "full" / "run" / "metrics.jsonl")
+                         .back()
+                         .at("metrics")
+                         .get<std::map<std::string, double>>(),
+                     read_jsonl(dir / "part" / "run" / "metrics.jsonl")
+                         .back()
+                         .at("metrics")
+                         .get<std::map<std::string, double>>());
 }
 
 TEST_CASE("Bad training input fails early with a clear message and exit code", "[pipelines][integration]") {
@@ -164,7 +184,8 @@ TEST_CASE("Bad training input fails early with a clear message and exit code", "
   }
 }
 
-TEST_CASE("oml-validate computes metrics from precomputed embeddings without a model", "[pipelines][metrics][integration]") {
+TEST_CASE("oml-validate computes metrics from precomputed embeddings without a model",
+          "[pipelines][metrics][integration]") {
   TempDir dir;
   // Embeddings that put every label on its own axis: a perfect retrieval, cmc@1 = 1.
   const auto df = oml::test::read_file(subset() / "df.csv");
@@ -173,13 +194,15 @@ TEST_CASE("oml-validate computes metrics from precomputed embeddings without a m
   std::string line;
   std::getline(lines, line);  // header
   while (std::getline(lines, line)) {
-    if (line.find(",validation,") != std::string::npos) labels.push_back(std::stoll(line.substr(0, line.find(','))));
+    if (line.find(",validation,") != std::string::npos)
+      labels.push_back(std::stoll(line.substr(0, line.find(','))));
   }
   REQUIRE(labels.size() == 300);
   at::Tensor embeddings = torch::zeros({300, 10});
   for (int64_t i = 0; i < 300; ++i) embeddings[i][labels[static_cast<std::size_t>(i)]] = 1.0;
   oml::io::write_npy(dir / "emb.npy", embeddings);
-  write_file(dir / "v.yaml", "dataset_root: " + subset().string() + "\nlogs_root: " + (dir / "logs").string() +
+  write_file(dir / "v.yaml", "dataset_root: " + subset().string() +
+                                 "\nlogs_root: " + (dir / "logs").string() +
                                  "\nrun_name: v\nembeddings: " + (dir / "emb.npy").string() +
                                  "\nmetric_args: {cmc_top_k: [1], map_top_k: [5], fmr_vals: [0.1]}\n");
   const auto r = run_oml("oml-validate", "--config " + quote((dir / "v.yaml").string()));
@@ -193,8 +216,8 @@ TEST_CASE("oml-validate computes metrics from precomputed embeddings without a m
 
   // Wrong number of rows: a clear data error naming both files.
   oml::io::write_npy(dir / "short.npy", torch::zeros({7, 10}));
-  const auto bad = run_oml("oml-validate", "--config " + quote((dir / "v.yaml").string()) + " --set embeddings=" +
-                                               quote((dir / "short.npy").string()));
+  const auto bad = run_oml("oml-validate", "--config " + quote((dir / "v.yaml").string()) +
+                                               " --set embeddings=" + quote((dir / "short.npy").string()));
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("short.npy") && Contains("7 rows") && Contains("300 validation rows"));
 }
@@ -202,7 +225,8 @@ TEST_CASE("oml-validate computes metrics from precomputed embeddings without a m
 TEST_CASE("oml-sampler prints what each rank receives each epoch", "[pipelines][samplers][integration]") {
   TempDir dir;
   write_file(dir / "c.yaml", train_config(dir / "logs"));
-  const auto r = run_oml("oml-sampler", "--config " + quote((dir / "c.yaml").string()) + " --world-size 2 --epochs 2");
+  const auto r =
+      run_oml("oml-sampler", "--config " + quote((dir / "c.yaml").string()) + " --world-size 2 --epochs 2");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto report = nlohmann::json::parse(r.out);
@@ -220,27 +244,32 @@ TEST_CASE("oml-sampler prints what each rank receives each epoch", "[pipelines][
     }
   }
   CHECK(report.at("epochs")[0] != report.at("epochs")[1]);
-  const auto bad = run_oml("oml-sampler", "--config " + quote((dir / "c.yaml").string()) + " --set sampler.args.n_instances=1");
+  const auto bad = run_oml(
+      "oml-sampler", "--config " + quote((dir / "c.yaml").string()) + " --set sampler.args.n_instances=1");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("n_instances"));
 }
 
-TEST_CASE("Killing a rank mid-training ends the job promptly and keeps last.ckpt loadable", "[pipelines][ddp][integration]") {
+TEST_CASE("Killing a rank mid-training ends the job promptly and keeps last.ckpt loadable",
+          "[pipelines][ddp][integration]") {
   TempDir dir;
   // Long enough that the kill lands mid-run: 200 short epochs, validation only at the end.
   write_file(dir / "c.yaml", train_config(dir / "logs"));
   const fs::path run = dir / "logs" / "run";
-  const std::string script =
-      quote(oml::test::command_path("oml-train")) + " --nproc-per-node 2 --config " + quote((dir / "c.yaml").string()) +
-      " --set max_epochs=200 --set valid_period=1000 >" + quote((dir / "out").string()) + " 2>" +
-      quote((dir / "err").string()) + " &\n"
-      "launcher=$!\n"
-      "for i in $(seq 1200); do [ -f " + quote((run / "checkpoints" / "last.ckpt").string()) + " ] && break; sleep 0.05; done\n"
-      "worker=$(pgrep -P $launcher | tail -n 1)\n"
-      "kill -9 $worker\n"
-      "start=$(date +%s%N)\n"
-      "wait $launcher; rc=$?\n"
-      "echo \"$rc $(( ($(date +%s%N) - start) / 1000000 ))\"\n";
+  const std::string script = quote(oml::test::command_path("oml-train")) + " --nproc-per-node 2 --config " +
+                             quote((dir / "c.yaml").string()) +
+                             " --set max_epochs=200 --set valid_period=1000 >" +
+                             quote((dir / "out").string()) + " 2>" + quote((dir / "err").string()) +
+                             " &\n"
+                             "launcher=$!\n"
+                             "for i in $(seq 1200); do [ -f " +
+                             quote((run / "checkpoints" / "last.ckpt").string()) +
+                             " ] && break; sleep 0.05; done\n"
+                             "worker=$(pgrep -P $launcher | tail -n 1)\n"
+                             "kill -9 $worker\n"
+                             "start=$(date +%s%N)\n"
+                             "wait $launcher; rc=$?\n"
+                             "echo \"$rc $(( ($(date +%s%N) - start) / 1000000 ))\"\n";
   const auto r = oml::test::run(script, 120);
   REQUIRE(r.exit_code == 0);
   std::istringstream result(r.out);
@@ -258,7 +287,8 @@ TEST_CASE("Killing a rank mid-training ends the job promptly and keeps last.ckpt
   CHECK_FALSE(last.state_dict.empty());
 }
 
-TEST_CASE("Ranks started by an external launcher's variables train like --nproc-per-node", "[pipelines][ddp][integration]") {
+TEST_CASE("Ranks started by an external launcher's variables train like --nproc-per-node",
+          "[pipelines][ddp][integration]") {
   // What `torchrun --no-python --nproc-per-node 2 oml-train ...` does: two processes with
   // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set.
   TempDir dir;
@@ -267,9 +297,10 @@ TEST_CASE("Ranks started by an external launcher's variables train like --nproc-
   const std::string port = std::to_string(free_port());
   std::string script;
   for (int rank = 0; rank < 2; ++rank) {
-    script += "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 RANK=" +
-              std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) + " " +
-              quote(oml::test::command_path("oml-train")) + " --config " + quote((dir / "c.yaml").string()) + " > " +
+    script += "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port +
+              " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 RANK=" + std::to_string(rank) +
+              " LOCAL_RANK=" + std::to_string(rank) + " " + quote(oml::test::command_path("oml-train")) +
+              " --config " + quote((dir / "c.yaml").string()) + " > " +
               quote((dir / ("out" + std::to_string(rank))).string()) + " 2>&1 &\n";
     script += "pid" + std::to_string(rank) + "=$!\n";
   }
@@ -285,14 +316,21 @@ TEST_CASE("Ranks started by an external launcher's variables train like --nproc-
 
   write_file(dir / "validate.yaml", validate_config(dir / "logs", run / "checkpoints" / "best.ckpt"));
   REQUIRE(run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string())).exit_code == 0);
-  check_same_metrics(best_metrics(run), read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
+  check_same_metrics(
+      best_metrics(run),
+      read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());
 }
 
-TEST_CASE("oml-validate and oml-predict give identical outputs on 2 ranks (--nproc-per-node or devices: 2) and on one", "[pipelines][ddp][integration]") {
+TEST_CASE(
+    "oml-validate and oml-predict give identical outputs on 2 ranks (--nproc-per-node or devices: 2) and on "
+    "one",
+    "[pipelines][ddp][integration]") {
   TempDir dir;
   write_file(dir / "train.yaml", train_config(dir / "logs"));
-  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=1").exit_code == 0);
-  write_file(dir / "validate.yaml", validate_config(dir / "logs", dir / "logs" / "run" / "checkpoints" / "last.ckpt"));
+  REQUIRE(run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=1")
+              .exit_code == 0);
+  write_file(dir / "validate.yaml",
+             validate_config(dir / "logs", dir / "logs" / "run" / "checkpoints" / "last.ckpt"));
   const std::string config = "--config " + quote((dir / "validate.yaml").string());
 
   const auto one = run_oml("oml-validate", config + " --set run_name=one");

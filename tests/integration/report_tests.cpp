@@ -32,18 +32,21 @@ const fs::path& small_subset() {
 
 std::string config(const fs::path& logs, const std::string& extra) {
   return "seed: 1\nnum_threads: 1\nnum_workers: 1\ndataset_root: " + small_subset().string() +
-         "\nlogs_root: " + logs.string() + "\nrun_name: run\n"
+         "\nlogs_root: " + logs.string() +
+         "\nrun_name: run\n"
          "transforms_train: {name: norm}\ntransforms_val: {name: norm}\n"
          "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n"
          "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n"
          "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
          "optimizer: {name: adam, args: {lr: 0.001}}\nmax_epochs: 2\nbs_val: 100\n"
-         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n" + extra;
+         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n" +
+         extra;
 }
 
 fs::path train(const TempDir& dir, const std::string& extra, const std::string& args = "") {
   write_file(dir / "train.yaml", config(dir / "logs", extra));
-  const auto r = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --progress lines " + args);
+  const auto r =
+      run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --progress lines " + args);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   return dir / "logs" / "run";
@@ -76,18 +79,22 @@ TEST_CASE("Training writes TensorBoard events, worst-query grids and report.html
     }
   }
   // Every train.jsonl number per step (2 epochs x 3 steps), every metric per validation.
-  for (const char* tag : {"train/loss", "train/lr", "train/samples_per_s", "train/active_tri"}) CHECK(scalars[tag] == 6);
-  for (const char* tag : {"OVERALL/cmc/1", "OVERALL/cmc/5", "OVERALL/precision/5", "OVERALL/map/5"}) CHECK(scalars[tag] == 2);
+  for (const char* tag : {"train/loss", "train/lr", "train/samples_per_s", "train/active_tri"})
+    CHECK(scalars[tag] == 6);
+  for (const char* tag : {"OVERALL/cmc/1", "OVERALL/cmc/5", "OVERALL/precision/5", "OVERALL/map/5"})
+    CHECK(scalars[tag] == 2);
   CHECK(images["retrieval/worst_cmc_1"] == 2);  // the checkpoint metric's worst queries
   CHECK(fs::exists(run / "images" / "epoch_001" / "worst_cmc_1.png"));
   CHECK(fs::exists(run / "images" / "epoch_002" / "worst_cmc_1.png"));
 
   const std::string html = oml::test::read_file(run / "report.html");
   CHECK(count(html, "<svg") >= 8);  // loss, lr, samples/s, loss logs, four metrics
-  CHECK_THAT(html, Contains("best-metrics") && Contains("From epoch_002") && Contains("data:image/png;base64,"));
+  CHECK_THAT(html,
+             Contains("best-metrics") && Contains("From epoch_002") && Contains("data:image/png;base64,"));
 }
 
-TEST_CASE("Under two ranks one event file is written, by rank 0, with the global steps", "[report][ddp][integration]") {
+TEST_CASE("Under two ranks one event file is written, by rank 0, with the global steps",
+          "[report][ddp][integration]") {
   TempDir dir;
   const fs::path run = train(dir, "log_images: true\n", "--nproc-per-node 2");
   const auto files = oml::report::find_event_files(run / "tensorboard");
@@ -117,14 +124,16 @@ TEST_CASE("oml-validate --visualize draws the worst queries and the chosen ones"
   const fs::path run = train(dir, "logger: {name: none}\n", "--set max_epochs=1");
   write_file(dir / "validate.yaml",
              "dataset_root: " + small_subset().string() + "\nlogs_root: " + (dir / "logs").string() +
-                 "\nrun_name: val\nnum_threads: 1\nnum_workers: 1\nweights: " + (run / "checkpoints" / "best.ckpt").string() +
+                 "\nrun_name: val\nnum_threads: 1\nnum_workers: 1\nweights: " +
+                 (run / "checkpoints" / "best.ckpt").string() +
                  "\ntransforms_val: {name: norm}\n"
                  "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n");
   const std::string base = "--config " + quote((dir / "validate.yaml").string());
   const auto r = run_oml("oml-validate", base + " --visualize 3 --query-ids 0,7 --visualize-top-k 4");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  for (const char* name : {"worst_cmc_1.png", "worst_cmc_5.png", "worst_precision_5.png", "worst_map_5.png", "queries.png"}) {
+  for (const char* name :
+       {"worst_cmc_1.png", "worst_cmc_5.png", "worst_precision_5.png", "worst_map_5.png", "queries.png"}) {
     INFO(name);
     const fs::path png = dir / "logs" / "val" / "images" / name;
     REQUIRE(fs::exists(png));
@@ -133,7 +142,8 @@ TEST_CASE("oml-validate --visualize draws the worst queries and the chosen ones"
     CHECK(image.size(1) == 8 * 2 + 7 * 112 + 6 * 4 + 2 * 14);
   }
 
-  const auto only = run_oml("oml-validate", base + " --set run_name=val2 --visualize 2 --visualize-metric OVERALL/map/5");
+  const auto only =
+      run_oml("oml-validate", base + " --set run_name=val2 --visualize 2 --visualize-metric OVERALL/map/5");
   REQUIRE(only.exit_code == 0);
   CHECK(fs::exists(dir / "logs" / "val2" / "images" / "worst_map_5.png"));
   CHECK_FALSE(fs::exists(dir / "logs" / "val2" / "images" / "worst_cmc_1.png"));
@@ -141,7 +151,8 @@ TEST_CASE("oml-validate --visualize draws the worst queries and the chosen ones"
   const auto not_query = run_oml("oml-validate", base + " --query-ids 5000");
   CHECK(not_query.exit_code == 2);
   CHECK_THAT(not_query.err, Contains("5000") && Contains("not queries"));
-  const auto no_per_query = run_oml("oml-validate", base + " --visualize 2 --visualize-metric OVERALL/fnmr@fmr/0.1");
+  const auto no_per_query =
+      run_oml("oml-validate", base + " --visualize 2 --visualize-metric OVERALL/fnmr@fmr/0.1");
   CHECK(no_per_query.exit_code == 2);
   CHECK_THAT(no_per_query.err, Contains("no per-query values"));
   const auto bad_ids = run_oml("oml-validate", base + " --query-ids 1,x");
@@ -155,7 +166,9 @@ TEST_CASE("oml-validate --visualize draws the worst queries and the chosen ones"
 TEST_CASE("Chromium renders report.html with its charts and grids", "[report][integration][browser]") {
   const auto which = oml::test::run("command -v chromium");
   if (which.exit_code != 0) {
-    FAIL("chromium is not installed: the report's browser test needs it (bash scripts/setup.sh --with-tests installs it)");
+    FAIL(
+        "chromium is not installed: the report's browser test needs it (bash scripts/setup.sh --with-tests "
+        "installs it)");
   }
   TempDir dir;
   const fs::path run = train(dir, "log_images: true\n");
@@ -172,7 +185,8 @@ TEST_CASE("Chromium renders report.html with its charts and grids", "[report][in
 
   const fs::path shot = dir / "report.png";
   const auto screenshot = oml::test::run("chromium " + flags + " --screenshot=" + quote(shot.string()) +
-                                             " --window-size=1200,2000 " + quote(url), 180);
+                                             " --window-size=1200,2000 " + quote(url),
+                                         180);
   INFO(screenshot.err);
   REQUIRE(screenshot.exit_code == 0);
   REQUIRE(fs::exists(shot));

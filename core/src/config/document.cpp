@@ -92,8 +92,9 @@ class Interpolator {
         out += text.substr(pos, start - pos);
         YAML::Node target = lookup(node, path, text.substr(start + 2, end - start - 2));
         if (!target.IsScalar()) {
-          Node(node, path, origin_).fail("${" + text.substr(start + 2, end - start - 2) +
-                                         "} is not a scalar and cannot be spliced into text");
+          Node(node, path, origin_)
+              .fail("${" + text.substr(start + 2, end - start - 2) +
+                    "} is not a scalar and cannot be spliced into text");
         }
         out += target.Scalar();
         pos = end + 1;
@@ -168,7 +169,8 @@ std::string apply_override(YAML::Node& root, const std::string& assignment) {
     YAML::Node next;
     if (cur.IsSequence() && is_index(part)) {
       const std::size_t idx = std::stoul(part);
-      if (idx >= cur.size()) throw UsageError("--set " + path + ": '" + walked + "' is past the end of the list");
+      if (idx >= cur.size())
+        throw UsageError("--set " + path + ": '" + walked + "' is past the end of the list");
       next.reset(cur[idx]);
     } else if (cur.IsMap() || cur.IsNull()) {
       if (!cur[part].IsDefined() || cur[part].IsNull()) cur[part] = YAML::Node(YAML::NodeType::Map);
@@ -177,14 +179,16 @@ std::string apply_override(YAML::Node& root, const std::string& assignment) {
       throw UsageError("--set " + path + ": cannot set a key below '" + walked + "', which is not a mapping");
     }
     if (!next.IsMap() && !next.IsSequence()) {
-      throw UsageError("--set " + path + ": cannot set a key below '" + walked + "', which is a value, not a mapping");
+      throw UsageError("--set " + path + ": cannot set a key below '" + walked +
+                       "', which is a value, not a mapping");
     }
     cur.reset(next);
   }
   const std::string& last = parts.back();
   if (cur.IsSequence() && is_index(last)) {
     const std::size_t idx = std::stoul(last);
-    if (idx >= cur.size()) throw UsageError("--set " + path + ": index " + last + " is past the end of the list");
+    if (idx >= cur.size())
+      throw UsageError("--set " + path + ": index " + last + " is past the end of the list");
     cur[idx] = value;
   } else {
     cur[last] = value;

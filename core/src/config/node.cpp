@@ -39,17 +39,11 @@ std::string Node::where() const {
   return origin.file;
 }
 
-std::string Node::describe() const {
-  return path_.empty() ? where() : where() + ": " + path_;
-}
+std::string Node::describe() const { return path_.empty() ? where() : where() + ": " + path_; }
 
-void Node::fail(const std::string& message) const {
-  throw ConfigError(describe() + ": " + message);
-}
+void Node::fail(const std::string& message) const { throw ConfigError(describe() + ": " + message); }
 
-std::string Node::child_path(const std::string& key) const {
-  return path_.empty() ? key : path_ + "." + key;
-}
+std::string Node::child_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
 Node Node::operator[](const std::string& key) const {
   if (!is_map()) {
@@ -91,7 +85,9 @@ std::string scalar_text(const Node& node, const char* expected) {
   if (!node.defined()) node.fail(std::string("missing value, expected ") + expected);
   if (!node.is_scalar()) {
     node.fail(std::string("expected ") + expected + ", got a " +
-              (node.is_map() ? "mapping" : node.is_sequence() ? "list" : "null"));
+              (node.is_map()        ? "mapping"
+               : node.is_sequence() ? "list"
+                                    : "null"));
   }
   return node.yaml().Scalar();
 }
@@ -133,9 +129,7 @@ double scalar_to_double(const Node& node) {
   return value;
 }
 
-std::string scalar_to_string(const Node& node) {
-  return scalar_text(node, "a string");
-}
+std::string scalar_to_string(const Node& node) { return scalar_text(node, "a string"); }
 
 }  // namespace detail
 }  // namespace oml::config

@@ -23,11 +23,13 @@ Node MapReader::require(const std::string& key) {
     // A misspelt required key is both missing and unknown: point at the misspelling.
     std::vector<std::string> unknown;
     for (const auto& present : map_.keys()) {
-      if (std::find(accepted_.begin(), accepted_.end(), present) == accepted_.end()) unknown.push_back(present);
+      if (std::find(accepted_.begin(), accepted_.end(), present) == accepted_.end())
+        unknown.push_back(present);
     }
     const std::string typo = closest_match(key, unknown);
-    map_.fail("missing required key '" + key + "'" + (what_.empty() ? "" : " in " + what_) +
-              (typo.empty() ? "" : " (is '" + typo + "' at " + map_.key_node(typo).where() + " a misspelling?)"));
+    map_.fail(
+        "missing required key '" + key + "'" + (what_.empty() ? "" : " in " + what_) +
+        (typo.empty() ? "" : " (is '" + typo + "' at " + map_.key_node(typo).where() + " a misspelling?)"));
   }
   return child;
 }

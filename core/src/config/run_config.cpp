@@ -31,7 +31,8 @@ DdpOptions parse_ddp(const Node& node) {
   r.finish();
   if (ddp.bucket_mb <= 0) node["bucket_mb"].fail("expected a positive size in MB");
   if (ddp.timeout_s <= 0) node["timeout_s"].fail("expected a positive number of seconds");
-  if (ddp.check_params_every < 0) node["check_params_every"].fail("expected 0 (off) or a positive step count");
+  if (ddp.check_params_every < 0)
+    node["check_params_every"].fail("expected 0 (off) or a positive step count");
   return ddp;
 }
 

@@ -40,7 +40,8 @@ std::vector<CsvRecord> parse_csv(const std::string& text, const std::string& fil
         // After the closing quote only a separator or the end of the record may follow.
         if (pos < n && text[pos] == '\r') ++pos;
         OML_CHECK(pos >= n || text[pos] == ',' || text[pos] == '\n', DataError, file, ":", line,
-                  ": unexpected character '", text[pos], "' after a closing quote (expected ',' or a line end)");
+                  ": unexpected character '", text[pos],
+                  "' after a closing quote (expected ',' or a line end)");
       } else {
         while (pos < n && text[pos] != ',' && text[pos] != '\n') field += text[pos++];
         if (!field.empty() && field.back() == '\r') field.pop_back();

@@ -66,7 +66,8 @@ class RowReader {
   bool has(const std::string& column) const { return index_.count(column) > 0; }
   std::string cell(const std::string& column) const { return trim(record_->fields.at(index_.at(column))); }
 
-  [[noreturn]] void fail(const std::string& column, const std::string& value, const std::string& expected) const {
+  [[noreturn]] void fail(const std::string& column, const std::string& value,
+                         const std::string& expected) const {
     throw DataError(file_ + ":" + std::to_string(record_->line) + ": column '" + column + "': got '" + value +
                     "', expected " + expected);
   }
@@ -97,15 +98,16 @@ std::map<std::string, std::size_t> index_header(const CsvRecord& header, const s
     for (const auto& kv : index) present.push_back(kv.first);
     std::string hint;
     for (const auto& name : missing) hint += did_you_mean(name, present);
-    throw DataError(file + ":" + std::to_string(header.line) + ": missing required column(s) " + join(missing) +
-                    hint + "; the header has: " + join(present) + "; expected at least: " + join(required));
+    throw DataError(file + ":" + std::to_string(header.line) + ": missing required column(s) " +
+                    join(missing) + hint + "; the header has: " + join(present) +
+                    "; expected at least: " + join(required));
   }
   // Rule 8 (columns): the four bbox columns come together or not at all.
   std::vector<std::string> bbox_present, bbox_missing;
   for (const char* name : kBBoxColumns) (index.count(name) ? bbox_present : bbox_missing).push_back(name);
   OML_CHECK(bbox_present.empty() || bbox_missing.empty(), DataError, file, ":", header.line,
-            ": bounding boxes need all four columns x_1, x_2, y_1, y_2; found ", join(bbox_present), " but not ",
-            join(bbox_missing));
+            ": bounding boxes need all four columns x_1, x_2, y_1, y_2; found ", join(bbox_present),
+            " but not ", join(bbox_missing));
   return index;
 }
 
@@ -128,8 +130,9 @@ void build_label2category(DataSplit& split, const std::string& file, const char*
     if (!inserted.second && inserted.first->second != split.categories[i] &&
         warned.insert(split.original_labels[i]).second) {
       log::warn(file + ":" + std::to_string(split.lines[i]) + ": " + split_name + " label " +
-                std::to_string(split.original_labels[i]) + " has several categories ('" + inserted.first->second +
-                "', '" + split.categories[i] + "'); using '" + inserted.first->second + "'");
+                std::to_string(split.original_labels[i]) + " has several categories ('" +
+                inserted.first->second + "', '" + split.categories[i] + "'); using '" +
+                inserted.first->second + "'");
     }
   }
 }
@@ -145,7 +148,8 @@ void check_queries_have_gallery(const DataSplit& split, const std::string& file)
   for (std::size_t i = 0; i < split.size(); ++i) {
     if (split.is_query[i] && !gallery.count(split.labels[i])) {
       if (++total <= kMaxListed) {
-        offending.push_back("line " + std::to_string(split.lines[i]) + " (label " + std::to_string(split.labels[i]) + ")");
+        offending.push_back("line " + std::to_string(split.lines[i]) + " (label " +
+                            std::to_string(split.labels[i]) + ")");
       }
     }
   }
@@ -163,7 +167,8 @@ void check_files_exist(const std::vector<DataSplit*>& splits, const std::string&
     for (std::size_t i = 0; i < split->paths.size(); ++i) {
       std::error_code ec;
       if (!fs::is_regular_file(split->paths[i], ec)) {
-        if (++total <= kMaxListed) missing.push_back("line " + std::to_string(split->lines[i]) + ": " + split->paths[i]);
+        if (++total <= kMaxListed)
+          missing.push_back("line " + std::to_string(split->lines[i]) + ": " + split->paths[i]);
       }
     }
   }
@@ -191,9 +196,11 @@ Dataframe Dataframe::read(const fs::path& csv_path, const DataframeOptions& opti
   return parse(text.str(), csv_path.string(), resolved);
 }
 
-Dataframe Dataframe::parse(const std::string& text, const std::string& file, const DataframeOptions& options) {
+Dataframe Dataframe::parse(const std::string& text, const std::string& file,
+                           const DataframeOptions& options) {
   const std::vector<CsvRecord> records = parse_csv(text, file);
-  OML_CHECK(!records.empty(), DataError, file, ": the dataframe is empty; expected a header line with the columns ",
+  OML_CHECK(!records.empty(), DataError, file,
+            ": the dataframe is empty; expected a header line with the columns ",
             "label, path, split, is_query, is_gallery and one row per image");
   const auto index = index_header(records[0], file, options);
   OML_CHECK(records.size() > 1, DataError, file, ": the dataframe has a header but no rows");
@@ -209,14 +216,16 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file, con
   RowReader row(file, index);
   for (std::size_t r = 1; r < records.size(); ++r) {
     const CsvRecord& record = records[r];
-    OML_CHECK(record.fields.size() == records[0].fields.size(), DataError, file, ":", record.line, ": the row has ",
-              record.fields.size(), " fields, expected ", records[0].fields.size(), " (one per header column)");
+    OML_CHECK(record.fields.size() == records[0].fields.size(), DataError, file, ":", record.line,
+              ": the row has ", record.fields.size(), " fields, expected ", records[0].fields.size(),
+              " (one per header column)");
     row.set(&record);
 
     // Rule 2: split values.
     const std::string split_name = row.cell(columns::kSplit);
     const bool is_train = split_name == "train";
-    if (!is_train && split_name != "validation") row.fail(columns::kSplit, split_name, "'train' or 'validation'");
+    if (!is_train && split_name != "validation")
+      row.fail(columns::kSplit, split_name, "'train' or 'validation'");
     DataSplit& split = is_train ? df.train_ : df.validation_;
 
     // Rule 5: integer labels.
@@ -239,9 +248,10 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file, con
       if (!is_query) row.fail(columns::kIsQuery, query_text, bool_like);
       if (!is_gallery) row.fail(columns::kIsGallery, gallery_text, bool_like);
       // Rule 4: every validation row is a query, a gallery item, or both.
-      OML_CHECK(*is_query || *is_gallery, DataError, file, ":", record.line,
-                ": columns 'is_query' and 'is_gallery' are both false; a validation row must be a query, a gallery "
-                "item, or both");
+      OML_CHECK(
+          *is_query || *is_gallery, DataError, file, ":", record.line,
+          ": columns 'is_query' and 'is_gallery' are both false; a validation row must be a query, a gallery "
+          "item, or both");
       split.is_query.push_back(*is_query);
       split.is_gallery.push_back(*is_gallery);
     }
@@ -272,7 +282,8 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file, con
         split.bboxes.emplace_back(std::nullopt);
       } else {
         OML_CHECK(empty == 0, DataError, file, ":", record.line,
-                  ": columns x_1, x_2, y_1, y_2: a box needs all four values or none (", 4 - empty, " of 4 given)");
+                  ": columns x_1, x_2, y_1, y_2: a box needs all four values or none (", 4 - empty,
+                  " of 4 given)");
         const BBox box{values[0], values[1], values[2], values[3]};
         OML_CHECK(box.x1 >= 0 && box.y1 >= 0, DataError, file, ":", record.line,
                   ": columns x_1, y_1: got x_1=", box.x1, ", y_1=", box.y1, ", expected values >= 0");

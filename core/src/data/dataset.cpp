@@ -41,7 +41,8 @@ class ByteCache {
 };
 
 ItemInfo item_info(const DataSplit& split, int64_t index) {
-  OML_ASSERT(index >= 0 && index < static_cast<int64_t>(split.size()), "dataset index ", index, " of ", split.size());
+  OML_ASSERT(index >= 0 && index < static_cast<int64_t>(split.size()), "dataset index ", index, " of ",
+             split.size());
   ItemInfo info;
   info.index = index;
   if (split.has_labels()) info.label = split.labels[index];
@@ -59,8 +60,9 @@ ItemInfo item_info(const DataSplit& split, int64_t index) {
 ImageDataset::ImageDataset(DataSplit split, std::shared_ptr<const Transform> transform)
     : split_(std::move(split)), transform_(std::move(transform)) {
   OML_CHECK(transform_ != nullptr, UsageError, "ImageDataset needs a transform");
-  OML_CHECK(split_.paths.size() == split_.size(), DataError, "an image dataset needs a 'path' for every row (",
-            split_.paths.size(), " paths for ", split_.size(), " rows)");
+  OML_CHECK(split_.paths.size() == split_.size(), DataError,
+            "an image dataset needs a 'path' for every row (", split_.paths.size(), " paths for ",
+            split_.size(), " rows)");
 }
 
 ImageDataset::~ImageDataset() = default;
@@ -70,12 +72,14 @@ std::shared_ptr<ImageDataset> ImageDataset::from_folder(const fs::path& folder,
   std::error_code ec;
   OML_CHECK(fs::is_directory(folder, ec), DataError, "image folder ", folder.string(), " does not exist");
   std::vector<std::string> paths;
-  for (auto it = fs::recursive_directory_iterator(folder, fs::directory_options::follow_directory_symlink, ec);
+  for (auto it =
+           fs::recursive_directory_iterator(folder, fs::directory_options::follow_directory_symlink, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (!it->is_regular_file()) continue;
     std::string ext = it->path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp") paths.push_back(it->path().string());
+    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp")
+      paths.push_back(it->path().string());
   }
   OML_CHECK(!ec, DataError, "cannot list image folder ", folder.string(), ": ", ec.message());
   OML_CHECK(!paths.empty(), DataError, "image folder ", folder.string(),
@@ -91,7 +95,8 @@ ItemInfo ImageDataset::info(int64_t index) const { return item_info(split_, inde
 
 void ImageDataset::reserve_cache(int64_t max_items) const {
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (max_items > 0 && (!cache_ || cache_->capacity() < max_items)) cache_ = std::make_shared<ByteCache>(max_items);
+  if (max_items > 0 && (!cache_ || cache_->capacity() < max_items))
+    cache_ = std::make_shared<ByteCache>(max_items);
 }
 
 std::string ImageDataset::read_bytes(int64_t index) const {
@@ -108,7 +113,8 @@ std::string ImageDataset::read_bytes(int64_t index) const {
 }
 
 at::Tensor ImageDataset::load_image(int64_t index) const {
-  OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ", size(), ")");
+  OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ",
+            size(), ")");
   const std::string& path = split_.paths[index];
   at::Tensor image = decode_image(read_bytes(index), path);
   if (split_.has_bboxes() && split_.bboxes[index]) image = crop_image(image, *split_.bboxes[index], path);
@@ -132,7 +138,8 @@ at::Tensor ImageDataset::load(int64_t index, const RandomKey& key) const {
 EmbeddingsDataset::EmbeddingsDataset(at::Tensor embeddings, DataSplit split, const std::string& source)
     : embeddings_(std::move(embeddings)), split_(std::move(split)) {
   OML_CHECK(embeddings_.defined() && embeddings_.dim() == 2, DataError, source,
-            ": expected embeddings of shape [N, D], got ", embeddings_.defined() ? embeddings_.sizes() : c10::IntArrayRef{});
+            ": expected embeddings of shape [N, D], got ",
+            embeddings_.defined() ? embeddings_.sizes() : c10::IntArrayRef{});
   OML_CHECK(embeddings_.size(0) == static_cast<int64_t>(split_.size()), DataError, source, " holds ",
             embeddings_.size(0), " embeddings but the dataframe has ", split_.size(),
             " rows for them; expected one embedding per row, in dataframe order");
@@ -142,7 +149,8 @@ EmbeddingsDataset::EmbeddingsDataset(at::Tensor embeddings, DataSplit split, con
 ItemInfo EmbeddingsDataset::info(int64_t index) const { return item_info(split_, index); }
 
 at::Tensor EmbeddingsDataset::load(int64_t index, const RandomKey&) const {
-  OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ", size(), ")");
+  OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ",
+            size(), ")");
   return embeddings_[index];
 }
 

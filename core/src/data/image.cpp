@@ -64,9 +64,15 @@ at::Tensor decode_image(const std::string& bytes, const std::string& path) {
   auto out = torch::empty({decoded.rows, decoded.cols, 3}, torch::kUInt8);
   cv::Mat rgb(decoded.rows, decoded.cols, CV_8UC3, out.data_ptr<uint8_t>());
   switch (decoded.channels()) {
-    case 1: cv::cvtColor(decoded, rgb, cv::COLOR_GRAY2RGB); break;
-    case 3: cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB); break;
-    case 4: cv::cvtColor(decoded, rgb, cv::COLOR_BGRA2RGB); break;
+    case 1:
+      cv::cvtColor(decoded, rgb, cv::COLOR_GRAY2RGB);
+      break;
+    case 3:
+      cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB);
+      break;
+    case 4:
+      cv::cvtColor(decoded, rgb, cv::COLOR_BGRA2RGB);
+      break;
     default:
       throw DataError("image " + path + " has " + std::to_string(decoded.channels()) +
                       " channels; expected 1 (grayscale), 3 (RGB) or 4 (RGBA)");
@@ -78,8 +84,8 @@ at::Tensor decode_image(const std::string& bytes, const std::string& path) {
 at::Tensor crop_image(const at::Tensor& image, const BBox& box, const std::string& path) {
   const int64_t height = image.size(0), width = image.size(1);
   OML_CHECK(box.x2 <= width && box.y2 <= height, DataError, "image ", path, " is ", width, "x", height,
-            " (width x height) but its bounding box x_1=", box.x1, ", x_2=", box.x2, ", y_1=", box.y1, ", y_2=", box.y2,
-            " reaches outside it; expected x_2 <= ", width, " and y_2 <= ", height);
+            " (width x height) but its bounding box x_1=", box.x1, ", x_2=", box.x2, ", y_1=", box.y1,
+            ", y_2=", box.y2, " reaches outside it; expected x_2 <= ", width, " and y_2 <= ", height);
   return image.slice(0, box.y1, box.y2).slice(1, box.x1, box.x2).contiguous();
 }
 

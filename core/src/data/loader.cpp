@@ -9,7 +9,8 @@
 
 namespace oml::data {
 
-Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> batches, LoaderOptions options)
+Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> batches,
+               LoaderOptions options)
     : dataset_(std::move(dataset)), batches_(std::move(batches)), options_(options) {
   OML_CHECK(dataset_ != nullptr, UsageError, "Loader needs a dataset");
   OML_CHECK(options_.num_workers >= 0, UsageError, "num_workers must be >= 0, got ", options_.num_workers);
@@ -78,7 +79,9 @@ void Loader::worker_loop() {
     int64_t position;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      space_.wait(lock, [&] { return stopping_ || next_to_claim_ >= total || next_to_claim_ < next_to_return_ + window; });
+      space_.wait(lock, [&] {
+        return stopping_ || next_to_claim_ >= total || next_to_claim_ < next_to_return_ + window;
+      });
       if (stopping_ || next_to_claim_ >= total) return;
       position = next_to_claim_++;
     }

@@ -55,8 +55,10 @@ struct Normalisation {
 void read_normalisation(config::MapReader& reader, Normalisation& norm) {
   reader.optional("mean", norm.mean).optional("std", norm.std);
   const config::Node& args = reader.node();
-  if (norm.mean.size() != 3) args["mean"].fail("expected 3 values (R, G, B), got " + std::to_string(norm.mean.size()));
-  if (norm.std.size() != 3) args["std"].fail("expected 3 values (R, G, B), got " + std::to_string(norm.std.size()));
+  if (norm.mean.size() != 3)
+    args["mean"].fail("expected 3 values (R, G, B), got " + std::to_string(norm.mean.size()));
+  if (norm.std.size() != 3)
+    args["std"].fail("expected 3 values (R, G, B), got " + std::to_string(norm.std.size()));
   for (double s : norm.std) {
     if (!(s > 0)) args["std"].fail("expected positive values, got " + std::to_string(s));
   }
@@ -76,21 +78,22 @@ void check_range(const config::Node& args, const std::string& key, double value,
 
 std::string describe_norm(const Normalisation& n) {
   std::ostringstream out;
-  out << "mean=[" << n.mean[0] << "," << n.mean[1] << "," << n.mean[2] << "], std=[" << n.std[0] << "," << n.std[1]
-      << "," << n.std[2] << "]";
+  out << "mean=[" << n.mean[0] << "," << n.mean[1] << "," << n.mean[2] << "], std=[" << n.std[0] << ","
+      << n.std[1] << "," << n.std[2] << "]";
   return out.str();
 }
 
 // A non-owning OpenCV view of an RGB uint8 [H, W, 3] tensor.
 cv::Mat as_mat(const at::Tensor& image) {
-  TORCH_CHECK(image.dim() == 3 && image.size(2) == 3 && image.scalar_type() == torch::kUInt8 && image.is_contiguous(),
-              "transforms expect a contiguous uint8 [H, W, 3] image");
+  TORCH_CHECK(
+      image.dim() == 3 && image.size(2) == 3 && image.scalar_type() == torch::kUInt8 && image.is_contiguous(),
+      "transforms expect a contiguous uint8 [H, W, 3] image");
   return cv::Mat(static_cast<int>(image.size(0)), static_cast<int>(image.size(1)), CV_8UC3, image.data_ptr());
 }
 
 void check_input(const at::Tensor& image) {
-  OML_CHECK(image.defined() && image.dim() == 3 && image.size(2) == 3 && image.scalar_type() == torch::kUInt8 &&
-                image.size(0) > 0 && image.size(1) > 0,
+  OML_CHECK(image.defined() && image.dim() == 3 && image.size(2) == 3 &&
+                image.scalar_type() == torch::kUInt8 && image.size(0) > 0 && image.size(1) > 0,
             UsageError, "a transform expects an RGB uint8 image [H, W, 3], got ",
             image.defined() ? image.sizes() : c10::IntArrayRef{});
 }
@@ -196,8 +199,8 @@ class ResizeCenterCropTransform : public Transform {
     return normalise(resized(centre), n_);
   }
   std::string describe() const override {
-    return "norm_resize_center_crop(im_size=" + std::to_string(im_size_) + ", crop_size=" +
-           std::to_string(crop_size_) + ", " + describe_norm(n_) + ")";
+    return "norm_resize_center_crop(im_size=" + std::to_string(im_size_) +
+           ", crop_size=" + std::to_string(crop_size_) + ", " + describe_norm(n_) + ")";
   }
 
  private:
@@ -210,7 +213,7 @@ class ResizeCenterCropTransform : public Transform {
 
 struct AugsOptions {
   int im_size = 224;
-  double min_scale = 0.2;   ///< smallest crop area as a fraction of the image
+  double min_scale = 0.2;  ///< smallest crop area as a fraction of the image
   double min_ratio = 3.0 / 4.0, max_ratio = 4.0 / 3.0;
   double hflip_p = 0.5;
   double brightness = 0.25, contrast = 0.25, saturation = 0.25;  ///< factors drawn in [1-x, 1+x]
@@ -242,8 +245,8 @@ class AugsTransform : public Transform {
   std::string describe() const override {
     std::ostringstream out;
     out << "augs(im_size=" << o_.im_size << ", min_scale=" << o_.min_scale << ", hflip_p=" << o_.hflip_p
-        << ", brightness=" << o_.brightness << ", contrast=" << o_.contrast << ", saturation=" << o_.saturation
-        << ", " << describe_norm(o_.norm) << ")";
+        << ", brightness=" << o_.brightness << ", contrast=" << o_.contrast
+        << ", saturation=" << o_.saturation << ", " << describe_norm(o_.norm) << ")";
     return out.str();
   }
 
@@ -372,8 +375,8 @@ std::shared_ptr<Transform> make_augs(const config::Node& args, const NoContext&)
     args["min_scale"].fail("expected a fraction in (0, 1], got " + std::to_string(o.min_scale));
   }
   if (!(o.min_ratio > 0 && o.min_ratio <= o.max_ratio)) {
-    args["min_ratio"].fail("expected 0 < min_ratio <= max_ratio, got " + std::to_string(o.min_ratio) + " and " +
-                           std::to_string(o.max_ratio));
+    args["min_ratio"].fail("expected 0 < min_ratio <= max_ratio, got " + std::to_string(o.min_ratio) +
+                           " and " + std::to_string(o.max_ratio));
   }
   check_range(args, "hflip_p", o.hflip_p, 0, 1);
   check_range(args, "brightness", o.brightness, 0, 1);
@@ -389,8 +392,10 @@ void register_builtin_transforms(Registries& registries) {
   t.add("norm", make_norm, "normalise with mean/std (ImageNet by default); keeps the image size");
   t.add("resize", make_resize, "resize to im_size x im_size (aspect not kept), normalise");
   t.add("norm_resize", make_norm_resize, "longest side to im_size, pad to a white square, normalise");
-  t.add("norm_resize_center_crop", make_center_crop, "shorter side to im_size, centre crop crop_size, normalise");
-  t.add("augs", make_augs, "training augmentations: random resized crop, horizontal flip, colour jitter, normalise");
+  t.add("norm_resize_center_crop", make_center_crop,
+        "shorter side to im_size, centre crop crop_size, normalise");
+  t.add("augs", make_augs,
+        "training augmentations: random resized crop, horizontal flip, colour jitter, normalise");
 }
 
 }  // namespace oml::data

@@ -63,7 +63,8 @@ void write_stream_atomic(const fs::path& path, const std::function<void(std::ost
 }
 
 void write_file_atomic(const fs::path& path, const std::string& bytes) {
-  write_stream_atomic(path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
+  write_stream_atomic(
+      path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
 }
 
 void replace_directory(const fs::path& tmp, const fs::path& dst) {

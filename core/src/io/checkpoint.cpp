@@ -61,7 +61,8 @@ bool is_checkpoint(const c10::IValue& content) {
   if (!content.isGenericDict()) return false;
   const auto dict = content.toGenericDict();
   const auto found = dict.find(c10::IValue(std::string("format")));
-  return found != dict.end() && found->value().isString() && found->value().toStringRef() == kCheckpointFormat;
+  return found != dict.end() && found->value().isString() &&
+         found->value().toStringRef() == kCheckpointFormat;
 }
 
 }  // namespace
@@ -96,8 +97,9 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
 Checkpoint load_checkpoint(const std::filesystem::path& path) {
   const std::string file = path.string();
   const auto content = read_torch_file(path);
-  OML_CHECK(is_checkpoint(content), DataError, file, ": not an oml-cpp checkpoint (no format: ", kCheckpointFormat, ", found a ",
-            content.tagKind(), "); plain PyTorch state dicts are accepted as model weights (`weights:`), not for resuming");
+  OML_CHECK(is_checkpoint(content), DataError, file,
+            ": not an oml-cpp checkpoint (no format: ", kCheckpointFormat, ", found a ", content.tagKind(),
+            "); plain PyTorch state dicts are accepted as model weights (`weights:`), not for resuming");
   DictView top(content, file);
   Checkpoint ckpt;
   ckpt.format_version = top.integer("format_version");

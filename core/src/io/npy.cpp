@@ -31,7 +31,8 @@ constexpr DtypeInfo kDtypes[] = {
 }
 
 // The value text after `'key':` in the header dict, up to the next top-level comma or brace.
-std::string header_value(const std::filesystem::path& path, const std::string& header, const std::string& key) {
+std::string header_value(const std::filesystem::path& path, const std::string& header,
+                         const std::string& key) {
   const std::string quoted = "'" + key + "'";
   auto at = header.find(quoted);
   if (at == std::string::npos) bad_file(path, "the header has no " + quoted + " entry: " + header);
@@ -74,7 +75,8 @@ std::vector<int64_t> parse_shape(const std::filesystem::path& path, const std::s
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    text += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
   return text + ")";
 }
 
@@ -128,15 +130,16 @@ at::Tensor read_npy(const std::filesystem::path& path) {
     }
   }
   if (!known) {
-    bad_file(path, "dtype " + descr + " is not supported (expected little-endian float32 '<f4', float64 '<f8', "
-                   "int32 '<i4' or int64 '<i8')");
+    bad_file(path, "dtype " + descr +
+                       " is not supported (expected little-endian float32 '<f4', float64 '<f8', "
+                       "int32 '<i4' or int64 '<i8')");
   }
 
   at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(type));
   const int64_t data_size = tensor.numel() * static_cast<int64_t>(tensor.element_size());
   const int64_t available = file_size - prefix - header_size;
-  OML_CHECK(available >= data_size, DataError, path.string(), ": truncated .npy file: shape ", shape_text(shape),
-            " needs ", data_size, " bytes of data, the file has ", available);
+  OML_CHECK(available >= data_size, DataError, path.string(), ": truncated .npy file: shape ",
+            shape_text(shape), " needs ", data_size, " bytes of data, the file has ", available);
   OML_CHECK(available == data_size, DataError, path.string(), ": .npy file has ", available - data_size,
             " bytes after the ", data_size, " bytes of data that shape ", shape_text(shape), " needs");
   in.read(static_cast<char*>(tensor.data_ptr()), data_size);
@@ -148,8 +151,8 @@ at::Tensor read_npy_matrix(const std::filesystem::path& path) {
   at::Tensor tensor = read_npy(path);
   OML_CHECK(tensor.dim() == 2, DataError, path.string(), ": expected a [N, D] embedding matrix, found ",
             tensor.dim(), " dimension(s) with shape ", tensor.sizes());
-  OML_CHECK(tensor.scalar_type() == at::kFloat || tensor.scalar_type() == at::kDouble, DataError, path.string(),
-            ": expected float32 or float64 embeddings, found ", tensor.scalar_type());
+  OML_CHECK(tensor.scalar_type() == at::kFloat || tensor.scalar_type() == at::kDouble, DataError,
+            path.string(), ": expected float32 or float64 embeddings, found ", tensor.scalar_type());
   return tensor.to(at::kFloat);
 }
 
@@ -161,13 +164,14 @@ void write_npy(const std::filesystem::path& path, const at::Tensor& tensor) {
   OML_CHECK(descr != nullptr, UsageError, "write_npy(", path.string(), "): unsupported dtype ",
             tensor.scalar_type(), " (float32, float64, int32, int64 are)");
   const at::Tensor data = tensor.to(at::kCPU).contiguous();
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                       shape_text(data.sizes().vec()) + ", }";
+  std::string header = std::string("{'descr': '") + descr +
+                       "', 'fortran_order': False, 'shape': " + shape_text(data.sizes().vec()) + ", }";
   // Version 1.0 pads magic + length + header + '\n' to a multiple of 64 bytes.
   const std::size_t unpadded = kMagicSize + 2 + 2 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
-  OML_CHECK(header.size() < 65536, UsageError, "write_npy(", path.string(), "): shape too long for a .npy header");
+  OML_CHECK(header.size() < 65536, UsageError, "write_npy(", path.string(),
+            "): shape too long for a .npy header");
   write_stream_atomic(path, [&](std::ostream& out) {
     out.write(kMagic, kMagicSize);
     const char version[2] = {1, 0};

@@ -29,8 +29,8 @@ std::string shape(const at::Tensor& t) {
 
 // Key prefixes that wrappers add: DataParallel/DDP (`module.`), Lightning and OML (`model.`),
 // extractor wrappers (`extractor.`).
-const std::vector<std::string> kPrefixes = {"", "module.", "model.", "model.module.", "extractor.",
-                                            "model.extractor.", "module.model."};
+const std::vector<std::string> kPrefixes = {"",           "module.",          "model.",       "model.module.",
+                                            "extractor.", "model.extractor.", "module.model."};
 
 // The subset of `weights` under the prefix that matches the module's names best.
 StateDict select_prefix(const StateDict& weights, const StateDict& expected) {
@@ -78,9 +78,10 @@ StateDict find_state_dict(const c10::IValue& content, const std::string& source)
     const auto found = dict.find(c10::IValue(std::string("state_dict")));
     if (found != dict.end()) candidate = found->value();
   }
-  OML_CHECK(is_tensor_dict(candidate), DataError, source,
-            ": expected a state dict (a dict of name -> tensor) or a dict with a 'state_dict' entry, found a ",
-            content.tagKind());
+  OML_CHECK(
+      is_tensor_dict(candidate), DataError, source,
+      ": expected a state dict (a dict of name -> tensor) or a dict with a 'state_dict' entry, found a ",
+      content.tagKind());
   StateDict out;
   for (const auto& kv : candidate.toGenericDict()) out.emplace(kv.key().toStringRef(), kv.value().toTensor());
   return out;

@@ -29,9 +29,9 @@ using Item = std::variant<c10::IValue, Global, Mark>;
 
 c10::ScalarType storage_dtype(const std::string& storage_name, const std::string& file) {
   static const std::map<std::string, c10::ScalarType> types = {
-      {"FloatStorage", c10::kFloat},   {"DoubleStorage", c10::kDouble}, {"HalfStorage", c10::kHalf},
-      {"BFloat16Storage", c10::kBFloat16}, {"LongStorage", c10::kLong},  {"IntStorage", c10::kInt},
-      {"ShortStorage", c10::kShort},   {"CharStorage", c10::kChar},     {"ByteStorage", c10::kByte},
+      {"FloatStorage", c10::kFloat},       {"DoubleStorage", c10::kDouble}, {"HalfStorage", c10::kHalf},
+      {"BFloat16Storage", c10::kBFloat16}, {"LongStorage", c10::kLong},     {"IntStorage", c10::kInt},
+      {"ShortStorage", c10::kShort},       {"CharStorage", c10::kChar},     {"ByteStorage", c10::kByte},
       {"BoolStorage", c10::kBool}};
   const auto found = types.find(storage_name);
   OML_CHECK(found != types.end(), DataError, file, ": tensors stored as torch.", storage_name,
@@ -131,20 +131,48 @@ class Unpickler {
 
   void step(uint8_t op) {
     switch (op) {
-      case 0x80: read<uint8_t>(); break;          // PROTO
-      case 0x95: read<uint64_t>(); break;         // FRAME
-      case '(': stack_.emplace_back(Mark{}); break;
-      case '}': stack_.emplace_back(c10::IValue(new_dict())); break;
-      case ']': stack_.emplace_back(c10::IValue(c10::impl::GenericList(c10::AnyType::get()))); break;
-      case ')': stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(std::vector<c10::IValue>{}))); break;
-      case 'N': stack_.emplace_back(c10::IValue()); break;
-      case 0x88: stack_.emplace_back(c10::IValue(true)); break;
-      case 0x89: stack_.emplace_back(c10::IValue(false)); break;
-      case 'J': stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<int32_t>()))); break;
-      case 'K': stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<uint8_t>()))); break;
-      case 'M': stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<uint16_t>()))); break;
-      case 0x8a: stack_.emplace_back(c10::IValue(read_long(read<uint8_t>()))); break;
-      case 0x8b: stack_.emplace_back(c10::IValue(read_long(read<uint32_t>()))); break;
+      case 0x80:
+        read<uint8_t>();
+        break;  // PROTO
+      case 0x95:
+        read<uint64_t>();
+        break;  // FRAME
+      case '(':
+        stack_.emplace_back(Mark{});
+        break;
+      case '}':
+        stack_.emplace_back(c10::IValue(new_dict()));
+        break;
+      case ']':
+        stack_.emplace_back(c10::IValue(c10::impl::GenericList(c10::AnyType::get())));
+        break;
+      case ')':
+        stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(std::vector<c10::IValue>{})));
+        break;
+      case 'N':
+        stack_.emplace_back(c10::IValue());
+        break;
+      case 0x88:
+        stack_.emplace_back(c10::IValue(true));
+        break;
+      case 0x89:
+        stack_.emplace_back(c10::IValue(false));
+        break;
+      case 'J':
+        stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<int32_t>())));
+        break;
+      case 'K':
+        stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<uint8_t>())));
+        break;
+      case 'M':
+        stack_.emplace_back(c10::IValue(static_cast<int64_t>(read<uint16_t>())));
+        break;
+      case 0x8a:
+        stack_.emplace_back(c10::IValue(read_long(read<uint8_t>())));
+        break;
+      case 0x8b:
+        stack_.emplace_back(c10::IValue(read_long(read<uint32_t>())));
+        break;
       case 'G': {
         uint64_t bits = read<uint64_t>();
         bits = __builtin_bswap64(bits);  // BINFLOAT is big-endian
@@ -153,16 +181,36 @@ class Unpickler {
         stack_.emplace_back(c10::IValue(d));
         break;
       }
-      case 'X': stack_.emplace_back(c10::IValue(read_bytes(read<uint32_t>()))); break;
-      case 0x8c: stack_.emplace_back(c10::IValue(read_bytes(read<uint8_t>()))); break;
-      case 0x8d: stack_.emplace_back(c10::IValue(read_bytes(read<uint64_t>()))); break;
-      case 'B': stack_.emplace_back(c10::IValue(read_bytes(read<uint32_t>()))); break;
-      case 'C': stack_.emplace_back(c10::IValue(read_bytes(read<uint8_t>()))); break;
-      case 'q': memo_put(read<uint8_t>()); break;
-      case 'r': memo_put(read<uint32_t>()); break;
-      case 0x94: memo_put(static_cast<uint32_t>(memo_.size())); break;
-      case 'h': memo_get(read<uint8_t>()); break;
-      case 'j': memo_get(read<uint32_t>()); break;
+      case 'X':
+        stack_.emplace_back(c10::IValue(read_bytes(read<uint32_t>())));
+        break;
+      case 0x8c:
+        stack_.emplace_back(c10::IValue(read_bytes(read<uint8_t>())));
+        break;
+      case 0x8d:
+        stack_.emplace_back(c10::IValue(read_bytes(read<uint64_t>())));
+        break;
+      case 'B':
+        stack_.emplace_back(c10::IValue(read_bytes(read<uint32_t>())));
+        break;
+      case 'C':
+        stack_.emplace_back(c10::IValue(read_bytes(read<uint8_t>())));
+        break;
+      case 'q':
+        memo_put(read<uint8_t>());
+        break;
+      case 'r':
+        memo_put(read<uint32_t>());
+        break;
+      case 0x94:
+        memo_put(static_cast<uint32_t>(memo_.size()));
+        break;
+      case 'h':
+        memo_get(read<uint8_t>());
+        break;
+      case 'j':
+        memo_get(read<uint32_t>());
+        break;
       case 'c': {
         std::string module = read_line();
         std::string name = read_line();
@@ -176,7 +224,9 @@ class Unpickler {
         stack_.emplace_back(Global{module.toStringRef(), name.toStringRef()});
         break;
       }
-      case 't': stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(pop_to_mark()))); break;
+      case 't':
+        stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(pop_to_mark())));
+        break;
       case 0x85:
       case 0x86:
       case 0x87: {
@@ -206,7 +256,9 @@ class Unpickler {
         append(top(), items);
         break;
       }
-      case 'Q': stack_.emplace_back(persistent_load(value(pop()))); break;
+      case 'Q':
+        stack_.emplace_back(persistent_load(value(pop())));
+        break;
       case 'R': {
         auto args = value(pop());
         Item callable = pop();

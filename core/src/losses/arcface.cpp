@@ -6,8 +6,10 @@
 namespace oml::losses {
 
 ArcFaceLossImpl::ArcFaceLossImpl(ArcFaceOptions options) : options_(options) {
-  OML_CHECK(options_.in_features > 0, ConfigError, "arcface: in_features must be > 0, got ", options_.in_features);
-  OML_CHECK(options_.num_classes >= 2, ConfigError, "arcface: num_classes must be >= 2, got ", options_.num_classes);
+  OML_CHECK(options_.in_features > 0, ConfigError, "arcface: in_features must be > 0, got ",
+            options_.in_features);
+  OML_CHECK(options_.num_classes >= 2, ConfigError, "arcface: num_classes must be >= 2, got ",
+            options_.num_classes);
   OML_CHECK(options_.s > 0, ConfigError, "arcface: s must be > 0, got ", options_.s);
   OML_CHECK(options_.smoothing_epsilon >= 0 && options_.smoothing_epsilon < 1, ConfigError,
             "arcface: smoothing_epsilon must be in [0, 1), got ", options_.smoothing_epsilon);
@@ -41,7 +43,8 @@ LossOutput ArcFaceLossImpl::forward(const torch::Tensor& embeddings, const torch
   out.loss = -(targets * torch::log_softmax(z, 1)).sum(1).mean();
   torch::NoGradGuard no_grad;
   // Accuracy of the plain cosine classifier (without the margin, as at inference).
-  const auto cos = torch::mm(embeddings, weight.t()) / (embeddings.norm(2, 1, true) * weight.norm(2, 1).unsqueeze(0));
+  const auto cos =
+      torch::mm(embeddings, weight.t()) / (embeddings.norm(2, 1, true) * weight.norm(2, 1).unsqueeze(0));
   out.logs["accuracy"] = (cos.argmax(1) == labels).to(torch::kDouble).mean().item<double>();
   return out;
 }

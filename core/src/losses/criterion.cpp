@@ -21,7 +21,8 @@ void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, c
             ": expected embeddings [B, D] with B >= 1, got ", embeddings.sizes());
   OML_CHECK(labels.dim() == 1 && labels.size(0) == embeddings.size(0), DataError, who, ": expected labels [",
             embeddings.size(0), "], got ", labels.sizes());
-  OML_CHECK(!labels.is_floating_point(), DataError, who, ": labels must be integers, got ", labels.scalar_type());
+  OML_CHECK(!labels.is_floating_point(), DataError, who, ": labels must be integers, got ",
+            labels.scalar_type());
 }
 
 }  // namespace oml::losses

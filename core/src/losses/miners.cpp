@@ -13,14 +13,16 @@ namespace {
 using torch::indexing::Slice;
 
 // Fails with a clear message unless the batch can form at least one triplet.
-void require_triplets_possible(const torch::Tensor& embeddings, const torch::Tensor& labels, const std::string& who) {
+void require_triplets_possible(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                               const std::string& who) {
   check_batch(embeddings, labels, who);
   torch::Tensor unique, inverse, counts;
   std::tie(unique, inverse, counts) = torch::_unique2(labels, /*sorted=*/true, false, /*return_counts=*/true);
   OML_CHECK(unique.numel() >= 2, DataError, who, ": the batch has a single label (", labels.size(0),
             " items); triplets need at least two labels — use a sampler such as 'balance'");
   OML_CHECK(counts.max().item<int64_t>() >= 2, DataError, who, ": every label of the batch has one item ",
-            "(", labels.size(0), " items); triplets need a label with two items — use a sampler such as 'balance'");
+            "(", labels.size(0),
+            " items); triplets need a label with two items — use a sampler such as 'balance'");
 }
 
 struct Masks {
@@ -30,7 +32,8 @@ struct Masks {
 
 Masks masks(const torch::Tensor& labels) {
   const auto same = labels.unsqueeze(0) == labels.unsqueeze(1);
-  const auto eye = torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
+  const auto eye =
+      torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
   return {same & ~eye, ~same};
 }
 
@@ -127,7 +130,8 @@ NHardTripletsMiner::NHardTripletsMiner(HardnessRange positive, HardnessRange neg
     : positive_(positive), negative_(negative) {
   for (const auto& [range, what] : {std::pair{positive_, "n_positive"}, std::pair{negative_, "n_negative"}}) {
     OML_CHECK(range.first >= 1 && range.first <= range.second, ConfigError, "n_hard_triplets: ", what,
-              " must be n >= 1 or a range [a, b] with 1 <= a <= b, got [", range.first, ", ", range.second, "]");
+              " must be n >= 1 or a range [a, b] with 1 <= a <= b, got [", range.first, ", ", range.second,
+              "]");
   }
 }
 
@@ -177,7 +181,8 @@ TripletSet HardClusterMiner::mine(const torch::Tensor& embeddings, const torch::
     torch::NoGradGuard no_grad;
     const auto to_own_mean = (embeddings - means.index_select(0, inverse)).norm(2, 1);
     // Farthest item of each label from its mean: scatter-max of distances by label.
-    const auto own = inverse.unsqueeze(0) == torch::arange(n_labels, inverse.options()).unsqueeze(1);  // [L, B]
+    const auto own =
+        inverse.unsqueeze(0) == torch::arange(n_labels, inverse.options()).unsqueeze(1);  // [L, B]
     positives = to_own_mean.unsqueeze(0).masked_fill(~own, -1.0).argmax(1);
     auto between = pairwise_distances(means.detach(), means.detach());
     between.fill_diagonal_(std::numeric_limits<float>::infinity());
@@ -190,9 +195,10 @@ TripletSet HardClusterMiner::mine(const torch::Tensor& embeddings, const torch::
 
 TripletsWithMemoryMiner::TripletsWithMemoryMiner(int64_t bank_size_in_batches, int64_t tri_expand_k)
     : bank_size_in_batches_(bank_size_in_batches), tri_expand_k_(tri_expand_k) {
-  OML_CHECK(bank_size_in_batches_ >= 1, ConfigError, "triplets_with_memory: bank_size_in_batches must be >= 1, got ",
-            bank_size_in_batches_);
-  OML_CHECK(tri_expand_k_ >= 1, ConfigError, "triplets_with_memory: tri_expand_k must be >= 1, got ", tri_expand_k_);
+  OML_CHECK(bank_size_in_batches_ >= 1, ConfigError,
+            "triplets_with_memory: bank_size_in_batches must be >= 1, got ", bank_size_in_batches_);
+  OML_CHECK(tri_expand_k_ >= 1, ConfigError, "triplets_with_memory: tri_expand_k must be >= 1, got ",
+            tri_expand_k_);
 }
 
 TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
@@ -246,8 +252,8 @@ TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const 
 
 MinerWithBank::MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner)
     : bank_size_in_batches_(bank_size_in_batches), miner_(std::move(miner)) {
-  OML_CHECK(bank_size_in_batches_ >= 1, ConfigError, "miner_with_bank: bank_size_in_batches must be >= 1, got ",
-            bank_size_in_batches_);
+  OML_CHECK(bank_size_in_batches_ >= 1, ConfigError,
+            "miner_with_bank: bank_size_in_batches must be >= 1, got ", bank_size_in_batches_);
   OML_ASSERT(miner_ != nullptr);
 }
 
@@ -286,7 +292,9 @@ PairSet PairsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& l
     ids1 = torch::cat({with_pos, with_neg});
     ids2 = torch::cat({far_pos, near_neg});
   } else {
-    const auto pairs = torch::triu_indices(labels.size(0), labels.size(0), 1, torch::TensorOptions().dtype(torch::kLong).device(labels.device()));
+    const auto pairs =
+        torch::triu_indices(labels.size(0), labels.size(0), 1,
+                            torch::TensorOptions().dtype(torch::kLong).device(labels.device()));
     ids1 = pairs[0];
     ids2 = pairs[1];
   }

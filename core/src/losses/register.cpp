@@ -22,8 +22,7 @@ std::shared_ptr<TripletMiner> triplet_miner(const config::Node& node, const std:
   auto miner = std::dynamic_pointer_cast<TripletMiner>(registries().miners.create(spec));
   if (!miner) {
     const std::string where = node.defined() ? node.describe() + ": " : "";
-    throw ConfigError(where + owner + " needs a triplet miner, but miner '" + spec.name +
-                      "' produces pairs");
+    throw ConfigError(where + owner + " needs a triplet miner, but miner '" + spec.name + "' produces pairs");
   }
   return miner;
 }
@@ -72,7 +71,9 @@ void register_builtin_losses(Registries& reg) {
       [](const config::Node& args, const CriterionContext&) -> std::shared_ptr<Criterion> {
         SurrogatePrecisionOptions o;
         config::MapReader r(args, "loss 'surrogate_precision' args");
-        r.optional("k", o.k).optional("temperature1", o.temperature1).optional("temperature2", o.temperature2);
+        r.optional("k", o.k)
+            .optional("temperature1", o.temperature1)
+            .optional("temperature2", o.temperature2);
         r.optional("chunk_size", o.chunk_size);
         r.finish();
         return SurrogatePrecision(o).ptr();

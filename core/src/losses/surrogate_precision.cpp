@@ -13,15 +13,18 @@ using torch::indexing::Slice;
 torch::Tensor comparisons(const torch::Tensor& d, int64_t begin, int64_t end, double t) {
   const auto rows = d.index({Slice(begin, end)});
   auto diff = (rows.unsqueeze(2) - rows.unsqueeze(1)) / t;
-  const auto anchor = torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(d.device()));
-  const auto is_anchor = (torch::arange(d.size(1), anchor.options()).unsqueeze(0) == anchor.unsqueeze(1));  // [c, l]
+  const auto anchor =
+      torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(d.device()));
+  const auto is_anchor =
+      (torch::arange(d.size(1), anchor.options()).unsqueeze(0) == anchor.unsqueeze(1));  // [c, l]
   return torch::sigmoid(diff.masked_fill(is_anchor.unsqueeze(1), -std::numeric_limits<double>::infinity()));
 }
 
 // Ranks as a custom autograd function: autograd through the chunks would keep every
 // [c, B, B] block alive until backward, i.e. B^3 memory; this recomputes them instead.
 struct SmoothRanks : torch::autograd::Function<SmoothRanks> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor d, double t, int64_t chunk) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor d, double t,
+                               int64_t chunk) {
     ctx->save_for_backward({d});
     ctx->saved_data["t"] = t;
     ctx->saved_data["chunk"] = chunk;
@@ -71,7 +74,8 @@ LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& embeddings, cons
   const auto d = pairwise_distances(embeddings, embeddings);
   const auto ranks = smooth_ranks(d, options_.temperature1, options_.chunk_size);
   const auto hits = torch::sigmoid((static_cast<double>(options_.k) + 0.5 - ranks) / options_.temperature2);
-  const auto eye = torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
+  const auto eye =
+      torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
   const auto positive = (labels.unsqueeze(0) == labels.unsqueeze(1)) & ~eye;
   const auto n_pos = positive.sum(1);
   const auto anchors = (n_pos > 0).nonzero().squeeze(1);

@@ -12,7 +12,8 @@ torch::Tensor triplet_losses(const torch::Tensor& anchors, const torch::Tensor& 
   return margin ? torch::relu(gap + *margin) : torch::nn::functional::softplus(gap);
 }
 
-TripletLossWithMinerImpl::TripletLossWithMinerImpl(std::shared_ptr<TripletMiner> miner, TripletOptions options)
+TripletLossWithMinerImpl::TripletLossWithMinerImpl(std::shared_ptr<TripletMiner> miner,
+                                                   TripletOptions options)
     : miner_(std::move(miner)), options_(std::move(options)) {
   OML_ASSERT(miner_ != nullptr);
   OML_CHECK(options_.reduction == "mean" || options_.reduction == "sum", ConfigError,

@@ -42,10 +42,12 @@ void check_metric_args(const config::MetricArgs& args) {
   check_ks(args.precision_top_k, "precision_top_k");
   check_ks(args.map_top_k, "map_top_k");
   for (const double v : args.fmr_vals) {
-    OML_CHECK(v >= 0.0 && v <= 1.0, ConfigError, "metric_args.fmr_vals: values must be within [0, 1], got ", v);
+    OML_CHECK(v >= 0.0 && v <= 1.0, ConfigError, "metric_args.fmr_vals: values must be within [0, 1], got ",
+              v);
   }
   for (const double v : args.pcf_variance) {
-    OML_CHECK(v >= 0.0 && v <= 1.0, ConfigError, "metric_args.pcf_variance: values must be within [0, 1], got ", v);
+    OML_CHECK(v >= 0.0 && v <= 1.0, ConfigError,
+              "metric_args.pcf_variance: values must be within [0, 1], got ", v);
   }
 }
 
@@ -64,10 +66,10 @@ void check_rows(const EmbeddingSet& set) {
   check_size(set.categories.size(), "categories", true);
   check_size(set.sequences.size(), "sequence ids", true);
   check_size(set.dataset_indices.size(), "dataset indices", true);
-  OML_CHECK(std::any_of(set.is_query.begin(), set.is_query.end(), [](uint8_t v) { return v != 0; }), DataError,
-            "validation data has no query rows (is_query is false everywhere)");
-  OML_CHECK(std::any_of(set.is_gallery.begin(), set.is_gallery.end(), [](uint8_t v) { return v != 0; }), DataError,
-            "validation data has no gallery rows (is_gallery is false everywhere)");
+  OML_CHECK(std::any_of(set.is_query.begin(), set.is_query.end(), [](uint8_t v) { return v != 0; }),
+            DataError, "validation data has no query rows (is_query is false everywhere)");
+  OML_CHECK(std::any_of(set.is_gallery.begin(), set.is_gallery.end(), [](uint8_t v) { return v != 0; }),
+            DataError, "validation data has no gallery rows (is_gallery is false everywhere)");
 }
 
 // The rows flagged in `mask`, as an ItemSet (no copy of the embeddings when every row is in).
@@ -114,7 +116,8 @@ double mean_of(const std::vector<double>& values, const std::vector<int64_t>& wh
 
 }  // namespace
 
-EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set, const EmbeddingMetricsOptions& options) {
+EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
+                                                 const EmbeddingMetricsOptions& options) {
   const config::MetricArgs& args = options.args;
   check_metric_args(args);
   check_rows(set);
@@ -135,7 +138,8 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set, const 
   for (const auto* ks : {&args.cmc_top_k, &args.precision_top_k, &args.map_top_k}) {
     for (const int64_t k : *ks) knn.top_k = std::max(knn.top_k, k);
   }
-  if (options.postprocessor != nullptr) knn.top_k = std::max(knn.top_k, options.postprocessor->required_top_k());
+  if (options.postprocessor != nullptr)
+    knn.top_k = std::max(knn.top_k, options.postprocessor->required_top_k());
 
   const retrieval::detail::PreparedPair pair(queries, gallery);
   const retrieval::IgnoredPairs ignored(queries, gallery);
@@ -145,10 +149,12 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set, const 
     // fnmr@fmr needs every pair: its first pass rides on the retrieval's blocks.
     const std::vector<int64_t> n_gt = retrieval::count_ground_truth(queries, gallery, ignored);
     detail::PairStatistics pairs(pair, ignored, queries.labels, gallery.labels, n_gt, args.fmr_vals);
-    result.retrieval = retrieval::detail::retrieve_knn_fused(queries, gallery, pair, ignored, knn, {&pairs.first_pass()});
+    result.retrieval =
+        retrieval::detail::retrieve_knn_fused(queries, gallery, pair, ignored, knn, {&pairs.first_pass()});
     fnmr = pairs.finish(retrieval::choose_block_shape(pair.num_queries(), pair.num_gallery(), knn));
     if (pairs.num_positive() == 0) log::warn("fnmr@fmr is NaN: there are no positive (same-label) pairs");
-    if (pairs.num_negative() == 0) log::warn("fnmr@fmr is NaN: there are no negative (different-label) pairs");
+    if (pairs.num_negative() == 0)
+      log::warn("fnmr@fmr is NaN: there are no negative (different-label) pairs");
   } else {
     result.retrieval = retrieval::detail::retrieve_knn_fused(queries, gallery, pair, ignored, knn, {});
   }
@@ -167,8 +173,9 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set, const 
   result.queries_without_ground_truth =
       std::count(result.retrieval.n_gt.begin(), result.retrieval.n_gt.end(), int64_t{0});
   if (result.queries_without_ground_truth > 0) {
-    log::warn(::oml::detail::concat(result.queries_without_ground_truth, " of ", queries.ids.size(),
-                             " queries have no ground truth in the gallery (no other gallery item with their label)"));
+    log::warn(::oml::detail::concat(
+        result.queries_without_ground_truth, " of ", queries.ids.size(),
+        " queries have no ground truth in the gallery (no other gallery item with their label)"));
   }
 
   // Queries per category; "OVERALL" holds them all.
@@ -181,7 +188,8 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set, const 
     }
   }
   for (const auto& [category, members] : groups) {
-    for (const auto& [name, values] : result.per_query) result.metrics[category + "/" + name] = mean_of(values, members);
+    for (const auto& [name, values] : result.per_query)
+      result.metrics[category + "/" + name] = mean_of(values, members);
   }
   for (std::size_t f = 0; f < fnmr.size(); ++f) {
     result.metrics[std::string(kOverall) + "/fnmr@fmr/" + format_key_number(args.fmr_vals[f])] = fnmr[f];
@@ -199,7 +207,8 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set, const 
     add_pcf(kOverall, set.embeddings);
     if (!set.categories.empty() && !args.return_only_overall_category) {
       std::map<std::string, std::vector<int64_t>> rows_of;
-      for (std::size_t i = 0; i < set.categories.size(); ++i) rows_of[set.categories[i]].push_back(static_cast<int64_t>(i));
+      for (std::size_t i = 0; i < set.categories.size(); ++i)
+        rows_of[set.categories[i]].push_back(static_cast<int64_t>(i));
       for (const auto& [category, rows] : rows_of) {
         if (rows.size() < 2) {
           log::warn("pcf for category '" + category + "' skipped: it has a single embedding");

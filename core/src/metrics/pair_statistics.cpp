@@ -3,9 +3,9 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
-#include <atomic>
 #include <map>
 #include <numeric>
 #include <random>
@@ -75,13 +75,14 @@ bool same_cell(const Target& a, const Target& b) {
 
 // Calls fn(thread, squared_distance, is_positive) for every non-ignored pair of the block.
 template <class Fn>
-void visit_pairs(const PreparedPair& pair, const IgnoredPairs& ignored, const std::vector<int64_t>& query_labels,
-                 const std::vector<int64_t>& gallery_labels, int64_t q0, int64_t q1, int64_t g0, int64_t g1,
-                 const float* block, Fn&& fn) {
+void visit_pairs(const PreparedPair& pair, const IgnoredPairs& ignored,
+                 const std::vector<int64_t>& query_labels, const std::vector<int64_t>& gallery_labels,
+                 int64_t q0, int64_t q1, int64_t g0, int64_t g1, const float* block, Fn&& fn) {
   const int64_t width = g1 - g0;
   const float* norms = pair.gallery_norm2.data() + g0;
   const int64_t* labels = gallery_labels.data() + g0;
-  const int64_t* sequences = ignored.gallery_sequences().empty() ? nullptr : ignored.gallery_sequences().data() + g0;
+  const int64_t* sequences =
+      ignored.gallery_sequences().empty() ? nullptr : ignored.gallery_sequences().data() + g0;
   at::parallel_for(0, q1 - q0, 8, [&](int64_t begin, int64_t end) {
     const int thread = at::get_thread_num();
     for (int64_t i = begin; i < end; ++i) {
@@ -123,9 +124,9 @@ inline float squared_distance(float query_norm2, float block_value, float galler
 // lo into below[w], writes the columns that fall into any window to `candidates` and returns
 // how many. Plain float loops that the compiler vectorises (AVX2 where the CPU has it).
 __attribute__((target_clones("avx2", "default"))) int64_t scan_row(const float* row, const float* norms,
-                                                                    int64_t width, float query_norm2,
-                                                                    const Window* windows, int num_windows,
-                                                                    int64_t* below, int32_t* candidates) {
+                                                                   int64_t width, float query_norm2,
+                                                                   const Window* windows, int num_windows,
+                                                                   int64_t* below, int32_t* candidates) {
   for (int w = 0; w < num_windows; ++w) {
     const float lo = windows[w].lo;
     int32_t count = 0;
@@ -184,12 +185,12 @@ struct PairStatistics::Impl {
   bool use_window = false;
   std::vector<Window> windows;
   std::vector<int> window_of_fmr;
-  std::vector<std::vector<int64_t>> below;                // per thread, per window
-  std::vector<std::vector<std::vector<float>>> inside;   // per thread, per window
+  std::vector<std::vector<int64_t>> below;              // per thread, per window
+  std::vector<std::vector<std::vector<float>>> inside;  // per thread, per window
   std::atomic<int64_t> collected{0};
   std::atomic<bool> overflow{false};
   std::unordered_map<int64_t, std::vector<int64_t>> gallery_by_label;  // sorted positions
-  std::vector<std::vector<int32_t>> candidates;                          // per thread scratch
+  std::vector<std::vector<int32_t>> candidates;                        // per thread scratch
 
   void window_block(int64_t q0, int64_t q1, int64_t g0, int64_t g1, const float* block) {
     const int64_t width = g1 - g0;
@@ -267,7 +268,8 @@ struct PairStatistics::Impl {
       for (auto& per_thread : inside) {
         for (auto& v : per_thread) std::vector<float>().swap(v);
       }
-      windows.assign(windows.size(), Window{std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()});
+      windows.assign(windows.size(),
+                     Window{std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()});
     }
   }
 
@@ -297,8 +299,8 @@ struct PairStatistics::Impl {
   };
   FirstPass first{*this};
 
-  Impl(const PreparedPair& p, const IgnoredPairs& i, const std::vector<int64_t>& ql, const std::vector<int64_t>& gl,
-       std::vector<double> fmr, PairStatisticsOptions o)
+  Impl(const PreparedPair& p, const IgnoredPairs& i, const std::vector<int64_t>& ql,
+       const std::vector<int64_t>& gl, std::vector<double> fmr, PairStatisticsOptions o)
       : pair(p), ignored(i), query_labels(ql), gallery_labels(gl), fmr_vals(std::move(fmr)), options(o) {
     threads = std::max(1, at::get_num_threads());
     double max_query_norm = 0.0;
@@ -360,16 +362,18 @@ struct PairStatistics::Impl {
       qi.resize(static_cast<std::size_t>(q1 - q0));
       std::iota(qi.begin(), qi.end(), q0);
       for (auto& g : gi) g = static_cast<int64_t>(random() % static_cast<uint64_t>(ng));
-      const at::Tensor dots = at::mm(pair.queries.narrow(0, q0, q1 - q0),
-                                     pair.gallery.index_select(0, at::from_blob(gi.data(), {cols}, at::kLong)).t())
-                                  .mul_(-2.0f)
-                                  .contiguous();
+      const at::Tensor dots =
+          at::mm(pair.queries.narrow(0, q0, q1 - q0),
+                 pair.gallery.index_select(0, at::from_blob(gi.data(), {cols}, at::kLong)).t())
+              .mul_(-2.0f)
+              .contiguous();
       const float* b = dots.data_ptr<float>();
       for (int64_t q = q0; q < q1; ++q) {
         for (int64_t k = 0; k < cols; ++k) {
           const int64_t g = gi[static_cast<std::size_t>(k)];
           if (gallery_labels[g] == query_labels[q] || ignored.contains(q, g)) continue;
-          values.push_back(squared_distance(pair.query_norm2[q], b[(q - q0) * cols + k], pair.gallery_norm2[g]));
+          values.push_back(
+              squared_distance(pair.query_norm2[q], b[(q - q0) * cols + k], pair.gallery_norm2[g]));
           chunk_of.push_back(static_cast<int32_t>(c));
         }
       }
@@ -382,7 +386,9 @@ struct PairStatistics::Impl {
     std::vector<float> sorted = values;
     std::sort(sorted.begin(), sorted.end());
     const double n = static_cast<double>(sorted.size());
-    auto at_fraction = [&](double p) { return sorted[static_cast<std::size_t>(std::clamp(p, 0.0, 1.0) * (n - 1.0))]; };
+    auto at_fraction = [&](double p) {
+      return sorted[static_cast<std::size_t>(std::clamp(p, 0.0, 1.0) * (n - 1.0))];
+    };
     auto standard_error = [&](float t) {
       std::vector<double> hits(chunks, 0.0), all(chunks, 0.0);
       for (std::size_t v = 0; v < values.size(); ++v) {
@@ -402,7 +408,8 @@ struct PairStatistics::Impl {
       return std::sqrt(std::max(0.0, sum2 / m - mean * mean) / (m - 1.0));
     };
     const double total = static_cast<double>(num_negative);
-    const double half_cap = 0.45 * static_cast<double>(options.window_cap) / total / static_cast<double>(fmr_vals.size());
+    const double half_cap =
+        0.45 * static_cast<double>(options.window_cap) / total / static_cast<double>(fmr_vals.size());
     std::vector<std::pair<Window, std::vector<int>>> ranges;  // window, fmr indices
     for (std::size_t f = 0; f < fmr_vals.size(); ++f) {
       const QuantilePosition position = quantile_position(num_negative, fmr_vals[f]);
@@ -416,7 +423,8 @@ struct PairStatistics::Impl {
       ranges.push_back({w, {static_cast<int>(f)}});
     }
     // Overlapping windows become one, so that no value is collected twice.
-    std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.first.lo < b.first.lo; });
+    std::sort(ranges.begin(), ranges.end(),
+              [](const auto& a, const auto& b) { return a.first.lo < b.first.lo; });
     window_of_fmr.assign(fmr_vals.size(), 0);
     windows.clear();
     std::vector<std::vector<int>> members;
@@ -464,7 +472,8 @@ struct PairStatistics::Impl {
       const int64_t upper = positions[f].upper - below_total[window_of_fmr[f]];
       std::nth_element(values.begin(), values.begin() + lower, values.end());
       lower_values[f] = values[lower];
-      upper_values[f] = upper == lower ? values[lower] : *std::min_element(values.begin() + lower + 1, values.end());
+      upper_values[f] =
+          upper == lower ? values[lower] : *std::min_element(values.begin() + lower + 1, values.end());
     }
     return true;
   }
@@ -485,12 +494,12 @@ struct PairStatistics::Impl {
 };
 
 PairStatistics::PairStatistics(const PreparedPair& pair, const IgnoredPairs& ignored,
-                               const std::vector<int64_t>& query_labels, const std::vector<int64_t>& gallery_labels,
-                               const std::vector<int64_t>& n_gt, std::vector<double> fmr_vals,
-                               PairStatisticsOptions options) {
+                               const std::vector<int64_t>& query_labels,
+                               const std::vector<int64_t>& gallery_labels, const std::vector<int64_t>& n_gt,
+                               std::vector<double> fmr_vals, PairStatisticsOptions options) {
   for (const double fmr : fmr_vals) {
-    OML_CHECK(fmr >= 0.0 && fmr <= 1.0, ConfigError, "metric_args.fmr_vals: values must be within [0, 1], got ",
-              fmr);
+    OML_CHECK(fmr >= 0.0 && fmr <= 1.0, ConfigError,
+              "metric_args.fmr_vals: values must be within [0, 1], got ", fmr);
   }
   impl_ = std::make_unique<Impl>(pair, ignored, query_labels, gallery_labels, std::move(fmr_vals), options);
   const int64_t ng = pair.num_gallery();
@@ -514,7 +523,8 @@ BlockConsumer& PairStatistics::first_pass() { return impl_->first; }
 std::vector<double> PairStatistics::finish(const BlockShape& shape) {
   Impl& s = *impl_;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  if (num_positive_ == 0 || num_negative_ == 0 || s.fmr_vals.empty()) return std::vector<double>(s.fmr_vals.size(), nan);
+  if (num_positive_ == 0 || num_negative_ == 0 || s.fmr_vals.empty())
+    return std::vector<double>(s.fmr_vals.size(), nan);
 
   std::vector<double> thresholds;
   std::vector<QuantilePosition> window_positions;
@@ -522,8 +532,8 @@ std::vector<double> PairStatistics::finish(const BlockShape& shape) {
   std::vector<double> lower_values(s.fmr_vals.size()), upper_values(s.fmr_vals.size());
   if (s.use_window && s.read_windows(window_positions, lower_values, upper_values)) {
     for (std::size_t f = 0; f < s.fmr_vals.size(); ++f) {
-      thresholds.push_back(interpolate(std::sqrt(lower_values[f]), std::sqrt(upper_values[f]),
-                                       window_positions[f].fraction));
+      thresholds.push_back(
+          interpolate(std::sqrt(lower_values[f]), std::sqrt(upper_values[f]), window_positions[f].fraction));
     }
   } else {
     thresholds = histogram_thresholds(shape);
@@ -575,7 +585,7 @@ std::vector<double> PairStatistics::histogram_thresholds(const BlockShape& shape
       before += counts[b];
     }
     throw InternalError(::oml::detail::concat("fnmr@fmr: rank ", target.rank, " beyond the ", before,
-                                       " negative pairs counted; distances changed between passes"));
+                                              " negative pairs counted; distances changed between passes"));
   };
   for (Target& target : targets) locate(target, histogram, s.level0);
 
@@ -585,14 +595,15 @@ std::vector<double> PairStatistics::histogram_thresholds(const BlockShape& shape
   for (;;) {
     std::vector<std::size_t> refine;
     for (std::size_t t = 0; t < targets.size(); ++t) {
-      if (targets[t].count > s.options.collect_cap && targets[t].chain.size() < kMaxDepth) refine.push_back(t);
+      if (targets[t].count > s.options.collect_cap && targets[t].chain.size() < kMaxDepth)
+        refine.push_back(t);
     }
     if (refine.empty()) break;
     std::vector<Level> children;
     for (const std::size_t t : refine) children.push_back(targets[t].chain.back().child(s.options.bins));
     std::vector<std::vector<std::vector<int64_t>>> counts(
-        s.threads, std::vector<std::vector<int64_t>>(refine.size(),
-                                                     std::vector<int64_t>(static_cast<std::size_t>(s.options.bins), 0)));
+        s.threads, std::vector<std::vector<int64_t>>(
+                       refine.size(), std::vector<int64_t>(static_cast<std::size_t>(s.options.bins), 0)));
     s.pass(shape, [&](int thread, double d2, bool positive) {
       if (positive) return;
       const int64_t bin0 = s.level0.bin_of(d2);
@@ -623,10 +634,12 @@ std::vector<double> PairStatistics::histogram_thresholds(const BlockShape& shape
   // Per thread and cell: the squared distances (or, for a cell still over the cap at the
   // deepest level, the distinct values with multiplicities).
   std::vector<bool> as_counts(leaders.size());
-  for (std::size_t g = 0; g < leaders.size(); ++g) as_counts[g] = targets[leaders[g]].count > s.options.collect_cap;
-  std::vector<std::vector<std::vector<float>>> values(s.threads, std::vector<std::vector<float>>(leaders.size()));
-  std::vector<std::vector<std::map<float, int64_t>>> counted(s.threads,
-                                                             std::vector<std::map<float, int64_t>>(leaders.size()));
+  for (std::size_t g = 0; g < leaders.size(); ++g)
+    as_counts[g] = targets[leaders[g]].count > s.options.collect_cap;
+  std::vector<std::vector<std::vector<float>>> values(s.threads,
+                                                      std::vector<std::vector<float>>(leaders.size()));
+  std::vector<std::vector<std::map<float, int64_t>>> counted(
+      s.threads, std::vector<std::map<float, int64_t>>(leaders.size()));
   s.pass(shape, [&](int thread, double d2, bool positive) {
     if (positive) return;
     const int64_t bin0 = s.level0.bin_of(d2);
@@ -673,12 +686,14 @@ std::vector<double> PairStatistics::histogram_thresholds(const BlockShape& shape
   std::vector<double> thresholds;
   for (std::size_t f = 0; f < s.fmr_vals.size(); ++f) {
     thresholds.push_back(interpolate(std::sqrt(targets[target_of_fmr[f].first].value),
-                                     std::sqrt(targets[target_of_fmr[f].second].value), positions[f].fraction));
+                                     std::sqrt(targets[target_of_fmr[f].second].value),
+                                     positions[f].fraction));
   }
   return thresholds;
 }
 
-std::vector<double> PairStatistics::count_positives(const BlockShape& shape, const std::vector<double>& thresholds) {
+std::vector<double> PairStatistics::count_positives(const BlockShape& shape,
+                                                    const std::vector<double>& thresholds) {
   Impl& s = *impl_;
   // Positives at or above each threshold.
   std::vector<std::vector<int64_t>> above(s.threads, std::vector<int64_t>(thresholds.size(), 0));

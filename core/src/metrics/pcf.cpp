@@ -11,8 +11,8 @@
 namespace oml::metrics {
 
 std::vector<double> explained_variance_ratios(const at::Tensor& embeddings) {
-  OML_CHECK(embeddings.dim() == 2, DataError, "pcf: embeddings must be a [N, D] matrix, got ", embeddings.dim(),
-            " dimensions");
+  OML_CHECK(embeddings.dim() == 2, DataError, "pcf: embeddings must be a [N, D] matrix, got ",
+            embeddings.dim(), " dimensions");
   const int64_t n = embeddings.size(0);
   const int64_t dim = embeddings.size(1);
   OML_CHECK(n >= 2, DataError, "pcf: needs at least 2 embeddings, got ", n);
@@ -27,7 +27,8 @@ std::vector<double> explained_variance_ratios(const at::Tensor& embeddings) {
   mean /= static_cast<double>(n);
   at::Tensor scatter = at::zeros({dim, dim}, at::kDouble);
   for (int64_t start = 0; start < n; start += kChunk) {
-    const at::Tensor centred = embeddings.narrow(0, start, std::min(kChunk, n - start)).to(at::kDouble) - mean;
+    const at::Tensor centred =
+        embeddings.narrow(0, start, std::min(kChunk, n - start)).to(at::kDouble) - mean;
     scatter.addmm_(centred.t(), centred);
   }
   const at::Tensor eigenvalues = at::linalg_eigvalsh(scatter).clamp_min(0.0).flip({0}).contiguous();
@@ -43,8 +44,8 @@ std::vector<double> explained_variance_ratios(const at::Tensor& embeddings) {
 std::vector<double> principal_components_fraction(const at::Tensor& embeddings,
                                                   const std::vector<double>& variance_fractions) {
   for (const double v : variance_fractions) {
-    OML_CHECK(v >= 0.0 && v <= 1.0, ConfigError, "metric_args.pcf_variance: values must be within [0, 1], got ",
-              v);
+    OML_CHECK(v >= 0.0 && v <= 1.0, ConfigError,
+              "metric_args.pcf_variance: values must be within [0, 1], got ", v);
   }
   const std::vector<double> ratios = explained_variance_ratios(embeddings);
   const auto dim = static_cast<int64_t>(ratios.size());

@@ -19,7 +19,8 @@ QueryHits hits_of(const retrieval::RetrievalResults& results) {
   out.n_gt = results.n_gt;
   out.hits.resize(results.retrieved.size());
   for (int64_t q = 0; q < results.num_queries(); ++q) {
-    for (int64_t i = 0; i < results.size(q); ++i) out.hits[results.begin(q) + i] = results.is_hit(q, i) ? 1 : 0;
+    for (int64_t i = 0; i < results.size(q); ++i)
+      out.hits[results.begin(q) + i] = results.is_hit(q, i) ? 1 : 0;
   }
   return out;
 }

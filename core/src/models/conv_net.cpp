@@ -36,8 +36,8 @@ ConvNetImpl::ConvNetImpl(ConvNetOptions options) : options_(std::move(options)) 
 }
 
 torch::Tensor ConvNetImpl::forward(torch::Tensor images) {
-  OML_CHECK(images.dim() == 4 && images.size(1) == options_.in_channels, DataError, "conv_net expects images [B, ",
-            options_.in_channels, ", H, W], got ", images.sizes());
+  OML_CHECK(images.dim() == 4 && images.size(1) == options_.in_channels, DataError,
+            "conv_net expects images [B, ", options_.in_channels, ", H, W], got ", images.sizes());
   auto x = images;
   for (const auto& stage : *stages_) x = stage->as<torch::nn::Sequential>()->forward(x);
   x = options_.gem_p ? gem_pool(x, *options_.gem_p) : x.mean({2, 3});

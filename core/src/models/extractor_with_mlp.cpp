@@ -7,13 +7,15 @@
 
 namespace oml::models {
 
-ExtractorWithMLPImpl::ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone, ExtractorWithMLPOptions options)
+ExtractorWithMLPImpl::ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone,
+                                           ExtractorWithMLPOptions options)
     : options_(std::move(options)), backbone_(std::move(backbone)) {
   namespace nn = torch::nn;
   OML_ASSERT(backbone_ != nullptr);
-  OML_CHECK(!options_.mlp_features.empty(), ConfigError, "extractor_with_mlp: mlp_features must not be empty");
-  OML_CHECK(options_.freeze_n_epochs >= 0, ConfigError, "extractor_with_mlp: freeze_n_epochs must be >= 0, got ",
-            options_.freeze_n_epochs);
+  OML_CHECK(!options_.mlp_features.empty(), ConfigError,
+            "extractor_with_mlp: mlp_features must not be empty");
+  OML_CHECK(options_.freeze_n_epochs >= 0, ConfigError,
+            "extractor_with_mlp: freeze_n_epochs must be >= 0, got ", options_.freeze_n_epochs);
   register_module("extractor", backbone_);
   projection_ = nn::Sequential();
   int64_t in = backbone_->feat_dim();

@@ -8,8 +8,8 @@ namespace oml::models {
 namespace {
 
 void check_pair(const torch::Tensor& x1, const torch::Tensor& x2, const char* model) {
-  OML_CHECK(x1.sizes() == x2.sizes(), DataError, model, ": both sides of the pairs must have the same shape, got ",
-            x1.sizes(), " and ", x2.sizes());
+  OML_CHECK(x1.sizes() == x2.sizes(), DataError, model,
+            ": both sides of the pairs must have the same shape, got ", x1.sizes(), " and ", x2.sizes());
 }
 
 }  // namespace
@@ -42,8 +42,8 @@ torch::Tensor TrivialDistanceSiameseImpl::forward(torch::Tensor x1, torch::Tenso
   return (e.slice(0, 0, n) - e.slice(0, n)).norm(2, 1) + bias_;
 }
 
-ConcatSiameseImpl::ConcatSiameseImpl(std::shared_ptr<Extractor> extractor, std::vector<int64_t> mlp_hidden_dims,
-                                     bool use_tta_swap)
+ConcatSiameseImpl::ConcatSiameseImpl(std::shared_ptr<Extractor> extractor,
+                                     std::vector<int64_t> mlp_hidden_dims, bool use_tta_swap)
     : extractor_(std::move(extractor)), use_tta_swap_(use_tta_swap) {
   namespace nn = torch::nn;
   register_module("extractor", extractor_);

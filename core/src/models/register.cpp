@@ -46,8 +46,12 @@ void register_builtin_models(Registries& reg) {
         ConvNetOptions o;
         config::MapReader r(args, "extractor 'conv_net' args");
         std::optional<double> gem_p;
-        r.optional("in_channels", o.in_channels).optional("channels", o.channels).optional("feat_dim", o.feat_dim);
-        r.optional("gem_p", gem_p).optional("normalise_features", o.normalise_features).optional("weights", o.weights);
+        r.optional("in_channels", o.in_channels)
+            .optional("channels", o.channels)
+            .optional("feat_dim", o.feat_dim);
+        r.optional("gem_p", gem_p)
+            .optional("normalise_features", o.normalise_features)
+            .optional("weights", o.weights);
         r.finish();
         o.gem_p = gem_p;
         return ConvNet(o).ptr();
@@ -74,7 +78,9 @@ void register_builtin_models(Registries& reg) {
         bool identity_init = true;
         std::string weights;
         config::MapReader r(args, "pairwise model 'linear_siamese' args");
-        r.required("feat_dim", feat_dim).optional("identity_init", identity_init).optional("weights", weights);
+        r.required("feat_dim", feat_dim)
+            .optional("identity_init", identity_init)
+            .optional("weights", weights);
         r.finish();
         auto model = LinearSiamese(feat_dim, identity_init).ptr();
         maybe_load(*model, weights);

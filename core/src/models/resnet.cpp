@@ -137,8 +137,8 @@ nn::Sequential ResNetImpl::make_layer(int64_t planes, int64_t blocks, int64_t st
 }
 
 torch::Tensor ResNetImpl::pooled_features(torch::Tensor images) {
-  OML_CHECK(images.dim() == 4 && images.size(1) == 3, DataError,
-            "resnet expects images [B, 3, H, W], got ", images.sizes());
+  OML_CHECK(images.dim() == 4 && images.size(1) == 3, DataError, "resnet expects images [B, 3, H, W], got ",
+            images.sizes());
   auto x = torch::relu(bn1_(conv1_(images)));
   x = torch::max_pool2d(x, 3, 2, 1);
   x = layer4_->forward(layer3_->forward(layer2_->forward(layer1_->forward(x))));

@@ -16,7 +16,8 @@ using OptimizerPtr = std::shared_ptr<torch::optim::Optimizer>;
 template <class Optimizer, class Options>
 OptimizerPtr build(const OptimizerContext& ctx, const Options& options, std::optional<double> loss_lr,
                    const std::string& name) {
-  OML_CHECK(!ctx.model_parameters.empty(), ConfigError, "optimizer '", name, "': the model has no parameters");
+  OML_CHECK(!ctx.model_parameters.empty(), ConfigError, "optimizer '", name,
+            "': the model has no parameters");
   OML_CHECK(options.lr() > 0, ConfigError, "optimizer '", name, "': lr must be > 0, got ", options.lr());
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(ctx.model_parameters, std::make_unique<Options>(options));
@@ -51,8 +52,11 @@ void register_builtin_optim(Registries& reg) {
         r.optional("lr", lr).optional("momentum", momentum).optional("dampening", dampening);
         r.optional("weight_decay", weight_decay).optional("nesterov", nesterov).optional("loss_lr", loss_lr);
         r.finish();
-        auto o = torch::optim::SGDOptions(lr).momentum(momentum).dampening(dampening).weight_decay(weight_decay).nesterov(
-            nesterov);
+        auto o = torch::optim::SGDOptions(lr)
+                     .momentum(momentum)
+                     .dampening(dampening)
+                     .weight_decay(weight_decay)
+                     .nesterov(nesterov);
         return build<torch::optim::SGD>(ctx, o, loss_lr, "sgd");
       },
       "stochastic gradient descent (momentum, nesterov)");
@@ -65,15 +69,26 @@ void register_builtin_optim(Registries& reg) {
           bool amsgrad = false;
           std::optional<double> loss_lr;
           config::MapReader r(args, "optimizer '" + name + "' args");
-          r.optional("lr", lr).optional("betas", b).optional("eps", eps).optional("weight_decay", weight_decay);
+          r.optional("lr", lr)
+              .optional("betas", b)
+              .optional("eps", eps)
+              .optional("weight_decay", weight_decay);
           r.optional("amsgrad", amsgrad).optional("loss_lr", loss_lr);
           r.finish();
           const auto bb = betas(b, r);
           if (name == "adam") {
-            auto o = torch::optim::AdamOptions(lr).betas({bb.first, bb.second}).eps(eps).weight_decay(weight_decay).amsgrad(amsgrad);
+            auto o = torch::optim::AdamOptions(lr)
+                         .betas({bb.first, bb.second})
+                         .eps(eps)
+                         .weight_decay(weight_decay)
+                         .amsgrad(amsgrad);
             return build<torch::optim::Adam>(ctx, o, loss_lr, name);
           }
-          auto o = torch::optim::AdamWOptions(lr).betas({bb.first, bb.second}).eps(eps).weight_decay(weight_decay).amsgrad(amsgrad);
+          auto o = torch::optim::AdamWOptions(lr)
+                       .betas({bb.first, bb.second})
+                       .eps(eps)
+                       .weight_decay(weight_decay)
+                       .amsgrad(amsgrad);
           return build<torch::optim::AdamW>(ctx, o, loss_lr, name);
         },
         name == "adam" ? "Adam (L2 weight decay in the gradient)" : "AdamW (decoupled weight decay)");
@@ -85,11 +100,18 @@ void register_builtin_optim(Registries& reg) {
         bool centered = false;
         std::optional<double> loss_lr;
         config::MapReader r(args, "optimizer 'rmsprop' args");
-        r.optional("lr", lr).optional("alpha", alpha).optional("eps", eps).optional("weight_decay", weight_decay);
+        r.optional("lr", lr)
+            .optional("alpha", alpha)
+            .optional("eps", eps)
+            .optional("weight_decay", weight_decay);
         r.optional("momentum", momentum).optional("centered", centered).optional("loss_lr", loss_lr);
         r.finish();
-        auto o = torch::optim::RMSpropOptions(lr).alpha(alpha).eps(eps).weight_decay(weight_decay).momentum(momentum).centered(
-            centered);
+        auto o = torch::optim::RMSpropOptions(lr)
+                     .alpha(alpha)
+                     .eps(eps)
+                     .weight_decay(weight_decay)
+                     .momentum(momentum)
+                     .centered(centered);
         return build<torch::optim::RMSprop>(ctx, o, loss_lr, "rmsprop");
       },
       "RMSprop");
@@ -102,8 +124,11 @@ void register_builtin_optim(Registries& reg) {
         r.optional("lr", lr).optional("lr_decay", lr_decay).optional("weight_decay", weight_decay);
         r.optional("initial_accumulator_value", initial).optional("eps", eps).optional("loss_lr", loss_lr);
         r.finish();
-        auto o = torch::optim::AdagradOptions(lr).lr_decay(lr_decay).weight_decay(weight_decay).initial_accumulator_value(
-            initial).eps(eps);
+        auto o = torch::optim::AdagradOptions(lr)
+                     .lr_decay(lr_decay)
+                     .weight_decay(weight_decay)
+                     .initial_accumulator_value(initial)
+                     .eps(eps);
         return build<torch::optim::Adagrad>(ctx, o, loss_lr, "adagrad");
       },
       "Adagrad");
@@ -150,8 +175,8 @@ void register_builtin_optim(Registries& reg) {
         r.optional("warmup_start_factor", warmup_start_factor);
         r.finish();
         if (!r.has("T_max")) t_max -= warmup;
-        return std::make_shared<CosineAnnealingScheduler>(optimizer_of(ctx, "cosine_annealing"), t_max, eta_min, warmup,
-                                                          warmup_start_factor);
+        return std::make_shared<CosineAnnealingScheduler>(optimizer_of(ctx, "cosine_annealing"), t_max,
+                                                          eta_min, warmup, warmup_start_factor);
       },
       "cosine decay to eta_min, optional linear warm-up");
   reg.schedulers.add(
@@ -163,8 +188,8 @@ void register_builtin_optim(Registries& reg) {
         r.optional("total_steps", total).optional("pct_start", pct_start).optional("div_factor", div_factor);
         r.optional("final_div_factor", final_div_factor);
         r.finish();
-        return std::make_shared<OneCycleScheduler>(optimizer_of(ctx, "one_cycle"), total, pct_start, div_factor,
-                                                   final_div_factor);
+        return std::make_shared<OneCycleScheduler>(optimizer_of(ctx, "one_cycle"), total, pct_start,
+                                                   div_factor, final_div_factor);
       },
       "one-cycle policy (warm up to the optimizer's lr, anneal down)");
   reg.schedulers.add(

@@ -28,7 +28,8 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& 
   const auto contiguous = bytes.contiguous();
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(static_cast<const char*>(contiguous.data_ptr()), static_cast<size_t>(contiguous.numel()));
+    archive.load_from(static_cast<const char*>(contiguous.data_ptr()),
+                      static_cast<size_t>(contiguous.numel()));
     optimizer.load(archive);
   } catch (const c10::Error& e) {
     throw DataError(std::string("optimizer state does not fit this optimizer (another optimizer or other ") +

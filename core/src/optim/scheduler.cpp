@@ -28,7 +28,9 @@ void Scheduler::apply() {
   for (std::size_t g = 0; g < base_lrs_.size(); ++g) set_lr(g, lr_at(step_, g, base_lrs_[g]));
 }
 
-void Scheduler::set_lr(std::size_t group, double lr) { optimizer_.param_groups()[group].options().set_lr(lr); }
+void Scheduler::set_lr(std::size_t group, double lr) {
+  optimizer_.param_groups()[group].options().set_lr(lr);
+}
 
 std::vector<double> Scheduler::lrs() const {
   std::vector<double> out;
@@ -55,8 +57,9 @@ void Scheduler::load_state(const c10::IValue& state) {
     return found->value();
   };
   const auto saved_kind = get("kind");
-  OML_CHECK(saved_kind.isString() && saved_kind.toStringRef() == kind(), DataError, "scheduler state was saved by '",
-            saved_kind.isString() ? saved_kind.toStringRef() : "?", "', cannot restore it into '", kind(), "'");
+  OML_CHECK(saved_kind.isString() && saved_kind.toStringRef() == kind(), DataError,
+            "scheduler state was saved by '", saved_kind.isString() ? saved_kind.toStringRef() : "?",
+            "', cannot restore it into '", kind(), "'");
   const auto to_doubles = [&](const std::string& key) {
     std::vector<double> out;
     for (const auto& v : get(key).toListRef()) out.push_back(v.toDouble());
@@ -81,7 +84,8 @@ double StepScheduler::lr_at(int64_t t, std::size_t, double base) const {
   return base * std::pow(gamma_, static_cast<double>(t / step_size_));
 }
 
-MultiStepScheduler::MultiStepScheduler(torch::optim::Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
+MultiStepScheduler::MultiStepScheduler(torch::optim::Optimizer& optimizer, std::vector<int64_t> milestones,
+                                       double gamma)
     : Scheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
   OML_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()), ConfigError,
             "scheduler 'multi_step': milestones must be increasing");
@@ -101,8 +105,9 @@ double ExponentialScheduler::lr_at(int64_t t, std::size_t, double base) const {
   return base * std::pow(gamma_, static_cast<double>(t));
 }
 
-CosineAnnealingScheduler::CosineAnnealingScheduler(torch::optim::Optimizer& optimizer, int64_t t_max, double eta_min,
-                                                   int64_t warmup_steps, double warmup_start_factor)
+CosineAnnealingScheduler::CosineAnnealingScheduler(torch::optim::Optimizer& optimizer, int64_t t_max,
+                                                   double eta_min, int64_t warmup_steps,
+                                                   double warmup_start_factor)
     : Scheduler(optimizer),
       t_max_(t_max),
       warmup_steps_(warmup_steps),
@@ -111,7 +116,8 @@ CosineAnnealingScheduler::CosineAnnealingScheduler(torch::optim::Optimizer& opti
   OML_CHECK(t_max_ >= 1, ConfigError, "scheduler 'cosine_annealing': T_max must be >= 1, got ", t_max_);
   OML_CHECK(warmup_steps_ >= 0, ConfigError, "scheduler 'cosine_annealing': warmup_steps must be >= 0");
   OML_CHECK(warmup_start_factor_ > 0 && warmup_start_factor_ <= 1, ConfigError,
-            "scheduler 'cosine_annealing': warmup_start_factor must be in (0, 1], got ", warmup_start_factor_);
+            "scheduler 'cosine_annealing': warmup_start_factor must be in (0, 1], got ",
+            warmup_start_factor_);
   apply();
 }
 double CosineAnnealingScheduler::lr_at(int64_t t, std::size_t, double base) const {
@@ -123,15 +129,17 @@ double CosineAnnealingScheduler::lr_at(int64_t t, std::size_t, double base) cons
   return eta_min_ + (base - eta_min_) * (1 + std::cos(M_PI * tc / static_cast<double>(t_max_))) / 2;
 }
 
-OneCycleScheduler::OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t total_steps, double pct_start,
-                                     double div_factor, double final_div_factor)
+OneCycleScheduler::OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t total_steps,
+                                     double pct_start, double div_factor, double final_div_factor)
     : Scheduler(optimizer),
       total_steps_(total_steps),
       pct_start_(pct_start),
       div_factor_(div_factor),
       final_div_factor_(final_div_factor) {
-  OML_CHECK(total_steps_ >= 2, ConfigError, "scheduler 'one_cycle': total_steps must be >= 2, got ", total_steps_);
-  OML_CHECK(pct_start_ > 0 && pct_start_ < 1, ConfigError, "scheduler 'one_cycle': pct_start must be in (0, 1)");
+  OML_CHECK(total_steps_ >= 2, ConfigError, "scheduler 'one_cycle': total_steps must be >= 2, got ",
+            total_steps_);
+  OML_CHECK(pct_start_ > 0 && pct_start_ < 1, ConfigError,
+            "scheduler 'one_cycle': pct_start must be in (0, 1)");
   OML_CHECK(div_factor_ > 0 && final_div_factor_ > 0, ConfigError,
             "scheduler 'one_cycle': div_factor and final_div_factor must be > 0");
   apply();

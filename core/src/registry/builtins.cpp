@@ -2,12 +2,12 @@
 // register_builtin_*() function; they are called here (never from static initialisers, which a
 // linker may drop).
 #include "oml/data/transform.h"
-#include "oml/registry/registries.h"
-#include "oml/retrieval/postprocessor.h"
 #include "oml/losses/register.h"
 #include "oml/models/register.h"
 #include "oml/optim/register.h"
+#include "oml/registry/registries.h"
 #include "oml/report/run_logger.h"
+#include "oml/retrieval/postprocessor.h"
 
 namespace oml {
 

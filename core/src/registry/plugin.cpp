@@ -68,9 +68,11 @@ const LoadedPlugin& load_plugin(const std::string& path) {
     } catch (PluginError&) {
       throw;
     } catch (const Error& e) {
-      throw PluginError("plugin '" + name + "' (" + path + ") failed to register its components: " + e.what());
+      throw PluginError("plugin '" + name + "' (" + path +
+                        ") failed to register its components: " + e.what());
     } catch (const std::exception& e) {
-      throw PluginError("plugin '" + name + "' (" + path + ") failed to register its components: " + e.what());
+      throw PluginError("plugin '" + name + "' (" + path +
+                        ") failed to register its components: " + e.what());
     }
   }
   plugin_list().push_back(LoadedPlugin{canonical, name, version});

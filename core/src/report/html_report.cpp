@@ -34,7 +34,8 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
     } catch (const nlohmann::json::exception& e) {
       // A run killed mid-write can leave a partial last line; anything else is corruption.
       if (in.peek() == std::char_traits<char>::eof()) break;
-      throw DataError(path.string() + ":" + std::to_string(number) + ": not a JSON object (" + e.what() + ")");
+      throw DataError(path.string() + ":" + std::to_string(number) + ": not a JSON object (" + e.what() +
+                      ")");
     }
   }
   return out;
@@ -57,7 +58,8 @@ std::string format_value(double value) {
 /// "<category>/<metric>/<param>" -> {category, "metric/param"}; categories may contain '/'.
 std::pair<std::string, std::string> split_metric_key(const std::string& key) {
   const std::size_t last = key.rfind('/');
-  const std::size_t middle = last == std::string::npos || last == 0 ? std::string::npos : key.rfind('/', last - 1);
+  const std::size_t middle =
+      last == std::string::npos || last == 0 ? std::string::npos : key.rfind('/', last - 1);
   if (middle == std::string::npos) return {"", key};
   return {key.substr(0, middle), key.substr(middle + 1)};
 }
@@ -103,8 +105,9 @@ std::string train_section(const std::vector<nlohmann::json>& steps) {
   }
   html << "</div>";
   const auto& last = steps.back();
-  html << "<p>" << steps.size() << " steps logged; last: epoch " << last.value("epoch", int64_t{0}) + 1 << ", step "
-       << last.value("step", int64_t{0}) << ", loss " << format_value(last.value("loss", NAN)) << ".</p>";
+  html << "<p>" << steps.size() << " steps logged; last: epoch " << last.value("epoch", int64_t{0}) + 1
+       << ", step " << last.value("step", int64_t{0}) << ", loss " << format_value(last.value("loss", NAN))
+       << ".</p>";
   return html.str();
 }
 
@@ -152,7 +155,8 @@ std::string metrics_section(const std::vector<nlohmann::json>& validations, cons
   double best_value = 0;
   for (const auto& record : validations) {
     const auto metrics = record.value("metrics", nlohmann::json::object());
-    if (!metrics.contains(options.checkpoint_metric) || !metrics[options.checkpoint_metric].is_number()) continue;
+    if (!metrics.contains(options.checkpoint_metric) || !metrics[options.checkpoint_metric].is_number())
+      continue;
     const double value = metrics[options.checkpoint_metric].get<double>();
     if (!std::isfinite(value)) continue;
     if (best == nullptr || (options.maximise ? value > best_value : value < best_value)) {
@@ -165,16 +169,17 @@ std::string metrics_section(const std::vector<nlohmann::json>& validations, cons
     html << "<p class=\"empty\">no validation has " << escape_html(options.checkpoint_metric) << " yet.</p>";
     return html.str();
   }
-  html << "<p>By <code>" << escape_html(options.checkpoint_metric) << "</code> (" << (options.maximise ? "max" : "min")
-       << "): " << format_value(best_value) << " after epoch " << best->value("epoch", int64_t{0}) + 1 << ", step "
-       << best->value("step", int64_t{0}) << ".</p>";
+  html << "<p>By <code>" << escape_html(options.checkpoint_metric) << "</code> ("
+       << (options.maximise ? "max" : "min") << "): " << format_value(best_value) << " after epoch "
+       << best->value("epoch", int64_t{0}) + 1 << ", step " << best->value("step", int64_t{0}) << ".</p>";
   std::map<std::string, std::map<std::string, double>> table;  // category -> metric -> value
   std::vector<std::string> metric_names;
   for (const auto& item : (*best)["metrics"].items()) {
     if (!item.value().is_number()) continue;
     const auto [category, metric] = split_metric_key(item.key());
     table[category][metric] = item.value().get<double>();
-    if (std::find(metric_names.begin(), metric_names.end(), metric) == metric_names.end()) metric_names.push_back(metric);
+    if (std::find(metric_names.begin(), metric_names.end(), metric) == metric_names.end())
+      metric_names.push_back(metric);
   }
   html << "<table id=\"best-metrics\"><tr><th>category</th>";
   for (const auto& metric : metric_names) html << "<th>" << escape_html(metric) << "</th>";
@@ -184,7 +189,8 @@ std::string metrics_section(const std::vector<nlohmann::json>& validations, cons
     html << "<tr><td>" << escape_html(category) << "</td>";
     for (const auto& metric : metric_names) {
       const auto found = table[category].find(metric);
-      html << "<td>" << (found == table[category].end() ? std::string("—") : format_value(found->second)) << "</td>";
+      html << "<td>" << (found == table[category].end() ? std::string("—") : format_value(found->second))
+           << "</td>";
     }
     html << "</tr>";
   }
@@ -200,11 +206,13 @@ std::string grids_section(const fs::path& run_dir) {
   std::error_code ec;
   if (fs::is_directory(run_dir / "images", ec)) {
     for (const auto& entry : fs::directory_iterator(run_dir / "images")) {
-      if (entry.is_directory() && entry.path().filename().string().rfind("epoch_", 0) == 0) folders.push_back(entry.path());
+      if (entry.is_directory() && entry.path().filename().string().rfind("epoch_", 0) == 0)
+        folders.push_back(entry.path());
     }
   }
   if (folders.empty()) {
-    html << "<p class=\"empty\">no retrieval grids (set <code>log_images: true</code> to draw the worst queries at each "
+    html << "<p class=\"empty\">no retrieval grids (set <code>log_images: true</code> to draw the worst "
+            "queries at each "
             "validation).</p>";
     return html.str();
   }
@@ -215,12 +223,13 @@ std::string grids_section(const fs::path& run_dir) {
   }
   std::sort(images.begin(), images.end());
   html << "<p>From " << escape_html(folders.back().filename().string())
-       << ". Each row: the query (blue), its nearest gallery items (green: same label, red: different label; d = "
+       << ". Each row: the query (blue), its nearest gallery items (green: same label, red: different label; "
+          "d = "
           "distance), then relevant items the top-k missed (amber).</p>";
   for (const auto& image : images) {
-    html << "<figure><figcaption>" << escape_html(image.stem().string()) << "</figcaption><img class=\"grid\" alt=\""
-         << escape_html(image.filename().string()) << "\" src=\"data:image/png;base64," << base64(read_text(image))
-         << "\"></figure>";
+    html << "<figure><figcaption>" << escape_html(image.stem().string())
+         << "</figcaption><img class=\"grid\" alt=\"" << escape_html(image.filename().string())
+         << "\" src=\"data:image/png;base64," << base64(read_text(image)) << "\"></figure>";
   }
   return html.str();
 }
@@ -242,7 +251,8 @@ std::string base64(const std::string& bytes) {
   out.reserve((bytes.size() + 2) / 3 * 4);
   std::size_t i = 0;
   for (; i + 2 < bytes.size(); i += 3) {
-    const uint32_t n = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+    const uint32_t n = (static_cast<unsigned char>(bytes[i]) << 16) |
+                       (static_cast<unsigned char>(bytes[i + 1]) << 8) |
                        static_cast<unsigned char>(bytes[i + 2]);
     for (int shift : {18, 12, 6, 0}) out += kAlphabet[(n >> shift) & 63u];
   }
@@ -273,18 +283,22 @@ std::string render_run_report(const RunReportOptions& options) {
   html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << escape_html(title)
        << " — oml-cpp run report</title><style>"
           "body{font-family:sans-serif;margin:24px;color:#222;max-width:1240px}"
-          "h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}"
+          "h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid "
+          "#ddd;padding-bottom:4px;margin-top:28px}"
           ".charts{display:flex;flex-wrap:wrap;gap:12px}.chart{border:1px solid #eee}"
-          "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}"
+          "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px "
+          "8px;text-align:right}"
           "td:first-child,th:first-child{text-align:left}.empty{color:#888}"
           "pre{background:#f6f6f6;padding:10px;font-size:12px;overflow:auto;max-height:480px}"
-          "img.grid{max-width:100%;border:1px solid #eee}figure{margin:12px 0}figcaption{font-size:13px;color:#555}"
+          "img.grid{max-width:100%;border:1px solid #eee}figure{margin:12px "
+          "0}figcaption{font-size:13px;color:#555}"
           "nav a{margin-right:14px}"
           "</style></head><body>";
   html << "<h1>" << escape_html(title) << "</h1>";
-  html << "<p>Run directory <code>" << escape_html(options.run_dir.string()) << "</code>; page written " << now_text()
-       << " by oml-cpp.</p>";
-  html << "<nav><a href=\"#training\">training</a><a href=\"#metrics\">metrics</a><a href=\"#best\">best checkpoint</a>"
+  html << "<p>Run directory <code>" << escape_html(options.run_dir.string()) << "</code>; page written "
+       << now_text() << " by oml-cpp.</p>";
+  html << "<nav><a href=\"#training\">training</a><a href=\"#metrics\">metrics</a><a href=\"#best\">best "
+          "checkpoint</a>"
           "<a href=\"#worst\">worst queries</a><a href=\"#config\">config</a></nav>";
   html << train_section(steps);
   html << metrics_section(validations, options);

@@ -10,8 +10,8 @@ namespace oml::report {
 
 namespace {
 
-const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-                                "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
 std::string number(double value) {
   char buffer[32];
@@ -33,7 +33,8 @@ ChartSeries thin_out(const ChartSeries& in, std::size_t max_points) {
   for (std::size_t i = 0; i < in.x.size() && i < in.y.size(); ++i) {
     if (std::isfinite(in.x[i]) && std::isfinite(in.y[i])) finite.emplace_back(in.x[i], in.y[i]);
   }
-  const std::size_t per_bucket = std::max<std::size_t>(1, (finite.size() + max_points - 1) / std::max<std::size_t>(1, max_points));
+  const std::size_t per_bucket =
+      std::max<std::size_t>(1, (finite.size() + max_points - 1) / std::max<std::size_t>(1, max_points));
   for (std::size_t start = 0; start < finite.size(); start += per_bucket) {
     const std::size_t end = std::min(finite.size(), start + per_bucket);
     double sx = 0, sy = 0;
@@ -54,12 +55,23 @@ std::string escape_html(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -94,13 +106,16 @@ std::string svg_line_chart(const std::vector<ChartSeries>& input, const ChartOpt
   const double plot_h = height - top - bottom - legend_height;
 
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"" << width << "\" height=\"" << height
-      << "\" viewBox=\"0 0 " << width << " " << height << "\" font-family=\"sans-serif\" font-size=\"11\">";
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"" << width << "\" height=\""
+      << height << "\" viewBox=\"0 0 " << width << " " << height
+      << "\" font-family=\"sans-serif\" font-size=\"11\">";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>";
-  svg << "<text x=\"" << width / 2 << "\" y=\"17\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">"
+  svg << "<text x=\"" << width / 2
+      << "\" y=\"17\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">"
       << escape_html(options.title) << "</text>";
   if (series.empty()) {
-    svg << "<text x=\"" << width / 2 << "\" y=\"" << height / 2 << "\" text-anchor=\"middle\" fill=\"#888\">no data</text></svg>";
+    svg << "<text x=\"" << width / 2 << "\" y=\"" << height / 2
+        << "\" text-anchor=\"middle\" fill=\"#888\">no data</text></svg>";
     return svg.str();
   }
 
@@ -121,13 +136,17 @@ std::string svg_line_chart(const std::vector<ChartSeries>& input, const ChartOpt
   auto py = [&](double y) { return top + plot_h - (y - y_min) / (y_max - y_min) * plot_h; };
 
   svg << "<g stroke=\"#e5e5e5\">";
-  for (double t : y_ticks) svg << "<line x1=\"" << left << "\" x2=\"" << left + plot_w << "\" y1=\"" << py(t) << "\" y2=\"" << py(t) << "\"/>";
+  for (double t : y_ticks)
+    svg << "<line x1=\"" << left << "\" x2=\"" << left + plot_w << "\" y1=\"" << py(t) << "\" y2=\"" << py(t)
+        << "\"/>";
   svg << "</g><g fill=\"#444\">";
   for (double t : y_ticks) {
-    svg << "<text x=\"" << left - 5 << "\" y=\"" << py(t) + 4 << "\" text-anchor=\"end\">" << number(t) << "</text>";
+    svg << "<text x=\"" << left - 5 << "\" y=\"" << py(t) + 4 << "\" text-anchor=\"end\">" << number(t)
+        << "</text>";
   }
   for (double t : x_ticks) {
-    svg << "<text x=\"" << px(t) << "\" y=\"" << top + plot_h + 15 << "\" text-anchor=\"middle\">" << number(t) << "</text>";
+    svg << "<text x=\"" << px(t) << "\" y=\"" << top + plot_h + 15 << "\" text-anchor=\"middle\">"
+        << number(t) << "</text>";
   }
   svg << "<text x=\"" << left + plot_w / 2 << "\" y=\"" << top + plot_h + 30 << "\" text-anchor=\"middle\">"
       << escape_html(options.x_label) << "</text></g>";
@@ -136,20 +155,25 @@ std::string svg_line_chart(const std::vector<ChartSeries>& input, const ChartOpt
 
   for (std::size_t s = 0; s < series.size(); ++s) {
     const char* colour = kPalette[s % (sizeof(kPalette) / sizeof(kPalette[0]))];
-    svg << "<polyline class=\"series\" fill=\"none\" stroke-width=\"1.6\" stroke=\"" << colour << "\" points=\"";
-    for (std::size_t i = 0; i < series[s].x.size(); ++i) svg << px(series[s].x[i]) << "," << py(series[s].y[i]) << " ";
+    svg << "<polyline class=\"series\" fill=\"none\" stroke-width=\"1.6\" stroke=\"" << colour
+        << "\" points=\"";
+    for (std::size_t i = 0; i < series[s].x.size(); ++i)
+      svg << px(series[s].x[i]) << "," << py(series[s].y[i]) << " ";
     svg << "\"><title>" << escape_html(series[s].name) << "</title></polyline>";
     if (series[s].x.size() <= 60) {
       for (std::size_t i = 0; i < series[s].x.size(); ++i) {
-        svg << "<circle r=\"2.5\" fill=\"" << colour << "\" cx=\"" << px(series[s].x[i]) << "\" cy=\"" << py(series[s].y[i])
-            << "\"><title>" << escape_html(series[s].name) << ": " << number(series[s].y[i]) << "</title></circle>";
+        svg << "<circle r=\"2.5\" fill=\"" << colour << "\" cx=\"" << px(series[s].x[i]) << "\" cy=\""
+            << py(series[s].y[i]) << "\"><title>" << escape_html(series[s].name) << ": "
+            << number(series[s].y[i]) << "</title></circle>";
       }
     }
     if (series.size() > 1) {
       const double lx = left + static_cast<double>(s % 3) * (plot_w / 3);
       const double ly = height - legend_height + 12 + 16.0 * static_cast<double>(s / 3) - 4;
-      svg << "<rect x=\"" << lx << "\" y=\"" << ly - 8 << "\" width=\"12\" height=\"4\" fill=\"" << colour << "\"/>";
-      svg << "<text x=\"" << lx + 16 << "\" y=\"" << ly - 3 << "\">" << escape_html(series[s].name) << "</text>";
+      svg << "<rect x=\"" << lx << "\" y=\"" << ly - 8 << "\" width=\"12\" height=\"4\" fill=\"" << colour
+          << "\"/>";
+      svg << "<text x=\"" << lx + 16 << "\" y=\"" << ly - 3 << "\">" << escape_html(series[s].name)
+          << "</text>";
     }
   }
   svg << "</svg>";

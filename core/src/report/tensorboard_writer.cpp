@@ -35,7 +35,8 @@ TensorBoardWriter::TensorBoardWriter(const fs::path& dir) {
   path_ = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name());
   // A second writer in the same second (a resumed run) must not truncate the first one's file.
   for (int n = 1; fs::exists(path_); ++n) {
-    path_ = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." + std::to_string(n));
+    path_ = dir /
+            ("events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." + std::to_string(n));
   }
   out_.open(path_, std::ios::binary | std::ios::trunc);
   OML_CHECK(out_, RuntimeError, "cannot create the TensorBoard event file '", path_.string(), "'");
@@ -72,7 +73,8 @@ void TensorBoardWriter::log_image(const std::string& tag, const EncodedImage& im
 void TensorBoardWriter::write_event(const std::string& serialized_event) {
   out_ << frame_record(serialized_event);
   out_.flush();
-  OML_CHECK(out_, RuntimeError, "writing the TensorBoard event file '", path_.string(), "' failed (disk full?)");
+  OML_CHECK(out_, RuntimeError, "writing the TensorBoard event file '", path_.string(),
+            "' failed (disk full?)");
 }
 
 std::vector<LoggedEvent> read_event_file(const fs::path& path) {

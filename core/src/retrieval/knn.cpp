@@ -39,8 +39,8 @@ void validate_item_set(const ItemSet& items, const char* what) {
             " embeddings must be float32, got ", items.embeddings.scalar_type());
   const int64_t n = items.embeddings.size(0);
   OML_CHECK(items.embeddings.size(1) > 0, DataError, what, " embeddings have dimension 0");
-  OML_CHECK(static_cast<int64_t>(items.labels.size()) == n, DataError, what, ": ", n,
-            " embeddings but ", items.labels.size(), " labels");
+  OML_CHECK(static_cast<int64_t>(items.labels.size()) == n, DataError, what, ": ", n, " embeddings but ",
+            items.labels.size(), " labels");
   OML_CHECK(static_cast<int64_t>(items.ids.size()) == n, DataError, what, ": ", n, " embeddings but ",
             items.ids.size(), " ids");
   OML_CHECK(items.sequences.empty() || static_cast<int64_t>(items.sequences.size()) == n, DataError, what,
@@ -48,7 +48,8 @@ void validate_item_set(const ItemSet& items, const char* what) {
   // In row chunks: a [N, D] mask of a million embeddings would cost more than the retrieval.
   constexpr int64_t kChunk = 65536;
   for (int64_t start = 0; start < n; start += kChunk) {
-    const at::Tensor finite_rows = at::isfinite(items.embeddings.narrow(0, start, std::min(kChunk, n - start))).all(1);
+    const at::Tensor finite_rows =
+        at::isfinite(items.embeddings.narrow(0, start, std::min(kChunk, n - start))).all(1);
     if (!finite_rows.all().item<bool>()) {
       const int64_t row = start + (~finite_rows).nonzero()[0][0].item<int64_t>();
       throw DataError(::oml::detail::concat(what, " embedding row ", row, " (dataset index ", items.ids[row],
@@ -95,7 +96,8 @@ IgnoredPairs::IgnoredPairs(const ItemSet& queries, const ItemSet& gallery) {
     query_sequence_[q] = sequence;
     const bool self_in_sequence = self >= 0 && sequence >= 0 && gallery_sequence_[self] == sequence;
     int64_t count = (self >= 0 && !self_in_sequence) ? 1 : 0;
-    int64_t same_label = (self >= 0 && !self_in_sequence && gallery.labels[self] == queries.labels[q]) ? 1 : 0;
+    int64_t same_label =
+        (self >= 0 && !self_in_sequence && gallery.labels[self] == queries.labels[q]) ? 1 : 0;
     if (sequence >= 0) {
       const auto size = sequence_size.find(sequence);
       if (size != sequence_size.end()) count += size->second;
@@ -258,7 +260,8 @@ class TopKConsumer final : public detail::BlockConsumer {
     const int64_t width = g1 - g0;
     const float* norms = pair_.gallery_norm2.data() + g0;
     at::parallel_for(0, q1 - q0, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) scan_row(q0 + i, rows_[i], margin_[i], block + i * width, norms, g0, width);
+      for (int64_t i = begin; i < end; ++i)
+        scan_row(q0 + i, rows_[i], margin_[i], block + i * width, norms, g0, width);
     });
   }
 
@@ -269,8 +272,8 @@ class TopKConsumer final : public detail::BlockConsumer {
   }
 
  private:
-  void scan_row(int64_t q, RowSelection& row, double margin, const float* values, const float* norms, int64_t g0,
-                int64_t width) const {
+  void scan_row(int64_t q, RowSelection& row, double margin, const float* values, const float* norms,
+                int64_t g0, int64_t width) const {
     constexpr int64_t kGroup = 16;
     int64_t j = 0;
     for (; j + kGroup <= width; j += kGroup) {
@@ -311,8 +314,9 @@ class TopKConsumer final : public detail::BlockConsumer {
   static void prune(RowSelection& row) {
     const float threshold = row.threshold;
     auto& c = row.candidates;
-    c.erase(std::remove_if(c.begin(), c.end(), [threshold](const auto& e) { return !(e.first <= threshold); }),
-            c.end());
+    c.erase(
+        std::remove_if(c.begin(), c.end(), [threshold](const auto& e) { return !(e.first <= threshold); }),
+        c.end());
     row.prune_at = std::max(row.prune_at, 2 * c.size());
   }
 
@@ -324,8 +328,8 @@ class TopKConsumer final : public detail::BlockConsumer {
       exact.emplace_back(pair_.exact_squared_distance(q, candidate.second), candidate.second);
     }
     const int64_t keep = out_.size(q);
-    OML_ASSERT(static_cast<int64_t>(exact.size()) >= keep, "query ", q, ": ", exact.size(), " candidates for ",
-               keep, " places");
+    OML_ASSERT(static_cast<int64_t>(exact.size()) >= keep, "query ", q, ": ", exact.size(),
+               " candidates for ", keep, " places");
     std::partial_sort(exact.begin(), exact.begin() + keep, exact.end());
     for (int64_t i = 0; i < keep; ++i) {
       out_.retrieved[out_.offsets[q] + i] = exact[i].second;

@@ -22,8 +22,10 @@ RetrievalResults keep_prefixes(const RetrievalResults& in, KeepFn&& keep) {
   out.offsets.assign(1, 0);
   for (int64_t q = 0; q < in.num_queries(); ++q) {
     const int64_t n = keep(q);
-    out.retrieved.insert(out.retrieved.end(), in.retrieved.begin() + in.begin(q), in.retrieved.begin() + in.begin(q) + n);
-    out.distances.insert(out.distances.end(), in.distances.begin() + in.begin(q), in.distances.begin() + in.begin(q) + n);
+    out.retrieved.insert(out.retrieved.end(), in.retrieved.begin() + in.begin(q),
+                         in.retrieved.begin() + in.begin(q) + n);
+    out.distances.insert(out.distances.end(), in.distances.begin() + in.begin(q),
+                         in.distances.begin() + in.begin(q) + n);
     out.offsets.push_back(static_cast<int64_t>(out.retrieved.size()));
   }
   return out;
@@ -66,7 +68,8 @@ class AdaptiveThresholding final : public Postprocessor {
     const double limit = options_.n_std * gap_sum / static_cast<double>(gaps);
     return keep_prefixes(results, [&](int64_t q) {
       for (int64_t i = results.begin(q) + 1; i < results.end(q); ++i) {
-        if (static_cast<double>(results.distances[i]) - results.distances[i - 1] > limit) return i - results.begin(q);
+        if (static_cast<double>(results.distances[i]) - results.distances[i - 1] > limit)
+          return i - results.begin(q);
       }
       return results.size(q);
     });
@@ -91,9 +94,11 @@ class PairwiseReranker final : public Postprocessor {
     for (int64_t q = 0; q < results.num_queries(); ++q) {
       const int64_t n = std::min(options_.top_n, results.size(q));
       head.clear();
-      for (int64_t i = 0; i < n; ++i) head.emplace_back(scores[next++], results.retrieved[results.begin(q) + i]);
+      for (int64_t i = 0; i < n; ++i)
+        head.emplace_back(scores[next++], results.retrieved[results.begin(q) + i]);
       // Stable: equal scores keep the retrieval order.
-      std::stable_sort(head.begin(), head.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::stable_sort(head.begin(), head.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
       if (n < results.size(q)) keep_below_tail(head, results.distances[results.begin(q) + n]);
       for (int64_t i = 0; i < n; ++i) {
         out.retrieved[out.begin(q) + i] = head[i].second;
@@ -117,16 +122,20 @@ class PairwiseReranker final : public Postprocessor {
     }
     std::vector<float> scores;
     scores.reserve(query_ids.size());
-    for (std::size_t start = 0; start < query_ids.size(); start += static_cast<std::size_t>(options_.batch_size)) {
-      const std::size_t stop = std::min(query_ids.size(), start + static_cast<std::size_t>(options_.batch_size));
+    for (std::size_t start = 0; start < query_ids.size();
+         start += static_cast<std::size_t>(options_.batch_size)) {
+      const std::size_t stop =
+          std::min(query_ids.size(), start + static_cast<std::size_t>(options_.batch_size));
       const std::vector<int64_t> batch_q(query_ids.begin() + start, query_ids.begin() + stop);
       const std::vector<int64_t> batch_g(gallery_ids.begin() + start, gallery_ids.begin() + stop);
       const std::vector<float> batch = scorer_(batch_q, batch_g);
-      OML_CHECK(batch.size() == batch_q.size(), RuntimeError, "pairwise_reranker: the pairwise model returned ",
-                batch.size(), " scores for ", batch_q.size(), " pairs");
+      OML_CHECK(batch.size() == batch_q.size(), RuntimeError,
+                "pairwise_reranker: the pairwise model returned ", batch.size(), " scores for ",
+                batch_q.size(), " pairs");
       for (std::size_t i = 0; i < batch.size(); ++i) {
-        OML_CHECK(std::isfinite(batch[i]), RuntimeError, "pairwise_reranker: the pairwise model scored the pair (query ",
-                  batch_q[i], ", gallery ", batch_g[i], ") as ", batch[i], "; expected a finite number");
+        OML_CHECK(std::isfinite(batch[i]), RuntimeError,
+                  "pairwise_reranker: the pairwise model scored the pair (query ", batch_q[i], ", gallery ",
+                  batch_g[i], ") as ", batch[i], "; expected a finite number");
       }
       scores.insert(scores.end(), batch.begin(), batch.end());
     }
@@ -161,16 +170,17 @@ std::shared_ptr<Postprocessor> make_constant_thresholding(const ConstantThreshol
 }
 
 std::shared_ptr<Postprocessor> make_adaptive_thresholding(const AdaptiveThresholdingOptions& options) {
-  OML_CHECK(options.n_std > 0.0, ConfigError, "postprocessor 'adaptive_thresholding': n_std must be > 0, got ",
-            options.n_std);
+  OML_CHECK(options.n_std > 0.0, ConfigError,
+            "postprocessor 'adaptive_thresholding': n_std must be > 0, got ", options.n_std);
   return std::make_shared<AdaptiveThresholding>(options);
 }
 
-std::shared_ptr<Postprocessor> make_pairwise_reranker(const PairwiseRerankerOptions& options, PairScorer scorer) {
+std::shared_ptr<Postprocessor> make_pairwise_reranker(const PairwiseRerankerOptions& options,
+                                                      PairScorer scorer) {
   OML_CHECK(options.top_n > 1, ConfigError, "postprocessor 'pairwise_reranker': top_n must be > 1, got ",
             options.top_n);
-  OML_CHECK(options.batch_size > 0, ConfigError, "postprocessor 'pairwise_reranker': batch_size must be > 0, got ",
-            options.batch_size);
+  OML_CHECK(options.batch_size > 0, ConfigError,
+            "postprocessor 'pairwise_reranker': batch_size must be > 0, got ", options.batch_size);
   OML_CHECK(static_cast<bool>(scorer), ConfigError,
             "postprocessor 'pairwise_reranker' needs a pairwise model: set `pairwise_model:` in the config");
   return std::make_shared<PairwiseReranker>(options, std::move(scorer));
@@ -210,9 +220,10 @@ void register_builtin_postprocessors(Registries& registries) {
         reader.finish();
         if (!context.pairwise_scores) {
           const std::string where = args.defined() ? args.describe() + ": " : "";
-          throw ConfigError(where +
-                            "postprocessor 'pairwise_reranker' needs a pairwise model, but none is configured; "
-                            "set `pairwise_model: {name: ..., args: ...}` (SPEC §8)");
+          throw ConfigError(
+              where +
+              "postprocessor 'pairwise_reranker' needs a pairwise model, but none is configured; "
+              "set `pairwise_model: {name: ..., args: ...}` (SPEC §8)");
         }
         return make_pairwise_reranker(options, context.pairwise_scores);
       },

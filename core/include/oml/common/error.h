@@ -37,12 +37,12 @@ class Error : public std::runtime_error {
   std::vector<std::string> context_;
 };
 
-#define OML_DEFINE_ERROR(Name, kind_text, code)                                      \
-  class Name : public Error {                                                        \
-   public:                                                                           \
-    explicit Name(const std::string& message) : Error(message) {}                    \
-    const char* kind() const noexcept override { return kind_text; }                 \
-    int exit_code() const noexcept override { return code; }                        \
+#define OML_DEFINE_ERROR(Name, kind_text, code)                      \
+  class Name : public Error {                                        \
+   public:                                                           \
+    explicit Name(const std::string& message) : Error(message) {}    \
+    const char* kind() const noexcept override { return kind_text; } \
+    int exit_code() const noexcept override { return code; }         \
   };
 
 OML_DEFINE_ERROR(UsageError, "usage error", 2)
@@ -68,19 +68,18 @@ std::string concat(const Args&... args) {
 
 /// Throws `ErrorType` with the streamed arguments as message when `cond` is false:
 ///   OML_CHECK(k > 1, ConfigError, "sampler 'balance': n_instances must be > 1, got ", k);
-#define OML_CHECK(cond, ErrorType, ...)                                  \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      throw ::oml::ErrorType(::oml::detail::concat(__VA_ARGS__));        \
-    }                                                                    \
+#define OML_CHECK(cond, ErrorType, ...)                           \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      throw ::oml::ErrorType(::oml::detail::concat(__VA_ARGS__)); \
+    }                                                             \
   } while (false)
 
 /// Broken invariant inside oml-cpp itself (not the user's fault): names the condition and place.
-#define OML_ASSERT(cond, ...)                                                              \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      throw ::oml::InternalError(::oml::detail::concat("internal check failed: " #cond     \
-                                                       " at " __FILE__ ":",                \
-                                                       __LINE__, ". ", ##__VA_ARGS__));    \
-    }                                                                                      \
+#define OML_ASSERT(cond, ...)                                                                               \
+  do {                                                                                                      \
+    if (!(cond)) {                                                                                          \
+      throw ::oml::InternalError(::oml::detail::concat("internal check failed: " #cond " at " __FILE__ ":", \
+                                                       __LINE__, ". ", ##__VA_ARGS__));                     \
+    }                                                                                                       \
   } while (false)

@@ -19,8 +19,8 @@ namespace oml::config {
 
 /// Shared by all nodes of one loaded document.
 struct Origin {
-  std::string file;                      ///< the config file (or "<string>" for in-memory text)
-  std::set<std::string> overridden;      ///< key paths replaced by `--set key=value`
+  std::string file;                  ///< the config file (or "<string>" for in-memory text)
+  std::set<std::string> overridden;  ///< key paths replaced by `--set key=value`
 };
 
 class Node {

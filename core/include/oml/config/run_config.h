@@ -39,7 +39,7 @@ struct SchedulingOptions {
   std::optional<ComponentSpec> scheduler;
   std::string scheduler_interval = "epoch";  ///< "epoch" or "step"
   int64_t scheduler_frequency = 1;
-  std::string monitor_metric;                ///< for reduce_on_plateau
+  std::string monitor_metric;  ///< for reduce_on_plateau
 };
 
 struct RunConfig {

@@ -13,12 +13,12 @@
 namespace oml::data {
 
 struct ConvertOptions {
-  std::filesystem::path src;  ///< the dataset as downloaded (the folder holding its index files)
-  std::filesystem::path dst;  ///< output folder (replaced when it exists)
-  double val_fraction = 0.0;  ///< image-folder: fraction of labels moved to validation
-  uint64_t seed = 0;          ///< image-folder: which labels go to validation
-  int64_t limit = -1;         ///< keep at most this many rows per split (-1 = all; for tests)
-  int num_threads = 0;        ///< image encoding/copy threads (0 = hardware threads)
+  std::filesystem::path src;     ///< the dataset as downloaded (the folder holding its index files)
+  std::filesystem::path dst;     ///< output folder (replaced when it exists)
+  double val_fraction = 0.0;     ///< image-folder: fraction of labels moved to validation
+  uint64_t seed = 0;             ///< image-folder: which labels go to validation
+  int64_t limit = -1;            ///< keep at most this many rows per split (-1 = all; for tests)
+  int num_threads = 0;           ///< image encoding/copy threads (0 = hardware threads)
   ProgressCallback on_progress;  ///< images written so far (done, total), per split or batch of files
 };
 

@@ -27,15 +27,15 @@ struct BBox {
 
 /// The rows of one split, column by column (every vector has size() entries unless noted).
 struct DataSplit {
-  std::vector<std::string> paths;        ///< absolute paths (dataset_root / path); may be empty
-  std::vector<int64_t> labels;           ///< train: remapped to 0..L-1; validation: as in the file
-  std::vector<int64_t> original_labels;  ///< labels as written in the file
-  std::vector<std::string> categories;   ///< empty when the dataframe has no `category` column
-  std::vector<std::string> sequences;    ///< empty when the dataframe has no `sequence` column
-  std::vector<bool> is_query;            ///< validation only (empty for train)
-  std::vector<bool> is_gallery;          ///< validation only (empty for train)
+  std::vector<std::string> paths;           ///< absolute paths (dataset_root / path); may be empty
+  std::vector<int64_t> labels;              ///< train: remapped to 0..L-1; validation: as in the file
+  std::vector<int64_t> original_labels;     ///< labels as written in the file
+  std::vector<std::string> categories;      ///< empty when the dataframe has no `category` column
+  std::vector<std::string> sequences;       ///< empty when the dataframe has no `sequence` column
+  std::vector<bool> is_query;               ///< validation only (empty for train)
+  std::vector<bool> is_gallery;             ///< validation only (empty for train)
   std::vector<std::optional<BBox>> bboxes;  ///< empty without bbox columns; nullopt = whole image
-  std::vector<int64_t> lines;            ///< 1-based line of each row in the CSV file
+  std::vector<int64_t> lines;               ///< 1-based line of each row in the CSV file
   /// Category of each label (keys are `labels`' values); empty without a category column. A
   /// label seen with several categories keeps the first one (and read() warns).
   std::map<int64_t, std::string> label2category;
@@ -66,7 +66,8 @@ class Dataframe {
   static Dataframe read(const std::filesystem::path& csv_path, const DataframeOptions& options = {});
   /// Same for CSV text already in memory; `file` names it in messages, relative paths resolve
   /// against options.dataset_root (or the current folder).
-  static Dataframe parse(const std::string& text, const std::string& file, const DataframeOptions& options = {});
+  static Dataframe parse(const std::string& text, const std::string& file,
+                         const DataframeOptions& options = {});
 
   const DataSplit& train() const { return train_; }
   const DataSplit& validation() const { return validation_; }

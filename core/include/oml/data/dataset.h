@@ -26,10 +26,10 @@ class ByteCache;
 
 /// Metadata of one item (no pixels).
 struct ItemInfo {
-  int64_t index = 0;         ///< dataset index (row of the split)
-  int64_t label = -1;        ///< -1 for unlabelled items
-  std::string category;      ///< "" without a category column
-  std::string sequence;      ///< "" without a sequence column
+  int64_t index = 0;     ///< dataset index (row of the split)
+  int64_t label = -1;    ///< -1 for unlabelled items
+  std::string category;  ///< "" without a category column
+  std::string sequence;  ///< "" without a sequence column
   bool is_query = false;
   bool is_gallery = false;
 };

@@ -28,9 +28,9 @@ namespace oml::data {
 class Dataset;
 
 struct LoaderOptions {
-  int num_workers = 2;     ///< 0 loads in the consumer's thread
-  int prefetch = 2;        ///< batches ready ahead of the consumer, per worker
-  uint64_t seed = 0;       ///< with `epoch` and the dataset index: the items' augmentation key
+  int num_workers = 2;  ///< 0 loads in the consumer's thread
+  int prefetch = 2;     ///< batches ready ahead of the consumer, per worker
+  uint64_t seed = 0;    ///< with `epoch` and the dataset index: the items' augmentation key
   int64_t epoch = 0;
   int64_t cache_size = 0;  ///< encoded files kept in memory by the dataset (0 = none)
 };
@@ -46,7 +46,8 @@ struct LoadedBatch {
 class Loader {
  public:
   /// `batches` lists dataset indices (each in [0, dataset->size()), checked here: UsageError).
-  Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> batches, LoaderOptions options = {});
+  Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> batches,
+         LoaderOptions options = {});
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;

@@ -6,8 +6,8 @@
 //   SyncDict all = sync_dicts(group, mine);   // every rank gets rank 0's rows, then rank 1's, ...
 //
 // Tensors travel as tensors (one broadcast per rank straight into the result; no padding and
-// no serialisation of float data), lists of ints, floats and strings as packed bytes. Keys, value kinds, dtypes and trailing
-// shapes must agree on every rank; otherwise every rank throws the same DistributedError,
+// no serialisation of float data), lists of ints, floats and strings as packed bytes. Keys, value kinds,
+// dtypes and trailing shapes must agree on every rank; otherwise every rank throws the same DistributedError,
 // naming the key and the ranks that differ.
 
 #include <ATen/core/Tensor.h>

@@ -28,18 +28,18 @@ inline constexpr int64_t kCheckpointVersion = 1;
 
 /// What a training run needs to continue exactly where it stopped.
 struct ResumeState {
-  at::Tensor optimizer;               ///< serialised optimizer state (uint8), see optim/resume.h
-  c10::IValue scheduler;              ///< Scheduler::state()
-  StateDict criterion;                ///< loss parameters (e.g. ArcFace class weights)
-  int64_t sampler_epoch = 0;          ///< next epoch to run
-  int64_t sampler_batch = 0;          ///< next batch within that epoch
-  at::Tensor rng;                     ///< CPU generator state (uint8), see optim/resume.h
+  at::Tensor optimizer;       ///< serialised optimizer state (uint8), see optim/resume.h
+  c10::IValue scheduler;      ///< Scheduler::state()
+  StateDict criterion;        ///< loss parameters (e.g. ArcFace class weights)
+  int64_t sampler_epoch = 0;  ///< next epoch to run
+  int64_t sampler_batch = 0;  ///< next batch within that epoch
+  at::Tensor rng;             ///< CPU generator state (uint8), see optim/resume.h
 };
 
 struct Checkpoint {
   int64_t format_version = kCheckpointVersion;
   StateDict state_dict;
-  std::string config;                       ///< resolved YAML of the run
+  std::string config;  ///< resolved YAML of the run
   int64_t epoch = 0;
   int64_t step = 0;
   std::map<std::string, double> metrics;

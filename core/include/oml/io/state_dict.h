@@ -40,6 +40,7 @@ void load_state_dict(torch::nn::Module& module, StateDict weights, const std::st
                      const LoadOptions& options = {});
 
 /// read_torch_file + find_state_dict + load_state_dict.
-void load_weights(torch::nn::Module& module, const std::filesystem::path& path, const LoadOptions& options = {});
+void load_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                  const LoadOptions& options = {});
 
 }  // namespace oml::io

@@ -30,20 +30,20 @@ namespace oml::metrics {
 
 /// The validation rows in dataset order.
 struct EmbeddingSet {
-  at::Tensor embeddings;                ///< [N, D] float32
-  std::vector<int64_t> labels;          ///< N
-  std::vector<uint8_t> is_query;        ///< N, 0/1
-  std::vector<uint8_t> is_gallery;      ///< N, 0/1
-  std::vector<std::string> categories;  ///< N or empty (no per-category metrics)
-  std::vector<std::string> sequences;   ///< N or empty; "" = no sequence for that row
-  std::vector<int64_t> dataset_indices; ///< N or empty (= 0 .. N-1): names rows in messages
+  at::Tensor embeddings;                 ///< [N, D] float32
+  std::vector<int64_t> labels;           ///< N
+  std::vector<uint8_t> is_query;         ///< N, 0/1
+  std::vector<uint8_t> is_gallery;       ///< N, 0/1
+  std::vector<std::string> categories;   ///< N or empty (no per-category metrics)
+  std::vector<std::string> sequences;    ///< N or empty; "" = no sequence for that row
+  std::vector<int64_t> dataset_indices;  ///< N or empty (= 0 .. N-1): names rows in messages
 };
 
 struct EmbeddingMetricsOptions {
-  config::MetricArgs args;                                 ///< which metrics (metric_args:)
-  double memory_budget_mb = 128;                           ///< one distance block, see KnnOptions
-  const retrieval::Postprocessor* postprocessor = nullptr; ///< applied before the metrics
-  ProgressCallback on_progress;                            ///< k-NN progress (queries done, total)
+  config::MetricArgs args;                                  ///< which metrics (metric_args:)
+  double memory_budget_mb = 128;                            ///< one distance block, see KnnOptions
+  const retrieval::Postprocessor* postprocessor = nullptr;  ///< applied before the metrics
+  ProgressCallback on_progress;                             ///< k-NN progress (queries done, total)
 };
 
 struct EmbeddingMetricsResult {
@@ -53,12 +53,13 @@ struct EmbeddingMetricsResult {
   std::map<std::string, std::vector<double>> per_query;
   std::vector<int64_t> query_dataset_indices;  ///< dataset index of each query
   int64_t queries_without_ground_truth = 0;
-  retrieval::RetrievalResults retrieval;       ///< after the postprocessor
+  retrieval::RetrievalResults retrieval;  ///< after the postprocessor
 };
 
 /// Throws DataError for inconsistent rows (sizes, no query or gallery, a non-finite value) and
 /// ConfigError for bad metric_args (k < 1, fmr or pcf values outside [0, 1]).
-EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set, const EmbeddingMetricsOptions& options);
+EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
+                                                 const EmbeddingMetricsOptions& options);
 
 /// The shortest decimal text that reads back as `value` ("0.01", "0.5", "1"), for keys.
 std::string format_key_number(double value);

@@ -15,12 +15,12 @@ namespace oml::models {
 
 /// `extractor: {name: conv_net, args: {channels: [16, 32, 64], feat_dim: 128}}`
 struct ConvNetOptions {
-  int64_t in_channels = 3;                       ///< image channels
-  std::vector<int64_t> channels{16, 32, 64};     ///< one stage per entry (2 conv-bn-relu each)
-  int64_t feat_dim = 128;                        ///< output embedding size
-  std::optional<double> gem_p;                   ///< GeM pooling power (default: average pooling)
-  bool normalise_features = false;               ///< divide embeddings by their detached L2 norm
-  std::string weights;                           ///< file to load ("" = random init)
+  int64_t in_channels = 3;                    ///< image channels
+  std::vector<int64_t> channels{16, 32, 64};  ///< one stage per entry (2 conv-bn-relu each)
+  int64_t feat_dim = 128;                     ///< output embedding size
+  std::optional<double> gem_p;                ///< GeM pooling power (default: average pooling)
+  bool normalise_features = false;            ///< divide embeddings by their detached L2 norm
+  std::string weights;                        ///< file to load ("" = random init)
 };
 
 /// Stages of [conv3x3-bn-relu, conv3x3-bn-relu, maxpool2 (all but the last stage)], then

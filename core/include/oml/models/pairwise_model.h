@@ -56,7 +56,8 @@ TORCH_MODULE(TrivialDistanceSiamese);
 /// of it, averaged over both orders of the pair when use_tta_swap.
 class ConcatSiameseImpl : public PairwiseModel {
  public:
-  ConcatSiameseImpl(std::shared_ptr<Extractor> extractor, std::vector<int64_t> mlp_hidden_dims, bool use_tta_swap);
+  ConcatSiameseImpl(std::shared_ptr<Extractor> extractor, std::vector<int64_t> mlp_hidden_dims,
+                    bool use_tta_swap);
   torch::Tensor forward(torch::Tensor x1, torch::Tensor x2) override;
   torch::Tensor predict(torch::Tensor x1, torch::Tensor x2) override;
   bool takes_images() const override { return true; }

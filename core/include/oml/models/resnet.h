@@ -17,12 +17,12 @@ namespace oml::models {
 
 /// `extractor: {name: resnet, args: {arch: resnet50, gem_p: 3.0, remove_fc: true}}`
 struct ResNetOptions {
-  std::string arch = "resnet50";        ///< resnet18 | resnet34 | resnet50 | resnet101 | resnet152
-  std::optional<double> gem_p;          ///< GeM pooling power instead of average pooling
-  bool remove_fc = true;                ///< embeddings = pooled features (512 or 2048-d)
-  bool normalise_features = false;      ///< divide embeddings by their (detached) L2 norm
-  int64_t num_classes = 1000;           ///< fc outputs when remove_fc is false
-  std::string weights;                  ///< checkpoint or torch.save file to load ("" = random init)
+  std::string arch = "resnet50";    ///< resnet18 | resnet34 | resnet50 | resnet101 | resnet152
+  std::optional<double> gem_p;      ///< GeM pooling power instead of average pooling
+  bool remove_fc = true;            ///< embeddings = pooled features (512 or 2048-d)
+  bool normalise_features = false;  ///< divide embeddings by their (detached) L2 norm
+  int64_t num_classes = 1000;       ///< fc outputs when remove_fc is false
+  std::string weights;              ///< checkpoint or torch.save file to load ("" = random init)
 };
 
 class ResNetImpl : public Extractor {

@@ -55,8 +55,8 @@ class ExponentialScheduler : public Scheduler {
 /// eta_min after t_max.
 class CosineAnnealingScheduler : public Scheduler {
  public:
-  CosineAnnealingScheduler(torch::optim::Optimizer& optimizer, int64_t t_max, double eta_min, int64_t warmup_steps,
-                           double warmup_start_factor);
+  CosineAnnealingScheduler(torch::optim::Optimizer& optimizer, int64_t t_max, double eta_min,
+                           int64_t warmup_steps, double warmup_start_factor);
 
  protected:
   double lr_at(int64_t t, std::size_t, double base) const override;
@@ -72,8 +72,8 @@ class CosineAnnealingScheduler : public Scheduler {
 /// max_lr is each group's lr at construction (scaled groups keep their ratio).
 class OneCycleScheduler : public Scheduler {
  public:
-  OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t total_steps, double pct_start, double div_factor,
-                    double final_div_factor);
+  OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t total_steps, double pct_start,
+                    double div_factor, double final_div_factor);
 
  protected:
   double lr_at(int64_t t, std::size_t, double base) const override;
@@ -85,11 +85,11 @@ class OneCycleScheduler : public Scheduler {
 };
 
 struct PlateauOptions {
-  std::string mode = "max";     ///< max: higher metric is better (cmc, precision); min: lower is better
-  double factor = 0.1;          ///< lr *= factor on a plateau
-  int64_t patience = 10;        ///< steps without improvement tolerated
-  double threshold = 1e-4;      ///< relative improvement needed
-  int64_t cooldown = 0;         ///< steps to wait after a reduction
+  std::string mode = "max";  ///< max: higher metric is better (cmc, precision); min: lower is better
+  double factor = 0.1;       ///< lr *= factor on a plateau
+  int64_t patience = 10;     ///< steps without improvement tolerated
+  double threshold = 1e-4;   ///< relative improvement needed
+  int64_t cooldown = 0;      ///< steps to wait after a reduction
   double min_lr = 0.0;
 };
 

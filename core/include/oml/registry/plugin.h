@@ -25,9 +25,9 @@
 
 extern "C" {
 struct OmlPluginInfo {
-  uint32_t api_version;   ///< OML_PLUGIN_API_VERSION the plugin was compiled against
-  const char* name;       ///< plugin name, for messages and listings
-  const char* version;    ///< plugin's own version string
+  uint32_t api_version;  ///< OML_PLUGIN_API_VERSION the plugin was compiled against
+  const char* name;      ///< plugin name, for messages and listings
+  const char* version;   ///< plugin's own version string
   void (*register_components)(oml::Registries& registries);
 };
 typedef const OmlPluginInfo* (*OmlPluginEntryPoint)();
@@ -36,11 +36,10 @@ typedef const OmlPluginInfo* (*OmlPluginEntryPoint)();
 #define OML_PLUGIN_ENTRY_POINT_NAME "oml_plugin_info"
 
 /// Defines the entry point of a plugin library.
-#define OML_PLUGIN(plugin_name, plugin_version, register_fn)                                \
-  extern "C" __attribute__((visibility("default"))) const OmlPluginInfo* oml_plugin_info() { \
-    static const OmlPluginInfo info{OML_PLUGIN_API_VERSION, plugin_name, plugin_version,    \
-                                    register_fn};                                            \
-    return &info;                                                                            \
+#define OML_PLUGIN(plugin_name, plugin_version, register_fn)                                           \
+  extern "C" __attribute__((visibility("default"))) const OmlPluginInfo* oml_plugin_info() {           \
+    static const OmlPluginInfo info{OML_PLUGIN_API_VERSION, plugin_name, plugin_version, register_fn}; \
+    return &info;                                                                                      \
   }
 
 namespace oml {

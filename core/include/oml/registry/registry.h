@@ -43,14 +43,15 @@ class Registry {
   /// `origin` defaults to current_registration_origin() (the plugin's path during loading).
   void add(const std::string& name, Factory factory, std::string help, std::string origin = "") {
     if (origin.empty()) origin = current_registration_origin();
-    OML_CHECK(!name.empty(), PluginError, "cannot register a ", kind_, " with an empty name (from ",
-              origin, ")");
+    OML_CHECK(!name.empty(), PluginError, "cannot register a ", kind_, " with an empty name (from ", origin,
+              ")");
     const auto found = entries_.find(name);
     if (found != entries_.end()) {
       throw PluginError(kind_ + " '" + name + "' from " + origin + " clashes with the " + kind_ +
                         " of the same name from " + found->second.info.origin);
     }
-    entries_.emplace(name, Entry{std::move(factory), ComponentInfo{name, std::move(help), std::move(origin)}});
+    entries_.emplace(name,
+                     Entry{std::move(factory), ComponentInfo{name, std::move(help), std::move(origin)}});
   }
 
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
@@ -75,9 +76,8 @@ class Registry {
   void require(const config::ComponentSpec& spec) const {
     if (contains(spec.name)) return;
     const std::string where = spec.node.defined() ? spec.node["name"].describe() + ": " : "";
-    throw ConfigError(where + "unknown " + kind_ + " '" + spec.name + "'" +
-                      did_you_mean(spec.name, names()) + "; known " + kind_ + "s: " +
-                      (entries_.empty() ? "(none)" : join(names())));
+    throw ConfigError(where + "unknown " + kind_ + " '" + spec.name + "'" + did_you_mean(spec.name, names()) +
+                      "; known " + kind_ + "s: " + (entries_.empty() ? "(none)" : join(names())));
   }
 
   /// Builds the component named by `spec`. Unknown name -> ConfigError (see require()).

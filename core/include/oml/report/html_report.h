@@ -10,10 +10,10 @@
 namespace oml::report {
 
 struct RunReportOptions {
-  std::filesystem::path run_dir;                     ///< reads config.yaml, train.jsonl, metrics.jsonl, images/
-  std::string title;                                 ///< page title (default: the folder name)
-  std::string checkpoint_metric = "OVERALL/cmc/1";   ///< which metrics.jsonl record is "best"
-  bool maximise = true;                              ///< mode_for_checkpointing == max
+  std::filesystem::path run_dir;  ///< reads config.yaml, train.jsonl, metrics.jsonl, images/
+  std::string title;              ///< page title (default: the folder name)
+  std::string checkpoint_metric = "OVERALL/cmc/1";  ///< which metrics.jsonl record is "best"
+  bool maximise = true;                             ///< mode_for_checkpointing == max
 };
 
 /// The page's HTML. Missing files leave their section saying so (a run that has not validated

@@ -29,14 +29,16 @@ std::vector<int64_t> worst_queries(const std::vector<double>& per_query, int64_t
 
 /// Query positions of the rows with these dataset indices (validation rows, 0-based in dataframe
 /// order). A DataError lists the ids that are not queries.
-std::vector<int64_t> queries_with_ids(const retrieval::RetrievalResults& results, const std::vector<int64_t>& ids);
+std::vector<int64_t> queries_with_ids(const retrieval::RetrievalResults& results,
+                                      const std::vector<int64_t>& ids);
 
 /// One row per entry of `queries` (query positions), in that order. `notes[i]` (optional) is
 /// printed in row i's header, e.g. "cmc/1 = 0". Images come from `split` (paths required,
 /// bboxes honoured); dataset ids in `results` index its rows. Throws DataError when the split
 /// has no paths (precomputed embeddings without images) or an image cannot be read.
-EncodedImage draw_retrieval_grid(const retrieval::RetrievalResults& results, const std::vector<int64_t>& queries,
-                                 const data::DataSplit& split, const RetrievalGridOptions& options = {},
+EncodedImage draw_retrieval_grid(const retrieval::RetrievalResults& results,
+                                 const std::vector<int64_t>& queries, const data::DataSplit& split,
+                                 const RetrievalGridOptions& options = {},
                                  const std::vector<std::string>& notes = {});
 
 }  // namespace oml::report

@@ -43,10 +43,10 @@ class TensorBoardWriter final : public RunLogger {
 struct LoggedEvent {
   double wall_time = 0;
   int64_t step = 0;
-  std::string file_version;            ///< set on the version event only
-  std::string tag;                     ///< set on summary events
-  std::optional<double> scalar;        ///< simple_value
-  std::optional<EncodedImage> image;   ///< image summary
+  std::string file_version;           ///< set on the version event only
+  std::string tag;                    ///< set on summary events
+  std::optional<double> scalar;       ///< simple_value
+  std::optional<EncodedImage> image;  ///< image summary
 };
 
 /// Every value of every event in `path` (one LoggedEvent per summary value, plus the version

@@ -24,11 +24,11 @@ namespace oml::retrieval {
 /// One side of the retrieval (queries or gallery). Rows of `embeddings` ([n, D], float32)
 /// match the entries of the vectors.
 struct ItemSet {
-  at::Tensor embeddings;          ///< [n, D] float32 (made contiguous internally)
-  std::vector<int64_t> labels;    ///< n
-  std::vector<int64_t> ids;       ///< n dataset indices; a query never retrieves its own id
-  std::vector<int64_t> sequences; ///< n sequence ids (>= 0) or empty; -1 = no sequence.
-                                  ///< Gallery items sharing a query's sequence are ignored.
+  at::Tensor embeddings;           ///< [n, D] float32 (made contiguous internally)
+  std::vector<int64_t> labels;     ///< n
+  std::vector<int64_t> ids;        ///< n dataset indices; a query never retrieves its own id
+  std::vector<int64_t> sequences;  ///< n sequence ids (>= 0) or empty; -1 = no sequence.
+                                   ///< Gallery items sharing a query's sequence are ignored.
 };
 
 /// How to retrieve. Example: `KnnOptions opts; opts.top_k = 10; opts.memory_budget_mb = 64;`

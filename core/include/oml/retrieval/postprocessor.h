@@ -19,8 +19,8 @@ namespace oml::retrieval {
 
 /// Scores pairs (query dataset index, gallery dataset index), element by element; smaller
 /// means "more alike", on the scale of a distance. Returns exactly one finite score per pair.
-using PairScorer =
-    std::function<std::vector<float>(const std::vector<int64_t>& query_ids, const std::vector<int64_t>& gallery_ids)>;
+using PairScorer = std::function<std::vector<float>(const std::vector<int64_t>& query_ids,
+                                                    const std::vector<int64_t>& gallery_ids)>;
 
 /// What a postprocessor factory may use besides its args.
 struct PostprocessorContext {
@@ -67,7 +67,8 @@ struct PairwiseRerankerOptions {
   int64_t top_n = 5;
   int64_t batch_size = 128;
 };
-std::shared_ptr<Postprocessor> make_pairwise_reranker(const PairwiseRerankerOptions& options, PairScorer scorer);
+std::shared_ptr<Postprocessor> make_pairwise_reranker(const PairwiseRerankerOptions& options,
+                                                      PairScorer scorer);
 
 /// Registers the three built-ins above.
 void register_builtin_postprocessors(Registries& registries);

@@ -34,8 +34,8 @@ std::vector<TextLine> read_text_table(const fs::path& path, int skip, const std:
 }
 
 void expect_tokens(const fs::path& file, const TextLine& line, std::size_t n, const std::string& format) {
-  OML_CHECK(line.tokens.size() >= n, DataError, file.string(), ":", line.line, ": expected ", n, " fields (", format,
-            "), got ", line.tokens.size());
+  OML_CHECK(line.tokens.size() >= n, DataError, file.string(), ":", line.line, ": expected ", n, " fields (",
+            format, "), got ", line.tokens.size());
 }
 
 int64_t token_int(const fs::path& file, const TextLine& line, std::size_t i, const std::string& field) {
@@ -93,7 +93,8 @@ void apply_limit(std::vector<Row>& rows, int64_t limit) {
   }
 }
 
-void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn, const ProgressCallback& on_progress) {
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn,
+                  const ProgressCallback& on_progress) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(1, n)));
   std::atomic<int64_t> next{0};
@@ -146,20 +147,24 @@ OutputFolder::~OutputFolder() {
 }
 
 void OutputFolder::copy_files(const std::vector<std::pair<fs::path, std::string>>& files) const {
-  parallel_for(static_cast<int64_t>(files.size()), options_.num_threads, [&](int64_t i) {
-    const auto& [from, relative] = files[i];
-    const fs::path to = staging_ / relative;
-    std::error_code ec;
-    OML_CHECK(fs::is_regular_file(from, ec), DataError, "image ", from.string(),
-              " is listed by the dataset's index files but does not exist");
-    fs::create_directories(to.parent_path(), ec);
-    fs::create_hard_link(from, to, ec);
-    if (ec) {
-      ec.clear();
-      fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-      OML_CHECK(!ec, RuntimeError, "cannot copy ", from.string(), " to ", to.string(), ": ", ec.message());
-    }
-  }, options_.on_progress);
+  parallel_for(
+      static_cast<int64_t>(files.size()), options_.num_threads,
+      [&](int64_t i) {
+        const auto& [from, relative] = files[i];
+        const fs::path to = staging_ / relative;
+        std::error_code ec;
+        OML_CHECK(fs::is_regular_file(from, ec), DataError, "image ", from.string(),
+                  " is listed by the dataset's index files but does not exist");
+        fs::create_directories(to.parent_path(), ec);
+        fs::create_hard_link(from, to, ec);
+        if (ec) {
+          ec.clear();
+          fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+          OML_CHECK(!ec, RuntimeError, "cannot copy ", from.string(), " to ", to.string(), ": ",
+                    ec.message());
+        }
+      },
+      options_.on_progress);
 }
 
 ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
@@ -169,18 +174,22 @@ ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
     has_bbox |= row.bbox.has_value();
   }
   std::ostringstream csv;
-  csv << "label,path,split,is_query,is_gallery" << (has_category ? ",category" : "") << (has_bbox ? ",x_1,x_2,y_1,y_2" : "")
-      << "\n";
+  csv << "label,path,split,is_query,is_gallery" << (has_category ? ",category" : "")
+      << (has_bbox ? ",x_1,x_2,y_1,y_2" : "") << "\n";
   ConvertReport report;
   std::set<int64_t> labels;
   for (const auto& row : rows) {
     csv << row.label << ',' << csv_escape(row.path) << ',' << (row.train ? "train" : "validation") << ',';
-    if (!row.train) csv << (row.is_query ? "True" : "False") << ',' << (row.is_gallery ? "True" : "False");
-    else csv << ',';
+    if (!row.train)
+      csv << (row.is_query ? "True" : "False") << ',' << (row.is_gallery ? "True" : "False");
+    else
+      csv << ',';
     if (has_category) csv << ',' << csv_escape(row.category);
     if (has_bbox) {
-      if (row.bbox) csv << ',' << row.bbox->x1 << ',' << row.bbox->x2 << ',' << row.bbox->y1 << ',' << row.bbox->y2;
-      else csv << ",,,,";
+      if (row.bbox)
+        csv << ',' << row.bbox->x1 << ',' << row.bbox->x2 << ',' << row.bbox->y1 << ',' << row.bbox->y2;
+      else
+        csv << ",,,,";
     }
     csv << '\n';
     ++(row.train ? report.train_rows : report.validation_rows);

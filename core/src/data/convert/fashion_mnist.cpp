@@ -42,9 +42,10 @@ fs::path find_idx(const fs::path& src, const std::string& name) {
     std::error_code ec;
     if (fs::is_regular_file(candidate, ec)) return candidate;
   }
-  throw DataError("--src " + src.string() + " has neither " + name + ".gz nor " + name +
-                  " (expected the four Fashion-MNIST IDX files: train-images-idx3-ubyte, train-labels-idx1-ubyte, "
-                  "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte)");
+  throw DataError(
+      "--src " + src.string() + " has neither " + name + ".gz nor " + name +
+      " (expected the four Fashion-MNIST IDX files: train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+      "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte)");
 }
 
 struct IdxImages {
@@ -63,9 +64,10 @@ IdxImages read_images(const fs::path& path) {
   out.count = big_endian_u32(out.bytes, 4);
   out.rows = big_endian_u32(out.bytes, 8);
   out.cols = big_endian_u32(out.bytes, 12);
-  OML_CHECK(static_cast<int64_t>(out.bytes.size()) == 16 + out.count * out.rows * out.cols, DataError, path.string(),
-            " is truncated: its header announces ", out.count, " images of ", out.rows, "x", out.cols, " (",
-            16 + out.count * out.rows * out.cols, " bytes) but it holds ", out.bytes.size(), " bytes");
+  OML_CHECK(static_cast<int64_t>(out.bytes.size()) == 16 + out.count * out.rows * out.cols, DataError,
+            path.string(), " is truncated: its header announces ", out.count, " images of ", out.rows, "x",
+            out.cols, " (", 16 + out.count * out.rows * out.cols, " bytes) but it holds ", out.bytes.size(),
+            " bytes");
   return out;
 }
 
@@ -74,8 +76,8 @@ std::vector<int64_t> read_labels(const fs::path& path) {
   OML_CHECK(bytes.size() >= 8 && big_endian_u32(bytes, 0) == 2049, DataError, path.string(),
             " is not an IDX label file (expected magic number 2049)");
   const int64_t count = big_endian_u32(bytes, 4);
-  OML_CHECK(static_cast<int64_t>(bytes.size()) == 8 + count, DataError, path.string(), " is truncated: ", count,
-            " labels announced, ", bytes.size() - 8, " present");
+  OML_CHECK(static_cast<int64_t>(bytes.size()) == 8 + count, DataError, path.string(),
+            " is truncated: ", count, " labels announced, ", bytes.size() - 8, " present");
   std::vector<int64_t> labels(count);
   for (int64_t i = 0; i < count; ++i) labels[i] = static_cast<unsigned char>(bytes[8 + i]);
   return labels;
@@ -107,13 +109,17 @@ ConvertReport convert_fashion_mnist(const ConvertOptions& options) {
       std::snprintf(name, sizeof(name), "%05lld.png", static_cast<long long>(i));
       paths[i] = std::string("images/") + part.folder + "/" + name;
     }
-    parallel_for(count, options.num_threads, [&](int64_t i) {
-      const auto pixels = torch::from_blob(const_cast<uint8_t*>(images.image(i)), {images.rows, images.cols}, torch::kUInt8);
-      const std::string png = encode_image(pixels, paths[i]);
-      std::ofstream file(out.staging() / paths[i], std::ios::binary);
-      file.write(png.data(), static_cast<std::streamsize>(png.size()));
-      OML_CHECK(file.good(), RuntimeError, "cannot write ", (out.staging() / paths[i]).string());
-    }, options.on_progress);
+    parallel_for(
+        count, options.num_threads,
+        [&](int64_t i) {
+          const auto pixels = torch::from_blob(const_cast<uint8_t*>(images.image(i)),
+                                               {images.rows, images.cols}, torch::kUInt8);
+          const std::string png = encode_image(pixels, paths[i]);
+          std::ofstream file(out.staging() / paths[i], std::ios::binary);
+          file.write(png.data(), static_cast<std::streamsize>(png.size()));
+          OML_CHECK(file.good(), RuntimeError, "cannot write ", (out.staging() / paths[i]).string());
+        },
+        options.on_progress);
     for (int64_t i = 0; i < count; ++i) {
       Row row;
       row.label = labels[i];

@@ -36,7 +36,8 @@ ConvertReport convert_image_folder(const ConvertOptions& options) {
 
   // Validation labels: a seeded shuffle of the label ids, the first round(fraction * L) of them.
   std::vector<bool> validation(labels.size(), false);
-  const auto n_val = static_cast<std::size_t>(std::lround(options.val_fraction * static_cast<double>(labels.size())));
+  const auto n_val =
+      static_cast<std::size_t>(std::lround(options.val_fraction * static_cast<double>(labels.size())));
   OML_CHECK(options.val_fraction == 0 || (n_val >= 1 && n_val < labels.size()), UsageError, "--val-fraction ",
             options.val_fraction, " of ", labels.size(), " labels leaves ", n_val,
             " validation labels; expected at least one label in each split");
@@ -58,14 +59,17 @@ ConvertReport convert_image_folder(const ConvertOptions& options) {
     for (const auto& image : images) {
       Row row;
       row.label = static_cast<int64_t>(label);
-      row.path = kImagesPrefix + (fs::path(labels[label]) / fs::relative(image, options.src / labels[label])).generic_string();
+      row.path =
+          kImagesPrefix +
+          (fs::path(labels[label]) / fs::relative(image, options.src / labels[label])).generic_string();
       row.train = !validation[label];
       row.is_query = row.is_gallery = validation[label];
       rows.push_back(row);
     }
   }
   apply_limit(rows, options.limit);
-  for (const auto& row : rows) files.emplace_back(options.src / row.path.substr(kImagesPrefix.size()), row.path);
+  for (const auto& row : rows)
+    files.emplace_back(options.src / row.path.substr(kImagesPrefix.size()), row.path);
   out.copy_files(files);
   return out.commit(rows);
 }

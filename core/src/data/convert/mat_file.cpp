@@ -14,8 +14,19 @@ namespace {
 
 // Data types (miXXX) and array classes (mxXXX) of the MAT-file format.
 enum MiType : uint32_t {
-  miINT8 = 1, miUINT8 = 2, miINT16 = 3, miUINT16 = 4, miINT32 = 5, miUINT32 = 6, miSINGLE = 7,
-  miDOUBLE = 9, miINT64 = 12, miUINT64 = 13, miMATRIX = 14, miCOMPRESSED = 15, miUTF8 = 16,
+  miINT8 = 1,
+  miUINT8 = 2,
+  miINT16 = 3,
+  miUINT16 = 4,
+  miINT32 = 5,
+  miUINT32 = 6,
+  miSINGLE = 7,
+  miDOUBLE = 9,
+  miINT64 = 12,
+  miUINT64 = 13,
+  miMATRIX = 14,
+  miCOMPRESSED = 15,
+  miUTF8 = 16,
 };
 enum MxClass : uint32_t { mxCELL = 1, mxSTRUCT = 2, mxOBJECT = 3, mxCHAR = 4, mxSPARSE = 5 };
 
@@ -80,17 +91,38 @@ void append_as_double(std::string_view data, std::vector<double>& out) {
 std::vector<double> numbers_of(const Element& element, const std::string& file) {
   std::vector<double> out;
   switch (element.type) {
-    case miINT8: append_as_double<int8_t>(element.data, out); break;
-    case miUINT8: append_as_double<uint8_t>(element.data, out); break;
-    case miINT16: append_as_double<int16_t>(element.data, out); break;
-    case miUINT16: append_as_double<uint16_t>(element.data, out); break;
-    case miINT32: append_as_double<int32_t>(element.data, out); break;
-    case miUINT32: append_as_double<uint32_t>(element.data, out); break;
-    case miSINGLE: append_as_double<float>(element.data, out); break;
-    case miDOUBLE: append_as_double<double>(element.data, out); break;
-    case miINT64: append_as_double<int64_t>(element.data, out); break;
-    case miUINT64: append_as_double<uint64_t>(element.data, out); break;
-    default: throw DataError(file + ": unsupported MAT data type " + std::to_string(element.type));
+    case miINT8:
+      append_as_double<int8_t>(element.data, out);
+      break;
+    case miUINT8:
+      append_as_double<uint8_t>(element.data, out);
+      break;
+    case miINT16:
+      append_as_double<int16_t>(element.data, out);
+      break;
+    case miUINT16:
+      append_as_double<uint16_t>(element.data, out);
+      break;
+    case miINT32:
+      append_as_double<int32_t>(element.data, out);
+      break;
+    case miUINT32:
+      append_as_double<uint32_t>(element.data, out);
+      break;
+    case miSINGLE:
+      append_as_double<float>(element.data, out);
+      break;
+    case miDOUBLE:
+      append_as_double<double>(element.data, out);
+      break;
+    case miINT64:
+      append_as_double<int64_t>(element.data, out);
+      break;
+    case miUINT64:
+      append_as_double<uint64_t>(element.data, out);
+      break;
+    default:
+      throw DataError(file + ": unsupported MAT data type " + std::to_string(element.type));
   }
   return out;
 }
@@ -110,8 +142,8 @@ std::string inflate(std::string_view compressed, const std::string& file) {
     out.append(buffer, sizeof(buffer) - stream.avail_out);
   } while (code == Z_OK);
   inflateEnd(&stream);
-  OML_CHECK(code == Z_STREAM_END, DataError, file, ": a compressed MAT variable cannot be decompressed (zlib code ",
-            code, ")");
+  OML_CHECK(code == Z_STREAM_END, DataError, file,
+            ": a compressed MAT variable cannot be decompressed (zlib code ", code, ")");
   return out;
 }
 
@@ -132,7 +164,8 @@ MatValue parse_matrix(std::string_view content, const std::string& file, std::st
     value.kind = MatValue::Kind::structure;
     const auto name_length = static_cast<std::size_t>(numbers_of(reader.next(), file).at(0));
     const Element names = reader.next();
-    OML_CHECK(name_length > 0 && names.data.size() % name_length == 0, DataError, file, ": corrupt MAT field names");
+    OML_CHECK(name_length > 0 && names.data.size() % name_length == 0, DataError, file,
+              ": corrupt MAT field names");
     for (std::size_t i = 0; i < names.data.size(); i += name_length) {
       const std::string_view raw = names.data.substr(i, name_length);
       value.field_names.emplace_back(raw.substr(0, raw.find('\0')));
@@ -163,7 +196,10 @@ MatValue parse_matrix(std::string_view content, const std::string& file, std::st
     value.numbers = numbers_of(reader.next(), file);
   } else {
     throw DataError(file + ": MAT array class " + std::to_string(cls) +
-                    (cls == mxSPARSE ? " (sparse)" : cls == mxOBJECT ? " (object)" : "") + " is not supported");
+                    (cls == mxSPARSE   ? " (sparse)"
+                     : cls == mxOBJECT ? " (object)"
+                                       : "") +
+                    " is not supported");
   }
   return value;
 }
@@ -199,7 +235,8 @@ std::map<std::string, MatValue> read_mat_file(const std::filesystem::path& path)
   buffer << in.rdbuf();
   const std::string bytes = buffer.str();
   OML_CHECK(bytes.size() >= 128, DataError, file, " is too short to be a MAT file");
-  OML_CHECK(bytes.compare(0, 10, "MATLAB 5.0") == 0 && bytes[126] == 'I' && bytes[127] == 'M', DataError, file,
+  OML_CHECK(bytes.compare(0, 10, "MATLAB 5.0") == 0 && bytes[126] == 'I' && bytes[127] == 'M', DataError,
+            file,
             " is not a little-endian MATLAB 5 MAT file (MATLAB 7.3 / HDF5 files are not supported: save with "
             "-v7)");
   std::map<std::string, MatValue> variables;

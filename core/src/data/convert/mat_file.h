@@ -16,12 +16,12 @@ struct MatValue {
   enum class Kind { numeric, text, structure, cell, empty };
   Kind kind = Kind::empty;
   std::vector<int64_t> dims;
-  std::vector<double> numbers;             ///< numeric: column-major values (real part)
-  std::string text;                        ///< text: the characters (UTF-16 code units < 256 kept as bytes)
-  std::vector<std::string> field_names;    ///< structure
-  std::vector<MatValue> elements;          ///< structure: element-major, field-minor; cell: elements
+  std::vector<double> numbers;           ///< numeric: column-major values (real part)
+  std::string text;                      ///< text: the characters (UTF-16 code units < 256 kept as bytes)
+  std::vector<std::string> field_names;  ///< structure
+  std::vector<MatValue> elements;        ///< structure: element-major, field-minor; cell: elements
 
-  int64_t count() const;                   ///< number of elements (product of dims)
+  int64_t count() const;  ///< number of elements (product of dims)
   /// Field `name` of struct element `i`; throws DataError naming `file` when absent.
   const MatValue& field(int64_t i, const std::string& name, const std::string& file) const;
   /// The single number of a 1x1 numeric value; throws DataError naming `what` otherwise.

@@ -31,8 +31,8 @@ BBox checked_box(const fs::path& file, const TextLine& line, double x1, double y
   const BBox box{static_cast<int64_t>(std::lround(x1)), static_cast<int64_t>(std::lround(x2)),
                  static_cast<int64_t>(std::lround(y1)), static_cast<int64_t>(std::lround(y2))};
   OML_CHECK(box.x1 >= 0 && box.y1 >= 0 && box.x1 < box.x2 && box.y1 < box.y2, DataError, file.string(), ":",
-            line.line, ": the bounding box (x_1=", box.x1, ", x_2=", box.x2, ", y_1=", box.y1, ", y_2=", box.y2,
-            ") is empty or negative");
+            line.line, ": the bounding box (x_1=", box.x1, ", x_2=", box.x2, ", y_1=", box.y1,
+            ", y_2=", box.y2, ") is empty or negative");
   return box;
 }
 
@@ -71,7 +71,8 @@ ConvertReport convert_cub(const ConvertOptions& options) {
     row.path = "images/" + line.tokens[1];
     row.train = row.label <= 100;
     row.is_query = row.is_gallery = !row.train;
-    const double x = token_double(boxes_file, box->second, 1, "x"), y = token_double(boxes_file, box->second, 2, "y");
+    const double x = token_double(boxes_file, box->second, 1, "x"),
+                 y = token_double(boxes_file, box->second, 2, "y");
     const double w = token_double(boxes_file, box->second, 3, "width"),
                  h = token_double(boxes_file, box->second, 4, "height");
     row.bbox = checked_box(boxes_file, box->second, x, y, x + w, y + h);
@@ -221,8 +222,8 @@ ConvertReport convert_inshop(const ConvertOptions& options) {
     Row row;
     row.label = token_int(partition, id_line, 0, "item_id");
     row.path = line.tokens[0];
-    OML_CHECK(status == "train" || status == "query" || status == "gallery", DataError, partition.string(), ":",
-              line.line, ": evaluation_status '", status, "', expected train, query or gallery");
+    OML_CHECK(status == "train" || status == "query" || status == "gallery", DataError, partition.string(),
+              ":", line.line, ": evaluation_status '", status, "', expected train, query or gallery");
     row.train = status == "train";
     row.is_query = status == "query";
     row.is_gallery = status == "gallery";
@@ -231,8 +232,9 @@ ConvertReport convert_inshop(const ConvertOptions& options) {
     const auto box = boxes.find(row.path);
     if (box != boxes.end()) {
       const TextLine& b = box->second;
-      row.bbox = checked_box(boxes_file, b, token_double(boxes_file, b, 3, "x_1"), token_double(boxes_file, b, 4, "y_1"),
-                             token_double(boxes_file, b, 5, "x_2"), token_double(boxes_file, b, 6, "y_2"));
+      row.bbox = checked_box(boxes_file, b, token_double(boxes_file, b, 3, "x_1"),
+                             token_double(boxes_file, b, 4, "y_1"), token_double(boxes_file, b, 5, "x_2"),
+                             token_double(boxes_file, b, 6, "y_2"));
     }
     rows.push_back(std::move(row));
   }

@@ -20,9 +20,9 @@
 namespace oml::metrics::detail {
 
 struct PairStatisticsOptions {
-  int64_t bins = 1 << 18;             ///< histogram bins per pass
-  int64_t collect_cap = 1 << 23;      ///< most negative distances collected in the exact pass
-  int64_t positive_cap = 1 << 25;     ///< most positive distances kept in memory
+  int64_t bins = 1 << 18;          ///< histogram bins per pass
+  int64_t collect_cap = 1 << 23;   ///< most negative distances collected in the exact pass
+  int64_t positive_cap = 1 << 25;  ///< most positive distances kept in memory
   /// Most negative distances pass 1 collects around the quantiles (0: no windows, histogram
   /// passes only). With all negatives under the cap, pass 1 alone is exact.
   int64_t window_cap = 1 << 25;
@@ -53,7 +53,8 @@ class PairStatistics {
  private:
   struct Impl;
   std::vector<double> histogram_thresholds(const retrieval::BlockShape& shape);
-  std::vector<double> count_positives(const retrieval::BlockShape& shape, const std::vector<double>& thresholds);
+  std::vector<double> count_positives(const retrieval::BlockShape& shape,
+                                      const std::vector<double>& thresholds);
   std::unique_ptr<Impl> impl_;
   int64_t num_positive_ = 0;
   int64_t num_negative_ = 0;
