@@ -18,6 +18,15 @@
 
 namespace oml::pipelines {
 
+EmbedOptions embed_options(const config::RunConfig& config, int64_t batch_size, const std::string& label) {
+  EmbedOptions options;
+  options.batch_size = batch_size;
+  options.num_workers = config.num_workers;
+  options.seed = config.seed;
+  options.label = label;
+  return options;
+}
+
 at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<const data::Dataset>& dataset,
                          const RunContext& context, const EmbedOptions& options) {
   const int64_t n = dataset->size();

@@ -28,6 +28,9 @@ struct EmbedOptions {
   std::string label = "embedding";  ///< progress bar label
 };
 
+/// The config's workers and seed with `batch_size`, labelled `label` in progress bars.
+EmbedOptions embed_options(const config::RunConfig& config, int64_t batch_size, const std::string& label);
+
 /// [N, D] float32 on the CPU, row i = dataset item i. Collective under DDP.
 at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<const data::Dataset>& dataset,
                          const RunContext& context, const EmbedOptions& options);

@@ -137,12 +137,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     auto extractor = build_extractor_with_weights(cfg, ctx);
     auto transform = build_transform(cfg, cfg.transforms_val, "transforms_val");
     auto dataset = std::make_shared<data::ImageDataset>(split, transform);
-    EmbedOptions options;
-    options.batch_size = cfg.bs_val;
-    options.num_workers = cfg.num_workers;
-    options.seed = cfg.seed;
-    options.label = "validation";
-    embeddings = embed_dataset(*extractor, dataset, ctx, options);
+    embeddings = embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
   }
 
   if (ctx.is_main()) {
@@ -183,12 +178,8 @@ int predict_extractor(const cli::Invocation& /*invocation*/, const config::RunCo
     dataset = std::make_shared<data::ImageDataset>(all_rows_in_file_order(dataframe), transform);
   }
   auto extractor = build_extractor_with_weights(cfg, ctx);
-  EmbedOptions options;
-  options.batch_size = cfg.batch_size_inference;
-  options.num_workers = cfg.num_workers;
-  options.seed = cfg.seed;
-  options.label = "prediction";
-  const at::Tensor embeddings = embed_dataset(*extractor, dataset, ctx, options);
+  const at::Tensor embeddings =
+      embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.batch_size_inference, "prediction"));
 
   if (ctx.is_main()) {
     const fs::path dir = cfg.save_dir;

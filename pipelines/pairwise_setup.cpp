@@ -59,10 +59,7 @@ at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContex
   request.dataset =
       std::make_shared<data::ImageDataset>(split, build_transform(config, slot, "transforms_extraction"));
   request.split_name = split_name;
-  request.embed.batch_size = config.batch_size_inference;
-  request.embed.num_workers = config.num_workers;
-  request.embed.seed = config.seed;
-  request.embed.label = "embedding " + split_name;
+  request.embed = embed_options(config, config.batch_size_inference, "embedding " + split_name);
   return cached_embeddings(request, context);
 }
 

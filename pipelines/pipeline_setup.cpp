@@ -7,9 +7,12 @@
 #include "oml/data/dataframe.h"
 #include "oml/data/sampler.h"
 #include "oml/data/transform.h"
+#include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/io/state_dict.h"
 #include "oml/models/extractor.h"
+#include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
+#include "oml/samplers/builtin_samplers.h"
 #include "run_context.h"
 #include "run_dir.h"
 
@@ -66,6 +69,54 @@ data::SamplerContext sampler_context_for(const config::RunConfig& config, const 
   context.default_batch_size = config.bs_train;
   context.source = "the train split of " + dataframe.file();
   return context;
+}
+
+data::Dataframe read_training_dataframe(const config::RunConfig& config) {
+  data::Dataframe dataframe = read_run_dataframe(config, /*require_paths=*/true);
+  if (dataframe.train().empty()) {
+    throw DataError(dataframe.file() + ": has no rows with split 'train'; training needs some");
+  }
+  return dataframe;
+}
+
+std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
+                                                         const data::Dataframe& dataframe,
+                                                         const RunContext& context) {
+  std::shared_ptr<const data::Sampler> sampler =
+      samplers::build_sampler(config.sampler, sampler_context_for(config, dataframe));
+  return ddp::wrap_for_world(sampler, ddp::sampler_options(config.ddp), context.rank(), context.world_size(),
+                             config.seed);
+}
+
+std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig& config,
+                                                         const torch::nn::Module& model,
+                                                         const torch::nn::Module* loss) {
+  optim::OptimizerContext context;
+  for (const auto& p : model.parameters()) context.model_parameters.push_back(p);
+  if (loss) {
+    for (const auto& p : loss->parameters()) context.loss_parameters.push_back(p);
+  }
+  return registries().optimizers.create(require_component(config, config.optimizer, "optimizer"), context);
+}
+
+models::BackboneFreezing backbone_freezing(const config::RunConfig& config,
+                                           const models::Extractor& extractor) {
+  models::BackboneFreezing freezing = extractor.requested_freezing();
+  if (config.freeze_n_epochs == 0) return freezing;
+  const config::Node key = config.source["freeze_n_epochs"];
+  if (!extractor.freezable()) {
+    key.fail(
+        "freezing needs an extractor with a separate backbone: use extractor_with_mlp (its backbone is "
+        "frozen during the first freeze_n_epochs epochs), not '" +
+        config.extractor->name + "'");
+  }
+  if (freezing.epochs > 0 && freezing.epochs != config.freeze_n_epochs) {
+    key.fail("freeze_n_epochs: " + std::to_string(config.freeze_n_epochs) +
+             " here, but the extractor's args say " + "freeze_n_epochs: " + std::to_string(freezing.epochs) +
+             "; keep one of them");
+  }
+  freezing.epochs = config.freeze_n_epochs;
+  return freezing;
 }
 
 std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config) {

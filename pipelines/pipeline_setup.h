@@ -11,12 +11,20 @@
 
 namespace oml::data {
 class Dataframe;
+class Sampler;
 class Transform;
 struct SamplerContext;
 }  // namespace oml::data
 namespace oml::models {
 class Extractor;
+struct BackboneFreezing;
 }  // namespace oml::models
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace oml::pipelines {
 
@@ -36,6 +44,27 @@ std::shared_ptr<const data::Transform> build_transform(const config::RunConfig& 
 
 /// Labels (0..L-1), categories, seed and bs_train of the train split, for the sampler.
 data::SamplerContext sampler_context_for(const config::RunConfig& config, const data::Dataframe& dataframe);
+
+/// The train split of the config's dataframe (DataError when it has no train rows).
+data::Dataframe read_training_dataframe(const config::RunConfig& config);
+
+/// The config's sampler over the train split, wrapped by the DDP plugin for this rank.
+std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
+                                                         const data::Dataframe& dataframe,
+                                                         const RunContext& context);
+
+/// The config's optimizer over `model`'s parameters and (with their own learning rate, when the
+/// optimizer's args give one) `loss`'s (null: a loss without parameters).
+std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig& config,
+                                                         const torch::nn::Module& model,
+                                                         const torch::nn::Module* loss);
+
+/// Which epochs `extractor`'s backbone is frozen in: the top-level `freeze_n_epochs` merged with
+/// what the extractor's own args ask for (extractor_with_mlp's `freeze_n_epochs`,
+/// `train_backbone: false`). ConfigError when the two give different epoch counts, or when
+/// freezing is asked of an extractor without a separate backbone.
+models::BackboneFreezing backbone_freezing(const config::RunConfig& config,
+                                           const models::Extractor& extractor);
 
 /// The config's extractor (with its `weights:` loaded by the factory).
 std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config);

@@ -8,7 +8,7 @@ build_dir=${OML_BUILD_DIR:-$root/build}
 bin=$build_dir/pipelines
 
 bash "$root/scripts/setup.sh"
-bash "$root/scripts/build.sh"
+bash "$root/scripts/build.sh" --commands
 
 cd "$root"
 data=data/fashion_mnist

@@ -24,8 +24,10 @@ int main(int argc, char** argv) {
     const oml::config::Document document = inv.load_document();
     const oml::config::RunConfig config = inv.load_config(document);
     if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
-    if (config.pipeline == "pairwise") return oml::pipelines::train_pairwise(inv, document, config);
-    return oml::pipelines::train_extractor(inv, document, config);
+    oml::pipelines::TrainRequest request;
+    if (inv.vars.count("resume")) request.resume_from = inv.vars["resume"].as<std::string>();
+    if (config.pipeline == "pairwise") return oml::pipelines::train_pairwise(document, config, request);
+    return oml::pipelines::train_extractor(document, config, request);
   };
   return oml::cli::run_command(argc, argv, spec);
 }

@@ -82,8 +82,13 @@ TEST_CASE("A backbone frozen for the first epochs gets no gradient and keeps its
   ExtractorWithMLPOptions o;
   o.freeze_n_epochs = 1;
   ExtractorWithMLP model(ConvNet(small).ptr(), o);
+  REQUIRE(model->freezable());
+  const BackboneFreezing freezing = model->requested_freezing();
+  CHECK(freezing.epochs == 1);
+  CHECK_FALSE(freezing.whole_run);
+  CHECK(model->backbone_frozen());  // frozen from construction: epoch 0 asks for it
   model->train();
-  model->on_epoch_start(0);
+  model->set_backbone_frozen(freezing.frozen_in(0));
   CHECK(model->backbone_frozen());
   CHECK_FALSE(model->backbone().is_training());
   const auto stats_before = oml::io::state_dict(model->backbone()).at("stages.0.1.running_mean").clone();
@@ -91,11 +96,30 @@ TEST_CASE("A backbone frozen for the first epochs gets no gradient and keeps its
   CHECK_FALSE(model->backbone().parameters()[0].grad().defined());
   CHECK(oml::test::max_abs_diff(oml::io::state_dict(model->backbone()).at("stages.0.1.running_mean"),
                                 stats_before) == 0);
-  model->on_epoch_start(1);
+  model->set_backbone_frozen(freezing.frozen_in(1));
   CHECK_FALSE(model->backbone_frozen());
   CHECK(model->backbone().is_training());
   model->forward(torch::randn({4, 3, 8, 8})).sum().backward();
   CHECK(model->backbone().parameters()[0].grad().defined());
+}
+
+TEST_CASE("train_backbone: false asks for a backbone frozen in every epoch; other extractors cannot freeze",
+          "[models]") {
+  ConvNetOptions small;
+  small.channels = {4};
+  ExtractorWithMLPOptions o;
+  o.train_backbone = false;
+  ExtractorWithMLP model(ConvNet(small).ptr(), o);
+  const BackboneFreezing freezing = model->requested_freezing();
+  CHECK(freezing.whole_run);
+  CHECK(freezing.frozen_in(0));
+  CHECK(freezing.frozen_in(1000));
+  CHECK(model->backbone_frozen());
+
+  ConvNet plain(small);
+  CHECK_FALSE(plain->freezable());
+  CHECK_FALSE(plain->requested_freezing().any());
+  CHECK_THROWS_AS(plain->set_backbone_frozen(true), oml::InternalError);
 }
 
 TEST_CASE("Bad extractor configs name the key and what was expected", "[models][config]") {

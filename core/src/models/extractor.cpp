@@ -2,7 +2,15 @@
 
 #include <torch/torch.h>
 
+#include "oml/common/error.h"
+
 namespace oml::models {
+
+void Extractor::set_backbone_frozen(bool /*frozen*/) {
+  // Pipelines check freezable() first (and reject freezing configs for other extractors with a
+  // ConfigError), so reaching this is a bug in the caller.
+  throw InternalError("set_backbone_frozen called on an extractor without a separate backbone");
+}
 
 torch::Tensor normalise_detached(const torch::Tensor& features) {
   return features / features.norm(2, /*dim=*/1, /*keepdim=*/true).detach();

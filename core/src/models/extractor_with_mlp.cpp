@@ -28,7 +28,7 @@ ExtractorWithMLPImpl::ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone,
   }
   register_module("projection", projection_);
   if (!options_.weights.empty()) io::load_weights(*this, options_.weights);
-  set_backbone_frozen(!options_.train_backbone || options_.freeze_n_epochs > 0);
+  set_backbone_frozen(requested_freezing().frozen_in(0));
 }
 
 torch::Tensor ExtractorWithMLPImpl::forward(torch::Tensor images) {
@@ -45,9 +45,8 @@ torch::Tensor ExtractorWithMLPImpl::forward(torch::Tensor images) {
 
 int64_t ExtractorWithMLPImpl::feat_dim() const { return options_.mlp_features.back(); }
 
-void ExtractorWithMLPImpl::on_epoch_start(int64_t epoch) {
-  backbone_->on_epoch_start(epoch);
-  set_backbone_frozen(!options_.train_backbone || epoch < options_.freeze_n_epochs);
+BackboneFreezing ExtractorWithMLPImpl::requested_freezing() const {
+  return BackboneFreezing{options_.freeze_n_epochs, !options_.train_backbone};
 }
 
 void ExtractorWithMLPImpl::set_backbone_frozen(bool frozen) {

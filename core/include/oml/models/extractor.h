@@ -7,19 +7,36 @@
 
 namespace oml::models {
 
+/// Which epochs a backbone is frozen in: the first `epochs` ones, or every one (`whole_run`).
+struct BackboneFreezing {
+  int64_t epochs = 0;
+  bool whole_run = false;
+
+  bool frozen_in(int64_t epoch) const { return whole_run || epoch < epochs; }
+  bool any() const { return whole_run || epochs > 0; }
+};
+
 /// Contract for every extractor (built-in or plugin):
 /// - `forward(images)` takes float images [B, C, H, W] and returns embeddings [B, feat_dim()];
 ///   it must work for B = 1 and in both train() and eval() mode.
 /// - `feat_dim()` is fixed at construction; pipelines size losses (e.g. ArcFace) from it.
 /// - Parameters and buffers are registered under stable names: checkpoints store them by name,
 ///   so renaming one breaks loading of old checkpoints.
-/// - `on_epoch_start(epoch)` is called by training pipelines before each epoch (0-based); models
-///   that freeze parts of themselves for the first epochs do it there. Default: nothing.
+/// - Freezing: an extractor with a separate backbone (one that can be trained or held fixed
+///   while the rest trains) says so with `freezable()`, implements `set_backbone_frozen()` and
+///   reports the freezing its own args ask for with `requested_freezing()`. The training
+///   pipeline owns the schedule (it merges these args with the top-level `freeze_n_epochs`) and
+///   calls `set_backbone_frozen()` at the start of every epoch, after `train()`; the model owns
+///   the state: a frozen backbone gets no gradient and stays in eval mode until unfrozen.
 class Extractor : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor images) = 0;
   virtual int64_t feat_dim() const = 0;
-  virtual void on_epoch_start(int64_t epoch) {}
+
+  virtual bool freezable() const { return false; }
+  /// Only called when freezable(); the default throws InternalError.
+  virtual void set_backbone_frozen(bool frozen);
+  virtual BackboneFreezing requested_freezing() const { return {}; }
 };
 
 /// Divides each row by its L2 norm, treating the norm as a constant for autograd (OML's

@@ -24,17 +24,20 @@ struct ExtractorWithMLPOptions {
 
 /// Names: `extractor.*` (the backbone's own names) and `projection.<i>.*`.
 /// A frozen backbone has requires_grad = false and stays in eval mode (its BatchNorm statistics
-/// do not move) even when the model is put in train mode.
+/// do not move) even when the model is put in train mode. The model starts frozen when its args
+/// ask for freezing in epoch 0; during training the pipeline sets the state every epoch.
 class ExtractorWithMLPImpl : public Extractor {
  public:
   ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone, ExtractorWithMLPOptions options = {});
 
   torch::Tensor forward(torch::Tensor images) override;
   int64_t feat_dim() const override;
-  void on_epoch_start(int64_t epoch) override;
   void train(bool on = true) override;
 
-  void set_backbone_frozen(bool frozen);
+  bool freezable() const override { return true; }
+  void set_backbone_frozen(bool frozen) override;
+  /// `train_backbone: false` -> every epoch; otherwise the first `freeze_n_epochs`.
+  BackboneFreezing requested_freezing() const override;
   bool backbone_frozen() const { return frozen_; }
   Extractor& backbone() { return *backbone_; }
 

@@ -1,0 +1,336 @@
+#include "trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "embedding.h"
+#include "oml/common/logging.h"
+#include "oml/common/strings.h"
+#include "oml/config/document.h"
+#include "oml/data/dataset.h"
+#include "oml/data/loader.h"
+#include "oml/data/sampler.h"
+#include "oml/distributed/gradient_sync.h"
+#include "oml/distributed/process_group.h"
+#include "oml/io/checkpoint.h"
+#include "oml/io/state_dict.h"
+#include "oml/losses/criterion.h"
+#include "oml/metrics/embedding_metrics.h"
+#include "oml/optim/resume.h"
+#include "oml/optim/scheduler.h"
+#include "oml/registry/registries.h"
+#include "progress.h"
+#include "run_context.h"
+#include "run_dir.h"
+#include "run_recorder.h"
+
+namespace oml::pipelines {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// max_steps, or max_epochs x steps per epoch when smaller or unset.
+int64_t total_training_steps(const config::RunConfig& config, int64_t steps_per_epoch) {
+  const int64_t all_epochs = steps_per_epoch * config.max_epochs;
+  return config.max_steps ? std::min(*config.max_steps, all_epochs) : all_epochs;
+}
+
+/// The config's scheduler over `optimizer` (null when none is configured).
+std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
+                                                  torch::optim::Optimizer& optimizer,
+                                                  int64_t steps_per_epoch) {
+  if (!config.scheduling.scheduler) return nullptr;
+  const bool per_step = config.scheduling.scheduler_interval == "step";
+  optim::SchedulerContext context;
+  context.optimizer = &optimizer;
+  context.total_steps = (per_step ? total_training_steps(config, steps_per_epoch) : config.max_epochs) /
+                        config.scheduling.scheduler_frequency;
+  return registries().schedulers.create(*config.scheduling.scheduler, context);
+}
+
+/// Every parameter of `module` as (prefix + name, tensor), trainable or not (a frozen backbone
+/// is unfrozen later), for gradient synchronisation.
+distributed::NamedTensors named_parameters(const torch::nn::Module& module, const std::string& prefix) {
+  distributed::NamedTensors out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    out.emplace_back(prefix + item.key(), item.value());
+  return out;
+}
+
+distributed::GradientSyncOptions gradient_sync_options(const config::RunConfig& config) {
+  distributed::GradientSyncOptions options;
+  options.bucket_mb = config.ddp.bucket_mb;
+  options.check_params_every = config.ddp.check_params_every;
+  return options;
+}
+
+data::LoaderOptions training_loader_options(const config::RunConfig& config, int64_t epoch) {
+  data::LoaderOptions options;
+  options.num_workers = static_cast<int>(config.num_workers);
+  options.seed = static_cast<uint64_t>(config.seed);
+  options.epoch = epoch;
+  return options;
+}
+
+/// `samples` over the time since `since`, which is reset to now.
+double samples_per_second(int64_t samples, std::chrono::steady_clock::time_point& since) {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - since).count();
+  since = now;
+  return seconds > 0 ? static_cast<double>(samples) / seconds : 0.0;
+}
+
+/// "loss 0.2130 lr 1.00e-03 850 img/s" for progress bars.
+std::string step_status(double loss, double lr, double samples_per_s) {
+  char status[96];
+  std::snprintf(status, sizeof(status), "loss %.4f lr %.2e %.0f img/s", loss, lr, samples_per_s);
+  return status;
+}
+
+bool improves(const std::optional<double>& best, double value, bool maximise) {
+  if (!std::isfinite(value)) return false;
+  if (!best) return true;
+  return maximise ? value > *best : value < *best;
+}
+
+std::string best_key(const config::RunConfig& config) { return "best/" + config.metric_for_checkpointing; }
+
+}  // namespace
+
+Trainer::Trainer(const config::Document& document, const config::RunConfig& config, const RunContext& context,
+                 TrainingParts parts, TrainerOptions options)
+    : config_(config),
+      context_(context),
+      parts_(std::move(parts)),
+      options_(std::move(options)),
+      resolved_yaml_(document.dump()) {
+  OML_ASSERT(parts_.model && parts_.optimizer && parts_.sampler,
+             "a trainer needs a model, an optimizer and a sampler");
+  steps_per_epoch_ = data::batches_per_epoch(*parts_.sampler);
+  scheduler_ = build_scheduler(config_, *parts_.optimizer, steps_per_epoch_);
+
+  // Config mistakes surface before anything is written or trained.
+  if (options_.has_validation) check_checkpoint_metric(config_, options_.metric_keys);
+  if (scheduler_ && scheduler_->requires_metric()) {
+    if (!options_.has_validation) {
+      config_.scheduling.scheduler->node.fail(
+          "this scheduler monitors a validation metric, but the dataframe has no validation rows");
+    }
+    check_monitor_metric(config_, options_.metric_keys);
+  }
+
+  if (!options_.resume_from.empty()) restore(options_.resume_from);
+  step_ = start_.step;
+
+  paths_ = prepare_run_directory(config_, context_, options_.resume_from);
+  if (context_.is_main()) {
+    RunDir(paths_.root.parent_path(), paths_.root.filename().string()).write_config(resolved_yaml_);
+    log::info("run directory: " + paths_.root.string());
+  }
+  recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, options_.has_validation);
+
+  // Gradient synchronisation (a no-op in a single process); every rank starts from rank 0's
+  // parameters and buffers, as PyTorch's DDP does at construction.
+  distributed::NamedTensors synced = named_parameters(*parts_.model, parts_.model_name + ".");
+  if (parts_.criterion) {
+    for (auto& p : named_parameters(*parts_.criterion, "criterion.")) synced.push_back(std::move(p));
+  }
+  gradient_sync_ = std::make_unique<distributed::GradientSync>(context_.group, std::move(synced),
+                                                               gradient_sync_options(config_));
+  for (const auto& b : parts_.model->named_buffers(/*recurse=*/true))
+    buffers_.emplace_back(parts_.model_name + "." + b.key(), b.value());
+  gradient_sync_->broadcast_from_rank0(buffers_);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::restore(const std::string& path) {
+  const io::Checkpoint resumed = io::load_checkpoint(path);
+  if (!resumed.resume) {
+    throw DataError("checkpoint '" + path +
+                    "' has no resume state (it was not written by oml-train); "
+                    "resume from a run's checkpoints/last.ckpt");
+  }
+  io::load_state_dict(*parts_.model, resumed.state_dict, path);
+  if (parts_.criterion)
+    io::load_state_dict(*parts_.criterion, resumed.resume->criterion, path + " (criterion)");
+  optim::load_optimizer_state(*parts_.optimizer, resumed.resume->optimizer);
+  if (scheduler_) scheduler_->load_state(resumed.resume->scheduler);
+  optim::load_rng_state(resumed.resume->rng);
+  start_ = {resumed.resume->sampler_epoch, resumed.resume->sampler_batch, resumed.step};
+  // last.ckpt carries the best value so far, so a resumed run keeps selecting correctly.
+  if (auto it = resumed.metrics.find(best_key(config_)); it != resumed.metrics.end()) best_ = it->second;
+  log::info("resuming from " + path + " at epoch " + std::to_string(start_.epoch) + ", batch " +
+            std::to_string(start_.batch) + " (step " + std::to_string(start_.step) + ")");
+}
+
+bool Trainer::reached_max_steps() const { return config_.max_steps && step_ >= *config_.max_steps; }
+
+void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const TrainingHooks& hooks) {
+  OML_ASSERT(hooks.step, "a trainer needs a step function");
+  OML_ASSERT(!options_.has_validation || (hooks.validate && hooks.validation_split),
+             "a run with validation rows needs a validate hook and its split");
+  const int64_t world = context_.world_size();
+  bool stop = false;
+  // A run resumed from a checkpoint written at max_steps has nothing left to do.
+  for (int64_t epoch = start_.epoch; epoch < config_.max_epochs && !stop && !reached_max_steps(); ++epoch) {
+    parts_.model->train();
+    if (parts_.criterion) parts_.criterion->train();
+    if (hooks.on_epoch_start) hooks.on_epoch_start(epoch);
+
+    const int64_t first_batch = epoch == start_.epoch ? start_.batch : 0;
+    data::Loader loader(train_inputs, data::remaining_batches(*parts_.sampler, {epoch, first_batch}),
+                        training_loader_options(config_, epoch));
+    Progress progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.max_epochs),
+                      steps_per_epoch_ - first_batch, "step");
+    int64_t batches_done = first_batch;
+    auto step_start = std::chrono::steady_clock::now();
+    while (auto batch = loader.next()) {
+      std::map<std::string, double> logs;
+      const double mean_loss = run_step(*batch, hooks, epoch, logs);
+      ++batches_done;
+
+      const double lr = parts_.optimizer->param_groups().at(0).options().get_lr();
+      const double samples_per_s = samples_per_second(batch->indices.size(0) * world, step_start);
+      if (context_.is_main()) {
+        nlohmann::json record{{"loss", mean_loss}, {"samples_per_s", samples_per_s}};
+        for (const auto& kv : logs) record[kv.first] = kv.second;
+        record["epoch"] = epoch;
+        record["step"] = step_;
+        record["lr"] = lr;
+        recorder_->train_step(record);
+      }
+      progress.advance(1, step_status(mean_loss, lr, samples_per_s));
+      if (reached_max_steps()) {
+        stop = true;
+        break;
+      }
+    }
+    progress.finish();
+
+    // BatchNorm statistics are updated locally on each rank; as PyTorch's DDP does
+    // (broadcast_buffers), rank 0's buffers are the model's, so every rank validates and
+    // checkpoints the same model that a single process would load from best.ckpt.
+    if (world > 1) distributed::broadcast_from_rank0(*context_.group, buffers_);
+    end_epoch(epoch, batches_done, stop, hooks);
+  }
+  finish();
+}
+
+double Trainer::run_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
+                         std::map<std::string, double>& logs) {
+  // Mixed precision belongs here: an autocast guard around this forward only, never around
+  // backward or the optimizer.
+  losses::LossOutput out = hooks.step(batch);
+  const double mean_loss = mean_finite_loss(out.loss, epoch);
+
+  parts_.optimizer->zero_grad();
+  out.loss.backward();  // the only backward() of training; GradientSync's hooks all-reduce buckets
+  gradient_sync_->finish();
+  parts_.optimizer->step();
+  ++step_;
+  const auto& scheduling = config_.scheduling;
+  if (scheduler_ && scheduling.scheduler_interval == "step" && step_ % scheduling.scheduler_frequency == 0) {
+    scheduler_->step();
+  }
+  logs = std::move(out.logs);
+  return mean_loss;
+}
+
+double Trainer::mean_finite_loss(const at::Tensor& loss, int64_t epoch) const {
+  // Every rank learns the global mean loss (for the log) and whether any rank diverged.
+  at::Tensor value = loss.detach().to(torch::kCPU).to(torch::kDouble).reshape({1});
+  context_.group->all_reduce(value);
+  const double mean = value.item<double>() / static_cast<double>(context_.world_size());
+  if (std::isfinite(mean)) return mean;
+  const std::string where = "epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step_ + 1);
+  const fs::path last = paths_.checkpoints / "last.ckpt";
+  throw RuntimeError("the loss became " + std::string(std::isnan(mean) ? "NaN" : "infinite") + " at " +
+                     where + "; training stopped before applying that step. " +
+                     (fs::exists(last) ? "The last good checkpoint is " + last.string()
+                                       : std::string("No checkpoint was written yet")) +
+                     "; lower the learning rate or check the data");
+}
+
+void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& next,
+                              const std::map<std::string, double>& metrics) const {
+  if (!context_.is_main()) return;
+  io::Checkpoint checkpoint;
+  checkpoint.state_dict = io::state_dict(*parts_.model);
+  checkpoint.config = resolved_yaml_;
+  checkpoint.epoch = next.epoch;
+  checkpoint.step = next.step;
+  checkpoint.metrics = metrics;
+  io::ResumeState resume;
+  resume.optimizer = optim::save_optimizer_state(*parts_.optimizer);
+  resume.scheduler = scheduler_
+                         ? scheduler_->state()
+                         : c10::IValue(c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+  if (parts_.criterion) resume.criterion = io::state_dict(*parts_.criterion);
+  resume.sampler_epoch = next.epoch;
+  resume.sampler_batch = next.batch;
+  resume.rng = optim::save_rng_state();
+  checkpoint.resume = std::move(resume);
+  io::save_checkpoint(paths_.checkpoints / name, checkpoint);
+}
+
+void Trainer::end_epoch(int64_t epoch, int64_t batches_done, bool stopping, const TrainingHooks& hooks) {
+  const bool epoch_done = batches_done >= steps_per_epoch_;
+  const TrainingPosition next{epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : batches_done, step_};
+  const auto& scheduling = config_.scheduling;
+  const bool per_step = scheduling.scheduler_interval == "step";
+
+  const bool last_epoch = epoch + 1 == config_.max_epochs || stopping;
+  if (options_.has_validation && ((epoch + 1) % config_.valid_period == 0 || last_epoch)) {
+    const metrics::EmbeddingMetricsResult computed = hooks.validate();
+    // Metrics are computed once (rank 0); every rank needs them to agree on "best".
+    const std::string json = context_.is_main() ? nlohmann::json(computed.metrics).dump() : std::string();
+    last_metrics_ = nlohmann::json::parse(context_.from_rank0(json)).get<std::map<std::string, double>>();
+    const std::string& key = config_.metric_for_checkpointing;
+    if (!last_metrics_.count(key)) {
+      std::vector<std::string> keys;
+      for (const auto& kv : last_metrics_) keys.push_back(kv.first);
+      config_.source["metric_for_checkpointing"].fail("'" + key +
+                                                      "' is not among the computed metrics: " + join(keys));
+    }
+    recorder_->validation(epoch, step_, computed, *hooks.validation_split);
+    if (context_.is_main())
+      print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
+    if (scheduler_ && !per_step && scheduler_->requires_metric()) {
+      // reduce_on_plateau steps with the monitored value at validation epochs.
+      scheduler_->step(last_metrics_.at(scheduling.monitor_metric));
+    }
+    const double value = last_metrics_.at(key);
+    if (improves(best_, value, config_.mode_for_checkpointing == "max")) {
+      best_ = value;
+      best_metrics_ = last_metrics_;
+      save_checkpoint("best.ckpt", next, last_metrics_);
+    }
+  }
+  if (scheduler_ && !per_step && !scheduler_->requires_metric() &&
+      (epoch + 1) % scheduling.scheduler_frequency == 0) {
+    scheduler_->step();
+  }
+  std::map<std::string, double> carried = last_metrics_;
+  if (best_) carried[best_key(config_)] = *best_;
+  save_checkpoint("last.ckpt", next, carried);
+  context_.group->barrier();
+}
+
+void Trainer::finish() {
+  recorder_->finish();
+  if (!context_.is_main()) return;
+  if (!best_metrics_.empty()) {
+    print_metrics_table(best_metrics_, "best checkpoint (" + config_.metric_for_checkpointing +
+                                           "): " + (paths_.checkpoints / "best.ckpt").string());
+  }
+  log::info("training finished after " + std::to_string(step_) + " steps; run directory " +
+            paths_.root.string());
+  log::info("run report: " + (paths_.root / "report.html").string());
+}
+
+}  // namespace oml::pipelines

@@ -1,0 +1,168 @@
+#pragma once
+// The one training loop of oml-train. A pipeline (extractor, pairwise) builds its parts — the
+// model, the loss, the optimizer, the sampler, the training inputs — and a step function that
+// turns a batch into a loss; the Trainer does everything else, in the order DDP correctness
+// depends on, for every pipeline alike:
+//
+//   for each epoch from the resume position:
+//     model.train(); hooks.on_epoch_start(epoch)            // e.g. (un)freezing a backbone
+//     for each remaining batch of the sampler's epoch:
+//       loss = hooks.step(batch)                            // the pipeline's forward
+//       mean loss over the ranks; stop on NaN/Inf naming the step (before the step is applied)
+//       zero_grad; backward; gradient sync; optimizer step; per-step scheduler
+//       log (train.jsonl, logger, progress with throughput); stop at max_steps
+//     broadcast BatchNorm buffers from rank 0
+//     validate when due (hooks.validate), best.ckpt on improvement, last.ckpt always,
+//     per-epoch schedulers, barrier
+//
+// What neighbouring features add has one place each:
+//   - a forward under autocast (mixed precision): around `hooks.step` in Trainer::run_step;
+//   - gradient communication (compression, overlap): the GradientSync the Trainer owns;
+//   - where a run resumes (also on another number of ranks): TrainingPosition, restored in the
+//     constructor and written into every checkpoint by save_checkpoint.
+// docs/training.md describes the loop for users and for authors of new pipelines.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oml/config/run_config.h"
+#include "pipeline_setup.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+namespace oml::config {
+class Document;
+}  // namespace oml::config
+namespace oml::optim {
+class Scheduler;
+}  // namespace oml::optim
+namespace oml::data {
+class Dataset;
+class Sampler;
+struct LoadedBatch;
+struct DataSplit;
+}  // namespace oml::data
+namespace oml::losses {
+struct LossOutput;
+}  // namespace oml::losses
+namespace oml::metrics {
+struct EmbeddingMetricsResult;
+}  // namespace oml::metrics
+namespace oml::distributed {
+class GradientSync;
+}  // namespace oml::distributed
+
+namespace oml::pipelines {
+
+struct RunContext;
+class RunRecorder;
+
+/// What a pipeline trains. Checkpoints hold `model`'s state dict (what oml-validate and
+/// oml-predict load); resume state holds the criterion, optimizer, scheduler and RNG.
+struct TrainingParts {
+  torch::nn::Module* model = nullptr;
+  /// Prefix of the model's parameters in gradient-sync error messages ("extractor.").
+  std::string model_name;
+  torch::nn::Module* criterion = nullptr;  ///< loss parameters (ArcFace weights); may be null
+  torch::optim::Optimizer* optimizer = nullptr;
+  /// The train split's sampler, already wrapped for this rank (build_train_sampler).
+  std::shared_ptr<const data::Sampler> sampler;
+};
+
+/// How this run starts; filled by the command, not read from the command line by the Trainer.
+struct TrainerOptions {
+  /// A checkpoint of an earlier run to continue (`oml-train --resume`); empty: a new run.
+  std::string resume_from;
+  /// Whether the dataframe has validation rows; without them nothing is validated and
+  /// best.ckpt is never written.
+  bool has_validation = false;
+  /// The OVERALL metric keys validation will produce: metric_for_checkpointing and a
+  /// scheduler's monitor_metric are checked against them before anything runs.
+  std::vector<std::string> metric_keys;
+};
+
+/// Where training stands: the sampler's epoch and the batches of it already consumed, and the
+/// number of optimizer steps taken. Checkpoints store the position to continue from.
+struct TrainingPosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  int64_t step = 0;
+};
+
+/// The pipeline's share of the loop.
+struct TrainingHooks {
+  /// Forward of one batch (on the loader's device-independent tensors): the loss to minimise
+  /// and numbers to log with it. Required.
+  std::function<losses::LossOutput(const data::LoadedBatch&)> step;
+  /// Called at the start of every epoch, after the model and criterion are put in train mode.
+  std::function<void(int64_t epoch)> on_epoch_start;
+  /// Validation of the current model: runs on every rank (collective), returns the result on
+  /// rank 0 (other ranks may return anything). Required when the run has validation rows.
+  std::function<metrics::EmbeddingMetricsResult()> validate;
+  /// The rows `validate` evaluates (for the worst-query grids); required with `validate`.
+  const data::DataSplit* validation_split = nullptr;
+};
+
+class Trainer {
+ public:
+  /// Checks the checkpoint and monitor metrics, builds the scheduler, restores the resumed
+  /// checkpoint into `parts` (model, criterion, optimizer, scheduler, RNG), creates the run
+  /// directory with its config.yaml (rank 0) and opens the run's logs, sets up gradient
+  /// synchronisation and makes every rank start from rank 0's parameters and buffers.
+  /// Collective under DDP.
+  Trainer(const config::Document& document, const config::RunConfig& config, const RunContext& context,
+          TrainingParts parts, TrainerOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Where the run starts (after a resume: where the checkpoint left off).
+  const TrainingPosition& start() const { return start_; }
+  const RunPaths& paths() const { return paths_; }
+
+  /// Trains from start() to max_epochs / max_steps over `train_inputs` (indexed by the
+  /// sampler's batches), then writes the report and prints the best checkpoint's metrics.
+  void fit(std::shared_ptr<const data::Dataset> train_inputs, const TrainingHooks& hooks);
+
+ private:
+  /// One optimizer step on `batch`; returns the mean loss over the ranks.
+  double run_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
+                  std::map<std::string, double>& logs);
+  void end_epoch(int64_t epoch, int64_t batches_done, bool stopping, const TrainingHooks& hooks);
+  void finish();
+  bool reached_max_steps() const;
+  double mean_finite_loss(const at::Tensor& loss, int64_t epoch) const;
+  void save_checkpoint(const std::string& name, const TrainingPosition& next,
+                       const std::map<std::string, double>& metrics) const;
+  void restore(const std::string& checkpoint_path);
+
+  const config::RunConfig& config_;
+  const RunContext& context_;
+  TrainingParts parts_;
+  TrainerOptions options_;
+  std::string resolved_yaml_;
+  std::shared_ptr<optim::Scheduler> scheduler_;
+  int64_t steps_per_epoch_ = 0;
+  TrainingPosition start_;
+  int64_t step_ = 0;
+  RunPaths paths_;
+  std::unique_ptr<RunRecorder> recorder_;
+  std::unique_ptr<distributed::GradientSync> gradient_sync_;
+  std::vector<std::pair<std::string, at::Tensor>> buffers_;
+  std::optional<double> best_;
+  std::map<std::string, double> last_metrics_, best_metrics_;
+};
+
+}  // namespace oml::pipelines
