@@ -35,6 +35,11 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   // hours on large datasets: the extractor's weights, the postprocessor, the model, the
   // sampler, the optimizer and the checkpoint metric (the Trainer's constructor).
   require_trained_extractor(cfg);
+  if (cfg.freeze_n_epochs != 0) {
+    cfg.source["freeze_n_epochs"].fail(
+        "the pairwise pipeline keeps its extractor frozen throughout and trains only the pairwise "
+        "model; freeze_n_epochs applies to extractor training");
+  }
   if (has_validation) check_pairwise_postprocessor(cfg);
 
   auto model = build_pairwise_model(cfg, ctx);

@@ -125,6 +125,107 @@ TEST_CASE("max_steps stops training mid-epoch, validates and checkpoints where i
   CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").step == 4);
 }
 
+namespace {
+
+// Entries of `state` whose names start with `prefix` ("extractor." is extractor_with_mlp's
+// backbone, parameters and BatchNorm buffers alike).
+oml::io::StateDict entries(const oml::io::StateDict& state, const std::string& prefix) {
+  oml::io::StateDict out;
+  for (const auto& kv : state) {
+    if (kv.first.rfind(prefix, 0) == 0) out.emplace(kv);
+  }
+  return out;
+}
+
+// Without BatchNorm's running statistics: what the optimizer changes.
+oml::io::StateDict parameters_of(oml::io::StateDict state) {
+  for (auto it = state.begin(); it != state.end();) {
+    const bool statistic = it->first.find("running_") != std::string::npos ||
+                           it->first.find("num_batches_tracked") != std::string::npos;
+    it = statistic ? state.erase(it) : std::next(it);
+  }
+  return state;
+}
+
+bool bit_identical(const oml::io::StateDict& a, const oml::io::StateDict& b) {
+  if (a.size() != b.size() || a.empty()) return false;
+  for (const auto& kv : a) {
+    const auto it = b.find(kv.first);
+    if (it == b.end() || !torch::equal(kv.second, it->second)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("freeze_n_epochs keeps the backbone bit-identical and in eval mode, then trains it",
+          "[pipelines][integration]") {
+  TempDir dir;
+  const std::string mlp =
+      "{name: extractor_with_mlp, args: {extractor: {name: conv_net, args: {channels: [8, 16, "
+      "16], feat_dim: 16}}, mlp_features: [16]";  // closed by the caller: "}}"
+  // Runs an extractor_with_mlp over the subset; returns its last.ckpt's state dict.
+  auto train = [&](const std::string& name, const std::string& extra, const std::string& args) {
+    write_file(dir / (name + ".yaml"), train_config(dir / name, extra));
+    const auto r = run_oml("oml-train", "--config " + quote((dir / (name + ".yaml")).string()) + " " + args);
+    INFO(name << ": " << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return oml::io::load_checkpoint(dir / name / "run" / "checkpoints" / "last.ckpt").state_dict;
+  };
+  // A trained start, so that "unchanged" cannot be mistaken for "still at its initialisation".
+  const auto start = train("start", "", "--set 'extractor=" + mlp + "}}' --set max_epochs=1");
+  const fs::path weights = dir / "start" / "run" / "checkpoints" / "last.ckpt";
+  const std::string from_start = mlp + ", weights: " + weights.string();
+
+  SECTION("the top-level key") {
+    const auto one =
+        train("one", "freeze_n_epochs: 1\n", "--set 'extractor=" + from_start + "}}' --set max_epochs=1");
+    // Parameters and BatchNorm running statistics alike: a backbone in train mode would have
+    // updated its running mean and variance even without gradients.
+    CHECK(bit_identical(entries(one, "extractor."), entries(start, "extractor.")));
+    CHECK_FALSE(bit_identical(entries(one, "projection."), entries(start, "projection.")));
+
+    const auto two =
+        train("two", "freeze_n_epochs: 1\n", "--set 'extractor=" + from_start + "}}' --set max_epochs=2");
+    // After the frozen epoch the backbone's weights train: none of them keeps its start value.
+    const auto trained = parameters_of(entries(two, "extractor.")),
+               started = parameters_of(entries(start, "extractor."));
+    REQUIRE_FALSE(trained.empty());
+    for (const auto& kv : trained) CHECK_FALSE(torch::equal(kv.second, started.at(kv.first)));
+
+    // The extractor's own argument is the same schedule.
+    const auto by_args =
+        train("by_args", "", "--set 'extractor=" + from_start + ", freeze_n_epochs: 1}}' --set max_epochs=2");
+    CHECK(bit_identical(by_args, two));
+  }
+  SECTION("two ranks: frozen, then trained with averaged gradients") {
+    // check_params_every: 1 compares every parameter across the ranks after each step, so a
+    // backbone whose gradients stopped being averaged after unfreezing would fail the run.
+    const auto two_ranks =
+        train("ranks", "freeze_n_epochs: 1\nddp: {check_params_every: 1}\n",
+              "--nproc-per-node 2 --set 'extractor=" + from_start + "}}' --set max_epochs=2");
+    CHECK_FALSE(bit_identical(parameters_of(entries(two_ranks, "extractor.")),
+                              parameters_of(entries(start, "extractor."))));
+  }
+  SECTION("train_backbone: false freezes every epoch") {
+    const auto frozen = train(
+        "frozen", "", "--set 'extractor=" + from_start + ", train_backbone: false}}' --set max_epochs=2");
+    CHECK(bit_identical(entries(frozen, "extractor."), entries(start, "extractor.")));
+  }
+  SECTION("two different counts are a config error") {
+    write_file(dir / "c.yaml", train_config(dir / "c", "freeze_n_epochs: 1\n"));
+    const auto r = run_oml("oml-train", "--config " + quote((dir / "c.yaml").string()) +
+                                            " --set 'extractor=" + from_start + ", freeze_n_epochs: 2}}'");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("freeze_n_epochs"));
+    SECTION("and a model that cannot freeze is one too") {
+      const auto plain = run_oml("oml-train", "--config " + quote((dir / "c.yaml").string()));
+      CHECK(plain.exit_code == 2);
+      CHECK_THAT(plain.err, Contains("freeze_n_epochs") && Contains("conv_net"));
+    }
+  }
+}
+
 TEST_CASE("Resuming from last.ckpt continues exactly like an uninterrupted run", "[pipelines][integration]") {
   TempDir dir;
   write_file(dir / "full.yaml", train_config(dir / "full"));

@@ -28,7 +28,9 @@ ExtractorWithMLPImpl::ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone,
   }
   register_module("projection", projection_);
   if (!options_.weights.empty()) io::load_weights(*this, options_.weights);
-  set_backbone_frozen(requested_freezing().frozen_in(0));
+  // Starts unfrozen even when the args ask for freezing: the training loop applies the schedule
+  // at each epoch's start, after gradient synchronisation has hooked every parameter (a hook
+  // cannot be put on a tensor that does not require grad).
 }
 
 torch::Tensor ExtractorWithMLPImpl::forward(torch::Tensor images) {

@@ -24,8 +24,9 @@ struct ExtractorWithMLPOptions {
 
 /// Names: `extractor.*` (the backbone's own names) and `projection.<i>.*`.
 /// A frozen backbone has requires_grad = false and stays in eval mode (its BatchNorm statistics
-/// do not move) even when the model is put in train mode. The model starts frozen when its args
-/// ask for freezing in epoch 0; during training the pipeline sets the state every epoch.
+/// do not move) even when the model is put in train mode. The model starts unfrozen; its args
+/// only ask for freezing (requested_freezing), and the training loop sets the state at the
+/// start of every epoch.
 class ExtractorWithMLPImpl : public Extractor {
  public:
   ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone, ExtractorWithMLPOptions options = {});
