@@ -160,19 +160,4 @@ void check_monitor_metric(const config::RunConfig& config, const std::vector<std
   check_metric_key(node, config.scheduling.monitor_metric, overall_keys);
 }
 
-RunPaths prepare_run_directory(const config::RunConfig& config, const RunContext& context,
-                               const std::string& resumed_checkpoint) {
-  fs::path root;
-  if (!resumed_checkpoint.empty()) {
-    // A resumed run continues in the folder of its checkpoint: <run>/checkpoints/last.ckpt.
-    root = fs::absolute(resumed_checkpoint).parent_path().parent_path();
-  } else {
-    const std::string name = config.run_name.empty() ? default_run_name(config.postfix) : config.run_name;
-    root = fs::path(config.logs_root) / context.from_rank0(name);
-  }
-  RunPaths paths{root, root / "checkpoints"};
-  context.rank0_only([&] { RunDir(root.parent_path(), root.filename().string()); });
-  return paths;
-}
-
 }  // namespace oml::pipelines

@@ -80,14 +80,4 @@ void check_checkpoint_metric(const config::RunConfig& config, const std::vector<
 /// Same for scheduling.monitor_metric (required by schedulers that monitor a metric).
 void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);
 
-struct RunPaths {
-  std::filesystem::path root;         ///< logs_root / run_name
-  std::filesystem::path checkpoints;  ///< root / checkpoints
-};
-
-/// Rank 0 picks the run name (config's run_name, or timestamp + postfix; the resumed
-/// checkpoint's run when resuming) and creates the folders; every rank gets the same paths.
-RunPaths prepare_run_directory(const config::RunConfig& config, const RunContext& context,
-                               const std::string& resumed_checkpoint);
-
 }  // namespace oml::pipelines

@@ -4,29 +4,68 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace oml::pipelines {
 
-/// "2026-11-22_01-52-07" + ("_" + postfix when given).
+/// "2026-11-22_01-52-07.123_4242" (local time to the millisecond, then the process id) +
+/// ("_" + postfix when given): runs started in the same second get different names.
 std::string default_run_name(const std::string& postfix);
 
+/// The run directory of the checkpoint given to `--resume`: <run> for <run>/checkpoints/last.ckpt
+/// with the config.yaml oml-train wrote beside checkpoints/. UsageError for anything else — a
+/// checkpoint outside a run directory, or another checkpoint of a run (best.ckpt is an earlier
+/// state: resuming from it would roll the run back and overwrite its newer files); the message
+/// says how to start a new run from such a checkpoint's weights instead.
+std::filesystem::path resumed_run_directory(const std::filesystem::path& checkpoint);
+
+/// The keys whose values differ between two resolved configs, as "key: before -> after" lines
+/// (nested keys dotted: "optimizer.args.lr: 0.001 -> 0.01"; a key only one side has shows
+/// "(absent)"). For the warnings of a resumed run.
+std::vector<std::string> config_differences(const std::string& before_yaml, const std::string& after_yaml);
+
+/// The directory a training run writes into, owned by that run alone (docs/training.md#the-run-directory):
+/// - `create` makes logs_root/run_name and its checkpoints/ folder; an existing folder of that
+///   name is a ConfigError naming it (the check and the creation are one atomic mkdir, so two
+///   runs never share a directory);
+/// - `reopen` continues an existing run directory (a resumed run);
+/// - both take an exclusive lock (<run>/.lock, flock) held while the object lives: a second
+///   process opening the same run directory gets a UsageError naming the holder. The lock is
+///   the kernel's, so a killed process never leaves a stale one.
 class RunDir {
  public:
-  /// Creates logs_root/run_name and its checkpoints/ folder (existing ones are reused: a
-  /// resumed run appends to its logs).
-  RunDir(const std::filesystem::path& logs_root, const std::string& run_name);
+  static RunDir create(const std::filesystem::path& logs_root, const std::string& run_name);
+  static RunDir reopen(const std::filesystem::path& run_directory);
+  RunDir(RunDir&& other) noexcept;
+  RunDir& operator=(RunDir&& other) noexcept;
+  RunDir(const RunDir&) = delete;
+  RunDir& operator=(const RunDir&) = delete;
+  ~RunDir();
 
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path checkpoints() const { return path_ / "checkpoints"; }
 
-  /// Writes config.yaml atomically.
+  /// Writes config.yaml atomically (a new run).
   void write_config(const std::string& resolved_yaml) const;
+  /// A resumed run keeps the config.yaml it started with and writes the resolved config it is
+  /// resumed with beside it, as config.resume-<N>.yaml (the first free N); returns the config
+  /// the run started with.
+  std::string write_resume_config(const std::string& resolved_yaml) const;
+  /// Drops the lines of train.jsonl and metrics.jsonl recorded after optimizer step `step`
+  /// (what a killed run wrote after its last checkpoint), so that a resumed run continues the
+  /// logs without repeating steps. Each file is rewritten atomically.
+  void truncate_logs_after(int64_t step) const;
 
  private:
+  explicit RunDir(std::filesystem::path path);
+  void lock();
+
   std::filesystem::path path_;
+  int lock_fd_ = -1;
 };
 
 /// Appends one JSON object per line and flushes after each, so a killed run keeps every line

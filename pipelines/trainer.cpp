@@ -123,14 +123,13 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
     check_monitor_metric(config_, options_.metric_keys);
   }
 
-  if (!options_.resume_from.empty()) restore(options_.resume_from);
-  step_ = start_.step;
-
-  paths_ = prepare_run_directory(config_, context_, options_.resume_from);
-  if (context_.is_main()) {
-    RunDir(paths_.root.parent_path(), paths_.root.filename().string()).write_config(resolved_yaml_);
-    log::info("run directory: " + paths_.root.string());
+  fs::path resumed_run;
+  if (!options_.resume_from.empty()) {
+    resumed_run = resumed_run_directory(options_.resume_from);
+    restore(options_.resume_from);
   }
+  step_ = start_.step;
+  claim_run_directory(resumed_run);
   recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, options_.has_validation);
 
   // Gradient synchronisation (a no-op in a single process); every rank starts from rank 0's
@@ -148,6 +147,30 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
 
 Trainer::~Trainer() = default;
 
+void Trainer::claim_run_directory(const fs::path& resumed_run) {
+  std::string root;
+  if (context_.is_main()) {
+    if (resumed_run.empty()) {
+      const std::string name =
+          config_.run_name.empty() ? default_run_name(config_.postfix) : config_.run_name;
+      run_dir_.emplace(RunDir::create(config_.logs_root, name));
+      run_dir_->write_config(resolved_yaml_);
+    } else {
+      run_dir_.emplace(RunDir::reopen(resumed_run));
+      const std::string started_with = run_dir_->write_resume_config(resolved_yaml_);
+      for (const std::string& change : config_differences(started_with, resolved_yaml_)) {
+        log::warn("resumed with a config that differs from the run's config.yaml: " + change);
+      }
+      // What a killed run logged after its last checkpoint is trained again now.
+      run_dir_->truncate_logs_after(start_.step);
+    }
+    root = run_dir_->path().string();
+    log::info("run directory: " + root);
+  }
+  root = context_.from_rank0(root);
+  paths_ = {root, fs::path(root) / "checkpoints"};
+}
+
 void Trainer::restore(const std::string& path) {
   const io::Checkpoint resumed = io::load_checkpoint(path);
   if (!resumed.resume) {
@@ -162,7 +185,6 @@ void Trainer::restore(const std::string& path) {
   if (scheduler_) scheduler_->load_state(resumed.resume->scheduler);
   optim::load_rng_state(resumed.resume->rng);
   start_ = {resumed.resume->sampler_epoch, resumed.resume->sampler_batch, resumed.step};
-  // last.ckpt carries the best value so far, so a resumed run keeps selecting correctly.
   if (auto it = resumed.metrics.find(best_key(config_)); it != resumed.metrics.end()) best_ = it->second;
   log::info("resuming from " + path + " at epoch " + std::to_string(start_.epoch) + ", batch " +
             std::to_string(start_.batch) + " (step " + std::to_string(start_.step) + ")");
@@ -278,6 +300,13 @@ void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& n
   io::save_checkpoint(paths_.checkpoints / name, checkpoint);
 }
 
+std::map<std::string, double> Trainer::with_best(std::map<std::string, double> metrics) const {
+  // Every checkpoint carries the best value so far, so a run resumed from it keeps selecting
+  // best.ckpt correctly.
+  if (best_) metrics[best_key(config_)] = *best_;
+  return metrics;
+}
+
 void Trainer::end_epoch(int64_t epoch, int64_t batches_done, bool stopping, const TrainingHooks& hooks) {
   const bool epoch_done = batches_done >= steps_per_epoch_;
   const TrainingPosition next{epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : batches_done, step_};
@@ -308,16 +337,14 @@ void Trainer::end_epoch(int64_t epoch, int64_t batches_done, bool stopping, cons
     if (improves(best_, value, config_.mode_for_checkpointing == "max")) {
       best_ = value;
       best_metrics_ = last_metrics_;
-      save_checkpoint("best.ckpt", next, last_metrics_);
+      save_checkpoint("best.ckpt", next, with_best(last_metrics_));
     }
   }
   if (scheduler_ && !per_step && !scheduler_->requires_metric() &&
       (epoch + 1) % scheduling.scheduler_frequency == 0) {
     scheduler_->step();
   }
-  std::map<std::string, double> carried = last_metrics_;
-  if (best_) carried[best_key(config_)] = *best_;
-  save_checkpoint("last.ckpt", next, carried);
+  save_checkpoint("last.ckpt", next, with_best(last_metrics_));
   context_.group->barrier();
 }
 

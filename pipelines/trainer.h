@@ -23,6 +23,7 @@
 // docs/training.md describes the loop for users and for authors of new pipelines.
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,6 +33,7 @@
 
 #include "oml/config/run_config.h"
 #include "pipeline_setup.h"
+#include "run_dir.h"
 
 namespace at {
 class Tensor;
@@ -71,6 +73,12 @@ class RunRecorder;
 
 /// What a pipeline trains. Checkpoints hold `model`'s state dict (what oml-validate and
 /// oml-predict load); resume state holds the criterion, optimizer, scheduler and RNG.
+/// Where the run writes: logs_root/run_name (or the resumed run's directory) and its checkpoints.
+struct RunPaths {
+  std::filesystem::path root;
+  std::filesystem::path checkpoints;
+};
+
 struct TrainingParts {
   torch::nn::Module* model = nullptr;
   /// Prefix of the model's parameters in gradient-sync error messages ("extractor.").
@@ -147,6 +155,9 @@ class Trainer {
   void save_checkpoint(const std::string& name, const TrainingPosition& next,
                        const std::map<std::string, double>& metrics) const;
   void restore(const std::string& checkpoint_path);
+  /// Rank 0 creates (or, resuming, reopens) and locks the run directory; every rank learns its paths.
+  void claim_run_directory(const std::filesystem::path& resumed_run);
+  std::map<std::string, double> with_best(std::map<std::string, double> metrics) const;
 
   const config::RunConfig& config_;
   const RunContext& context_;
@@ -158,6 +169,7 @@ class Trainer {
   TrainingPosition start_;
   int64_t step_ = 0;
   RunPaths paths_;
+  std::optional<RunDir> run_dir_;  ///< rank 0: the run's directory, locked while training
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<distributed::GradientSync> gradient_sync_;
   std::vector<std::pair<std::string, at::Tensor>> buffers_;

@@ -1,0 +1,119 @@
+// A run directory belongs to one run: a new run never writes into an existing one, --resume
+// only continues a run in its own directory from its latest state, two processes never write
+// one directory, and a resumed run's logs hold every step once.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "integration/pipeline_fixtures.h"
+#include "oml/io/checkpoint.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using namespace oml::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+oml::test::CommandResult train(const fs::path& config, const std::string& args = "") {
+  return run_oml("oml-train", "--config " + quote(config.string()) + " " + args);
+}
+
+}  // namespace
+
+TEST_CASE("A run directory belongs to one run, and --resume continues only a run's last.ckpt",
+          "[pipelines][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", train_config(dir / "logs"));
+  const auto first = train(dir / "train.yaml", "--set max_epochs=1");
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  const fs::path run = dir / "logs" / "run";
+  const std::string best = read_file(run / "checkpoints" / "best.ckpt");
+  const std::string last = read_file(run / "checkpoints" / "last.ckpt");
+  const std::string log = read_file(run / "train.jsonl");
+  auto untouched = [&] {
+    CHECK(read_file(run / "checkpoints" / "best.ckpt") == best);
+    CHECK(read_file(run / "checkpoints" / "last.ckpt") == last);
+    CHECK(read_file(run / "train.jsonl") == log);
+  };
+
+  SECTION("every checkpoint carries the best value so far") {
+    const auto checkpoint = oml::io::load_checkpoint(run / "checkpoints" / "best.ckpt");
+    CHECK(checkpoint.metrics.count("best/OVERALL/cmc/1") == 1);
+  }
+  SECTION("the same run_name again is refused, naming the directory") {
+    const auto again = train(dir / "train.yaml");
+    CHECK(again.exit_code == 2);
+    CHECK_THAT(again.err, Contains(run.string()) && Contains("already exists") && Contains("--resume"));
+    untouched();
+  }
+  SECTION("a checkpoint outside a run directory is not resumed into its folders") {
+    // The user's own project folder: proj/ckpts/model.ckpt beside proj/config.yaml.
+    fs::create_directories(dir / "proj" / "ckpts");
+    fs::copy_file(run / "checkpoints" / "last.ckpt", dir / "proj" / "ckpts" / "model.ckpt");
+    write_file(dir / "proj" / "config.yaml", "mine: true\n");
+    const auto r =
+        train(dir / "train.yaml", "--resume " + quote((dir / "proj" / "ckpts" / "model.ckpt").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("not a checkpoint of an oml-train run directory") && Contains("weights"));
+    CHECK(read_file(dir / "proj" / "config.yaml") == "mine: true\n");
+    CHECK_FALSE(fs::exists(dir / "proj" / "metrics.jsonl"));
+    CHECK_FALSE(fs::exists(dir / "proj" / "train.jsonl"));
+  }
+  SECTION("best.ckpt is an earlier state: resuming from it is refused") {
+    const auto r =
+        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "best.ckpt").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("last.ckpt") && Contains("roll the run back"));
+    untouched();
+  }
+  SECTION("a second process cannot write a run directory in use") {
+    const int fd = ::open((run / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    const auto r =
+        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
+    ::close(fd);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("in use by another process"));
+    untouched();
+  }
+  SECTION("resuming keeps config.yaml, records the new config beside it and warns what changed") {
+    const std::string config_before = read_file(run / "config.yaml");
+    // What a run killed after its checkpoint had logged: two steps past it and a cut line.
+    {
+      std::ofstream out(run / "train.jsonl", std::ios::app);
+      out << "{\"epoch\": 1, \"step\": 4, \"loss\": 1.0}\n{\"epoch\": 1, \"step\": 5, \"loss\": 1.0}\n{\"epo";
+    }
+    const auto r =
+        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_file(run / "config.yaml") == config_before);
+    CHECK(fs::exists(run / "config.resume-1.yaml"));
+    CHECK_THAT(r.err, Contains("max_epochs: 1 -> 2"));
+    const auto steps = read_jsonl(run / "train.jsonl");
+    REQUIRE(steps.size() == 6);  // 2 epochs x 3 steps, each once
+    for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == static_cast<int>(i + 1));
+    CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);
+    CHECK_FALSE(fs::exists(run / ".lock"));  // released and removed at the end of the run
+  }
+}
+
+TEST_CASE("Runs started in the same second without a run_name get directories of their own",
+          "[pipelines][integration]") {
+  TempDir dir;
+  std::string config = train_config(dir / "logs", "max_steps: 1\n");
+  config.erase(config.find("run_name: run\n"), std::string("run_name: run\n").size());
+  write_file(dir / "train.yaml", config);
+  const std::string one = command_path("oml-train") + " --config " + quote((dir / "train.yaml").string());
+  const auto both =
+      run("(" + one + " >/dev/null 2>&1; echo a$?) & (" + one + " >/dev/null 2>&1; echo b$?) & wait");
+  CHECK_THAT(both.out, Contains("a0") && Contains("b0"));
+  std::size_t runs = 0;
+  for (const auto& entry : fs::directory_iterator(dir / "logs")) runs += entry.is_directory() ? 1 : 0;
+  CHECK(runs == 2);
+}
