@@ -1,7 +1,7 @@
 #pragma once
 // The parts the pairwise pipelines (train_pairwise, validate_pairwise) share: the frozen
 // extractor's cached embeddings, the pairwise model and what it reads (images or embeddings),
-// and validation as metrics before and after re-ranking (SPEC §6, §8).
+// and validation as metrics before and after re-ranking (docs/pairwise.md).
 
 #include <map>
 #include <memory>

@@ -1,5 +1,5 @@
 // oml-validate, pipeline: pairwise — the extractor's retrieval metrics before and after
-// re-ranking with a trained pairwise model (SPEC §8).
+// re-ranking with a trained pairwise model (docs/pairwise.md, docs/metrics.md#pairwise-re-ranking).
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>

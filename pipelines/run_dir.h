@@ -1,6 +1,6 @@
 #pragma once
-// The run directory of a training run (SPEC §9): logs_root/run_name holding the resolved
-// config.yaml, metrics.jsonl, train.jsonl and checkpoints/.
+// The run directory of a training run (docs/contracts.md#run-directory): logs_root/run_name
+// holding the resolved config.yaml, metrics.jsonl, train.jsonl and checkpoints/.
 
 #include <nlohmann/json_fwd.hpp>
 

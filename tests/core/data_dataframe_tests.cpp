@@ -1,4 +1,4 @@
-// The OML dataframe reader: every validation rule of SPEC §1, each failing with the file, the
+// The OML dataframe reader: every rule of docs/contracts.md#dataframe, each failing with the file, the
 // 1-based line, the column and the expected value.
 #include "oml/common/error.h"
 #include "oml/data/csv.h"

@@ -224,7 +224,7 @@ TEST_CASE("Surrogate precision approaches exact precision@k at low temperatures"
   const auto x = torch::randn({12, 4}, torch::kDouble);
   const auto labels = torch::tensor({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, torch::kLong);
   for (int64_t k : {1, 3, 5}) {
-    // Exact precision@k by sorting distances (self excluded), SPEC §4.
+    // Exact precision@k by sorting distances (self excluded), docs/metrics.md#metrics.
     const auto d = torch::cdist(x, x);
     double total = 0;
     for (int64_t i = 0; i < 12; ++i) {

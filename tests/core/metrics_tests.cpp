@@ -1,4 +1,4 @@
-// Retrieval metrics (SPEC.md §4): the reference values, fnmr@fmr, pcf, embedding metrics with
+// Retrieval metrics (docs/metrics.md): the reference values, fnmr@fmr, pcf, embedding metrics with
 // categories, sequences and empty results.
 #include <torch/torch.h>
 
@@ -18,9 +18,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// SPEC.md §4 reference: labels [0,0,0,0,1,1], every item query and gallery, 5 retrieved per
-// query, relevant positions [[0,1,3],[0,3,4],[1,2,4],[2,3,4],[0],[3]].
-metrics::QueryHits spec_reference_hits() {
+// docs/metrics.md#reference-values: labels [0,0,0,0,1,1], every item query and gallery, 5 retrieved
+// per query, relevant positions [[0,1,3],[0,3,4],[1,2,4],[2,3,4],[0],[3]].
+metrics::QueryHits reference_hits() {
   const std::vector<std::vector<int>> relevant{{0, 1, 3}, {0, 3, 4}, {1, 2, 4}, {2, 3, 4}, {0}, {3}};
   const std::vector<int64_t> n_gt{3, 3, 3, 3, 1, 1};
   metrics::QueryHits hits;
@@ -65,8 +65,8 @@ metrics::EmbeddingSet every_item_both(const torch::Tensor& embeddings, const std
 
 }  // namespace
 
-TEST_CASE("cmc, precision and map reproduce the SPEC reference values", "[metrics]") {
-  const auto hits = spec_reference_hits();
+TEST_CASE("cmc, precision and map reproduce the documented reference values", "[metrics]") {
+  const auto hits = reference_hits();
   check_values(metrics::cmc_at_k(hits, 1), {1, 1, 0, 0, 1, 0});
   check_values(metrics::precision_at_k(hits, 2), {1, .5, .5, 0, 1, 0});
   check_values(metrics::precision_at_k(hits, 3), {2. / 3, 1. / 3, 2. / 3, 1. / 3, 1, 0});
@@ -93,7 +93,7 @@ TEST_CASE("A top k larger than the retrieved list uses the list's length", "[met
   CHECK_THROWS_AS(metrics::cmc_at_k(hits, 0), ConfigError);
 }
 
-TEST_CASE("fnmr@fmr reproduces the SPEC example", "[metrics]") {
+TEST_CASE("fnmr@fmr reproduces the documented example", "[metrics]") {
   const std::vector<double> positive{0, 0, 1, 1, 2, 2, 5, 5, 9, 9};
   const std::vector<double> negative{3, 3, 4, 4, 6, 6, 7, 7, 8, 8};
   check_values(metrics::fnmr_at_fmr(positive, negative, {0.1, 0.5}), {0.4, 0.2});

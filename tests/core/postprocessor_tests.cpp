@@ -1,4 +1,5 @@
-// Postprocessors (SPEC.md §8): thresholding and pairwise re-ranking on hand-made results.
+// Postprocessors (docs/metrics.md#postprocessors-postprocessor): thresholding and pairwise re-ranking on
+// hand-made results.
 #include <map>
 
 #include "oml/common/error.h"

@@ -1,4 +1,4 @@
-// Chunked k-NN retrieval against a brute-force full-matrix ranking (SPEC.md §4).
+// Chunked k-NN retrieval against a brute-force full-matrix ranking (docs/metrics.md#retrieval).
 #include <torch/torch.h>
 
 #include <algorithm>

@@ -32,7 +32,7 @@ oml::test::CommandResult convert(const std::string& format, const fs::path& src,
                  format + " --src " + quote(src.string()) + " --dst " + quote(dst.string()) + " " + extra);
 }
 
-// Reads the output with every SPEC §1 check (files included) and decodes every image.
+// Reads the output with every docs/contracts.md#dataframe check (files included) and decodes every image.
 oml::data::Dataframe check_output(const fs::path& dst) {
   const auto df = oml::data::Dataframe::read(dst / "df.csv");
   for (const auto* split : {&df.train(), &df.validation()}) {

@@ -1,6 +1,6 @@
-// Validation under DDP (SPEC.md §5) as a user runs it: oml-validate on 3 ranks gives the same
-// metrics as on one process. 299 validation rows do not divide by 3, so the distributed
-// sampler pads and the Accumulator must drop the duplicates. (The 2-rank case, with
+// Validation under DDP (docs/ddp.md#validation-under-ddp) as a user runs it: oml-validate on 3
+// ranks gives the same metrics as on one process. 299 validation rows do not divide by 3, so the
+// distributed sampler pads and the Accumulator must drop the duplicates. (The 2-rank case, with
 // oml-predict, is in pipeline_tests.cpp.)
 #include <map>
 #include <string>

@@ -1,4 +1,5 @@
-// The DDP plugin's sampler wrapper (SPEC §3) and the oml-sampler report (SPEC §9).
+// The DDP plugin's sampler wrapper (docs/contracts.md#ddp-sampler-wrapper) and the oml-sampler report
+// (docs/contracts.md#sampler-report).
 #include <nlohmann/json.hpp>
 
 #include "oml/config/document.h"
@@ -30,7 +31,8 @@ std::vector<Item> interleave(const std::vector<std::vector<Item>>& per_rank) {
   return out;
 }
 
-// Checks SPEC §3 on any item type: `dealt` (interleaved ranks) against the wrapped epoch `base`.
+// Checks docs/contracts.md#ddp-sampler-wrapper on any item type: `dealt` (interleaved ranks) against
+// the wrapped epoch `base`.
 template <class Item>
 void check_dealt(const std::vector<Item>& base, const std::vector<Item>& dealt, int64_t world,
                  const DdpSamplerOptions& options) {

@@ -1,4 +1,4 @@
-// Built-in samplers (SPEC §2): property tests over many random label sets, determinism in
+// Built-in samplers (docs/samplers.md): property tests over many random label sets, determinism in
 // (seed, epoch), and the errors for bad arguments and bad data.
 #include <numeric>
 
@@ -246,7 +246,7 @@ TEST_CASE("Distinct category balance uses every label of a category before repea
         const auto batches = sampler.batches(trial);
         REQUIRE(static_cast<int64_t>(batches.size()) == epoch_size);
 
-        // Replays SPEC §2 on the output: per category, which labels are still unused.
+        // Replays the rule of docs/samplers.md on the output: per category, which labels are still unused.
         std::map<std::string, std::set<int64_t>> all_labels;
         for (int64_t l = 0; l < shape.n_labels; ++l) all_labels["c" + std::to_string(l % 4)].insert(l);
         auto unused = all_labels;

@@ -31,8 +31,8 @@ void check_k(int64_t k, const char* metric) {
   OML_CHECK(k > 0, ConfigError, "metric_args: ", metric, " top k must be a positive integer, got ", k);
 }
 
-// Applies `per_query(first hit pointer, k', n_gt)` to queries with R > 0 and the SPEC's fixed
-// values to queries with R = 0.
+// Applies `per_query(first hit pointer, k', n_gt)` to queries with R > 0; a query with R = 0
+// scores 1 without ground truth and 0 with it (docs/metrics.md#metrics).
 template <class Fn>
 std::vector<double> per_query(const QueryHits& hits, int64_t k, Fn&& fn) {
   std::vector<double> out(static_cast<std::size_t>(hits.num_queries()));

@@ -142,8 +142,9 @@ class PairwiseReranker final : public Postprocessor {
     return scores;
   }
 
-  // SPEC.md §8: a head whose largest score exceeds the first tail distance is rescaled by
-  // tail[0] / head[-1] and shifted down by a tiny epsilon, so the whole list stays ascending.
+  // docs/metrics.md#pairwise-re-ranking: a head whose largest score exceeds the first tail
+  // distance is rescaled by tail[0] / head[-1] and shifted down by a tiny epsilon, so the whole
+  // list stays ascending.
   static void keep_below_tail(std::vector<std::pair<double, int64_t>>& head, double tail_first) {
     if (head.empty() || head.back().first <= tail_first) return;
     constexpr double kEpsilon = 1e-6;
@@ -223,7 +224,7 @@ void register_builtin_postprocessors(Registries& registries) {
           throw ConfigError(
               where +
               "postprocessor 'pairwise_reranker' needs a pairwise model, but none is configured; "
-              "set `pairwise_model: {name: ..., args: ...}` (SPEC §8)");
+              "set `pairwise_model: {name: ..., args: ...}` (see docs/pairwise.md)");
         }
         return make_pairwise_reranker(options, context.pairwise_scores);
       },

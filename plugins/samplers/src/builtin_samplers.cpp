@@ -108,7 +108,7 @@ std::shared_ptr<data::Sampler> build_sampler(const std::optional<config::Compone
                                              const data::SamplerContext& context) {
   if (!spec) {
     IndexSamplerOptions options;
-    options.drop_last = true;  // SPEC §2: `sampler: null` is random with bs_train, drop_last
+    options.drop_last = true;  // `sampler: null` is random with bs_train, drop_last (docs/samplers.md)
     return std::make_shared<RandomSampler>(context, options);
   }
   const auto& samplers = registries().samplers;

@@ -1,5 +1,5 @@
 #pragma once
-// The one exception hierarchy of oml-cpp (DESIGN.md decision 8).
+// The one exception hierarchy of oml-cpp (exit codes: docs/contracts.md#exit-codes).
 //
 // Every error a user can cause or meet derives from oml::Error. Each command's main() catches
 // oml::Error once, prints `what()` and the context lines, and exits with `exit_code()`:

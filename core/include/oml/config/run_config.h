@@ -1,5 +1,5 @@
 #pragma once
-// The top-level config of every command, parsed once into typed structs (SPEC.md §10).
+// The top-level config of every command, parsed once into typed structs (docs/configuration.md).
 //
 // Components stay as ComponentSpec ({name, args}); each is built from its registry by the
 // pipeline that uses it, which reads its args into the component's own options struct.

@@ -1,7 +1,8 @@
 #pragma once
 // Dataset converters (`oml-convert`): public datasets in their official layouts -> the OML
-// format (an `images/` folder + `df.csv`, SPEC §1). Output is written next to `dst` and swapped
-// in with one rename, so an existing dataset is never half-overwritten.
+// format (an `images/` folder + `df.csv`, docs/contracts.md#dataframe). Output is written next to
+// `dst` and swapped in by renaming, so an existing dataset is never half-overwritten
+// (docs/contracts.md#crash-safe-files).
 
 #include <cstdint>
 #include <filesystem>

@@ -1,9 +1,9 @@
 #pragma once
-// The OML dataset dataframe (SPEC §1): a CSV file with one row per image.
+// The OML dataset dataframe (docs/contracts.md#dataframe): a CSV file with one row per image.
 //
 //   label,path,split,is_query,is_gallery[,category][,sequence][,x_1,x_2,y_1,y_2]
 //
-// `Dataframe::read` applies every validation rule of SPEC §1 and fails with a DataError that
+// `Dataframe::read` applies every rule of docs/contracts.md#dataframe and fails with a DataError that
 // names the file, the 1-based line, the column and the expected value. The result is split into
 // the `train` and `validation` parts in file order; either may be empty (a validation-only
 // dataframe for validation/prediction, a train-only one for training without validation).

@@ -1,5 +1,5 @@
 #pragma once
-// The loader (DESIGN.md decision 7): worker threads load and transform the items of the given
+// The loader (docs/data.md#datasets-and-the-loader): worker threads load and transform the items of the given
 // batches into a bounded queue; the consumer receives the batches in exactly the given order,
 // whatever the number of workers.
 //

@@ -45,8 +45,9 @@ class SamplerRng {
     return values;
   }
 
-  /// SPEC §2 smart_sample: k distinct elements when values.size() >= k; otherwise all of them
-  /// in random order followed by k - size elements drawn with replacement. `values` non-empty.
+  /// smart_sample (docs/contracts.md#sampler): k distinct elements when values.size() >= k;
+  /// otherwise all of them in random order followed by k - size elements drawn with replacement.
+  /// `values` non-empty.
   template <class T>
   std::vector<T> smart_sample(const std::vector<T>& values, std::size_t k) {
     if (values.size() >= k) return choose_distinct(values, k);

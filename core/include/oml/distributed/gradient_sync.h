@@ -1,5 +1,5 @@
 #pragma once
-// Data-parallel gradient averaging (the "DDP" of oml-cpp; DESIGN.md decision 5).
+// Data-parallel gradient averaging (the "DDP" of oml-cpp; docs/ddp.md#what-happens-in-a-run).
 //
 //   GradientSync sync(group, named_trainable_parameters(*model, "model."), {/*bucket_mb=*/25});
 //   sync.add_parameters(named_trainable_parameters(*criterion, "criterion."));  // ArcFace weights

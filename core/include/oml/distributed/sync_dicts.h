@@ -1,6 +1,6 @@
 #pragma once
-// Merging per-rank results on every rank (SPEC.md §5): sync_dicts and the validation
-// Accumulator.
+// Merging per-rank results on every rank (docs/ddp.md#validation-under-ddp): sync_dicts and the
+// validation Accumulator.
 //
 //   SyncDict mine{{"embeddings", emb}, {"indices", idx}, {"paths", std::vector<std::string>{...}}};
 //   SyncDict all = sync_dicts(group, mine);   // every rank gets rank 0's rows, then rank 1's, ...

@@ -1,5 +1,5 @@
 #pragma once
-// Files that survive crashes (DESIGN.md decision 9): content is written to a temporary file
+// Files that survive crashes (docs/contracts.md#crash-safe-files): content is written to a temporary file
 // next to the destination, flushed, and renamed over it. A killed process leaves either the
 // old file or the new one, never half of either.
 

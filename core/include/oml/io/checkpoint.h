@@ -1,7 +1,7 @@
 #pragma once
-// oml-cpp checkpoints (SPEC §9): a torch.save-compatible dict that Python opens with
-// `torch.load(path)` and whose `state_dict` loads into the matching PyTorch model with
-// strict=True:
+// oml-cpp checkpoints (docs/models.md#weights-out-checkpoints): a torch.save-compatible dict that
+// Python opens with `torch.load(path)` and whose `state_dict` loads into the matching PyTorch
+// model with strict=True:
 //
 //   {"format": "oml-cpp-checkpoint", "format_version": 1,
 //    "state_dict": {name: tensor}, "config": "<resolved YAML>", "epoch": int, "step": int,

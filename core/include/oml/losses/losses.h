@@ -1,5 +1,5 @@
 #pragma once
-// The built-in losses (SPEC §6).
+// The built-in losses (docs/models.md#losses-criterion).
 
 #include <memory>
 #include <optional>
@@ -66,7 +66,7 @@ struct SurrogatePrecisionOptions {
   int64_t chunk_size = 64;     ///< anchors processed together (memory chunk x B x B)
 };
 
-/// 1 - smoothed precision@k (SPEC §4's precision@k with ranks replaced by sigmoids):
+/// 1 - smoothed precision@k (docs/metrics.md#metrics's precision@k with ranks replaced by sigmoids):
 /// rank(i, j) = 1 + sum_{l != i, j} sigmoid((d(i,j) - d(i,l)) / t1), hit(i, j) = sigmoid((k + 1/2 -
 /// rank) / t2), precision_i = sum_{j positive} hit(i, j) / min(k, #positives of i); averaged over
 /// anchors with a positive. At low temperatures it equals 1 - exact precision@k. Memory stays

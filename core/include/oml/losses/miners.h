@@ -1,6 +1,6 @@
 #pragma once
-// The built-in miners (SPEC §6). All work in O(B^2) memory (plus their output); none builds a
-// B x B x B tensor.
+// The built-in miners (docs/models.md#miners-criterionargsminer). All work in O(B^2) memory (plus
+// their output); none builds a B x B x B tensor.
 
 #include <deque>
 #include <memory>

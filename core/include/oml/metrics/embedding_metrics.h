@@ -1,5 +1,5 @@
 #pragma once
-// Validation metrics on embeddings (SPEC.md §4): retrieval in bounded memory, an optional
+// Validation metrics on embeddings (docs/metrics.md): retrieval in bounded memory, an optional
 // postprocessor, then cmc / precision / map per query, fnmr@fmr over all pairs and pcf, as a
 // flat map "OVERALL/cmc/1", "<category>/precision/5", "OVERALL/fnmr@fmr/0.01", ...
 //

@@ -1,5 +1,5 @@
 #pragma once
-// fnmr@fmr (SPEC.md §4): the threshold T is the quantile of the negative-pair distances at
+// fnmr@fmr (docs/metrics.md#fnmrfmr): the threshold T is the quantile of the negative-pair distances at
 // fmr, with linear interpolation exactly as numpy.quantile / torch.quantile (method "linear");
 // fnmr is the fraction of positive-pair distances >= T.
 //

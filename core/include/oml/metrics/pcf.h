@@ -1,5 +1,5 @@
 #pragma once
-// pcf@v (SPEC.md §4): with the PCA explained-variance ratios of the embeddings (descending),
+// pcf@v (docs/metrics.md#pcfv): with the PCA explained-variance ratios of the embeddings (descending),
 // the smallest number of components whose cumulative ratio exceeds v, divided by the
 // embedding dimension. Computed from the D x D covariance (accumulated in double precision in
 // row chunks), so memory does not grow with the number of embeddings.

@@ -1,5 +1,5 @@
 #pragma once
-// Per-query retrieval metrics exactly as SPEC.md §4 defines them. Every function returns one
+// Per-query retrieval metrics exactly as docs/metrics.md#metrics defines them. Every function returns one
 // value per query; averaging (overall or per category) is the caller's choice.
 //
 // With R = items retrieved for a query, k' = min(k, R) and g_i = 1 when the i-th item is

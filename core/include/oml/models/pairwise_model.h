@@ -1,5 +1,6 @@
 #pragma once
-// Pairwise models: score a pair of items (embeddings or images) for re-ranking (SPEC §7, §8).
+// Pairwise models: score a pair of items (embeddings or images) for re-ranking
+// (docs/models.md#pairwise-models-pairwise_model, docs/metrics.md#pairwise-re-ranking).
 
 #include <torch/nn/modules/container/sequential.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Learning-rate schedulers with saveable state (SPEC §10 `scheduling`).
+// Learning-rate schedulers with saveable state (`scheduling`; docs/models.md#schedulers-schedulingscheduler).
 
 #include <ATen/core/ivalue.h>
 

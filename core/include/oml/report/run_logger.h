@@ -1,6 +1,6 @@
 #pragma once
 // Where a run's numbers and pictures go besides train.jsonl / metrics.jsonl: the `logger:`
-// component of the config (SPEC.md §10). Built-in: `tensorboard` (the default) writes TensorBoard
+// component of the config (docs/reports.md). Built-in: `tensorboard` (the default) writes TensorBoard
 // event files into the run directory; `none` (or `logger: null`) records nothing.
 //
 //   auto logger = report::make_run_logger(cfg.logger, {run_dir, ctx.is_main()});

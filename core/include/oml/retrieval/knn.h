@@ -1,5 +1,5 @@
 #pragma once
-// Exact k-nearest-neighbour retrieval in bounded memory (SPEC.md §4, DESIGN.md decision 6).
+// Exact k-nearest-neighbour retrieval in bounded memory (docs/metrics.md#bounded-memory-and-exactness).
 //
 //   retrieval::ItemSet queries{emb_q, labels_q, ids_q}, gallery{emb_g, labels_g, ids_g};
 //   auto results = retrieval::retrieve_knn(queries, gallery, {/*top_k=*/5});

@@ -1,7 +1,7 @@
 #pragma once
-// Postprocessors rewrite retrieval results before metrics are computed (SPEC.md §8):
-// `constant_thresholding`, `adaptive_thresholding` and `pairwise_reranker` are built in;
-// plugins register more in `registries().postprocessors`.
+// Postprocessors rewrite retrieval results before metrics are computed
+// (docs/metrics.md#postprocessors-postprocessor): `constant_thresholding`, `adaptive_thresholding`
+// and `pairwise_reranker` are built in; plugins register more in `registries().postprocessors`.
 
 #include <cstdint>
 #include <functional>
@@ -59,10 +59,11 @@ struct AdaptiveThresholdingOptions {
 };
 std::shared_ptr<Postprocessor> make_adaptive_thresholding(const AdaptiveThresholdingOptions& options);
 
-/// `pairwise_reranker` (SPEC.md §8) — re-scores the first min(top_n, R) items of every query
-/// with the pairwise model (in batches of batch_size pairs), re-sorts them ascending and keeps
-/// the tail; when the largest new head score exceeds the first tail distance, the head is
-/// rescaled by tail[0] / head[-1] and shifted down by a tiny epsilon so the list stays sorted.
+/// `pairwise_reranker` (docs/metrics.md#pairwise-re-ranking) — re-scores the first min(top_n, R)
+/// items of every query with the pairwise model (in batches of batch_size pairs), re-sorts them
+/// ascending and keeps the tail; when the largest new head score exceeds the first tail
+/// distance, the head is rescaled by tail[0] / head[-1] (shifted instead when tail[0] <= 0) and
+/// moved down by a tiny epsilon so the list stays sorted.
 struct PairwiseRerankerOptions {
   int64_t top_n = 5;
   int64_t batch_size = 128;

@@ -1,5 +1,5 @@
 #pragma once
-// The k nearest gallery items of every query (SPEC.md §4), stored ragged: query q owns the
+// The k nearest gallery items of every query (docs/metrics.md#retrieval), stored ragged: query q owns the
 // entries [offsets[q], offsets[q + 1]) of `retrieved` and `distances`. Lists are sorted by
 // ascending Euclidean distance; a postprocessor may shorten them (thresholding) or reorder
 // them (re-ranking), so their lengths differ between queries.
@@ -22,7 +22,7 @@ struct RetrievalResults {
 
   int64_t num_queries() const { return static_cast<int64_t>(offsets.size()) - 1; }
   int64_t num_gallery() const { return static_cast<int64_t>(gallery_ids.size()); }
-  /// Number of items retrieved for query q (R in SPEC.md §4).
+  /// Number of items retrieved for query q (R in docs/metrics.md#metrics).
   int64_t size(int64_t q) const { return offsets[q + 1] - offsets[q]; }
   int64_t begin(int64_t q) const { return offsets[q]; }
   int64_t end(int64_t q) const { return offsets[q + 1]; }

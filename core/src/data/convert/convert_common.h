@@ -71,8 +71,8 @@ class OutputFolder {
   /// staging / files[i].second, in parallel. A missing source is a DataError naming it.
   void copy_files(const std::vector<std::pair<fs::path, std::string>>& files) const;
 
-  /// Writes df.csv, checks it with the dataframe reader (every SPEC §1 rule), swaps the folder
-  /// into place and returns the summary.
+  /// Writes df.csv, checks it with the dataframe reader (every rule of
+  /// docs/contracts.md#dataframe), swaps the folder into place and returns the summary.
   ConvertReport commit(const std::vector<Row>& rows);
 
  private:

@@ -1,5 +1,6 @@
 #pragma once
-// The DDP plugin's sampler wrapper (SPEC §3): the share of one rank of any sampler's epoch.
+// The DDP plugin's sampler wrapper (docs/contracts.md#ddp-sampler-wrapper): the share of one rank of
+// any sampler's epoch.
 //
 //   auto sampler = samplers::build_sampler(config.sampler, context);
 //   auto mine = ddp::wrap_for_world(sampler, {config.ddp.shuffle_between_ranks,

@@ -1,5 +1,6 @@
 #pragma once
-// The report `oml-sampler` prints (SPEC §9): what every rank receives in every epoch.
+// The report `oml-sampler` prints (docs/contracts.md#sampler-report): what every rank receives in
+// every epoch.
 
 #include <nlohmann/json_fwd.hpp>
 

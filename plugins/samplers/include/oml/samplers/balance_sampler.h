@@ -1,5 +1,5 @@
 #pragma once
-// `balance`: P x K batches — P labels per batch, K items per label (SPEC §2).
+// `balance`: P x K batches — P labels per batch, K items per label (docs/samplers.md).
 
 #include <cstdint>
 #include <optional>

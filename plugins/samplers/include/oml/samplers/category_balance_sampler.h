@@ -1,5 +1,5 @@
 #pragma once
-// `category_balance`: C categories x P labels x K items per batch (SPEC §2).
+// `category_balance`: C categories x P labels x K items per batch (docs/samplers.md).
 
 #include <cstdint>
 

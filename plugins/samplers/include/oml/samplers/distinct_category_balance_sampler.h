@@ -1,6 +1,6 @@
 #pragma once
 // `distinct_category_balance`: C x P x K batches that use every label of a category before any
-// label of it repeats (SPEC §2).
+// label of it repeats (docs/samplers.md).
 
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 #pragma once
-// `sequential` and `random`: plain index samplers (SPEC §2). The loader cuts their epoch into
+// `sequential` and `random`: plain index samplers (docs/samplers.md). The loader cuts their epoch into
 // batches of `batch_size` (torch's BatchSampler semantics: ceil(n / bs) batches, or floor with
 // drop_last).
 
