@@ -29,14 +29,28 @@ RunRecorder::RunRecorder(const config::RunConfig& config, const RunContext& cont
   if (has_validation) metrics_log_.emplace(run_dir / "metrics.jsonl");
 }
 
+void RunRecorder::best_effort(const std::string& what, const std::function<void()>& work) {
+  try {
+    work();
+  } catch (const std::exception& e) {
+    // Once per kind: a full disk would otherwise repeat the same line every step.
+    if (warned_.insert(what).second) {
+      log::warn(what + " failed: " + e.what() +
+                "; training goes on (checkpoints, train.jsonl and metrics.jsonl are unaffected)");
+    }
+  }
+}
+
 void RunRecorder::train_step(const nlohmann::json& record) {
   if (!active_) return;
   train_log_->write(record);
   const int64_t step = record.value("step", int64_t{0});
-  for (const auto& item : record.items()) {
-    if (item.key() == "epoch" || item.key() == "step" || !item.value().is_number()) continue;
-    logger_->log_scalar("train/" + item.key(), item.value().get<double>(), step);
-  }
+  best_effort("the logger", [&] {
+    for (const auto& item : record.items()) {
+      if (item.key() == "epoch" || item.key() == "step" || !item.value().is_number()) continue;
+      logger_->log_scalar("train/" + item.key(), item.value().get<double>(), step);
+    }
+  });
 }
 
 void RunRecorder::validation(int64_t epoch, int64_t step, const metrics::EmbeddingMetricsResult& result,
@@ -44,8 +58,17 @@ void RunRecorder::validation(int64_t epoch, int64_t step, const metrics::Embeddi
   if (!active_) return;
   if (metrics_log_)
     metrics_log_->write(nlohmann::json{{"epoch", epoch}, {"step", step}, {"metrics", result.metrics}});
-  for (const auto& [key, value] : result.metrics) logger_->log_scalar(key, value, step);
-  if (log_images_) {
+  best_effort("the logger", [&] {
+    for (const auto& [key, value] : result.metrics) logger_->log_scalar(key, value, step);
+  });
+  if (log_images_)
+    best_effort("drawing the worst-query grids", [&] { record_grids(epoch, step, result, split); });
+  write_report();
+}
+
+void RunRecorder::record_grids(int64_t epoch, int64_t step, const metrics::EmbeddingMetricsResult& result,
+                               const data::DataSplit& split) {
+  {
     GridRequest request;
     request.worst = kWorstQueriesPerGrid;
     // The checkpoint metric's per-query values when it has them (cmc, precision, map), else all.
@@ -57,7 +80,6 @@ void RunRecorder::validation(int64_t epoch, int64_t step, const metrics::Embeddi
     save_grids(grids, report::grid_folder(run_dir_, epoch + 1));
     for (const auto& grid : grids) logger_->log_image("retrieval/" + grid.name, grid.image, step);
   }
-  write_report();
 }
 
 void RunRecorder::finish() {
@@ -66,12 +88,14 @@ void RunRecorder::finish() {
 }
 
 void RunRecorder::write_report() {
-  report::RunReportOptions options;
-  options.run_dir = run_dir_;
-  options.checkpoint_metric = checkpoint_metric_;
-  options.maximise = maximise_;
-  const fs::path path = report::write_run_report(options);
-  log::debug("report written to " + path.string());
+  best_effort("writing report.html", [&] {
+    report::RunReportOptions options;
+    options.run_dir = run_dir_;
+    options.checkpoint_metric = checkpoint_metric_;
+    options.maximise = maximise_;
+    const fs::path path = report::write_run_report(options);
+    log::debug("report written to " + path.string());
+  });
 }
 
 }  // namespace oml::pipelines

@@ -3,7 +3,9 @@
 // metrics.jsonl, the config's logger (TensorBoard by default: a scalar for every logged number),
 // the worst-query grids of each validation when `log_images: true` (PNG files under
 // images/epoch_NNN/ and logger images) and report.html, refreshed after each validation and at
-// the end. Only rank 0 records; on the other ranks every method returns at once.
+// the end. Only rank 0 records; on the other ranks every method returns at once. train.jsonl and
+// metrics.jsonl are the run's record: failing to write them ends the run. The logger, the grids
+// and the report are views of it: their failures are warnings and training goes on.
 //
 //   RunRecorder recorder(cfg, ctx, paths.root, has_validation);
 //   recorder.train_step(record);                      // {"epoch", "step", "loss", "lr", ...}
@@ -14,9 +16,12 @@
 // logger: report::make_run_logger(cfg.logger, {run_dir}, ctx.is_main()).
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "oml/config/run_config.h"
 #include "oml/metrics/embedding_metrics.h"
@@ -50,6 +55,10 @@ class RunRecorder {
 
  private:
   void write_report();
+  void record_grids(int64_t epoch, int64_t step, const metrics::EmbeddingMetricsResult& result,
+                    const data::DataSplit& split);
+  /// Runs `work`; a failure (full disk, unwritable file) is a warning, never the end of training.
+  void best_effort(const std::string& what, const std::function<void()>& work);
 
   bool active_;
   std::filesystem::path run_dir_;
@@ -59,6 +68,7 @@ class RunRecorder {
   std::shared_ptr<report::RunLogger> logger_;
   std::optional<JsonlWriter> train_log_;
   std::optional<JsonlWriter> metrics_log_;
+  std::set<std::string> warned_;
 };
 
 }  // namespace oml::pipelines

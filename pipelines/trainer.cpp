@@ -314,8 +314,10 @@ void Trainer::end_epoch(int64_t epoch, int64_t batches_done, bool stopping, cons
   const bool per_step = scheduling.scheduler_interval == "step";
 
   const bool last_epoch = epoch + 1 == config_.max_epochs || stopping;
+  std::optional<metrics::EmbeddingMetricsResult> validated;
   if (options_.has_validation && ((epoch + 1) % config_.valid_period == 0 || last_epoch)) {
-    const metrics::EmbeddingMetricsResult computed = hooks.validate();
+    validated = hooks.validate();
+    const metrics::EmbeddingMetricsResult& computed = *validated;
     // Metrics are computed once (rank 0); every rank needs them to agree on "best".
     const std::string json = context_.is_main() ? nlohmann::json(computed.metrics).dump() : std::string();
     last_metrics_ = nlohmann::json::parse(context_.from_rank0(json)).get<std::map<std::string, double>>();
@@ -326,7 +328,6 @@ void Trainer::end_epoch(int64_t epoch, int64_t batches_done, bool stopping, cons
       config_.source["metric_for_checkpointing"].fail("'" + key +
                                                       "' is not among the computed metrics: " + join(keys));
     }
-    recorder_->validation(epoch, step_, computed, *hooks.validation_split);
     if (context_.is_main())
       print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
     if (scheduler_ && !per_step && scheduler_->requires_metric()) {
@@ -345,6 +346,8 @@ void Trainer::end_epoch(int64_t epoch, int64_t batches_done, bool stopping, cons
     scheduler_->step();
   }
   save_checkpoint("last.ckpt", next, with_best(last_metrics_));
+  // Logs, logger, grids and report after the checkpoints: a failure there never costs them.
+  if (validated) recorder_->validation(epoch, step_, *validated, *hooks.validation_split);
   context_.group->barrier();
 }
 

@@ -117,3 +117,21 @@ TEST_CASE("Runs started in the same second without a run_name get directories of
   for (const auto& entry : fs::directory_iterator(dir / "logs")) runs += entry.is_directory() ? 1 : 0;
   CHECK(runs == 2);
 }
+
+TEST_CASE("A report that cannot be written is a warning: training goes on and checkpoints are written",
+          "[pipelines][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", train_config(dir / "logs"));
+  REQUIRE(train(dir / "train.yaml", "--set max_epochs=1").exit_code == 0);
+  const fs::path run = dir / "logs" / "run";
+  // report.html replaced by a folder: every write of the report fails.
+  fs::remove(run / "report.html");
+  fs::create_directory(run / "report.html");
+  const auto resumed =
+      train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.err, Contains("writing report.html failed") && Contains("training goes on"));
+  CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").step == 6);
+  CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);
+}
