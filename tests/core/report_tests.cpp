@@ -3,7 +3,9 @@
 // queries), SVG charts and the HTML report.
 #include <torch/torch.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <regex>
 
 #include "cli.h"
@@ -231,6 +233,44 @@ TEST_CASE("Charts pick round ticks and draw one polyline per series, and base64 
   CHECK(report::base64("f") == "Zg==");
   CHECK(report::base64("fo") == "Zm8=");
   CHECK(report::base64("foobar") == "Zm9vYmFy");
+}
+
+TEST_CASE("Ticks and charts end quickly and stay bounded for adversarial ranges", "[report]") {
+  // Metric values that differ by a few ulps once made the tick loop spin forever.
+  const double a = 0.34399999999999975, b = 0.3439999999999997;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::pair<double, double>> ranges = {{b, a},
+                                                   {0.344, 0.344},
+                                                   {1.0, std::nextafter(1.0, 2.0)},
+                                                   {0, 1e-310},
+                                                   {-1e308, 1e308},
+                                                   {1e300, 2e300},
+                                                   {-5e-324, 5e-324},
+                                                   {0, inf},
+                                                   {-inf, inf},
+                                                   {nan, 1},
+                                                   {1, nan},
+                                                   {2, 1},
+                                                   {-1e-12, 1e-12},
+                                                   {1e15, 1e15 + 1},
+                                                   {-3, 7}};
+  // Ulp-apart ranges around many magnitudes.
+  for (double v = 1e-300; v < 1e300; v *= 1e7)
+    ranges.emplace_back(v, std::nextafter(std::nextafter(v, inf), inf));
+  for (const auto& [low, high] : ranges) {
+    INFO(low << " .. " << high);
+    for (int count : {0, 1, 5, 6}) {
+      const std::vector<double> ticks = report::nice_ticks(low, high, count);
+      CHECK(ticks.size() <= 2 * static_cast<std::size_t>(std::max(1, count)) + 2);
+      for (std::size_t i = 0; i < ticks.size(); ++i) {
+        CHECK(std::isfinite(ticks[i]));
+        if (i > 0) CHECK(ticks[i] > ticks[i - 1]);
+      }
+    }
+    const std::string svg =
+        report::svg_line_chart({{"metric", {1, 2}, {low, high}}}, {"adversarial", "step"});
+    CHECK(svg.size() < 100000);
+  }
 }
 
 TEST_CASE("report.html holds the curves, every metric, the best checkpoint per category and the latest grids",

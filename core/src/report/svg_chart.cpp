@@ -78,18 +78,30 @@ std::string escape_html(const std::string& text) {
 }
 
 std::vector<double> nice_ticks(double low, double high, int count) {
-  if (!(high > low)) return {low};
-  const double raw = (high - low) / std::max(1, count);
+  if (!std::isfinite(low) || !std::isfinite(high)) return {};
+  // A range of a few ulps (values equal but for rounding) is flat: one tick. A step that small
+  // would also make the multiples below indistinguishable (i + 1 == i beyond 2^53).
+  const double scale = std::max(std::fabs(low), std::fabs(high));
+  if (!(high - low > scale * 1e-9)) return {low};
+  if (!std::isfinite(high - low)) return {low, high};  // e.g. -1e308 .. 1e308
+  count = std::max(1, count);
+  const double raw = (high - low) / count;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
   for (double factor : {1.0, 2.0, 2.5, 5.0, 10.0}) {
     step = factor * power;
     if (step >= raw) break;
   }
-  std::vector<double> ticks;
-  // Multiples of the step, not a running sum, so rounding errors do not accumulate.
   const double first = std::ceil(low / step - 1e-9);
-  for (double i = first; i * step <= high + step * 1e-9; i += 1) ticks.push_back(i == 0 ? 0.0 : i * step);
+  if (!(step > 0) || !std::isfinite(step) || !std::isfinite(first)) return {low, high};  // denormals
+  std::vector<double> ticks;
+  // Multiples of the step, not a running sum, so rounding errors do not accumulate; at most
+  // count + 2 of them (the step is at least the range / count), bounded again for safety.
+  for (int n = 0; n < 2 * count + 2; ++n) {
+    const double i = first + n;
+    if (i * step > high + step * 1e-9) break;
+    ticks.push_back(i == 0 ? 0.0 : i * step);
+  }
   return ticks;
 }
 
@@ -119,14 +131,24 @@ std::string svg_line_chart(const std::vector<ChartSeries>& input, const ChartOpt
     return svg.str();
   }
 
+  // The range of the finite values (NaN and Inf points cannot be placed on an axis).
   double x_min = std::numeric_limits<double>::infinity(), x_max = -x_min, y_min = x_min, y_max = -x_min;
   for (const auto& s : series) {
-    for (double v : s.x) x_min = std::min(x_min, v), x_max = std::max(x_max, v);
-    for (double v : s.y) y_min = std::min(y_min, v), y_max = std::max(y_max, v);
+    for (double v : s.x) {
+      if (std::isfinite(v)) x_min = std::min(x_min, v), x_max = std::max(x_max, v);
+    }
+    for (double v : s.y) {
+      if (std::isfinite(v)) y_min = std::min(y_min, v), y_max = std::max(y_max, v);
+    }
   }
-  // A flat series or a single point still needs a visible range.
-  if (x_max <= x_min) x_min -= 0.5, x_max += 0.5;
-  if (y_max <= y_min) {
+  if (x_min > x_max) x_min = x_max = 0;
+  if (y_min > y_max) y_min = y_max = 0;
+  // A flat series, a single point or values equal but for rounding still need a visible range.
+  const auto flat = [](double low, double high) {
+    return !(high - low > std::max(std::fabs(low), std::fabs(high)) * 1e-9);
+  };
+  if (flat(x_min, x_max)) x_min -= 0.5, x_max += 0.5;
+  if (flat(y_min, y_max)) {
     const double pad = std::max(1e-6, std::fabs(y_min) * 0.05);
     y_min -= pad, y_max += pad;
   }
