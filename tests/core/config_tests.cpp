@@ -146,6 +146,9 @@ TEST_CASE("The run config checks enumerations and ranges", "[config]") {
                     Contains("expected one of extractor, pairwise") && Contains("did you mean 'extractor'"));
   CHECK_THROWS_WITH(parse("valid_period: 0\n"),
                     Contains("valid_period") && Contains("expected a positive integer"));
+  // 100000 loader threads once ended in std::terminate after gigabytes of thread stacks.
+  CHECK_THROWS_WITH(parse("num_workers: 100000\n"),
+                    Contains("num_workers") && Contains("expected 0 to 256") && Contains("100000"));
   CHECK_THROWS_WITH(parse("metric_args: {fmr_vals: [2.0]}\n"), Contains("expected a fraction"));
   CHECK_THROWS_WITH(parse("sampler: balance\n"), Contains("expected a component mapping"));
   CHECK_THROWS_WITH(parse("sampler: {args: {}}\n"), Contains("missing required key 'name'"));

@@ -177,6 +177,9 @@ TEST_CASE("Batch indices outside the dataset are rejected before loading", "[dat
   const auto dataset = std::make_shared<ImageDataset>(write_images(dir, 3), std::make_shared<KeyStamp>());
   CHECK_THROWS_WITH((Loader(dataset, {{0, 3}})), Contains("dataset index 3") && Contains("[0, 3)"));
   CHECK_THROWS_WITH((Loader(dataset, {{}})), Contains("empty"));
+  LoaderOptions too_many;
+  too_many.num_workers = 100000;
+  CHECK_THROWS_WITH((Loader(dataset, {{0}}, too_many)), Contains("num_workers must be in [0, 256]"));
 }
 
 TEST_CASE("The byte cache serves later epochs after the files are gone", "[data][loader]") {

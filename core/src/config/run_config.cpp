@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "oml/common/strings.h"
+#include "oml/data/loader.h"
 
 namespace oml::config {
 
@@ -159,7 +160,10 @@ RunConfig parse_run_config(const Node& root) {
   positive("batch_size_inference", c.batch_size_inference);
   if (c.max_steps && *c.max_steps < 1) root["max_steps"].fail("expected a positive integer or null");
   if (c.num_threads < 0) root["num_threads"].fail("expected 0 (automatic) or a positive integer");
-  if (c.num_workers < 0) root["num_workers"].fail("expected 0 or a positive number of worker threads");
+  if (c.num_workers < 0 || c.num_workers > data::kMaxLoaderWorkers) {
+    root["num_workers"].fail("expected 0 to " + std::to_string(data::kMaxLoaderWorkers) +
+                             " loader threads, got " + std::to_string(c.num_workers));
+  }
   if (c.cache_size < 0) root["cache_size"].fail("expected 0 (off) or a positive number of images");
   if (c.freeze_n_epochs < 0) root["freeze_n_epochs"].fail("expected 0 or a positive integer");
   c.source = root;

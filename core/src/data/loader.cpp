@@ -1,5 +1,8 @@
 #include "oml/data/loader.h"
 
+#include <string>
+#include <system_error>
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -13,7 +16,8 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<i
                LoaderOptions options)
     : dataset_(std::move(dataset)), batches_(std::move(batches)), options_(options) {
   OML_CHECK(dataset_ != nullptr, UsageError, "Loader needs a dataset");
-  OML_CHECK(options_.num_workers >= 0, UsageError, "num_workers must be >= 0, got ", options_.num_workers);
+  OML_CHECK(options_.num_workers >= 0 && options_.num_workers <= kMaxLoaderWorkers, UsageError,
+            "num_workers must be in [0, ", kMaxLoaderWorkers, "], got ", options_.num_workers);
   OML_CHECK(options_.prefetch >= 1, UsageError, "prefetch must be >= 1, got ", options_.prefetch);
   OML_CHECK(options_.cache_size >= 0, UsageError, "cache_size must be >= 0, got ", options_.cache_size);
   const int64_t n = dataset_->size();
@@ -28,7 +32,16 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<i
     // The cache belongs to the dataset so that it outlives this epoch's loader.
     dataset_->reserve_cache(options_.cache_size);
   }
-  for (int w = 0; w < options_.num_workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    for (int w = 0; w < options_.num_workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // The destructor does not run for a constructor that throws: join what was started here,
+    // or the joinable threads would terminate the process.
+    const std::size_t started = workers_.size();
+    stop();
+    throw RuntimeError("could not start loader thread " + std::to_string(started + 1) + " of " +
+                       std::to_string(options_.num_workers) + ": " + e.what() + "; lower num_workers");
+  }
 }
 
 Loader::~Loader() { stop(); }

@@ -27,8 +27,11 @@ namespace oml::data {
 
 class Dataset;
 
+/// More loader threads than this is a mistake, not a configuration: each holds batches in memory.
+constexpr int kMaxLoaderWorkers = 256;
+
 struct LoaderOptions {
-  int num_workers = 2;  ///< 0 loads in the consumer's thread
+  int num_workers = 2;  ///< 0 loads in the consumer's thread; at most kMaxLoaderWorkers
   int prefetch = 2;     ///< batches ready ahead of the consumer, per worker
   uint64_t seed = 0;    ///< with `epoch` and the dataset index: the items' augmentation key
   int64_t epoch = 0;
