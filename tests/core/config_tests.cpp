@@ -138,6 +138,29 @@ TEST_CASE("The run config rejects unknown top-level keys and Hydra keys", "[conf
                     Contains("Hydra key") && Contains("not supported"));
 }
 
+TEST_CASE("Duplicate keys, recursive aliases and alias bombs are config errors with their place",
+          "[config]") {
+  CHECK_THROWS_WITH(
+      Document::from_string("seed: 1\nmax_epochs: 2\nseed: 3\n", "run.yaml"),
+      Contains("run.yaml:3:1") && Contains("'seed' is given twice") && Contains("first on line 1"));
+  CHECK_THROWS_WITH(Document::from_string("optimizer: {name: adam, args: {lr: 1, lr: 2}}\n", "run.yaml"),
+                    Contains("'lr' is given twice"));
+  CHECK_THROWS_AS(Document::from_string("postfix: &a [*a]\n", "run.yaml"), oml::ConfigError);
+  CHECK_THROWS_WITH(Document::from_string("postfix: &a [*a]\n", "run.yaml"), Contains("run.yaml:"));
+  CHECK_THROWS_AS(Document::from_string("seed: 1\n", "run.yaml", {"postfix=&a [*a]"}), oml::UsageError);
+  CHECK_THROWS_WITH(Document::from_string("seed: 1\n", "run.yaml", {"postfix=&a [*a]"}),
+                    Contains("--set postfix"));
+  // Nine levels of nine aliases each: 9^9 values from a few hundred bytes.
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level <= 9; ++level) {
+    const std::string prev = "*a" + std::to_string(level - 1);
+    bomb += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " [" + prev;
+    for (int i = 1; i < 9; ++i) bomb += ", " + prev;
+    bomb += "]\n";
+  }
+  CHECK_THROWS_WITH(Document::from_string(bomb, "run.yaml"), Contains("more than") && Contains("aliases"));
+}
+
 TEST_CASE("The run config checks enumerations and ranges", "[config]") {
   auto parse = [](const std::string& text) {
     return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());

@@ -1,5 +1,7 @@
 #include "oml/config/document.h"
 
+#include <map>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -15,9 +17,56 @@ bool is_index(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
 
+// A config's tree is bounded: YAML aliases share nodes, so a few lines can describe a tree of
+// billions of nodes, or (an alias inside its own anchor) an infinite one.
+constexpr int kMaxDepth = 64;
+constexpr std::size_t kMaxNodes = 200000;
+
+std::string at_mark(const std::string& name, const YAML::Mark& mark) {
+  if (mark.line < 0 || name.rfind("--set ", 0) == 0) return name;  // a --set value: the flag names it
+  return name + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+/// Walks the tree once: a key given twice in a mapping, a tree deeper than kMaxDepth (a
+/// recursive alias) or larger than kMaxNodes (nested aliases) is a ConfigError (`Error` for
+/// --set values) naming the place. Python's YAML takes the last of duplicate keys and yaml-cpp
+/// the first: neither is what a user who wrote both meant.
+template <class Error>
+void check_tree(const YAML::Node& node, const std::string& name, int depth, std::size_t& nodes) {
+  if (++nodes > kMaxNodes) {
+    throw Error(at_mark(name, node.Mark()) + ": the config expands to more than " +
+                std::to_string(kMaxNodes) + " values (nested YAML aliases?)");
+  }
+  if (depth > kMaxDepth) {
+    throw Error(at_mark(name, node.Mark()) + ": the config nests deeper than " + std::to_string(kMaxDepth) +
+                " levels (a YAML alias used inside its own anchor?)");
+  }
+  if (node.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (const auto& item : node) {
+      const std::string key = item.first.IsScalar() ? item.first.Scalar() : std::string();
+      if (item.first.IsScalar()) {
+        const auto [it, inserted] = seen.emplace(key, item.first.Mark());
+        if (!inserted) {
+          throw Error(at_mark(name, item.first.Mark()) + ": key '" + key +
+                      "' is given twice in this mapping (" +
+                      (it->second.line >= 0 ? "first on line " + std::to_string(it->second.line + 1)
+                                            : std::string("first above")) +
+                      "); keep one of them");
+        }
+      }
+      check_tree<Error>(item.second, name, depth + 1, nodes);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) check_tree<Error>(item, name, depth + 1, nodes);
+  }
+}
+
 YAML::Node parse_yaml(const std::string& text, const std::string& name) {
   try {
     YAML::Node root = YAML::Load(text);
+    std::size_t nodes = 0;
+    check_tree<ConfigError>(root, name, 0, nodes);
     if (!root.IsDefined() || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     if (!root.IsMap()) {
       throw ConfigError(name + ": expected a mapping of keys at the top level of the config");
@@ -154,6 +203,8 @@ std::string apply_override(YAML::Node& root, const std::string& assignment) {
   YAML::Node value;
   try {
     value = value_text.empty() ? YAML::Node(YAML::NodeType::Null) : YAML::Load(value_text);
+    std::size_t nodes = 0;
+    check_tree<UsageError>(value, "--set " + trim(assignment.substr(0, eq)), 0, nodes);
   } catch (const YAML::Exception& e) {
     throw UsageError("--set " + path + ": value '" + value_text + "' is not valid YAML: " + e.msg);
   }
