@@ -99,8 +99,17 @@ TEST_CASE("The example plugin's bad arguments point at the config", "[plugins][s
   const auto too_many = Document::from_string(
       "sampler:\n  name: frequency_balance\n  args: {n_labels: 5, n_instances: 2}\n", "cfg.yaml");
   CHECK_THROWS_AS(build(too_many, context), oml::ConfigError);
-  CHECK_THROWS_WITH(build(too_many, context),
-                    Contains("cfg.yaml:3:") && Contains("1 < n_labels <= 4") && Contains("got 5"));
+  CHECK_THROWS_WITH(build(too_many, context), Contains("cfg.yaml:3:20: sampler.args.n_labels") &&
+                                                  Contains("1 < n_labels <= 4") && Contains("got 5"));
+  // The error keeps its type (exit code 2) and names the plugin in a context line.
+  try {
+    build(too_many, context);
+  } catch (const oml::ConfigError& e) {
+    REQUIRE(e.context().size() == 1);
+    CHECK_THAT(e.context()[0],
+               Contains("sampler 'frequency_balance' comes from plugin 'frequency_sampler'") &&
+                   Contains("libfrequency_sampler.so"));
+  }
   const auto unknown = Document::from_string(
       "sampler: {name: frequency_balance, args: {n_labels: 2, n_instances: 2, powr: 2}}\n", "cfg.yaml");
   CHECK_THROWS_WITH(build(unknown, context), Contains("did you mean 'power'"));
