@@ -71,6 +71,10 @@ TEST_CASE("A plugin metric chooses the best checkpoint and is recorded like a bu
   CHECK(last.metrics.at("best/" + kKey) == Approx(best.at(kKey)).margin(1e-12));
   CHECK_THAT(r.out, Contains("best checkpoint (" + kKey + ")"));
   CHECK_THAT(read_file(run / "report.html"), Contains(kKey));
+  // TensorBoard: the scalar's tag is stored verbatim in the event file.
+  std::string events;
+  for (const auto& entry : fs::directory_iterator(run / "tensorboard")) events += read_file(entry.path());
+  CHECK_THAT(events, Contains(kKey));
 
   // oml-validate with the plugin listed in the config reproduces the value.
   write_file(dir / "validate.yaml",
