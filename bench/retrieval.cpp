@@ -16,7 +16,9 @@
 #include <string>
 
 #include "oml/common/runtime.h"
+#include "oml/config/document.h"
 #include "oml/metrics/embedding_metrics.h"
+#include "oml/registry/registries.h"
 
 namespace po = boost::program_options;
 
@@ -91,14 +93,13 @@ int main(int argc, char** argv) {
 
   oml::metrics::EmbeddingMetricsOptions metric_options;
   metric_options.memory_budget_mb = budget_mb;
-  metric_options.args.cmc_top_k = {1, 5};
-  metric_options.args.precision_top_k = {5};
-  metric_options.args.map_top_k = {5};
-  if (top_k != 5) {
-    metric_options.args.cmc_top_k.push_back(top_k);
-    metric_options.args.precision_top_k.push_back(top_k);
-  }
-  if (vars.count("fnmr")) metric_options.args.fmr_vals = {0.1};
+  // The metrics as a config's `metric_args:` would ask for them.
+  const std::string extra_k = top_k != 5 ? ", " + std::to_string(top_k) : "";
+  const std::string metric_args = "{cmc_top_k: [1, 5" + extra_k + "], precision_top_k: [5" + extra_k +
+                                  "], map_top_k: [5], fmr_vals: [" + (vars.count("fnmr") ? "0.1" : "") + "]}";
+  oml::register_core_components();
+  metric_options.metrics = oml::metrics::configure_metrics(
+      oml::config::Document::from_string(metric_args, "bench_retrieval metric_args").root());
 
   const auto start = std::chrono::steady_clock::now();
   const auto result = oml::metrics::compute_embedding_metrics(set, metric_options);

@@ -79,16 +79,6 @@ metrics::EmbeddingSet embedding_set(const at::Tensor& embeddings, const data::Da
   return set;
 }
 
-std::vector<std::string> overall_metric_keys(const config::MetricArgs& args) {
-  std::vector<std::string> keys;
-  for (auto k : args.cmc_top_k) keys.push_back("OVERALL/cmc/" + std::to_string(k));
-  for (auto k : args.precision_top_k) keys.push_back("OVERALL/precision/" + std::to_string(k));
-  for (auto k : args.map_top_k) keys.push_back("OVERALL/map/" + std::to_string(k));
-  for (auto v : args.fmr_vals) keys.push_back("OVERALL/fnmr@fmr/" + metrics::format_key_number(v));
-  for (auto v : args.pcf_variance) keys.push_back("OVERALL/pcf/" + metrics::format_key_number(v));
-  return keys;
-}
-
 void print_metrics_table(const std::map<std::string, double>& metrics, const std::string& title) {
   std::size_t width = 6;
   for (const auto& kv : metrics) width = std::max(width, kv.first.size());

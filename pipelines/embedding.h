@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "oml/config/run_config.h"
 #include "oml/metrics/embedding_metrics.h"
 
 namespace oml::data {
@@ -37,9 +38,6 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
 
 /// The validation rows of `split` with their embeddings, ready for compute_embedding_metrics.
 metrics::EmbeddingSet embedding_set(const at::Tensor& embeddings, const data::DataSplit& split);
-
-/// The OVERALL keys the metric args produce ("OVERALL/cmc/1", ...), in a stable order.
-std::vector<std::string> overall_metric_keys(const config::MetricArgs& args);
 
 /// Prints "key  value" rows, OVERALL first, to stdout.
 void print_metrics_table(const std::map<std::string, double>& metrics, const std::string& title);

@@ -22,6 +22,8 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
                     const TrainRequest& request) {
   RunContext ctx = start_run(cfg);
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
+  // Built once: metric_args are checked here, and every validation computes these metrics.
+  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
 
   // ---- data --------------------------------------------------------------------------------
   const data::Dataframe dataframe = read_training_dataframe(cfg);
@@ -52,7 +54,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   TrainerOptions options;
   options.resume_from = request.resume_from;
   options.has_validation = has_validation;
-  options.metric_keys = overall_metric_keys(cfg.metric_args);
+  options.metric_keys = metric_table.overall_keys();
   Trainer trainer(document, cfg, ctx,
                   {extractor.get(), "extractor", criterion.get(), optimizer.get(), sampler},
                   std::move(options));
@@ -71,7 +73,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
         embed_dataset(*extractor, val_dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
     if (!ctx.is_main()) return {};
     metrics::EmbeddingMetricsOptions metric_options;
-    metric_options.args = cfg.metric_args;
+    metric_options.metrics = metric_table;
     metric_options.on_progress = progress_callback("k-NN", "query");
     return metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()),
                                               metric_options);

@@ -124,6 +124,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   if (split.empty())
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
   auto postprocessor = build_postprocessor(cfg);
+  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
 
   at::Tensor embeddings;
   if (precomputed) {
@@ -142,7 +143,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
 
   if (ctx.is_main()) {
     metrics::EmbeddingMetricsOptions options;
-    options.args = cfg.metric_args;
+    options.metrics = metric_table;
     options.postprocessor = postprocessor.get();
     options.on_progress = progress_callback("k-NN", "query");
     const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);

@@ -102,15 +102,15 @@ void check_pairwise_postprocessor(const config::RunConfig& config) {
 }
 
 metrics::EmbeddingMetricsResult pairwise_validation_metrics(
-    const config::RunConfig& config, const RunContext& context, models::PairwiseModel& model,
-    const std::shared_ptr<const data::Dataset>& inputs, const at::Tensor& embeddings,
-    const data::DataSplit& split, std::map<std::string, double>& before) {
+    const config::RunConfig& config, const RunContext& context, const metrics::MetricTable& table,
+    models::PairwiseModel& model, const std::shared_ptr<const data::Dataset>& inputs,
+    const at::Tensor& embeddings, const data::DataSplit& split, std::map<std::string, double>& before) {
   const auto postprocessor = build_pairwise_postprocessor(
       config, pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed)));
 
   const metrics::EmbeddingSet set = embedding_set(embeddings, split);
   metrics::EmbeddingMetricsOptions options;
-  options.args = config.metric_args;
+  options.metrics = table;
   if (before.empty()) {
     for (const auto& [key, value] : metrics::compute_embedding_metrics(set, options).metrics) {
       before[kBeforeRerankingPrefix + key] = value;

@@ -51,14 +51,14 @@ void require_trained_extractor(const config::RunConfig& config);
 /// training, not at the first validation. Throws ConfigError naming the key.
 void check_pairwise_postprocessor(const config::RunConfig& config);
 
-/// Metrics of the validation split re-ranked by the config's postprocessor (normally
-/// `pairwise_reranker`) using `model` on `inputs` (standard keys), plus the extractor's own
-/// metrics under "before_reranking/..." (computed once and passed back in `before` when it
-/// is non-empty). Runs on one rank.
+/// The metrics of `table` on the validation split re-ranked by the config's postprocessor
+/// (normally `pairwise_reranker`) using `model` on `inputs` (standard keys), plus the
+/// extractor's own metrics under "before_reranking/..." (computed once and passed back in
+/// `before` when it is non-empty). Runs on one rank.
 metrics::EmbeddingMetricsResult pairwise_validation_metrics(
-    const config::RunConfig& config, const RunContext& context, models::PairwiseModel& model,
-    const std::shared_ptr<const data::Dataset>& inputs, const at::Tensor& embeddings,
-    const data::DataSplit& split, std::map<std::string, double>& before);
+    const config::RunConfig& config, const RunContext& context, const metrics::MetricTable& table,
+    models::PairwiseModel& model, const std::shared_ptr<const data::Dataset>& inputs,
+    const at::Tensor& embeddings, const data::DataSplit& split, std::map<std::string, double>& before);
 
 /// The prefix of the extractor's own metrics in pairwise validation.
 inline const std::string kBeforeRerankingPrefix = "before_reranking/";

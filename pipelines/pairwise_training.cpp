@@ -33,13 +33,14 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   const bool has_validation = !dataframe.validation().empty();
   // Everything the config can get wrong is checked before the embedding pass, which takes
   // hours on large datasets: the extractor's weights, the postprocessor, the model, the
-  // sampler, the optimizer and the checkpoint metric (the Trainer's constructor).
+  // sampler, the optimizer, the metric args and the checkpoint metric (the Trainer's constructor).
   require_trained_extractor(cfg);
   if (cfg.freeze_n_epochs != 0) {
     cfg.source["freeze_n_epochs"].fail(
         "the pairwise pipeline keeps its extractor frozen throughout and trains only the pairwise "
         "model; freeze_n_epochs applies to extractor training");
   }
+  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
   if (has_validation) check_pairwise_postprocessor(cfg);
 
   auto model = build_pairwise_model(cfg, ctx);
@@ -50,7 +51,7 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   TrainerOptions options;
   options.resume_from = request.resume_from;
   options.has_validation = has_validation;
-  options.metric_keys = overall_metric_keys(cfg.metric_args);
+  options.metric_keys = metric_table.overall_keys();
   Trainer trainer(document, cfg, ctx, {model.get(), "pairwise_model", nullptr, optimizer.get(), sampler},
                   std::move(options));
 
@@ -93,8 +94,8 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   hooks.validation_split = &dataframe.validation();
   hooks.validate = [&]() -> metrics::EmbeddingMetricsResult {
     if (!ctx.is_main()) return {};
-    return pairwise_validation_metrics(cfg, ctx, *model, val_inputs, val_embeddings, dataframe.validation(),
-                                       before_reranking);
+    return pairwise_validation_metrics(cfg, ctx, metric_table, *model, val_inputs, val_embeddings,
+                                       dataframe.validation(), before_reranking);
   };
   trainer.fit(train_inputs, hooks);
   return 0;

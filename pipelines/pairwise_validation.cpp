@@ -29,6 +29,7 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
   if (split.empty())
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
   check_pairwise_postprocessor(cfg);
+  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
   auto model = build_pairwise_model(cfg, ctx);  // before the embeddings: config errors first
 
   // Every rank embeds its share (or reads the cache); rank 0 re-ranks and computes the metrics.
@@ -37,7 +38,8 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
     auto inputs = pairwise_inputs(cfg, *model, split, embeddings, cfg.transforms_val, "transforms_val");
     std::map<std::string, double> before;
     const auto metrics =
-        pairwise_validation_metrics(cfg, ctx, *model, inputs, embeddings, split, before).metrics;
+        pairwise_validation_metrics(cfg, ctx, metric_table, *model, inputs, embeddings, split, before)
+            .metrics;
     const std::string name = cfg.run_name.empty()
                                  ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
                                  : cfg.run_name;

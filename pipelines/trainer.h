@@ -96,8 +96,9 @@ struct TrainerOptions {
   /// Whether the dataframe has validation rows; without them nothing is validated and
   /// best.ckpt is never written.
   bool has_validation = false;
-  /// The OVERALL metric keys validation will produce: metric_for_checkpointing and a
-  /// scheduler's monitor_metric are checked against them before anything runs.
+  /// The OVERALL metric keys validation will produce (the run's MetricTable::overall_keys()):
+  /// metric_for_checkpointing and a scheduler's monitor_metric are checked against them before
+  /// anything runs.
   std::vector<std::string> metric_keys;
 };
 

@@ -11,7 +11,8 @@
 //
 // Everything it uses comes from the installed oml-cpp headers: the sampler contract
 // (oml/data/sampler.h), the portable generator (oml/data/sampler_rng.h), typed args
-// (oml/config/reader.h) and the plugin entry point (oml/registry/plugin.h).
+// (oml/config/reader.h), argument errors that point at the key (oml/config/argument_error.h) and
+// the plugin entry point (oml/registry/plugin.h).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -20,12 +21,15 @@
 #include <vector>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/config/reader.h"
 #include "oml/data/sampler.h"
 #include "oml/data/sampler_rng.h"
 #include "oml/registry/plugin.h"
 
 namespace example {
+
+constexpr const char* kWhat = "sampler 'frequency_balance'";  // names the sampler in messages
 
 struct FrequencyBalanceOptions {
   int64_t n_labels = 0;     ///< P: distinct labels per batch; 1 < P <= L
@@ -55,14 +59,18 @@ class FrequencyBalanceSampler final : public oml::data::BatchSampler {
                 ", but every label needs at least 2");
     }
     const auto n_labels_total = static_cast<int64_t>(rows_.size());
-    OML_CHECK(options.n_labels > 1 && options.n_labels <= n_labels_total, ConfigError,
-              "sampler 'frequency_balance': n_labels must satisfy 1 < n_labels <= ", n_labels_total, ", got ",
-              options.n_labels);
-    OML_CHECK(options.n_instances > 1, ConfigError,
-              "sampler 'frequency_balance': n_instances must be > 1, got ", options.n_instances);
+    // Argument errors name their key; the registry points them at the key in the config.
+    if (options.n_labels <= 1 || options.n_labels > n_labels_total) {
+      oml::config::fail_argument(kWhat, "n_labels", "n_labels must satisfy 1 < n_labels <= ", n_labels_total,
+                                 ", got ", options.n_labels);
+    }
+    if (options.n_instances <= 1) {
+      oml::config::fail_argument(kWhat, "n_instances", "n_instances must be > 1, got ", options.n_instances);
+    }
     epoch_size_ = options.epoch_size.value_or(n_labels_total / options.n_labels);
-    OML_CHECK(epoch_size_ >= 1, ConfigError, "sampler 'frequency_balance': epoch_size must be >= 1, got ",
-              epoch_size_);
+    if (epoch_size_ < 1) {
+      oml::config::fail_argument(kWhat, "epoch_size", "epoch_size must be >= 1, got ", epoch_size_);
+    }
 
     double total = 0;
     for (const auto& rows : rows_) {
@@ -130,12 +138,7 @@ std::shared_ptr<oml::data::Sampler> make_frequency_balance(const oml::config::No
       .optional("power", options.power)
       .optional("epoch_size", options.epoch_size);
   reader.finish();  // unknown keys -> ConfigError with file:line:column
-  try {
-    return std::make_shared<FrequencyBalanceSampler>(context, options);
-  } catch (const oml::ConfigError& e) {
-    // Point at the args in the user's config.
-    throw oml::ConfigError(args.describe() + ": " + e.what());
-  }
+  return std::make_shared<FrequencyBalanceSampler>(context, options);
 }
 
 void register_components(oml::Registries& registries) {

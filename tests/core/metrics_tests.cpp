@@ -5,11 +5,13 @@
 #include <cmath>
 
 #include "oml/common/error.h"
+#include "oml/config/document.h"
 #include "oml/metrics/detail/pair_statistics.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/metrics/fnmr.h"
 #include "oml/metrics/pcf.h"
 #include "oml/metrics/retrieval_metrics.h"
+#include "oml/registry/registries.h"
 #include "oml/retrieval/detail/distance_blocks.h"
 #include "support/support.h"
 
@@ -30,6 +32,13 @@ metrics::QueryHits reference_hits() {
     hits.add_query(row, n_gt[q]);
   }
   return hits;
+}
+
+// The metric table a config's `metric_args: <yaml>` configures.
+metrics::MetricTable metric_table(const std::string& yaml) {
+  register_core_components();
+  const auto document = config::Document::from_string("metric_args: " + yaml + "\n", "metrics.yaml");
+  return metrics::configure_metrics(document.root()["metric_args"]);
 }
 
 void check_values(const std::vector<double>& actual, const std::vector<double>& expected) {
@@ -225,7 +234,7 @@ TEST_CASE("fnmr@fmr on float embeddings agrees with exact distances", "[metrics]
   const auto expected = metrics::fnmr_at_fmr(positive, negative, {0.05, 0.3});
   auto set = every_item_both(embeddings, labels);
   metrics::EmbeddingMetricsOptions options;
-  options.args.fmr_vals = {0.05, 0.3};
+  options.metrics = metric_table("{fmr_vals: [0.05, 0.3]}");
   const auto result = metrics::compute_embedding_metrics(set, options);
   // Float rounding of the distances may move a positive across T: at most one pair.
   CHECK(result.metrics.at("OVERALL/fnmr@fmr/0.05") ==
@@ -249,11 +258,9 @@ TEST_CASE("Embedding metrics break results down by category and keep per-query v
   metrics::EmbeddingSet set = every_item_both(embeddings, {0, 0, 1, 2, 2, 3, 2});
   set.categories = {"shoes", "shoes", "shoes", "bags", "bags", "bags", "bags"};
   metrics::EmbeddingMetricsOptions options;
-  options.args.cmc_top_k = {1};
-  options.args.precision_top_k = {2};
-  options.args.map_top_k = {};
-  options.args.fmr_vals = {0.5};
-  options.args.pcf_variance = {0.5};
+  const std::string args =
+      "cmc_top_k: [1], precision_top_k: [2], map_top_k: [], fmr_vals: [0.5], pcf_variance: [0.5]";
+  options.metrics = metric_table("{" + args + "}");
   const auto result = metrics::compute_embedding_metrics(set, options);
 
   // cmc@1 per query: 0->1 hit, 1->0 hit, 2->1 miss, 3->4 hit, 4->3 hit, 5->6 miss, 6->5 miss.
@@ -269,7 +276,7 @@ TEST_CASE("Embedding metrics break results down by category and keep per-query v
   CHECK(result.metrics.count("OVERALL/pcf/0.5") == 1);
   CHECK(result.query_dataset_indices == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6});
 
-  options.args.return_only_overall_category = true;
+  options.metrics = metric_table("{" + args + ", return_only_overall_category: true}");
   const auto overall_only = metrics::compute_embedding_metrics(set, options);
   for (const auto& entry : overall_only.metrics) CHECK_THAT(entry.first, Catch::StartsWith("OVERALL/"));
 }
@@ -282,7 +289,7 @@ TEST_CASE("Same-sequence items are neither retrieved nor ground truth, and empty
   metrics::EmbeddingSet set = every_item_both(embeddings, {0, 0, 1, 1});
   set.sequences = {"s", "s", "", ""};
   metrics::EmbeddingMetricsOptions options;
-  options.args.cmc_top_k = {1};
+  options.metrics = metric_table("{cmc_top_k: [1]}");
   const auto result = metrics::compute_embedding_metrics(set, options);
   CHECK(result.retrieval.n_gt == std::vector<int64_t>{0, 0, 1, 1});
   CHECK(result.retrieval.retrieved[result.retrieval.begin(0)] == 2);
@@ -304,7 +311,7 @@ TEST_CASE("Separate query and gallery rows use only gallery rows as candidates",
   set.is_query = {1, 1, 0, 0};
   set.is_gallery = {0, 0, 1, 1};
   metrics::EmbeddingMetricsOptions options;
-  options.args.cmc_top_k = {1, 2};
+  options.metrics = metric_table("{cmc_top_k: [1, 2]}");
   const auto result = metrics::compute_embedding_metrics(set, options);
   // Query 0 (label 1): nearest gallery is row 3 (label 2) -> cmc@1 = 0, cmc@2 = 1.
   check_values(result.per_query.at("cmc/1"), {0, 1});
@@ -312,9 +319,10 @@ TEST_CASE("Separate query and gallery rows use only gallery rows as candidates",
   CHECK(result.retrieval.gallery_ids == std::vector<int64_t>{2, 3});
 }
 
-TEST_CASE("Embedding metrics reject inconsistent rows and bad metric arguments", "[metrics]") {
+TEST_CASE("Embedding metrics reject inconsistent rows", "[metrics]") {
   metrics::EmbeddingSet set = every_item_both(torch::zeros({3, 2}), {0, 0, 1});
   metrics::EmbeddingMetricsOptions options;
+  options.metrics = metric_table("{}");
   SECTION("labels of another length") {
     set.labels = {0, 1};
     CHECK_THROWS_WITH(metrics::compute_embedding_metrics(set, options),
@@ -327,14 +335,6 @@ TEST_CASE("Embedding metrics reject inconsistent rows and bad metric arguments",
   SECTION("a NaN in a row") {
     set.embeddings[1][1] = NAN;
     CHECK_THROWS_WITH(metrics::compute_embedding_metrics(set, options), Contains("row 1"));
-  }
-  SECTION("a zero top k") {
-    options.args.map_top_k = {0};
-    CHECK_THROWS_WITH(metrics::compute_embedding_metrics(set, options), Contains("metric_args.map_top_k"));
-  }
-  SECTION("an fmr outside [0, 1]") {
-    options.args.fmr_vals = {2.0};
-    CHECK_THROWS_AS(metrics::compute_embedding_metrics(set, options), ConfigError);
   }
 }
 

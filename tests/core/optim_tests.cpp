@@ -64,6 +64,60 @@ TEST_CASE("Optimizers give the loss parameters their own learning rate", "[optim
                     Contains("betas"));
 }
 
+TEST_CASE("Bad optimizer and scheduler arguments point at their key", "[optim][schedulers]") {
+  oml::register_core_components();
+  Toy toy;
+  OptimizerContext ctx{toy.model->parameters(), {toy.loss_weight}};
+  const auto optimizer_error = [&](const std::string& yaml) -> std::string {
+    try {
+      oml::registries().optimizers.create(spec("c: " + yaml + "\n"), ctx);
+    } catch (const oml::ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  // optim.yaml:1:N: c.args.<key>: optimizer '<name>': ... — LibTorch's own checks name neither.
+  CHECK_THAT(optimizer_error("{name: adam, args: {lr: 0}}"),
+             Contains("optim.yaml:1:28: c.args.lr: optimizer 'adam': lr must be > 0, got 0"));
+  CHECK_THAT(optimizer_error("{name: sgd, args: {loss_lr: -1}}"),
+             Contains("c.args.loss_lr: optimizer 'sgd'"));
+  CHECK_THAT(optimizer_error("{name: sgd, args: {momentum: -0.5}}"),
+             Contains("c.args.momentum: optimizer 'sgd': momentum must be >= 0, got -0.5"));
+  CHECK_THAT(optimizer_error("{name: sgd, args: {nesterov: true}}"), Contains("c.args.nesterov"));
+  CHECK_THAT(optimizer_error("{name: adamw, args: {betas: [0.9, 1.5]}}"),
+             Contains("c.args.betas: optimizer 'adamw': betas must be in [0, 1), got 1.5"));
+  CHECK_THAT(optimizer_error("{name: rmsprop, args: {alpha: -1}}"), Contains("c.args.alpha"));
+  CHECK_THAT(optimizer_error("{name: adagrad, args: {lr_decay: -1}}"), Contains("c.args.lr_decay"));
+
+  auto optimizer = oml::registries().optimizers.create(spec("c: {name: sgd}\n"), ctx);
+  SchedulerContext scheduler_ctx;
+  scheduler_ctx.optimizer = optimizer.get();
+  scheduler_ctx.total_steps = 10;
+  const auto scheduler_error = [&](const std::string& yaml) -> std::string {
+    try {
+      oml::registries().schedulers.create(spec("c: " + yaml + "\n"), scheduler_ctx);
+    } catch (const oml::ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK_THAT(scheduler_error("{name: step, args: {step_size: 0}}"),
+             Contains("optim.yaml:1:35: c.args.step_size: scheduler 'step': step_size must be >= 1, got 0"));
+  CHECK_THAT(scheduler_error("{name: multi_step, args: {milestones: [3, 1]}}"),
+             Contains("c.args.milestones"));
+  CHECK_THAT(scheduler_error("{name: exponential, args: {gamma: 0}}"), Contains("c.args.gamma"));
+  CHECK_THAT(scheduler_error("{name: cosine_annealing, args: {warmup_start_factor: 2}}"),
+             Contains("c.args.warmup_start_factor"));
+  // T_max defaults to the run length minus the warm-up: the args mapping is the place.
+  CHECK_THAT(scheduler_error("{name: cosine_annealing, args: {warmup_steps: 10}}"),
+             Contains("optim.yaml:1:35: c.args: scheduler 'cosine_annealing': T_max must be >= 1, got 0"));
+  CHECK_THAT(scheduler_error("{name: one_cycle, args: {pct_start: 1}}"), Contains("c.args.pct_start"));
+  CHECK_THAT(scheduler_error("{name: one_cycle, args: {final_div_factor: 0}}"),
+             Contains("c.args.final_div_factor"));
+  CHECK_THAT(scheduler_error("{name: reduce_on_plateau, args: {mode: up}}"), Contains("c.args.mode"));
+  CHECK_THAT(scheduler_error("{name: reduce_on_plateau, args: {cooldown: -1}}"), Contains("c.args.cooldown"));
+}
+
 TEST_CASE("Closed-form schedulers follow their formulas", "[optim][schedulers]") {
   Toy toy;
   torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));

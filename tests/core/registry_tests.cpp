@@ -2,6 +2,7 @@
 #include <regex>
 
 #include "oml/config/document.h"
+#include "oml/data/sampler.h"
 #include "oml/registry/plugin.h"
 #include "oml/registry/registry.h"
 #include "support/support.h"
@@ -104,7 +105,8 @@ TEST_CASE("Plugin loading reports which step failed", "[registry][plugins]") {
   }
   SECTION("wrong API version") {
     CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libwrong_api_plugin.so")),
-                      Contains("plugin API version 99") && Contains("provides version 1"));
+                      Contains("plugin API version 99") &&
+                          Contains("provides version " + std::to_string(OML_PLUGIN_API_VERSION)));
   }
   SECTION("register function throws") {
     CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libthrowing_plugin.so")),
@@ -114,4 +116,124 @@ TEST_CASE("Plugin loading reports which step failed", "[registry][plugins]") {
     oml::load_plugin(oml::test::fixture_path("libgood_plugin.so"));
     CHECK_THROWS_AS(oml::load_plugin(oml::test::fixture_path("libclash_plugin.so")), oml::PluginError);
   }
+}
+
+namespace {
+// A registry whose one factory throws what its `throw:` arg names, registered from `origin`.
+ShapeRegistry throwing_registry(const std::string& origin) {
+  ShapeRegistry r("shape");
+  r.add(
+      "faulty",
+      [](const oml::config::Node& args, const oml::NoContext&) -> std::shared_ptr<Shape> {
+        const std::string what = args["throw"].as<std::string>();
+        if (what == "argument")
+          oml::config::fail_argument("shape 'faulty'", "side", "side must be > 0, got -1");
+        if (what == "config") throw oml::ConfigError("shape 'faulty': no sides");
+        if (what == "data") throw oml::DataError("shape 'faulty': no data");
+        if (what == "foreign") throw std::out_of_range("map::at\nbacktrace line");
+        throw 42;
+      },
+      "throws", origin);
+  return r;
+}
+
+// What `create` throws for `{name: faulty, args: {throw: <what>, side: -1}}`.
+template <class Check>
+void check_thrown(const ShapeRegistry& r, const std::string& what, Check check) {
+  const auto doc =
+      Document::from_string("shape:\n  name: faulty\n  args: {throw: " + what + ", side: -1}\n", "s.yaml");
+  try {
+    r.create(parse_component(doc.root()["shape"], "shape"));
+    FAIL("create did not throw");
+  } catch (const oml::Error& e) {
+    check(e);
+  }
+}
+
+const std::string kPlugin = "plugin 'shapes' (/tmp/libshapes.so)";
+}  // namespace
+
+TEST_CASE("A plugin factory's foreign exception becomes a plugin error naming the library",
+          "[registry][plugins]") {
+  const auto r = throwing_registry(kPlugin);
+  for (const char* what : {"foreign", "anything"}) {
+    INFO(what);
+    check_thrown(r, what, [&](const oml::Error& e) {
+      CHECK(dynamic_cast<const oml::PluginError*>(&e) != nullptr);
+      CHECK(e.exit_code() == 2);
+      CHECK_THAT(
+          e.what(),
+          Contains("shape 'faulty' from plugin 'shapes' (/tmp/libshapes.so) failed while being built"));
+    });
+  }
+  check_thrown(r, "foreign", [](const oml::Error& e) {
+    CHECK_THAT(e.what(), Contains(": map::at") && !Contains("backtrace"));
+  });
+  check_thrown(r, "anything",
+               [](const oml::Error& e) { CHECK_THAT(e.what(), Contains("not a std::exception")); });
+}
+
+TEST_CASE("oml errors from a plugin factory keep their type and gain the plugin's name",
+          "[registry][plugins]") {
+  const auto r = throwing_registry(kPlugin);
+  check_thrown(r, "config", [](const oml::Error& e) {
+    CHECK(dynamic_cast<const oml::ConfigError*>(&e) != nullptr);
+    CHECK(e.exit_code() == 2);
+    CHECK_THAT(e.what(), Contains("shape 'faulty': no sides"));
+    REQUIRE(e.context().size() == 1);
+    CHECK_THAT(e.context()[0], Contains("shape 'faulty' comes from plugin 'shapes' (/tmp/libshapes.so)"));
+  });
+  check_thrown(r, "data", [](const oml::Error& e) {
+    CHECK(dynamic_cast<const oml::DataError*>(&e) != nullptr);
+    REQUIRE(e.context().size() == 1);
+    CHECK_THAT(e.context()[0], Contains("/tmp/libshapes.so"));
+  });
+}
+
+TEST_CASE("Argument errors point at the argument in the config, for built-ins and plugins alike",
+          "[registry]") {
+  for (const std::string& origin : {std::string("built-in"), kPlugin}) {
+    INFO(origin);
+    check_thrown(throwing_registry(origin), "argument", [&](const oml::Error& e) {
+      CHECK(dynamic_cast<const oml::ConfigError*>(&e) != nullptr);
+      CHECK_THAT(e.what(),
+                 Contains("s.yaml:3:33: shape.args.side: shape 'faulty': side must be > 0, got -1"));
+      CHECK(e.context().size() == (origin == kPlugin ? 1u : 0u));
+    });
+  }
+  // An argument the config does not give (its default failed): the args mapping is the place.
+  ShapeRegistry r("shape");
+  r.add(
+      "faulty",
+      [](const oml::config::Node&, const oml::NoContext&) -> std::shared_ptr<Shape> {
+        oml::config::fail_argument("shape 'faulty'", "side", "the default side does not fit");
+      },
+      "throws");
+  const auto doc = Document::from_string("shape: {name: faulty, args: {colour: red}}\n", "s.yaml");
+  CHECK_THROWS_WITH(r.create(parse_component(doc.root()["shape"], "shape")),
+                    Contains("s.yaml:1:29: shape.args: shape 'faulty': the default side"));
+}
+
+TEST_CASE("A built-in factory's foreign exception is an internal error", "[registry]") {
+  check_thrown(throwing_registry("built-in"), "foreign", [](const oml::Error& e) {
+    CHECK(dynamic_cast<const oml::InternalError*>(&e) != nullptr);
+    CHECK(e.exit_code() == 1);
+    CHECK_THAT(e.what(), Contains("built-in shape 'faulty' failed while being built: map::at"));
+  });
+  check_thrown(throwing_registry("built-in"), "config", [](const oml::Error& e) {
+    CHECK(dynamic_cast<const oml::ConfigError*>(&e) != nullptr);
+    CHECK(e.context().empty());
+  });
+}
+
+TEST_CASE("A factory in a loaded plugin library that throws a foreign exception is a plugin error",
+          "[registry][plugins]") {
+  oml::load_plugin(oml::test::fixture_path("libgood_plugin.so"));
+  const auto doc = Document::from_string("sampler: {name: fixture_foreign_sampler}\n", "s.yaml");
+  const auto spec = parse_component(doc.root()["sampler"], "sampler");
+  CHECK_THROWS_AS(oml::registries().samplers.create(spec, oml::data::SamplerContext{}), oml::PluginError);
+  CHECK_THROWS_WITH(oml::registries().samplers.create(spec, oml::data::SamplerContext{}),
+                    Contains("sampler 'fixture_foreign_sampler' from plugin 'good_fixture'") &&
+                        Contains("libgood_plugin.so") &&
+                        Contains("failed while being built: no such file: weights.bin"));
 }

@@ -7,10 +7,12 @@
 #include <filesystem>
 
 #include "cli.h"
+#include "oml/common/strings.h"
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
 #include "oml/data/sampler.h"
 #include "oml/losses/criterion.h"
+#include "oml/metrics/metric_table.h"
 #include "oml/models/extractor.h"
 #include "oml/models/pairwise_model.h"
 #include "oml/optim/optimizer.h"
@@ -58,6 +60,11 @@ TEST_CASE("Every shipped config loads and its components build", "[config][regis
           oml::config::Document::from_file(path.string(), {"extractor.args.weights=''"}).root());
     }
     auto& r = oml::registries();
+    // Their metric args configure, and the checkpoint metric is one of the keys they produce.
+    const auto overall_keys = oml::metrics::configure_metrics(cfg.metric_args).overall_keys();
+    if (oml::starts_with(cfg.metric_for_checkpointing, "OVERALL/")) {
+      CHECK(std::count(overall_keys.begin(), overall_keys.end(), cfg.metric_for_checkpointing) == 1);
+    }
     if (cfg.transforms_train) CHECK(r.transforms.create(*cfg.transforms_train));
     if (cfg.transforms_val) CHECK(r.transforms.create(*cfg.transforms_val));
     if (cfg.sampler) CHECK(r.samplers.create(*cfg.sampler, synthetic_labels()));

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "oml/config/document.h"
 #include "oml/ddp/ddp_sampler_wrapper.h"
+#include "oml/metrics/embedding_metrics.h"
 #include "oml/registry/plugin.h"
 #include "oml/samplers/builtin_samplers.h"
 #include "sampler_test_data.h"
@@ -99,9 +100,48 @@ TEST_CASE("The example plugin's bad arguments point at the config", "[plugins][s
   const auto too_many = Document::from_string(
       "sampler:\n  name: frequency_balance\n  args: {n_labels: 5, n_instances: 2}\n", "cfg.yaml");
   CHECK_THROWS_AS(build(too_many, context), oml::ConfigError);
-  CHECK_THROWS_WITH(build(too_many, context),
-                    Contains("cfg.yaml:3:") && Contains("1 < n_labels <= 4") && Contains("got 5"));
+  CHECK_THROWS_WITH(build(too_many, context), Contains("cfg.yaml:3:20: sampler.args.n_labels") &&
+                                                  Contains("1 < n_labels <= 4") && Contains("got 5"));
+  // The error keeps its type (exit code 2) and names the plugin in a context line.
+  try {
+    build(too_many, context);
+  } catch (const oml::ConfigError& e) {
+    REQUIRE(e.context().size() == 1);
+    CHECK_THAT(e.context()[0],
+               Contains("sampler 'frequency_balance' comes from plugin 'frequency_sampler'") &&
+                   Contains("libfrequency_sampler.so"));
+  }
   const auto unknown = Document::from_string(
       "sampler: {name: frequency_balance, args: {n_labels: 2, n_instances: 2, powr: 2}}\n", "cfg.yaml");
   CHECK_THROWS_WITH(build(unknown, context), Contains("did you mean 'power'"));
+}
+
+TEST_CASE("The example metric plugin computes ndcg@k from the shared retrieval", "[plugins][metrics]") {
+  oml::cli::register_builtins();
+  REQUIRE(oml::load_plugin(OML_NDCG_PLUGIN).name == "ndcg_metric");
+  // Four items on a line, labels [0, 1, 0, 0], every item a query and a gallery item.
+  oml::metrics::EmbeddingSet set;
+  set.embeddings = torch::tensor({0.f, 1.f, 2.f, 10.f}).reshape({4, 1});
+  set.labels = {0, 1, 0, 0};
+  set.is_query = {1, 1, 1, 1};
+  set.is_gallery = {1, 1, 1, 1};
+  oml::metrics::EmbeddingMetricsOptions options;
+  const auto document = Document::from_string("metric_args: {cmc_top_k: [1], ndcg_top_k: [2]}\n", "cfg.yaml");
+  options.metrics = oml::metrics::configure_metrics(document.root()["metric_args"]);
+  CHECK(options.metrics.overall_keys() ==
+        std::vector<std::string>{"OVERALL/cmc/1", "OVERALL/map/5", "OVERALL/ndcg/2", "OVERALL/precision/5"});
+  const auto result = oml::metrics::compute_embedding_metrics(set, options);
+  // Query 0 retrieves [1 miss, 2 hit], n_gt 2: (1 / log2 3) / (1 + 1 / log2 3); query 2 the
+  // same; query 1 has no ground truth: 0; query 3 retrieves [2 hit, 1 miss]: 1 / (1 + 1 / log2 3).
+  const double ideal = 1 + 1 / std::log2(3.0);
+  const std::vector<double> expected{1 / std::log2(3.0) / ideal, 0, 1 / std::log2(3.0) / ideal, 1 / ideal};
+  const auto& per_query = result.per_query.at("ndcg/2");
+  REQUIRE(per_query.size() == 4);
+  for (std::size_t q = 0; q < 4; ++q) CHECK(per_query[q] == Approx(expected[q]).margin(1e-12));
+  CHECK(result.metrics.at("OVERALL/ndcg/2") ==
+        Approx((expected[0] + expected[1] + expected[2] + expected[3]) / 4).margin(1e-12));
+
+  const auto bad = Document::from_string("metric_args: {ndcg_top_k: [0]}\n", "cfg.yaml");
+  CHECK_THROWS_WITH(oml::metrics::configure_metrics(bad.root()["metric_args"]),
+                    Contains("cfg.yaml:1:27: metric_args.ndcg_top_k: metric 'ndcg'"));
 }

@@ -407,8 +407,8 @@ TEST_CASE("A plugin sampler that throws is reported as a plugin error naming its
   const auto context = make_context({6, 2, 3, 0}, 37);
   CHECK_THROWS_AS(from_yaml("sampler: {name: test_throwing_sampler}\n", context), oml::PluginError);
   CHECK_THROWS_WITH(from_yaml("sampler: {name: test_throwing_sampler}\n", context),
-                    Contains("sampler 'test_throwing_sampler' (plugin 'thrower' (/tmp/libthrower.so))") &&
-                        Contains("cannot read my weights table"));
+                    Contains("sampler 'test_throwing_sampler' from plugin 'thrower' (/tmp/libthrower.so) "
+                             "failed while being built: cannot read my weights table"));
   CHECK_THROWS_WITH(from_yaml("sampler: {name: test_null_sampler}\n", context),
                     Contains("returned no sampler"));
 }

@@ -37,34 +37,6 @@ DdpOptions parse_ddp(const Node& node) {
   return ddp;
 }
 
-MetricArgs parse_metric_args(const Node& node) {
-  MetricArgs m;
-  MapReader r(node, "metric_args");
-  r.optional("cmc_top_k", m.cmc_top_k)
-      .optional("precision_top_k", m.precision_top_k)
-      .optional("map_top_k", m.map_top_k)
-      .optional("fmr_vals", m.fmr_vals)
-      .optional("pcf_variance", m.pcf_variance)
-      .optional("return_only_overall_category", m.return_only_overall_category);
-  r.finish();
-  for (const char* key : {"cmc_top_k", "precision_top_k", "map_top_k"}) {
-    const Node child = node[key];
-    if (!child.defined()) continue;
-    for (std::size_t i = 0; i < child.size(); ++i) {
-      if (child[i].as<int64_t>() < 1) child[i].fail("expected k >= 1");
-    }
-  }
-  for (const char* key : {"fmr_vals", "pcf_variance"}) {
-    const Node child = node[key];
-    if (!child.defined()) continue;
-    for (std::size_t i = 0; i < child.size(); ++i) {
-      const double v = child[i].as<double>();
-      if (!(v >= 0.0 && v <= 1.0)) child[i].fail("expected a fraction in [0, 1]");
-    }
-  }
-  return m;
-}
-
 SchedulingOptions parse_scheduling(const Node& node) {
   SchedulingOptions s;
   MapReader r(node, "scheduling");
@@ -140,7 +112,7 @@ RunConfig parse_run_config(const Node& root) {
   c.postprocessor = component(r, "postprocessor");
   c.pairwise_model = component(r, "pairwise_model");
   c.scheduling = parse_scheduling(r.take("scheduling"));
-  c.metric_args = parse_metric_args(r.take("metric_args"));
+  c.metric_args = r.take("metric_args");
   c.ddp = parse_ddp(r.take("ddp"));
   r.finish();
 

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "oml/config/argument_error.h"
 #include "oml/config/reader.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/schedulers.h"
@@ -18,7 +19,10 @@ OptimizerPtr build(const OptimizerContext& ctx, const Options& options, std::opt
                    const std::string& name) {
   OML_CHECK(!ctx.model_parameters.empty(), ConfigError, "optimizer '", name,
             "': the model has no parameters");
-  OML_CHECK(options.lr() > 0, ConfigError, "optimizer '", name, "': lr must be > 0, got ", options.lr());
+  config::check_argument(options.lr() > 0, "optimizer '" + name + "'", "lr", "lr must be > 0, got ",
+                         options.lr());
+  config::check_argument(!loss_lr || *loss_lr > 0, "optimizer '" + name + "'", "loss_lr",
+                         "loss_lr must be > 0, got ", loss_lr.value_or(0.0));
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(ctx.model_parameters, std::make_unique<Options>(options));
   if (!ctx.loss_parameters.empty()) {
@@ -29,9 +33,21 @@ OptimizerPtr build(const OptimizerContext& ctx, const Options& options, std::opt
   return std::make_shared<Optimizer>(std::move(groups), options);
 }
 
-std::pair<double, double> betas(const std::vector<double>& v, const config::MapReader& r) {
+std::pair<double, double> betas(const std::vector<double>& v, const config::MapReader& r,
+                                const std::string& name) {
   if (v.size() != 2) r.node()["betas"].fail("expected two numbers [beta1, beta2]");
+  for (const double beta : v) {
+    config::check_argument(beta >= 0 && beta < 1, "optimizer '" + name + "'", "betas",
+                           "betas must be in [0, 1), got ", beta);
+  }
   return {v[0], v[1]};
+}
+
+// LibTorch rejects these too, but its messages name neither the optimizer nor the key.
+void check_non_negative(const std::string& name, std::initializer_list<std::pair<const char*, double>> args) {
+  for (const auto& [key, value] : args) {
+    config::check_argument(value >= 0, "optimizer '" + name + "'", key, key, " must be >= 0, got ", value);
+  }
 }
 
 torch::optim::Optimizer& optimizer_of(const SchedulerContext& ctx, const std::string& name) {
@@ -52,6 +68,11 @@ void register_builtin_optim(Registries& reg) {
         r.optional("lr", lr).optional("momentum", momentum).optional("dampening", dampening);
         r.optional("weight_decay", weight_decay).optional("nesterov", nesterov).optional("loss_lr", loss_lr);
         r.finish();
+        check_non_negative(
+            "sgd", {{"momentum", momentum}, {"dampening", dampening}, {"weight_decay", weight_decay}});
+        config::check_argument(!nesterov || (momentum > 0 && dampening == 0), "optimizer 'sgd'", "nesterov",
+                               "nesterov needs momentum > 0 and dampening 0, got momentum ", momentum,
+                               " and dampening ", dampening);
         auto o = torch::optim::SGDOptions(lr)
                      .momentum(momentum)
                      .dampening(dampening)
@@ -75,7 +96,8 @@ void register_builtin_optim(Registries& reg) {
               .optional("weight_decay", weight_decay);
           r.optional("amsgrad", amsgrad).optional("loss_lr", loss_lr);
           r.finish();
-          const auto bb = betas(b, r);
+          const auto bb = betas(b, r, name);
+          check_non_negative(name, {{"eps", eps}, {"weight_decay", weight_decay}});
           if (name == "adam") {
             auto o = torch::optim::AdamOptions(lr)
                          .betas({bb.first, bb.second})
@@ -106,6 +128,9 @@ void register_builtin_optim(Registries& reg) {
             .optional("weight_decay", weight_decay);
         r.optional("momentum", momentum).optional("centered", centered).optional("loss_lr", loss_lr);
         r.finish();
+        check_non_negative(
+            "rmsprop",
+            {{"alpha", alpha}, {"eps", eps}, {"weight_decay", weight_decay}, {"momentum", momentum}});
         auto o = torch::optim::RMSpropOptions(lr)
                      .alpha(alpha)
                      .eps(eps)
@@ -124,6 +149,10 @@ void register_builtin_optim(Registries& reg) {
         r.optional("lr", lr).optional("lr_decay", lr_decay).optional("weight_decay", weight_decay);
         r.optional("initial_accumulator_value", initial).optional("eps", eps).optional("loss_lr", loss_lr);
         r.finish();
+        check_non_negative("adagrad", {{"lr_decay", lr_decay},
+                                       {"weight_decay", weight_decay},
+                                       {"initial_accumulator_value", initial},
+                                       {"eps", eps}});
         auto o = torch::optim::AdagradOptions(lr)
                      .lr_decay(lr_decay)
                      .weight_decay(weight_decay)

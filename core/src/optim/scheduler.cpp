@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/optim/schedulers.h"
 
 namespace oml::optim {
@@ -77,7 +78,8 @@ void Scheduler::load_state(const c10::IValue& state) {
 
 StepScheduler::StepScheduler(torch::optim::Optimizer& optimizer, int64_t step_size, double gamma)
     : Scheduler(optimizer), step_size_(step_size), gamma_(gamma) {
-  OML_CHECK(step_size_ >= 1, ConfigError, "scheduler 'step': step_size must be >= 1, got ", step_size_);
+  config::check_argument(step_size_ >= 1, "scheduler 'step'", "step_size", "step_size must be >= 1, got ",
+                         step_size_);
   apply();
 }
 double StepScheduler::lr_at(int64_t t, std::size_t, double base) const {
@@ -87,8 +89,8 @@ double StepScheduler::lr_at(int64_t t, std::size_t, double base) const {
 MultiStepScheduler::MultiStepScheduler(torch::optim::Optimizer& optimizer, std::vector<int64_t> milestones,
                                        double gamma)
     : Scheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
-  OML_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()), ConfigError,
-            "scheduler 'multi_step': milestones must be increasing");
+  config::check_argument(std::is_sorted(milestones_.begin(), milestones_.end()), "scheduler 'multi_step'",
+                         "milestones", "milestones must be increasing");
   apply();
 }
 double MultiStepScheduler::lr_at(int64_t t, std::size_t, double base) const {
@@ -98,7 +100,7 @@ double MultiStepScheduler::lr_at(int64_t t, std::size_t, double base) const {
 
 ExponentialScheduler::ExponentialScheduler(torch::optim::Optimizer& optimizer, double gamma)
     : Scheduler(optimizer), gamma_(gamma) {
-  OML_CHECK(gamma_ > 0, ConfigError, "scheduler 'exponential': gamma must be > 0, got ", gamma_);
+  config::check_argument(gamma_ > 0, "scheduler 'exponential'", "gamma", "gamma must be > 0, got ", gamma_);
   apply();
 }
 double ExponentialScheduler::lr_at(int64_t t, std::size_t, double base) const {
@@ -113,11 +115,13 @@ CosineAnnealingScheduler::CosineAnnealingScheduler(torch::optim::Optimizer& opti
       warmup_steps_(warmup_steps),
       eta_min_(eta_min),
       warmup_start_factor_(warmup_start_factor) {
-  OML_CHECK(t_max_ >= 1, ConfigError, "scheduler 'cosine_annealing': T_max must be >= 1, got ", t_max_);
-  OML_CHECK(warmup_steps_ >= 0, ConfigError, "scheduler 'cosine_annealing': warmup_steps must be >= 0");
-  OML_CHECK(warmup_start_factor_ > 0 && warmup_start_factor_ <= 1, ConfigError,
-            "scheduler 'cosine_annealing': warmup_start_factor must be in (0, 1], got ",
-            warmup_start_factor_);
+  const char* what = "scheduler 'cosine_annealing'";
+  // T_max defaults to the run length minus the warm-up: a failing default points at the args.
+  config::check_argument(t_max_ >= 1, what, "T_max", "T_max must be >= 1, got ", t_max_);
+  config::check_argument(warmup_steps_ >= 0, what, "warmup_steps", "warmup_steps must be >= 0, got ",
+                         warmup_steps_);
+  config::check_argument(warmup_start_factor_ > 0 && warmup_start_factor_ <= 1, what, "warmup_start_factor",
+                         "warmup_start_factor must be in (0, 1], got ", warmup_start_factor_);
   apply();
 }
 double CosineAnnealingScheduler::lr_at(int64_t t, std::size_t, double base) const {
@@ -136,12 +140,14 @@ OneCycleScheduler::OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t
       pct_start_(pct_start),
       div_factor_(div_factor),
       final_div_factor_(final_div_factor) {
-  OML_CHECK(total_steps_ >= 2, ConfigError, "scheduler 'one_cycle': total_steps must be >= 2, got ",
-            total_steps_);
-  OML_CHECK(pct_start_ > 0 && pct_start_ < 1, ConfigError,
-            "scheduler 'one_cycle': pct_start must be in (0, 1)");
-  OML_CHECK(div_factor_ > 0 && final_div_factor_ > 0, ConfigError,
-            "scheduler 'one_cycle': div_factor and final_div_factor must be > 0");
+  const char* what = "scheduler 'one_cycle'";
+  config::check_argument(total_steps_ >= 2, what, "total_steps", "total_steps must be >= 2, got ",
+                         total_steps_);
+  config::check_argument(pct_start_ > 0 && pct_start_ < 1, what, "pct_start",
+                         "pct_start must be in (0, 1), got ", pct_start_);
+  config::check_argument(div_factor_ > 0, what, "div_factor", "div_factor must be > 0, got ", div_factor_);
+  config::check_argument(final_div_factor_ > 0, what, "final_div_factor",
+                         "final_div_factor must be > 0, got ", final_div_factor_);
   apply();
 }
 double OneCycleScheduler::lr_at(int64_t t, std::size_t, double max_lr) const {
@@ -159,12 +165,15 @@ double OneCycleScheduler::lr_at(int64_t t, std::size_t, double max_lr) const {
 
 ReduceOnPlateauScheduler::ReduceOnPlateauScheduler(torch::optim::Optimizer& optimizer, PlateauOptions options)
     : Scheduler(optimizer), options_(std::move(options)) {
-  OML_CHECK(options_.mode == "min" || options_.mode == "max", ConfigError,
-            "scheduler 'reduce_on_plateau': mode must be 'min' or 'max', got '", options_.mode, "'");
-  OML_CHECK(options_.factor > 0 && options_.factor < 1, ConfigError,
-            "scheduler 'reduce_on_plateau': factor must be in (0, 1), got ", options_.factor);
-  OML_CHECK(options_.patience >= 0 && options_.cooldown >= 0, ConfigError,
-            "scheduler 'reduce_on_plateau': patience and cooldown must be >= 0");
+  const char* what = "scheduler 'reduce_on_plateau'";
+  config::check_argument(options_.mode == "min" || options_.mode == "max", what, "mode",
+                         "mode must be 'min' or 'max', got '", options_.mode, "'");
+  config::check_argument(options_.factor > 0 && options_.factor < 1, what, "factor",
+                         "factor must be in (0, 1), got ", options_.factor);
+  config::check_argument(options_.patience >= 0, what, "patience", "patience must be >= 0, got ",
+                         options_.patience);
+  config::check_argument(options_.cooldown >= 0, what, "cooldown", "cooldown must be >= 0, got ",
+                         options_.cooldown);
 }
 
 bool ReduceOnPlateauScheduler::improves(double value) const {

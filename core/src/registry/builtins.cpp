@@ -3,6 +3,7 @@
 // linker may drop).
 #include "oml/data/transform.h"
 #include "oml/losses/register.h"
+#include "oml/metrics/register.h"
 #include "oml/models/register.h"
 #include "oml/optim/register.h"
 #include "oml/registry/registries.h"
@@ -20,6 +21,7 @@ void register_core_components() {
   models::register_builtin_models(registries());
   losses::register_builtin_losses(registries());
   optim::register_builtin_optim(registries());
+  metrics::register_builtin_metrics(registries());
   report::register_builtin_loggers(registries());
 }
 

@@ -10,19 +10,6 @@ namespace oml::samplers {
 
 namespace {
 
-// Builds a sampler, putting the place of the offending argument (file:line:col: key path) in
-// front of argument errors; when the argument was not given, the place of the args mapping.
-template <class Build>
-std::shared_ptr<data::Sampler> with_argument_places(const config::Node& args, Build build) {
-  try {
-    return build();
-  } catch (const SamplerArgumentError& e) {
-    const config::Node place = args[e.key()].defined() ? args[e.key()] : args;
-    if (!place.defined()) throw;
-    throw ConfigError(place.describe() + ": " + e.what());
-  }
-}
-
 IndexSamplerOptions read_index_options(const config::Node& args, const std::string& name) {
   IndexSamplerOptions options;
   config::MapReader reader(args, "sampler '" + name + "' args");
@@ -34,12 +21,12 @@ IndexSamplerOptions read_index_options(const config::Node& args, const std::stri
 std::shared_ptr<data::Sampler> make_sequential(const config::Node& args,
                                                const data::SamplerContext& context) {
   const auto options = read_index_options(args, "sequential");
-  return with_argument_places(args, [&] { return std::make_shared<SequentialSampler>(context, options); });
+  return std::make_shared<SequentialSampler>(context, options);
 }
 
 std::shared_ptr<data::Sampler> make_random(const config::Node& args, const data::SamplerContext& context) {
   const auto options = read_index_options(args, "random");
-  return with_argument_places(args, [&] { return std::make_shared<RandomSampler>(context, options); });
+  return std::make_shared<RandomSampler>(context, options);
 }
 
 std::shared_ptr<data::Sampler> make_balance(const config::Node& args, const data::SamplerContext& context) {
@@ -49,7 +36,7 @@ std::shared_ptr<data::Sampler> make_balance(const config::Node& args, const data
       .required("n_instances", options.n_instances)
       .optional("epoch_size", options.epoch_size);
   reader.finish();
-  return with_argument_places(args, [&] { return std::make_shared<BalanceSampler>(context, options); });
+  return std::make_shared<BalanceSampler>(context, options);
 }
 
 std::shared_ptr<data::Sampler> make_category_balance(const config::Node& args,
@@ -62,8 +49,7 @@ std::shared_ptr<data::Sampler> make_category_balance(const config::Node& args,
       .optional("resample_labels", options.resample_labels)
       .optional("weight_categories", options.weight_categories);
   reader.finish();
-  return with_argument_places(args,
-                              [&] { return std::make_shared<CategoryBalanceSampler>(context, options); });
+  return std::make_shared<CategoryBalanceSampler>(context, options);
 }
 
 std::shared_ptr<data::Sampler> make_distinct_category_balance(const config::Node& args,
@@ -75,8 +61,7 @@ std::shared_ptr<data::Sampler> make_distinct_category_balance(const config::Node
       .required("n_instances", options.n_instances)
       .required("epoch_size", options.epoch_size);
   reader.finish();
-  return with_argument_places(
-      args, [&] { return std::make_shared<DistinctCategoryBalanceSampler>(context, options); });
+  return std::make_shared<DistinctCategoryBalanceSampler>(context, options);
 }
 
 std::string origin_of(const std::string& name) {
@@ -113,16 +98,8 @@ std::shared_ptr<data::Sampler> build_sampler(const std::optional<config::Compone
   }
   const auto& samplers = registries().samplers;
   samplers.require(*spec);
-  std::shared_ptr<data::Sampler> sampler;
-  try {
-    sampler = samplers.create(*spec, context);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    // A plugin's factory let a foreign exception escape: name the plugin, keep its message.
-    throw PluginError("sampler '" + spec->name + "' (" + origin_of(spec->name) +
-                      ") failed while being built: " + e.what());
-  }
+  // The registry names the plugin when a factory throws (Registry::create).
+  const std::shared_ptr<data::Sampler> sampler = samplers.create(*spec, context);
   OML_CHECK(sampler != nullptr, PluginError, "sampler '", spec->name, "' (", origin_of(spec->name),
             ") returned no sampler");
   OML_CHECK(sampler->size() > 0 && sampler->batch_size() > 0, PluginError, "sampler '", spec->name, "' (",

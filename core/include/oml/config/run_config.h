@@ -24,16 +24,6 @@ struct DdpOptions {
   int64_t check_params_every = 0;      ///< debug: verify identical parameters every N steps (0: off)
 };
 
-/// `metric_args:` — which retrieval metrics to compute.
-struct MetricArgs {
-  std::vector<int64_t> cmc_top_k{1, 5};
-  std::vector<int64_t> precision_top_k{5};
-  std::vector<int64_t> map_top_k{5};
-  std::vector<double> fmr_vals{};
-  std::vector<double> pcf_variance{};
-  bool return_only_overall_category = false;
-};
-
 /// `scheduling:`
 struct SchedulingOptions {
   std::optional<ComponentSpec> scheduler;
@@ -73,7 +63,10 @@ struct RunConfig {
   int64_t max_epochs = 1;
   std::optional<int64_t> max_steps;
   int64_t valid_period = 1;
-  MetricArgs metric_args;
+  /// `metric_args:` as written (undefined when absent). Every registered metric, plugins'
+  /// included, reads its keys from it: metrics::configure_metrics (oml/metrics/metric_table.h)
+  /// checks it once plugins are loaded.
+  Node metric_args;
   std::string metric_for_checkpointing = "OVERALL/cmc/1";
   std::string mode_for_checkpointing = "max";  ///< max | min
   bool log_images = false;

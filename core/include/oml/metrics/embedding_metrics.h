@@ -1,10 +1,11 @@
 #pragma once
 // Validation metrics on embeddings (docs/metrics.md): retrieval in bounded memory, an optional
-// postprocessor, then cmc / precision / map per query, fnmr@fmr over all pairs and pcf, as a
-// flat map "OVERALL/cmc/1", "<category>/precision/5", "OVERALL/fnmr@fmr/0.01", ...
+// postprocessor, then every metric of the run's MetricTable from that one result, as a flat
+// map "OVERALL/cmc/1", "<category>/precision/5", "OVERALL/fnmr@fmr/0.01", ...
 //
 //   metrics::EmbeddingSet set{embeddings, labels, is_query, is_gallery};
-//   metrics::EmbeddingMetricsOptions options;          // options.args = config.metric_args
+//   metrics::EmbeddingMetricsOptions options;
+//   options.metrics = metrics::configure_metrics(config.metric_args);  // once per run
 //   auto result = metrics::compute_embedding_metrics(set, options);
 //   double cmc1 = result.metrics.at("OVERALL/cmc/1");
 //
@@ -16,10 +17,9 @@
 #include <string>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
-
 #include "oml/common/progress_callback.h"
-#include "oml/config/run_config.h"
+#include "oml/metrics/embedding_set.h"
+#include "oml/metrics/metric_table.h"
 #include "oml/retrieval/retrieval_results.h"
 
 namespace oml::retrieval {
@@ -28,19 +28,8 @@ class Postprocessor;
 
 namespace oml::metrics {
 
-/// The validation rows in dataset order.
-struct EmbeddingSet {
-  at::Tensor embeddings;                 ///< [N, D] float32
-  std::vector<int64_t> labels;           ///< N
-  std::vector<uint8_t> is_query;         ///< N, 0/1
-  std::vector<uint8_t> is_gallery;       ///< N, 0/1
-  std::vector<std::string> categories;   ///< N or empty (no per-category metrics)
-  std::vector<std::string> sequences;    ///< N or empty; "" = no sequence for that row
-  std::vector<int64_t> dataset_indices;  ///< N or empty (= 0 .. N-1): names rows in messages
-};
-
 struct EmbeddingMetricsOptions {
-  config::MetricArgs args;                                  ///< which metrics (metric_args:)
+  MetricTable metrics;                                      ///< which metrics (configure_metrics)
   double memory_budget_mb = 128;                            ///< one distance block, see KnnOptions
   const retrieval::Postprocessor* postprocessor = nullptr;  ///< applied before the metrics
   ProgressCallback on_progress;                             ///< k-NN progress (queries done, total)
@@ -56,12 +45,9 @@ struct EmbeddingMetricsResult {
   retrieval::RetrievalResults retrieval;  ///< after the postprocessor
 };
 
-/// Throws DataError for inconsistent rows (sizes, no query or gallery, a non-finite value) and
-/// ConfigError for bad metric_args (k < 1, fmr or pcf values outside [0, 1]).
+/// Throws DataError for inconsistent rows (sizes, no query or gallery, a non-finite value).
+/// The metric args were checked by configure_metrics.
 EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
                                                  const EmbeddingMetricsOptions& options);
-
-/// The shortest decimal text that reads back as `value` ("0.01", "0.5", "1"), for keys.
-std::string format_key_number(double value);
 
 }  // namespace oml::metrics

@@ -21,7 +21,8 @@
 #include "oml/registry/registries.h"
 
 /// Bumped whenever Registries or a component interface changes in a way that breaks plugins.
-#define OML_PLUGIN_API_VERSION 1u
+/// 2: Registries gained `metrics` (the metric interface, oml/metrics/metric.h).
+#define OML_PLUGIN_API_VERSION 2u
 
 extern "C" {
 struct OmlPluginInfo {

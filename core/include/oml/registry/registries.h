@@ -36,6 +36,10 @@ namespace retrieval {
 class Postprocessor;
 struct PostprocessorContext;
 }  // namespace retrieval
+namespace metrics {
+class Metric;
+struct MetricContext;
+}  // namespace metrics
 namespace report {
 class RunLogger;
 struct LoggerContext;
@@ -52,6 +56,8 @@ struct Registries {
   Registry<std::shared_ptr<optim::Scheduler>, optim::SchedulerContext> schedulers{"scheduler"};
   Registry<std::shared_ptr<retrieval::Postprocessor>, retrieval::PostprocessorContext> postprocessors{
       "postprocessor"};
+  /// Every registered metric is configured from `metric_args:` (metrics/metric_table.h).
+  Registry<std::shared_ptr<metrics::Metric>, metrics::MetricContext> metrics{"metric"};
   Registry<std::shared_ptr<report::RunLogger>, report::LoggerContext> loggers{"logger"};
 
   /// Calls `visit(kind_title, infos)` for every registry, in a fixed order (for listings).
@@ -66,6 +72,7 @@ struct Registries {
     visit("optimizers", optimizers.infos());
     visit("schedulers", schedulers.infos());
     visit("postprocessors", postprocessors.infos());
+    visit("metrics", metrics.infos());
     visit("loggers", loggers.infos());
   }
 };
@@ -79,7 +86,7 @@ const std::string& current_registration_origin();
 void set_registration_origin(std::string origin);
 
 /// Registers the components implemented in oml_core (transforms, models, losses, miners,
-/// optimizers, schedulers, postprocessors, loggers). Idempotent.
+/// optimizers, schedulers, postprocessors, metrics, loggers). Idempotent.
 void register_core_components();
 
 }  // namespace oml

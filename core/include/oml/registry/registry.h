@@ -6,7 +6,8 @@
 //
 // Unknown names list the known ones and the closest match; registering a name twice names both
 // origins. Built-ins are added by explicit register_builtin_*() calls, never by static
-// initialisers (a linker may drop those from static libraries).
+// initialisers (a linker may drop those from static libraries). create() reports what a
+// factory throws the same way for every kind, built-in or plugin (see there).
 
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
+#include "oml/config/argument_error.h"
 #include "oml/config/reader.h"
 
 namespace oml {
@@ -28,8 +30,22 @@ struct NoContext {};
 struct ComponentInfo {
   std::string name;
   std::string help;
-  std::string origin;  ///< "built-in" or the plugin's library path
+  std::string origin;  ///< "built-in", or "plugin '<name>' (<library path>)"
+
+  bool builtin() const { return origin == "built-in"; }
 };
+
+namespace detail {
+/// Adds "(<kind> '<name>' from plugin ...)" to an oml error a plugin's factory threw; nothing
+/// for built-ins.
+void add_origin_context(Error& error, const std::string& kind, const ComponentInfo& info);
+/// A foreign exception (not an oml error) escaped the component `info` (its factory, or what
+/// `during` says): PluginError naming the plugin library and the component, or InternalError
+/// for a built-in. `what` is its message.
+[[noreturn]] void throw_foreign_error(const std::string& kind, const ComponentInfo& info,
+                                      const std::string& what,
+                                      const std::string& during = "while being built");
+}  // namespace detail
 
 template <class Product, class Context = NoContext>
 class Registry {
@@ -81,9 +97,30 @@ class Registry {
   }
 
   /// Builds the component named by `spec`. Unknown name -> ConfigError (see require()).
+  /// What the factory throws reaches the caller as:
+  ///   - config::ArgumentError (config::fail_argument): a ConfigError with the argument's
+  ///     place in `spec.args` in front (config/argument_error.h);
+  ///   - any other oml error: unchanged, so its type and exit code stay (ConfigError and
+  ///     DataError exit with 2); from a plugin's factory with a context line naming the plugin;
+  ///   - anything else: PluginError naming the plugin library and the component, or, from a
+  ///     built-in factory, InternalError (a bug in oml-cpp).
   Product create(const config::ComponentSpec& spec, const Context& context = Context{}) const {
     require(spec);
-    return entries_.find(spec.name)->second.factory(spec.args, context);
+    const Entry& entry = entries_.find(spec.name)->second;
+    try {
+      return entry.factory(spec.args, context);
+    } catch (const config::ArgumentError& e) {
+      ConfigError placed = config::place_argument_error(spec.args, e);
+      detail::add_origin_context(placed, kind_, entry.info);
+      throw placed;
+    } catch (Error& e) {
+      detail::add_origin_context(e, kind_, entry.info);
+      throw;
+    } catch (const std::exception& e) {
+      detail::throw_foreign_error(kind_, entry.info, e.what());
+    } catch (...) {
+      detail::throw_foreign_error(kind_, entry.info, "an exception that is not a std::exception");
+    }
   }
 
   /// Removes every entry (tests only).

@@ -7,26 +7,16 @@
 #include <vector>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/data/sampler.h"
 
 namespace oml::samplers {
 
-/// ConfigError about one argument of a sampler; `key` names the argument so that the
-/// registration factory can prefix the message with the argument's file:line:column.
-class SamplerArgumentError : public ConfigError {
- public:
-  SamplerArgumentError(std::string key, const std::string& message)
-      : ConfigError(message), key_(std::move(key)) {}
-  const std::string& key() const { return key_; }
-
- private:
-  std::string key_;
-};
-
-/// Throws SamplerArgumentError "sampler '<sampler>': <message>" about argument `key`.
+/// Throws config::ArgumentError "sampler '<sampler>': <message>" about argument `key`; the
+/// registry that builds the sampler puts the argument's file:line:column in front.
 template <class... Args>
 [[noreturn]] void fail_argument(const std::string& sampler, const std::string& key, const Args&... message) {
-  throw SamplerArgumentError(key, detail::concat("sampler '", sampler, "': ", message...));
+  config::fail_argument("sampler '" + sampler + "'", key, message...);
 }
 
 /// Rows of each label. Labels are numbered by group 0..L-1 in ascending label order.

@@ -1,0 +1,67 @@
+#include "builtin_metrics.h"
+
+#include <algorithm>
+
+#include "oml/config/argument_error.h"
+
+namespace oml::metrics::builtin {
+
+namespace {
+// A value listed twice is reported once (under the same key), first occurrence first.
+template <class T>
+std::vector<T> without_repeats(const std::vector<T>& values) {
+  std::vector<T> out;
+  for (const T& v : values) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  return out;
+}
+}  // namespace
+
+config::MapReader& args_of(const MetricContext& context) {
+  OML_ASSERT(context.args != nullptr,
+             "metric factories are called by configure_metrics, which gives the reader");
+  return *context.args;
+}
+
+TopKMetric::TopKMetric(std::string metric, std::vector<int64_t> ks, PerQueryAtK at_k)
+    : metric_(std::move(metric)), ks_(std::move(ks)), at_k_(at_k) {}
+
+std::vector<std::string> TopKMetric::names() const {
+  std::vector<std::string> names;
+  for (const int64_t k : ks_) names.push_back(metric_ + "/" + std::to_string(k));
+  return names;
+}
+
+int64_t TopKMetric::required_top_k() const { return *std::max_element(ks_.begin(), ks_.end()); }
+
+MetricValues TopKMetric::compute(const MetricInputs& inputs) const {
+  MetricValues values;
+  for (const int64_t k : ks_) values.per_query[metric_ + "/" + std::to_string(k)] = at_k_(inputs.hits, k);
+  return values;
+}
+
+std::shared_ptr<Metric> make_top_k_metric(const MetricContext& context, const std::string& metric,
+                                          std::vector<int64_t> ks, PerQueryAtK at_k) {
+  const std::string key = metric + "_top_k";
+  args_of(context).optional(key, ks);
+  for (const int64_t k : ks) {
+    config::check_argument(k >= 1, "metric '" + metric + "'", key, "k values must be positive integers, got ",
+                           k);
+  }
+  if (ks.empty()) return nullptr;
+  return std::make_shared<TopKMetric>(metric, without_repeats(ks), at_k);
+}
+
+std::vector<double> read_fractions(const MetricContext& context, const std::string& metric,
+                                   const std::string& key) {
+  std::vector<double> values;
+  args_of(context).optional(key, values);
+  for (const double v : values) {
+    config::check_argument(v >= 0.0 && v <= 1.0, "metric '" + metric + "'", key,
+                           "expected fractions in [0, 1], got ", v);
+  }
+  return without_repeats(values);
+}
+
+}  // namespace oml::metrics::builtin
