@@ -2,8 +2,10 @@
 // every augmentation is a function of these draws, so a change here silently changes the
 // batches and images of every run (and breaks resuming from older checkpoints).
 #include <numeric>
+#include <random>
 #include <vector>
 
+#include "oml/common/random.h"
 #include "oml/data/sampler_rng.h"
 #include "oml/data/transform.h"
 #include "support/support.h"
@@ -11,6 +13,29 @@
 using oml::data::KeyedRandom;
 using oml::data::RandomKey;
 using oml::data::SamplerRng;
+
+TEST_CASE("SplitMix64 reproduces the reference generator's outputs for state 0", "[random]") {
+  oml::SplitMix64 bits(0);
+  CHECK(bits.next() == 0xE220A8397B1DCDAFull);
+  CHECK(bits.next() == 0x6E789E6AA1B965F4ull);
+  CHECK(bits.next() == 0x06C45D188009454Full);
+  CHECK(bits.next() == 0xF88BB8A8724C81ECull);
+  CHECK(oml::mix64(0) == 0xE220A8397B1DCDAFull);
+}
+
+TEST_CASE("derive_seed mixes the keys in one after another, in order", "[random]") {
+  CHECK(oml::derive_seed(7, {}) == oml::mix64(7));
+  CHECK(oml::derive_seed(7, {2, 3}) == oml::mix64(oml::mix64(oml::mix64(7) ^ 2) ^ 3));
+  CHECK(oml::derive_seed(7, {2, 3}) != oml::derive_seed(7, {3, 2}));
+  CHECK(oml::unit_interval(0) == 0.0);
+  CHECK(oml::unit_interval(~uint64_t{0}) == 1.0 - 0x1.0p-53);
+}
+
+TEST_CASE("Samplers and transforms seed their generators with the same derive_seed", "[random]") {
+  CHECK(KeyedRandom(RandomKey{7, 2, 3}).next_u64() == oml::SplitMix64(oml::derive_seed(7, {2, 3})).next());
+  std::mt19937_64 engine(oml::derive_seed(42, {3, 1}));
+  CHECK(SamplerRng(42, 3, 1).unit() == oml::unit_interval(engine()));
+}
 
 TEST_CASE("KeyedRandom draws the pinned sequence for a key", "[random][transforms]") {
   KeyedRandom random(RandomKey{7, 2, 3});
