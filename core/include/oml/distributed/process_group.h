@@ -125,7 +125,8 @@ class ProcessGroup {
   mutable bool peer_failed_ = false;
 };
 
-/// Store key holding the first failure record ("rank 2: exited with code 1").
+/// Store key holding the first failure record (detail::FailureRecord in
+/// oml/distributed/detail/failure_record.h).
 inline constexpr const char* kFailureKey = "oml/failure";
 
 }  // namespace oml::distributed
