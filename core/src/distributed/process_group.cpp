@@ -244,21 +244,6 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
   run_collective("broadcast", [&] { return group_->broadcast(tensors, root); });
 }
 
-PendingCollective ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {
-  if (!group_) return PendingCollective();
-  OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ",
-            size(), ")");
-  OML_CHECK(tensor.is_contiguous(), DistributedError, "broadcast: the tensor must be contiguous");
-  std::vector<at::Tensor> tensors{tensor};
-  auto work = std::make_unique<detail::C10dWork>();
-  try {
-    *work = group_->broadcast(tensors, root);
-  } catch (const std::exception& e) {
-    fail("broadcast", e.what());
-  }
-  return PendingCollective(this, "broadcast", std::move(work));
-}
-
 void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (!group_) return;
   std::vector<at::Tensor> tensors{tensor};
