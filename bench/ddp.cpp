@@ -107,15 +107,6 @@ void bench_sync_dicts_parts(dist::ProcessGroup& g) {
   timed("mmap+MADV_HUGEPAGE(all rows) + zero_", [&] { empty_huge(args.rows * n, args.dim).zero_(); });
   timed("mmap+MADV_HUGEPAGE(all rows) + copy_ of own rows",
         [&] { empty_huge(args.rows * n, args.dim).narrow(0, 0, args.rows).copy_(local); });
-  timed("broadcast per rank, all in flight, into a MADV_HUGEPAGE result", [&] {
-    torch::Tensor whole = empty_huge(args.rows * n, args.dim);
-    whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
-    std::vector<torch::Tensor> parts;
-    std::vector<dist::PendingCollective> pending;
-    for (int r = 0; r < n; ++r) parts.push_back(whole.narrow(0, r * args.rows, args.rows));
-    for (int r = 0; r < n; ++r) pending.push_back(g.broadcast_async(parts[r], r));
-    for (auto& p : pending) p.wait();
-  });
   timed("all_gather_concat (sync_dicts' tensor path)", [&] { g.all_gather_concat(local); });
   timed("broadcast per rank, one after another, into the result", [&] {
     torch::Tensor whole = torch::empty({args.rows * n, args.dim});
@@ -125,35 +116,6 @@ void bench_sync_dicts_parts(dist::ProcessGroup& g) {
       g.broadcast(part, r);
     }
   });
-  timed("broadcast per rank, all in flight, into the result", [&] {
-    torch::Tensor whole = torch::empty({args.rows * n, args.dim});
-    whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
-    std::vector<torch::Tensor> parts;
-    std::vector<dist::PendingCollective> pending;
-    for (int r = 0; r < n; ++r) parts.push_back(whole.narrow(0, r * args.rows, args.rows));
-    for (int r = 0; r < n; ++r) pending.push_back(g.broadcast_async(parts[r], r));
-    for (auto& p : pending) p.wait();
-  });
-  for (int64_t chunk_mb : {4, 16, 64}) {
-    const std::string name =
-        "broadcast per rank in " + std::to_string(chunk_mb) + " MB pieces, all in flight";
-    timed(name.c_str(), [&] {
-      torch::Tensor whole = torch::empty({args.rows * n, args.dim});
-      whole.narrow(0, g.rank() * args.rows, args.rows).copy_(local);
-      const int64_t chunk_rows = std::max<int64_t>(1, chunk_mb * (1 << 20) / (args.dim * 4));
-      std::vector<torch::Tensor> parts;
-      std::vector<int> roots;
-      for (int64_t begin = 0; begin < args.rows; begin += chunk_rows) {
-        for (int r = 0; r < n; ++r) {
-          parts.push_back(whole.narrow(0, r * args.rows + begin, std::min(chunk_rows, args.rows - begin)));
-          roots.push_back(r);
-        }
-      }
-      std::vector<dist::PendingCollective> pending;
-      for (std::size_t i = 0; i < parts.size(); ++i) pending.push_back(g.broadcast_async(parts[i], roots[i]));
-      for (auto& p : pending) p.wait();
-    });
-  }
 }
 
 void bench_allreduce(dist::ProcessGroup& g) {

@@ -11,8 +11,8 @@
 #include <cstdlib>
 
 #include "oml/common/runtime.h"
-#include "oml/losses/losses.h"
 #include "oml/losses/miners.h"
+#include "oml/losses/triplet_loss.h"
 #include "oml/models/conv_net.h"
 #include "oml/models/resnet.h"
 

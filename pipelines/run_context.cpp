@@ -38,12 +38,6 @@ RunContext start_run(const config::RunConfig& config) {
   return ctx;
 }
 
-void RunContext::rank0_first(const std::function<void()>& work) const {
-  if (is_main()) work();
-  group->barrier();
-  if (!is_main()) work();
-}
-
 void RunContext::rank0_only(const std::function<void()>& work) const {
   if (is_main()) work();
   group->barrier();

@@ -27,9 +27,6 @@ struct RunContext {
   int rank() const { return world.rank; }
   int world_size() const { return world.world_size; }
 
-  /// Runs `work` on rank 0 while the other ranks wait at a barrier, then on the other ranks
-  /// (fastai's rank0_first): rank 0 creates folders or caches, the others reuse them.
-  void rank0_first(const std::function<void()>& work) const;
   /// Runs `work` on rank 0 only; every rank leaves together.
   void rank0_only(const std::function<void()>& work) const;
   /// Rank 0's `text` on every rank (e.g. a run name that contains a timestamp).

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "oml/common/error.h"
+#include "oml/distributed/detail/failure_record.h"
 #include "oml/distributed/device.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/launcher.h"
@@ -110,6 +111,25 @@ TEST_CASE("Workers of a launcher, torchrun or a multi-task srun never launch aga
   CHECK(dist::is_worker_process(env_of({{"SLURM_NTASKS", "4"}})));
   CHECK(!dist::is_worker_process(env_of({{"SLURM_NTASKS", "1"}})));
   CHECK(!dist::is_worker_process(env_of({})));
+}
+
+TEST_CASE("A failure record survives its wire form, and other bytes are no record", "[ddp]") {
+  using dist::detail::FailureRecord;
+  const FailureRecord record{12, "was killed by signal 9 (SIGKILL)\nand more"};
+  const auto decoded = FailureRecord::decode(record.encode());
+  REQUIRE(decoded);
+  CHECK(decoded->rank == 12);
+  CHECK(decoded->what == record.what);
+  CHECK(decoded->describe() == "rank 12 was killed by signal 9 (SIGKILL)\nand more");
+  CHECK(FailureRecord{2, "stopped with an error"}.describe() == "rank 2 stopped with an error");
+  // The format of older builds, foreign bytes and broken ranks are not records.
+  for (const std::string bytes :
+       {"rank 2 stopped with an error", "", "oml-failure 1\n", "oml-failure 1\n2", "oml-failure 1\n-1\nx",
+        "oml-failure 1\n2x\nx", "oml-failure 2\n2\nx", "oml-failure 1\n99999999999\nx"}) {
+    INFO(bytes);
+    CHECK_FALSE(FailureRecord::decode(bytes));
+  }
+  CHECK(FailureRecord::decode("oml-failure 1\n0\n")->what.empty());
 }
 
 TEST_CASE("accelerator cpu uses Gloo and cuda on a CPU-only LibTorch is a config error", "[ddp]") {

@@ -7,8 +7,10 @@
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
-#include "oml/losses/losses.h"
+#include "oml/losses/arcface.h"
 #include "oml/losses/miners.h"
+#include "oml/losses/surrogate_precision.h"
+#include "oml/losses/triplet_loss.h"
 #include "oml/registry/registries.h"
 #include "support/support.h"
 

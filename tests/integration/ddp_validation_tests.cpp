@@ -3,12 +3,14 @@
 // distributed sampler pads and the Accumulator must drop the duplicates. (The 2-rank case, with
 // oml-predict, is in pipeline_tests.cpp.)
 #include <map>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "support/support.h"
 
+using oml::test::fashion_mnist_subset;
 using oml::test::quote;
 using oml::test::run_oml;
 using oml::test::TempDir;
@@ -16,6 +18,27 @@ using oml::test::write_file;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The shared subset's dataframe cut to the first `n` rows of each split (what oml-convert
+// --limit n writes), with absolute image paths so that it can live in another folder.
+std::string first_rows_per_split(const fs::path& subset, int n) {
+  std::istringstream in(oml::test::read_file(subset / "df.csv"));
+  std::string line;
+  std::getline(in, line);
+  REQUIRE(line.rfind("label,path,split,", 0) == 0);
+  std::string out = line + "\n";
+  std::map<std::string, int> kept;
+  while (std::getline(in, line)) {
+    const std::size_t path_begin = line.find(',') + 1;
+    const std::size_t path_end = line.find(',', path_begin);
+    const std::string split = line.substr(path_end + 1, line.find(',', path_end + 1) - path_end - 1);
+    if (kept[split]++ >= n) continue;
+    out += line.substr(0, path_begin) + (subset / line.substr(path_begin, path_end - path_begin)).string() +
+           line.substr(path_end) + "\n";
+  }
+  REQUIRE(kept["validation"] > n);  // the subset has more rows than we keep
+  return out;
+}
 
 std::map<std::string, double> read_metrics(const fs::path& path) {
   return nlohmann::json::parse(oml::test::read_file(path)).get<std::map<std::string, double>>();
@@ -27,9 +50,7 @@ TEST_CASE("oml-validate on 3 ranks gives the metrics of one process (padded shar
           "[pipelines][ddp][integration]") {
   TempDir dir;
   const fs::path data = dir / "fmnist";
-  REQUIRE(run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
-                                     quote(data.string()) + " --limit 299")
-              .exit_code == 0);
+  write_file(data / "df.csv", first_rows_per_split(fashion_mnist_subset(), 299));
   const std::string common = "dataset_root: " + data.string() + "\nlogs_root: " + (dir / "logs").string() +
                              "\nseed: 3\nnum_threads: 1\nnum_workers: 1\ntransforms_val: {name: norm}\n"
                              "extractor: {name: conv_net, args: {channels: [8, 16, 16], feat_dim: 16}}\n";

@@ -35,7 +35,7 @@ const std::string kMetrics = "metric_args: {cmc_top_k: [1, 5], precision_top_k: 
 std::string pairwise_common(const fs::path& logs, const fs::path& extractor_weights) {
   return "pipeline: pairwise\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
          "dataset_root: " +
-         subset().string() + "\nlogs_root: " + logs.string() +
+         fashion_mnist_subset().string() + "\nlogs_root: " + logs.string() +
          "\n"
          "embeddings_cache_dir: " +
          (logs / "cache").string() +

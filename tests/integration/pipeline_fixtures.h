@@ -1,6 +1,6 @@
 #pragma once
-// What the pipeline integration tests share: a Fashion-MNIST subset converted once per test
-// binary run, small training/validation configs over it, and readers for run directories.
+// What the pipeline integration tests share: small training/validation configs over the
+// Fashion-MNIST subset (fashion_mnist_subset() in support.h), and readers for run directories.
 #include <torch/torch.h>
 
 #include <netinet/in.h>
@@ -20,25 +20,12 @@ namespace oml::test {
 
 namespace fs = std::filesystem;
 
-// A 300 + 300 image subset of the packaged Fashion-MNIST, converted once per test binary run.
-inline const fs::path& subset() {
-  static TempDir dir;
-  static const fs::path root = [] {
-    const fs::path dst = dir / "fmnist";
-    const auto r = run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
-                                              quote(dst.string()) + " --limit 300");
-    REQUIRE(r.exit_code == 0);
-    return dst;
-  }();
-  return root;
-}
-
 // A small, fast training config over the subset (constant lr, so a resumed run can be compared
 // step by step with an uninterrupted one).
 inline std::string train_config(const fs::path& logs, const std::string& extra = "") {
   return "pipeline: extractor\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
          "dataset_root: " +
-         subset().string() + "\nlogs_root: " + logs.string() +
+         fashion_mnist_subset().string() + "\nlogs_root: " + logs.string() +
          "\nrun_name: run\n"
          "transforms_train: {name: norm}\ntransforms_val: {name: norm}\n"
          "sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n"
@@ -51,7 +38,7 @@ inline std::string train_config(const fs::path& logs, const std::string& extra =
 }
 
 inline std::string validate_config(const fs::path& logs, const fs::path& weights) {
-  return "dataset_root: " + subset().string() + "\nlogs_root: " + logs.string() +
+  return "dataset_root: " + fashion_mnist_subset().string() + "\nlogs_root: " + logs.string() +
          "\nrun_name: validation\n"
          "num_threads: 1\nnum_workers: 1\nbs_val: 64\nweights: " +
          weights.string() +

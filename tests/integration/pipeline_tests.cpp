@@ -289,7 +289,7 @@ TEST_CASE("oml-validate computes metrics from precomputed embeddings without a m
           "[pipelines][metrics][integration]") {
   TempDir dir;
   // Embeddings that put every label on its own axis: a perfect retrieval, cmc@1 = 1.
-  const auto df = oml::test::read_file(subset() / "df.csv");
+  const auto df = oml::test::read_file(fashion_mnist_subset() / "df.csv");
   std::vector<int64_t> labels;
   std::istringstream lines(df);
   std::string line;
@@ -302,7 +302,7 @@ TEST_CASE("oml-validate computes metrics from precomputed embeddings without a m
   at::Tensor embeddings = torch::zeros({300, 10});
   for (int64_t i = 0; i < 300; ++i) embeddings[i][labels[static_cast<std::size_t>(i)]] = 1.0;
   oml::io::write_npy(dir / "emb.npy", embeddings);
-  write_file(dir / "v.yaml", "dataset_root: " + subset().string() +
+  write_file(dir / "v.yaml", "dataset_root: " + fashion_mnist_subset().string() +
                                  "\nlogs_root: " + (dir / "logs").string() +
                                  "\nrun_name: v\nembeddings: " + (dir / "emb.npy").string() +
                                  "\nmetric_args: {cmc_top_k: [1], map_top_k: [5], fmr_vals: [0.1]}\n");

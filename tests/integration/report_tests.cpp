@@ -9,6 +9,7 @@
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
+using oml::test::fashion_mnist_subset;
 using oml::test::quote;
 using oml::test::run_oml;
 using oml::test::TempDir;
@@ -17,21 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// 200 + 200 Fashion-MNIST images, converted once per test binary run.
-const fs::path& small_subset() {
-  static TempDir dir;
-  static const fs::path root = [] {
-    const fs::path dst = dir / "fmnist";
-    const auto r = run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
-                                              quote(dst.string()) + " --limit 200 --progress quiet");
-    REQUIRE(r.exit_code == 0);
-    return dst;
-  }();
-  return root;
-}
-
 std::string config(const fs::path& logs, const std::string& extra) {
-  return "seed: 1\nnum_threads: 1\nnum_workers: 1\ndataset_root: " + small_subset().string() +
+  return "seed: 1\nnum_threads: 1\nnum_workers: 1\ndataset_root: " + fashion_mnist_subset().string() +
          "\nlogs_root: " + logs.string() +
          "\nrun_name: run\n"
          "transforms_train: {name: norm}\ntransforms_val: {name: norm}\n"
@@ -123,7 +111,7 @@ TEST_CASE("oml-validate --visualize draws the worst queries and the chosen ones"
   TempDir dir;
   const fs::path run = train(dir, "logger: {name: none}\n", "--set max_epochs=1");
   write_file(dir / "validate.yaml",
-             "dataset_root: " + small_subset().string() + "\nlogs_root: " + (dir / "logs").string() +
+             "dataset_root: " + fashion_mnist_subset().string() + "\nlogs_root: " + (dir / "logs").string() +
                  "\nrun_name: val\nnum_threads: 1\nnum_workers: 1\nweights: " +
                  (run / "checkpoints" / "best.ckpt").string() +
                  "\ntransforms_val: {name: norm}\n"

@@ -1,9 +1,14 @@
 #include "support/support.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -73,6 +78,62 @@ CommandResult run_oml(const std::string& command, const std::string& args, int t
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+namespace {
+
+// An exclusive flock on `path` (created if missing) for the holder's lifetime; waits for it.
+class FileLock {
+ public:
+  explicit FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        ::close(fd_);
+        throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+      }
+    }
+  }
+  ~FileLock() { ::close(fd_); }  // closing releases the lock
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// Identifies the oml-convert binary: a subset it did not write is converted again.
+std::string converter_stamp() {
+  const fs::path converter = command_path("oml-convert");
+  return std::to_string(fs::file_size(converter)) + " " +
+         std::to_string(fs::last_write_time(converter).time_since_epoch().count()) + "\n";
+}
+
+}  // namespace
+
+const fs::path& fashion_mnist_subset() {
+  static const fs::path root = [] {
+    const fs::path data = fs::path(OML_BUILD_DIR) / "tests" / "data";
+    fs::create_directories(data);
+    const fs::path dst = data / "fashion_mnist_300";
+    const fs::path stamp = dst / "converted_by";
+    const std::string expected = converter_stamp();
+    const FileLock lock(data / "fashion_mnist_300.lock");
+    if (!fs::exists(stamp) || read_file(stamp) != expected) {
+      // Converted aside and renamed: a killed conversion never leaves a subset that looks done.
+      const fs::path staging = data / "fashion_mnist_300.partial";
+      fs::remove_all(staging);
+      const auto r = run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
+                                                quote(staging.string()) + " --limit 300 --progress quiet");
+      INFO(r.err);
+      REQUIRE(r.exit_code == 0);
+      write_file(staging / "converted_by", expected);
+      fs::remove_all(dst);
+      fs::rename(staging, dst);
+    }
+    return dst;
+  }();
+  return root;
 }
 
 }  // namespace oml::test

@@ -54,6 +54,13 @@ CommandResult run_oml(const std::string& command, const std::string& args, int t
 /// Quotes a string for the shell.
 std::string quote(const std::string& text);
 
+/// The first 300 train and 300 test images of the packaged Fashion-MNIST, converted with
+/// oml-convert once per build tree (build/tests/data/fashion_mnist_300) and shared by every test
+/// process: ctest runs each test case in a process of its own, several at a time, so the first
+/// one converts under a file lock and the others wait for it and reuse the result (reconverted
+/// when oml-convert was rebuilt). Read-only: tests must not write into it.
+const fs::path& fashion_mnist_subset();
+
 /// max |a - b| (both converted to double on CPU).
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b);
 

@@ -1,10 +1,8 @@
 #include "oml/data/sampler.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "oml/common/error.h"
-#include "oml/data/sampler_rng.h"
 
 namespace oml::data {
 
@@ -68,67 +66,6 @@ std::vector<Batch> remaining_batches(const Sampler& sampler, const SamplerPositi
   std::vector<Batch> batches = epoch_batches(sampler, position.epoch);
   batches.erase(batches.begin(), batches.begin() + position.step);
   return batches;
-}
-
-// ---- SamplerRng ---------------------------------------------------------------------------
-
-uint64_t mix_seed(uint64_t value) {
-  value += 0x9E3779B97F4A7C15ull;
-  value = (value ^ (value >> 30)) * 0xBF58476D1CE4E5B9ull;
-  value = (value ^ (value >> 27)) * 0x94D049BB133111EBull;
-  return value ^ (value >> 31);
-}
-
-SamplerRng::SamplerRng(int64_t seed, int64_t epoch, uint64_t stream)
-    : engine_(mix_seed(mix_seed(mix_seed(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(epoch)) ^
-                       stream)) {}
-
-uint64_t SamplerRng::below(uint64_t n) {
-  OML_ASSERT(n > 0);
-  // Rejects the top partial range so that every residue is equally likely.
-  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
-  uint64_t x = engine_();
-  while (x >= limit) x = engine_();
-  return x % n;
-}
-
-double SamplerRng::unit() {
-  // 53 random bits -> a double in [0, 1), exactly as portable as the engine itself.
-  return static_cast<double>(engine_() >> 11) * 0x1.0p-53;
-}
-
-std::vector<std::size_t> SamplerRng::choose_weighted_distinct(const std::vector<double>& weights,
-                                                              std::size_t k) {
-  OML_ASSERT(k <= weights.size(), "k ", k, " > ", weights.size());
-  std::vector<double> remaining = weights;
-  double total = 0;
-  for (double w : remaining) {
-    OML_ASSERT(w > 0, "weight ", w);
-    total += w;
-  }
-  std::vector<std::size_t> out;
-  out.reserve(k);
-  for (std::size_t drawn = 0; drawn < k; ++drawn) {
-    const double target = unit() * total;
-    double cumulative = 0;
-    std::size_t chosen = remaining.size();
-    std::size_t last_left = remaining.size();
-    for (std::size_t i = 0; i < remaining.size(); ++i) {
-      if (remaining[i] <= 0) continue;
-      last_left = i;
-      cumulative += remaining[i];
-      if (target < cumulative) {
-        chosen = i;
-        break;
-      }
-    }
-    // Rounding can leave target just above the last cumulative sum: take the last candidate.
-    if (chosen == remaining.size()) chosen = last_left;
-    out.push_back(chosen);
-    total -= remaining[chosen];
-    remaining[chosen] = 0;
-  }
-  return out;
 }
 
 }  // namespace oml::data

@@ -14,6 +14,7 @@
 #include "c10d_adapter.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/distributed/detail/failure_record.h"
 
 namespace oml::distributed {
 
@@ -169,7 +170,7 @@ ProcessGroup::~ProcessGroup() {
 void ProcessGroup::record_failure(const std::string& message) noexcept {
   if (!store_) return;
   try {
-    store_->set_if_absent(kFailureKey, "rank " + std::to_string(world_.rank) + " " + message);
+    store_->set_if_absent(kFailureKey, detail::FailureRecord{world_.rank, message}.encode());
   } catch (...) {
     // Best effort: the store may already be gone.
   }
@@ -194,7 +195,9 @@ void ProcessGroup::fail(const std::string& what, const std::string& cause) const
   }
   std::string message;
   if (record) {
-    message = me + ": " + what + " failed because " + *record;
+    const auto failure = detail::FailureRecord::decode(*record);
+    message = me + ": " + what + " failed because " +
+              (failure ? failure->describe() : "another rank failed (its failure record is unreadable)");
   } else if (!store_reachable && !world_.launcher_hosts_store) {
     message = me + ": " + what + " failed and the rendezvous store hosted by rank 0 is gone: rank 0 failed";
   } else if (looks_like_timeout(cause)) {
@@ -239,21 +242,6 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
             size(), ")");
   std::vector<at::Tensor> tensors{tensor};
   run_collective("broadcast", [&] { return group_->broadcast(tensors, root); });
-}
-
-PendingCollective ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {
-  if (!group_) return PendingCollective();
-  OML_CHECK(root >= 0 && root < size(), DistributedError, "broadcast: root rank ", root, " outside [0, ",
-            size(), ")");
-  OML_CHECK(tensor.is_contiguous(), DistributedError, "broadcast: the tensor must be contiguous");
-  std::vector<at::Tensor> tensors{tensor};
-  auto work = std::make_unique<detail::C10dWork>();
-  try {
-    *work = group_->broadcast(tensors, root);
-  } catch (const std::exception& e) {
-    fail("broadcast", e.what());
-  }
-  return PendingCollective(this, "broadcast", std::move(work));
 }
 
 void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {

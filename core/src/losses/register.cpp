@@ -3,8 +3,10 @@
 #include <torch/torch.h>
 
 #include "oml/config/reader.h"
-#include "oml/losses/losses.h"
+#include "oml/losses/arcface.h"
 #include "oml/losses/miners.h"
+#include "oml/losses/surrogate_precision.h"
+#include "oml/losses/triplet_loss.h"
 #include "oml/registry/registries.h"
 
 namespace oml::losses {

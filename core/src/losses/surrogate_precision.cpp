@@ -1,7 +1,7 @@
 #include <torch/torch.h>
 
 #include "oml/common/error.h"
-#include "oml/losses/losses.h"
+#include "oml/losses/surrogate_precision.h"
 
 namespace oml::losses {
 namespace {

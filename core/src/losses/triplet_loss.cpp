@@ -1,7 +1,7 @@
 #include <torch/torch.h>
 
 #include "oml/common/error.h"
-#include "oml/losses/losses.h"
+#include "oml/losses/triplet_loss.h"
 
 namespace oml::losses {
 

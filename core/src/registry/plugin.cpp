@@ -20,8 +20,6 @@ struct OriginGuard {
 };
 }  // namespace
 
-const std::vector<LoadedPlugin>& loaded_plugins() { return plugin_list(); }
-
 const LoadedPlugin& load_plugin(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -12,13 +12,11 @@
 
 namespace oml::data {
 
-/// Mixes a 64-bit value (SplitMix64's finaliser): nearby seeds give unrelated streams.
-uint64_t mix_seed(uint64_t value);
-
 class SamplerRng {
  public:
-  /// The generator of epoch `epoch` for run seed `seed`. `stream` separates independent draws
-  /// of one sampler (0 unless a sampler needs several).
+  /// The generator of epoch `epoch` for run seed `seed`, seeded with
+  /// oml::derive_seed(seed, {epoch, stream}) (oml/common/random.h). `stream` separates
+  /// independent draws of one sampler (0 unless a sampler needs several).
   SamplerRng(int64_t seed, int64_t epoch, uint64_t stream = 0);
 
   /// Uniform in [0, n), n >= 1, without modulo bias.

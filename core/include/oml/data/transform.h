@@ -21,6 +21,8 @@
 #include <memory>
 #include <string>
 
+#include "oml/common/random.h"
+
 namespace oml {
 struct Registries;
 }  // namespace oml
@@ -35,8 +37,9 @@ struct RandomKey {
   int64_t index = 0;
 };
 
-/// A small deterministic generator (SplitMix64) seeded from a RandomKey; uniform draws are
-/// computed from raw bits, so they are identical on every platform and standard library.
+/// A small deterministic generator (oml::SplitMix64 seeded with
+/// oml::derive_seed(seed, {epoch, index}), oml/common/random.h); uniform draws are computed from
+/// raw bits, so they are identical on every platform and standard library.
 class KeyedRandom {
  public:
   explicit KeyedRandom(const RandomKey& key);
@@ -46,7 +49,7 @@ class KeyedRandom {
   bool bernoulli(double p) { return uniform() < p; }
 
  private:
-  uint64_t state_;
+  SplitMix64 bits_;
 };
 
 class Transform {

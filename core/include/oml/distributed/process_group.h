@@ -85,9 +85,6 @@ class ProcessGroup {
   void barrier();
   /// Copies `root`'s tensor into every rank's `tensor` (in place; same shape and dtype).
   void broadcast(at::Tensor& tensor, int root = 0);
-  /// Starts a broadcast from `root` into `tensor` (contiguous; views of a larger tensor are
-  /// fine); keep it alive and untouched until wait(). Several may be in flight at once.
-  PendingCollective broadcast_async(at::Tensor& tensor, int root);
   /// Reduces `tensor` across ranks in place.
   void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::sum);
   /// Starts an in-place sum all-reduce; keep `tensor` alive and untouched until wait().
@@ -125,7 +122,8 @@ class ProcessGroup {
   mutable bool peer_failed_ = false;
 };
 
-/// Store key holding the first failure record ("rank 2: exited with code 1").
+/// Store key holding the first failure record (detail::FailureRecord in
+/// oml/distributed/detail/failure_record.h).
 inline constexpr const char* kFailureKey = "oml/failure";
 
 }  // namespace oml::distributed

@@ -55,7 +55,4 @@ struct LoadedPlugin {
 /// is a no-op. Throws PluginError naming the library and the step that failed.
 const LoadedPlugin& load_plugin(const std::string& path);
 
-/// Plugins loaded so far, in load order.
-const std::vector<LoadedPlugin>& loaded_plugins();
-
 }  // namespace oml

@@ -10,6 +10,10 @@
 // in their bins, refined by further histogram passes while a bin is too full, and the values
 // of those bins collected exactly in a last pass. Positive distances are kept in memory when
 // they fit (sum of n_gt <= positive_cap), otherwise counted in one more pass once T is known.
+//
+// PairStatistics is a facade: the pair scan every pass shares, the window scan and the histogram
+// method are separate types in core/src/metrics/ (pair_scan.h, window_scan.h,
+// histogram_refinement.h).
 
 #include <cstdint>
 #include <memory>
@@ -48,17 +52,13 @@ class PairStatistics {
   int64_t num_positive() const { return num_positive_; }
   int64_t num_negative() const { return num_negative_; }
   /// Passes over all pairs made so far (pass 1 included) — for tests and logs.
-  int passes() const { return passes_; }
+  int passes() const;
 
  private:
   struct Impl;
-  std::vector<double> histogram_thresholds(const retrieval::BlockShape& shape);
-  std::vector<double> count_positives(const retrieval::BlockShape& shape,
-                                      const std::vector<double>& thresholds);
   std::unique_ptr<Impl> impl_;
   int64_t num_positive_ = 0;
   int64_t num_negative_ = 0;
-  int passes_ = 0;
 };
 
 }  // namespace oml::metrics::detail

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "oml/common/error.h"
+#include "oml/common/random.h"
 #include "oml/config/reader.h"
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
@@ -17,31 +18,12 @@ namespace oml::data {
 
 // ---- KeyedRandom ------------------------------------------------------------------------------
 
-namespace {
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
+KeyedRandom::KeyedRandom(const RandomKey& key)
+    : bits_(derive_seed(key.seed, {static_cast<uint64_t>(key.epoch), static_cast<uint64_t>(key.index)})) {}
 
-KeyedRandom::KeyedRandom(const RandomKey& key) {
-  // Mix the three parts one after another so that nearby keys give unrelated streams.
-  uint64_t mix = key.seed;
-  state_ = splitmix64(mix);
-  mix = state_ ^ static_cast<uint64_t>(key.epoch);
-  state_ = splitmix64(mix);
-  mix = state_ ^ static_cast<uint64_t>(key.index);
-  state_ = splitmix64(mix);
-}
+uint64_t KeyedRandom::next_u64() { return bits_.next(); }
 
-uint64_t KeyedRandom::next_u64() { return splitmix64(state_); }
-
-double KeyedRandom::uniform(double lo, double hi) {
-  const double unit = static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
-  return lo + (hi - lo) * unit;
-}
+double KeyedRandom::uniform(double lo, double hi) { return lo + (hi - lo) * unit_interval(next_u64()); }
 
 namespace {
 
