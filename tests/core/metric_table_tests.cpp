@@ -6,10 +6,13 @@
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/metrics/metric_table.h"
 #include "oml/registry/registries.h"
+#include "support/embedding_sets.h"
 #include "support/support.h"
 
 using namespace oml;
 using Catch::Matchers::Contains;
+
+using oml::test::every_item_both;
 
 namespace {
 
@@ -55,15 +58,6 @@ void register_scripted_metric() {
         return std::make_shared<ScriptedMetric>(script["declare"], script["report"]);
       },
       "reports what its args say (tests only)", kPluginOrigin);
-}
-
-metrics::EmbeddingSet every_item_both(const torch::Tensor& embeddings, const std::vector<int64_t>& labels) {
-  metrics::EmbeddingSet set;
-  set.embeddings = embeddings;
-  set.labels = labels;
-  set.is_query.assign(labels.size(), 1);
-  set.is_gallery.assign(labels.size(), 1);
-  return set;
 }
 
 }  // namespace

@@ -13,10 +13,13 @@
 #include "oml/metrics/retrieval_metrics.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/detail/distance_blocks.h"
+#include "support/embedding_sets.h"
 #include "support/support.h"
 
 using namespace oml;
 using Catch::Matchers::Contains;
+
+using oml::test::every_item_both;
 
 namespace {
 
@@ -61,15 +64,6 @@ void brute_force_pairs(const torch::Tensor& embeddings, const std::vector<int64_
       (labels[q] == labels[g] ? positive : negative).push_back(d);
     }
   }
-}
-
-metrics::EmbeddingSet every_item_both(const torch::Tensor& embeddings, const std::vector<int64_t>& labels) {
-  metrics::EmbeddingSet set;
-  set.embeddings = embeddings;
-  set.labels = labels;
-  set.is_query.assign(labels.size(), 1);
-  set.is_gallery.assign(labels.size(), 1);
-  return set;
 }
 
 }  // namespace
