@@ -213,6 +213,40 @@ TEST_CASE("oml-convert image-folder splits by label, deterministically by seed",
   CHECK_THAT(bad.err, Contains("--val-fraction"));
 }
 
+TEST_CASE("oml-convert never replaces a --dst holding files it did not write, nor one overlapping --src",
+          "[convert][integration]") {
+  TempDir dir;
+  const fs::path project = dir / "project", src = project / "raw";
+  for (const std::string label : {"ant", "bee"}) {
+    for (int i = 0; i < 2; ++i) write_image(src / label / (std::to_string(i) + ".png"));
+  }
+  write_file(project / "notes.md", "the user's own file");
+  auto refused = [&](const fs::path& dst, const std::string& why) {
+    const auto r = convert("image-folder", src, dst);
+    INFO(dst.string() << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains(why));
+    CHECK(oml::test::read_file(project / "notes.md") == "the user's own file");
+    CHECK(fs::exists(src / "ant" / "0.png"));
+  };
+  refused(project, "overlap");      // --dst around --src: would take the source and notes.md
+  refused(src, "overlap");          // --dst is --src
+  refused(src / "out", "overlap");  // --dst inside --src
+  fs::create_directories(dir / "mine");
+  write_file(dir / "mine" / "a.txt", "keep");
+  refused(dir / "mine", "did not write");
+  CHECK(oml::test::read_file(dir / "mine" / "a.txt") == "keep");
+
+  // An empty folder, and then the converter's own earlier output, are replaced.
+  fs::create_directories(dir / "out");
+  REQUIRE(convert("image-folder", src, dir / "out").exit_code == 0);
+  CHECK(fs::exists(dir / "out" / ".oml-convert"));
+  const auto again = convert("image-folder", src, dir / "out");
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  check_output(dir / "out");
+}
+
 TEST_CASE("oml-convert cub reads the CUB-200-2011 layout with boxes and the class split",
           "[convert][integration]") {
   TempDir dir;

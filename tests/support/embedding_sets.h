@@ -10,7 +10,8 @@
 namespace oml::test {
 
 /// Every row is a query and a gallery item (a query never retrieves itself).
-inline metrics::EmbeddingSet every_item_both(const torch::Tensor& embeddings, const std::vector<int64_t>& labels) {
+inline metrics::EmbeddingSet every_item_both(const torch::Tensor& embeddings,
+                                             const std::vector<int64_t>& labels) {
   metrics::EmbeddingSet set;
   set.embeddings = embeddings;
   set.labels = labels;

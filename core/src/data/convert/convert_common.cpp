@@ -1,5 +1,6 @@
 #include "convert_common.h"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <fstream>
@@ -127,12 +128,54 @@ void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn
   if (error) std::rethrow_exception(error);
 }
 
-OutputFolder::OutputFolder(const ConvertOptions& options) : options_(options) {
+namespace {
+
+/// Whether `inner` is `outer` or lies below it (lexically, after normalisation).
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  auto i = inner.begin();
+  for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // a trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+/// Checks that replacing `dst` as a whole loses nothing a user wrote.
+void check_replaceable(const fs::path& dst, const fs::path& src) {
+  std::error_code ec;
+  if (!src.empty()) {
+    const fs::path source = fs::weakly_canonical(fs::absolute(src), ec);
+    const fs::path target = fs::weakly_canonical(dst, ec);
+    OML_CHECK(!is_within(target, source) && !is_within(source, target), UsageError, "--dst ", dst.string(),
+              " and the dataset it is converted from (", src.string(), ")",
+              " overlap; the output replaces --dst as a whole, so it must be a folder outside --src "
+              "that does not contain it either");
+  }
+  if (!fs::exists(dst, ec)) return;
+  OML_CHECK(fs::is_directory(dst, ec), UsageError, "--dst ", dst.string(), " exists and is not a folder");
+  if (fs::exists(dst / kConvertMarker, ec)) return;  // an earlier output of oml-convert
+  std::vector<std::string> entries;
+  for (const auto& entry : fs::directory_iterator(dst, ec))
+    entries.push_back(entry.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  if (entries.empty()) return;
+  const std::size_t shown = std::min<std::size_t>(entries.size(), 3);
+  throw UsageError("--dst " + dst.string() + " holds files oml-convert did not write (" +
+                   std::to_string(entries.size()) +
+                   " entries: " + join(std::vector<std::string>(entries.begin(), entries.begin() + shown)) +
+                   (entries.size() > shown ? ", ..." : "") +
+                   "); the output replaces --dst as a whole, so give a new or empty folder (or an earlier "
+                   "output of oml-convert, which holds a " +
+                   kConvertMarker + " file)");
+}
+
+}  // namespace
+
+OutputFolder::OutputFolder(const ConvertOptions& options, const fs::path& source_root) : options_(options) {
   OML_CHECK(!options_.dst.empty(), UsageError, "--dst is required");
   const fs::path dst = fs::absolute(options_.dst).lexically_normal();
   std::error_code ec;
-  OML_CHECK(!fs::exists(dst, ec) || fs::is_directory(dst, ec), UsageError, "--dst ", dst.string(),
-            " exists and is not a folder");
+  check_replaceable(dst, source_root.empty() ? options_.src : source_root);
   if (dst.has_parent_path()) fs::create_directories(dst.parent_path(), ec);
   staging_ = io::temporary_sibling(dst);
   fs::create_directories(staging_, ec);
@@ -200,6 +243,8 @@ ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
   io::write_file_atomic(df_path, csv.str());
   // The converter's own output must pass every rule a user's dataframe must pass.
   Dataframe::read(df_path);
+  io::write_file_atomic(staging_ / kConvertMarker, "written by oml-convert from " + options_.src.string() +
+                                                       "; oml-convert may replace this folder as a whole\n");
   io::replace_directory(staging_, options_.dst);
   committed_ = true;
   report.labels = static_cast<int64_t>(labels.size());

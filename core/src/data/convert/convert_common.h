@@ -55,11 +55,18 @@ void apply_limit(std::vector<Row>& rows, int64_t limit);
 void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn,
                   const ProgressCallback& on_progress = {});
 
+/// The file every converter output holds: how oml-convert recognises a folder it may replace.
+inline constexpr const char* kConvertMarker = ".oml-convert";
+
 /// Builds the output aside (`dst.tmp-...`) and swaps it in on commit(); the destructor removes a
-/// folder that was never committed.
+/// folder that was never committed. `dst` must be missing, empty or an earlier converter output
+/// (it holds kConvertMarker), and neither equal to the folder the converter reads
+/// (`source_root`, default `src`; locate_root's result when --src may be the archive's parent)
+/// nor inside it or around it: replacing --dst as a whole must never take anything a user put
+/// there (UsageError otherwise).
 class OutputFolder {
  public:
-  explicit OutputFolder(const ConvertOptions& options);
+  explicit OutputFolder(const ConvertOptions& options, const fs::path& source_root = {});
   ~OutputFolder();
   OutputFolder(const OutputFolder&) = delete;
   OutputFolder& operator=(const OutputFolder&) = delete;

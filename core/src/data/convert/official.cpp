@@ -57,7 +57,7 @@ ConvertReport convert_cub(const ConvertOptions& options) {
                  boxes_file = root / "bounding_boxes.txt";
   const auto labels = by_id(labels_file, 2, "<image_id> <class_id>");
   const auto boxes = by_id(boxes_file, 5, "<image_id> <x> <y> <width> <height>");
-  OutputFolder out(options);
+  OutputFolder out(options, root);
   std::vector<Row> rows;
   for (const auto& [id, line] : by_id(images_file, 2, "<image_id> <image_name>")) {
     const auto label = labels.find(id);
@@ -85,7 +85,7 @@ ConvertReport convert_cub(const ConvertOptions& options) {
 // "image_id class_id super_class_id path"; the category is the folder name without "_final".
 ConvertReport convert_sop(const ConvertOptions& options) {
   const fs::path root = locate_root(options.src, "Ebay_train.txt", "Stanford_Online_Products");
-  OutputFolder out(options);
+  OutputFolder out(options, root);
   std::vector<Row> rows;
   for (const bool train : {true, false}) {
     const fs::path file = root / (train ? "Ebay_train.txt" : "Ebay_test.txt");
@@ -184,7 +184,7 @@ ConvertReport convert_cars(const ConvertOptions& options) {
   const fs::path root = locate_root(options.src, has_mat ? "cars_annos.mat" : "cars_annos.csv", "");
   const fs::path file = root / (has_mat ? "cars_annos.mat" : "cars_annos.csv");
   const auto annotations = has_mat ? read_cars_mat(file) : read_cars_csv(file);
-  OutputFolder out(options);
+  OutputFolder out(options, root);
   std::vector<Row> rows;
   for (const auto& a : annotations) {
     Row row;
@@ -210,7 +210,7 @@ ConvertReport convert_inshop(const ConvertOptions& options) {
     expect_tokens(boxes_file, line, 7, "image_name clothes_type pose_type x_1 y_1 x_2 y_2");
     boxes.emplace(line.tokens[0], std::move(line));
   }
-  OutputFolder out(options);
+  OutputFolder out(options, root);
   std::vector<Row> rows;
   for (const auto& line : read_text_table(partition, 2, "InShop's list_eval_partition.txt")) {
     expect_tokens(partition, line, 3, "image_name item_id evaluation_status");
