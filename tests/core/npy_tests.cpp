@@ -79,6 +79,18 @@ TEST_CASE("Bad .npy files fail with a message naming the file and the problem", 
                                      eight_floats.substr(0, 20)));
     CHECK_THROWS_WITH(io::read_npy(path), Contains("truncated") && Contains("needs 32 bytes"));
   }
+  SECTION("a header claiming more data than any file holds, checked before allocating") {
+    test::write_file(
+        path,
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 10), }", eight_floats));
+    CHECK_THROWS_AS(io::read_npy(path), DataError);
+    CHECK_THROWS_WITH(io::read_npy(path),
+                      Contains("needs 40000000000000 bytes") && Contains("the file has 32"));
+    test::write_file(path, npy_bytes("{'descr': '<f4', 'fortran_order': False, "
+                                     "'shape': (99999999999999999999999, 10), }",
+                                     eight_floats));
+    CHECK_THROWS_WITH(io::read_npy(path), Contains("malformed shape"));
+  }
   SECTION("extra bytes after the data") {
     test::write_file(
         path, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }", eight_floats + "x"));

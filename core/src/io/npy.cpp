@@ -1,5 +1,7 @@
 #include "oml/io/npy.h"
 
+#include <cstdio>
+
 #include <torch/torch.h>
 
 #include <cctype>
@@ -65,7 +67,8 @@ std::vector<int64_t> parse_shape(const std::filesystem::path& path, const std::s
     if (first == std::string::npos) continue;  // trailing comma of "(5,)"
     const auto last = item.find_last_not_of(" \tL");
     const std::string digits = item.substr(first, last - first + 1);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+    // 18 digits keep every dimension (and stoll) well inside int64.
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) {
       bad_file(path, "malformed shape " + text);
     }
     shape.push_back(std::stoll(digits));
@@ -135,11 +138,19 @@ at::Tensor read_npy(const std::filesystem::path& path) {
                        "int32 '<i4' or int64 '<i8')");
   }
 
+  // The header is checked against the file's size before anything is allocated: a header that
+  // claims (10^12, 10) must be a clear error, not an allocation failure.
+  const int64_t available = file_size - prefix - header_size;
+  long double needed = static_cast<long double>(c10::elementSize(type));
+  for (int64_t d : shape) needed *= static_cast<long double>(d);
+  if (needed > static_cast<long double>(available)) {
+    char bytes[64];
+    std::snprintf(bytes, sizeof(bytes), "%.0Lf", needed);
+    throw DataError(path.string() + ": truncated .npy file: shape " + shape_text(shape) + " needs " + bytes +
+                    " bytes of data, the file has " + std::to_string(available));
+  }
   at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(type));
   const int64_t data_size = tensor.numel() * static_cast<int64_t>(tensor.element_size());
-  const int64_t available = file_size - prefix - header_size;
-  OML_CHECK(available >= data_size, DataError, path.string(), ": truncated .npy file: shape ",
-            shape_text(shape), " needs ", data_size, " bytes of data, the file has ", available);
   OML_CHECK(available == data_size, DataError, path.string(), ": .npy file has ", available - data_size,
             " bytes after the ", data_size, " bytes of data that shape ", shape_text(shape), " needs");
   in.read(static_cast<char*>(tensor.data_ptr()), data_size);
