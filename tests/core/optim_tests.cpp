@@ -108,9 +108,13 @@ TEST_CASE("Bad optimizer and scheduler arguments point at their key", "[optim][s
   CHECK_THAT(scheduler_error("{name: exponential, args: {gamma: 0}}"), Contains("c.args.gamma"));
   CHECK_THAT(scheduler_error("{name: cosine_annealing, args: {warmup_start_factor: 2}}"),
              Contains("c.args.warmup_start_factor"));
-  // T_max defaults to the run length minus the warm-up: the args mapping is the place.
+  // T_max defaults to the run length minus the warm-up: the warm-up is the key to blame, with
+  // the run length it had to fit in.
   CHECK_THAT(scheduler_error("{name: cosine_annealing, args: {warmup_steps: 10}}"),
-             Contains("optim.yaml:1:35: c.args: scheduler 'cosine_annealing': T_max must be >= 1, got 0"));
+             Contains("c.args.warmup_steps: scheduler 'cosine_annealing': warmup_steps (10) covers the whole "
+                      "run: the scheduler steps 10 times"));
+  CHECK_THAT(scheduler_error("{name: cosine_annealing, args: {warmup_steps: 10, T_max: 0}}"),
+             Contains("c.args.T_max") && Contains("T_max must be >= 1, got 0"));
   CHECK_THAT(scheduler_error("{name: one_cycle, args: {pct_start: 1}}"), Contains("c.args.pct_start"));
   CHECK_THAT(scheduler_error("{name: one_cycle, args: {final_div_factor: 0}}"),
              Contains("c.args.final_div_factor"));

@@ -203,7 +203,16 @@ void register_builtin_optim(Registries& reg) {
         r.optional("T_max", t_max).optional("eta_min", eta_min).optional("warmup_steps", warmup);
         r.optional("warmup_start_factor", warmup_start_factor);
         r.finish();
-        if (!r.has("T_max")) t_max -= warmup;
+        if (!r.has("T_max")) {
+          // T_max is derived, so its error would name a key the user never wrote.
+          config::check_argument(
+              t_max > warmup, "scheduler 'cosine_annealing'", "warmup_steps", "warmup_steps (", warmup,
+              ") covers the whole run: the scheduler steps ", t_max,
+              " times (max_steps, or max_epochs x batches per epoch on each rank, divided by "
+              "scheduler_frequency), leaving no steps to decay over; lower warmup_steps, "
+              "train longer or set T_max");
+          t_max -= warmup;
+        }
         return std::make_shared<CosineAnnealingScheduler>(optimizer_of(ctx, "cosine_annealing"), t_max,
                                                           eta_min, warmup, warmup_start_factor);
       },
