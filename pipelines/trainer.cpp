@@ -15,6 +15,7 @@
 #include "oml/data/sampler.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/process_group.h"
+#include "oml/io/atomic_file.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/state_dict.h"
 #include "oml/losses/criterion.h"
@@ -157,6 +158,12 @@ void Trainer::claim_run_directory(const fs::path& resumed_run) {
       run_dir_->write_config(resolved_yaml_);
     } else {
       run_dir_.emplace(RunDir::reopen(resumed_run));
+      // Half-written files of the run's earlier process (killed mid-write); the lock says no
+      // live process writes here.
+      const int stale = io::remove_stale_temporaries(run_dir_->path()) +
+                        io::remove_stale_temporaries(run_dir_->checkpoints());
+      if (stale > 0)
+        log::info("removed " + std::to_string(stale) + " temporary file(s) of an earlier, killed process");
       const std::string started_with = run_dir_->write_resume_config(resolved_yaml_);
       for (const std::string& change : config_differences(started_with, resolved_yaml_)) {
         log::warn("resumed with a config that differs from the run's config.yaml: " + change);

@@ -237,10 +237,13 @@ TEST_CASE("oml-convert never replaces a --dst holding files it did not write, no
   refused(dir / "mine", "did not write");
   CHECK(oml::test::read_file(dir / "mine" / "a.txt") == "keep");
 
-  // An empty folder, and then the converter's own earlier output, are replaced.
+  // An empty folder, and then the converter's own earlier output, are replaced; the staging
+  // folder of a killed conversion into it (pid 4194304: above Linux's largest pid) goes.
   fs::create_directories(dir / "out");
+  write_file(dir / "out.tmp-4194304-0" / "images" / "x.png", "half a dataset");
   REQUIRE(convert("image-folder", src, dir / "out").exit_code == 0);
   CHECK(fs::exists(dir / "out" / ".oml-convert"));
+  CHECK_FALSE(fs::exists(dir / "out.tmp-4194304-0"));
   const auto again = convert("image-folder", src, dir / "out");
   INFO(again.err);
   CHECK(again.exit_code == 0);

@@ -81,6 +81,20 @@ TEST_CASE("A run directory belongs to one run, and --resume continues only a run
     CHECK_THAT(r.err, Contains("in use by another process"));
     untouched();
   }
+  SECTION("resuming removes the temporaries a killed process left, and only those") {
+    // pid 4194304 is above Linux's largest pid: no live process has it.
+    write_file(run / "checkpoints" / "last.ckpt.tmp-4194304-3", "half a checkpoint");
+    write_file(run / "config.yaml.tmp-4194304-0", "half a config");
+    const std::string live = "last.ckpt.tmp-" + std::to_string(::getpid()) + "-0";  // this test is alive
+    write_file(run / "checkpoints" / live, "someone else's");
+    const auto r =
+        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_FALSE(fs::exists(run / "checkpoints" / "last.ckpt.tmp-4194304-3"));
+    CHECK_FALSE(fs::exists(run / "config.yaml.tmp-4194304-0"));
+    CHECK(fs::exists(run / "checkpoints" / live));
+  }
   SECTION("resuming keeps config.yaml, records the new config beside it and warns what changed") {
     const std::string config_before = read_file(run / "config.yaml");
     // What a run killed after its checkpoint had logged: two steps past it and a cut line.

@@ -1,5 +1,7 @@
 #include "oml/io/atomic_file.h"
 
+#include <signal.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -16,6 +18,42 @@ namespace fs = std::filesystem;
 fs::path temporary_sibling(const fs::path& path) {
   static std::atomic<unsigned> counter{0};
   return fs::path(path.string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+}
+
+namespace {
+
+/// The pid of a temporary_sibling name ("x.ckpt.tmp-4242-0" -> 4242), or -1.
+long temporary_owner(const std::string& file_name) {
+  const std::size_t at = file_name.rfind(".tmp-");
+  if (at == std::string::npos) return -1;
+  const std::string rest = file_name.substr(at + 5);
+  const std::size_t dash = rest.find('-');
+  if (dash == 0 || dash == std::string::npos || dash > 10) return -1;
+  const std::string pid = rest.substr(0, dash), counter = rest.substr(dash + 1);
+  const auto digits = [](const std::string& text) {
+    return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  };
+  return digits(pid) && digits(counter) ? std::stol(pid) : -1;
+}
+
+bool process_alive(long pid) {
+  return pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
+
+int remove_stale_temporaries(const fs::path& folder, const std::string& name) {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string file_name = entry.path().filename().string();
+    if (!name.empty() && file_name.rfind(name + ".tmp-", 0) != 0) continue;
+    const long owner = temporary_owner(file_name);
+    if (owner <= 0 || process_alive(owner)) continue;
+    std::error_code remove_error;
+    if (fs::remove_all(entry.path(), remove_error) > 0 && !remove_error) ++removed;
+  }
+  return removed;
 }
 
 namespace {

@@ -26,4 +26,10 @@ void replace_directory(const std::filesystem::path& tmp, const std::filesystem::
 /// A sibling temporary path for `path` ("<path>.tmp-<pid>-<n>").
 std::filesystem::path temporary_sibling(const std::filesystem::path& path);
 
+/// Removes what processes no longer running left behind in `folder`: temporaries named by
+/// temporary_sibling ("<name>.tmp-<pid>-<n>", files or folders) whose pid is not a live process
+/// of this machine — a checkpoint write or a conversion cut by SIGKILL. With `name`, only the
+/// temporaries of that entry ("<name>.tmp-..."). Returns how many were removed.
+int remove_stale_temporaries(const std::filesystem::path& folder, const std::string& name = "");
+
 }  // namespace oml::io

@@ -176,7 +176,11 @@ OutputFolder::OutputFolder(const ConvertOptions& options, const fs::path& source
   const fs::path dst = fs::absolute(options_.dst).lexically_normal();
   std::error_code ec;
   check_replaceable(dst, source_root.empty() ? options_.src : source_root);
-  if (dst.has_parent_path()) fs::create_directories(dst.parent_path(), ec);
+  if (dst.has_parent_path()) {
+    fs::create_directories(dst.parent_path(), ec);
+    // The staging folders of conversions into this --dst that were killed.
+    io::remove_stale_temporaries(dst.parent_path(), dst.filename().string());
+  }
   staging_ = io::temporary_sibling(dst);
   fs::create_directories(staging_, ec);
   OML_CHECK(!ec, RuntimeError, "cannot create ", staging_.string(), ": ", ec.message());
