@@ -52,6 +52,29 @@ TEST_CASE("Files that are not checkpoints give errors naming the file", "[io]") 
   CHECK_THROWS_AS(oml::io::read_torch_file(dir / "broken.pt"), oml::DataError);
 }
 
+TEST_CASE("A checkpoint damaged after it was written is refused, naming the damaged record", "[io]") {
+  oml::test::TempDir dir;
+  oml::io::Checkpoint ckpt;
+  ckpt.state_dict["w"] = torch::arange(1000, torch::kFloat);
+  oml::io::save_checkpoint(dir / "c.ckpt", ckpt);
+  std::string bytes = oml::test::read_file(dir / "c.ckpt");
+  // 40 flipped bytes inside the tensor's data: LibTorch's zip reader alone returns them as data.
+  const at::Tensor w = ckpt.state_dict["w"];
+  const std::string pattern(static_cast<const char*>(w.data_ptr()) + 400, 64);
+  const std::size_t at = bytes.find(pattern);
+  REQUIRE(at != std::string::npos);
+  for (std::size_t i = 0; i < 40; ++i) bytes[at + i] = static_cast<char>(~bytes[at + i]);
+  oml::test::write_file(dir / "flipped.ckpt", bytes);
+  CHECK_THROWS_AS(oml::io::load_checkpoint(dir / "flipped.ckpt"), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::load_checkpoint(dir / "flipped.ckpt"),
+                    Contains("flipped.ckpt") && Contains("record 'data/") && Contains("is damaged"));
+  // Cut off: no directory at the end.
+  oml::test::write_file(dir / "cut.ckpt", oml::test::read_file(dir / "c.ckpt").substr(0, bytes.size() / 2));
+  CHECK_THROWS_AS(oml::io::load_checkpoint(dir / "cut.ckpt"), oml::DataError);
+  // The intact file still loads.
+  CHECK(torch::equal(oml::io::load_checkpoint(dir / "c.ckpt").state_dict.at("w"), w));
+}
+
 TEST_CASE("An oml-cpp checkpoint is accepted as `weights:` of an extractor", "[io][models]") {
   oml::test::TempDir dir;
   oml::models::ConvNetOptions options;

@@ -16,6 +16,7 @@
 
 #include "oml/common/error.h"
 #include "oml/io/atomic_file.h"
+#include "zip_checksums.h"
 
 namespace oml::io {
 namespace {
@@ -41,8 +42,9 @@ c10::ScalarType storage_dtype(const std::string& storage_name, const std::string
 
 class Unpickler {
  public:
-  Unpickler(caffe2::serialize::PyTorchStreamReader& reader, const char* data, size_t size, std::string file)
-      : reader_(reader), data_(data), size_(size), file_(std::move(file)) {}
+  Unpickler(caffe2::serialize::PyTorchStreamReader& reader, const ZipChecksums& checksums, const char* data,
+            size_t size, std::string file)
+      : reader_(reader), checksums_(checksums), data_(data), size_(size), file_(std::move(file)) {}
 
   c10::IValue run() {
     while (true) {
@@ -314,6 +316,7 @@ class Unpickler {
     at::DataPtr ptr;
     size_t bytes = 0;
     std::tie(ptr, bytes) = reader_.getRecord(record);
+    checksums_.verify(record, ptr.get(), bytes);
     const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
     auto storage = torch::empty({static_cast<int64_t>(bytes) / elem}, torch::TensorOptions().dtype(dtype));
     if (bytes > 0) std::memcpy(storage.data_ptr(), ptr.get(), bytes);
@@ -368,6 +371,7 @@ class Unpickler {
   }
 
   caffe2::serialize::PyTorchStreamReader& reader_;
+  const ZipChecksums& checksums_;
   const char* data_;
   size_t size_;
   size_t pos_ = 0;
@@ -395,11 +399,13 @@ c10::IValue read_torch_file(const std::filesystem::path& path) {
             "torch.save in a current PyTorch)");
   try {
     caffe2::serialize::PyTorchStreamReader reader(file);
+    const ZipChecksums checksums(path);
     OML_CHECK(reader.hasRecord("data.pkl"), DataError, file, ": no data.pkl record (a TorchScript archive?)");
     at::DataPtr ptr;
     size_t size = 0;
     std::tie(ptr, size) = reader.getRecord("data.pkl");
-    Unpickler unpickler(reader, static_cast<const char*>(ptr.get()), size, file);
+    checksums.verify("data.pkl", ptr.get(), size);
+    Unpickler unpickler(reader, checksums, static_cast<const char*>(ptr.get()), size, file);
     return unpickler.run();
   } catch (const c10::Error& e) {
     throw DataError(file + ": cannot read the zip container: " + e.what_without_backtrace());
