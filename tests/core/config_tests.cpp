@@ -135,6 +135,10 @@ TEST_CASE("The run config rejects unknown top-level keys and Hydra keys", "[conf
   CHECK_THROWS_WITH(oml::config::parse_run_config(doc.root()), Contains("run.yaml:2:1") &&
                                                                    Contains("unknown key 'max_epoch'") &&
                                                                    Contains("did you mean 'max_epochs'"));
+  // A misspelt key created by --set points at the flag, not at the file.
+  const auto set = Document::from_string("seed: 1\n", "run.yaml", {"foo.bar.baz=1"});
+  CHECK_THROWS_WITH(oml::config::parse_run_config(set.root()),
+                    Contains("--set foo.bar.baz") && Contains("unknown key 'foo'") && !Contains("run.yaml:"));
   const auto hydra = Document::from_string("defaults:\n  - _self_\n", "run.yaml");
   CHECK_THROWS_WITH(oml::config::parse_run_config(hydra.root()),
                     Contains("Hydra key") && Contains("not supported"));

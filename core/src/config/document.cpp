@@ -193,7 +193,8 @@ YAML::Node find_path(const YAML::Node& root, const std::string& path) {
   return cur;
 }
 
-std::string apply_override(YAML::Node& root, const std::string& assignment) {
+std::string apply_override(YAML::Node& root, const std::string& assignment,
+                           std::map<std::string, std::string>& created_by) {
   const std::size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw UsageError("--set '" + assignment + "': expected key.path=value");
@@ -224,7 +225,10 @@ std::string apply_override(YAML::Node& root, const std::string& assignment) {
         throw UsageError("--set " + path + ": '" + walked + "' is past the end of the list");
       next.reset(cur[idx]);
     } else if (cur.IsMap() || cur.IsNull()) {
-      if (!cur[part].IsDefined() || cur[part].IsNull()) cur[part] = YAML::Node(YAML::NodeType::Map);
+      if (!cur[part].IsDefined() || cur[part].IsNull()) {
+        cur[part] = YAML::Node(YAML::NodeType::Map);
+        created_by.emplace(walked, path);
+      }
       next.reset(cur[part]);
     } else {
       throw UsageError("--set " + path + ": cannot set a key below '" + walked + "', which is not a mapping");
@@ -273,7 +277,8 @@ Document Document::from_string(const std::string& text, const std::string& name,
   auto origin = std::make_shared<Origin>();
   origin->file = name;
   YAML::Node root = parse_yaml(text, name);
-  for (const auto& assignment : overrides) origin->overridden.insert(apply_override(root, assignment));
+  for (const auto& assignment : overrides)
+    origin->overridden.insert(apply_override(root, assignment, origin->created_by));
   resolve_interpolations(root, origin);
   return Document(root, origin);
 }

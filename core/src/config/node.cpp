@@ -30,6 +30,9 @@ std::string Node::where() const {
   for (const auto& key : origin.overridden) {
     if (path_ == key || starts_with(path_, key + ".")) return "--set " + key;
   }
+  if (const auto created = origin.created_by.find(path_); created != origin.created_by.end()) {
+    return "--set " + created->second;
+  }
   if (yaml_.IsDefined()) {
     const YAML::Mark mark = yaml_.Mark();
     if (mark.line >= 0) {

@@ -49,7 +49,8 @@ ZipChecksums::ZipChecksums(const std::filesystem::path& path) : file_(path.strin
       break;
     }
   }
-  if (end < 0) throw DataError(file_ + ": damaged zip container: no end-of-directory record (a cut-off file?)");
+  if (end < 0)
+    throw DataError(file_ + ": damaged zip container: no end-of-directory record (a cut-off file?)");
   uint64_t entries = little_endian(&tail[end + 10], 2);
   uint64_t directory_size = little_endian(&tail[end + 12], 4);
   uint64_t directory_offset = little_endian(&tail[end + 16], 4);
@@ -57,9 +58,11 @@ ZipChecksums::ZipChecksums(const std::filesystem::path& path) : file_(path.strin
     const uint64_t end_offset = file_size - tail_size + static_cast<uint64_t>(end);
     if (end_offset < 20) throw DataError(file_ + ": damaged zip64 container");
     const auto locator = read_at(end_offset - 20, 20);
-    if (little_endian(locator.data(), 4) != kZip64Locator) throw DataError(file_ + ": damaged zip64 container");
+    if (little_endian(locator.data(), 4) != kZip64Locator)
+      throw DataError(file_ + ": damaged zip64 container");
     const auto end64 = read_at(little_endian(&locator[8], 8), 56);
-    if (little_endian(end64.data(), 4) != kZip64EndOfDirectory) throw DataError(file_ + ": damaged zip64 container");
+    if (little_endian(end64.data(), 4) != kZip64EndOfDirectory)
+      throw DataError(file_ + ": damaged zip64 container");
     entries = little_endian(&end64[32], 8);
     directory_size = little_endian(&end64[40], 8);
     directory_offset = little_endian(&end64[48], 8);
@@ -72,7 +75,8 @@ ZipChecksums::ZipChecksums(const std::filesystem::path& path) : file_(path.strin
     }
     const auto crc = static_cast<uint32_t>(little_endian(&directory[at + 16], 4));
     const std::size_t name_size = little_endian(&directory[at + 28], 2);
-    const std::size_t skip = name_size + little_endian(&directory[at + 30], 2) + little_endian(&directory[at + 32], 2);
+    const std::size_t skip =
+        name_size + little_endian(&directory[at + 30], 2) + little_endian(&directory[at + 32], 2);
     if (at + 46 + skip > directory.size()) throw DataError(file_ + ": damaged zip container directory");
     const std::string name(reinterpret_cast<const char*>(&directory[at + 46]), name_size);
     // Records are read by their name inside the archive's top folder ("archive/data.pkl").
@@ -84,7 +88,8 @@ ZipChecksums::ZipChecksums(const std::filesystem::path& path) : file_(path.strin
 
 void ZipChecksums::verify(const std::string& record, const void* data, std::size_t size) const {
   const auto expected = crc_.find(record);
-  if (expected == crc_.end()) throw DataError(file_ + ": record '" + record + "' is not in the zip directory");
+  if (expected == crc_.end())
+    throw DataError(file_ + ": record '" + record + "' is not in the zip directory");
   uLong crc = crc32(0L, Z_NULL, 0);
   const auto* bytes = static_cast<const Bytef*>(data);
   for (std::size_t done = 0; done < size;) {
@@ -93,9 +98,10 @@ void ZipChecksums::verify(const std::string& record, const void* data, std::size
     done += chunk;
   }
   if (static_cast<uint32_t>(crc) != expected->second) {
-    throw DataError(file_ + ": record '" + record +
-                    "' is damaged (its CRC-32 does not match the one the zip directory recorded); the file was "
-                    "corrupted after it was written — use another copy");
+    throw DataError(
+        file_ + ": record '" + record +
+        "' is damaged (its CRC-32 does not match the one the zip directory recorded); the file was "
+        "corrupted after it was written — use another copy");
   }
 }
 

@@ -21,6 +21,9 @@ namespace oml::config {
 struct Origin {
   std::string file;                  ///< the config file (or "<string>" for in-memory text)
   std::set<std::string> overridden;  ///< key paths replaced by `--set key=value`
+  /// Mappings that a `--set a.b.c=v` created because the file did not have them ("a", "a.b"),
+  /// with the assignment's key path ("a.b.c"): errors about them point at that flag.
+  std::map<std::string, std::string> created_by;
 };
 
 class Node {
