@@ -1,6 +1,7 @@
 #include "trainer.h"
 
 #include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
 
 #include <chrono>
 #include <cmath>
@@ -185,6 +186,7 @@ void Trainer::restore(const std::string& path) {
                     "' has no resume state (it was not written by oml-train); "
                     "resume from a run's checkpoints/last.ckpt");
   }
+  check_same_components(resumed.config, path);
   io::load_state_dict(*parts_.model, resumed.state_dict, path);
   if (parts_.criterion)
     io::load_state_dict(*parts_.criterion, resumed.resume->criterion, path + " (criterion)");
@@ -195,6 +197,34 @@ void Trainer::restore(const std::string& path) {
   if (auto it = resumed.metrics.find(best_key(config_)); it != resumed.metrics.end()) best_ = it->second;
   log::info("resuming from " + path + " at epoch " + std::to_string(start_.epoch) + ", batch " +
             std::to_string(start_.batch) + " (step " + std::to_string(start_.step) + ")");
+}
+
+void Trainer::check_same_components(const std::string& checkpoint_yaml, const std::string& path) const {
+  // Optimizer and scheduler states only load into the kind that wrote them; another kind would
+  // fail deep inside LibTorch ("INTERNAL ASSERT FAILED") or, worse, load.
+  YAML::Node before;
+  try {
+    before = YAML::Load(checkpoint_yaml);
+  } catch (const YAML::Exception&) {
+    return;  // a checkpoint without a readable config: the state loaders report what they find
+  }
+  auto name_in = [&](const char* key, const char* inner) -> std::string {
+    YAML::Node node = before[key];
+    if (inner && node.IsMap()) node = node[inner];
+    return node.IsMap() && node["name"].IsScalar() ? node["name"].as<std::string>() : std::string();
+  };
+  auto check = [&](const std::string& was, const std::optional<config::ComponentSpec>& now,
+                   const std::string& key) {
+    const std::string current = now ? now->name : std::string();
+    if (was == current) return;
+    throw ConfigError(key + ": the run in " + path + " trained with " +
+                      (was.empty() ? std::string("none") : "'" + was + "'") + ", this config gives " +
+                      (current.empty() ? std::string("none") : "'" + current + "'") +
+                      "; its state cannot continue under another kind. Resume with the run's " + key +
+                      ", or start a new run from the checkpoint's weights (`weights:`, without --resume)");
+  };
+  check(name_in("optimizer", nullptr), config_.optimizer, "optimizer");
+  check(name_in("scheduling", "scheduler"), config_.scheduling.scheduler, "scheduling.scheduler");
 }
 
 bool Trainer::reached_max_steps() const { return config_.max_steps && step_ >= *config_.max_steps; }

@@ -156,6 +156,8 @@ class Trainer {
   void save_checkpoint(const std::string& name, const TrainingPosition& next,
                        const std::map<std::string, double>& metrics) const;
   void restore(const std::string& checkpoint_path);
+  /// ConfigError when the checkpoint's run used another optimizer or scheduler than the config.
+  void check_same_components(const std::string& checkpoint_yaml, const std::string& path) const;
   /// Rank 0 creates (or, resuming, reopens) and locks the run directory; every rank learns its paths.
   void claim_run_directory(const std::filesystem::path& resumed_run);
   std::map<std::string, double> with_best(std::map<std::string, double> metrics) const;

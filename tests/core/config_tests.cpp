@@ -99,6 +99,11 @@ TEST_CASE("Overrides keep YAML types and create intermediate maps", "[config]") 
                     Contains("--set a") && Contains("expected an integer"));
 }
 
+TEST_CASE("A folder given as the config file says so", "[config]") {
+  oml::test::TempDir dir;
+  CHECK_THROWS_WITH(Document::from_file(dir.path().string()), Contains("is a folder"));
+}
+
 TEST_CASE("Malformed overrides are usage errors", "[config]") {
   CHECK_THROWS_AS(Document::from_string("a: 1\n", "c.yaml", {"novalue"}), UsageError);
   CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {"a.b=3"}), Contains("not a mapping"));

@@ -70,6 +70,15 @@ TEST_CASE("A run directory belongs to one run, and --resume continues only a run
     CHECK_THAT(r.err, Contains("last.ckpt") && Contains("roll the run back"));
     untouched();
   }
+  SECTION("resuming with another optimizer is refused, naming both") {
+    const auto r =
+        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()) +
+                                      " --set 'optimizer={name: sgd, args: {lr: 0.1}}'");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("optimizer") && Contains("'adam'") && Contains("'sgd'"));
+    CHECK_THAT(r.err, !Contains("INTERNAL ASSERT"));
+    untouched();
+  }
   SECTION("a second process cannot write a run directory in use") {
     const int fd = ::open((run / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     REQUIRE(fd >= 0);

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -265,6 +266,10 @@ Document::Document(YAML::Node root, std::shared_ptr<Origin> origin)
     : root_(std::move(root)), origin_(std::move(origin)) {}
 
 Document Document::from_file(const std::string& path, const std::vector<std::string>& overrides) {
+  if (std::filesystem::is_directory(path)) {
+    throw ConfigError("config file '" + path + "' is a folder; give the YAML file inside it (--config " +
+                      path + "/<name>.yaml)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("cannot open config file '" + path + "': " + std::strerror(errno));
   std::ostringstream text;
