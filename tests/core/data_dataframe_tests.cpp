@@ -49,6 +49,10 @@ TEST_CASE("The CSV parser handles quotes, embedded commas, newlines and CRLF", "
   CHECK(records[2].line == 4);
   CHECK_THROWS_WITH(oml::data::parse_csv("a,\"open\n", "t.csv"),
                     Contains("t.csv:1") && Contains("never closed"));
+  // CR-only line endings once read as one long row ("column 'train' appears twice").
+  CHECK_THROWS_WITH(oml::data::parse_csv("label,path,split\r1,a.jpg,train\r", "t.csv"),
+                    Contains("t.csv:1") && Contains("CR-only"));
+  CHECK(oml::data::parse_csv("label,path\r\n1,a.jpg\r\n", "t.csv").size() == 2);  // CRLF is fine
   CHECK(oml::data::csv_escape("a,b") == "\"a,b\"");
   CHECK(oml::data::csv_escape("plain") == "plain");
 }

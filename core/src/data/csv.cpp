@@ -45,6 +45,9 @@ std::vector<CsvRecord> parse_csv(const std::string& text, const std::string& fil
       } else {
         while (pos < n && text[pos] != ',' && text[pos] != '\n') field += text[pos++];
         if (!field.empty() && field.back() == '\r') field.pop_back();
+        OML_CHECK(field.find('\r') == std::string::npos, DataError, file, ":", line,
+                  ": a carriage return inside a row: the file has CR-only (classic Mac) line endings; "
+                  "save it with LF or CRLF line endings");
       }
       record.fields.push_back(field);
       if (pos >= n) {
