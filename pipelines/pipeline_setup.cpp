@@ -24,15 +24,19 @@ config::ComponentSpec require_component(const config::RunConfig& config,
                                         const std::optional<config::ComponentSpec>& slot,
                                         const std::string& key) {
   if (!slot) {
-    config.source.fail("the '" + config.pipeline + "' pipeline needs '" + key +
-                       ": {name: ..., args: {...}}'");
+    // Present but empty (`extractor:` or `--set extractor=`): point at that line or flag.
+    const config::Node given = config.source[key];
+    (given.defined() ? given : config.source)
+        .fail("the '" + config.pipeline + "' pipeline needs '" + key + ": {name: ..., args: {...}}'");
   }
   return *slot;
 }
 
 data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths) {
-  if (config.dataset_root.empty())
-    config.source.fail("the pipeline needs 'dataset_root' (the dataset folder)");
+  if (config.dataset_root.empty()) {
+    const config::Node given = config.source["dataset_root"];
+    (given.defined() ? given : config.source).fail("the pipeline needs 'dataset_root' (the dataset folder)");
+  }
   const fs::path root = config.dataset_root;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {

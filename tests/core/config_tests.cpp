@@ -172,6 +172,68 @@ TEST_CASE("Duplicate keys, recursive aliases and alias bombs are config errors w
   CHECK_THROWS_WITH(Document::from_string(bomb, "run.yaml"), Contains("more than") && Contains("aliases"));
 }
 
+TEST_CASE("YAML merge keys fill a mapping with the keys it does not set, first merged mapping first",
+          "[config]") {
+  const std::string text =
+      "base: &o\n"
+      "  name: adam\n"
+      "  args: {lr: 1, momentum: 0.9}\n"
+      "extra: &e {name: sgd, nesterov: true}\n"
+      "one: {<<: *o, args: {lr: 2}}\n"
+      "two:\n"
+      "  <<: [*o, *e]\n"
+      "  kind: two\n"
+      "quoted: {'<<': 1}\n";
+  const auto doc = Document::from_string(text, "m.yaml");
+  const auto root = doc.root();
+  CHECK(root["one"]["name"].as<std::string>() == "adam");
+  CHECK(root["one"]["args"]["lr"].as<int>() == 2);
+  CHECK(!root["one"]["args"]["momentum"].defined());  // a merge is one level deep, as in YAML
+  CHECK(!root["one"]["<<"].defined());
+  CHECK(root["two"]["name"].as<std::string>() == "adam");  // the first merged mapping wins
+  CHECK(root["two"]["nesterov"].as<bool>());
+  CHECK(root["two"]["kind"].as<std::string>() == "two");
+  CHECK(root["quoted"]["<<"].as<int>() == 1);  // a quoted "<<" is an ordinary key
+  // A merged value keeps the line it was written on.
+  CHECK_THROWS_WITH(root["one"]["name"].as<int>(), Contains("m.yaml:2:9"));
+  // Merges in --set values, and a merge key that is not a mapping.
+  const auto set = Document::from_string("seed: 1\n", "m.yaml", {"x={<<: {a: 1}, b: 2}"});
+  CHECK(set.root()["x"]["a"].as<int>() == 1);
+  CHECK_THROWS_WITH(Document::from_string("a: {<<: 3}\n", "m.yaml"),
+                    Contains("m.yaml:1:9") && Contains("merge key '<<' takes a mapping"));
+  CHECK_THROWS_AS(Document::from_string("a: {<<: [{b: 1}, 2]}\n", "m.yaml"), oml::ConfigError);
+  CHECK_THROWS_AS(Document::from_string("seed: 1\n", "m.yaml", {"x={<<: 3}"}), oml::UsageError);
+}
+
+TEST_CASE("--set changes one place, also when the file shares it through an alias or a merge key",
+          "[config]") {
+  const std::string text =
+      "base: &o\n"
+      "  name: adam\n"
+      "  args: {lr: 1}\n"
+      "alias: *o\n"
+      "merged: {<<: *o}\n"
+      "list: [*o, *o]\n";
+  const auto doc = Document::from_string(
+      text, "s.yaml",
+      {"alias.args.lr=5", "merged.args.lr=6", "alias.name=sgd", "list.1.args.lr=7", "merged=3"});
+  const auto root = doc.root();
+  CHECK(root["base"]["args"]["lr"].as<int>() == 1);
+  CHECK(root["base"]["name"].as<std::string>() == "adam");
+  CHECK(root["alias"]["args"]["lr"].as<int>() == 5);
+  CHECK(root["alias"]["name"].as<std::string>() == "sgd");
+  CHECK(root["merged"].as<int>() == 3);
+  CHECK(root["list"][std::size_t{0}]["args"]["lr"].as<int>() == 1);
+  CHECK(root["list"][std::size_t{1}]["args"]["lr"].as<int>() == 7);
+  CHECK(root.keys() == std::vector<std::string>{"base", "alias", "merged", "list"});  // order kept
+  // Replacing an aliased value whole leaves the anchor too.
+  const auto whole = Document::from_string(text, "s.yaml", {"alias=3"});
+  CHECK(whole.root()["base"]["name"].as<std::string>() == "adam");
+  // A value nobody shares keeps its line numbers.
+  const auto plain = Document::from_string("a: {b: {c: 1}, d: x}\n", "s.yaml", {"a.b.c=2"});
+  CHECK_THROWS_WITH(plain.root()["a"]["d"].as<int>(), Contains("s.yaml:1:19"));
+}
+
 TEST_CASE("The run config checks enumerations and ranges", "[config]") {
   auto parse = [](const std::string& text) {
     return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());

@@ -1,6 +1,7 @@
 // The command shells, run as a user runs them: help, version, and every kind of bad input
 // giving one clear line and the documented exit code (2 user error, 1 runtime failure).
 #include "oml/registry/plugin.h"
+#include "pipeline_fixtures.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -70,6 +71,20 @@ TEST_CASE("An unknown key and a wrong type exit 2 with the place", "[cli][config
   CHECK(set.exit_code == 2);
   CHECK_THAT(set.err, Contains("--set max_epochs") && Contains("expected an integer"));
   check_clean_error(type);
+}
+
+TEST_CASE("A component or dataset_root emptied by --set points at the flag", "[cli][config]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", oml::test::train_config(dir / "logs"));
+  const std::string config = "--config " + quote((dir / "c.yaml").string());
+  const auto extractor = run_oml("oml-train", config + " --set extractor=");
+  CHECK(extractor.exit_code == 2);
+  CHECK_THAT(extractor.err,
+             Contains("--set extractor") && Contains("needs 'extractor:") && !Contains("c.yaml:"));
+  const auto root = run_oml("oml-train", config + " --set dataset_root=");
+  CHECK(root.exit_code == 2);
+  CHECK_THAT(root.err, Contains("--set dataset_root") && Contains("needs 'dataset_root'"));
+  check_clean_error(extractor);
 }
 
 TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {

@@ -63,11 +63,66 @@ void check_tree(const YAML::Node& node, const std::string& name, int depth, std:
   }
 }
 
+bool is_merge_key(const YAML::Node& key) {
+  // A quoted "<<" is a plain key (its tag is "!"); yaml-cpp gives a plain scalar the tag "?".
+  return key.IsScalar() && key.Scalar() == "<<" && key.Tag() != "!";
+}
+
+/// YAML merge keys (`<<: *defaults`, `<<: [*a, *b]`), which yaml-cpp keeps as a key named "<<":
+/// the mapping gets each key of the merged mappings that it does not set itself, the first
+/// merged mapping winning among them (as Python's YAML). Merged values are the merged
+/// mappings' own nodes, so messages about them keep their lines. Runs after check_tree, so the
+/// tree is finite; a mapping reached twice (an alias) is merged on the first visit.
+template <class Error>
+void apply_merge_keys(YAML::Node node, const std::string& name) {
+  if (node.IsSequence()) {
+    for (auto item : node) apply_merge_keys<Error>(item, name);
+    return;
+  }
+  if (!node.IsMap()) return;
+  YAML::Node merged(YAML::NodeType::Undefined);
+  for (auto item : node) {
+    apply_merge_keys<Error>(item.second, name);  // a merged mapping may merge in turn
+    if (is_merge_key(item.first)) merged.reset(item.second);
+  }
+  if (!merged.IsDefined()) return;
+  std::vector<YAML::Node> sources;
+  if (merged.IsSequence()) {
+    for (const auto& source : merged) sources.push_back(source);
+  } else {
+    sources.push_back(merged);
+  }
+  for (const auto& source : sources) {
+    if (!source.IsMap()) {
+      throw Error(at_mark(name, merged.Mark()) +
+                  ": a merge key '<<' takes a mapping or a list of mappings (<<: *defaults, "
+                  "<<: [*a, *b]), got " +
+                  (source.IsSequence() ? "a list"
+                   : source.IsNull()   ? "nothing"
+                                       : "'" + source.Scalar() + "'"));
+    }
+  }
+  node.remove("<<");
+  const YAML::Node& own = node;  // const lookups never insert
+  for (const auto& source : sources) {
+    for (const auto& item : source) {
+      if (!own[item.first.Scalar()].IsDefined()) node[item.first] = item.second;
+    }
+  }
+}
+
+/// Parsed YAML made safe to walk: bounded (check_tree) and with merge keys applied.
+template <class Error>
+void prepare_tree(YAML::Node& root, const std::string& name) {
+  std::size_t nodes = 0;
+  check_tree<Error>(root, name, 0, nodes);
+  apply_merge_keys<Error>(root, name);
+}
+
 YAML::Node parse_yaml(const std::string& text, const std::string& name) {
   try {
     YAML::Node root = YAML::Load(text);
-    std::size_t nodes = 0;
-    check_tree<ConfigError>(root, name, 0, nodes);
+    prepare_tree<ConfigError>(root, name);
     if (!root.IsDefined() || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     if (!root.IsMap()) {
       throw ConfigError(name + ": expected a mapping of keys at the top level of the config");
@@ -172,6 +227,65 @@ class Interpolator {
   std::vector<std::string> stack_;
 };
 
+/// How many places of the tree `root` hold `target` itself: more than one for an anchor and its
+/// aliases, or a mapping's value and the merge key that copied it elsewhere.
+std::size_t places_of(const YAML::Node& root, const YAML::Node& target) {
+  if (root.is(target)) return 1;
+  std::size_t places = 0;
+  if (root.IsMap()) {
+    for (const auto& item : root) places += places_of(item.second, target);
+  } else if (root.IsSequence()) {
+    for (const auto& item : root) places += places_of(item, target);
+  }
+  return places;
+}
+
+/// Gives each entry of `container` a slot of its own. yaml-cpp assigns *through* a slot, so
+/// assigning to a slot that an alias shares would change every place that shares it.
+void own_slots(YAML::Node container) {
+  std::vector<std::pair<YAML::Node, YAML::Node>> entries;
+  if (container.IsMap()) {
+    for (const auto& item : container) entries.emplace_back(item.first, item.second);
+    for (const auto& entry : entries) container.remove(entry.first);
+    for (const auto& entry : entries) container[entry.first] = entry.second;  // new slots, same order
+  } else if (container.IsSequence()) {
+    for (const auto& item : container) entries.emplace_back(YAML::Node(), item);
+    for (std::size_t i = entries.size(); i-- > 0;) container.remove(i);
+    for (const auto& entry : entries) {
+      container.push_back(YAML::Node());
+      container[container.size() - 1] = entry.second;
+    }
+  }
+}
+
+/// A mapping or list of its own whose entries are `node`'s (a copy one level deep).
+YAML::Node shallow_copy(const YAML::Node& node) {
+  YAML::Node copy(node.Type());
+  if (node.IsMap()) {
+    for (const auto& item : node) copy[item.first] = item.second;
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) {
+      copy.push_back(YAML::Node());
+      copy[copy.size() - 1] = static_cast<const YAML::Node&>(item);
+    }
+  } else {
+    return node;
+  }
+  return copy;
+}
+
+/// `--set` changes one place, also when the file shares the value through an alias or a merge
+/// key: the slot `key` of `container` (which is the caller's own) is made to hold a node of its
+/// own if other places share it. The copy has no line numbers; messages about it name the flag.
+template <class Key>
+YAML::Node own_child(const YAML::Node& root, YAML::Node container, const Key& key, bool copy) {
+  YAML::Node child = container[key];
+  if (!child.IsDefined() || places_of(root, child) <= 1) return child;
+  own_slots(container);
+  if (copy) container[key] = shallow_copy(child);
+  return container[key];
+}
+
 }  // namespace
 
 YAML::Node find_path(const YAML::Node& root, const std::string& path) {
@@ -205,8 +319,7 @@ std::string apply_override(YAML::Node& root, const std::string& assignment,
   YAML::Node value;
   try {
     value = value_text.empty() ? YAML::Node(YAML::NodeType::Null) : YAML::Load(value_text);
-    std::size_t nodes = 0;
-    check_tree<UsageError>(value, "--set " + trim(assignment.substr(0, eq)), 0, nodes);
+    prepare_tree<UsageError>(value, "--set " + trim(assignment.substr(0, eq)));
   } catch (const YAML::Exception& e) {
     throw UsageError("--set " + path + ": value '" + value_text + "' is not valid YAML: " + e.msg);
   }
@@ -224,13 +337,14 @@ std::string apply_override(YAML::Node& root, const std::string& assignment,
       const std::size_t idx = std::stoul(part);
       if (idx >= cur.size())
         throw UsageError("--set " + path + ": '" + walked + "' is past the end of the list");
-      next.reset(cur[idx]);
+      next.reset(own_child(root, cur, idx, true));
     } else if (cur.IsMap() || cur.IsNull()) {
       if (!cur[part].IsDefined() || cur[part].IsNull()) {
+        own_child(root, cur, part, false);  // `x: *nothing` must not fill the anchor's null
         cur[part] = YAML::Node(YAML::NodeType::Map);
         created_by.emplace(walked, path);
       }
-      next.reset(cur[part]);
+      next.reset(own_child(root, cur, part, true));
     } else {
       throw UsageError("--set " + path + ": cannot set a key below '" + walked + "', which is not a mapping");
     }
@@ -245,8 +359,10 @@ std::string apply_override(YAML::Node& root, const std::string& assignment,
     const std::size_t idx = std::stoul(last);
     if (idx >= cur.size())
       throw UsageError("--set " + path + ": index " + last + " is past the end of the list");
+    own_child(root, cur, idx, false);
     cur[idx] = value;
   } else {
+    if (cur.IsMap()) own_child(root, cur, last, false);
     cur[last] = value;
   }
   return path;
