@@ -9,6 +9,7 @@
 #include "oml/common/logging.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
+#include "oml/io/pending_files.h"
 #include "oml/registry/plugin.h"
 #include "oml/registry/registries.h"
 #include "oml/version.h"
@@ -31,6 +32,30 @@ void load_plugins(const std::vector<std::string>& paths) {
 std::string first_line(const std::string& text) {
   const std::size_t nl = text.find('\n');
   return nl == std::string::npos ? text : text.substr(0, nl);
+}
+
+// Prints the exception being handled as one line ("<command>: <kind>: <message>", then any
+// context lines) and returns the exit code of docs/contracts.md#exit-codes.
+int report_exception(const std::string& name) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    std::cerr << name << ": " << e.kind() << ": " << e.what() << "\n";
+    for (const auto& line : e.context()) std::cerr << "  " << line << "\n";
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << name << ": error: " << first_line(e.what_without_backtrace()) << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << name << ": error: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << name << ": internal error: " << first_line(e.what()) << "\n";
+    return 1;
+  } catch (...) {
+    std::cerr << name << ": internal error: an exception that is not a std::exception\n";
+    return 1;
+  }
 }
 
 }  // namespace
@@ -157,23 +182,16 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
       }
       tune_allocator();
       warn_if_reference_blas();
-      return spec.run(inv);
+      io::install_interrupt_cleanup(name);
+      const int code = spec.run(inv);
+      io::wait_if_interrupted();
+      return code;
     } catch (const po::error& e) {
       throw UsageError(std::string(e.what()) + " (see " + name + " --help)");
     }
-  } catch (const Error& e) {
-    std::cerr << name << ": " << e.kind() << ": " << e.what() << "\n";
-    for (const auto& line : e.context()) std::cerr << "  " << line << "\n";
-    return e.exit_code();
-  } catch (const c10::Error& e) {
-    std::cerr << name << ": error: " << first_line(e.what_without_backtrace()) << "\n";
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::cerr << name << ": error: out of memory\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << name << ": internal error: " << first_line(e.what()) << "\n";
-    return 1;
+  } catch (...) {
+    io::wait_if_interrupted();  // an error the interrupt's cleanup caused is not reported
+    return report_exception(name);
   }
 }
 

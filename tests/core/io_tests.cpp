@@ -1,8 +1,12 @@
 // torch.save-compatible files written and read without Python.
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "oml/common/error.h"
+#include "oml/io/atomic_file.h"
 #include "oml/io/checkpoint.h"
+#include "oml/io/pending_files.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/conv_net.h"
 #include "support/support.h"
@@ -89,4 +93,25 @@ TEST_CASE("An oml-cpp checkpoint is accepted as `weights:` of an extractor", "[i
     INFO(kv.first);
     CHECK(torch::equal(kv.second, ckpt.state_dict.at(kv.first)));
   }
+}
+
+TEST_CASE("Pending files are removed by the interrupt cleanup until they are finished", "[io]") {
+  oml::test::TempDir dir;
+  oml::test::write_file(dir / "file.tmp-1-0", "half a checkpoint");
+  oml::test::write_file(dir / "staging" / "images" / "a.png", "x");
+  oml::test::write_file(dir / "done", "published");
+  {
+    const oml::io::PendingFile file(dir / "file.tmp-1-0"), folder(dir / "staging"), none(dir / "never-made");
+    std::optional<oml::io::PendingFile> finished;
+    finished.emplace(dir / "done");
+    finished.reset();  // published: no longer ours to remove
+    CHECK(oml::io::remove_pending_files() == 2);
+  }
+  CHECK(!std::filesystem::exists(dir / "file.tmp-1-0"));
+  CHECK(!std::filesystem::exists(dir / "staging"));
+  CHECK(std::filesystem::exists(dir / "done"));
+  // An atomic write leaves nothing pending behind it.
+  oml::io::write_file_atomic(dir / "out.txt", "text");
+  CHECK(oml::io::remove_pending_files() == 0);
+  CHECK(oml::test::read_file(dir / "out.txt") == "text");
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "oml/common/error.h"
+#include "oml/io/pending_files.h"
 
 namespace oml::io {
 
@@ -75,7 +76,7 @@ void fsync_path(const fs::path& path) {
 void commit(const fs::path& tmp, const fs::path& path) {
   fsync_path(tmp);
   std::error_code ec;
-  fs::rename(tmp, path, ec);
+  publish([&] { fs::rename(tmp, path, ec); });
   if (ec) {
     fs::remove(tmp, ec);
     throw RuntimeError("cannot move '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
@@ -86,6 +87,7 @@ void commit(const fs::path& tmp, const fs::path& path) {
 void write_stream_atomic(const fs::path& path, const std::function<void(std::ostream&)>& write) {
   ensure_parent(path);
   const fs::path tmp = temporary_sibling(path);
+  const PendingFile pending(tmp);
   try {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw RuntimeError("cannot write '" + tmp.string() + "': " + std::strerror(errno));
@@ -106,18 +108,28 @@ void write_file_atomic(const fs::path& path, const std::string& bytes) {
 }
 
 void replace_directory(const fs::path& tmp, const fs::path& dst) {
+  const fs::path old = fs::exists(dst) ? temporary_sibling(dst) : fs::path();
+  // Once the swap is done the previous version is ours to remove, also by an interrupt.
+  const PendingFile previous(old);
+  std::string error;
+  publish([&] {
+    std::error_code ec;
+    if (!old.empty()) {
+      fs::rename(dst, old, ec);
+      if (ec) {
+        error = "cannot move the existing '" + dst.string() + "' aside: " + ec.message();
+        return;
+      }
+    }
+    fs::rename(tmp, dst, ec);
+    if (ec) {
+      std::error_code restore;
+      if (!old.empty()) fs::rename(old, dst, restore);  // put the previous version back
+      error = "cannot move '" + tmp.string() + "' to '" + dst.string() + "': " + ec.message();
+    }
+  });
+  if (!error.empty()) throw RuntimeError(error);
   std::error_code ec;
-  fs::path old;
-  if (fs::exists(dst)) {
-    old = temporary_sibling(dst);
-    fs::rename(dst, old, ec);
-    if (ec) throw RuntimeError("cannot move the existing '" + dst.string() + "' aside: " + ec.message());
-  }
-  fs::rename(tmp, dst, ec);
-  if (ec) {
-    if (!old.empty()) fs::rename(old, dst);  // put the previous version back
-    throw RuntimeError("cannot move '" + tmp.string() + "' to '" + dst.string() + "': " + ec.message());
-  }
   if (!old.empty()) fs::remove_all(old, ec);
 }
 

@@ -182,6 +182,7 @@ OutputFolder::OutputFolder(const ConvertOptions& options, const fs::path& source
     io::remove_stale_temporaries(dst.parent_path(), dst.filename().string());
   }
   staging_ = io::temporary_sibling(dst);
+  pending_ = std::make_unique<io::PendingFile>(staging_);
   fs::create_directories(staging_, ec);
   OML_CHECK(!ec, RuntimeError, "cannot create ", staging_.string(), ": ", ec.message());
   options_.dst = dst;

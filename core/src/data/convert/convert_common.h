@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "oml/data/convert.h"
 #include "oml/data/dataframe.h"
+#include "oml/io/pending_files.h"
 
 namespace oml::data::convert {
 
@@ -85,6 +87,7 @@ class OutputFolder {
  private:
   ConvertOptions options_;
   fs::path staging_;
+  std::unique_ptr<io::PendingFile> pending_;  // the staging folder, until it is swapped in
   bool committed_ = false;
 };
 

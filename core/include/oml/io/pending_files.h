@@ -1,0 +1,55 @@
+#pragma once
+// Files and folders this process has begun and not finished — an atomic write's temporary, a
+// conversion's staging folder — so that an interrupt leaves nothing behind
+// (docs/contracts.md#crash-safe-files):
+//
+//   io::install_interrupt_cleanup("oml-train");   // once, at the command's start
+//   {
+//     io::PendingFile pending(tmp);                 // before the first byte is written
+//     ... write tmp ...
+//     io::publish([&] { fs::rename(tmp, path); });  // never cut by the cleanup
+//   }                                               // done: tmp is no longer ours to remove
+//
+// On SIGINT or SIGTERM the cleanup removes every pending path, prints one line and ends the
+// process with 128 + the signal (130, 143). SIGKILL cannot be caught: what it leaves is removed
+// by remove_stale_temporaries (atomic_file.h) when the run is resumed or the conversion repeated.
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace oml::io {
+
+/// Registers `path` (a file or a folder, existing or not yet) as this process's unfinished output
+/// for its lifetime.
+class PendingFile {
+ public:
+  explicit PendingFile(std::filesystem::path path);
+  ~PendingFile();
+  PendingFile(const PendingFile&) = delete;
+  PendingFile& operator=(const PendingFile&) = delete;
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Runs `step` (the renames that publish a result) so that an interrupt's cleanup happens
+/// before or after it, never in the middle. `step` must not create a PendingFile.
+void publish(const std::function<void()>& step);
+
+/// Removes every pending path; returns how many existed. The interrupt cleanup calls it; exposed
+/// for tests.
+int remove_pending_files();
+
+/// Returns at once, unless an interrupt's cleanup has begun: then it waits for the end of the
+/// process. The command's edge calls it before it prints an error or exits, so that an error
+/// caused by the cleanup itself (a worker thread's folder removed under it) is never reported.
+void wait_if_interrupted();
+
+/// Makes SIGINT and SIGTERM end this process cleanly: a watcher thread removes the pending
+/// files, prints "<command>: interrupted by signal 2 (SIGINT); removed N unfinished file(s)" on
+/// stderr and exits with 128 + the signal. Idempotent. A launcher that catches the signals itself
+/// while it runs (distributed::launch_workers) takes them over and gives them back.
+void install_interrupt_cleanup(const std::string& command);
+
+}  // namespace oml::io

@@ -1,0 +1,135 @@
+#include "oml/io/pending_files.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace oml::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Guards g_pending. publish() holds it across a rename, and the interrupt cleanup takes it and
+// never gives it back (the process ends), so no rename is ever cut in half.
+std::mutex g_mutex;
+std::map<const PendingFile*, fs::path> g_pending;
+
+int g_interrupt_pipe[2] = {-1, -1};
+std::string g_command;
+
+// The handler only writes the signal's number into a pipe (async-signal-safe); the watcher thread
+// does the rest with ordinary code.
+void on_interrupt(int signo) {
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  const int saved = errno;
+  [[maybe_unused]] const auto n = ::write(g_interrupt_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+void write_stderr(const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+bool still_there(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec));
+}
+
+// With g_mutex held. Returns how many pending paths existed.
+int remove_pending_locked() {
+  int existed = 0;
+  for (const auto& [owner, path] : g_pending) existed += still_there(path) ? 1 : 0;
+  // Other threads may still be writing into a folder being removed (a conversion's workers
+  // creating files and folders in its staging folder): remove until everything stays gone.
+  for (int quiet_rounds = 0, round = 0; quiet_rounds < 3 && round < 200; ++round) {
+    bool left = false;
+    for (const auto& [owner, path] : g_pending) {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+      left = left || still_there(path);
+    }
+    quiet_rounds = left ? 0 : quiet_rounds + 1;
+    if (quiet_rounds < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return existed;
+}
+
+[[noreturn]] void clean_up_and_exit(int signo) {
+  g_mutex.lock();  // kept: no rename starts after this, and the one running has finished
+  const int removed = remove_pending_locked();
+  const char* abbrev = sigabbrev_np(signo);
+  write_stderr(g_command + ": interrupted by signal " + std::to_string(signo) +
+               (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string()) + "; removed " +
+               std::to_string(removed) + " unfinished file" + (removed == 1 ? "" : "s") + "\n");
+  ::_exit(128 + signo);
+}
+
+void watch_for_interrupts() {
+  unsigned char signo = 0;
+  while (true) {
+    const ssize_t n = ::read(g_interrupt_pipe[0], &signo, 1);
+    if (n == 1) clean_up_and_exit(signo);
+    if (n < 0 && errno == EINTR) continue;
+    return;  // the pipe is gone: nothing more will arrive
+  }
+}
+
+}  // namespace
+
+PendingFile::PendingFile(fs::path path) : path_(std::move(path)) {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  g_pending.emplace(this, path_);
+}
+
+PendingFile::~PendingFile() {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  g_pending.erase(this);
+}
+
+void publish(const std::function<void()>& step) {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  step();
+}
+
+void wait_if_interrupted() {
+  const std::lock_guard<std::mutex> lock(g_mutex);  // blocks for good once the cleanup has begun
+}
+
+int remove_pending_files() {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  return remove_pending_locked();
+}
+
+void install_interrupt_cleanup(const std::string& command) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    g_command = command;
+    if (::pipe2(g_interrupt_pipe, O_CLOEXEC) != 0) return;  // no pipe: signals keep their default
+    std::thread(watch_for_interrupts).detach();
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    action.sa_flags = SA_RESTART;  // the interrupted thread goes on until the watcher ends the process
+    sigemptyset(&action.sa_mask);
+    for (const int signo : {SIGINT, SIGTERM}) {
+      // A signal ignored from the start (`nohup`, a shell's background job) stays ignored.
+      struct sigaction previous {};
+      if (::sigaction(signo, nullptr, &previous) == 0 && previous.sa_handler == SIG_IGN) continue;
+      ::sigaction(signo, &action, nullptr);
+    }
+  });
+}
+
+}  // namespace oml::io
