@@ -19,9 +19,9 @@ namespace {
 // command's exit status last.
 oml::test::CommandResult interrupt_when(const std::string& command, const std::string& ready,
                                         const std::string& signal) {
-  const std::string script = "set -m; " + command + " & pid=$!; " +
-                             "for i in $(seq 1200); do if " + ready + "; then break; fi; sleep 0.05; done; " +
-                             "kill -" + signal + " $pid; wait $pid; echo status=$?";
+  const std::string script = "set -m; " + command + " & pid=$!; " + "for i in $(seq 1200); do if " + ready +
+                             "; then break; fi; sleep 0.05; done; " + "kill -" + signal +
+                             " $pid; wait $pid; echo status=$?";
   return run("bash -c " + quote(script), 120);
 }
 
@@ -52,14 +52,16 @@ TEST_CASE("SIGTERM during a conversion removes its staging folder and exits 143"
   CHECK(!fs::exists(dst));
 }
 
-TEST_CASE("Ctrl-C during training exits 130 and leaves whole checkpoints and no temporaries", "[interrupt][train]") {
+TEST_CASE("Ctrl-C during training exits 130 and leaves whole checkpoints and no temporaries",
+          "[interrupt][train]") {
   TempDir dir;
   write_file(dir / "train.yaml", oml::test::train_config(dir / "logs"));
   const fs::path run_dir = dir / "logs" / "run";
   const std::string command = quote(command_path("oml-train")) + " --config " +
-                              quote((dir / "train.yaml").string()) + " --set max_epochs=1000 --progress quiet";
-  const auto r = interrupt_when(command, "[ -f " + quote((run_dir / "checkpoints" / "last.ckpt").string()) + " ]",
-                                "INT");
+                              quote((dir / "train.yaml").string()) +
+                              " --set max_epochs=1000 --progress quiet";
+  const auto r = interrupt_when(
+      command, "[ -f " + quote((run_dir / "checkpoints" / "last.ckpt").string()) + " ]", "INT");
   CHECK_THAT(r.out, EndsWith("status=130\n"));
   CHECK_THAT(r.err, Contains("oml-train: interrupted by signal 2 (SIGINT); removed"));
   CHECK(temporaries_below(run_dir).empty());
