@@ -17,13 +17,13 @@ constexpr int64_t kWorstQueriesPerGrid = 6;
 }  // namespace
 
 RunRecorder::RunRecorder(const config::RunConfig& config, const RunContext& context, const fs::path& run_dir,
-                         bool has_validation)
+                         bool has_validation, std::optional<int64_t> resumed_at_step)
     : active_(context.is_main()),
       run_dir_(run_dir),
       log_images_(config.log_images),
       checkpoint_metric_(config.metric_for_checkpointing),
       maximise_(config.mode_for_checkpointing == "max") {
-  logger_ = report::make_run_logger(config.logger, report::LoggerContext{run_dir}, active_);
+  logger_ = report::make_run_logger(config.logger, report::LoggerContext{run_dir, resumed_at_step}, active_);
   if (!active_) return;
   train_log_.emplace(run_dir / "train.jsonl");
   if (has_validation) metrics_log_.emplace(run_dir / "metrics.jsonl");

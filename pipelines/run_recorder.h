@@ -38,8 +38,11 @@ struct RunContext;
 
 class RunRecorder {
  public:
+  /// `resumed_at_step`: the run continues from its checkpoint at this step (the logger drops
+  /// what the killed process logged after it).
   RunRecorder(const config::RunConfig& config, const RunContext& context,
-              const std::filesystem::path& run_dir, bool has_validation);
+              const std::filesystem::path& run_dir, bool has_validation,
+              std::optional<int64_t> resumed_at_step = {});
 
   /// One line of train.jsonl; every number in it but epoch/step also becomes "train/<key>".
   void train_step(const nlohmann::json& record);

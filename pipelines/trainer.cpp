@@ -132,7 +132,9 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
   }
   step_ = start_.step;
   claim_run_directory(resumed_run);
-  recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, options_.has_validation);
+  recorder_ = std::make_unique<RunRecorder>(
+      config_, context_, paths_.root, options_.has_validation,
+      options_.resume_from.empty() ? std::nullopt : std::optional<int64_t>(start_.step));
 
   // Gradient synchronisation (a no-op in a single process); every rank starts from rank 0's
   // parameters and buffers, as PyTorch's DDP does at construction.

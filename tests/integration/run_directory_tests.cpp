@@ -9,6 +9,7 @@
 
 #include "integration/pipeline_fixtures.h"
 #include "oml/io/checkpoint.h"
+#include "oml/report/tensorboard_writer.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -111,6 +112,12 @@ TEST_CASE("A run directory belongs to one run, and --resume continues only a run
       std::ofstream out(run / "train.jsonl", std::ios::app);
       out << "{\"epoch\": 1, \"step\": 4, \"loss\": 1.0}\n{\"epoch\": 1, \"step\": 5, \"loss\": 1.0}\n{\"epo";
     }
+    {
+      // A resumed process, killed after logging two steps past the checkpoint: a second file.
+      oml::report::TensorBoardWriter killed(run / "tensorboard", 3);
+      killed.log_scalar("train/loss", 9.0, 4);
+      killed.log_scalar("train/loss", 9.0, 5);
+    }
     const auto r =
         train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
     INFO(r.err);
@@ -122,6 +129,23 @@ TEST_CASE("A run directory belongs to one run, and --resume continues only a run
     REQUIRE(steps.size() == 6);  // 2 epochs x 3 steps, each once
     for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == static_cast<int>(i + 1));
     CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);
+    // TensorBoard: each step once over all files, the killed process's later values gone, and the
+    // resumed file starts with a restart marker at the first step it trains.
+    std::map<int64_t, int> loss_steps;
+    const auto files = oml::report::find_event_files(run / "tensorboard");
+    for (const auto& file : files) {
+      for (const auto& event : oml::report::read_event_file(file)) {
+        if (event.tag == "train/loss") ++loss_steps[event.step];
+        if (event.tag == "train/loss" && event.step > 3) CHECK(*event.scalar != 9.0);
+      }
+    }
+    CHECK(loss_steps.size() == 6);
+    for (const auto& [step, count] : loss_steps) CHECK(count == 1);
+    bool marker = false;
+    for (const auto& event : oml::report::read_event_file(files.back())) {
+      marker = marker || (event.session_start && event.step == 4);
+    }
+    CHECK(marker);
     CHECK_FALSE(fs::exists(run / ".lock"));  // released and removed at the end of the run
   }
 }

@@ -20,8 +20,9 @@ void register_builtin_loggers(Registries& registries) {
         config::MapReader reader(args, "logger 'tensorboard' args");
         reader.optional("subdir", options.subdir);
         reader.finish();
-        return std::make_shared<TensorBoardWriter>(options.subdir.empty() ? context.run_dir
-                                                                          : context.run_dir / options.subdir);
+        return std::make_shared<TensorBoardWriter>(
+            options.subdir.empty() ? context.run_dir : context.run_dir / options.subdir,
+            context.resumed_at_step);
       },
       "subdir = tensorboard: TensorBoard event files (scalars, retrieval grids) under the run directory");
   registry.add(

@@ -6,6 +6,8 @@
 #include <chrono>
 
 #include "oml/common/error.h"
+#include "oml/common/logging.h"
+#include "oml/io/atomic_file.h"
 #include "oml/report/tfrecord.h"
 #include "tensorboard_event.pb.h"
 
@@ -27,10 +29,20 @@ std::string host_name() {
 
 }  // namespace
 
-TensorBoardWriter::TensorBoardWriter(const fs::path& dir) {
+TensorBoardWriter::TensorBoardWriter(const fs::path& dir, std::optional<int64_t> resumed_at_step) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   OML_CHECK(!ec, RuntimeError, "cannot create the TensorBoard folder '", dir.string(), "': ", ec.message());
+  if (resumed_at_step) {
+    for (const fs::path& earlier : find_event_files(dir)) {
+      try {
+        drop_events_after(earlier, *resumed_at_step);
+      } catch (const Error& e) {
+        log::warn("TensorBoard file '" + earlier.string() + "' was left as it is (" + e.what() +
+                  "); the restart marker of the new file still hides its later events");
+      }
+    }
+  }
   const auto seconds = static_cast<int64_t>(wall_time_now());
   path_ = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name());
   // A second writer in the same second (a resumed run) must not truncate the first one's file.
@@ -44,6 +56,15 @@ TensorBoardWriter::TensorBoardWriter(const fs::path& dir) {
   version.set_wall_time(wall_time_now());
   version.set_file_version("brain.Event:2");
   write_event(version.SerializeAsString());
+  if (resumed_at_step) {
+    // For readers of the files as the killed process left them (copied elsewhere, or a
+    // TensorBoard that had loaded them already): hide its events from the next step on.
+    tb::Event restart;
+    restart.set_wall_time(wall_time_now());
+    restart.set_step(*resumed_at_step + 1);
+    restart.mutable_session_log()->set_status(tb::SessionLog::START);
+    write_event(restart.SerializeAsString());
+  }
 }
 
 void TensorBoardWriter::log_scalar(const std::string& tag, double value, int64_t step) {
@@ -92,6 +113,11 @@ std::vector<LoggedEvent> read_event_file(const fs::path& path) {
       out.push_back(base);
       continue;
     }
+    if (event.what_case() == tb::Event::kSessionLog) {
+      base.session_start = event.session_log().status() == tb::SessionLog::START;
+      out.push_back(base);
+      continue;
+    }
     if (event.what_case() != tb::Event::kSummary) continue;
     for (const tb::SummaryValue& value : event.summary().value()) {
       LoggedEvent logged = base;
@@ -109,6 +135,21 @@ std::vector<LoggedEvent> read_event_file(const fs::path& path) {
     }
   }
   return out;
+}
+
+int drop_events_after(const fs::path& path, int64_t step) {
+  std::string kept;
+  int dropped = 0;
+  for (const std::string& record : read_records(path)) {  // a record cut by the kill is dropped too
+    tb::Event event;
+    if (event.ParseFromString(record) && event.step() > step) {
+      ++dropped;
+    } else {
+      kept += frame_record(record);
+    }
+  }
+  if (dropped > 0) io::write_file_atomic(path, kept);
+  return dropped;
 }
 
 std::vector<fs::path> find_event_files(const fs::path& dir) {

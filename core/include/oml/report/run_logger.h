@@ -45,6 +45,10 @@ class RunLogger {
 /// What a logger factory gets besides its args.
 struct LoggerContext {
   std::filesystem::path run_dir;  ///< the run directory (created already)
+  /// Set when a run is resumed from its checkpoint at this step: anything the logger finds in
+  /// run_dir logged after it came from the killed process and is logged again now, so the
+  /// logger drops or hides it (the tensorboard logger does both).
+  std::optional<int64_t> resumed_at_step;
 };
 
 /// Logs nothing: `logger: null`, `logger: {name: none}` and ranks other than 0.
