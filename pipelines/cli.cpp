@@ -157,6 +157,7 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
         std::cout << name << " (oml-cpp) " << OML_VERSION_STRING << "\n";
         return 0;
       }
+      configure_library_logging(name.c_str(), inv.vars.count("verbose") > 0);
       log::init(-1, inv.vars.count("verbose") ? log::Level::debug
                     : inv.vars.count("quiet") ? log::Level::warn
                                               : log::Level::info);

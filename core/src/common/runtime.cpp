@@ -1,6 +1,7 @@
 #include "oml/common/runtime.h"
 
 #include <dlfcn.h>
+#include <glog/logging.h>
 #include <malloc.h>
 #include <torch/torch.h>
 
@@ -53,6 +54,15 @@ bool tune_allocator() {
   constexpr int kTrimThreshold = 64 << 20;
   // Setting either disables glibc's dynamic adjustment of both (mallopt(3)).
   return mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+}
+
+void configure_library_logging(const char* program, bool verbose) {
+  FLAGS_logtostderr = true;
+  FLAGS_minloglevel = verbose ? google::GLOG_WARNING : google::GLOG_FATAL;
+  if (!google::IsGoogleLoggingInitialized()) {
+    static const std::string name = program;  // glog keeps the pointer
+    google::InitGoogleLogging(name.c_str());
+  }
 }
 
 int configure_threads(int requested, int local_ranks) {

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "c10d_adapter.h"
 #include "oml/common/error.h"
@@ -89,6 +91,7 @@ class Supervisor {
   void on_tick() {
     const auto now = Clock::now();
     if (now >= term_at_) {
+      note_stuck_ranks();
       workers_.signal_all(SIGTERM);
       term_at_ = kNever;
       kill_at_ = now + grace_;
@@ -101,7 +104,16 @@ class Supervisor {
 
   LaunchResult result() const {
     LaunchResult result;
-    if (report_) {
+    if (report_ && !stuck_.empty()) {
+      result.failed_rank = stuck_.front();
+      result.exit_code = report_->exit_code();
+      std::string ranks;
+      for (const int rank : stuck_) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+      result.message = "rank" + std::string(stuck_.size() > 1 ? "s " : " ") + ranks +
+                       (stuck_.size() > 1 ? " are" : " is") + " stuck: rank " +
+                       std::to_string(report_->rank) + "'s " + stuck_in_ + " (ddp.timeout_s) while " +
+                       (stuck_.size() > 1 ? "they" : "it") + " still ran; stopped every rank";
+    } else if (report_) {
       result.failed_rank = report_->rank;
       result.exit_code = report_->exit_code();
       result.message = FailureRecord{report_->rank, report_->describe()}.describe();
@@ -119,6 +131,31 @@ class Supervisor {
 
  private:
   static constexpr Clock::time_point kNever = Clock::time_point::max();
+
+  // A reported failure that is a collective's timeout (the rank set its timeout key) was caused
+  // by the ranks that still run without having timed out themselves: the stuck ones. Checked
+  // when the others are about to be stopped, a grace period after the failure, by which time
+  // every rank that timed out too has said so.
+  void note_stuck_ranks() {
+    if (!report_) return;
+    const std::optional<FailureRecord> timed_out = timeout_record(report_->rank);
+    if (!timed_out) return;
+    for (const int rank : workers_.running_ranks()) {
+      if (!timeout_record(rank)) stuck_.push_back(rank);
+    }
+    stuck_in_ = timed_out->what;
+  }
+
+  std::optional<FailureRecord> timeout_record(int rank) {
+    try {
+      if (const auto bytes = store_.try_get(kTimeoutKeyPrefix + std::to_string(rank))) {
+        return FailureRecord::decode(*bytes);
+      }
+    } catch (...) {
+      // an unreachable store names nobody
+    }
+    return std::nullopt;
+  }
 
   // The rank the store's failure record names, if it holds one.
   std::optional<int> named_in_record() {
@@ -139,6 +176,8 @@ class Supervisor {
   std::optional<WorkerExit> first_failed_;  // the first worker reaped with a failure
   int culprit_ = -1;                        // the rank to report: named by the record if local
   std::optional<WorkerExit> report_;        // the failure reported, once decided
+  std::vector<int> stuck_;                  // ranks still running when a reported timeout ended the run
+  std::string stuck_in_;                    // what timed out waiting for them
   Clock::time_point term_at_ = kNever, kill_at_ = kNever;
 };
 

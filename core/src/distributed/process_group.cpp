@@ -201,8 +201,17 @@ void ProcessGroup::fail(const std::string& what, const std::string& cause) const
   } else if (!store_reachable && !world_.launcher_hosts_store) {
     message = me + ": " + what + " failed and the rendezvous store hosted by rank 0 is gone: rank 0 failed";
   } else if (looks_like_timeout(cause)) {
-    message = me + ": " + what + " timed out after " + seconds_text(options_.timeout_s) +
-              " s (ddp.timeout_s); no rank reported a failure, so a rank is stuck or much slower";
+    const std::string timed_out = what + " timed out after " + seconds_text(options_.timeout_s) + " s";
+    try {
+      if (store_) {
+        store_->set_if_absent(kTimeoutKeyPrefix + std::to_string(world_.rank),
+                              detail::FailureRecord{world_.rank, timed_out}.encode());
+      }
+    } catch (const std::exception&) {
+      // Best effort: without it the launcher names this rank instead of the stuck one.
+    }
+    message = me + ": " + timed_out +
+              " (ddp.timeout_s); no rank reported a failure, so a rank is stuck or much slower";
   } else {
     message = me + ": " + what + " failed: another rank stopped without leaving a failure record";
   }

@@ -306,6 +306,14 @@ bool WorkerGroup::has(int rank) const {
   return false;
 }
 
+std::vector<int> WorkerGroup::running_ranks() const {
+  std::vector<int> ranks;
+  for (const auto& w : workers_) {
+    if (w.running) ranks.push_back(w.rank);
+  }
+  return ranks;
+}
+
 std::optional<WorkerExit> WorkerGroup::exit_of(int rank) const {
   for (const auto& w : workers_) {
     if (w.rank == rank && !w.running && w.pid >= 0) return WorkerExit{w.rank, w.status};

@@ -85,6 +85,8 @@ class WorkerGroup {
   std::vector<WorkerExit> reap();
   /// Whether `rank` is one of these workers.
   bool has(int rank) const;
+  /// The ranks of the workers still running, in rank order.
+  std::vector<int> running_ranks() const;
   /// How worker `rank` ended; nullopt while it runs.
   std::optional<WorkerExit> exit_of(int rank) const;
 

@@ -27,6 +27,13 @@ void warn_if_reference_blas();
 /// Called by every command at start-up. Returns whether it changed the settings.
 bool tune_allocator();
 
+/// LibTorch's c10d and Gloo log through glog, which on its own prints "WARNING: Logging before
+/// InitGoogleLogging()" and its warnings (a port in use, an unreachable store) ahead of the
+/// command's one-line error that says the same. Initialises glog to log to stderr only (never to
+/// files in /tmp) and to show its messages only when `verbose` (warnings and errors then).
+/// Called by every command at start-up.
+void configure_library_logging(const char* program, bool verbose);
+
 /// Sets LibTorch's intra-op threads: `requested` when > 0, else hardware cores / `local_ranks`
 /// (at least 1). Returns the number set.
 int configure_threads(int requested, int local_ranks = 1);

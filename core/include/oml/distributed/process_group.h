@@ -126,4 +126,10 @@ class ProcessGroup {
 /// oml/distributed/detail/failure_record.h).
 inline constexpr const char* kFailureKey = "oml/failure";
 
+/// Store key a rank sets (kTimeoutKeyPrefix + its rank, value: a detail::FailureRecord naming
+/// the collective) when a collective timed out and nobody had reported a failure: it waited for
+/// others and is not the cause. The launcher names the local ranks that set no such key and still
+/// run when it stops them: the stuck ones.
+inline constexpr const char* kTimeoutKeyPrefix = "oml/timed_out/";
+
 }  // namespace oml::distributed
