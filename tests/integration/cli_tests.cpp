@@ -5,6 +5,7 @@
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 using oml::test::CommandResult;
 using oml::test::quote;
 using oml::test::run_oml;
@@ -85,6 +86,29 @@ TEST_CASE("A component or dataset_root emptied by --set points at the flag", "[c
   CHECK(root.exit_code == 2);
   CHECK_THAT(root.err, Contains("--set dataset_root") && Contains("needs 'dataset_root'"));
   check_clean_error(extractor);
+}
+
+TEST_CASE("A rendezvous port in use is our one line, without LibTorch's glog lines before it", "[cli][ddp]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", oml::test::train_config(dir / "logs"));
+  // Hold a port, then ask the launcher to host its store there.
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(::listen(holder, 1) == 0);
+  socklen_t length = sizeof(address);
+  REQUIRE(::getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  const int port = ntohs(address.sin_port);
+  const auto r = run_oml("oml-train", "--config " + quote((dir / "c.yaml").string()) +
+                                          " --nproc-per-node 2 --master-port " + std::to_string(port));
+  ::close(holder);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err,
+             StartsWith("oml-train: distributed error: launcher: cannot host the rendezvous store on port " +
+                        std::to_string(port)));
+  CHECK_THAT(r.err, !Contains("InitGoogleLogging") && !Contains("socket.cpp"));
 }
 
 TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {
