@@ -1,6 +1,11 @@
 // Image decoding and the built-in transforms: colour handling, bbox crops, corrupt files, and
 // every transform's output shape, range and determinism.
+#include <fcntl.h>
 #include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
@@ -64,6 +69,24 @@ TEST_CASE("RGBA PNGs lose their alpha channel and keep RGB order", "[data][image
   CHECK(torch::equal(oml::data::decode_image(oml::data::encode_image(rgba, "p.png"), "p.png"), image));
 }
 
+namespace {
+// What `work` printed on this process's stderr (file descriptor 2, where C libraries print).
+std::string stderr_of(const std::function<void()>& work) {
+  oml::test::TempDir dir;
+  const std::string path = (dir / "stderr.txt").string();
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(file, 2);
+  ::close(file);
+  work();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  return oml::test::read_file(path);
+}
+}  // namespace
+
 TEST_CASE("Corrupt, empty and truncated images are DataErrors naming the file", "[data][image]") {
   const std::string jpeg = oml::data::encode_image(pattern(64, 64), "x.jpg");
   CHECK_THROWS_WITH(oml::data::decode_image(jpeg.substr(0, jpeg.size() / 2), "/d/cut.jpg"),
@@ -73,6 +96,18 @@ TEST_CASE("Corrupt, empty and truncated images are DataErrors naming the file", 
   const std::string png = oml::data::encode_image(pattern(64, 64), "x.png");
   CHECK_THROWS_WITH(oml::data::decode_image(png.substr(0, png.size() / 2), "/d/cut.png"),
                     Contains("/d/cut.png"));
+  // A damaged PNG is our one message, without libpng's "libpng error: ..." line before it.
+  std::string flipped = png;
+  flipped[png.size() / 2] = static_cast<char>(flipped[png.size() / 2] ^ 0x40);
+  const std::string printed = stderr_of([&] {
+    CHECK_THROWS_WITH(
+        oml::data::decode_image(png.substr(0, png.size() / 2), "/d/cut.png"),
+        Contains("/d/cut.png") && Contains("truncated or corrupt PNG") && Contains("runs past"));
+    CHECK_THROWS_WITH(oml::data::decode_image(flipped, "/d/flip.png"),
+                      Contains("/d/flip.png") && Contains("fails its CRC check"));
+  });
+  CHECK(printed.empty());
+  CHECK_NOTHROW(oml::data::decode_image(png + "trailing bytes", "/d/padded.png"));
   CHECK_THROWS_WITH(oml::data::decode_image("not an image at all", "/d/text.png"),
                     Contains("/d/text.png") && Contains("cannot be decoded"));
   CHECK_THROWS_WITH(oml::data::decode_image("", "/d/empty.png"), Contains("empty file"));

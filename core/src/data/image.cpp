@@ -1,6 +1,7 @@
 #include "oml/data/image.h"
 
 #include <torch/torch.h>
+#include <zlib.h>
 
 #include <fstream>
 #include <opencv2/core.hpp>
@@ -30,6 +31,36 @@ bool jpeg_is_complete(const std::string& bytes) {
   return bytes.find("\xFF\xD9", last_sos + 2) != std::string::npos;
 }
 
+bool is_png(const std::string& bytes) { return bytes.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0; }
+
+uint32_t big_endian_u32(const std::string& bytes, std::size_t at) {
+  uint32_t value = 0;
+  for (std::size_t i = 0; i < 4; ++i) value = (value << 8) | static_cast<unsigned char>(bytes[at + i]);
+  return value;
+}
+
+// What is wrong with a PNG's chunk structure ("" when nothing): libpng reports a truncated file or a
+// chunk whose CRC-32 does not match by printing "libpng error: ..." on stderr before OpenCV gives
+// up, ahead of our message; checking first keeps the user's screen to our one line. Each chunk is
+// length (4 bytes, big endian) | type (4) | data | CRC-32 of type and data (4); IEND ends the file.
+std::string png_damage(const std::string& bytes) {
+  std::size_t at = 8;
+  while (true) {
+    if (at + 8 > bytes.size()) return "it ends inside a chunk header at byte " + std::to_string(at);
+    const uint32_t length = big_endian_u32(bytes, at);
+    const std::string type = bytes.substr(at + 4, 4);
+    if (length > bytes.size() || at + 12 + length > bytes.size()) {
+      return "chunk '" + type + "' at byte " + std::to_string(at) + " runs past the end of the file";
+    }
+    const auto* start = reinterpret_cast<const Bytef*>(bytes.data() + at + 4);
+    if (crc32(0L, start, length + 4) != big_endian_u32(bytes, at + 8 + length)) {
+      return "chunk '" + type + "' at byte " + std::to_string(at) + " fails its CRC check";
+    }
+    if (type == "IEND") return "";
+    at += 12 + length;
+  }
+}
+
 }  // namespace
 
 std::string read_file_bytes(const std::string& path) {
@@ -46,6 +77,10 @@ at::Tensor decode_image(const std::string& bytes, const std::string& path) {
   if (is_jpeg(bytes)) {
     OML_CHECK(jpeg_is_complete(bytes), DataError, "image ", path,
               " is a truncated or corrupt JPEG (no end-of-image marker after the last scan)");
+  }
+  if (is_png(bytes)) {
+    const std::string damage = png_damage(bytes);
+    OML_CHECK(damage.empty(), DataError, "image ", path, " is a truncated or corrupt PNG: ", damage);
   }
   const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
   cv::Mat decoded;
