@@ -41,9 +41,8 @@ int main(int argc, char** argv) {
     oml::ddp::DdpSamplerOptions options;
     options.shuffle_between_ranks = config.ddp.shuffle_between_ranks;
     options.pad_to_world_size = config.ddp.pad_to_world_size;
-    const auto report = oml::ddp::sampler_report(sampler, inv.vars["world-size"].as<int>(),
-                                                 inv.vars["epochs"].as<int>(), options, config.seed);
-    std::cout << report.dump() << "\n";
+    oml::ddp::write_sampler_report(std::cout, sampler, inv.vars["world-size"].as<int>(),
+                                   inv.vars["epochs"].as<int>(), options, config.seed);
     return 0;
   };
   return oml::cli::run_command(argc, argv, spec);

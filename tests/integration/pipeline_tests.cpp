@@ -345,6 +345,14 @@ TEST_CASE("oml-sampler prints what each rank receives each epoch", "[pipelines][
     }
   }
   CHECK(report.at("epochs")[0] != report.at("epochs")[1]);
+  // Two billion epochs stream: the first megabyte arrives at once, in constant memory.
+  const auto many =
+      oml::test::run(quote(oml::test::command_path("oml-sampler")) + " --config " +
+                         quote((dir / "c.yaml").string()) + " --epochs 2000000000 | head -c 1000000",
+                     60);
+  CHECK(many.exit_code == 0);
+  CHECK(many.out.size() == 1000000);
+  CHECK(many.out.rfind("{\"epochs\":[{\"epoch\":0,", 0) == 0);
   const auto bad = run_oml(
       "oml-sampler", "--config " + quote((dir / "c.yaml").string()) + " --set sampler.args.n_instances=1");
   CHECK(bad.exit_code == 2);

@@ -1,6 +1,7 @@
 // The DDP plugin's sampler wrapper (docs/contracts.md#ddp-sampler-wrapper) and the oml-sampler report
 // (docs/contracts.md#sampler-report).
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
@@ -209,6 +210,10 @@ TEST_CASE("The sampler report lists every rank's batches of every epoch", "[ddp]
       CHECK(batches == DDPSamplerWrapper(sampler, options, r, 3, context.seed).batches(e));
     }
   }
+  // The streamed text is that JSON in nlohmann's compact form, one line.
+  std::ostringstream streamed;
+  oml::ddp::write_sampler_report(streamed, sampler, 3, 2, options, context.seed);
+  CHECK(streamed.str() == report.dump() + "\n");
   const auto single = oml::ddp::sampler_report(sampler, 1, 1, options, context.seed);
   CHECK(single["epochs"][0]["ranks"][0]["batches"].get<std::vector<Batch>>() == sampler->batches(0));
   CHECK_THROWS_AS(oml::ddp::sampler_report(sampler, 0, 1, options, 0), oml::UsageError);

@@ -2,20 +2,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sstream>
+
 #include "oml/common/error.h"
 
 namespace oml::ddp {
 
-nlohmann::json sampler_report(std::shared_ptr<const data::Sampler> sampler, int64_t world, int64_t epochs,
-                              const DdpSamplerOptions& options, int64_t seed) {
+void write_sampler_report(std::ostream& out, std::shared_ptr<const data::Sampler> sampler, int64_t world,
+                          int64_t epochs, const DdpSamplerOptions& options, int64_t seed) {
   OML_CHECK(world >= 1, UsageError, "--world-size must be >= 1, got ", world);
   OML_CHECK(epochs >= 1, UsageError, "--epochs must be >= 1, got ", epochs);
   std::vector<std::shared_ptr<const data::Sampler>> ranks;
   for (int64_t r = 0; r < world; ++r) ranks.push_back(wrap_for_world(sampler, options, r, world, seed));
 
-  nlohmann::json report;
-  report["world_size"] = world;
-  report["epochs"] = nlohmann::json::array();
+  out << "{\"epochs\":[";
   for (int64_t e = 0; e < epochs; ++e) {
     nlohmann::json epoch;
     epoch["epoch"] = e;
@@ -23,9 +23,20 @@ nlohmann::json sampler_report(std::shared_ptr<const data::Sampler> sampler, int6
     for (int64_t r = 0; r < world; ++r) {
       epoch["ranks"].push_back({{"rank", r}, {"batches", data::epoch_batches(*ranks[r], e)}});
     }
-    report["epochs"].push_back(std::move(epoch));
+    out << (e > 0 ? "," : "") << epoch.dump();
+    out.flush();
+    OML_CHECK(out.good(), RuntimeError, "writing the sampler report failed at epoch ", e, " (disk full?)");
   }
-  return report;
+  out << "],\"world_size\":" << world << "}\n";
+  out.flush();
+  OML_CHECK(out.good(), RuntimeError, "writing the sampler report failed (disk full?)");
+}
+
+nlohmann::json sampler_report(std::shared_ptr<const data::Sampler> sampler, int64_t world, int64_t epochs,
+                              const DdpSamplerOptions& options, int64_t seed) {
+  std::ostringstream text;
+  write_sampler_report(text, std::move(sampler), world, epochs, options, seed);
+  return nlohmann::json::parse(text.str());
 }
 
 }  // namespace oml::ddp

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <ostream>
 
 #include "oml/ddp/ddp_sampler_wrapper.h"
 
@@ -16,5 +17,11 @@ namespace oml::ddp {
 /// rows of the sampled split in dataframe order. Throws UsageError for world < 1 or epochs < 1.
 nlohmann::json sampler_report(std::shared_ptr<const data::Sampler> sampler, int64_t world, int64_t epochs,
                               const DdpSamplerOptions& options, int64_t seed);
+
+/// The same report as one line of compact JSON (keys in alphabetical order, as nlohmann::json
+/// dumps them), written to `out` epoch by epoch and flushed after each: memory stays that of one
+/// epoch however many are asked for. Throws RuntimeError when `out` fails (a full disk).
+void write_sampler_report(std::ostream& out, std::shared_ptr<const data::Sampler> sampler, int64_t world,
+                          int64_t epochs, const DdpSamplerOptions& options, int64_t seed);
 
 }  // namespace oml::ddp
