@@ -117,6 +117,8 @@ GridRequest grid_request_from(const cli::Invocation& invocation) {
 
 int validate_extractor(const cli::Invocation& invocation, const config::RunConfig& cfg) {
   const GridRequest grids = grid_request_from(invocation);  // bad options fail before any work
+  const CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
+  output.check();
   RunContext ctx = start_run(cfg);
   const bool precomputed = !cfg.embeddings.empty();
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/!precomputed);
@@ -147,10 +149,8 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     options.postprocessor = postprocessor.get();
     options.on_progress = progress_callback("k-NN", "query");
     const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);
-    const std::string name = cfg.run_name.empty()
-                                 ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
-                                 : cfg.run_name;
-    const fs::path root = fs::path(cfg.logs_root) / name;
+    output.claim();
+    const fs::path& root = output.folder();
     io::write_file_atomic(root / "metrics.json", nlohmann::json(result.metrics).dump(2) + "\n");
     print_metrics_table(result.metrics, "metrics (" + std::to_string(split.size()) + " validation rows):");
     log::info("metrics written to " + (root / "metrics.json").string());
@@ -165,8 +165,10 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
 }
 
 int predict_extractor(const cli::Invocation& /*invocation*/, const config::RunConfig& cfg) {
-  RunContext ctx = start_run(cfg);
   if (cfg.save_dir.empty()) cfg.source.fail("prediction needs 'save_dir' (where embeddings are written)");
+  const CommandOutput output = prediction_output(cfg.save_dir);
+  output.check();
+  RunContext ctx = start_run(cfg);
   auto transform = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
                                    "transforms_predict");
   std::shared_ptr<data::ImageDataset> dataset;
@@ -183,7 +185,8 @@ int predict_extractor(const cli::Invocation& /*invocation*/, const config::RunCo
       embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.batch_size_inference, "prediction"));
 
   if (ctx.is_main()) {
-    const fs::path dir = cfg.save_dir;
+    output.claim();
+    const fs::path& dir = output.folder();
     io::write_npy(dir / "embeddings.npy", embeddings);
     io::save_tensor(dir / "embeddings.pt", embeddings);
     std::ostringstream csv;

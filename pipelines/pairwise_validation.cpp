@@ -23,6 +23,8 @@ namespace oml::pipelines {
 namespace fs = std::filesystem;
 
 int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunConfig& cfg) {
+  const CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
+  output.check();
   RunContext ctx = start_run(cfg);
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
   const data::DataSplit& split = dataframe.validation();
@@ -40,10 +42,8 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
     const auto metrics =
         pairwise_validation_metrics(cfg, ctx, metric_table, *model, inputs, embeddings, split, before)
             .metrics;
-    const std::string name = cfg.run_name.empty()
-                                 ? default_run_name(cfg.postfix.empty() ? "validate" : cfg.postfix)
-                                 : cfg.run_name;
-    const fs::path file = fs::path(cfg.logs_root) / name / "metrics.json";
+    output.claim();
+    const fs::path file = output.folder() / "metrics.json";
     io::write_file_atomic(file, nlohmann::json(metrics).dump(2) + "\n");
     print_metrics_table(metrics, "metrics after re-ranking (" + std::to_string(split.size()) +
                                      " validation rows; " + kBeforeRerankingPrefix + "* without):");

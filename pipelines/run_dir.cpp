@@ -16,6 +16,7 @@
 
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/common/strings.h"
 #include "oml/io/atomic_file.h"
 
 namespace oml::pipelines {
@@ -207,6 +208,42 @@ std::vector<std::string> config_differences(const std::string& before_yaml, cons
     if (was != now) out.push_back(kv.first + ": " + was + " -> " + now);
   }
   return out;
+}
+
+CommandOutput::CommandOutput(fs::path folder, std::string command, std::vector<std::string> outputs)
+    : folder_(std::move(folder)), command_(std::move(command)), outputs_(std::move(outputs)) {}
+
+void CommandOutput::check() const {
+  std::error_code ec;
+  const fs::path marker = folder_ / ("." + command_);
+  if (fs::exists(marker, ec)) return;
+  for (const std::string& output : outputs_) {
+    if (!fs::exists(fs::symlink_status(folder_ / output, ec))) continue;
+    throw UsageError(folder_.string() + " already holds " + output + ", which " + command_ +
+                     " did not write (no " + marker.filename().string() +
+                     " marker there); it is never overwritten: choose another folder, or move it away");
+  }
+}
+
+void CommandOutput::claim() const {
+  check();
+  const fs::path marker = folder_ / ("." + command_);
+  std::error_code ec;
+  if (fs::exists(marker, ec)) return;
+  io::write_file_atomic(
+      marker,
+      "written by " + command_ + "; it replaces its outputs here on its next run: " + join(outputs_) + "\n");
+}
+
+CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,
+                                const std::string& postfix) {
+  const std::string name =
+      run_name.empty() ? default_run_name(postfix.empty() ? "validate" : postfix) : run_name;
+  return CommandOutput(fs::path(logs_root) / name, "oml-validate", {"metrics.json", "images"});
+}
+
+CommandOutput prediction_output(const std::string& save_dir) {
+  return CommandOutput(save_dir, "oml-predict", {"embeddings.npy", "embeddings.pt", "embeddings.csv"});
 }
 
 void RunDir::truncate_logs_after(int64_t step) const {

@@ -28,6 +28,35 @@ std::filesystem::path resumed_run_directory(const std::filesystem::path& checkpo
 /// "(absent)"). For the warnings of a resumed run.
 std::vector<std::string> config_differences(const std::string& before_yaml, const std::string& after_yaml);
 
+/// The folder oml-validate (metrics.json, images/) or oml-predict (embeddings.npy, .pt, .csv)
+/// writes its named outputs into. Other files there stay. An output already there is replaced
+/// only when the folder holds the command's marker file (".oml-validate", ".oml-predict"): it
+/// was written by an earlier run of the same command; anything else is the user's and is never
+/// overwritten.
+class CommandOutput {
+ public:
+  CommandOutput(std::filesystem::path folder, std::string command, std::vector<std::string> outputs);
+  /// UsageError naming the folder, the output in the way and what to do. Only reads: every
+  /// rank calls it before the work, so a refusal costs seconds, not a whole embedding pass.
+  void check() const;
+  /// check(), then creates the folder and writes the marker: call right before the outputs.
+  void claim() const;
+  const std::filesystem::path& folder() const { return folder_; }
+
+ private:
+  std::filesystem::path folder_;
+  std::string command_;
+  std::vector<std::string> outputs_;
+};
+
+/// Where oml-validate writes metrics.json and images/: logs_root/run_name, the name defaulting to
+/// default_run_name(postfix or "validate").
+CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,
+                                const std::string& postfix);
+
+/// Where oml-predict writes embeddings.npy, embeddings.pt and embeddings.csv: save_dir.
+CommandOutput prediction_output(const std::string& save_dir);
+
 /// The directory a training run writes into, owned by that run alone (docs/training.md#the-run-directory):
 /// - `create` makes logs_root/run_name and its checkpoints/ folder; an existing folder of that
 ///   name is a ConfigError naming it (the check and the creation are one atomic mkdir, so two

@@ -69,6 +69,22 @@ TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST sub
   const std::string csv = oml::test::read_file(dir / "pred" / "embeddings.csv");
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 601);
   CHECK_THAT(csv, Contains("index,path\n0,"));
+
+  // Outputs replace only what the same command wrote before; a user's files are never overwritten.
+  const std::string predict_args = "--config " + quote((dir / "validate.yaml").string()) +
+                                   " --set transforms_predict.name=norm --set save_dir=";
+  CHECK(run_oml("oml-predict", predict_args + quote((dir / "pred").string())).exit_code == 0);
+  write_file(dir / "mine" / "embeddings.npy", "the user's own embeddings");
+  const auto refused = run_oml("oml-predict", predict_args + quote((dir / "mine").string()));
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Contains("already holds embeddings.npy, which oml-predict did not write"));
+  CHECK(oml::test::read_file(dir / "mine" / "embeddings.npy") == "the user's own embeddings");
+  write_file(dir / "logs" / "mine" / "metrics.json", "{}\n");
+  const auto not_validated =
+      run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()) + " --set run_name=mine");
+  CHECK(not_validated.exit_code == 2);
+  CHECK_THAT(not_validated.err, Contains("already holds metrics.json, which oml-validate did not write"));
+  CHECK(oml::test::read_file(dir / "logs" / "mine" / "metrics.json") == "{}\n");
 }
 
 TEST_CASE("Two-rank DDP training checkpoints once and matches single-process validation",
