@@ -205,7 +205,7 @@ TEST_CASE("YAML merge keys fill a mapping with the keys it does not set, first m
   CHECK_THROWS_AS(Document::from_string("seed: 1\n", "m.yaml", {"x={<<: 3}"}), oml::UsageError);
 }
 
-TEST_CASE("--set changes one place, also when the file shares it through an alias or a merge key",
+TEST_CASE("An override changes one place, also when the file shares it through an alias or a merge key",
           "[config]") {
   const std::string text =
       "base: &o\n"
