@@ -12,6 +12,7 @@
 #include "oml/io/pending_files.h"
 #include "oml/registry/plugin.h"
 #include "oml/registry/registries.h"
+#include "oml/report/run_logger.h"
 #include "oml/version.h"
 #include "progress.h"
 
@@ -100,7 +101,7 @@ void check_component_names(const config::RunConfig& c) {
   if (c.scheduling.scheduler) r.schedulers.require(*c.scheduling.scheduler);
   if (c.postprocessor) r.postprocessors.require(*c.postprocessor);
   if (c.pairwise_model) r.pairwise_models.require(*c.pairwise_model);
-  if (c.logger) r.loggers.require(*c.logger);
+  if (c.logger) report::require_logger(*c.logger);
 }
 
 void print_components(std::ostream& out) {

@@ -6,6 +6,7 @@
 
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/config/document.h"
 #include "oml/distributed/launcher.h"
 #include "oml/distributed/world.h"
 
@@ -55,6 +56,8 @@ std::optional<int> launch_if_requested(const Invocation& inv, const config::RunC
   // `devices: N` in the config is the number of ranks per node when --nproc-per-node is not given.
   if (inv.vars["nproc-per-node"].defaulted()) options.nproc_per_node = static_cast<int>(config.devices);
   if (options.nproc_per_node * options.nnodes == 1) return std::nullopt;
+  // ${now:...} resolves to the launch time on every rank.
+  options.shared_env[config::kRunStartTimeVariable] = std::to_string(config::run_start_time());
   const dist::LaunchResult result = dist::launch_workers(inv.argv, options);
   if (result.exit_code != 0) {
     std::cerr << inv.command << ": distributed error: " << result.message << "\n";

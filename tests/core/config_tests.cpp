@@ -128,6 +128,21 @@ TEST_CASE("Interpolation sees overridden values", "[config]") {
   CHECK(doc.root()["bs_val"].as<int>() == 64);
 }
 
+TEST_CASE("${now:FORMAT} is the run's start time, formatted as Hydra's now resolver does", "[config]") {
+  const std::time_t start = oml::config::run_start_time();
+  std::tm local{};
+  localtime_r(&start, &local);
+  char expected[64];
+  std::strftime(expected, sizeof(expected), "%Y-%m-%d_%H-%M-%S", &local);
+  const auto doc =
+      Document::from_string("postfix: run_${now:%Y-%m-%d_%H-%M-%S}\nlogs_root: logs/${now:%s}\n");
+  CHECK(doc.root()["postfix"].as<std::string>() == std::string("run_") + expected);
+  CHECK(doc.root()["logs_root"].as<std::string>() == "logs/" + std::to_string(start));
+  CHECK(oml::config::run_start_time() == start);  // once per run
+  CHECK_THROWS_WITH(Document::from_string("postfix: ${now:}\n", "c.yaml"),
+                    Contains("c.yaml:1:10") && Contains("needs a strftime format"));
+}
+
 TEST_CASE("Bad interpolations are errors naming the key", "[config]") {
   CHECK_THROWS_WITH(Document::from_string("a: ${nope.key}\n", "c.yaml"),
                     Contains("c.yaml:1:4") && Contains("${nope.key} refers to a key that does not exist"));

@@ -111,6 +111,25 @@ TEST_CASE("A rendezvous port in use is our one line, without LibTorch's glog lin
   CHECK_THAT(r.err, !Contains("InitGoogleLogging") && !Contains("socket.cpp"));
 }
 
+TEST_CASE("OML's online loggers say they are not available offline, and ${now:...} is the launch time",
+          "[cli][config]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", oml::test::train_config(dir / "logs"));
+  const std::string config = "--config " + quote((dir / "c.yaml").string());
+  const auto wandb = run_oml("oml-train", config + " --set 'logger={name: wandb}'");
+  CHECK(wandb.exit_code == 2);
+  CHECK_THAT(wandb.err, Contains("--set logger") &&
+                            Contains("logger 'wandb' sends the run to Weights & Biases") &&
+                            Contains("logger: null"));
+  // The launcher's start time reaches the config (its ranks get it from the launcher).
+  const auto now =
+      oml::test::run("OML_RUN_START_TIME=1234567890 " + quote(oml::test::command_path("oml-train")) + " " +
+                     config + " --set 'run_name=r_${now:%s}' --set max_epochs=1");
+  INFO(now.err);
+  CHECK(now.exit_code == 0);
+  CHECK(std::filesystem::exists(dir / "logs" / "r_1234567890" / "checkpoints" / "last.ckpt"));
+}
+
 TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {
   TempDir dir;
   write_file(dir / "c.yaml", "sampler:\n  name: fixture_sampelr\n");

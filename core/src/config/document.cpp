@@ -3,7 +3,9 @@
 #include <map>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -213,6 +215,7 @@ class Interpolator {
 
   YAML::Node lookup(const YAML::Node& from, const std::string& from_path, const std::string& ref) {
     const std::string key = trim(ref);
+    if (key.rfind("now:", 0) == 0) return YAML::Node(format_now(from, from_path, key.substr(4)));
     YAML::Node target = find_path(root_, key);
     if (!target.IsDefined()) {
       Node(from, from_path, origin_).fail("${" + key + "} refers to a key that does not exist");
@@ -220,6 +223,22 @@ class Interpolator {
     // The referenced value may itself contain references: resolve it in place first.
     YAML::Node resolved = resolve(target, key);
     return resolved;
+  }
+
+  // Hydra's `now` resolver: ${now:%Y-%m-%d_%H-%M-%S}.
+  std::string format_now(const YAML::Node& from, const std::string& from_path, const std::string& format) {
+    if (format.empty())
+      Node(from, from_path, origin_).fail("${now:} needs a strftime format, e.g. ${now:%Y-%m-%d}");
+    const std::time_t start = run_start_time();
+    std::tm local{};
+    localtime_r(&start, &local);
+    char text[256];
+    const std::size_t n = std::strftime(text, sizeof(text), format.c_str(), &local);
+    if (n == 0) {
+      Node(from, from_path, origin_)
+          .fail("${now:" + format + "} formats to nothing (or more than 255 characters)");
+    }
+    return std::string(text, n);
   }
 
   YAML::Node root_;
@@ -287,6 +306,18 @@ YAML::Node own_child(const YAML::Node& root, YAML::Node container, const Key& ke
 }
 
 }  // namespace
+
+std::time_t run_start_time() {
+  static const std::time_t start = [] {
+    if (const char* given = std::getenv(kRunStartTimeVariable)) {
+      char* end = nullptr;
+      const long long seconds = std::strtoll(given, &end, 10);
+      if (end != given && *end == '\0' && seconds > 0) return static_cast<std::time_t>(seconds);
+    }
+    return std::time(nullptr);
+  }();
+  return start;
+}
 
 YAML::Node find_path(const YAML::Node& root, const std::string& path) {
   YAML::Node cur = root;  // shares identity with root's nodes

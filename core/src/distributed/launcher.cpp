@@ -3,9 +3,11 @@
 #include <signal.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "c10d_adapter.h"
@@ -181,6 +183,29 @@ class Supervisor {
   Clock::time_point term_at_ = kNever, kill_at_ = kNever;
 };
 
+// options.shared_env as node 0 has it: node 0 publishes its values in the store, the other
+// machines wait for them (node 0 sets them before it starts any rank).
+std::map<std::string, std::string> node0_values(detail::C10dStore& store, const LaunchOptions& options,
+                                                std::chrono::milliseconds timeout) {
+  std::map<std::string, std::string> values = options.shared_env;
+  for (auto& [name, value] : values) {
+    const std::string key = "oml/shared_env/" + name;
+    if (options.node_rank == 0) {
+      store.set(key, value);
+      continue;
+    }
+    const auto deadline = Clock::now() + timeout;
+    std::optional<std::string> published;
+    while (!(published = store.try_get(key))) {
+      OML_CHECK(Clock::now() < deadline, DistributedError, "launcher: node 0 did not publish ", name,
+                " in the rendezvous store within ", timeout.count() / 1000, " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    value = *published;
+  }
+  return values;
+}
+
 }  // namespace
 
 bool is_worker_process(const Environment& env) {
@@ -206,6 +231,7 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
                            std::to_string(options.master_port) + ": " + what.substr(0, what.find('\n')));
   }
   const int port = options.node_rank == 0 ? store->port() : options.master_port;
+  const std::map<std::string, std::string> shared_env = node0_values(*store, options, store_timeout);
   const int world_size = options.nnodes * options.nproc_per_node;
   detail::SignalCatcher signals;
   // Printed once signals are caught: from here on Ctrl-C reaches every rank.
@@ -225,6 +251,7 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
                       {"MASTER_PORT", std::to_string(port)},
                       {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                       {kPrefixedByLauncher, "1"}}});
+    specs.back().env.insert(shared_env.begin(), shared_env.end());
   }
   WorkerGroup workers(specs);
   Supervisor supervisor(workers, *store,

@@ -1,5 +1,7 @@
 #include "oml/report/run_logger.h"
 
+#include <map>
+
 #include "oml/registry/registries.h"
 #include "oml/report/tensorboard_writer.h"
 
@@ -9,6 +11,23 @@ std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::Component
                                            const LoggerContext& context, bool writer) {
   if (!writer || !spec) return std::make_shared<NullLogger>();
   return registries().loggers.create(*spec, context);
+}
+
+void require_logger(const config::ComponentSpec& spec) {
+  const auto& loggers = registries().loggers;
+  static const std::map<std::string, std::string> kServices{{"wandb", "Weights & Biases"},
+                                                            {"neptune", "Neptune"},
+                                                            {"clearml", "ClearML"},
+                                                            {"mlflow", "an MLflow tracking server"}};
+  const auto service = kServices.find(spec.name);
+  if (!loggers.contains(spec.name) && service != kServices.end()) {
+    const config::Node name = spec.node.is_map() ? spec.node["name"] : spec.node;
+    name.fail("logger '" + spec.name + "' sends the run to " + service->second +
+              ", a network service that oml-cpp does not talk to (it runs offline); use the default "
+              "logger: {name: tensorboard} (TensorBoard files in the run directory; plus train.jsonl, "
+              "metrics.jsonl and report.html), or logger: null");
+  }
+  loggers.require(spec);
 }
 
 void register_builtin_loggers(Registries& registries) {

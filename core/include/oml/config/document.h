@@ -2,6 +2,7 @@
 // Loading a YAML config: parse (with line/column errors), apply `--set key.path=value`
 // overrides, resolve `${other.key}` interpolation, and dump the resolved result.
 
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,12 @@ class Document {
 /// `[1, 2]` and `{name: x}` keep their types). Intermediate maps are created as needed.
 /// Returns the key path. Throws UsageError for a malformed override.
 std::string apply_override(YAML::Node& root, const std::string& assignment);
+
+/// The time `${now:FORMAT}` formats (strftime, local time, as Hydra's `now` resolver): the run's
+/// start, the same on every rank. The launcher gives its ranks its own value in
+/// kRunStartTimeVariable (seconds since the epoch); without it, the time of the first call.
+std::time_t run_start_time();
+inline constexpr const char* kRunStartTimeVariable = "OML_RUN_START_TIME";
 
 /// Replaces `${a.b.c}` references by the referenced values. A scalar that is exactly one
 /// reference takes the referenced node whole (typed, may be a mapping); otherwise the

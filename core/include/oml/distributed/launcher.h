@@ -21,6 +21,7 @@
 //    rank's exit code (128 + signal for a signal) and a message naming it;
 //  - workers die with the launcher (PR_SET_PDEATHSIG), so none outlives it.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct LaunchOptions {
   int master_port = 0;             ///< 0: any free port (only with nnodes = 1)
   double grace_s = 5.0;            ///< after a failure: time before SIGTERM, then before SIGKILL
   double store_timeout_s = 300.0;  ///< node > 0: how long to wait for node 0's store
+  /// Environment variables every rank of every machine gets with node 0's values (passed on
+  /// through the store), e.g. the run's start time that `${now:...}` formats.
+  std::map<std::string, std::string> shared_env;
 };
 
 struct LaunchResult {

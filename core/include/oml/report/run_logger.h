@@ -64,6 +64,11 @@ class NullLogger final : public RunLogger {
 std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::ComponentSpec>& spec,
                                            const LoggerContext& context, bool writer = true);
 
+/// Checks that the logger `spec` names is registered (Registry::require). OML's loggers that need a
+/// network service — wandb, neptune, clearml, mlflow — get a ConfigError saying that they are not
+/// available offline and what is, instead of "unknown logger" (unless a plugin registered one).
+void require_logger(const config::ComponentSpec& spec);
+
 /// Registers `tensorboard` and `none`.
 void register_builtin_loggers(Registries& registries);
 
