@@ -22,7 +22,8 @@ RunContext start_run(const config::RunConfig& config) {
     oml::log::init(prefixed ? -1 : ctx.world.rank);
     if (!ctx.is_main()) Progress::set_default_mode(ProgressMode::quiet);
   }
-  const distributed::Placement placement = distributed::placement_for(config.accelerator, ctx.world);
+  const distributed::Placement placement =
+      distributed::placement_for(config.accelerator, ctx.world, config.device_ids);
   ctx.device = placement.device;
   ctx.threads = configure_threads(static_cast<int>(config.num_threads), ctx.world.local_world_size);
   if (ctx.world.is_distributed()) {

@@ -266,6 +266,31 @@ TEST_CASE("The run config checks enumerations and ranges", "[config]") {
   CHECK_THROWS_WITH(parse("ddp: {timeout_s: -1}\n"), Contains("ddp.timeout_s"));
 }
 
+TEST_CASE(
+    "OML's top-level keys: accelerator gpu and auto, devices as a list, find_unused_parameters, tags, "
+    "logs_folder",
+    "[config]") {
+  auto parse = [](const std::string& text) {
+    return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());
+  };
+  const auto oml = parse(
+      "accelerator: gpu\ndevices: [1, 3]\nfind_unused_parameters: true\ntags: [sop, vits16]\n"
+      "logs_folder: 2026-11-25_sop\n");
+  CHECK(oml.accelerator == "cuda");
+  CHECK(oml.devices == 2);
+  CHECK(oml.device_ids == std::vector<int64_t>{1, 3});
+  CHECK(oml.find_unused_parameters);
+  CHECK(oml.tags == std::vector<std::string>{"sop", "vits16"});
+  CHECK(oml.run_name == "2026-11-25_sop");  // OML's run folder under logs_root
+  CHECK(parse("accelerator: auto\ndevices: 3\n").accelerator == "auto");
+  CHECK(parse("logs_folder: f\nrun_name: r\n").run_name == "r");
+  CHECK_THROWS_WITH(parse("devices: []\n"), Contains("non-empty list of GPU ids"));
+  CHECK_THROWS_WITH(parse("devices: [0, 0]\n"), Contains("run.yaml:1:14") && Contains("appears twice"));
+  CHECK_THROWS_WITH(parse("devices: [-1]\n"), Contains("GPU id >= 0"));
+  CHECK_THROWS_WITH(parse("devices: 0\n"), Contains("expected a positive integer"));
+  CHECK_THROWS_WITH(parse("accelerator: tpu\n"), Contains("expected one of cpu, cuda, gpu, auto"));
+}
+
 TEST_CASE("A resolved config dumps to YAML that parses to the same typed config", "[config]") {
   const std::string text =
       "pipeline: extractor\nseed: 3\ndataset_root: /d\nlogs_root: ${dataset_root}/logs\n"

@@ -138,6 +138,7 @@ TEST_CASE("accelerator cpu uses Gloo and cuda on a CPU-only LibTorch is a config
   CHECK(cpu.device.is_cpu());
   CHECK_THROWS_AS(dist::placement_for("tpu", dist::World{}), oml::ConfigError);
   if (!torch::cuda::is_available()) {
+    CHECK(dist::placement_for("auto", dist::World{}).device.is_cpu());  // no GPU: auto is cpu
     CHECK_THROWS_WITH(dist::placement_for("cuda", dist::World{}), Contains("no CUDA support or sees no GPU"));
   }
 }

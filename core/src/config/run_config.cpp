@@ -64,16 +64,20 @@ RunConfig parse_run_config(const Node& root) {
     }
   }
   RunConfig c;
+  std::string logs_folder;
   MapReader r(root, "the config");
+  const Node devices = r.take("devices");
   r.optional("pipeline", c.pipeline)
       .optional("seed", c.seed)
       .optional("accelerator", c.accelerator)
-      .optional("devices", c.devices)
+      .optional("find_unused_parameters", c.find_unused_parameters)
+      .optional("tags", c.tags)
       .optional("num_threads", c.num_threads)
       .optional("dataset_root", c.dataset_root)
       .optional("dataframe_name", c.dataframe_name)
       .optional("logs_root", c.logs_root)
       .optional("run_name", c.run_name)
+      .optional("logs_folder", logs_folder)
       .optional("postfix", c.postfix)
       .optional("plugins", c.plugins)
       .optional("num_workers", c.num_workers)
@@ -117,14 +121,31 @@ RunConfig parse_run_config(const Node& root) {
   r.finish();
 
   if (root["pipeline"].defined()) check_one_of(root["pipeline"], c.pipeline, {"extractor", "pairwise"});
-  if (root["accelerator"].defined()) check_one_of(root["accelerator"], c.accelerator, {"cpu", "cuda"});
+  if (root["accelerator"].defined()) {
+    check_one_of(root["accelerator"], c.accelerator, {"cpu", "cuda", "gpu", "auto"});
+    if (c.accelerator == "gpu") c.accelerator = "cuda";  // OML's (Lightning's) name
+  }
+  if (devices.is_sequence()) {  // Lightning's list of GPU ids
+    c.device_ids = devices.as<std::vector<int64_t>>();
+    if (c.device_ids.empty()) devices.fail("expected a positive integer or a non-empty list of GPU ids");
+    for (std::size_t i = 0; i < c.device_ids.size(); ++i) {
+      if (c.device_ids[i] < 0) devices[i].fail("expected a GPU id >= 0");
+      for (std::size_t j = 0; j < i; ++j) {
+        if (c.device_ids[j] == c.device_ids[i]) devices[i].fail("GPU id appears twice in the list");
+      }
+    }
+    c.devices = static_cast<int64_t>(c.device_ids.size());
+  } else if (!devices.is_null()) {
+    c.devices = devices.as<int64_t>();
+  }
+  if (c.run_name.empty()) c.run_name = logs_folder;  // OML: hydra.run.dir = ${logs_root}/${logs_folder}
   if (root["mode_for_checkpointing"].defined()) {
     check_one_of(root["mode_for_checkpointing"], c.mode_for_checkpointing, {"max", "min"});
   }
   const auto positive = [&](const char* key, int64_t value) {
     if (value < 1) root[key].fail("expected a positive integer, got " + std::to_string(value));
   };
-  positive("devices", c.devices);
+  if (!devices.is_sequence()) positive("devices", c.devices);
   positive("bs_train", c.bs_train);
   positive("bs_val", c.bs_val);
   positive("max_epochs", c.max_epochs);

@@ -35,13 +35,19 @@ struct SchedulingOptions {
 struct RunConfig {
   std::string pipeline = "extractor";  ///< extractor | pairwise
   int64_t seed = 42;
-  std::string accelerator = "cpu";  ///< cpu | cuda
-  int64_t devices = 1;
-  int64_t num_threads = 0;  ///< intra-op threads per rank; 0 = cores / local ranks
+  std::string accelerator = "cpu";  ///< cpu | cuda | auto (cuda when a GPU is visible); OML's gpu = cuda
+  int64_t devices = 1;              ///< ranks per machine (`devices: N`, or the length of a list)
+  /// `devices: [1, 3]` (OML/Lightning): the GPUs of local ranks 0, 1, ...; empty: rank i uses GPU i.
+  std::vector<int64_t> device_ids;
+  /// Accepted from OML configs. oml-cpp's gradient sync always handles parameters that got no
+  /// gradient in a step (they count as zero), so there is nothing to find.
+  bool find_unused_parameters = false;
+  std::vector<std::string> tags;  ///< free labels, kept in config.yaml (and so in report.html)
+  int64_t num_threads = 0;        ///< intra-op threads per rank; 0 = cores / local ranks
   std::string dataset_root;
   std::string dataframe_name = "df.csv";
   std::string logs_root = "logs";
-  std::string run_name;  ///< default: timestamp + postfix
+  std::string run_name;  ///< default: `logs_folder` (OML's name for it), else timestamp + postfix
   std::string postfix;
   std::vector<std::string> plugins;
   int64_t num_workers = 2;

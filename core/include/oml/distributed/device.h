@@ -5,6 +5,7 @@
 #include <c10/core/Device.h>
 
 #include <string>
+#include <vector>
 
 #include "oml/distributed/world.h"
 
@@ -15,9 +16,12 @@ struct Placement {
   std::string backend = "gloo";
 };
 
+/// `auto` is cuda when LibTorch sees a GPU, else cpu. With cuda, local rank r computes on GPU
+/// `device_ids[r]` (the config's `devices: [ids]`), or GPU r when `device_ids` is empty.
 /// Throws ConfigError for an unknown accelerator, for `cuda` on a LibTorch without CUDA or
-/// without a visible GPU, and when LOCAL_RANK has no GPU of its own (`devices` GPUs visible).
+/// without a visible GPU, and when LOCAL_RANK has no GPU of its own.
 /// The CUDA path is written for CUDA builds of LibTorch and untested on the CPU-only build.
-Placement placement_for(const std::string& accelerator, const World& world);
+Placement placement_for(const std::string& accelerator, const World& world,
+                        const std::vector<int64_t>& device_ids = {});
 
 }  // namespace oml::distributed
