@@ -116,7 +116,8 @@ GridRequest grid_request_from(const cli::Invocation& invocation) {
 }  // namespace
 
 int validate_extractor(const cli::Invocation& invocation, const config::RunConfig& cfg) {
-  const GridRequest grids = grid_request_from(invocation);  // bad options fail before any work
+  GridRequest grids = grid_request_from(invocation);  // bad options fail before any work
+  grids.visualization = metrics::visualization_options(cfg.metric_args);
   const CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
   output.check();
   RunContext ctx = start_run(cfg);

@@ -1,6 +1,7 @@
 #include "retrieval_grids.h"
 
 #include <cstdio>
+#include <map>
 
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
@@ -47,19 +48,39 @@ std::vector<NamedGrid> draw_grids(const metrics::EmbeddingMetricsResult& result,
   if (request.worst > 0) {
     std::vector<std::string> names;
     if (request.metrics.empty()) {
-      for (const auto& kv : result.per_query) names.push_back(kv.first);
+      for (const auto& kv : result.per_query) {
+        if (!request.visualization.excludes(kv.first)) names.push_back(kv.first);
+      }
     } else {
       for (const auto& key : request.metrics)
         names.push_back(per_query_metric(result, key, "the visualised metric"));
     }
-    for (const auto& name : names) {
-      const std::vector<double>& values = result.per_query.at(name);
-      const std::vector<int64_t> queries = report::worst_queries(values, request.worst);
-      if (queries.empty()) continue;
+    // Query positions of each category (visualize_only_overall_category: false).
+    std::map<std::string, std::vector<int64_t>> by_category;
+    if (!request.visualization.only_overall && split.has_categories()) {
+      for (std::size_t q = 0; q < result.query_dataset_indices.size(); ++q) {
+        by_category[split.categories[result.query_dataset_indices[q]]].push_back(static_cast<int64_t>(q));
+      }
+    }
+    auto add_worst = [&](const std::string& stem, const std::string& name,
+                         const std::vector<int64_t>& among) {
+      const std::vector<double>& all = result.per_query.at(name);
+      std::vector<double> values;
+      for (int64_t q : among) values.push_back(all[q]);
+      std::vector<int64_t> queries;
+      for (int64_t i : report::worst_queries(values, request.worst)) queries.push_back(among[i]);
+      if (queries.empty()) return;
       std::vector<std::string> notes;
-      for (int64_t q : queries) notes.push_back(note(name, values[q]));
-      grids.push_back({"worst_" + slug(name),
-                       report::draw_retrieval_grid(result.retrieval, queries, split, options, notes)});
+      for (int64_t q : queries) notes.push_back(note(name, all[q]));
+      grids.push_back({stem, report::draw_retrieval_grid(result.retrieval, queries, split, options, notes)});
+    };
+    std::vector<int64_t> every_query(result.query_dataset_indices.size());
+    for (std::size_t q = 0; q < every_query.size(); ++q) every_query[q] = static_cast<int64_t>(q);
+    for (const auto& name : names) {
+      add_worst("worst_" + slug(name), name, every_query);
+      for (const auto& [category, members] : by_category) {
+        add_worst("worst_" + slug(category) + "_" + slug(name), name, members);
+      }
     }
   }
   if (!request.query_ids.empty()) {

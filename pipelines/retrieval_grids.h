@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "oml/metrics/embedding_metrics.h"
+#include "oml/metrics/metric_table.h"
 #include "oml/report/run_logger.h"
 
 namespace oml::data {
@@ -20,10 +21,12 @@ struct GridRequest {
   std::vector<std::string> metrics;  ///< per-query metrics ("cmc/1", or "OVERALL/cmc/1"); empty: all
   std::vector<int64_t> query_ids;    ///< also one grid of these queries (validation rows, 0-based)
   int64_t top_k = 5;                 ///< retrieved items per row
+  /// metric_args' plotting keys: metrics left out when `metrics` is empty, and per-category grids.
+  metrics::VisualizationOptions visualization;
 };
 
 struct NamedGrid {
-  std::string name;  ///< file stem and logger tag suffix: "worst_cmc_1", "queries"
+  std::string name;  ///< file stem and logger tag suffix: "worst_cmc_1", "worst_shoes_cmc_1", "queries"
   report::EncodedImage image;
 };
 

@@ -22,6 +22,7 @@ RunRecorder::RunRecorder(const config::RunConfig& config, const RunContext& cont
       run_dir_(run_dir),
       log_images_(config.log_images),
       checkpoint_metric_(config.metric_for_checkpointing),
+      visualization_(metrics::visualization_options(config.metric_args)),
       maximise_(config.mode_for_checkpointing == "max") {
   logger_ = report::make_run_logger(config.logger, report::LoggerContext{run_dir, resumed_at_step}, active_);
   if (!active_) return;
@@ -75,7 +76,8 @@ void RunRecorder::record_grids(int64_t epoch, int64_t step, const metrics::Embed
     const std::string overall = "OVERALL/";
     const std::string key =
         checkpoint_metric_.rfind(overall, 0) == 0 ? checkpoint_metric_.substr(overall.size()) : "";
-    if (result.per_query.count(key)) request.metrics = {key};
+    request.visualization = visualization_;
+    if (result.per_query.count(key) && !visualization_.excludes(key)) request.metrics = {key};
     const auto grids = draw_grids(result, split, request);
     save_grids(grids, report::grid_folder(run_dir_, epoch + 1));
     for (const auto& grid : grids) logger_->log_image("retrieval/" + grid.name, grid.image, step);

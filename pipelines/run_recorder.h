@@ -25,6 +25,7 @@
 
 #include "oml/config/run_config.h"
 #include "oml/metrics/embedding_metrics.h"
+#include "oml/metrics/metric_table.h"
 #include "oml/report/run_logger.h"
 #include "run_dir.h"
 
@@ -67,6 +68,7 @@ class RunRecorder {
   std::filesystem::path run_dir_;
   bool log_images_;
   std::string checkpoint_metric_;
+  metrics::VisualizationOptions visualization_;
   bool maximise_;
   std::shared_ptr<report::RunLogger> logger_;
   std::optional<JsonlWriter> train_log_;

@@ -1,6 +1,7 @@
 // Runs people can look at, end to end: oml-train writes TensorBoard events, worst-query grids
 // and report.html; oml-validate --visualize draws grids; Chromium renders the report.
 #include <torch/torch.h>
+#include <sstream>
 
 #include <regex>
 
@@ -135,6 +136,29 @@ TEST_CASE("oml-validate --visualize draws the worst queries and the chosen ones"
   REQUIRE(only.exit_code == 0);
   CHECK(fs::exists(dir / "logs" / "val2" / "images" / "worst_map_5.png"));
   CHECK_FALSE(fs::exists(dir / "logs" / "val2" / "images" / "worst_cmc_1.png"));
+
+  // OML's plotting keys: no grid for an excluded metric, and one per category besides the overall one.
+  std::istringstream rows(oml::test::read_file(fashion_mnist_subset() / "df.csv"));
+  std::string line, with_categories;
+  std::getline(rows, line);
+  with_categories = line + ",category\n";
+  while (std::getline(rows, line)) {
+    with_categories += line + (std::stoi(line.substr(0, line.find(','))) % 2 ? ",odd\n" : ",even\n");
+  }
+  write_file(dir / "categories.csv", with_categories);
+  const auto plots = run_oml(
+      "oml-validate", base + " --set run_name=val3 --visualize 2 --set dataframe_name=" +
+                          quote((dir / "categories.csv").string()) +
+                          " --set 'metric_args={metrics_to_exclude_from_visualization: [precision, map/5], "
+                          "visualize_only_overall_category: false}'");
+  INFO(plots.err);
+  REQUIRE(plots.exit_code == 0);
+  for (const char* name : {"worst_cmc_1.png", "worst_even_cmc_1.png", "worst_odd_cmc_5.png"}) {
+    CHECK(fs::exists(dir / "logs" / "val3" / "images" / name));
+  }
+  for (const char* name : {"worst_precision_5.png", "worst_map_5.png", "worst_odd_precision_5.png"}) {
+    CHECK_FALSE(fs::exists(dir / "logs" / "val3" / "images" / name));
+  }
 
   const auto not_query = run_oml("oml-validate", base + " --query-ids 5000");
   CHECK(not_query.exit_code == 2);

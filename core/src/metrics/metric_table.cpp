@@ -128,10 +128,36 @@ void MetricTable::compute(const MetricInputs& inputs, const std::vector<std::uni
   }
 }
 
+namespace {
+constexpr const char* kExcludedKey = "metrics_to_exclude_from_visualization";
+constexpr const char* kOnlyOverallKey = "visualize_only_overall_category";
+}  // namespace
+
+bool VisualizationOptions::excludes(const std::string& per_query_name) const {
+  const std::string metric = per_query_name.substr(0, per_query_name.find('/'));
+  for (const auto& name : excluded) {
+    if (name == per_query_name || name == metric) return true;
+  }
+  return false;
+}
+
+VisualizationOptions visualization_options(const config::Node& metric_args) {
+  VisualizationOptions options;
+  if (!metric_args.is_map()) return options;
+  if (metric_args[kExcludedKey].defined())
+    options.excluded = metric_args[kExcludedKey].as<std::vector<std::string>>();
+  if (metric_args[kOnlyOverallKey].defined()) options.only_overall = metric_args[kOnlyOverallKey].as<bool>();
+  return options;
+}
+
 MetricTable configure_metrics(const config::Node& metric_args) {
   config::MapReader reader(metric_args, "metric_args");
   bool only_overall = false;
   reader.optional("return_only_overall_category", only_overall);
+  // The plotting keys: checked here with the others, used where grids are drawn.
+  reader.take(kExcludedKey);
+  reader.take(kOnlyOverallKey);
+  visualization_options(metric_args);
   const MetricContext context{&reader};
   const auto& registry = registries().metrics;
   std::vector<MetricTable::Entry> entries;

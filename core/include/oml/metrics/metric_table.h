@@ -67,4 +67,21 @@ class MetricTable {
 /// when two metrics report the same key.
 MetricTable configure_metrics(const config::Node& metric_args);
 
+/// The two keys of `metric_args:` OML uses for its plots, read by configure_metrics with the
+/// others: which per-query metrics get worst-query grids (training with log_images, oml-validate
+/// --visualize).
+struct VisualizationOptions {
+  /// `metrics_to_exclude_from_visualization`: metric names ("cmc", all its k) or per-query names
+  /// ("cmc/5") that get no grid.
+  std::vector<std::string> excluded;
+  /// `visualize_only_overall_category` (OML's default true): false adds, per category of the
+  /// dataframe, a grid of that category's worst queries.
+  bool only_overall = true;
+
+  bool excludes(const std::string& per_query_name) const;
+};
+
+/// Reads VisualizationOptions from `metric_args` (ConfigError for a bad value).
+VisualizationOptions visualization_options(const config::Node& metric_args);
+
 }  // namespace oml::metrics
