@@ -158,3 +158,24 @@ TEST_CASE("A metric that reports other keys than it declares is a plugin error",
       table("{table_fixture: {declare: cmc/1, report: cmc/1}}"),
       Contains("metric 'table_fixture'") && Contains("reports 'OVERALL/cmc/1', as does metric 'cmc'"));
 }
+
+TEST_CASE("OML's metric_args names are accepted: pfc_variance, *_main_category and the plotting keys",
+          "[metrics][config]") {
+  const std::string oml_args =
+      "{metrics_to_exclude_from_visualization: [cmc,], cmc_top_k: [1, 5], map_top_k: [5], "
+      "pfc_variance: [0.5, 0.9], return_only_main_category: true, visualize_only_main_category: false}";
+  const auto oml_table = table(oml_args);
+  const auto keys = oml_table.overall_keys();
+  CHECK(std::count(keys.begin(), keys.end(), "OVERALL/pcf/0.5") == 1);
+  CHECK(oml_table.only_overall());
+  const auto plots = metrics::visualization_options(metric_args(oml_args));
+  CHECK(plots.excluded == std::vector<std::string>{"cmc"});
+  CHECK_FALSE(plots.only_overall);
+  CHECK(plots.excludes("cmc/5"));
+  CHECK_FALSE(plots.excludes("map/5"));
+  CHECK_THROWS_WITH(
+      table("{pcf_variance: [0.5], pfc_variance: [0.9]}"),
+      Contains("metrics.yaml:1:36") && Contains("'pfc_variance' is another name of 'pcf_variance'"));
+  CHECK_THROWS_WITH(table("{visualize_only_overall_category: true, visualize_only_main_category: true}"),
+                    Contains("keep one of them"));
+}

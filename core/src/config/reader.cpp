@@ -17,6 +17,15 @@ Node MapReader::take(const std::string& key) {
   return map_[key];
 }
 
+Node MapReader::take_either(const std::string& key, const std::string& alias) {
+  Node first = take(key), second = take(alias);
+  if (first.defined() && second.defined()) {
+    map_.key_node(alias).fail("'" + alias + "' is another name of '" + key + "' (given at " +
+                              map_.key_node(key).where() + "); keep one of them");
+  }
+  return first.defined() ? first : second;
+}
+
 Node MapReader::require(const std::string& key) {
   Node child = take(key);
   if (!child.defined()) {

@@ -131,6 +131,7 @@ void MetricTable::compute(const MetricInputs& inputs, const std::vector<std::uni
 namespace {
 constexpr const char* kExcludedKey = "metrics_to_exclude_from_visualization";
 constexpr const char* kOnlyOverallKey = "visualize_only_overall_category";
+constexpr const char* kOnlyOverallAlias = "visualize_only_main_category";  // newer OML versions
 }  // namespace
 
 bool VisualizationOptions::excludes(const std::string& per_query_name) const {
@@ -146,17 +147,19 @@ VisualizationOptions visualization_options(const config::Node& metric_args) {
   if (!metric_args.is_map()) return options;
   if (metric_args[kExcludedKey].defined())
     options.excluded = metric_args[kExcludedKey].as<std::vector<std::string>>();
-  if (metric_args[kOnlyOverallKey].defined()) options.only_overall = metric_args[kOnlyOverallKey].as<bool>();
+  const config::Node only_overall =
+      metric_args[kOnlyOverallKey].defined() ? metric_args[kOnlyOverallKey] : metric_args[kOnlyOverallAlias];
+  if (only_overall.defined()) options.only_overall = only_overall.as<bool>();
   return options;
 }
 
 MetricTable configure_metrics(const config::Node& metric_args) {
   config::MapReader reader(metric_args, "metric_args");
   bool only_overall = false;
-  reader.optional("return_only_overall_category", only_overall);
+  reader.optional("return_only_overall_category", "return_only_main_category", only_overall);
   // The plotting keys: checked here with the others, used where grids are drawn.
   reader.take(kExcludedKey);
-  reader.take(kOnlyOverallKey);
+  reader.take_either(kOnlyOverallKey, kOnlyOverallAlias);
   visualization_options(metric_args);
   const MetricContext context{&reader};
   const auto& registry = registries().metrics;

@@ -32,6 +32,15 @@ class MapReader {
     return *this;
   }
 
+  /// The same for a key that OML also spells `alias` (`pfc_variance` for `pcf_variance`):
+  /// either may be given; both is a ConfigError.
+  template <class T>
+  MapReader& optional(const std::string& key, const std::string& alias, T& field) {
+    Node child = take_either(key, alias);
+    if (!child.is_null()) field = child.template as<T>();
+    return *this;
+  }
+
   /// Reads `key` into `field`; a missing key is a ConfigError.
   template <class T>
   MapReader& required(const std::string& key, T& field) {
@@ -41,6 +50,9 @@ class MapReader {
 
   /// The raw child node (undefined when absent); marks the key as known.
   Node take(const std::string& key);
+  /// take() of whichever of `key` and `alias` is given (undefined when neither); both is a
+  /// ConfigError at the second.
+  Node take_either(const std::string& key, const std::string& alias);
   /// The raw child node; a missing key is a ConfigError.
   Node require(const std::string& key);
   bool has(const std::string& key) const;

@@ -54,9 +54,13 @@ std::shared_ptr<Metric> make_top_k_metric(const MetricContext& context, const st
 }
 
 std::vector<double> read_fractions(const MetricContext& context, const std::string& metric,
-                                   const std::string& key) {
+                                   const std::string& key, const std::string& alias) {
   std::vector<double> values;
-  args_of(context).optional(key, values);
+  if (alias.empty()) {
+    args_of(context).optional(key, values);
+  } else {
+    args_of(context).optional(key, alias, values);
+  }
   for (const double v : values) {
     config::check_argument(v >= 0.0 && v <= 1.0, "metric '" + metric + "'", key,
                            "expected fractions in [0, 1], got ", v);

@@ -36,8 +36,9 @@ class TopKMetric final : public Metric {
 std::shared_ptr<Metric> make_top_k_metric(const MetricContext& context, const std::string& metric,
                                           std::vector<int64_t> ks, PerQueryAtK at_k);
 
-/// The values of `key` (default: none), each checked to be a fraction in [0, 1].
+/// The values of `key` (or of its other name `alias`; default: none), each checked to be a
+/// fraction in [0, 1].
 std::vector<double> read_fractions(const MetricContext& context, const std::string& metric,
-                                   const std::string& key);
+                                   const std::string& key, const std::string& alias = "");
 
 }  // namespace oml::metrics::builtin

@@ -52,7 +52,8 @@ class PcfMetric final : public Metric {
 }  // namespace
 
 std::shared_ptr<Metric> make_pcf(const config::Node& /*metric_args*/, const MetricContext& context) {
-  std::vector<double> variances = read_fractions(context, "pcf", "pcf_variance");
+  std::vector<double> variances =
+      read_fractions(context, "pcf", "pcf_variance", "pfc_variance");  // OML's config spells it pfc
   if (variances.empty()) return nullptr;
   return std::make_shared<PcfMetric>(std::move(variances));
 }
