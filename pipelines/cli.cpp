@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <new>
 
@@ -83,6 +84,11 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
   }
   config::RunConfig config = config::parse_run_config(document.root());
   check_component_names(config);
+  // Once per run: by the launcher (or the only process), not again by each rank.
+  const char* rank = std::getenv("RANK");
+  if (rank == nullptr || std::string(rank) == "0") {
+    for (const std::string& notice : config.notices) log::info(notice);
+  }
   return config;
 }
 

@@ -164,6 +164,32 @@ TEST_CASE("The run config rejects unknown top-level keys and Hydra keys", "[conf
                     Contains("Hydra key") && Contains("not supported"));
 }
 
+TEST_CASE("OML's hydra block: run.dir is the run directory, the rest is named in a notice", "[config]") {
+  const auto doc = Document::from_string(
+      "logs_root: logs/sop\npostfix: ml\nlogs_folder: 2026_${postfix}\nhydra_dir: "
+      "${logs_root}/${logs_folder}/\n"
+      "hydra:\n  run:\n    dir: ${hydra_dir}\n  searchpath:\n    - pkg://oml.configs\n  job:\n    chdir: "
+      "True\n",
+      "run.yaml");
+  const auto c = oml::config::parse_run_config(doc.root());
+  CHECK(c.logs_root == "logs/sop");
+  CHECK(c.run_name == "2026_ml");
+  REQUIRE(c.notices.size() == 2);
+  CHECK_THAT(c.notices[0], Contains("hydra.job.chdir") && Contains("does not change the working directory"));
+  CHECK_THAT(c.notices[1], Contains("hydra.searchpath") && Contains("hydra.job"));
+  // Elsewhere than logs_root, and an explicit run_name wins.
+  const auto other = oml::config::parse_run_config(
+      Document::from_string("hydra: {run: {dir: /tmp/runs/x}}\n", "run.yaml").root());
+  CHECK(other.logs_root == "/tmp/runs");
+  CHECK(other.run_name == "x");
+  CHECK(other.notices.empty());
+  const auto named = oml::config::parse_run_config(
+      Document::from_string("run_name: mine\nhydra: {run: {dir: /tmp/runs/x}}\n", "run.yaml").root());
+  CHECK(named.run_name == "mine");
+  CHECK_THROWS_WITH(oml::config::parse_run_config(Document::from_string("hydra: 3\n", "run.yaml").root()),
+                    Contains("run.yaml:1:8") && Contains("Hydra's settings"));
+}
+
 TEST_CASE("Duplicate keys, recursive aliases and alias bombs are config errors with their place",
           "[config]") {
   CHECK_THROWS_WITH(

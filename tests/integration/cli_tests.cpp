@@ -5,6 +5,7 @@
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using oml::test::CommandResult;
 using oml::test::quote;
@@ -128,6 +129,34 @@ TEST_CASE("OML's online loggers say they are not available offline, and ${now:..
   INFO(now.err);
   CHECK(now.exit_code == 0);
   CHECK(std::filesystem::exists(dir / "logs" / "r_1234567890" / "checkpoints" / "last.ckpt"));
+}
+
+TEST_CASE("An OML-shaped config with Hydra's run directory, now resolver and OML's keys trains",
+          "[cli][config]") {
+  TempDir dir;
+  std::string config = oml::test::train_config(dir / "logs");
+  config.replace(config.find("run_name: run\n"), std::string("run_name: run\n").size(), "");
+  config +=
+      "postfix: metric_learning\naccelerator: auto\ndevices: 1\nfind_unused_parameters: false\n"
+      "logs_folder: ${now:%Y-%m-%d_%H-%M-%S}_${postfix}\nhydra_dir: ${logs_root}/${logs_folder}/\n"
+      "tags:\n  - ${postfix}\n  - subset\nlog_images: true\n"
+      "hydra:\n  run:\n    dir: ${hydra_dir}\n  searchpath:\n   - pkg://oml.configs\n  job:\n    chdir: "
+      "True\n";
+  config.replace(config.find("metric_args: {"), std::string("metric_args: {").size(),
+                 "metric_args: {metrics_to_exclude_from_visualization: [precision,], pfc_variance: [0.5], "
+                 "return_only_main_category: true, visualize_only_main_category: true, ");
+  write_file(dir / "oml.yaml", config);
+  const auto r =
+      run_oml("oml-train", "--config " + quote((dir / "oml.yaml").string()) + " --set max_epochs=1");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("hydra.job.chdir") && Contains("hydra.searchpath"));
+  std::vector<std::filesystem::path> runs;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "logs")) runs.push_back(entry.path());
+  REQUIRE(runs.size() == 1);
+  CHECK_THAT(runs[0].filename().string(), EndsWith("_metric_learning"));
+  CHECK(std::filesystem::exists(runs[0] / "images" / "epoch_001" / "worst_cmc_1.png"));
+  CHECK_THAT(oml::test::read_file(runs[0] / "config.yaml"), Contains("subset"));
 }
 
 TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {

@@ -1,6 +1,7 @@
 #include "oml/config/run_config.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "oml/common/strings.h"
 #include "oml/data/loader.h"
@@ -52,19 +53,47 @@ SchedulingOptions parse_scheduling(const Node& node) {
   return s;
 }
 
+// OML's configs carry a `hydra:` block for Hydra's launcher. Its run directory (`run.dir`) means
+// the same here; the rest has no counterpart and is named in a notice, not silently dropped.
+std::string read_hydra_block(const Node& hydra, std::vector<std::string>& notices) {
+  if (hydra.is_null()) return "";
+  if (!hydra.is_map()) hydra.fail("expected Hydra's settings mapping (run: {dir: ...}, job: ..., ...)");
+  std::string run_dir;
+  std::vector<std::string> ignored;
+  for (const std::string& key : hydra.keys()) {
+    if (key != "run") {
+      ignored.push_back("hydra." + key);
+      continue;
+    }
+    MapReader run(hydra["run"], "hydra.run");
+    run.optional("dir", run_dir);
+    for (const std::string& other : hydra["run"].keys()) {
+      if (other != "dir") ignored.push_back("hydra.run." + other);
+    }
+    run.known(hydra["run"].keys());
+  }
+  if (hydra["job"]["chdir"].defined() && hydra["job"]["chdir"].as<bool>()) {
+    notices.push_back(
+        "hydra.job.chdir: oml-cpp does not change the working directory; relative paths in the "
+        "config are relative to where the command runs, and outputs go to the run directory");
+  }
+  if (!ignored.empty()) {
+    notices.push_back("ignored Hydra settings without a counterpart in oml-cpp: " + join(ignored) +
+                      " (configs are read from the given file; --set overrides, ${...} interpolates)");
+  }
+  return run_dir;
+}
+
 }  // namespace
 
 RunConfig parse_run_config(const Node& root) {
-  for (const char* hydra_key : {"hydra", "defaults"}) {
-    if (root[hydra_key].defined()) {
-      root[hydra_key].fail(std::string("'") + hydra_key +
-                           "' is a Hydra key and is not supported: oml-cpp reads one plain YAML file; "
-                           "inline the referenced configs, use ${key} for interpolation and --set "
-                           "key=value for overrides");
-    }
+  if (root["defaults"].defined()) {
+    root["defaults"].fail(
+        "'defaults' is a Hydra key and is not supported: oml-cpp reads one plain YAML file; "
+        "inline the referenced configs, use ${key} for interpolation and --set key=value for overrides");
   }
   RunConfig c;
-  std::string logs_folder;
+  std::string logs_folder, hydra_dir;
   MapReader r(root, "the config");
   const Node devices = r.take("devices");
   r.optional("pipeline", c.pipeline)
@@ -78,6 +107,7 @@ RunConfig parse_run_config(const Node& root) {
       .optional("logs_root", c.logs_root)
       .optional("run_name", c.run_name)
       .optional("logs_folder", logs_folder)
+      .optional("hydra_dir", hydra_dir)
       .optional("postfix", c.postfix)
       .optional("plugins", c.plugins)
       .optional("num_workers", c.num_workers)
@@ -118,6 +148,7 @@ RunConfig parse_run_config(const Node& root) {
   c.scheduling = parse_scheduling(r.take("scheduling"));
   c.metric_args = r.take("metric_args");
   c.ddp = parse_ddp(r.take("ddp"));
+  const std::string hydra_run_dir = read_hydra_block(r.take("hydra"), c.notices);
   r.finish();
 
   if (root["pipeline"].defined()) check_one_of(root["pipeline"], c.pipeline, {"extractor", "pairwise"});
@@ -138,7 +169,17 @@ RunConfig parse_run_config(const Node& root) {
   } else if (!devices.is_null()) {
     c.devices = devices.as<int64_t>();
   }
-  if (c.run_name.empty()) c.run_name = logs_folder;  // OML: hydra.run.dir = ${logs_root}/${logs_folder}
+  // The run directory, as OML names it: hydra.run.dir (usually ${hydra_dir} = ${logs_root}/${logs_folder}),
+  // else logs_root/logs_folder; an explicit run_name wins.
+  if (c.run_name.empty() && !hydra_run_dir.empty()) {
+    std::string dir = hydra_run_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const std::filesystem::path path(dir);
+    c.logs_root = path.has_parent_path() ? path.parent_path().string() : ".";
+    c.run_name = path.filename().string();
+  } else if (c.run_name.empty()) {
+    c.run_name = logs_folder;
+  }
   if (root["mode_for_checkpointing"].defined()) {
     check_one_of(root["mode_for_checkpointing"], c.mode_for_checkpointing, {"max", "min"});
   }

@@ -43,7 +43,9 @@ struct RunConfig {
   /// gradient in a step (they count as zero), so there is nothing to find.
   bool find_unused_parameters = false;
   std::vector<std::string> tags;  ///< free labels, kept in config.yaml (and so in report.html)
-  int64_t num_threads = 0;        ///< intra-op threads per rank; 0 = cores / local ranks
+  /// Lines the command prints once (Hydra settings of an OML config that have no effect here).
+  std::vector<std::string> notices;
+  int64_t num_threads = 0;  ///< intra-op threads per rank; 0 = cores / local ranks
   std::string dataset_root;
   std::string dataframe_name = "df.csv";
   std::string logs_root = "logs";
