@@ -10,7 +10,9 @@
 #include "oml/common/logging.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
+#include "oml/config/error_list.h"
 #include "oml/io/pending_files.h"
+#include "oml/metrics/metric_table.h"
 #include "oml/registry/plugin.h"
 #include "oml/registry/registries.h"
 #include "oml/report/run_logger.h"
@@ -82,8 +84,12 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
       throw;
     }
   }
-  config::RunConfig config = config::parse_run_config(document.root());
-  check_component_names(config);
+  // Every problem of the config at once: its keys, the component names and metric_args.
+  config::ErrorList errors;
+  config::RunConfig config = config::parse_run_config(document.root(), errors);
+  check_component_names(config, errors);
+  errors.check([&] { metrics::configure_metrics(config.metric_args); });
+  errors.throw_if_any();
   // Once per run: by the launcher (or the only process), not again by each rank.
   const char* rank = std::getenv("RANK");
   if (rank == nullptr || std::string(rank) == "0") {
@@ -92,22 +98,31 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
   return config;
 }
 
-void check_component_names(const config::RunConfig& c) {
+void check_component_names(const config::RunConfig& c, config::ErrorList& errors) {
   // Every named component must exist before any work starts, so that a typo fails in the
   // first second rather than after a dataset has been loaded.
   auto& r = registries();
+  const auto check = [&](const auto& registry, const std::optional<config::ComponentSpec>& spec) {
+    if (spec) errors.check([&] { registry.require(*spec); });
+  };
   for (const auto* spec :
        {&c.transforms_train, &c.transforms_val, &c.transforms_extraction, &c.transforms_predict}) {
-    if (*spec) r.transforms.require(**spec);
+    check(r.transforms, *spec);
   }
-  if (c.sampler) r.samplers.require(*c.sampler);
-  if (c.extractor) r.extractors.require(*c.extractor);
-  if (c.criterion) r.losses.require(*c.criterion);
-  if (c.optimizer) r.optimizers.require(*c.optimizer);
-  if (c.scheduling.scheduler) r.schedulers.require(*c.scheduling.scheduler);
-  if (c.postprocessor) r.postprocessors.require(*c.postprocessor);
-  if (c.pairwise_model) r.pairwise_models.require(*c.pairwise_model);
-  if (c.logger) report::require_logger(*c.logger);
+  check(r.samplers, c.sampler);
+  check(r.extractors, c.extractor);
+  check(r.losses, c.criterion);
+  check(r.optimizers, c.optimizer);
+  check(r.schedulers, c.scheduling.scheduler);
+  check(r.postprocessors, c.postprocessor);
+  check(r.pairwise_models, c.pairwise_model);
+  if (c.logger) errors.check([&] { report::require_logger(*c.logger); });
+}
+
+void check_component_names(const config::RunConfig& c) {
+  config::ErrorList errors;
+  check_component_names(c, errors);
+  errors.throw_if_any();
 }
 
 void print_components(std::ostream& out) {

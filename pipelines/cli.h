@@ -14,6 +14,10 @@
 
 #include "oml/config/run_config.h"
 
+namespace oml::config {
+class ErrorList;
+}  // namespace oml::config
+
 namespace oml::cli {
 
 /// What every command receives after parsing.
@@ -53,6 +57,8 @@ int run_command(int argc, char** argv, const CommandSpec& spec);
 
 /// Checks that every component the config names is registered (ConfigError otherwise).
 void check_component_names(const config::RunConfig& config);
+/// The same, collecting every unknown name in `errors`.
+void check_component_names(const config::RunConfig& config, config::ErrorList& errors);
 
 /// Registers every built-in component (core and the built-in sampler plugins). Idempotent.
 void register_builtins();

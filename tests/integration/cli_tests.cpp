@@ -159,6 +159,30 @@ TEST_CASE("An OML-shaped config with Hydra's run directory, now resolver and OML
   CHECK_THAT(oml::test::read_file(runs[0] / "config.yaml"), Contains("subset"));
 }
 
+TEST_CASE("Every mistake of a config is reported at once, by line", "[cli][config]") {
+  TempDir dir;
+  write_file(dir / "five.yaml",
+             "seed: one\n"                                      // a wrong type
+             "bs_trian: 8\n"                                    // an unknown key
+             "max_epochs: 0\n"                                  // a bad value
+             "sampler: {name: balanse, args: {n_labels: 2}}\n"  // an unknown component
+             "metric_args: {cmc_top_k: [0]}\n");                // a bad metric argument
+  const auto r = run_oml("oml-train", "--config " + quote((dir / "five.yaml").string()));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err,
+             StartsWith("oml-train: config error: 5 problems in the config (all of them, by place):\n"));
+  std::size_t at = 0;
+  for (const char* place :
+       {"five.yaml:1:7", "five.yaml:2:1", "five.yaml:3:13", "five.yaml:4:", "five.yaml:5:"}) {
+    INFO(place);
+    const std::size_t found = r.err.find(place, at);
+    CHECK(found != std::string::npos);  // present, and after the previous one
+    if (found != std::string::npos) at = found;
+  }
+  CHECK_THAT(r.err, Contains("did you mean 'bs_train'") && Contains("did you mean 'balance'"));
+  check_clean_error(r);
+}
+
 TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {
   TempDir dir;
   write_file(dir / "c.yaml", "sampler:\n  name: fixture_sampelr\n");

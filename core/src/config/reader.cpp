@@ -1,12 +1,15 @@
 #include "oml/config/reader.h"
 
+#include "oml/config/error_list.h"
+
 #include <algorithm>
 
 #include "oml/common/strings.h"
 
 namespace oml::config {
 
-MapReader::MapReader(Node map, std::string what) : map_(std::move(map)), what_(std::move(what)) {
+MapReader::MapReader(Node map, std::string what, ErrorList* errors)
+    : map_(std::move(map)), what_(std::move(what)), errors_(errors) {
   if (!map_.is_null() && !map_.is_map()) {
     map_.fail("expected a mapping of keys to values" + (what_.empty() ? "" : " for " + what_));
   }
@@ -50,15 +53,25 @@ MapReader& MapReader::known(const std::vector<std::string>& keys) {
   return *this;
 }
 
+void MapReader::guard(const std::function<void()>& read) {
+  if (errors_ == nullptr) {
+    read();
+  } else {
+    errors_->check(read);
+  }
+}
+
 void MapReader::finish() const {
   for (const auto& key : map_.keys()) {
     if (std::find(accepted_.begin(), accepted_.end(), key) != accepted_.end()) continue;
     std::vector<std::string> sorted = accepted_;
     std::sort(sorted.begin(), sorted.end());
     const Node child = map_.key_node(key);
-    throw ConfigError(child.describe() + ": unknown key '" + key + "'" +
-                      (what_.empty() ? "" : " in " + what_) + did_you_mean(key, sorted) +
-                      "; accepted keys: " + (sorted.empty() ? "(none)" : join(sorted)));
+    const ConfigError unknown(child.describe() + ": unknown key '" + key + "'" +
+                              (what_.empty() ? "" : " in " + what_) + did_you_mean(key, sorted) +
+                              "; accepted keys: " + (sorted.empty() ? "(none)" : join(sorted)));
+    if (errors_ == nullptr) throw unknown;
+    errors_->add(unknown);
   }
 }
 

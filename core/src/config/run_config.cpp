@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "oml/common/strings.h"
+#include "oml/config/error_list.h"
 #include "oml/data/loader.h"
 
 namespace oml::config {
@@ -86,15 +88,20 @@ std::string read_hydra_block(const Node& hydra, std::vector<std::string>& notice
 
 }  // namespace
 
-RunConfig parse_run_config(const Node& root) {
-  if (root["defaults"].defined()) {
-    root["defaults"].fail(
-        "'defaults' is a Hydra key and is not supported: oml-cpp reads one plain YAML file; "
-        "inline the referenced configs, use ${key} for interpolation and --set key=value for overrides");
-  }
+RunConfig parse_run_config(const Node& root, ErrorList& errors) {
+  // Each check below is independent: its problem is collected and the next one still runs, so
+  // that a config's mistakes are reported together.
+  const auto check = [&](const std::function<void()>& one) { errors.check(one); };
   RunConfig c;
-  std::string logs_folder, hydra_dir;
-  MapReader r(root, "the config");
+  std::string logs_folder, hydra_dir, hydra_run_dir;
+  MapReader r(root, "the config", &errors);
+  if (const Node defaults = r.take("defaults"); defaults.defined()) {
+    check([&] {
+      defaults.fail(
+          "'defaults' is a Hydra key and is not supported: oml-cpp reads one plain YAML file; "
+          "inline the referenced configs, use ${key} for interpolation and --set key=value for overrides");
+    });
+  }
   const Node devices = r.take("devices");
   r.optional("pipeline", c.pipeline)
       .optional("seed", c.seed)
@@ -128,47 +135,55 @@ RunConfig parse_run_config(const Node& root) {
       .optional("data_dir", c.data_dir)
       .optional("save_dir", c.save_dir)
       .optional("weights", c.weights);
-  c.transforms_train = component(r, "transforms_train");
-  c.transforms_val = component(r, "transforms_val");
-  c.transforms_extraction = component(r, "transforms_extraction");
-  c.transforms_predict = component(r, "transforms_predict");
-  c.sampler = component(r, "sampler");
-  c.extractor = component(r, "extractor");
-  c.criterion = component(r, "criterion");
-  c.optimizer = component(r, "optimizer");
+  const std::vector<std::pair<const char*, std::optional<ComponentSpec>*>> components{
+      {"transforms_train", &c.transforms_train},
+      {"transforms_val", &c.transforms_val},
+      {"transforms_extraction", &c.transforms_extraction},
+      {"transforms_predict", &c.transforms_predict},
+      {"sampler", &c.sampler},
+      {"extractor", &c.extractor},
+      {"criterion", &c.criterion},
+      {"optimizer", &c.optimizer},
+      {"postprocessor", &c.postprocessor},
+      {"pairwise_model", &c.pairwise_model}};
+  for (const auto& [key, slot] : components)
+    check([&, key = key, slot = slot] { *slot = component(r, key); });
   // TensorBoard logging is on unless the config says otherwise (`logger: null` or
   // `logger: {name: none}`): an absent key means the default logger, not none.
   if (r.has("logger")) {
-    c.logger = component(r, "logger");
+    check([&] { c.logger = component(r, "logger"); });
   } else {
     c.logger = ComponentSpec{"tensorboard", Node(), Node()};
   }
-  c.postprocessor = component(r, "postprocessor");
-  c.pairwise_model = component(r, "pairwise_model");
-  c.scheduling = parse_scheduling(r.take("scheduling"));
+  check([&] { c.scheduling = parse_scheduling(r.take("scheduling")); });
   c.metric_args = r.take("metric_args");
-  c.ddp = parse_ddp(r.take("ddp"));
-  const std::string hydra_run_dir = read_hydra_block(r.take("hydra"), c.notices);
+  check([&] { c.ddp = parse_ddp(r.take("ddp")); });
+  check([&] { hydra_run_dir = read_hydra_block(r.take("hydra"), c.notices); });
   r.finish();
 
-  if (root["pipeline"].defined()) check_one_of(root["pipeline"], c.pipeline, {"extractor", "pairwise"});
+  if (root["pipeline"].defined()) {
+    check([&] { check_one_of(root["pipeline"], c.pipeline, {"extractor", "pairwise"}); });
+  }
   if (root["accelerator"].defined()) {
-    check_one_of(root["accelerator"], c.accelerator, {"cpu", "cuda", "gpu", "auto"});
+    check([&] { check_one_of(root["accelerator"], c.accelerator, {"cpu", "cuda", "gpu", "auto"}); });
     if (c.accelerator == "gpu") c.accelerator = "cuda";  // OML's (Lightning's) name
   }
-  if (devices.is_sequence()) {  // Lightning's list of GPU ids
-    c.device_ids = devices.as<std::vector<int64_t>>();
-    if (c.device_ids.empty()) devices.fail("expected a positive integer or a non-empty list of GPU ids");
-    for (std::size_t i = 0; i < c.device_ids.size(); ++i) {
-      if (c.device_ids[i] < 0) devices[i].fail("expected a GPU id >= 0");
-      for (std::size_t j = 0; j < i; ++j) {
-        if (c.device_ids[j] == c.device_ids[i]) devices[i].fail("GPU id appears twice in the list");
+  check([&] {
+    if (devices.is_sequence()) {  // Lightning's list of GPU ids
+      c.device_ids = devices.as<std::vector<int64_t>>();
+      if (c.device_ids.empty()) devices.fail("expected a positive integer or a non-empty list of GPU ids");
+      for (std::size_t i = 0; i < c.device_ids.size(); ++i) {
+        if (c.device_ids[i] < 0) devices[i].fail("expected a GPU id >= 0");
+        for (std::size_t j = 0; j < i; ++j) {
+          if (c.device_ids[j] == c.device_ids[i]) devices[i].fail("GPU id appears twice in the list");
+        }
       }
+      c.devices = static_cast<int64_t>(c.device_ids.size());
+    } else if (!devices.is_null()) {
+      c.devices = devices.as<int64_t>();
+      if (c.devices < 1) devices.fail("expected a positive integer, got " + std::to_string(c.devices));
     }
-    c.devices = static_cast<int64_t>(c.device_ids.size());
-  } else if (!devices.is_null()) {
-    c.devices = devices.as<int64_t>();
-  }
+  });
   // The run directory, as OML names it: hydra.run.dir (usually ${hydra_dir} = ${logs_root}/${logs_folder}),
   // else logs_root/logs_folder; an explicit run_name wins.
   if (c.run_name.empty() && !hydra_run_dir.empty()) {
@@ -181,26 +196,34 @@ RunConfig parse_run_config(const Node& root) {
     c.run_name = logs_folder;
   }
   if (root["mode_for_checkpointing"].defined()) {
-    check_one_of(root["mode_for_checkpointing"], c.mode_for_checkpointing, {"max", "min"});
+    check([&] { check_one_of(root["mode_for_checkpointing"], c.mode_for_checkpointing, {"max", "min"}); });
   }
-  const auto positive = [&](const char* key, int64_t value) {
-    if (value < 1) root[key].fail("expected a positive integer, got " + std::to_string(value));
+  const auto require = [&](bool ok, const char* key, const std::string& expected) {
+    if (!ok) check([&] { root[key].fail(expected); });
   };
-  if (!devices.is_sequence()) positive("devices", c.devices);
+  const auto positive = [&](const char* key, int64_t value) {
+    require(value >= 1, key, "expected a positive integer, got " + std::to_string(value));
+  };
   positive("bs_train", c.bs_train);
   positive("bs_val", c.bs_val);
   positive("max_epochs", c.max_epochs);
   positive("valid_period", c.valid_period);
   positive("batch_size_inference", c.batch_size_inference);
-  if (c.max_steps && *c.max_steps < 1) root["max_steps"].fail("expected a positive integer or null");
-  if (c.num_threads < 0) root["num_threads"].fail("expected 0 (automatic) or a positive integer");
-  if (c.num_workers < 0 || c.num_workers > data::kMaxLoaderWorkers) {
-    root["num_workers"].fail("expected 0 to " + std::to_string(data::kMaxLoaderWorkers) +
-                             " loader threads, got " + std::to_string(c.num_workers));
-  }
-  if (c.cache_size < 0) root["cache_size"].fail("expected 0 (off) or a positive number of images");
-  if (c.freeze_n_epochs < 0) root["freeze_n_epochs"].fail("expected 0 or a positive integer");
+  require(!c.max_steps || *c.max_steps >= 1, "max_steps", "expected a positive integer or null");
+  require(c.num_threads >= 0, "num_threads", "expected 0 (automatic) or a positive integer");
+  require(c.num_workers >= 0 && c.num_workers <= data::kMaxLoaderWorkers, "num_workers",
+          "expected 0 to " + std::to_string(data::kMaxLoaderWorkers) + " loader threads, got " +
+              std::to_string(c.num_workers));
+  require(c.cache_size >= 0, "cache_size", "expected 0 (off) or a positive number of images");
+  require(c.freeze_n_epochs >= 0, "freeze_n_epochs", "expected 0 or a positive integer");
   c.source = root;
+  return c;
+}
+
+RunConfig parse_run_config(const Node& root) {
+  ErrorList errors;
+  RunConfig c = parse_run_config(root, errors);
+  errors.throw_if_any();
   return c;
 }
 

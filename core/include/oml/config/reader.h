@@ -10,6 +10,7 @@
 // Every key must be read (or explicitly skipped) before finish(); a key the struct does not
 // know is an error that lists the accepted keys and the closest one.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,18 +18,24 @@
 
 namespace oml::config {
 
+class ErrorList;
+
 class MapReader {
  public:
   /// `map` may be undefined or null (treated as an empty mapping); anything else but a
   /// mapping is a ConfigError. `what` names the map in messages ("sampler 'balance' args").
-  explicit MapReader(Node map, std::string what = "");
+  /// With `errors`, a bad value of one key (and every unknown key at finish()) is collected
+  /// there and reading goes on with the next key, the field keeping its default.
+  explicit MapReader(Node map, std::string what = "", ErrorList* errors = nullptr);
 
   /// Reads `key` into `field` when present; leaves the default when absent or null
   /// (`key: null` / `key: ~` in YAML means "use the default").
   template <class T>
   MapReader& optional(const std::string& key, T& field) {
-    Node child = take(key);
-    if (!child.is_null()) field = child.template as<T>();
+    guard([&] {
+      Node child = take(key);
+      if (!child.is_null()) field = child.template as<T>();
+    });
     return *this;
   }
 
@@ -36,15 +43,17 @@ class MapReader {
   /// either may be given; both is a ConfigError.
   template <class T>
   MapReader& optional(const std::string& key, const std::string& alias, T& field) {
-    Node child = take_either(key, alias);
-    if (!child.is_null()) field = child.template as<T>();
+    guard([&] {
+      Node child = take_either(key, alias);
+      if (!child.is_null()) field = child.template as<T>();
+    });
     return *this;
   }
 
   /// Reads `key` into `field`; a missing key is a ConfigError.
   template <class T>
   MapReader& required(const std::string& key, T& field) {
-    field = require(key).template as<T>();
+    guard([&] { field = require(key).template as<T>(); });
     return *this;
   }
 
@@ -60,15 +69,20 @@ class MapReader {
   /// Marks keys that are accepted but handled elsewhere.
   MapReader& known(const std::vector<std::string>& keys);
 
-  /// Throws ConfigError for the first key that was never taken, listing the accepted keys.
+  /// Throws ConfigError for the first key that was never taken, listing the accepted keys
+  /// (with an ErrorList: collects one for each such key).
   void finish() const;
 
   const Node& node() const { return map_; }
 
  private:
+  // Runs `read`: its ConfigError is thrown, or collected in errors_ when there is a list.
+  void guard(const std::function<void()>& read);
+
   Node map_;
   std::string what_;
   std::vector<std::string> accepted_;
+  ErrorList* errors_ = nullptr;
 };
 
 /// A component reference: `{name: balance, args: {n_labels: 8}}`.

@@ -15,6 +15,8 @@
 
 namespace oml::config {
 
+class ErrorList;
+
 /// `ddp:` — multi-process settings.
 struct DdpOptions {
   bool shuffle_between_ranks = false;  ///< permute sampler items across ranks each epoch
@@ -95,7 +97,12 @@ struct RunConfig {
 };
 
 /// Parses the resolved document's root. Throws ConfigError on unknown keys, wrong types and
-/// bad enumerations (pipeline, accelerator, mode_for_checkpointing, scheduler_interval).
+/// bad enumerations (pipeline, accelerator, mode_for_checkpointing, scheduler_interval) — all
+/// of them at once (ConfigErrors) when there are several.
 RunConfig parse_run_config(const Node& root);
+
+/// The same, collecting the problems in `errors` instead of throwing: what could not be read
+/// keeps its default. For callers that check more before reporting (cli::Invocation::load_config).
+RunConfig parse_run_config(const Node& root, ErrorList& errors);
 
 }  // namespace oml::config
