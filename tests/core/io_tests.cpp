@@ -75,6 +75,31 @@ TEST_CASE("A checkpoint damaged after it was written is refused, naming the dama
   CHECK(torch::equal(oml::io::load_checkpoint(dir / "c.ckpt").state_dict.at("w"), w));
 }
 
+TEST_CASE("Damage inside a well-formed archive is a DataError naming the file and the record", "[io]") {
+  // Archives written again with valid CRCs, as the fuzz tests make them (tests/fuzz): the damage
+  // reaches the unpickler.
+  oml::test::TempDir dir;
+  oml::io::save_tensor(dir / "t.pt", torch::zeros({6}));
+  const auto records = oml::test::read_zip_records(oml::test::read_file(dir / "t.pt"));
+  const auto with_record = [&](const std::string& file, const std::string& name, const std::string& data) {
+    auto edited = records;
+    for (auto& record : edited)
+      if (record.first == name) record.second = data;
+    oml::test::write_file(dir / file, oml::test::write_zip_records(edited));
+    return dir / file;
+  };
+  // 27 bytes of float data: the copy into a storage of 6 floats used to write past its end.
+  const auto odd = with_record("odd.pt", "data/0", std::string(27, '\0'));
+  CHECK_THROWS_AS(oml::io::load_tensor(odd), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::load_tensor(odd), Contains("odd.pt") && Contains("'data/0' has 27 bytes") &&
+                                                   Contains("whole number of FloatStorage elements"));
+  // A string whose 8-byte length is near 2^64: the bounds check used to wrap around.
+  const std::string huge_string = std::string("\x80\x02\x8d", 3) + std::string(8, '\xff') + ".";
+  const auto huge = with_record("huge.pt", "data.pkl", huge_string);
+  CHECK_THROWS_AS(oml::io::read_torch_file(huge), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::read_torch_file(huge), Contains("huge.pt") && Contains("truncated pickle data"));
+}
+
 TEST_CASE("An oml-cpp checkpoint is accepted as `weights:` of an extractor", "[io][models]") {
   oml::test::TempDir dir;
   oml::models::ConvNetOptions options;

@@ -66,7 +66,8 @@ class Unpickler {
     return out;
   }
   void need(size_t n) const {
-    OML_CHECK(pos_ + n <= size_, DataError, file_, ": truncated pickle data at byte ", pos_);
+    // pos_ <= size_ always; `pos_ + n` would wrap for a length near 2^64 (a damaged opcode).
+    OML_CHECK(n <= size_ - pos_, DataError, file_, ": truncated pickle data at byte ", pos_);
   }
   std::string read_bytes(size_t n) {
     need(n);
@@ -318,6 +319,9 @@ class Unpickler {
     std::tie(ptr, bytes) = reader_.getRecord(record);
     checksums_.verify(record, ptr.get(), bytes);
     const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+    // The storage holds whole elements; the copy below writes all `bytes` into it.
+    OML_CHECK(bytes % elem == 0, DataError, file_, ": tensor data record '", record, "' has ", bytes,
+              " bytes, not a whole number of ", storage_name, " elements (", elem, " bytes each)");
     auto storage = torch::empty({static_cast<int64_t>(bytes) / elem}, torch::TensorOptions().dtype(dtype));
     if (bytes > 0) std::memcpy(storage.data_ptr(), ptr.get(), bytes);
     storages_.emplace(key, storage);
