@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
@@ -186,6 +187,62 @@ TEST_CASE("Scheduler state survives a checkpoint round trip", "[optim][scheduler
   CHECK(restored.lrs() == plateau.lrs());
   StepScheduler other(sgd2, 1, 0.5);
   CHECK_THROWS_WITH(other.load_state(loaded.resume->scheduler), Contains("reduce_on_plateau"));
+}
+
+TEST_CASE("A damaged scheduler state is a DataError naming the entry", "[optim][schedulers][io]") {
+  Toy toy;
+  torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  ReduceOnPlateauScheduler plateau(sgd, PlateauOptions{});
+  plateau.step(1.0);
+  // The state with one entry replaced or left out, as a damaged checkpoint holds it.
+  const auto with = [&](const std::string& key, const c10::IValue& value) {
+    auto state = plateau.state().toGenericDict().copy();
+    state.insert_or_assign(key, value);
+    return c10::IValue(state);
+  };
+  const auto without = [&](const std::string& key) {
+    auto state = plateau.state().toGenericDict().copy();
+    state.erase(key);
+    return c10::IValue(state);
+  };
+  const auto refused = [&](const c10::IValue& state, const std::string& message) {
+    CHECK_THROWS_AS(plateau.load_state(state), oml::DataError);
+    CHECK_THROWS_WITH(plateau.load_state(state), Contains(message));
+  };
+  // Each of these was a c10::Error ("isList() INTERNAL ASSERT FAILED", exit 1) or an exception
+  // from c10::Dict::at.
+  refused(with("base_lrs", std::string("x")), "entry 'base_lrs' must be a list");
+  refused(with("lrs", c10::List<std::string>({"a"})), "entry 'lrs' must hold numbers");
+  refused(with("lrs", c10::List<double>({std::nan("")})), "expected a finite number");
+  refused(with("step", 1.5), "entry 'step' must be an integer");
+  refused(with("bad_steps", std::string("x")), "entry 'bad_steps' must be an integer");
+  refused(without("cooldown_left"), "missing entry 'cooldown_left'");
+  // What state() writes still loads: integers where floats were written, and a best of NaN.
+  plateau.load_state(with("lrs", c10::List<int64_t>({1})));
+  plateau.load_state(with("best", std::nan("")));
+}
+
+TEST_CASE("A damaged optimizer state is a DataError", "[optim][resume]") {
+  Toy toy;
+  torch::optim::Adam adam(toy.model->parameters(), torch::optim::AdamOptions(0.1));
+  const at::Tensor saved = save_optimizer_state(adam);
+  // The state is a TorchScript archive; code it cannot parse used to escape as a
+  // torch::jit::ErrorReport, a plain std::exception (exit 1).
+  auto records = oml::test::read_zip_records(
+      std::string(static_cast<const char*>(saved.data_ptr()), static_cast<std::size_t>(saved.numel())));
+  bool edited = false;
+  for (auto& [name, data] : records) {
+    if (name == "code/__torch__.py") {
+      data = "class Module(Module):\n  x : int\n y : int\n";
+      edited = true;
+    }
+  }
+  REQUIRE(edited);
+  const std::string damaged = oml::test::write_zip_records(records);
+  auto bytes = torch::empty({static_cast<int64_t>(damaged.size())}, torch::kUInt8);
+  std::memcpy(bytes.data_ptr(), damaged.data(), damaged.size());
+  CHECK_THROWS_AS(load_optimizer_state(adam, bytes), oml::DataError);
+  CHECK_THROWS_WITH(load_optimizer_state(adam, bytes), Contains("optimizer state is damaged"));
 }
 
 TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[optim][resume]") {

@@ -34,6 +34,11 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& 
   } catch (const c10::Error& e) {
     throw DataError(std::string("optimizer state does not fit this optimizer (another optimizer or other ") +
                     "parameters?): " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // The state is a small TorchScript archive, whose reader reports damaged code as plain
+    // std::exceptions (torch::jit::ErrorReport) spanning several lines.
+    const std::string what = e.what();
+    throw DataError("optimizer state is damaged and cannot be read: " + what.substr(0, what.find('\n')));
   }
 }
 
