@@ -98,6 +98,31 @@ TEST_CASE("Damage inside a well-formed archive is a DataError naming the file an
   const auto huge = with_record("huge.pt", "data.pkl", huge_string);
   CHECK_THROWS_AS(oml::io::read_torch_file(huge), oml::DataError);
   CHECK_THROWS_WITH(oml::io::read_torch_file(huge), Contains("huge.pt") && Contains("truncated pickle data"));
+
+  // The tensor's sizes and strides: (6,) and (1,) as LibTorch's pickler writes them.
+  const std::string pickle = [&] {
+    for (const auto& record : records)
+      if (record.first == "data.pkl") return record.second;
+    return std::string();
+  }();
+  const std::string shape = "(K\x06t(K\x01t";
+  REQUIRE(pickle.find(shape) != std::string::npos);
+  const auto with_shape = [&](const std::string& file, const std::string& replacement) {
+    std::string edited = pickle;
+    edited.replace(edited.find(shape), shape.size(), replacement);
+    return with_record(file, "data.pkl", edited);
+  };
+  // No strides for one size: read past the end of the strides (a crash).
+  const auto no_strides = with_shape("no_strides.pt", "(K\x06t(t");
+  CHECK_THROWS_AS(oml::io::load_tensor(no_strides), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::load_tensor(no_strides), Contains("1 sizes but 0 strides"));
+  // A size of 2^62 with stride 4: the bounds check overflowed and let a view past the storage
+  // through.
+  const auto overflow = with_shape("overflow.pt", std::string("(\x8a\x08\0\0\0\0\0\0\0\x40t(K\x04t", 16));
+  CHECK_THROWS_WITH(oml::io::load_tensor(overflow), Contains("tensor view exceeds its storage"));
+  CHECK_THROWS_WITH(oml::io::load_tensor(with_shape("negative.pt", "(K\x06t(J\xff\xff\xff\xfft")),
+                    Contains("stride -1"));
+  CHECK(oml::io::load_tensor(with_shape("same.pt", shape)).numel() == 6);
 }
 
 TEST_CASE("An oml-cpp checkpoint is accepted as `weights:` of an extractor", "[io][models]") {

@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <variant>
 
 #include "oml/common/error.h"
@@ -364,13 +365,27 @@ class Unpickler {
     OML_CHECK(storage.isTensor() && offset.isInt(), DataError, file_, ": corrupt tensor record");
     const auto sizes = int_list(size, "size");
     const auto strides = int_list(stride, "stride");
+    OML_CHECK(sizes.size() == strides.size(), DataError, file_, ": corrupt tensor record (", sizes.size(),
+              " sizes but ", strides.size(), " strides)");
+    OML_CHECK(offset.toInt() >= 0, DataError, file_, ": corrupt tensor record (storage offset ",
+              offset.toInt(), ")");
     const auto& base = storage.toTensor();
+    // The view's last element must lie inside the storage. Sizes and strides of a damaged file
+    // can be anything: every product and sum is checked for overflow.
     int64_t last = offset.toInt();
+    bool empty = false;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      if (sizes[i] == 0) last = -1;
-      if (last >= 0) last += (sizes[i] - 1) * strides[i];
+      OML_CHECK(sizes[i] >= 0 && strides[i] >= 0, DataError, file_, ": corrupt tensor record (size ",
+                sizes[i], ", stride ", strides[i], ")");
+      int64_t span = 0;
+      if (sizes[i] == 0) {
+        empty = true;
+      } else if (__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) ||
+                 __builtin_add_overflow(last, span, &last)) {
+        last = std::numeric_limits<int64_t>::max();
+      }
     }
-    OML_CHECK(last < base.numel(), DataError, file_, ": tensor view exceeds its storage");
+    OML_CHECK(empty || last < base.numel(), DataError, file_, ": tensor view exceeds its storage");
     return base.as_strided(sizes, strides, offset.toInt());
   }
 
