@@ -243,6 +243,18 @@ TEST_CASE("A damaged optimizer state is a DataError", "[optim][resume]") {
   std::memcpy(bytes.data_ptr(), damaged.data(), damaged.size());
   CHECK_THROWS_AS(load_optimizer_state(adam, bytes), oml::DataError);
   CHECK_THROWS_WITH(load_optimizer_state(adam, bytes), Contains("optimizer state is damaged"));
+
+  // Bytes flipped in that code without fixing the archive's CRCs: refused before LibTorch parses
+  // them (damaged code has crashed its parser).
+  std::string flipped(static_cast<const char*>(saved.data_ptr()), static_cast<std::size_t>(saved.numel()));
+  const std::size_t code = flipped.find("class Module(Module):");
+  REQUIRE(code != std::string::npos);
+  flipped[code + 6] = '(';
+  auto flipped_bytes = torch::empty({static_cast<int64_t>(flipped.size())}, torch::kUInt8);
+  std::memcpy(flipped_bytes.data_ptr(), flipped.data(), flipped.size());
+  CHECK_THROWS_AS(load_optimizer_state(adam, flipped_bytes), oml::DataError);
+  CHECK_THROWS_WITH(load_optimizer_state(adam, flipped_bytes),
+                    Contains("optimizer state") && Contains("is damaged (its CRC-32"));
 }
 
 TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[optim][resume]") {
