@@ -98,6 +98,10 @@ TEST_CASE("Damage inside a well-formed archive is a DataError naming the file an
   const auto huge = with_record("huge.pt", "data.pkl", huge_string);
   CHECK_THROWS_AS(oml::io::read_torch_file(huge), oml::DataError);
   CHECK_THROWS_WITH(oml::io::read_torch_file(huge), Contains("huge.pt") && Contains("truncated pickle data"));
+  // A dict whose key is None: c10 cannot hash it (was a std::runtime_error, exit 1).
+  const auto none_key = with_record("none_key.pt", "data.pkl", "\x80\x02}(NK\x01u.");
+  CHECK_THROWS_AS(oml::io::read_torch_file(none_key), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::read_torch_file(none_key), Contains("a dict key of type None"));
 
   // The tensor's sizes and strides: (6,) and (1,) as LibTorch's pickler writes them.
   const std::string pickle = [&] {

@@ -125,7 +125,13 @@ class Unpickler {
     OML_CHECK(target.isGenericDict() && kv.size() % 2 == 0, DataError, file_,
               ": corrupt pickle (SETITEMS on a non-dict)");
     auto dict = target.toGenericDict();
-    for (size_t i = 0; i < kv.size(); i += 2) dict.insert_or_assign(kv[i], kv[i + 1]);
+    for (size_t i = 0; i < kv.size(); i += 2) {
+      // What torch.save writes has string or number keys; c10 cannot hash None, lists or dicts.
+      const c10::IValue& key = kv[i];
+      OML_CHECK(key.isString() || key.isInt() || key.isDouble() || key.isBool(), DataError, file_,
+                ": corrupt pickle (a dict key of type ", key.tagKind(), ")");
+      dict.insert_or_assign(key, kv[i + 1]);
+    }
   }
   void append(c10::IValue& target, const std::vector<c10::IValue>& items) {
     OML_CHECK(target.isList(), DataError, file_, ": corrupt pickle (APPEND to a non-list)");
