@@ -113,8 +113,11 @@ void check_same_components(const std::string& checkpoint_yaml, const std::string
     return;  // a checkpoint without a readable config: the state loaders report what they find
   }
   auto name_in = [&](const char* key, const char* inner) -> std::string {
+    // A config that is not a mapping (a damaged checkpoint) names no components; yaml-cpp throws
+    // for a key looked up in a scalar.
+    if (!before.IsMap()) return std::string();
     YAML::Node node = before[key];
-    if (inner && node.IsMap()) node = node[inner];
+    if (inner && node.IsMap()) node.reset(node[inner]);
     return node.IsMap() && node["name"].IsScalar() ? node["name"].as<std::string>() : std::string();
   };
   auto check = [&](const std::string& was, const std::optional<config::ComponentSpec>& now,
@@ -155,6 +158,12 @@ RestoredState restore_checkpoint(const std::string& path, const config::RunConfi
   }
   RestoredState restored;
   restored.position = {resumed.resume->sampler_epoch, resumed.resume->sampler_batch, resumed.step};
+  if (restored.position.epoch < 0 || restored.position.batch < 0 || restored.position.step < 0) {
+    throw DataError("checkpoint '" + path + "': its training position (epoch " +
+                    std::to_string(restored.position.epoch) + ", batch " +
+                    std::to_string(restored.position.batch) + ", step " +
+                    std::to_string(restored.position.step) + ") is not one (a damaged checkpoint?)");
+  }
   if (auto it = resumed.metrics.find(best_key(config)); it != resumed.metrics.end())
     restored.best = it->second;
   return restored;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cli.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/io/checkpoint.h"
@@ -13,6 +14,7 @@
 #include "oml/optim/schedulers.h"
 #include "oml/registry/registries.h"
 #include "support/support.h"
+#include "trainer.h"
 
 using Catch::Matchers::Contains;
 using namespace oml::optim;
@@ -255,6 +257,37 @@ TEST_CASE("A damaged optimizer state is a DataError", "[optim][resume]") {
   CHECK_THROWS_AS(load_optimizer_state(adam, flipped_bytes), oml::DataError);
   CHECK_THROWS_WITH(load_optimizer_state(adam, flipped_bytes),
                     Contains("optimizer state") && Contains("is damaged (its CRC-32"));
+}
+
+TEST_CASE("--resume refuses a checkpoint whose config or position is damaged, exit 2", "[optim][resume]") {
+  oml::cli::register_builtins();
+  const auto document = oml::config::Document::from_string(
+      "dataset_root: d\noptimizer: {name: adam, args: {lr: 0.1}}\n", "train.yaml");
+  const auto config = oml::config::parse_run_config(document.root());
+  Toy toy;
+  torch::optim::Adam adam(toy.model->parameters(), torch::optim::AdamOptions(0.1));
+  oml::pipelines::TrainingParts parts;
+  parts.model = toy.model.ptr().get();
+  parts.optimizer = &adam;
+  oml::test::TempDir dir;
+  const auto checkpoint = [&](const std::string& config_yaml, int64_t epoch) {
+    oml::io::Checkpoint ckpt;
+    ckpt.state_dict = oml::io::state_dict(*toy.model);
+    ckpt.config = config_yaml;
+    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch, 0, save_rng_state()};
+    const auto path = (dir / "last.ckpt").string();
+    oml::io::save_checkpoint(path, ckpt);
+    return path;
+  };
+  const std::string good = "optimizer: {name: adam, args: {lr: 0.1}}\n";
+  CHECK(oml::pipelines::restore_checkpoint(checkpoint(good, 2), config, parts, nullptr).position.epoch == 2);
+  // A config that is YAML but not a mapping: yaml-cpp's BadSubscript escaped (exit 1).
+  CHECK_THROWS_AS(oml::pipelines::restore_checkpoint(checkpoint("5", 2), config, parts, nullptr),
+                  oml::ConfigError);
+  const auto negative = checkpoint(good, -2147483648LL);
+  CHECK_THROWS_AS(oml::pipelines::restore_checkpoint(negative, config, parts, nullptr), oml::DataError);
+  CHECK_THROWS_WITH(oml::pipelines::restore_checkpoint(negative, config, parts, nullptr),
+                    Contains("last.ckpt") && Contains("epoch -2147483648"));
 }
 
 TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[optim][resume]") {
