@@ -489,7 +489,7 @@ class CheckpointFuzz {
 
 }  // namespace
 
-TEST_CASE("Fuzz: damaged checkpoints and torch.save files end in exit 0 or 2", "[fuzz][checkpoint]") {
+TEST_CASE("Damaged checkpoints and torch.save files end in exit 0 or 2", "[fuzz][checkpoint]") {
   cli::register_builtins();
   CheckpointFuzz fuzz;
   fuzz::Target target;

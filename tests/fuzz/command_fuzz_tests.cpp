@@ -17,7 +17,7 @@
 
 using namespace oml;
 
-TEST_CASE("Fuzz: oml-train on mutated configs exits with 0 or 2, never 1 or a signal", "[fuzz][command]") {
+TEST_CASE("oml-train on mutated configs exits with 0 or 2, never 1 or a signal", "[fuzz][command]") {
   const fuzz::Settings settings = fuzz::settings_from_environment(0);
   if (settings.replay && settings.replay->filename().string().rfind("command-", 0) != 0) return;
   const char* runs_text = std::getenv("OML_FUZZ_COMMAND_RUNS");

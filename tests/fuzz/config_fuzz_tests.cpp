@@ -93,7 +93,7 @@ void load_config_as_oml_train(const std::string& input) {
 
 }  // namespace
 
-TEST_CASE("Fuzz: mutated YAML configs and --set flags end in exit 0 or 2", "[fuzz][config]") {
+TEST_CASE("Mutated YAML configs and --set flags end in exit 0 or 2", "[fuzz][config]") {
   cli::register_builtins();
   fuzz::Target target;
   target.name = "config";

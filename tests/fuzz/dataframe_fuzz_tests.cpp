@@ -129,7 +129,7 @@ class DataframeFuzz {
 
 }  // namespace
 
-TEST_CASE("Fuzz: mutated dataframe CSV files end in exit 0 or 2", "[fuzz][dataframe]") {
+TEST_CASE("Mutated dataframe CSV files end in exit 0 or 2", "[fuzz][dataframe]") {
   cli::register_builtins();
   DataframeFuzz fuzz;
   fuzz::Target target;

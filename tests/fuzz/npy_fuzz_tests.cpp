@@ -184,7 +184,7 @@ std::string mutate_npy(fuzz::Mutator& m, const std::string& input, const std::ve
 
 }  // namespace
 
-TEST_CASE("Fuzz: mutated .npy files end in exit 0 or 2", "[fuzz][npy]") {
+TEST_CASE("Mutated .npy files end in exit 0 or 2", "[fuzz][npy]") {
   fuzz::ScratchDir dir;
   fuzz::Target target;
   target.name = "npy";
