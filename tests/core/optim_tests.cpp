@@ -259,7 +259,7 @@ TEST_CASE("A damaged optimizer state is a DataError", "[optim][resume]") {
                     Contains("optimizer state") && Contains("is damaged (its CRC-32"));
 }
 
-TEST_CASE("--resume refuses a checkpoint whose config or position is damaged, exit 2", "[optim][resume]") {
+TEST_CASE("Resuming from a checkpoint whose config or position is damaged is exit 2", "[optim][resume]") {
   oml::cli::register_builtins();
   const auto document = oml::config::Document::from_string(
       "dataset_root: d\noptimizer: {name: adam, args: {lr: 0.1}}\n", "train.yaml");
