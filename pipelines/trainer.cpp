@@ -101,7 +101,73 @@ bool improves(const std::optional<double>& best, double value, bool maximise) {
 
 std::string best_key(const config::RunConfig& config) { return "best/" + config.metric_for_checkpointing; }
 
+/// ConfigError when the checkpoint's run used another optimizer or scheduler than `config`.
+void check_same_components(const std::string& checkpoint_yaml, const std::string& path,
+                           const config::RunConfig& config) {
+  // Optimizer and scheduler states only load into the kind that wrote them; another kind would
+  // fail deep inside LibTorch ("INTERNAL ASSERT FAILED") or, worse, load.
+  YAML::Node before;
+  try {
+    before = YAML::Load(checkpoint_yaml);
+  } catch (const YAML::Exception&) {
+    return;  // a checkpoint without a readable config: the state loaders report what they find
+  }
+  auto name_in = [&](const char* key, const char* inner) -> std::string {
+    // A config that is not a mapping (a damaged checkpoint) names no components; yaml-cpp throws
+    // for a key looked up in a scalar.
+    if (!before.IsMap()) return std::string();
+    YAML::Node node = before[key];
+    if (inner && node.IsMap()) node.reset(node[inner]);
+    return node.IsMap() && node["name"].IsScalar() ? node["name"].as<std::string>() : std::string();
+  };
+  auto check = [&](const std::string& was, const std::optional<config::ComponentSpec>& now,
+                   const std::string& key) {
+    const std::string current = now ? now->name : std::string();
+    if (was == current) return;
+    throw ConfigError(key + ": the run in " + path + " trained with " +
+                      (was.empty() ? std::string("none") : "'" + was + "'") + ", this config gives " +
+                      (current.empty() ? std::string("none") : "'" + current + "'") +
+                      "; its state cannot continue under another kind. Resume with the run's " + key +
+                      ", or start a new run from the checkpoint's weights (`weights:`, without --resume)");
+  };
+  check(name_in("optimizer", nullptr), config.optimizer, "optimizer");
+  check(name_in("scheduling", "scheduler"), config.scheduling.scheduler, "scheduling.scheduler");
+}
+
 }  // namespace
+
+RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
+                                 const TrainingParts& parts, optim::Scheduler* scheduler) {
+  const io::Checkpoint resumed = io::load_checkpoint(path);
+  if (!resumed.resume) {
+    throw DataError("checkpoint '" + path +
+                    "' has no resume state (it was not written by oml-train); "
+                    "resume from a run's checkpoints/last.ckpt");
+  }
+  check_same_components(resumed.config, path, config);
+  io::load_state_dict(*parts.model, resumed.state_dict, path);
+  if (parts.criterion)
+    io::load_state_dict(*parts.criterion, resumed.resume->criterion, path + " (criterion)");
+  try {
+    optim::load_optimizer_state(*parts.optimizer, resumed.resume->optimizer);
+    if (scheduler) scheduler->load_state(resumed.resume->scheduler);
+    optim::load_rng_state(resumed.resume->rng);
+  } catch (Error& e) {
+    e.add_context("(in the resume state of checkpoint " + path + ")");  // the loaders do not know the file
+    throw;
+  }
+  RestoredState restored;
+  restored.position = {resumed.resume->sampler_epoch, resumed.resume->sampler_batch, resumed.step};
+  if (restored.position.epoch < 0 || restored.position.batch < 0 || restored.position.step < 0) {
+    throw DataError("checkpoint '" + path + "': its training position (epoch " +
+                    std::to_string(restored.position.epoch) + ", batch " +
+                    std::to_string(restored.position.batch) + ", step " +
+                    std::to_string(restored.position.step) + ") is not one (a damaged checkpoint?)");
+  }
+  if (auto it = resumed.metrics.find(best_key(config)); it != resumed.metrics.end())
+    restored.best = it->second;
+  return restored;
+}
 
 Trainer::Trainer(const config::Document& document, const config::RunConfig& config, const RunContext& context,
                  TrainingParts parts, TrainerOptions options)
@@ -182,51 +248,11 @@ void Trainer::claim_run_directory(const fs::path& resumed_run) {
 }
 
 void Trainer::restore(const std::string& path) {
-  const io::Checkpoint resumed = io::load_checkpoint(path);
-  if (!resumed.resume) {
-    throw DataError("checkpoint '" + path +
-                    "' has no resume state (it was not written by oml-train); "
-                    "resume from a run's checkpoints/last.ckpt");
-  }
-  check_same_components(resumed.config, path);
-  io::load_state_dict(*parts_.model, resumed.state_dict, path);
-  if (parts_.criterion)
-    io::load_state_dict(*parts_.criterion, resumed.resume->criterion, path + " (criterion)");
-  optim::load_optimizer_state(*parts_.optimizer, resumed.resume->optimizer);
-  if (scheduler_) scheduler_->load_state(resumed.resume->scheduler);
-  optim::load_rng_state(resumed.resume->rng);
-  start_ = {resumed.resume->sampler_epoch, resumed.resume->sampler_batch, resumed.step};
-  if (auto it = resumed.metrics.find(best_key(config_)); it != resumed.metrics.end()) best_ = it->second;
+  const RestoredState restored = restore_checkpoint(path, config_, parts_, scheduler_.get());
+  start_ = restored.position;
+  if (restored.best) best_ = restored.best;
   log::info("resuming from " + path + " at epoch " + std::to_string(start_.epoch) + ", batch " +
             std::to_string(start_.batch) + " (step " + std::to_string(start_.step) + ")");
-}
-
-void Trainer::check_same_components(const std::string& checkpoint_yaml, const std::string& path) const {
-  // Optimizer and scheduler states only load into the kind that wrote them; another kind would
-  // fail deep inside LibTorch ("INTERNAL ASSERT FAILED") or, worse, load.
-  YAML::Node before;
-  try {
-    before = YAML::Load(checkpoint_yaml);
-  } catch (const YAML::Exception&) {
-    return;  // a checkpoint without a readable config: the state loaders report what they find
-  }
-  auto name_in = [&](const char* key, const char* inner) -> std::string {
-    YAML::Node node = before[key];
-    if (inner && node.IsMap()) node = node[inner];
-    return node.IsMap() && node["name"].IsScalar() ? node["name"].as<std::string>() : std::string();
-  };
-  auto check = [&](const std::string& was, const std::optional<config::ComponentSpec>& now,
-                   const std::string& key) {
-    const std::string current = now ? now->name : std::string();
-    if (was == current) return;
-    throw ConfigError(key + ": the run in " + path + " trained with " +
-                      (was.empty() ? std::string("none") : "'" + was + "'") + ", this config gives " +
-                      (current.empty() ? std::string("none") : "'" + current + "'") +
-                      "; its state cannot continue under another kind. Resume with the run's " + key +
-                      ", or start a new run from the checkpoint's weights (`weights:`, without --resume)");
-  };
-  check(name_in("optimizer", nullptr), config_.optimizer, "optimizer");
-  check(name_in("scheduling", "scheduler"), config_.scheduling.scheduler, "scheduling.scheduler");
 }
 
 bool Trainer::reached_max_steps() const { return config_.max_steps && step_ >= *config_.max_steps; }

@@ -110,6 +110,21 @@ struct TrainingPosition {
   int64_t step = 0;
 };
 
+/// What `oml-train --resume` takes from a checkpoint.
+struct RestoredState {
+  TrainingPosition position;
+  std::optional<double> best;  ///< the run's best value of metric_for_checkpointing so far
+};
+
+/// Reads the checkpoint at `path` into `parts` (the model's and the criterion's tensors, the
+/// optimizer's state), `scheduler` (null: none) and the random generator, after checking that
+/// its run used the optimizer and scheduler kinds `config` names. DataError when the file is
+/// not a checkpoint with resume state or its state does not fit; ConfigError when the kinds
+/// differ. The Trainer's constructor calls it before touching the run directory (and the fuzz
+/// tests call it on damaged checkpoints).
+RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
+                                 const TrainingParts& parts, optim::Scheduler* scheduler);
+
 /// The pipeline's share of the loop.
 struct TrainingHooks {
   /// Forward of one batch (on the loader's device-independent tensors): the loss to minimise
@@ -156,8 +171,6 @@ class Trainer {
   void save_checkpoint(const std::string& name, const TrainingPosition& next,
                        const std::map<std::string, double>& metrics) const;
   void restore(const std::string& checkpoint_path);
-  /// ConfigError when the checkpoint's run used another optimizer or scheduler than the config.
-  void check_same_components(const std::string& checkpoint_yaml, const std::string& path) const;
   /// Rank 0 creates (or, resuming, reopens) and locks the run directory; every rank learns its paths.
   void claim_run_directory(const std::filesystem::path& resumed_run);
   std::map<std::string, double> with_best(std::map<std::string, double> metrics) const;

@@ -109,6 +109,14 @@ TEST_CASE("Malformed overrides are usage errors", "[config]") {
   CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {"a.b=3"}), Contains("not a mapping"));
   CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {"b=[1,"}), Contains("not valid YAML"));
   CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {"a..b=1"}), Contains("empty key"));
+  // A list index too large for any integer type is past the end (was std::out_of_range, exit 1).
+  const std::string huge = "18446744073709551616";
+  CHECK_THROWS_WITH(Document::from_string("l: [1]\n", "c.yaml", {"l." + huge + "=2"}),
+                    Contains("index " + huge + " is past the end of the list"));
+  CHECK_THROWS_WITH(Document::from_string("l: [{a: 1}]\n", "c.yaml", {"l." + huge + ".a=2"}),
+                    Contains("past the end of the list"));
+  CHECK_THROWS_WITH(Document::from_string("l: [1]\nx: ${l." + huge + "}\n", "c.yaml"),
+                    Contains("refers to a key that does not exist"));
 }
 
 TEST_CASE("Interpolation splices scalars and copies whole nodes", "[config]") {

@@ -79,6 +79,60 @@ TEST_CASE("A checkpoint damaged after it was written is refused, naming the dama
   CHECK(torch::equal(oml::io::load_checkpoint(dir / "c.ckpt").state_dict.at("w"), w));
 }
 
+TEST_CASE("Damage inside a well-formed archive is a DataError naming the file and the record", "[io]") {
+  // Archives written again with valid CRCs, as the fuzz tests make them (tests/fuzz): the damage
+  // reaches the unpickler.
+  oml::test::TempDir dir;
+  oml::io::save_tensor(dir / "t.pt", torch::zeros({6}));
+  const auto records = oml::test::read_zip_records(oml::test::read_file(dir / "t.pt"));
+  const auto with_record = [&](const std::string& file, const std::string& name, const std::string& data) {
+    auto edited = records;
+    for (auto& record : edited)
+      if (record.first == name) record.second = data;
+    oml::test::write_file(dir / file, oml::test::write_zip_records(edited));
+    return dir / file;
+  };
+  // 27 bytes of float data: the copy into a storage of 6 floats used to write past its end.
+  const auto odd = with_record("odd.pt", "data/0", std::string(27, '\0'));
+  CHECK_THROWS_AS(oml::io::load_tensor(odd), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::load_tensor(odd), Contains("odd.pt") && Contains("'data/0' has 27 bytes") &&
+                                                   Contains("whole number of FloatStorage elements"));
+  // A string whose 8-byte length is near 2^64: the bounds check used to wrap around.
+  const std::string huge_string = std::string("\x80\x02\x8d", 3) + std::string(8, '\xff') + ".";
+  const auto huge = with_record("huge.pt", "data.pkl", huge_string);
+  CHECK_THROWS_AS(oml::io::read_torch_file(huge), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::read_torch_file(huge), Contains("huge.pt") && Contains("truncated pickle data"));
+  // A dict whose key is None: c10 cannot hash it (was a std::runtime_error, exit 1).
+  const auto none_key = with_record("none_key.pt", "data.pkl", "\x80\x02}(NK\x01u.");
+  CHECK_THROWS_AS(oml::io::read_torch_file(none_key), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::read_torch_file(none_key), Contains("a dict key of type None"));
+
+  // The tensor's sizes and strides: (6,) and (1,) as LibTorch's pickler writes them.
+  const std::string pickle = [&] {
+    for (const auto& record : records)
+      if (record.first == "data.pkl") return record.second;
+    return std::string();
+  }();
+  const std::string shape = "(K\x06t(K\x01t";
+  REQUIRE(pickle.find(shape) != std::string::npos);
+  const auto with_shape = [&](const std::string& file, const std::string& replacement) {
+    std::string edited = pickle;
+    edited.replace(edited.find(shape), shape.size(), replacement);
+    return with_record(file, "data.pkl", edited);
+  };
+  // No strides for one size: read past the end of the strides (a crash).
+  const auto no_strides = with_shape("no_strides.pt", "(K\x06t(t");
+  CHECK_THROWS_AS(oml::io::load_tensor(no_strides), oml::DataError);
+  CHECK_THROWS_WITH(oml::io::load_tensor(no_strides), Contains("1 sizes but 0 strides"));
+  // A size of 2^62 with stride 4: the bounds check overflowed and let a view past the storage
+  // through.
+  const auto overflow = with_shape("overflow.pt", std::string("(\x8a\x08\0\0\0\0\0\0\0\x40t(K\x04t", 16));
+  CHECK_THROWS_WITH(oml::io::load_tensor(overflow), Contains("tensor view exceeds its storage"));
+  CHECK_THROWS_WITH(oml::io::load_tensor(with_shape("negative.pt", "(K\x06t(J\xff\xff\xff\xfft")),
+                    Contains("stride -1"));
+  CHECK(oml::io::load_tensor(with_shape("same.pt", shape)).numel() == 6);
+}
+
 TEST_CASE("An oml-cpp checkpoint is accepted as `weights:` of an extractor", "[io][models]") {
   oml::test::TempDir dir;
   oml::models::ConvNetOptions options;

@@ -2,7 +2,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "cli.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/io/checkpoint.h"
@@ -12,6 +14,7 @@
 #include "oml/optim/schedulers.h"
 #include "oml/registry/registries.h"
 #include "support/support.h"
+#include "trainer.h"
 
 using Catch::Matchers::Contains;
 using namespace oml::optim;
@@ -186,6 +189,105 @@ TEST_CASE("Scheduler state survives a checkpoint round trip", "[optim][scheduler
   CHECK(restored.lrs() == plateau.lrs());
   StepScheduler other(sgd2, 1, 0.5);
   CHECK_THROWS_WITH(other.load_state(loaded.resume->scheduler), Contains("reduce_on_plateau"));
+}
+
+TEST_CASE("A damaged scheduler state is a DataError naming the entry", "[optim][schedulers][io]") {
+  Toy toy;
+  torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  ReduceOnPlateauScheduler plateau(sgd, PlateauOptions{});
+  plateau.step(1.0);
+  // The state with one entry replaced or left out, as a damaged checkpoint holds it.
+  const auto with = [&](const std::string& key, const c10::IValue& value) {
+    auto state = plateau.state().toGenericDict().copy();
+    state.insert_or_assign(key, value);
+    return c10::IValue(state);
+  };
+  const auto without = [&](const std::string& key) {
+    auto state = plateau.state().toGenericDict().copy();
+    state.erase(key);
+    return c10::IValue(state);
+  };
+  const auto refused = [&](const c10::IValue& state, const std::string& message) {
+    CHECK_THROWS_AS(plateau.load_state(state), oml::DataError);
+    CHECK_THROWS_WITH(plateau.load_state(state), Contains(message));
+  };
+  // Each of these was a c10::Error ("isList() INTERNAL ASSERT FAILED", exit 1) or an exception
+  // from c10::Dict::at.
+  refused(with("base_lrs", std::string("x")), "entry 'base_lrs' must be a list");
+  refused(with("lrs", c10::List<std::string>({"a"})), "entry 'lrs' must hold numbers");
+  refused(with("lrs", c10::List<double>({std::nan("")})), "expected a finite number");
+  refused(with("step", 1.5), "entry 'step' must be an integer");
+  refused(with("bad_steps", std::string("x")), "entry 'bad_steps' must be an integer");
+  refused(without("cooldown_left"), "missing entry 'cooldown_left'");
+  // What state() writes still loads: integers where floats were written, and a best of NaN.
+  plateau.load_state(with("lrs", c10::List<int64_t>({1})));
+  plateau.load_state(with("best", std::nan("")));
+}
+
+TEST_CASE("A damaged optimizer state is a DataError", "[optim][resume]") {
+  Toy toy;
+  torch::optim::Adam adam(toy.model->parameters(), torch::optim::AdamOptions(0.1));
+  const at::Tensor saved = save_optimizer_state(adam);
+  // The state is a TorchScript archive; code it cannot parse used to escape as a
+  // torch::jit::ErrorReport, a plain std::exception (exit 1).
+  auto records = oml::test::read_zip_records(
+      std::string(static_cast<const char*>(saved.data_ptr()), static_cast<std::size_t>(saved.numel())));
+  bool edited = false;
+  for (auto& [name, data] : records) {
+    if (name == "code/__torch__.py") {
+      data = "class Module(Module):\n  x : int\n y : int\n";
+      edited = true;
+    }
+  }
+  REQUIRE(edited);
+  const std::string damaged = oml::test::write_zip_records(records);
+  auto bytes = torch::empty({static_cast<int64_t>(damaged.size())}, torch::kUInt8);
+  std::memcpy(bytes.data_ptr(), damaged.data(), damaged.size());
+  CHECK_THROWS_AS(load_optimizer_state(adam, bytes), oml::DataError);
+  CHECK_THROWS_WITH(load_optimizer_state(adam, bytes), Contains("optimizer state is damaged"));
+
+  // Bytes flipped in that code without fixing the archive's CRCs: refused before LibTorch parses
+  // them (damaged code has crashed its parser).
+  std::string flipped(static_cast<const char*>(saved.data_ptr()), static_cast<std::size_t>(saved.numel()));
+  const std::size_t code = flipped.find("class Module(Module):");
+  REQUIRE(code != std::string::npos);
+  flipped[code + 6] = '(';
+  auto flipped_bytes = torch::empty({static_cast<int64_t>(flipped.size())}, torch::kUInt8);
+  std::memcpy(flipped_bytes.data_ptr(), flipped.data(), flipped.size());
+  CHECK_THROWS_AS(load_optimizer_state(adam, flipped_bytes), oml::DataError);
+  CHECK_THROWS_WITH(load_optimizer_state(adam, flipped_bytes),
+                    Contains("optimizer state") && Contains("is damaged (its CRC-32"));
+}
+
+TEST_CASE("Resuming from a checkpoint whose config or position is damaged is exit 2", "[optim][resume]") {
+  oml::cli::register_builtins();
+  const auto document = oml::config::Document::from_string(
+      "dataset_root: d\noptimizer: {name: adam, args: {lr: 0.1}}\n", "train.yaml");
+  const auto config = oml::config::parse_run_config(document.root());
+  Toy toy;
+  torch::optim::Adam adam(toy.model->parameters(), torch::optim::AdamOptions(0.1));
+  oml::pipelines::TrainingParts parts;
+  parts.model = toy.model.ptr().get();
+  parts.optimizer = &adam;
+  oml::test::TempDir dir;
+  const auto checkpoint = [&](const std::string& config_yaml, int64_t epoch) {
+    oml::io::Checkpoint ckpt;
+    ckpt.state_dict = oml::io::state_dict(*toy.model);
+    ckpt.config = config_yaml;
+    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch, 0, save_rng_state()};
+    const auto path = (dir / "last.ckpt").string();
+    oml::io::save_checkpoint(path, ckpt);
+    return path;
+  };
+  const std::string good = "optimizer: {name: adam, args: {lr: 0.1}}\n";
+  CHECK(oml::pipelines::restore_checkpoint(checkpoint(good, 2), config, parts, nullptr).position.epoch == 2);
+  // A config that is YAML but not a mapping: yaml-cpp's BadSubscript escaped (exit 1).
+  CHECK_THROWS_AS(oml::pipelines::restore_checkpoint(checkpoint("5", 2), config, parts, nullptr),
+                  oml::ConfigError);
+  const auto negative = checkpoint(good, -2147483648LL);
+  CHECK_THROWS_AS(oml::pipelines::restore_checkpoint(negative, config, parts, nullptr), oml::DataError);
+  CHECK_THROWS_WITH(oml::pipelines::restore_checkpoint(negative, config, parts, nullptr),
+                    Contains("last.ckpt") && Contains("epoch -2147483648"));
 }
 
 TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[optim][resume]") {

@@ -291,6 +291,10 @@ TEST_CASE("Resuming at (epoch, step) yields exactly the batches not yet consumed
   CHECK(oml::data::remaining_batches(sampler, {3, sampler.size()}).empty());
   CHECK_THROWS_WITH(oml::data::remaining_batches(sampler, {3, sampler.size() + 1}),
                     Contains("cannot resume sampler 'balance' at epoch 3") && Contains("changed"));
+  // A position that does not fit comes from the checkpoint: the user's to fix, exit 2 (was a
+  // RuntimeError, exit 1).
+  CHECK_THROWS_AS(oml::data::remaining_batches(sampler, {3, sampler.size() + 1}), oml::DataError);
+  CHECK_THROWS_AS(oml::data::remaining_batches(sampler, {-2147483648LL, 0}), oml::DataError);
 }
 
 TEST_CASE("Bad sampler arguments name the sampler, the argument, the value and the config place",

@@ -1,5 +1,6 @@
 #include "support/support.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -78,6 +79,29 @@ CommandResult run_oml(const std::string& command, const std::string& args, int t
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+ZipRecords read_zip_records(const std::string& archive) {
+  std::istringstream in(archive);
+  caffe2::serialize::PyTorchStreamReader reader(&in);
+  ZipRecords records;
+  for (const auto& name : reader.getAllRecords()) {
+    if (name == "version" || name == ".data/version") continue;
+    const auto [data, size] = reader.getRecord(name);
+    records.emplace_back(name, std::string(static_cast<const char*>(data.get()), size));
+  }
+  return records;
+}
+
+std::string write_zip_records(const ZipRecords& records) {
+  std::string out;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    out.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  for (const auto& [name, data] : records) writer.writeRecord(name, data.data(), data.size());
+  writer.writeEndOfFile();
+  return out;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace at {
@@ -63,5 +64,12 @@ const fs::path& fashion_mnist_subset();
 
 /// max |a - b| (both converted to double on CPU).
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b);
+
+/// The records of a PyTorch zip archive (a torch.save file, a checkpoint, the TorchScript archive
+/// of an optimizer state) in archive order, without the "version" record the writer adds.
+using ZipRecords = std::vector<std::pair<std::string, std::string>>;
+ZipRecords read_zip_records(const std::string& archive);
+/// `records` written as an archive again, with valid CRCs: damage the zip layer cannot see.
+std::string write_zip_records(const ZipRecords& records);
 
 }  // namespace oml::test

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "oml/common/strings.h"
@@ -18,6 +19,16 @@ namespace {
 
 bool is_index(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+/// The value of an is_index() key; one too large for size_t is past the end of every list
+/// (std::stoul threw std::out_of_range for `--set a.18446744073709551616=x`).
+std::size_t to_index(const std::string& s) {
+  errno = 0;
+  const unsigned long long value = std::strtoull(s.c_str(), nullptr, 10);
+  return errno == ERANGE || value > std::numeric_limits<std::size_t>::max()
+             ? std::numeric_limits<std::size_t>::max()
+             : static_cast<std::size_t>(value);
 }
 
 // A config's tree is bounded: YAML aliases share nodes, so a few lines can describe a tree of
@@ -328,7 +339,7 @@ YAML::Node find_path(const YAML::Node& root, const std::string& path) {
       if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
       cur.reset(next);
     } else if (cur.IsSequence() && is_index(part)) {
-      const std::size_t i = std::stoul(part);
+      const std::size_t i = to_index(part);
       if (i >= cur.size()) return YAML::Node(YAML::NodeType::Undefined);
       YAML::Node next = cur[i];
       cur.reset(next);
@@ -365,7 +376,7 @@ std::string apply_override(YAML::Node& root, const std::string& assignment,
     walked = walked.empty() ? part : walked + "." + part;
     YAML::Node next;
     if (cur.IsSequence() && is_index(part)) {
-      const std::size_t idx = std::stoul(part);
+      const std::size_t idx = to_index(part);
       if (idx >= cur.size())
         throw UsageError("--set " + path + ": '" + walked + "' is past the end of the list");
       next.reset(own_child(root, cur, idx, true));
@@ -387,7 +398,7 @@ std::string apply_override(YAML::Node& root, const std::string& assignment,
   }
   const std::string& last = parts.back();
   if (cur.IsSequence() && is_index(last)) {
-    const std::size_t idx = std::stoul(last);
+    const std::size_t idx = to_index(last);
     if (idx >= cur.size())
       throw UsageError("--set " + path + ": index " + last + " is past the end of the list");
     own_child(root, cur, idx, false);

@@ -59,7 +59,8 @@ int64_t batches_per_epoch(const Sampler& sampler) {
 
 std::vector<Batch> remaining_batches(const Sampler& sampler, const SamplerPosition& position) {
   const int64_t total = batches_per_epoch(sampler);
-  OML_CHECK(position.epoch >= 0 && position.step >= 0 && position.step <= total, RuntimeError,
+  // The position comes from a checkpoint: one that does not fit is the user's to fix (exit 2).
+  OML_CHECK(position.epoch >= 0 && position.step >= 0 && position.step <= total, DataError,
             "cannot resume sampler '", sampler.name(), "' at epoch ", position.epoch, ", step ",
             position.step, ": its epochs have ", total,
             " batches; the data or the sampler config changed since the checkpoint was written");

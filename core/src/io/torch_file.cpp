@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <variant>
 
 #include "oml/common/error.h"
@@ -66,7 +67,8 @@ class Unpickler {
     return out;
   }
   void need(size_t n) const {
-    OML_CHECK(pos_ + n <= size_, DataError, file_, ": truncated pickle data at byte ", pos_);
+    // pos_ <= size_ always; `pos_ + n` would wrap for a length near 2^64 (a damaged opcode).
+    OML_CHECK(n <= size_ - pos_, DataError, file_, ": truncated pickle data at byte ", pos_);
   }
   std::string read_bytes(size_t n) {
     need(n);
@@ -123,7 +125,13 @@ class Unpickler {
     OML_CHECK(target.isGenericDict() && kv.size() % 2 == 0, DataError, file_,
               ": corrupt pickle (SETITEMS on a non-dict)");
     auto dict = target.toGenericDict();
-    for (size_t i = 0; i < kv.size(); i += 2) dict.insert_or_assign(kv[i], kv[i + 1]);
+    for (size_t i = 0; i < kv.size(); i += 2) {
+      // What torch.save writes has string or number keys; c10 cannot hash None, lists or dicts.
+      const c10::IValue& key = kv[i];
+      OML_CHECK(key.isString() || key.isInt() || key.isDouble() || key.isBool(), DataError, file_,
+                ": corrupt pickle (a dict key of type ", key.tagKind(), ")");
+      dict.insert_or_assign(key, kv[i + 1]);
+    }
   }
   void append(c10::IValue& target, const std::vector<c10::IValue>& items) {
     OML_CHECK(target.isList(), DataError, file_, ": corrupt pickle (APPEND to a non-list)");
@@ -318,6 +326,9 @@ class Unpickler {
     std::tie(ptr, bytes) = reader_.getRecord(record);
     checksums_.verify(record, ptr.get(), bytes);
     const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+    // The storage holds whole elements; the copy below writes all `bytes` into it.
+    OML_CHECK(bytes % elem == 0, DataError, file_, ": tensor data record '", record, "' has ", bytes,
+              " bytes, not a whole number of ", storage_name, " elements (", elem, " bytes each)");
     auto storage = torch::empty({static_cast<int64_t>(bytes) / elem}, torch::TensorOptions().dtype(dtype));
     if (bytes > 0) std::memcpy(storage.data_ptr(), ptr.get(), bytes);
     storages_.emplace(key, storage);
@@ -360,13 +371,27 @@ class Unpickler {
     OML_CHECK(storage.isTensor() && offset.isInt(), DataError, file_, ": corrupt tensor record");
     const auto sizes = int_list(size, "size");
     const auto strides = int_list(stride, "stride");
+    OML_CHECK(sizes.size() == strides.size(), DataError, file_, ": corrupt tensor record (", sizes.size(),
+              " sizes but ", strides.size(), " strides)");
+    OML_CHECK(offset.toInt() >= 0, DataError, file_, ": corrupt tensor record (storage offset ",
+              offset.toInt(), ")");
     const auto& base = storage.toTensor();
+    // The view's last element must lie inside the storage. Sizes and strides of a damaged file
+    // can be anything: every product and sum is checked for overflow.
     int64_t last = offset.toInt();
+    bool empty = false;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      if (sizes[i] == 0) last = -1;
-      if (last >= 0) last += (sizes[i] - 1) * strides[i];
+      OML_CHECK(sizes[i] >= 0 && strides[i] >= 0, DataError, file_, ": corrupt tensor record (size ",
+                sizes[i], ", stride ", strides[i], ")");
+      int64_t span = 0;
+      if (sizes[i] == 0) {
+        empty = true;
+      } else if (__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) ||
+                 __builtin_add_overflow(last, span, &last)) {
+        last = std::numeric_limits<int64_t>::max();
+      }
     }
-    OML_CHECK(last < base.numel(), DataError, file_, ": tensor view exceeds its storage");
+    OML_CHECK(empty || last < base.numel(), DataError, file_, ": tensor view exceeds its storage");
     return base.as_strided(sizes, strides, offset.toInt());
   }
 

@@ -1,9 +1,11 @@
 #include "zip_checksums.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "oml/common/error.h"
@@ -29,15 +31,28 @@ ZipChecksums::ZipChecksums(const std::filesystem::path& path) : file_(path.strin
   std::ifstream in(path, std::ios::binary);
   in.seekg(0, std::ios::end);
   const auto file_size = static_cast<uint64_t>(in.tellg());
-  auto read_at = [&](uint64_t offset, uint64_t size) {
-    if (offset > file_size || size > file_size - offset) {
-      throw DataError(file_ + ": damaged zip container: its directory points past the end of the file");
-    }
+  read_directory(file_size, [&](uint64_t offset, uint64_t size) {
     std::vector<unsigned char> bytes(size);
     in.seekg(static_cast<std::streamoff>(offset));
     in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
     if (!in) throw DataError(file_ + ": cannot read the zip container's directory");
     return bytes;
+  });
+}
+
+ZipChecksums::ZipChecksums(const std::string& name, const char* data, std::size_t size) : file_(name) {
+  read_directory(size, [&](uint64_t offset, uint64_t count) {
+    return std::vector<unsigned char>(data + offset, data + offset + count);
+  });
+}
+
+void ZipChecksums::read_directory(uint64_t file_size,
+                                  const std::function<std::vector<unsigned char>(uint64_t, uint64_t)>& read) {
+  auto read_at = [&](uint64_t offset, uint64_t size) {
+    if (offset > file_size || size > file_size - offset) {
+      throw DataError(file_ + ": damaged zip container: its directory points past the end of the file");
+    }
+    return read(offset, size);
   };
   // The end-of-directory record: 22 bytes plus a comment of at most 64 KiB, at the end.
   const uint64_t tail_size = std::min<uint64_t>(file_size, 22 + 65535);
@@ -83,6 +98,20 @@ ZipChecksums::ZipChecksums(const std::filesystem::path& path) : file_(path.strin
     const std::size_t slash = name.find('/');
     crc_[slash == std::string::npos ? name : name.substr(slash + 1)] = crc;
     at += 46 + skip;
+  }
+}
+
+void verify_zip_archive(const std::string& name, const char* data, std::size_t size) {
+  const ZipChecksums checksums(name, data, size);
+  try {
+    std::istringstream in(std::string(data, size));
+    caffe2::serialize::PyTorchStreamReader reader(&in);
+    for (const auto& record : reader.getAllRecords()) {
+      const auto [bytes, length] = reader.getRecord(record);
+      checksums.verify(record, bytes.get(), length);
+    }
+  } catch (const c10::Error& e) {
+    throw DataError(name + ": cannot read the zip container: " + e.what_without_backtrace());
   }
 }
 

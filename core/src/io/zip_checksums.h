@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace oml::io {
 
@@ -16,14 +18,24 @@ class ZipChecksums {
   /// Reads the central directory of `path` (zip and zip64). DataError naming the file when it
   /// cannot be found or is cut short.
   explicit ZipChecksums(const std::filesystem::path& path);
+  /// The same for an archive in memory (`data`, `size` bytes); `name` stands for it in messages.
+  ZipChecksums(const std::string& name, const char* data, std::size_t size);
 
   /// DataError naming the file and the record unless `data` has the CRC-32 the directory
   /// recorded for `record` (a name inside the archive's top folder, e.g. "data.pkl").
   void verify(const std::string& record, const void* data, std::size_t size) const;
 
  private:
+  /// Reads the central directory through `read_at(offset, size)` from an archive of `size` bytes.
+  void read_directory(uint64_t size,
+                      const std::function<std::vector<unsigned char>(uint64_t, uint64_t)>& read_at);
+
   std::string file_;
   std::map<std::string, uint32_t> crc_;
 };
+
+/// Checks the CRC-32 of every record of the zip archive in memory (LibTorch's zip reader does
+/// not): DataError naming `name` and the first damaged record.
+void verify_zip_archive(const std::string& name, const char* data, std::size_t size);
 
 }  // namespace oml::io

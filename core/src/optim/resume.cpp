@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "../io/zip_checksums.h"
 #include "oml/common/error.h"
 
 namespace oml::optim {
@@ -26,6 +27,11 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& 
   OML_CHECK(bytes.scalar_type() == torch::kUInt8 && bytes.dim() == 1, DataError,
             "optimizer state: expected a 1-D uint8 tensor, got ", bytes.scalar_type(), " ", bytes.sizes());
   const auto contiguous = bytes.contiguous();
+  // The state is a zip archive that LibTorch's TorchScript loader trusts: damaged code in it has
+  // crashed its parser (a segfault). The checkpoint's own CRC covers these bytes as a whole; this
+  // also checks each record of the archive before LibTorch reads it.
+  io::verify_zip_archive("optimizer state", static_cast<const char*>(contiguous.data_ptr()),
+                         static_cast<std::size_t>(contiguous.numel()));
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(static_cast<const char*>(contiguous.data_ptr()),
@@ -34,6 +40,11 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& 
   } catch (const c10::Error& e) {
     throw DataError(std::string("optimizer state does not fit this optimizer (another optimizer or other ") +
                     "parameters?): " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // The state is a small TorchScript archive, whose reader reports damaged code as plain
+    // std::exceptions (torch::jit::ErrorReport) spanning several lines.
+    const std::string what = e.what();
+    throw DataError("optimizer state is damaged and cannot be read: " + what.substr(0, what.find('\n')));
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "oml/common/error.h"
 
 namespace oml::optim {
@@ -45,29 +47,50 @@ c10::IValue Scheduler::state() const {
   return out;
 }
 
+c10::IValue Scheduler::state_entry(const c10::impl::GenericDict& state, const std::string& key) {
+  const auto found = state.find(c10::IValue(key));
+  OML_CHECK(found != state.end(), DataError, "scheduler state: missing entry '", key, "'");
+  return found->value();
+}
+
+int64_t Scheduler::state_integer(const c10::impl::GenericDict& state, const std::string& key) {
+  const c10::IValue value = state_entry(state, key);
+  OML_CHECK(value.isInt(), DataError, "scheduler state: entry '", key, "' must be an integer, found a ",
+            value.tagKind());
+  return value.toInt();
+}
+
+double Scheduler::state_number(const c10::IValue& value, const std::string& key, bool finite) {
+  OML_CHECK(value.isDouble() || value.isInt(), DataError, "scheduler state: entry '", key,
+            "' must hold numbers, found a ", value.tagKind());
+  const double number = value.isDouble() ? value.toDouble() : static_cast<double>(value.toInt());
+  OML_CHECK(!finite || std::isfinite(number), DataError, "scheduler state: entry '", key, "' holds ", number,
+            ", expected a finite number");
+  return number;
+}
+
 void Scheduler::load_state(const c10::IValue& state) {
   OML_CHECK(state.isGenericDict(), DataError, "scheduler state: expected a dict, found a ", state.tagKind());
   const auto dict = state.toGenericDict();
-  const auto get = [&](const std::string& key) {
-    const auto found = dict.find(c10::IValue(key));
-    OML_CHECK(found != dict.end(), DataError, "scheduler state: missing entry '", key, "'");
-    return found->value();
-  };
-  const auto saved_kind = get("kind");
+  const auto saved_kind = state_entry(dict, "kind");
   OML_CHECK(saved_kind.isString() && saved_kind.toStringRef() == kind(), DataError,
             "scheduler state was saved by '", saved_kind.isString() ? saved_kind.toStringRef() : "?",
             "', cannot restore it into '", kind(), "'");
   const auto to_doubles = [&](const std::string& key) {
+    const c10::IValue list = state_entry(dict, key);
+    OML_CHECK(list.isList(), DataError, "scheduler state: entry '", key, "' must be a list, found a ",
+              list.tagKind());
     std::vector<double> out;
-    for (const auto& v : get(key).toListRef()) out.push_back(v.toDouble());
+    for (const auto& v : list.toListRef()) out.push_back(state_number(v, key));
     return out;
   };
   auto base = to_doubles("base_lrs");
   auto current = to_doubles("lrs");
   OML_CHECK(base.size() == base_lrs_.size() && current.size() == base_lrs_.size(), DataError,
             "scheduler state has ", base.size(), " parameter groups, the optimizer has ", base_lrs_.size());
+  const int64_t step = state_integer(dict, "step");
   base_lrs_ = std::move(base);
-  step_ = get("step").toInt();
+  step_ = step;
   for (std::size_t g = 0; g < current.size(); ++g) set_lr(g, current[g]);
   load_extra(dict);
 }

@@ -144,10 +144,10 @@ void ReduceOnPlateauScheduler::save_extra(c10::impl::GenericDict& out) const {
 }
 
 void ReduceOnPlateauScheduler::load_extra(const c10::impl::GenericDict& in) {
-  const auto best = in.at(c10::IValue(std::string("best")));
-  best_ = best.isNone() ? std::nullopt : std::optional<double>(best.toDouble());
-  bad_steps_ = in.at(c10::IValue(std::string("bad_steps"))).toInt();
-  cooldown_left_ = in.at(c10::IValue(std::string("cooldown_left"))).toInt();
+  const auto best = state_entry(in, "best");
+  best_ = best.isNone() ? std::nullopt : std::optional<double>(state_number(best, "best", /*finite=*/false));
+  bad_steps_ = state_integer(in, "bad_steps");
+  cooldown_left_ = state_integer(in, "cooldown_left");
 }
 
 }  // namespace oml::optim

@@ -145,8 +145,8 @@ struct SamplerPosition {
 };
 
 /// The batches of `position.epoch` from `position.step` on: what a resumed run still has to do
-/// in that epoch. Throws RuntimeError when the step lies beyond the epoch (the data or the
-/// sampler config changed since the checkpoint was written).
+/// in that epoch. Throws DataError when the position lies outside the epochs (the data or the
+/// sampler config changed since the checkpoint was written, or the checkpoint is damaged).
 std::vector<Batch> remaining_batches(const Sampler& sampler, const SamplerPosition& position);
 
 }  // namespace oml::data

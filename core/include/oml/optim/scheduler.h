@@ -51,6 +51,12 @@ class Scheduler {
   virtual void save_extra(c10::impl::GenericDict& out) const {}
   virtual void load_extra(const c10::impl::GenericDict& in) {}
   virtual const char* kind() const = 0;
+  /// Entries of a saved state for load_state() and load_extra(): DataError naming the entry
+  /// when it is missing or not what state() writes (a damaged checkpoint).
+  static c10::IValue state_entry(const c10::impl::GenericDict& state, const std::string& key);
+  static int64_t state_integer(const c10::impl::GenericDict& state, const std::string& key);
+  /// A number (a float, or an integer); finite unless `finite` is false.
+  static double state_number(const c10::IValue& value, const std::string& key, bool finite = true);
   void apply();
   void set_lr(std::size_t group, double lr);
 
