@@ -6,8 +6,8 @@
 // Every run is made to stop before training: `--set dataset_root=<a missing folder>` comes last,
 // so oml-train reads and checks the whole config, loads its plugins, checks the component names
 // and sets up the run, then fails reading the dataframe. `--set devices=1` keeps it from
-// starting worker processes. OML_FUZZ_COMMAND_RUNS sets the number of runs (default 20, about
-// 0.4 s each).
+// starting worker processes. Each run has 60 s and 4 GiB of address space. OML_FUZZ_COMMAND_RUNS
+// sets the number of runs (default 20, about 0.4 s each).
 #include <algorithm>
 #include <cstdlib>
 
@@ -42,7 +42,9 @@ TEST_CASE("oml-train on mutated configs exits with 0 or 2, never 1 or a signal",
     args += " --set " + test::quote("dataset_root=" + (dir / "missing").string()) + " --set devices=1" +
             " --set " + test::quote("logs_root=" + (dir / "logs").string());
 
-    const test::CommandResult result = test::run_oml("oml-train", args, 60);
+    // Bounds: 60 s, and 4 GiB of address space (oml-train starts in less than 1 GiB).
+    const test::CommandResult result = test::run(
+        "ulimit -v 4194304 && exec " + test::quote(test::command_path("oml-train")) + " " + args, 60);
     const bool kept =
         (result.exit_code == 0 || result.exit_code == 2) && (result.exit_code == 0 || !result.err.empty());
     if (kept) {
