@@ -321,7 +321,10 @@ TEST_CASE(
   CHECK_THROWS_WITH(parse("devices: []\n"), Contains("non-empty list of GPU ids"));
   CHECK_THROWS_WITH(parse("devices: [0, 0]\n"), Contains("run.yaml:1:14") && Contains("appears twice"));
   CHECK_THROWS_WITH(parse("devices: [-1]\n"), Contains("GPU id >= 0"));
-  CHECK_THROWS_WITH(parse("devices: 0\n"), Contains("expected a positive integer"));
+  CHECK_THROWS_WITH(parse("devices: 0\n"), Contains("expected 1 to 1024 ranks per machine, got 0"));
+  // Once cast to int on the way to the launcher: 4294967297 ran one process, 100000 forked that many.
+  CHECK_THROWS_WITH(parse("devices: 4294967297\n"), Contains("expected 1 to 1024"));
+  CHECK_THROWS_WITH(parse("devices: 100000\n"), Contains("expected 1 to 1024"));
   CHECK_THROWS_WITH(parse("accelerator: tpu\n"), Contains("expected one of cpu, cuda, gpu, auto"));
 }
 

@@ -254,6 +254,9 @@ TEST_CASE("Bad launcher flags are usage errors naming the flag", "[ddp]") {
   auto r = run_worker("--nproc-per-node 0 --scenario sync");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("--nproc-per-node must be at least 1, got 0"));
+  r = run_worker("--nproc-per-node 100000 --scenario sync");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("--nproc-per-node must be at most 1024"));
   r = run_worker("--nproc-per-node 2 --nnodes 2 --scenario sync");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("--master-port is required with --nnodes 2"));

@@ -7,6 +7,7 @@
 #include "oml/common/strings.h"
 #include "oml/config/error_list.h"
 #include "oml/data/loader.h"
+#include "oml/distributed/launcher.h"
 
 namespace oml::config {
 
@@ -181,7 +182,10 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
       c.devices = static_cast<int64_t>(c.device_ids.size());
     } else if (!devices.is_null()) {
       c.devices = devices.as<int64_t>();
-      if (c.devices < 1) devices.fail("expected a positive integer, got " + std::to_string(c.devices));
+      if (c.devices < 1 || c.devices > distributed::kMaxRanksPerNode) {
+        devices.fail("expected 1 to " + std::to_string(distributed::kMaxRanksPerNode) +
+                     " ranks per machine, got " + std::to_string(c.devices));
+      }
     }
   });
   // The run directory, as OML names it: hydra.run.dir (usually ${hydra_dir} = ${logs_root}/${logs_folder}),

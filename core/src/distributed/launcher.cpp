@@ -28,6 +28,8 @@ using detail::WorkerGroup;
 
 void validate(const LaunchOptions& o) {
   OML_CHECK(o.nproc_per_node >= 1, UsageError, "--nproc-per-node must be at least 1, got ", o.nproc_per_node);
+  OML_CHECK(o.nproc_per_node <= kMaxRanksPerNode, UsageError, "--nproc-per-node must be at most ",
+            kMaxRanksPerNode, " (ranks on one machine), got ", o.nproc_per_node);
   OML_CHECK(o.nnodes >= 1, UsageError, "--nnodes must be at least 1, got ", o.nnodes);
   OML_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, UsageError,
             "--node-rank must be in [0, --nnodes=", o.nnodes, "), got ", o.node_rank);

@@ -29,6 +29,10 @@
 
 namespace oml::distributed {
 
+/// The most ranks one machine may start: far above any machine's cores or GPUs, low enough that
+/// a typo (`devices: 100000`) is an error instead of a fork storm.
+inline constexpr int kMaxRanksPerNode = 1024;
+
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
