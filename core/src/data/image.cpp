@@ -9,6 +9,7 @@
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
+#include "../common/raw_io.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 
@@ -33,11 +34,7 @@ bool jpeg_is_complete(const std::string& bytes) {
 
 bool is_png(const std::string& bytes) { return bytes.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0; }
 
-uint32_t big_endian_u32(const std::string& bytes, std::size_t at) {
-  uint32_t value = 0;
-  for (std::size_t i = 0; i < 4; ++i) value = (value << 8) | static_cast<unsigned char>(bytes[at + i]);
-  return value;
-}
+using ::oml::detail::big_endian_u32;
 
 // What is wrong with a PNG's chunk structure ("" when nothing): libpng reports a truncated file or a
 // chunk whose CRC-32 does not match by printing "libpng error: ..." on stderr before OpenCV gives

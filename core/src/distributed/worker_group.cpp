@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "../common/raw_io.h"
 #include "oml/common/error.h"
 
 extern char** environ;
@@ -30,17 +31,6 @@ void on_signal(int signo) {
 
 struct sigaction g_old_int {};
 struct sigaction g_old_term {};
-
-// ---- output -------------------------------------------------------------------------------
-void write_all(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
 
 // Everything the child needs is prepared before fork(): after it only async-signal-safe calls
 // are allowed (the launcher has threads: the store server).
@@ -239,7 +229,7 @@ void forward_lines(Stream& s, int rank, bool final) {
     out += prefix + s.partial + "\n";
     s.partial.clear();
   }
-  if (!out.empty()) write_all(s.target, out);
+  if (!out.empty()) ::oml::detail::write_fully(s.target, out);
 }
 
 // Reads what is available; closes the stream at EOF.

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include "../common/raw_io.h"
+
 namespace oml::io {
 
 namespace fs = std::filesystem;
@@ -31,16 +33,6 @@ void on_interrupt(int signo) {
   const int saved = errno;
   [[maybe_unused]] const auto n = ::write(g_interrupt_pipe[1], &byte, 1);
   errno = saved;
-}
-
-void write_stderr(const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
 }
 
 bool still_there(const fs::path& path) {
@@ -71,9 +63,10 @@ int remove_pending_locked() {
   g_mutex.lock();  // kept: no rename starts after this, and the one running has finished
   const int removed = remove_pending_locked();
   const char* abbrev = sigabbrev_np(signo);
-  write_stderr(g_command + ": interrupted by signal " + std::to_string(signo) +
-               (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string()) + "; removed " +
-               std::to_string(removed) + " unfinished file" + (removed == 1 ? "" : "s") + "\n");
+  ::oml::detail::write_fully(
+      STDERR_FILENO, g_command + ": interrupted by signal " + std::to_string(signo) +
+                         (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string()) + "; removed " +
+                         std::to_string(removed) + " unfinished file" + (removed == 1 ? "" : "s") + "\n");
   ::_exit(128 + signo);
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "../../common/raw_io.h"
 #include "convert_common.h"
 #include "oml/common/error.h"
 #include "oml/data/image.h"
@@ -31,10 +32,7 @@ std::string read_maybe_gzip(const fs::path& path) {
   return out;
 }
 
-uint32_t big_endian_u32(const std::string& bytes, std::size_t offset) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + offset);
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
+using ::oml::detail::big_endian_u32;
 
 // First of `name`.gz / `name` that exists.
 fs::path find_idx(const fs::path& src, const std::string& name) {
