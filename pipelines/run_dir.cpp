@@ -213,25 +213,27 @@ std::vector<std::string> config_differences(const std::string& before_yaml, cons
 CommandOutput::CommandOutput(fs::path folder, std::string command, std::vector<std::string> outputs)
     : folder_(std::move(folder)), command_(std::move(command)), outputs_(std::move(outputs)) {}
 
-void CommandOutput::check() const {
+bool CommandOutput::marked() const {
   std::error_code ec;
-  const fs::path marker = folder_ / ("." + command_);
-  if (fs::exists(marker, ec)) return;
+  return fs::exists(folder_ / ("." + command_), ec);
+}
+
+void CommandOutput::check() const {
+  if (marked()) return;
   for (const std::string& output : outputs_) {
+    std::error_code ec;
     if (!fs::exists(fs::symlink_status(folder_ / output, ec))) continue;
     throw UsageError(folder_.string() + " already holds " + output + ", which " + command_ +
-                     " did not write (no " + marker.filename().string() +
+                     " did not write (no ." + command_ +
                      " marker there); it is never overwritten: choose another folder, or move it away");
   }
 }
 
 void CommandOutput::claim() const {
+  if (marked()) return;
   check();
-  const fs::path marker = folder_ / ("." + command_);
-  std::error_code ec;
-  if (fs::exists(marker, ec)) return;
   io::write_file_atomic(
-      marker,
+      folder_ / ("." + command_),
       "written by " + command_ + "; it replaces its outputs here on its next run: " + join(outputs_) + "\n");
 }
 

@@ -44,6 +44,8 @@ class CommandOutput {
   const std::filesystem::path& folder() const { return folder_; }
 
  private:
+  bool marked() const;  ///< the folder holds the command's marker (".oml-predict")
+
   std::filesystem::path folder_;
   std::string command_;
   std::vector<std::string> outputs_;
