@@ -270,38 +270,38 @@ std::size_t places_of(const YAML::Node& root, const YAML::Node& target) {
   return places;
 }
 
-/// Gives each entry of `container` a slot of its own. yaml-cpp assigns *through* a slot, so
-/// assigning to a slot that an alias shares would change every place that shares it.
-void own_slots(YAML::Node container) {
-  std::vector<std::pair<YAML::Node, YAML::Node>> entries;
-  if (container.IsMap()) {
-    for (const auto& item : container) entries.emplace_back(item.first, item.second);
-    for (const auto& entry : entries) container.remove(entry.first);
-    for (const auto& entry : entries) container[entry.first] = entry.second;  // new slots, same order
-  } else if (container.IsSequence()) {
-    for (const auto& item : container) entries.emplace_back(YAML::Node(), item);
-    for (std::size_t i = entries.size(); i-- > 0;) container.remove(i);
-    for (const auto& entry : entries) {
-      container.push_back(YAML::Node());
-      container[container.size() - 1] = entry.second;
+/// Appends the entries of `from` to `into` (a mapping or list like it), each in a new slot of
+/// `into` that holds the same value node.
+void append_entries(YAML::Node into, const YAML::Node& from) {
+  if (from.IsMap()) {
+    for (const auto& item : from) into[item.first] = item.second;
+  } else if (from.IsSequence()) {
+    for (const auto& item : from) {
+      into.push_back(YAML::Node());
+      into[into.size() - 1] = static_cast<const YAML::Node&>(item);
     }
   }
 }
 
 /// A mapping or list of its own whose entries are `node`'s (a copy one level deep).
 YAML::Node shallow_copy(const YAML::Node& node) {
+  if (!node.IsMap() && !node.IsSequence()) return node;
   YAML::Node copy(node.Type());
-  if (node.IsMap()) {
-    for (const auto& item : node) copy[item.first] = item.second;
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) {
-      copy.push_back(YAML::Node());
-      copy[copy.size() - 1] = static_cast<const YAML::Node&>(item);
-    }
-  } else {
-    return node;
-  }
+  append_entries(copy, node);
   return copy;
+}
+
+/// Gives each entry of `container` a slot of its own, in the same order. yaml-cpp assigns
+/// *through* a slot, so assigning to a slot that an alias shares would change every place that
+/// shares it.
+void own_slots(YAML::Node container) {
+  const YAML::Node entries = shallow_copy(container);
+  if (container.IsMap()) {
+    for (const auto& item : entries) container.remove(item.first);
+  } else if (container.IsSequence()) {
+    for (std::size_t i = container.size(); i-- > 0;) container.remove(i);
+  }
+  append_entries(container, entries);
 }
 
 /// `--set` changes one place, also when the file shares the value through an alias or a merge

@@ -73,7 +73,6 @@ std::string read_hydra_block(const Node& hydra, std::vector<std::string>& notice
     for (const std::string& other : hydra["run"].keys()) {
       if (other != "dir") ignored.push_back("hydra.run." + other);
     }
-    run.known(hydra["run"].keys());
   }
   if (hydra["job"]["chdir"].defined() && hydra["job"]["chdir"].as<bool>()) {
     notices.push_back(
