@@ -158,7 +158,7 @@ TEST_CASE("Bad interpolations are errors naming the key", "[config]") {
   CHECK_THROWS_WITH(Document::from_string("m: {x: 1}\na: pre-${m}\n", "c.yaml"), Contains("not a scalar"));
 }
 
-TEST_CASE("The run config rejects unknown top-level keys and Hydra keys", "[config]") {
+TEST_CASE("The run config rejects unknown top-level keys", "[config]") {
   const auto doc = Document::from_string("seed: 1\nmax_epoch: 3\n", "run.yaml");
   CHECK_THROWS_WITH(oml::config::parse_run_config(doc.root()), Contains("run.yaml:2:1") &&
                                                                    Contains("unknown key 'max_epoch'") &&
@@ -167,9 +167,9 @@ TEST_CASE("The run config rejects unknown top-level keys and Hydra keys", "[conf
   const auto set = Document::from_string("seed: 1\n", "run.yaml", {"foo.bar.baz=1"});
   CHECK_THROWS_WITH(oml::config::parse_run_config(set.root()),
                     Contains("--set foo.bar.baz") && Contains("unknown key 'foo'") && !Contains("run.yaml:"));
-  const auto hydra = Document::from_string("defaults:\n  - _self_\n", "run.yaml");
-  CHECK_THROWS_WITH(oml::config::parse_run_config(hydra.root()),
-                    Contains("Hydra key") && Contains("not supported"));
+  // `defaults:` is composed away before the run config is read (below).
+  const auto hydra = Document::from_string("seed: 2\ndefaults:\n  - _self_\n", "run.yaml");
+  CHECK(oml::config::parse_run_config(hydra.root()).seed == 2);
 }
 
 TEST_CASE("OML's hydra block: run.dir is the run directory, the rest is named in a notice", "[config]") {
@@ -184,7 +184,13 @@ TEST_CASE("OML's hydra block: run.dir is the run directory, the rest is named in
   CHECK(c.run_name == "2026_ml");
   REQUIRE(c.notices.size() == 2);
   CHECK_THAT(c.notices[0], Contains("hydra.job.chdir") && Contains("does not change the working directory"));
-  CHECK_THAT(c.notices[1], Contains("hydra.searchpath") && Contains("hydra.job"));
+  CHECK_THAT(c.notices[1], Contains("hydra.job") && !Contains("searchpath"));  // oml.configs is ours
+  const auto other_package = oml::config::parse_run_config(
+      Document::from_string("hydra: {searchpath: [pkg://oml.configs, pkg://my.configs, file://x]}\n", "run.yaml")
+          .root());
+  REQUIRE(other_package.notices.size() == 1);
+  CHECK_THAT(other_package.notices[0], Contains("hydra.searchpath entry pkg://my.configs") &&
+                                           !Contains("oml.configs") && !Contains("file://"));
   // Elsewhere than logs_root, and an explicit run_name wins.
   const auto other = oml::config::parse_run_config(
       Document::from_string("hydra: {run: {dir: /tmp/runs/x}}\n", "run.yaml").root());
@@ -359,4 +365,113 @@ TEST_CASE("A misspelt required key points at the misspelling", "[config]") {
   const auto doc = Document::from_string("args:\n  n_label: 8\n", "cfg.yaml");
   CHECK_THROWS_WITH(read_options(doc.root()["args"]),
                     Contains("missing required key 'n_labels'") && Contains("'n_label' at cfg.yaml:2:3"));
+}
+
+namespace {
+std::string text_at(const oml::config::Node& node) { return node.as<std::string>(); }
+}  // namespace
+
+TEST_CASE("defaults: composes the shipped config groups, the config's own keys last", "[config][defaults]") {
+  oml::test::TempDir dir;
+  oml::test::write_file(dir / "train.yaml",
+                        "seed: 3\n"
+                        "optimizer:\n  args:\n    lr: 0.5\n"
+                        "defaults:\n  - optimizer: adam\n  - sampler: balance\n");
+  const auto doc = Document::from_file((dir / "train.yaml").string());
+  const auto root = doc.root();
+  CHECK_FALSE(root["defaults"].defined());
+  CHECK(text_at(root["optimizer"]["name"]) == "adam");            // from configs/optimizer/adam.yaml
+  CHECK(root["optimizer"]["args"]["lr"].as<double>() == 0.5);     // the file's own value wins
+  CHECK(root["sampler"]["args"]["n_labels"].as<int>() == 2);      // OML's default for balance
+  CHECK_THAT(root["sampler"]["args"]["n_labels"].where(), Contains("sampler/balance.yaml:3:"));
+  CHECK_THAT(root["optimizer"]["args"]["lr"].where(), Contains("train.yaml:4:"));
+  CHECK(oml::config::parse_run_config(root).seed == 3);
+
+  // _self_ first: the groups win over the file.
+  oml::test::write_file(dir / "self_first.yaml",
+                        "optimizer: {name: sgd, args: {lr: 0.5}}\ndefaults:\n  - _self_\n  - optimizer: adam\n");
+  const auto first = Document::from_file((dir / "self_first.yaml").string()).root();
+  CHECK(text_at(first["optimizer"]["name"]) == "adam");
+  CHECK(first["optimizer"]["args"]["lr"].as<double>() == 0.00001);
+
+  // --set group=option chooses another option (Hydra's command line); other --set keys apply
+  // to the composed config, whatever the order of the list.
+  const auto chosen =
+      Document::from_file((dir / "self_first.yaml").string(), {"optimizer=sgd", "optimizer.args.lr=2"}).root();
+  CHECK(text_at(chosen["optimizer"]["name"]) == "sgd");
+  CHECK(chosen["optimizer"]["args"]["lr"].as<double>() == 2);
+  CHECK(chosen["optimizer"]["args"]["lr"].where() == "--set optimizer.args.lr");
+}
+
+TEST_CASE("defaults: a user's group folders come first; packages, headers, override, optional, nesting",
+          "[config][defaults]") {
+  oml::test::TempDir dir;
+  std::filesystem::create_directories(dir / "optimizer");
+  std::filesystem::create_directories(dir / "criterion");
+  std::filesystem::create_directories(dir / "common");
+  std::filesystem::create_directories(dir / "transforms");
+  oml::test::write_file(dir / "optimizer" / "adam.yaml", "name: adam\nargs:\n  lr: 0.25\n");
+  // An option file with a defaults list of its own: a shipped group placed inside it.
+  oml::test::write_file(dir / "criterion" / "mine.yaml",
+                        "defaults:\n  - /miner@args.miner: hard_triplets\nname: triplet_with_miner\n"
+                        "args:\n  margin: 0.2\n");
+  oml::test::write_file(dir / "common" / "paths.yaml", "# @package _global_\nlogs_root: /tmp/from_header\n");
+  oml::test::write_file(dir / "train.yaml",
+                        "defaults:\n"
+                        "  - optimizer: sgd\n"
+                        "  - override optimizer: adam\n"
+                        "  - criterion: mine\n"
+                        "  - transforms@transforms_val: norm_torch\n"
+                        "  - optional logger: not_there\n"
+                        "  - scheduler: null\n"
+                        "  - common/paths\n"
+                        "  - _self_\n");
+  oml::test::write_file(dir / "transforms" / "norm_torch.yaml", "name: norm\nargs: {}\n");
+  const auto root = Document::from_file((dir / "train.yaml").string()).root();
+  CHECK(text_at(root["optimizer"]["name"]) == "adam");
+  CHECK(root["optimizer"]["args"]["lr"].as<double>() == 0.25);  // the user's adam, not the shipped one
+  CHECK(text_at(root["criterion"]["args"]["miner"]["name"]) == "hard_triplets");
+  CHECK(root["criterion"]["args"]["margin"].as<double>() == 0.2);
+  CHECK(text_at(root["transforms_val"]["name"]) == "norm");
+  CHECK_FALSE(root["logger"].defined());
+  CHECK_FALSE(root["scheduler"].defined());
+  CHECK(text_at(root["logs_root"]) == "/tmp/from_header");
+}
+
+TEST_CASE("defaults: every mistake is reported at once, naming the entry and what exists", "[config][defaults]") {
+  oml::test::TempDir dir;
+  oml::test::write_file(dir / "bad.yaml",
+                        "defaults:\n"
+                        "  - optimizer: adamm\n"          // an unknown option
+                        "  - optimiser: adam\n"           // an unknown group
+                        "  - {sampler: balance, miner: x}\n"  // two entries in one
+                        "  - override logger: tensorboard\n"  // nothing to override
+                        "  - sampler: balance\n"
+                        "  - sampler: category_balance\n");  // a group chosen twice
+  const std::string file = (dir / "bad.yaml").string();
+  try {
+    Document::from_file(file);
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    std::string all = e.what();
+    for (const auto& line : e.context()) all += "\n" + line;
+    INFO(all);
+    CHECK_THAT(all, Contains("5 problems"));
+    CHECK_THAT(all, Contains(file + ":2:5: defaults: no config 'optimizer/adamm.yaml'") &&
+                        Contains("did you mean 'adam'"));
+    CHECK_THAT(all, Contains(file + ":3:5: defaults: no config 'optimiser/adam.yaml'") &&
+                        Contains("there is no group 'optimiser'") && Contains("did you mean 'optimizer'"));
+    CHECK_THAT(all, Contains(file + ":4:5: defaults: an entry is `- group: option`"));
+    CHECK_THAT(all, Contains(file + ":5:5: defaults: 'override logger' has no entry for the group 'logger'"));
+    CHECK_THAT(all, Contains(file + ":7:5: defaults: the group 'sampler' is chosen twice (first at " + file + ":6)"));
+  }
+  // A config that includes itself.
+  oml::test::write_file(dir / "loop.yaml", "defaults:\n  - loop\n");
+  CHECK_THROWS_WITH(Document::from_file((dir / "loop.yaml").string()), Contains("includes itself"));
+  // A malformed option file names itself.
+  std::filesystem::create_directories(dir / "sampler");
+  oml::test::write_file(dir / "sampler" / "broken.yaml", "name: [balance\n");
+  oml::test::write_file(dir / "uses_broken.yaml", "defaults:\n  - sampler: broken\n");
+  CHECK_THROWS_WITH(Document::from_file((dir / "uses_broken.yaml").string()),
+                    Contains("sampler/broken.yaml:") && Contains("malformed YAML"));
 }

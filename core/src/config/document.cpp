@@ -1,5 +1,6 @@
 #include "oml/config/document.h"
 
+#include <algorithm>
 #include <map>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "composition.h"
 #include "oml/common/strings.h"
 
 namespace oml::config {
@@ -132,7 +134,9 @@ void prepare_tree(YAML::Node& root, const std::string& name) {
   apply_merge_keys<Error>(root, name);
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& name) {
+}  // namespace
+
+YAML::Node detail::parse_config_text(const std::string& text, const std::string& name) {
   try {
     YAML::Node root = YAML::Load(text);
     prepare_tree<ConfigError>(root, name);
@@ -149,6 +153,8 @@ YAML::Node parse_yaml(const std::string& text, const std::string& name) {
     throw ConfigError(where + ": malformed YAML: " + e.msg);
   }
 }
+
+namespace {
 
 // Resolution state for ${...} references.
 class Interpolator {
@@ -439,9 +445,14 @@ Document Document::from_string(const std::string& text, const std::string& name,
                                const std::vector<std::string>& overrides) {
   auto origin = std::make_shared<Origin>();
   origin->file = name;
-  YAML::Node root = parse_yaml(text, name);
-  for (const auto& assignment : overrides)
+  const YAML::Node primary = detail::parse_config_text(text, name);
+  detail::Composition composed = detail::compose_defaults(primary, name, overrides, *origin);
+  YAML::Node root = composed.root;
+  for (const auto& assignment : overrides) {
+    const auto& used = composed.used_overrides;
+    if (std::find(used.begin(), used.end(), assignment) != used.end()) continue;  // chose a group's option
     origin->overridden.insert(apply_override(root, assignment, origin->created_by));
+  }
   resolve_interpolations(root, origin);
   return Document(root, origin);
 }

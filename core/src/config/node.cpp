@@ -10,8 +10,30 @@ namespace oml::config {
 
 namespace {
 const Origin& empty_origin() {
-  static const Origin origin{"<config>", {}};
+  static const Origin origin{"<config>", {}, {}, {}};
   return origin;
+}
+
+bool contains(const YAML::Node& tree, const YAML::Node& node) {
+  if (tree.is(node)) return true;
+  if (tree.IsMap()) {
+    for (const auto& item : tree) {
+      if (item.first.is(node) || contains(item.second, node)) return true;
+    }
+  } else if (tree.IsSequence()) {
+    for (const auto& item : tree) {
+      if (contains(item, node)) return true;
+    }
+  }
+  return false;
+}
+
+/// The file `node` was read from: an option file that `defaults:` composed in, else the config.
+const std::string& file_of(const Origin& origin, const YAML::Node& node) {
+  for (const auto& [file, tree] : origin.composed_files) {
+    if (contains(tree, node)) return file;
+  }
+  return origin.file;
 }
 }  // namespace
 
@@ -36,7 +58,7 @@ std::string Node::where() const {
   if (yaml_.IsDefined()) {
     const YAML::Mark mark = yaml_.Mark();
     if (mark.line >= 0) {
-      return origin.file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+      return file_of(origin, yaml_) + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
     }
   }
   return origin.file;

@@ -64,6 +64,16 @@ std::string read_hydra_block(const Node& hydra, std::vector<std::string>& notice
   std::string run_dir;
   std::vector<std::string> ignored;
   for (const std::string& key : hydra.keys()) {
+    if (key == "searchpath") {
+      // `file://` folders and OML's `pkg://oml.configs` (the shipped groups) are where
+      // `defaults:` looks (config/composition.h); other Python packages have no counterpart.
+      for (const std::string& entry : hydra["searchpath"].as<std::vector<std::string>>()) {
+        if (!starts_with(entry, "file://") && entry != "pkg://oml.configs") {
+          ignored.push_back("hydra.searchpath entry " + entry);
+        }
+      }
+      continue;
+    }
     if (key != "run") {
       ignored.push_back("hydra." + key);
       continue;
@@ -81,7 +91,7 @@ std::string read_hydra_block(const Node& hydra, std::vector<std::string>& notice
   }
   if (!ignored.empty()) {
     notices.push_back("ignored Hydra settings without a counterpart in oml-cpp: " + join(ignored) +
-                      " (configs are read from the given file; --set overrides, ${...} interpolates)");
+                      " (--set overrides, ${...} interpolates, defaults: composes config groups)");
   }
   return run_dir;
 }
@@ -95,13 +105,6 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   RunConfig c;
   std::string logs_folder, hydra_dir, hydra_run_dir;
   MapReader r(root, "the config", &errors);
-  if (const Node defaults = r.take("defaults"); defaults.defined()) {
-    check([&] {
-      defaults.fail(
-          "'defaults' is a Hydra key and is not supported: oml-cpp reads one plain YAML file; "
-          "inline the referenced configs, use ${key} for interpolation and --set key=value for overrides");
-    });
-  }
   const Node devices = r.take("devices");
   r.optional("pipeline", c.pipeline)
       .optional("seed", c.seed)

@@ -108,7 +108,7 @@ void register_builtin_models(Registries& reg) {
         std::string weights;
         config::MapReader r(args, "pairwise model 'concat_siamese' args");
         auto extractor = nested_extractor(r, "concat_siamese");
-        r.optional("mlp_hidden_dims", hidden).optional("use_tta_swap", tta).optional("weights", weights);
+        r.optional("mlp_hidden_dims", hidden).optional("use_tta_swap", "use_tta", tta).optional("weights", weights);
         r.finish();
         auto model = ConcatSiamese(extractor, hidden, tta).ptr();
         maybe_load(*model, weights);

@@ -218,6 +218,10 @@ void register_builtin_postprocessors(Registries& registries) {
         reader.optional("batch_size", options.batch_size);
         // The model itself is built by the pipeline and reaches us as context.pairwise_scores.
         reader.take("pairwise_model");
+        // OML's loader and progress-bar settings: the pairs are read by the pipeline's own
+        // loader (num_workers of the config) and progress is the command's --progress.
+        reader.take("num_workers");
+        reader.take("verbose");
         reader.finish();
         if (!context.pairwise_scores) {
           const std::string where = args.defined() ? args.describe() + ": " : "";

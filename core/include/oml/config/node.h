@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "oml/common/error.h"
@@ -24,6 +25,9 @@ struct Origin {
   /// Mappings that a `--set a.b.c=v` created because the file did not have them ("a", "a.b"),
   /// with the assignment's key path ("a.b.c"): errors about them point at that flag.
   std::map<std::string, std::string> created_by;
+  /// The option files that `defaults:` composed into the document, each with its parsed tree:
+  /// a value that came from one of them is reported with that file's name.
+  std::vector<std::pair<std::string, YAML::Node>> composed_files;
 };
 
 class Node {
