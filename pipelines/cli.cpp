@@ -11,11 +11,16 @@
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
 #include "oml/config/error_list.h"
+#include "oml/data/sampler.h"
 #include "oml/io/pending_files.h"
+#include "oml/losses/criterion.h"
 #include "oml/metrics/metric_table.h"
+#include "oml/optim/optimizer.h"
+#include "oml/optim/scheduler.h"
 #include "oml/registry/plugin.h"
 #include "oml/registry/registries.h"
 #include "oml/report/run_logger.h"
+#include "oml/retrieval/postprocessor.h"
 #include "oml/version.h"
 #include "progress.h"
 
@@ -87,7 +92,7 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
   // Every problem of the config at once: its keys, the component names and metric_args.
   config::ErrorList errors;
   config::RunConfig config = config::parse_run_config(document.root(), errors);
-  check_component_names(config, errors);
+  check_components(config, errors);
   errors.check([&] { metrics::configure_metrics(config.metric_args); });
   errors.throw_if_any();
   // Once per run: by the launcher (or the only process), not again by each rank.
@@ -98,12 +103,12 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
   return config;
 }
 
-void check_component_names(const config::RunConfig& c, config::ErrorList& errors) {
-  // Every named component must exist before any work starts, so that a typo fails in the
-  // first second rather than after a dataset has been loaded.
+void check_components(const config::RunConfig& c, config::ErrorList& errors) {
+  // Every named component must exist, and its args read, before any work starts, so that a
+  // typo fails in the first second rather than after a dataset has been loaded.
   auto& r = registries();
   const auto check = [&](const auto& registry, const std::optional<config::ComponentSpec>& spec) {
-    if (spec) errors.check([&] { registry.require(*spec); });
+    if (spec) registry.check_args(*spec, errors);
   };
   for (const auto* spec :
        {&c.transforms_train, &c.transforms_val, &c.transforms_extraction, &c.transforms_predict}) {
@@ -116,12 +121,12 @@ void check_component_names(const config::RunConfig& c, config::ErrorList& errors
   check(r.schedulers, c.scheduling.scheduler);
   check(r.postprocessors, c.postprocessor);
   check(r.pairwise_models, c.pairwise_model);
-  if (c.logger) errors.check([&] { report::require_logger(*c.logger); });
+  if (c.logger && errors.check([&] { report::require_logger(*c.logger); })) check(r.loggers, c.logger);
 }
 
-void check_component_names(const config::RunConfig& c) {
+void check_components(const config::RunConfig& c) {
   config::ErrorList errors;
-  check_component_names(c, errors);
+  check_components(c, errors);
   errors.throw_if_any();
 }
 

@@ -2,6 +2,7 @@
 #include <regex>
 
 #include "oml/config/document.h"
+#include "oml/config/error_list.h"
 #include "oml/data/sampler.h"
 #include "oml/registry/plugin.h"
 #include "oml/registry/registry.h"
@@ -69,6 +70,56 @@ TEST_CASE("Component args are validated by the component's own reader", "[regist
   const auto doc = Document::from_string("shape: {name: square, args: {sides: 3}}\n", "s.yaml");
   CHECK_THROWS_WITH(r.create(parse_component(doc.root()["shape"], "shape")),
                     Contains("unknown key 'sides'") && Contains("did you mean 'side'"));
+}
+
+TEST_CASE("check_args reads every argument, nested components too, and builds nothing", "[registry]") {
+  // "frame" holds a nested shape; it counts what it builds. A plugin's factory is never run early.
+  auto r = make_registry();
+  int built = 0, plugin_calls = 0;
+  r.add(
+      "frame",
+      [&](const oml::config::Node& args, const oml::NoContext&) {
+        oml::config::MapReader reader(args, "shape 'frame' args");
+        double width = 1;
+        reader.optional("width", width);
+        const auto inner = r.create(parse_component(reader.require("inner"), "frame.inner"));
+        reader.finish();
+        ++built;
+        return std::shared_ptr<Shape>(inner);
+      },
+      "a frame around a shape");
+  r.add(
+      "foreign",
+      [&](const oml::config::Node&, const oml::NoContext&) {
+        ++plugin_calls;
+        return std::shared_ptr<Shape>(std::make_shared<Square>());
+      },
+      "from a plugin", "plugin 'x' (/tmp/libx.so)");
+  const auto doc = Document::from_string(
+      "a: {name: frame, args: {width: wide, inner: {name: square, args: {sid: 2}}, colour: red}}\n"
+      "b: {name: frame, args: {inner: {name: circle}}}\n"
+      "c: {name: foreign, args: {anything: 1}}\n"
+      "d: {name: frame, args: {inner: {name: square, args: {side: 2}}}}\n",
+      "s.yaml");
+  oml::config::ErrorList errors;
+  for (const char* key : {"a", "b", "c", "d"}) r.check_args(parse_component(doc.root()[key], key), errors);
+  CHECK(built == 0);
+  CHECK(plugin_calls == 0);
+  REQUIRE(errors.size() == 4);
+  try {
+    errors.throw_if_any();
+  } catch (const oml::ConfigError& e) {
+    std::string all;
+    for (const auto& line : e.context()) all += line + "\n";
+    INFO(all);
+    CHECK_THAT(all, Contains("s.yaml:1:32: a.args.width: expected") &&
+                        Contains("s.yaml:1:67: a.args.inner.args.sid: unknown key 'sid'") &&
+                        Contains("s.yaml:1:77: a.args.colour: unknown key 'colour'") &&
+                        Contains("s.yaml:2:39: b.args.inner.name: unknown shape 'circle'"));
+  }
+  // Outside a check nothing changed: create() builds, nested components included.
+  CHECK(r.create(parse_component(doc.root()["d"], "d"))->area() == Approx(4.0));
+  CHECK(built == 1);
 }
 
 TEST_CASE("A plugin library registers its components under its origin", "[registry][plugins]") {

@@ -144,7 +144,7 @@ TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown n
   CHECK(report::find_event_files(dir.path()).size() == 1);
 
   const auto typo = parse("logger: {name: tensorbord}\n");
-  CHECK_THROWS_WITH(cli::check_component_names(typo), Contains("tensorboard") && Contains("tensorbord"));
+  CHECK_THROWS_WITH(cli::check_components(typo), Contains("tensorboard") && Contains("tensorbord"));
   const auto bad_args = parse("logger: {name: tensorboard, args: {dir: x}}\n");
   CHECK_THROWS_AS(report::make_run_logger(bad_args.logger, context), ConfigError);
 }

@@ -163,14 +163,16 @@ TEST_CASE("A config with OML's defaults list trains with the shipped config grou
   // As OML's test configs: components from config groups, one chosen on the command line.
   TempDir dir;
   std::string config = oml::test::train_config(dir / "logs");
-  for (const std::string line : {"sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n",
-                                 "optimizer: {name: adam, args: {lr: 0.001}}\n"}) {
+  for (const std::string line :
+       {"sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n",
+        "optimizer: {name: adam, args: {lr: 0.001}}\n"}) {
     config.erase(config.find(line), line.size());
   }
   config += "defaults:\n  - optimizer: sgd\n  - sampler: balance\n";
   write_file(dir / "oml.yaml", config);
-  const auto r = run_oml("oml-train", "--config " + quote((dir / "oml.yaml").string()) +
-                                          " --set max_epochs=1 --set optimizer=adam --set optimizer.args.lr=0.002");
+  const auto r =
+      run_oml("oml-train", "--config " + quote((dir / "oml.yaml").string()) +
+                               " --set max_epochs=1 --set optimizer=adam --set optimizer.args.lr=0.002");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const std::string resolved = oml::test::read_file(dir / "logs" / "run" / "config.yaml");
@@ -181,7 +183,8 @@ TEST_CASE("A config with OML's defaults list trains with the shipped config grou
   write_file(dir / "typo.yaml", config + "  - scheduler: cosine_anealing\n");
   const auto typo = run_oml("oml-train", "--config " + quote((dir / "typo.yaml").string()));
   CHECK(typo.exit_code == 2);
-  CHECK_THAT(typo.err, Contains("typo.yaml:") && Contains("defaults: no config 'scheduler/cosine_anealing.yaml'") &&
+  CHECK_THAT(typo.err, Contains("typo.yaml:") &&
+                           Contains("defaults: no config 'scheduler/cosine_anealing.yaml'") &&
                            Contains("did you mean 'cosine_annealing'"));
 }
 
@@ -206,6 +209,43 @@ TEST_CASE("Every mistake of a config is reported at once, by line", "[cli][confi
     if (found != std::string::npos) at = found;
   }
   CHECK_THAT(r.err, Contains("did you mean 'bs_train'") && Contains("did you mean 'balance'"));
+  check_clean_error(r);
+}
+
+TEST_CASE("Mistakes inside components' args are reported with the rest, nested ones too, nothing twice",
+          "[cli][config]") {
+  TempDir dir;
+  write_file(dir / "args.yaml",
+             "seed: one\n"                                                    // 1: top-level type
+             "extractor: {name: resnet, args: {arch: resnet18, gem: 3.0}}\n"  // 2: unknown arg
+             "criterion:\n"
+             "  name: triplet_with_miner\n"
+             "  args:\n"
+             "    margin: 0.1\n"
+             "    miner: {name: hard_triplet}\n"                                // 7: nested unknown name
+             "optimizer: {name: adam, args: {lr: fast, betas: [0.9, 0.99]}}\n"  // 8: arg type
+             "sampler: {name: balanse, args: {n_labelz: 2}}\n"                  // 9: unknown name only
+             "pairwise_model: {name: concat_siamese, args: {extractor: {name: resnet, args: {archh: x}}}}\n"
+             "postprocessor: {name: pairwise_reranker, args: {batch_size: 4}}\n");  // 11: missing top_n
+  const auto r = run_oml("oml-train", "--config " + quote((dir / "args.yaml").string()));
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err,
+             StartsWith("oml-train: config error: 7 problems in the config (all of them, by place):\n"));
+  std::size_t at = 0;
+  for (const char* place :
+       {"args.yaml:1:7: seed", "args.yaml:2:50: extractor.args.gem: unknown key 'gem'",
+        "args.yaml:7:19: criterion.args.miner.name: unknown miner 'hard_triplet'",
+        "args.yaml:8:36: optimizer.args.lr:", "args.yaml:9:17: sampler.name: unknown sampler",
+        "args.yaml:10:", "args.yaml:11:"}) {
+    INFO(place);
+    const std::size_t found = r.err.find(place, at);
+    CHECK(found != std::string::npos);  // present, and after the previous one
+    if (found != std::string::npos) at = found;
+  }
+  CHECK_THAT(r.err, Contains("unknown key 'archh'") && Contains("missing required key 'top_n'") &&
+                        Contains("did you mean 'hard_triplets'"));
+  CHECK_THAT(r.err, !Contains("n_labelz"));  // the args of an unknown sampler are not judged
   check_clean_error(r);
 }
 

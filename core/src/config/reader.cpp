@@ -1,5 +1,6 @@
 #include "oml/config/reader.h"
 
+#include "oml/config/args_check.h"
 #include "oml/config/error_list.h"
 
 #include <algorithm>
@@ -10,6 +11,10 @@ namespace oml::config {
 
 MapReader::MapReader(Node map, std::string what, ErrorList* errors)
     : map_(std::move(map)), what_(std::move(what)), errors_(errors) {
+  if (errors_ == nullptr && ArgsCheck::errors() != nullptr) {
+    errors_ = ArgsCheck::errors();
+    ends_args_check_ = ArgsCheck::claim_reader();
+  }
   if (!map_.is_null() && !map_.is_map()) {
     map_.fail("expected a mapping of keys to values" + (what_.empty() ? "" : " for " + what_));
   }
@@ -73,6 +78,7 @@ void MapReader::finish() const {
     if (errors_ == nullptr) throw unknown;
     errors_->add(unknown);
   }
+  if (ends_args_check_) throw ArgsChecked{};
 }
 
 ComponentSpec parse_component(const Node& node, const std::string& what) {

@@ -21,7 +21,9 @@ std::shared_ptr<TripletMiner> triplet_miner(const config::Node& node, const std:
   } else {
     spec = config::parse_component(node, owner + ".miner");
   }
-  auto miner = std::dynamic_pointer_cast<TripletMiner>(registries().miners.create(spec));
+  const std::shared_ptr<Miner> built = registries().miners.create(spec);
+  if (!built) return nullptr;  // an args check (config/args_check.h): nothing is built
+  auto miner = std::dynamic_pointer_cast<TripletMiner>(built);
   if (!miner) {
     const std::string where = node.defined() ? node.describe() + ": " : "";
     throw ConfigError(where + owner + " needs a triplet miner, but miner '" + spec.name + "' produces pairs");
@@ -50,6 +52,8 @@ void register_builtin_losses(Registries& reg) {
         config::MapReader r(args, "loss 'triplet_with_miner' args");
         if (r.has("margin")) o.margin = r.take("margin").as<std::optional<double>>();
         r.optional("reduction", o.reduction);
+        bool need_logs = true;  // OML's switch for its per-step logs; they are always recorded here
+        r.optional("need_logs", need_logs);
         auto miner = triplet_miner(r.take("miner"), "triplet_with_miner", "all_triplets");
         r.finish();
         return TripletLossWithMiner(miner, o).ptr();

@@ -25,7 +25,8 @@ class MapReader {
   /// `map` may be undefined or null (treated as an empty mapping); anything else but a
   /// mapping is a ConfigError. `what` names the map in messages ("sampler 'balance' args").
   /// With `errors`, a bad value of one key (and every unknown key at finish()) is collected
-  /// there and reading goes on with the next key, the field keeping its default.
+  /// there and reading goes on with the next key, the field keeping its default. Without it,
+  /// during an args check (config/args_check.h) the check's list is used.
   explicit MapReader(Node map, std::string what = "", ErrorList* errors = nullptr);
 
   /// Reads `key` into `field` when present; leaves the default when absent or null
@@ -70,7 +71,8 @@ class MapReader {
   MapReader& known(const std::vector<std::string>& keys);
 
   /// Throws ConfigError for the first key that was never taken, listing the accepted keys
-  /// (with an ErrorList: collects one for each such key).
+  /// (with an ErrorList: collects one for each such key). The factory's own reader in an args
+  /// check then throws config::ArgsChecked: the check ends here, before anything is built.
   void finish() const;
 
   const Node& node() const { return map_; }
@@ -83,6 +85,7 @@ class MapReader {
   std::string what_;
   std::vector<std::string> accepted_;
   ErrorList* errors_ = nullptr;
+  bool ends_args_check_ = false;
 };
 
 /// A component reference: `{name: balance, args: {n_labels: 8}}`.

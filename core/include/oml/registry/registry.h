@@ -16,7 +16,9 @@
 
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
+#include "oml/config/args_check.h"
 #include "oml/config/argument_error.h"
+#include "oml/config/error_list.h"
 #include "oml/config/reader.h"
 
 namespace oml {
@@ -104,7 +106,14 @@ class Registry {
   ///     DataError exit with 2); from a plugin's factory with a context line naming the plugin;
   ///   - anything else: PluginError naming the plugin library and the component, or, from a
   ///     built-in factory, InternalError (a bug in oml-cpp).
+  ///
+  /// During an args check (a factory checked by check_args() builds a nested component) the
+  /// nested component is checked instead and an empty Product comes back.
   Product create(const config::ComponentSpec& spec, const Context& context = Context{}) const {
+    if (config::ErrorList* errors = config::ArgsCheck::errors()) {
+      check_args(spec, *errors);
+      return Product{};
+    }
     require(spec);
     const Entry& entry = entries_.find(spec.name)->second;
     try {
@@ -120,6 +129,29 @@ class Registry {
       detail::throw_foreign_error(kind_, entry.info, e.what());
     } catch (...) {
       detail::throw_foreign_error(kind_, entry.info, "an exception that is not a std::exception");
+    }
+  }
+
+  /// Everything create() would report about `spec` that its args alone can tell, collected in
+  /// `errors` instead of thrown, without building anything: an unknown name, and for built-in
+  /// components every unknown, mistyped or missing argument and the same of nested components
+  /// (config/args_check.h). Checks of values a factory makes after reading its args, and
+  /// plugins' args, are reported by create().
+  void check_args(const config::ComponentSpec& spec, config::ErrorList& errors) const {
+    if (!errors.check([&] { require(spec); })) return;
+    const Entry& entry = entries_.find(spec.name)->second;
+    if (!entry.info.builtin()) return;  // a plugin's factory may do work before reading its args
+    config::ArgsCheck check(errors);
+    try {
+      (void)entry.factory(spec.args, Context{});
+    } catch (const config::ArgsChecked&) {
+      // The factory read all its args and stopped before building.
+    } catch (const config::ArgumentError& e) {
+      errors.add(config::place_argument_error(spec.args, e));
+    } catch (const ConfigError& e) {
+      errors.add(e);
+    } catch (const std::exception&) {
+      // Past its args (a factory without a reader needs its context): create() will tell.
     }
   }
 
