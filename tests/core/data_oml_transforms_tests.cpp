@@ -253,3 +253,28 @@ TEST_CASE("augs_albu chooses its operations with OML's probabilities and is a pu
   }
   CHECK(seen.size() == 1 + 3 + 4 + 6 + 3 + 2);  // "" and all 18 operations
 }
+
+TEST_CASE("defaults: the transforms group is chosen once per package, for train and validation",
+          "[data][transforms][config][defaults]") {
+  oml::test::TempDir dir;
+  oml::test::write_file(dir / "config.yaml",
+                        "defaults:\n"
+                        "  - transforms@transforms_train: augs_hypvit_torch\n"
+                        "  - transforms@transforms_val: norm_resize_hypvit_torch\n"
+                        "  - _self_\n"
+                        "transforms_val: {args: {im_size: 224}}\n");
+  const auto document = oml::config::Document::from_file((dir / "config.yaml").string());
+  const auto root = document.root().yaml();
+  CHECK(root["transforms_train"]["name"].as<std::string>() == "augs_hypvit_torch");
+  CHECK(root["transforms_train"]["args"]["im_size"].as<int>() == 224);
+  CHECK(root["transforms_val"]["name"].as<std::string>() == "norm_resize_hypvit_torch");
+  CHECK(root["transforms_val"]["args"]["im_size"].as<int>() == 224);
+  CHECK(root["transforms_val"]["args"]["crop_size"].as<int>() == 224);
+  // The same package twice is still an error.
+  oml::test::write_file(dir / "twice.yaml",
+                        "defaults:\n"
+                        "  - transforms@transforms_val: norm_torch\n"
+                        "  - transforms@transforms_val: norm_albu\n");
+  CHECK_THROWS_WITH(oml::config::Document::from_file((dir / "twice.yaml").string()),
+                    Contains("chosen twice"));
+}
