@@ -172,7 +172,9 @@ cv::Mat blur(const std::string& kind, const cv::Mat& img, KeyedRandom& rng) {
     const int k = odd_kernel(rng);
     cv::blur(img, out, {k, k});
   } else {  // GaussianBlur(blur_limit=(3, 7), sigma_limit=(0.7, 2.0))
-    const int k = odd_kernel(rng);
+    // albumentations draws 3..7 and moves even sizes up: 3 (1/5), 5 (2/5), 7 (2/5).
+    int k = static_cast<int>(rng.integer(3, 8));
+    if (k % 2 == 0) ++k;
     const double sigma = rng.uniform(0.7, 2.0);
     cv::GaussianBlur(img, out, {k, k}, sigma);
   }
