@@ -191,15 +191,20 @@ cv::Mat apply_lut(const cv::Mat& img, const std::function<double(int)>& f) {
   return out;
 }
 
-// Shifts (hue, in OpenCV's 0..179 units) or scales the channels of the HSV image with tables.
-cv::Mat hsv_tables(const cv::Mat& img, const std::function<int(int)>& hue,
+// Shifts (hue, in OpenCV's 0..179 units, wrapped as numpy's mod) or scales the channels of the
+// HSV image with tables; values truncated to uint8 as albumentations' astype(uint8).
+cv::Mat hsv_tables(const cv::Mat& img, const std::function<double(int)>& hue,
                    const std::function<double(int)>& sat, const std::function<double(int)>& val) {
   cv::Mat hsv;
   cv::cvtColor(img, hsv, cv::COLOR_RGB2HSV);
   std::vector<cv::Mat> ch;
   cv::split(hsv, ch);
   cv::Mat hue_lut(1, 256, CV_8UC1);
-  for (int v = 0; v < 256; ++v) hue_lut.at<uint8_t>(v) = static_cast<uint8_t>(((hue(v) % 180) + 180) % 180);
+  for (int v = 0; v < 256; ++v) {
+    double h = std::fmod(hue(v), 180.0);
+    if (h < 0) h += 180.0;
+    hue_lut.at<uint8_t>(v) = static_cast<uint8_t>(h);
+  }
   cv::LUT(ch[0], hue_lut, ch[0]);
   ch[1] = apply_lut(ch[1], sat);
   ch[2] = apply_lut(ch[2], val);
@@ -231,7 +236,7 @@ cv::Mat color_jitter(cv::Mat img, KeyedRandom& rng) {
       cv::addWeighted(img, s, gray3, 1 - s, 0.0, out);
       img = out;
     } else {
-      const int shift = static_cast<int>(std::lround(hue * 180));
+      const double shift = hue * 180;
       img = hsv_tables(
           img, [&](int v) { return v + shift; }, [](int v) { return v; }, [](int v) { return v; });
     }
@@ -252,9 +257,8 @@ cv::Mat colour(const std::string& kind, const cv::Mat& img, KeyedRandom& rng) {
   if (kind == "color_jitter") return color_jitter(img, rng);
   if (kind == "hue_saturation_value") {  // shifts: hue +-20, saturation +-30, value +-20
     const double h = rng.uniform(-20, 20), s = rng.uniform(-30, 30), v = rng.uniform(-20, 20);
-    const int hue = static_cast<int>(std::lround(h));
     return hsv_tables(
-        img, [&](int x) { return x + hue; }, [&](int x) { return x + s; }, [&](int x) { return x + v; });
+        img, [&](int x) { return x + h; }, [&](int x) { return x + s; }, [&](int x) { return x + v; });
   }
   if (kind == "clahe") {  // CLAHE(clip_limit=(1, 4), tile_grid_size=(8, 8)) on the L of Lab
     const double clip = rng.uniform(1.0, 4.0);
