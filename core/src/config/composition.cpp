@@ -317,15 +317,17 @@ class Composer {
     } else if (const auto chosen = override_entries_.find(group); chosen != override_entries_.end()) {
       options = {chosen->second.first};
     }
-    if (const auto [it, inserted] = chosen_at_.emplace(group, where(entry.node)); !inserted) {
-      fail_at(entry.node, "the group '" + group + "' is chosen twice (first at " + it->second +
-                              "); to change an option chosen elsewhere write '- override " + group + ": <option>'");
-    }
     used_groups_.insert(group);
     const std::string default_package =
         entry.absolute ? dotted(entry.group) : join_package(parent_package, dotted(entry.group));
     const std::string package =
         entry.package ? resolve_package(*entry.package, parent_package, default_package) : default_package;
+    // As Hydra, a group may be chosen once per package: `transforms@transforms_train` and
+    // `transforms@transforms_val` are two choices.
+    if (const auto [it, inserted] = chosen_at_.emplace(group + "@" + package, where(entry.node)); !inserted) {
+      fail_at(entry.node, "the group '" + group + "' is chosen twice (first at " + it->second +
+                              "); to change an option chosen elsewhere write '- override " + group + ": <option>'");
+    }
     YAML::Node result(YAML::NodeType::Map);
     for (const auto& option : options) {  // `group: null` chooses none
       const std::optional<fs::path> path = find(entry, fs::path(group) / (option + ".yaml"), group);

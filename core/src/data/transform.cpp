@@ -13,6 +13,7 @@
 #include "oml/config/reader.h"
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
+#include "transform_parts.h"
 
 namespace oml::data {
 
@@ -25,75 +26,20 @@ uint64_t KeyedRandom::next_u64() { return bits_.next(); }
 
 double KeyedRandom::uniform(double lo, double hi) { return lo + (hi - lo) * unit_interval(next_u64()); }
 
+int64_t KeyedRandom::integer(int64_t lo, int64_t hi) {
+  const auto value = lo + static_cast<int64_t>(uniform(0.0, 1.0) * static_cast<double>(hi - lo));
+  return std::min(value, hi - 1);
+}
+
+double KeyedRandom::normal(double mean, double sigma) {
+  const double u1 = 1.0 - uniform();  // (0, 1]: log is finite
+  const double u2 = uniform();
+  return mean + sigma * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
 namespace {
 
-// ---- shared pieces ----------------------------------------------------------------------------
-
-struct Normalisation {
-  std::vector<double> mean{kImageNetMean.begin(), kImageNetMean.end()};
-  std::vector<double> std{kImageNetStd.begin(), kImageNetStd.end()};
-};
-
-void read_normalisation(config::MapReader& reader, Normalisation& norm) {
-  reader.optional("mean", norm.mean).optional("std", norm.std);
-  const config::Node& args = reader.node();
-  if (norm.mean.size() != 3)
-    args["mean"].fail("expected 3 values (R, G, B), got " + std::to_string(norm.mean.size()));
-  if (norm.std.size() != 3)
-    args["std"].fail("expected 3 values (R, G, B), got " + std::to_string(norm.std.size()));
-  for (double s : norm.std) {
-    if (!(s > 0)) args["std"].fail("expected positive values, got " + std::to_string(s));
-  }
-}
-
-void check_positive(const config::Node& args, const std::string& key, int64_t value) {
-  if (value < 1) args[key].fail("expected a positive image size, got " + std::to_string(value));
-}
-
-void check_range(const config::Node& args, const std::string& key, double value, double lo, double hi) {
-  if (!(value >= lo && value <= hi)) {
-    std::ostringstream msg;
-    msg << "expected a value in [" << lo << ", " << hi << "], got " << value;
-    args[key].fail(msg.str());
-  }
-}
-
-std::string describe_norm(const Normalisation& n) {
-  std::ostringstream out;
-  out << "mean=[" << n.mean[0] << "," << n.mean[1] << "," << n.mean[2] << "], std=[" << n.std[0] << ","
-      << n.std[1] << "," << n.std[2] << "]";
-  return out.str();
-}
-
-// A non-owning OpenCV view of an RGB uint8 [H, W, 3] tensor.
-cv::Mat as_mat(const at::Tensor& image) {
-  TORCH_CHECK(
-      image.dim() == 3 && image.size(2) == 3 && image.scalar_type() == torch::kUInt8 && image.is_contiguous(),
-      "transforms expect a contiguous uint8 [H, W, 3] image");
-  return cv::Mat(static_cast<int>(image.size(0)), static_cast<int>(image.size(1)), CV_8UC3, image.data_ptr());
-}
-
-void check_input(const at::Tensor& image) {
-  OML_CHECK(image.defined() && image.dim() == 3 && image.size(2) == 3 &&
-                image.scalar_type() == torch::kUInt8 && image.size(0) > 0 && image.size(1) > 0,
-            UsageError, "a transform expects an RGB uint8 image [H, W, 3], got ",
-            image.defined() ? image.sizes() : c10::IntArrayRef{});
-}
-
-// (x / 255 - mean) / std for each channel of an RGB uint8 or float [0, 255] image, written into
-// a new float [3, H, W] tensor.
-at::Tensor normalise(const cv::Mat& rgb, const Normalisation& n) {
-  auto out = torch::empty({3, rgb.rows, rgb.cols}, torch::kFloat32);
-  float* base = out.data_ptr<float>();
-  const std::size_t plane = static_cast<std::size_t>(rgb.rows) * rgb.cols;
-  std::vector<cv::Mat> channels;
-  cv::split(rgb, channels);
-  for (int c = 0; c < 3; ++c) {
-    cv::Mat dst(rgb.rows, rgb.cols, CV_32FC1, base + c * plane);
-    channels[c].convertTo(dst, CV_32F, 1.0 / (255.0 * n.std[c]), -n.mean[c] / n.std[c]);
-  }
-  return out;
-}
+using namespace detail;
 
 cv::Mat resize_to(const cv::Mat& src, int width, int height) {
   if (src.cols == width && src.rows == height) return src;
@@ -370,6 +316,7 @@ std::shared_ptr<Transform> make_augs(const config::Node& args, const NoContext&)
 }  // namespace
 
 void register_builtin_transforms(Registries& registries) {
+  detail::register_oml_transforms(registries);
   auto& t = registries.transforms;
   t.add("norm", make_norm, "normalise with mean/std (ImageNet by default); keeps the image size");
   t.add("resize", make_resize, "resize to im_size x im_size (aspect not kept), normalise");

@@ -47,6 +47,11 @@ class KeyedRandom {
   /// Uniform in [lo, hi).
   double uniform(double lo = 0.0, double hi = 1.0);
   bool bernoulli(double p) { return uniform() < p; }
+  /// Uniform integer in [lo, hi) (hi > lo).
+  int64_t integer(int64_t lo, int64_t hi);
+  /// Normal with the given mean and standard deviation (Box-Muller from two uniform draws; std::log
+  /// and std::cos make it platform-dependent in the last bits, unlike uniform()).
+  double normal(double mean = 0.0, double sigma = 1.0);
 
  private:
   SplitMix64 bits_;
@@ -65,7 +70,8 @@ class Transform {
 inline constexpr std::array<double, 3> kImageNetMean{0.485, 0.456, 0.406};
 inline constexpr std::array<double, 3> kImageNetStd{0.229, 0.224, 0.225};
 
-/// Registers norm, resize, norm_resize, norm_resize_center_crop and augs.
+/// Registers norm, resize, norm_resize, norm_resize_center_crop and augs, OML's names
+/// (norm_torch, ..., augs_albu) and OML's per-weights names (vits16_dino, ...): docs/data.md.
 void register_builtin_transforms(Registries& registries);
 
 }  // namespace oml::data
