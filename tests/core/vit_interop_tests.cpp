@@ -48,7 +48,7 @@ void check_against_python(const std::string& arch, const std::vector<std::string
   TempDir dir;
   python("export", dir, arch);
   torch::NoGradGuard no_grad;
-  for (const std::string file : {arch + ".pth", arch + "_lightning.ckpt"}) {
+  for (const std::string& file : {arch + ".pth", arch + "_lightning.ckpt"}) {
     INFO(file);
     auto model = make_vit(arch, (dir / file).string());
     for (const auto& input : inputs) {
@@ -146,6 +146,18 @@ TEST_CASE("ViT parameters carry DINO's and DINOv2's names", "[models][vit]") {
   CHECK_THROWS_WITH(make_vit("vits15"), Contains("unknown arch 'vits15'") && Contains("vits16"));
 }
 
+TEST_CASE("The fused inference attention and the training path give the same embeddings", "[models][vit]") {
+  torch::manual_seed(2);
+  for (const char* arch : {"vits16", "vits14_reg"}) {
+    INFO(arch);
+    auto model = make_vit(arch);
+    const auto images = torch::randn({2, 3, 112, 112});
+    const auto with_autograd = model->forward(images);  // matmul + softmax, differentiable
+    torch::NoGradGuard no_grad;
+    CHECK(max_abs_diff(model->forward(images), with_autograd.detach()) <= 1e-5);
+  }
+}
+
 TEST_CASE("vitb16 weights into vits16 name the first mismatching key and both shapes", "[models][vit][io]") {
   TempDir dir;
   {
@@ -169,7 +181,7 @@ TEST_CASE("A checkpoint without a ViT backbone lists some of its keys", "[models
   c10::Dict<std::string, at::Tensor> state;
   state.insert("criterion.weight", torch::zeros({10, 4}));
   state.insert("model.layer4.0.bn1.bias", torch::zeros({4}));
-  c10::Dict<std::string, c10::IValue> ckpt;
+  c10::impl::GenericDict ckpt(c10::StringType::get(), c10::AnyType::get());
   ckpt.insert("state_dict", state);
   ckpt.insert("epoch", int64_t{3});
   oml::io::write_torch_file(dir / "resnet.ckpt", ckpt);

@@ -163,14 +163,16 @@ TEST_CASE("A config with OML's defaults list trains with the shipped config grou
   // As OML's test configs: components from config groups, one chosen on the command line.
   TempDir dir;
   std::string config = oml::test::train_config(dir / "logs");
-  for (const std::string line : {"sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n",
-                                 "optimizer: {name: adam, args: {lr: 0.001}}\n"}) {
+  for (const std::string line :
+       {"sampler: {name: balance, args: {n_labels: 5, n_instances: 4, epoch_size: 3}}\n",
+        "optimizer: {name: adam, args: {lr: 0.001}}\n"}) {
     config.erase(config.find(line), line.size());
   }
   config += "defaults:\n  - optimizer: sgd\n  - sampler: balance\n";
   write_file(dir / "oml.yaml", config);
-  const auto r = run_oml("oml-train", "--config " + quote((dir / "oml.yaml").string()) +
-                                          " --set max_epochs=1 --set optimizer=adam --set optimizer.args.lr=0.002");
+  const auto r =
+      run_oml("oml-train", "--config " + quote((dir / "oml.yaml").string()) +
+                               " --set max_epochs=1 --set optimizer=adam --set optimizer.args.lr=0.002");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const std::string resolved = oml::test::read_file(dir / "logs" / "run" / "config.yaml");
@@ -181,7 +183,8 @@ TEST_CASE("A config with OML's defaults list trains with the shipped config grou
   write_file(dir / "typo.yaml", config + "  - scheduler: cosine_anealing\n");
   const auto typo = run_oml("oml-train", "--config " + quote((dir / "typo.yaml").string()));
   CHECK(typo.exit_code == 2);
-  CHECK_THAT(typo.err, Contains("typo.yaml:") && Contains("defaults: no config 'scheduler/cosine_anealing.yaml'") &&
+  CHECK_THAT(typo.err, Contains("typo.yaml:") &&
+                           Contains("defaults: no config 'scheduler/cosine_anealing.yaml'") &&
                            Contains("did you mean 'cosine_annealing'"));
 }
 
@@ -260,4 +263,19 @@ TEST_CASE("Listing components shows plugin-added components with their origin", 
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("samplers:") && Contains("fixture_sampler") && Contains("good_fixture") &&
                         Contains("transforms:") && Contains("postprocessors:"));
+}
+
+TEST_CASE("A zoo weights name whose file is missing exits 2 naming the file and its URL", "[cli][models]") {
+  TempDir dir;
+  write_file(dir / "v.yaml", "dataset_root: " + oml::test::fashion_mnist_subset().string() +
+                                 "\nlogs_root: " + (dir / "logs").string() +
+                                 "\nnum_threads: 1\nnum_workers: 1\nweights_dir: " + (dir / "zoo").string() +
+                                 "\ntransforms_val: {name: norm}\n"
+                                 "extractor: {name: vit, args: {arch: vits16, weights: vits16_sop}}\n");
+  const auto r = run_oml("oml-validate", "--config " + quote((dir / "v.yaml").string()));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err,
+             Contains((dir / "zoo" / "vits16_sop.ckpt").string()) &&
+                 Contains("https://oml.daloroserver.com/download/checkpoints/sop/vits16_sop_21e743.ckpt"));
+  check_clean_error(r);
 }

@@ -1,5 +1,6 @@
 #include "oml/models/vit.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@ namespace {
 namespace nn = torch::nn;
 
 constexpr double kLayerNormEps = 1e-6;  // DINO and DINOv2 both use LayerNorm(eps=1e-6)
+constexpr bool kFusedInference = true;
 
 ViTArch dino(const std::string& name, int64_t dim, int64_t heads, int64_t patch) {
   ViTArch a;
@@ -121,6 +123,16 @@ ViTBlockImpl::ViTBlockImpl(int64_t dim, int64_t num_heads, bool layer_scale) : n
 
 torch::Tensor ViTBlockImpl::attention(const torch::Tensor& x) {
   const int64_t batch = x.size(0), tokens = x.size(1), dim = x.size(2);
+  // Inference: ATen's fused multi-head attention (projections, scaled scores, softmax and the
+  // weighted sum in one call). It has no backward and no autocast rule, hence only without
+  // autograd and autocast, with the weights' dtype.
+  const bool fused = kFusedInference && !torch::GradMode::is_enabled() && !at::autocast::is_enabled() &&
+                     !at::autocast::is_cpu_enabled() && x.scalar_type() == qkv_->weight.scalar_type();
+  if (fused) {
+    return std::get<0>(at::_native_multi_head_attention(x, x, x, dim, num_heads_, qkv_->weight, qkv_->bias,
+                                                        proj_->weight, proj_->bias, {},
+                                                        /*need_weights=*/false));
+  }
   const int64_t head_dim = dim / num_heads_;
   // [B, N, 3, heads, head_dim] -> [3, B, heads, N, head_dim]
   const auto qkv = qkv_(x).reshape({batch, tokens, 3, num_heads_, head_dim}).permute({2, 0, 3, 1, 4});
