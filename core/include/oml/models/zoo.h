@@ -1,7 +1,7 @@
 #pragma once
 // OML's model zoo by name (`weights: vits16_dino`): which arch a name is for, the file it is
 // stored in and where OML publishes it. Files are looked up in a local weights folder and never
-// downloaded at run time (docs/models.md#zoo).
+// downloaded at run time (docs/models.md#zoo-weights-by-name).
 
 #include <filesystem>
 #include <optional>
