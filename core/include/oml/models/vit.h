@@ -21,7 +21,7 @@ namespace oml::models {
 /// `extractor: {name: vit, args: {arch: vits16, weights: vits16_dino, normalise_features: false}}`
 struct ViTOptions {
   std::string arch = "vits16";      ///< see vit_arch_names()
-  std::string weights;              ///< file, zoo name (docs/models.md#zoo-weights-by-name) or "" = random init
+  std::string weights;              ///< file, zoo name (docs/models.md#zoo-weights-by-name), "" = random
   bool normalise_features = false;  ///< divide embeddings by their (detached) L2 norm
   bool use_multi_scale = false;     ///< mean of the embeddings at scales 1, 1/sqrt(2), 1/2
 };
