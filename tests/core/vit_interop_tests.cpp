@@ -14,6 +14,7 @@
 #include "oml/common/error.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/torch_file.h"
+#include "oml/models/resnet.h"
 #include "oml/models/vit.h"
 #include "oml/models/zoo.h"
 #include "support/support.h"
@@ -226,6 +227,10 @@ TEST_CASE("Zoo names resolve in the weights folder, and a missing file names its
                                   "dino_deitsmall16_pretrain.pth"));
   }
   CHECK_THROWS_AS(make_vit("vits16", "vitb14_dinov2"), oml::ConfigError);  // another arch
+  oml::models::ResNetOptions resnet;
+  resnet.arch = "resnet18";
+  resnet.weights = "resnet18_imagenet1k_v1";
+  CHECK_THROWS_WITH(oml::models::ResNet(resnet), Contains((dir / "resnet18-f37072fd.pth").string()));
   CHECK_THROWS_WITH(make_vit("vits16", "vits16_dinoo"), Contains("did you mean 'vits16_dino'"));
 
   // The file under OML's name, and the published file under its own name, are both found.
