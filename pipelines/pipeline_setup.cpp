@@ -10,6 +10,7 @@
 #include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/io/state_dict.h"
 #include "oml/models/extractor.h"
+#include "oml/models/vit.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
 #include "oml/samplers/builtin_samplers.h"
@@ -130,7 +131,11 @@ std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& conf
 std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
                                                                 const RunContext& context) {
   auto extractor = build_extractor(config);
-  if (!config.weights.empty()) {
+  if (!config.weights.empty() && std::dynamic_pointer_cast<models::ViTImpl>(extractor)) {
+    // A DINO/DINOv2 file, an OML .ckpt, a zoo name or an oml-cpp checkpoint, as OML reads them.
+    std::dynamic_pointer_cast<models::ViTImpl>(extractor)->load_weights(config.weights);
+    log::info("loaded extractor weights from " + config.weights);
+  } else if (!config.weights.empty()) {
     if (!fs::exists(config.weights))
       config.source["weights"].fail("weights file '" + config.weights + "' does not exist");
     io::load_weights(*extractor, config.weights);

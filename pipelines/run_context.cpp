@@ -9,12 +9,14 @@
 #include "oml/distributed/device.h"
 #include "oml/distributed/launcher.h"
 #include "oml/distributed/process_group.h"
+#include "oml/models/zoo.h"
 #include "progress.h"
 
 namespace oml::pipelines {
 
 RunContext start_run(const config::RunConfig& config) {
   RunContext ctx;
+  models::set_weights_dir(config.weights_dir);
   ctx.world = distributed::world_from_environment();
   if (ctx.world.is_distributed()) {
     // The oml launcher prefixes every line itself; under torchrun/srun the rank says who it is.

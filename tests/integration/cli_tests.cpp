@@ -301,3 +301,18 @@ TEST_CASE("Listing components shows plugin-added components with their origin", 
   CHECK_THAT(r.out, Contains("samplers:") && Contains("fixture_sampler") && Contains("good_fixture") &&
                         Contains("transforms:") && Contains("postprocessors:"));
 }
+
+TEST_CASE("A zoo weights name whose file is missing exits 2 naming the file and its URL", "[cli][models]") {
+  TempDir dir;
+  write_file(dir / "v.yaml", "dataset_root: " + oml::test::fashion_mnist_subset().string() +
+                                 "\nlogs_root: " + (dir / "logs").string() +
+                                 "\nnum_threads: 1\nnum_workers: 1\nweights_dir: " + (dir / "zoo").string() +
+                                 "\ntransforms_val: {name: norm}\n"
+                                 "extractor: {name: vit, args: {arch: vits16, weights: vits16_sop}}\n");
+  const auto r = run_oml("oml-validate", "--config " + quote((dir / "v.yaml").string()));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err,
+             Contains((dir / "zoo" / "vits16_sop.ckpt").string()) &&
+                 Contains("https://oml.daloroserver.com/download/checkpoints/sop/vits16_sop_21e743.ckpt"));
+  check_clean_error(r);
+}

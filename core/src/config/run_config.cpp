@@ -137,7 +137,8 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
       .optional("embeddings", c.embeddings)
       .optional("data_dir", c.data_dir)
       .optional("save_dir", c.save_dir)
-      .optional("weights", c.weights);
+      .optional("weights", c.weights)
+      .optional("weights_dir", c.weights_dir);
   const std::vector<std::pair<const char*, std::optional<ComponentSpec>*>> components{
       {"transforms_train", &c.transforms_train},
       {"transforms_val", &c.transforms_val},

@@ -87,6 +87,31 @@ StateDict find_state_dict(const c10::IValue& content, const std::string& source)
   return out;
 }
 
+StateDict select_backbone(const StateDict& weights, const std::string& trial_key, const std::string& source) {
+  const std::string* best = nullptr;
+  for (const auto& kv : weights) {
+    if (!ends_with(kv.first, trial_key)) continue;
+    const std::string prefix = kv.first.substr(0, kv.first.size() - trial_key.size());
+    // `model.norm.bias` is a backbone's final norm; `blocks.0.xnorm.bias` is not.
+    if (!prefix.empty() && prefix.back() != '.') continue;
+    if (best == nullptr || kv.first.size() < best->size()) best = &kv.first;
+  }
+  if (best == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& kv : weights) names.push_back(kv.first);
+    DataError error(source + ": no backbone found: no key ends with '" + trial_key + "' (" +
+                    std::to_string(weights.size()) + " keys)");
+    error.add_context("its keys: " + listing(names, 8));
+    throw error;
+  }
+  const std::string prefix = best->substr(0, best->size() - trial_key.size());
+  StateDict out;
+  for (const auto& kv : weights) {
+    if (starts_with(kv.first, prefix)) out.emplace(kv.first.substr(prefix.size()), kv.second);
+  }
+  return out;
+}
+
 void load_state_dict(torch::nn::Module& module, StateDict weights, const std::string& source,
                      const LoadOptions& options) {
   StateDict expected = state_dict(module);

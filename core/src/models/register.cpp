@@ -8,6 +8,7 @@
 #include "oml/models/extractor_with_mlp.h"
 #include "oml/models/pairwise_model.h"
 #include "oml/models/resnet.h"
+#include "oml/models/vit.h"
 #include "oml/registry/registries.h"
 
 namespace oml::models {
@@ -40,6 +41,17 @@ void register_builtin_models(Registries& reg) {
         return ResNet(o).ptr();
       },
       "torchvision-compatible ResNet (resnet18..152), optional GeM pooling");
+  reg.extractors.add(
+      "vit",
+      [](const config::Node& args, const NoContext&) -> std::shared_ptr<Extractor> {
+        ViTOptions o;
+        config::MapReader r(args, "extractor 'vit' args");
+        r.optional("arch", o.arch).optional("weights", o.weights);
+        r.optional("normalise_features", o.normalise_features).optional("use_multi_scale", o.use_multi_scale);
+        r.finish();
+        return ViT(o).ptr();
+      },
+      "DINO / DINOv2 vision transformer as OML's ViTExtractor (vits16, vits14_reg, ...); OML's zoo weights");
   reg.extractors.add(
       "conv_net",
       [](const config::Node& args, const NoContext&) -> std::shared_ptr<Extractor> {
@@ -108,7 +120,9 @@ void register_builtin_models(Registries& reg) {
         std::string weights;
         config::MapReader r(args, "pairwise model 'concat_siamese' args");
         auto extractor = nested_extractor(r, "concat_siamese");
-        r.optional("mlp_hidden_dims", hidden).optional("use_tta_swap", "use_tta", tta).optional("weights", weights);
+        r.optional("mlp_hidden_dims", hidden)
+            .optional("use_tta_swap", "use_tta", tta)
+            .optional("weights", weights);
         r.finish();
         auto model = ConcatSiamese(extractor, hidden, tta).ptr();
         maybe_load(*model, weights);

@@ -4,6 +4,7 @@
 
 #include "oml/common/error.h"
 #include "oml/io/state_dict.h"
+#include "oml/models/zoo.h"
 
 namespace oml::models {
 namespace {
@@ -117,7 +118,7 @@ ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
     io::LoadOptions load;
     // A classifier checkpoint (e.g. torchvision's ImageNet weights) fits a model without fc.
     if (options_.remove_fc) load.ignore_prefixes.push_back("fc.");
-    io::load_weights(*this, options_.weights, load);
+    io::load_weights(*this, resolve_weights(options_.weights, "resnet", options_.arch), load);
   }
 }
 

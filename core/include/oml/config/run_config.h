@@ -92,6 +92,9 @@ struct RunConfig {
   std::string data_dir;    ///< prediction input folder
   std::string save_dir;    ///< prediction output folder
   std::string weights;     ///< checkpoint for validation / prediction
+  /// Folder where zoo names (`weights: vits16_dino`) are looked up; "" = $OML_WEIGHTS_DIR, else
+  /// ~/.cache/oml (oml/models/zoo.h).
+  std::string weights_dir;
 
   Node source;  ///< the resolved root node, for messages from later stages
 };

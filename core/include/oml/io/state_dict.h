@@ -25,6 +25,13 @@ StateDict state_dict(const torch::nn::Module& module);
 /// its `state_dict` entry (oml-cpp checkpoints, Lightning checkpoints). DataError otherwise.
 StateDict find_state_dict(const c10::IValue& content, const std::string& source);
 
+/// The backbone inside a weights file, found as OML finds it (`find_prefix_in_state_dict`): the
+/// prefix is what precedes `trial_key` in the shortest key that ends with it (e.g. `model.model.`
+/// before `norm.bias` in an OML .ckpt, "" in a published DINO file). Entries under the prefix are
+/// returned without it; the rest (criterion, heads) is dropped. DataError naming `source` and
+/// listing a few of its keys when no key ends with `trial_key`.
+StateDict select_backbone(const StateDict& weights, const std::string& trial_key, const std::string& source);
+
 struct LoadOptions {
   /// Names starting with one of these are dropped from the file before matching
   /// (e.g. "fc." when loading a classifier into a resnet without fc).

@@ -22,7 +22,7 @@ struct ResNetOptions {
   bool remove_fc = true;            ///< embeddings = pooled features (512 or 2048-d)
   bool normalise_features = false;  ///< divide embeddings by their (detached) L2 norm
   int64_t num_classes = 1000;       ///< fc outputs when remove_fc is false
-  std::string weights;              ///< checkpoint or torch.save file to load ("" = random init)
+  std::string weights;              ///< file or zoo name (resnet50_imagenet1k_v1, ...); "" = random init
 };
 
 class ResNetImpl : public Extractor {

@@ -1,0 +1,40 @@
+// ViT inference throughput (fp32, no gradient, eval mode) on this machine's CPU; the Python
+// counterpart is bench/vit_inference_python.py (same network, same batches).
+//
+//   bench_vit_inference [threads] [arch] [batch] [batches] [size]
+//
+// Defaults: all cores, vits16, batch 16, 4 timed batches (after one warm-up), 224 px. Prints
+// images/s of ViTImpl::forward on random images.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "oml/common/runtime.h"
+#include "oml/models/vit.h"
+
+int main(int argc, char** argv) {
+  oml::tune_allocator();  // as every oml-* command does
+  const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
+  const std::string arch = argc > 2 ? argv[2] : "vits16";
+  const int64_t batch = argc > 3 ? std::atoll(argv[3]) : 16;
+  const int batches = argc > 4 ? std::atoi(argv[4]) : 4;
+  const int64_t size = argc > 5 ? std::atoll(argv[5]) : 224;
+  torch::manual_seed(0);
+  oml::models::ViTOptions options;
+  options.arch = arch;
+  oml::models::ViT model(options);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const auto images = torch::randn({batch, 3, size, size});
+  model->forward(images);  // warm-up
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < batches; ++i) model->forward(images);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("oml-cpp %s fp32 inference, %lldx3x%lldx%lld, %d threads (%s): %.2f images/s\n", arch.c_str(),
+              static_cast<long long>(batch), static_cast<long long>(size), static_cast<long long>(size),
+              threads, oml::blas_backend().c_str(), static_cast<double>(batch * batches) / seconds);
+  return 0;
+}

@@ -1,0 +1,147 @@
+#include "oml/models/zoo.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "oml/common/error.h"
+#include "oml/common/strings.h"
+
+namespace oml::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kFacebook = "https://dl.fbaipublicfiles.com";
+const std::string kOmlStorage = "https://oml.daloroserver.com/download/checkpoints";
+const std::string kTorchvision = "https://download.pytorch.org/models";
+
+std::vector<ZooEntry> make_entries() {
+  std::vector<ZooEntry> out = {
+      // DINO (MetaAI), ImageNet self-supervised.
+      {"vits16_dino", "vit", "vits16", "vits16_dino.ckpt",
+       kFacebook + "/dino/dino_deitsmall16_pretrain/dino_deitsmall16_pretrain.pth", "cf0f22"},
+      {"vits8_dino", "vit", "vits8", "vits8_dino.ckpt",
+       kFacebook + "/dino/dino_deitsmall8_pretrain/dino_deitsmall8_pretrain.pth", "230cd5"},
+      {"vitb16_dino", "vit", "vitb16", "vitb16_dino.ckpt",
+       kFacebook + "/dino/dino_vitbase16_pretrain/dino_vitbase16_pretrain.pth", "552daf"},
+      {"vitb8_dino", "vit", "vitb8", "vitb8_dino.ckpt",
+       kFacebook + "/dino/dino_vitbase8_pretrain/dino_vitbase8_pretrain.pth", "556550"},
+      // DINOv2 (MetaAI), LVD-142M.
+      {"vits14_dinov2", "vit", "vits14", "dinov2_vits14.ckpt",
+       kFacebook + "/dinov2/dinov2_vits14/dinov2_vits14_pretrain.pth", "2e405c"},
+      {"vits14_reg_dinov2", "vit", "vits14_reg", "dinov2_vits14_reg4.ckpt",
+       kFacebook + "/dinov2/dinov2_vits14/dinov2_vits14_reg4_pretrain.pth", "2a50c5"},
+      {"vitb14_dinov2", "vit", "vitb14", "dinov2_vitb14.ckpt",
+       kFacebook + "/dinov2/dinov2_vitb14/dinov2_vitb14_pretrain.pth", "8635e7"},
+      {"vitb14_reg_dinov2", "vit", "vitb14_reg", "dinov2_vitb14_reg4.ckpt",
+       kFacebook + "/dinov2/dinov2_vitb14/dinov2_vitb14_reg4_pretrain.pth", "13d13c"},
+      {"vitl14_dinov2", "vit", "vitl14", "dinov2_vitl14.ckpt",
+       kFacebook + "/dinov2/dinov2_vitl14/dinov2_vitl14_pretrain.pth", "19a02c"},
+      {"vitl14_reg_dinov2", "vit", "vitl14_reg", "dinov2_vitl14_reg4.ckpt",
+       kFacebook + "/dinov2/dinov2_vitl14/dinov2_vitl14_reg4_pretrain.pth", "8b6364"},
+      // OML's fine-tuned checkpoints (Lightning .ckpt files).
+      {"vits16_inshop", "vit", "vits16", "vits16_inshop.ckpt",
+       kOmlStorage + "/inshop/vits16_inshop_a76b85.ckpt", "a76b85"},
+      {"vits16_sop", "vit", "vits16", "vits16_sop.ckpt", kOmlStorage + "/sop/vits16_sop_21e743.ckpt",
+       "21e743"},
+      {"vits16_cub", "vit", "vits16", "vits16_cub.ckpt", kOmlStorage + "/cub/vits16_cub.ckpt", "e82633"},
+      {"vits16_cars", "vit", "vits16", "vits16_cars.ckpt", kOmlStorage + "/cars/vits16_cars.ckpt", "9f1e59"},
+  };
+  // torchvision's ImageNet classifiers (OML fetches them through torchvision; the file name
+  // carries torchvision's own hash prefix).
+  for (const auto& [arch, file] :
+       std::vector<std::pair<std::string, std::string>>{{"resnet18", "resnet18-f37072fd.pth"},
+                                                        {"resnet34", "resnet34-b627a593.pth"},
+                                                        {"resnet50", "resnet50-0676ba61.pth"},
+                                                        {"resnet101", "resnet101-63fe2227.pth"},
+                                                        {"resnet152", "resnet152-394f9c45.pth"}}) {
+    out.push_back({arch + "_imagenet1k_v1", "resnet", arch, file, kTorchvision + "/" + file, ""});
+  }
+  return out;
+}
+
+std::mutex& dir_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+fs::path& configured_dir() {
+  static fs::path dir;
+  return dir;
+}
+
+fs::path default_weights_dir() {
+  if (const char* env = std::getenv("OML_WEIGHTS_DIR"); env != nullptr && *env != '\0') return env;
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return fs::path(home) / ".cache" / "oml";
+  }
+  return fs::path(".cache") / "oml";
+}
+
+}  // namespace
+
+const std::vector<ZooEntry>& zoo_entries() {
+  static const std::vector<ZooEntry> entries = make_entries();
+  return entries;
+}
+
+std::optional<ZooEntry> find_zoo_entry(const std::string& name) {
+  for (const auto& entry : zoo_entries()) {
+    if (entry.name == name) return entry;
+  }
+  return std::nullopt;
+}
+
+fs::path weights_dir() {
+  std::lock_guard<std::mutex> lock(dir_mutex());
+  return configured_dir().empty() ? default_weights_dir() : configured_dir();
+}
+
+void set_weights_dir(const fs::path& dir) {
+  std::lock_guard<std::mutex> lock(dir_mutex());
+  const std::string text = dir.string();
+  const char* home = std::getenv("HOME");
+  // `weights_dir: ~/models` as a shell would read it.
+  if (home != nullptr && (text == "~" || starts_with(text, "~/"))) {
+    configured_dir() = fs::path(home) / text.substr(text == "~" ? 1 : 2);
+  } else {
+    configured_dir() = dir;
+  }
+}
+
+std::string resolve_weights(const std::string& weights, const std::string& extractor,
+                            const std::string& arch) {
+  if (weights.empty()) return weights;
+  const auto entry = find_zoo_entry(weights);
+  if (!entry) {
+    // A path; a bare word that names no file is most likely a misspelt zoo name.
+    if (weights.find('/') == std::string::npos && !fs::exists(weights)) {
+      std::vector<std::string> names;
+      for (const auto& e : zoo_entries()) {
+        if (e.extractor == extractor) names.push_back(e.name);
+      }
+      throw DataError("weights '" + weights + "': no such file, and not a zoo name for " + extractor +
+                      did_you_mean(weights, names) + " (zoo names: " + join(names) + ")");
+    }
+    return weights;  // the loader reports a missing file with its name
+  }
+  OML_CHECK(entry->extractor == extractor, ConfigError, "weights '", weights, "' are for extractor '",
+            entry->extractor, "', not '", extractor, "'");
+  OML_CHECK(entry->arch == arch, ConfigError, "weights '", weights, "' are for arch ", entry->arch,
+            ", but arch is ", arch, "; set arch: ", entry->arch);
+  const fs::path dir = weights_dir();
+  const std::string url_file = entry->url.substr(entry->url.rfind('/') + 1);
+  for (const fs::path& candidate :
+       {dir / entry->file, dir / "torch" / "checkpoints" / entry->file, dir / url_file}) {
+    if (fs::is_regular_file(candidate)) return candidate.string();
+  }
+  DataError error("weights '" + weights + "': file " + (dir / entry->file).string() +
+                  " not found (oml-cpp never downloads; the weights folder is the config's weights_dir, "
+                  "else $OML_WEIGHTS_DIR, else ~/.cache/oml)");
+  error.add_context("download it from " + entry->url + ", e.g. curl -L -o " + (dir / entry->file).string() +
+                    " " + entry->url);
+  if (!entry->md5.empty()) error.add_context("OML checks that its md5 starts with " + entry->md5);
+  throw error;
+}
+
+}  // namespace oml::models
