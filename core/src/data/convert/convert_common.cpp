@@ -248,6 +248,9 @@ ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
   io::write_file_atomic(df_path, csv.str());
   // The converter's own output must pass every rule a user's dataframe must pass.
   Dataframe::read(df_path);
+  // OML's copies of the datasets with boxes name that dataframe df_with_bboxes.csv and OML's
+  // recipes ask for it by that name: the same file under both names.
+  if (has_bbox) fs::create_hard_link(df_path, staging_ / "df_with_bboxes.csv");
   io::write_file_atomic(staging_ / kConvertMarker, "written by oml-convert from " + options_.src.string() +
                                                        "; oml-convert may replace this folder as a whole\n");
   io::replace_directory(staging_, options_.dst);
