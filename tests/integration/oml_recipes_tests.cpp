@@ -1,0 +1,113 @@
+// The shipped benchmark recipes are OML's own configs with the lines docs/recipes.md lists
+// changed: each trains (train_extractor.yaml) and validates (validate_extractor.yaml) end to
+// end with zoo weights from a weights folder. The data is the Fashion-MNIST subset under the
+// recipes' dataframe names with a category column; only sizes that would take minutes on CI
+// are turned down on the command line (epochs, batch sizes, loader threads).
+#include <torch/torch.h>
+
+#include "oml/io/state_dict.h"
+#include "oml/io/torch_file.h"
+#include "oml/models/vit.h"
+#include "oml/models/zoo.h"
+#include "pipeline_fixtures.h"
+
+using Catch::Matchers::Contains;
+using oml::test::quote;
+using oml::test::read_file;
+using oml::test::run_oml;
+using oml::test::TempDir;
+using oml::test::write_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The subset's dataframe with a category per label (label % 5: SOP and InShop sample whole
+// categories), under both names the recipes read; the images are the subset's own.
+fs::path dataset_with_categories(const fs::path& root) {
+  const fs::path subset = oml::test::fashion_mnist_subset();
+  fs::create_directories(root);
+  fs::create_directory_symlink(subset / "images", root / "images");
+  std::istringstream in(read_file(subset / "df.csv"));
+  std::string line, out;
+  std::getline(in, line);
+  out = line + ",category\n";
+  while (std::getline(in, line)) {
+    const int64_t label = std::stoll(line.substr(0, line.find(',')));
+    out += line + ",c" + std::to_string(label % 5) + "\n";
+  }
+  write_file(root / "df.csv", out);
+  write_file(root / "df_with_bboxes.csv", out);
+  return root;
+}
+
+// Random vits16 weights saved under the zoo file of each name, as a published state dict.
+void write_zoo_files(const fs::path& dir, const std::vector<std::string>& names) {
+  torch::manual_seed(11);
+  oml::models::ViTOptions options;
+  options.arch = "vits16";
+  const oml::models::ViT model(options);
+  c10::Dict<std::string, at::Tensor> weights;
+  for (const auto& [name, tensor] : oml::io::state_dict(*model)) weights.insert(name, tensor);
+  for (const auto& name : names) {
+    const auto entry = oml::models::find_zoo_entry(name);
+    REQUIRE(entry);
+    oml::io::write_torch_file(dir / entry->file, weights);
+  }
+}
+
+std::vector<fs::path> files_named(const fs::path& root, const std::string& name) {
+  std::vector<fs::path> out;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.path().filename() == name) out.push_back(entry.path());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("OML's recipes as shipped train and validate with zoo weights", "[integration][recipes]") {
+  TempDir dir;
+  const fs::path data = dataset_with_categories(dir / "data");
+  const fs::path weights = dir / "weights";
+  fs::create_directories(weights);
+  write_zoo_files(weights, {"vits16_dino", "vits16_cub", "vits16_cars", "vits16_sop", "vits16_inshop"});
+  // Sizes only: the subset has 10 labels in 5 categories, and CI has 2 cores.
+  const std::map<std::string, std::string> sampler = {
+      {"cub", "--set sampler.args.n_labels=3 --set sampler.args.n_instances=2"},
+      {"cars", "--set sampler.args.n_labels=3 --set sampler.args.n_instances=2"},
+      {"sop", "--set sampler.args.n_categories=2 --set sampler.args.n_labels=2 --set sampler.args.n_instances=2"},
+      {"inshop",
+       "--set sampler.args.n_categories=2 --set sampler.args.n_labels=2 --set sampler.args.n_instances=2"}};
+  for (const auto& [recipe, sampler_sizes] : sampler) {
+    INFO("configs/" << recipe);
+    const std::string common = " --set dataset_root=" + quote(data.string()) +
+                               " --set weights_dir=" + quote(weights.string()) +
+                               " --set num_workers=1 --set bs_val=32 --progress quiet";
+    const fs::path logs = dir / ("logs_" + recipe);
+    const auto train = run_oml(
+        "oml-train", "--config " + quote(oml::test::source_path("configs/" + recipe + "/train_extractor.yaml")) +
+                         common + " --set logs_root=" + quote(logs.string()) + " --set max_epochs=1 " +
+                         sampler_sizes);
+    INFO(train.err);
+    REQUIRE(train.exit_code == 0);
+    // OML's run folder: hydra.run.dir = ${logs_root}/${logs_folder}/, logs_folder = <now>_<postfix>.
+    const auto metrics = files_named(logs, "metrics.jsonl");
+    REQUIRE(metrics.size() == 1);
+    CHECK_THAT(metrics[0].parent_path().filename().string(), Contains("_metric_learning"));
+    CHECK_THAT(read_file(metrics[0]), Contains("OVERALL/cmc/1"));
+    const auto best = files_named(logs, "best.ckpt");
+    REQUIRE(best.size() == 1);
+
+    // OML's fine-tuned zoo model, then our own checkpoint in its place.
+    const std::string validate =
+        "--config " + quote(oml::test::source_path("configs/" + recipe + "/validate_extractor.yaml")) + common +
+        " --set logs_root=" + quote((dir / ("validation_" + recipe)).string());
+    const auto zoo = run_oml("oml-validate", validate);
+    INFO(zoo.err);
+    CHECK(zoo.exit_code == 0);
+    const auto own = run_oml("oml-validate", validate + " --set extractor.args.weights=" + quote(best[0].string()));
+    INFO(own.err);
+    CHECK(own.exit_code == 0);
+    CHECK_THAT(own.out + own.err, Contains("cmc/1"));
+  }
+}
