@@ -106,6 +106,16 @@ class Supervisor {
     }
   }
 
+  // One heartbeat (kHeartbeatKeyPrefix): a bounded call, and none once the store is lost.
+  void beat(int node_rank) {
+    if (store_.lost()) return;
+    try {
+      store_.add(kHeartbeatKeyPrefix + std::to_string(node_rank), 1);
+    } catch (...) {
+      // the store is lost now; the ranks find out by themselves and say so
+    }
+  }
+
   LaunchResult result() const {
     LaunchResult result;
     if (report_ && !stuck_.empty()) {
@@ -125,6 +135,7 @@ class Supervisor {
       if (others > 0) {
         result.message += "; the other " + std::to_string(others) + " rank(s) on this machine were stopped";
       }
+      if (store_.lost()) result.message += "; the rendezvous store no longer answers this machine";
     } else if (interrupted_by_ != 0) {
       result.exit_code = 128 + interrupted_by_;
       result.message =
@@ -255,14 +266,27 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
                       {kPrefixedByLauncher, "1"}}});
     specs.back().env.insert(shared_env.begin(), shared_env.end());
   }
+  // While the ranks run, no store call may block this loop for long: the store may end up
+  // behind a dead link (c10d_adapter.h). The first heartbeat goes out before any rank starts.
+  store->set_call_bound(std::chrono::milliseconds(kAfterFailureBoundMs));
+  try {
+    store->add(kHeartbeatKeyPrefix + std::to_string(options.node_rank), 1);
+  } catch (const std::exception&) {
+    // the ranks will find the store gone and say so
+  }
   WorkerGroup workers(specs);
   Supervisor supervisor(workers, *store,
                         std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000)));
+  auto next_beat = Clock::now() + std::chrono::milliseconds(kHeartbeatPeriodMs);
   while (workers.active()) {
     workers.forward_output(signals.fd(), std::chrono::milliseconds(100));
     while (const auto signo = signals.next()) supervisor.on_signal(*signo);
     supervisor.on_exits(workers.reap());
     supervisor.on_tick();
+    if (Clock::now() >= next_beat) {
+      supervisor.beat(options.node_rank);
+      next_beat = Clock::now() + std::chrono::milliseconds(kHeartbeatPeriodMs);
+    }
   }
   return supervisor.result();
 }
