@@ -337,3 +337,70 @@ TEST_CASE("oml-validate and oml-predict across 2 nodes equal one process", "[mul
   CHECK(read_file(dir / "p1" / "embeddings.csv") == read_file(dir / "p2" / "embeddings.csv"));
   CHECK(hosts.wait_until_empty(5).empty());
 }
+
+TEST_CASE(
+    "A link cut during training ends every node within ddp.timeout_s + 30 s, naming the cut-off machine",
+    "[multihost][ddp][integration]") {
+  OML_REQUIRE_NAMESPACES();
+  TempDir dir;
+  Hosts hosts(2);
+  const auto nodes = run_nodes(hosts, dir, every_node("oml-train", 2, 1, long_training(dir)),
+                               Fault{"[ -f " + quote(last_ckpt(dir)) + " ]", hosts.cut_link(1)}, 150);
+  INFO(describe(nodes));
+  check_every_node_failed_in_time(nodes);
+  // Node 0 still has the store: it names the machine whose heartbeat stopped.
+  CHECK_THAT(nodes[0].err,
+             Contains("[rank 0] oml-train: distributed error: rank 0: ") &&
+                 Contains(" timed out after 10 s (ddp.timeout_s): node 1 (rank 1) stopped answering"));
+  // Node 1 lost the store with the link.
+  CHECK_THAT(nodes[1].err,
+             Contains("[rank 1] oml-train: distributed error: rank 1: ") &&
+                 Contains("and the rendezvous store at 192.0.2.1:29500 (hosted by node 0's launcher) "
+                          "does not answer: node 0 is down or unreachable from this machine"));
+  CHECK_THAT(nodes[1].err, Contains("the rendezvous store no longer answers this machine"));
+  CHECK(hosts.wait_until_empty(5).empty());
+  check_last_ckpt_loads(dir);
+}
+
+TEST_CASE("The store host killed with SIGKILL ends the other 2 of 3 nodes, naming the lost store",
+          "[multihost][ddp][integration]") {
+  OML_REQUIRE_NAMESPACES();
+  TempDir dir;
+  Hosts hosts(3);
+  const auto nodes = run_nodes(hosts, dir, every_node("oml-train", 3, 1, long_training(dir)),
+                               Fault{"[ -f " + quote(last_ckpt(dir)) + " ]", hosts.kill_host(0)}, 150);
+  INFO(describe(nodes));
+  CHECK(nodes[0].exit_code == 128 + 9);
+  for (int i : {1, 2}) {
+    INFO("node " << i);
+    CHECK(nodes[i].exit_code == 1);
+    CHECK(nodes[i].seconds <= kTimeoutS + 30);
+    CHECK_THAT(nodes[i].err,
+               Contains("[rank " + std::to_string(i) + "] oml-train: distributed error: rank " +
+                        std::to_string(i) + ": ") &&
+                   Contains("the rendezvous store at 192.0.2.1:29500 (hosted by node 0's launcher) "
+                            "does not answer: node 0 is down or unreachable from this machine"));
+  }
+  CHECK(hosts.wait_until_empty(5).empty());
+  check_last_ckpt_loads(dir);
+}
+
+TEST_CASE("A node that never starts makes the rendezvous time out naming the missing node",
+          "[multihost][ddp][integration]") {
+  OML_REQUIRE_NAMESPACES();
+  TempDir dir;
+  Hosts hosts(2);
+  auto commands = every_node("oml-train", 2, 2, long_training(dir));
+  commands[1].clear();  // node 1 never starts
+  const auto nodes = run_nodes(hosts, dir, commands, std::nullopt, 150);
+  INFO(describe(nodes));
+  CHECK(nodes[0].exit_code == 1);
+  CHECK(nodes[0].seconds <= kTimeoutS + 30);
+  for (int rank : {0, 1}) {
+    CHECK_THAT(nodes[0].err,
+               Contains("[rank " + std::to_string(rank) + "] oml-train: distributed error: rank " +
+                        std::to_string(rank) + ": rendezvous of 4 ranks through 192.0.2.1:29500 failed") &&
+                   Contains("node 1 (ranks 2, 3) never arrived"));
+  }
+  CHECK(hosts.wait_until_empty(5).empty());
+}

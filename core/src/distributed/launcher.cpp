@@ -15,6 +15,7 @@
 #include "oml/common/logging.h"
 #include "oml/distributed/detail/failure_record.h"
 #include "oml/distributed/process_group.h"
+#include "store_keys.h"
 #include "worker_group.h"
 
 namespace oml::distributed {
@@ -106,11 +107,11 @@ class Supervisor {
     }
   }
 
-  // One heartbeat (kHeartbeatKeyPrefix): a bounded call, and none once the store is lost.
+  // One heartbeat (detail::kHeartbeatKeyPrefix): a bounded call, and none once the store is lost.
   void beat(int node_rank) {
     if (store_.lost()) return;
     try {
-      store_.add(kHeartbeatKeyPrefix + std::to_string(node_rank), 1);
+      store_.add(detail::kHeartbeatKeyPrefix + std::to_string(node_rank), 1);
     } catch (...) {
       // the store is lost now; the ranks find out by themselves and say so
     }
@@ -268,16 +269,16 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
   }
   // While the ranks run, no store call may block this loop for long: the store may end up
   // behind a dead link (c10d_adapter.h). The first heartbeat goes out before any rank starts.
-  store->set_call_bound(std::chrono::milliseconds(kAfterFailureBoundMs));
+  store->set_call_bound(std::chrono::milliseconds(detail::kAfterFailureBoundMs));
   try {
-    store->add(kHeartbeatKeyPrefix + std::to_string(options.node_rank), 1);
+    store->add(detail::kHeartbeatKeyPrefix + std::to_string(options.node_rank), 1);
   } catch (const std::exception&) {
     // the ranks will find the store gone and say so
   }
   WorkerGroup workers(specs);
   Supervisor supervisor(workers, *store,
                         std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000)));
-  auto next_beat = Clock::now() + std::chrono::milliseconds(kHeartbeatPeriodMs);
+  auto next_beat = Clock::now() + std::chrono::milliseconds(detail::kHeartbeatPeriodMs);
   while (workers.active()) {
     workers.forward_output(signals.fd(), std::chrono::milliseconds(100));
     while (const auto signo = signals.next()) supervisor.on_signal(*signo);
@@ -285,7 +286,7 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
     supervisor.on_tick();
     if (Clock::now() >= next_beat) {
       supervisor.beat(options.node_rank);
-      next_beat = Clock::now() + std::chrono::milliseconds(kHeartbeatPeriodMs);
+      next_beat = Clock::now() + std::chrono::milliseconds(detail::kHeartbeatPeriodMs);
     }
   }
   return supervisor.result();

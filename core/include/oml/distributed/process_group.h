@@ -20,7 +20,6 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,16 +114,6 @@ class ProcessGroup {
   void run_collective(const std::string& what, const std::function<detail::C10dWork()>& launch);
   struct Gathered;
   Gathered gather_rows(const at::Tensor& tensor);
-  /// After a failure: how long any one store call may take (min(3 s, timeout_s)).
-  std::chrono::milliseconds after_failure_bound() const;
-  /// Leaves the note that this rank timed out waiting (kTimeoutKeyPrefix); best effort.
-  void record_timeout(const std::string& timed_out) const;
-  /// Each machine's launcher heartbeat counter (kHeartbeatKeyPrefix), when every machine has one.
-  std::optional<std::vector<int64_t>> heartbeats() const;
-  /// ": rank 3 never arrived (...)" after a failed rendezvous, from the arrival notes.
-  std::string missing_ranks() const;
-  /// "node 1 (ranks 2, 3), rank 5": whole machines named as such.
-  std::string describe_ranks(const std::vector<int>& ranks) const;
 
   World world_;
   GroupOptions options_;
@@ -142,20 +131,5 @@ inline constexpr const char* kFailureKey = "oml/failure";
 /// others and is not the cause. The launcher names the local ranks that set no such key and still
 /// run when it stops them: the stuck ones.
 inline constexpr const char* kTimeoutKeyPrefix = "oml/timed_out/";
-
-/// Store key every rank sets (+ its rank) before the Gloo rendezvous, so that a rendezvous that
-/// times out names the ranks that never arrived.
-inline constexpr const char* kArrivedKeyPrefix = "oml/arrived/";
-
-/// Store key (+ the machine's --node-rank) of a counter oml's launcher increments every
-/// kHeartbeatPeriodMs while its ranks run. A rank whose collective failed without a failure
-/// record watches the counters for a few seconds: machines whose counter stands still no longer
-/// reach the store (network cut, machine down) and are named as the cause.
-inline constexpr const char* kHeartbeatKeyPrefix = "oml/heartbeat/node";
-inline constexpr int kHeartbeatPeriodMs = 500;
-
-/// After a failure, every store call a rank or launcher makes gives up after this long (or
-/// ddp.timeout_s when shorter): the store may sit behind a dead link.
-inline constexpr int kAfterFailureBoundMs = 3000;
 
 }  // namespace oml::distributed
