@@ -181,7 +181,11 @@ std::string describe(const std::vector<NodeEnd>& nodes) {
 std::vector<NodeEnd> run_nodes(const Hosts& hosts, const fs::path& dir,
                                const std::vector<std::string>& commands,
                                const std::optional<Fault>& fault = std::nullopt, int limit_s = 240) {
-  const std::string d = quote(dir.string());
+  // A fresh folder per call for the nodes' output and end times.
+  static std::atomic<int> calls{0};
+  const fs::path nodes_dir = dir / ("nodes" + std::to_string(calls++));
+  fs::create_directories(nodes_dir);
+  const std::string d = quote(nodes_dir.string());
   std::string script = "date +%s%N > " + d + "/t_start\n";
   for (std::size_t i = 0; i < commands.size(); ++i) {
     if (commands[i].empty()) continue;
@@ -201,15 +205,15 @@ std::vector<NodeEnd> run_nodes(const Hosts& hosts, const fs::path& dir,
     if (in >> value) return value;
     return std::nullopt;
   };
-  const auto t0 = read_ns(dir / (fault ? "t_fault" : "t_start"));
+  const auto t0 = read_ns(nodes_dir / (fault ? "t_fault" : "t_start"));
   std::vector<NodeEnd> nodes(commands.size());
   for (std::size_t i = 0; i < commands.size(); ++i) {
     if (commands[i].empty()) continue;
     const std::string n = std::to_string(i);
     NodeEnd& node = nodes[i];
-    if (fs::exists(dir / ("out" + n))) node.out = read_file(dir / ("out" + n));
-    if (fs::exists(dir / ("err" + n))) node.err = read_file(dir / ("err" + n));
-    std::ifstream end(dir / ("end" + n));
+    if (fs::exists(nodes_dir / ("out" + n))) node.out = read_file(nodes_dir / ("out" + n));
+    if (fs::exists(nodes_dir / ("err" + n))) node.err = read_file(nodes_dir / ("err" + n));
+    std::ifstream end(nodes_dir / ("end" + n));
     int code = 0;
     long long t = 0;
     if (end >> code >> t) {
@@ -286,7 +290,7 @@ TEST_CASE("2 nodes x 1 and x 2 ranks train to the validation metrics of one node
 
     Hosts hosts(2);
     const auto nodes =
-        run_nodes(hosts, dir, every_node("oml-train", 2, per_node, config + " --set run_name=two"));
+        run_nodes(hosts, dir.path(), every_node("oml-train", 2, per_node, config + " --set run_name=two"));
     INFO(describe(nodes));
     REQUIRE(nodes[0].exit_code == 0);
     REQUIRE(nodes[1].exit_code == 0);
@@ -319,14 +323,15 @@ TEST_CASE("oml-validate and oml-predict across 2 nodes equal one process", "[mul
   REQUIRE(p1.exit_code == 0);
 
   Hosts hosts(2);
-  auto nodes = run_nodes(hosts, dir, every_node("oml-validate", 2, 1, config + " --set run_name=two"));
+  auto nodes = run_nodes(hosts, dir.path(), every_node("oml-validate", 2, 1, config + " --set run_name=two"));
   INFO(describe(nodes));
   REQUIRE(nodes[0].exit_code == 0);
   REQUIRE(nodes[1].exit_code == 0);
   check_same_metrics(metrics_json(dir / "logs" / "one" / "metrics.json"),
                      metrics_json(dir / "logs" / "two" / "metrics.json"));
 
-  nodes = run_nodes(hosts, dir, every_node("oml-predict", 2, 1, predict + quote((dir / "p2").string())));
+  nodes =
+      run_nodes(hosts, dir.path(), every_node("oml-predict", 2, 1, predict + quote((dir / "p2").string())));
   INFO(describe(nodes));
   REQUIRE(nodes[0].exit_code == 0);
   REQUIRE(nodes[1].exit_code == 0);
@@ -344,7 +349,7 @@ TEST_CASE(
   OML_REQUIRE_NAMESPACES();
   TempDir dir;
   Hosts hosts(2);
-  const auto nodes = run_nodes(hosts, dir, every_node("oml-train", 2, 1, long_training(dir)),
+  const auto nodes = run_nodes(hosts, dir.path(), every_node("oml-train", 2, 1, long_training(dir)),
                                Fault{"[ -f " + quote(last_ckpt(dir)) + " ]", hosts.cut_link(1)}, 150);
   INFO(describe(nodes));
   check_every_node_failed_in_time(nodes);
@@ -367,7 +372,7 @@ TEST_CASE("The store host killed with SIGKILL ends the other 2 of 3 nodes, namin
   OML_REQUIRE_NAMESPACES();
   TempDir dir;
   Hosts hosts(3);
-  const auto nodes = run_nodes(hosts, dir, every_node("oml-train", 3, 1, long_training(dir)),
+  const auto nodes = run_nodes(hosts, dir.path(), every_node("oml-train", 3, 1, long_training(dir)),
                                Fault{"[ -f " + quote(last_ckpt(dir)) + " ]", hosts.kill_host(0)}, 150);
   INFO(describe(nodes));
   CHECK(nodes[0].exit_code == 128 + 9);
@@ -392,7 +397,7 @@ TEST_CASE("A node that never starts makes the rendezvous time out naming the mis
   Hosts hosts(2);
   auto commands = every_node("oml-train", 2, 2, long_training(dir));
   commands[1].clear();  // node 1 never starts
-  const auto nodes = run_nodes(hosts, dir, commands, std::nullopt, 150);
+  const auto nodes = run_nodes(hosts, dir.path(), commands, std::nullopt, 150);
   INFO(describe(nodes));
   CHECK(nodes[0].exit_code == 1);
   CHECK(nodes[0].seconds <= kTimeoutS + 30);

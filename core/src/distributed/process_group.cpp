@@ -317,10 +317,9 @@ void ProcessGroup::fail(const std::string& what, const std::string& cause) const
         " (hosted by node 0's launcher) does not answer: node 0 is down or unreachable from this machine";
   } else if (!silent_ranks.empty()) {
     record_timeout(store_.get(), world_.rank, timed_out);
-    message =
-        me + ": " + failed + ": " + describe_ranks(world_, silent_ranks) +
-        " stopped answering: its launcher no longer reaches the rendezvous store (network cut or machine "
-        "down)";
+    message = me + ": " + failed + ": " + describe_ranks(world_, silent_ranks) +
+              " stopped answering: the launcher there no longer reaches the rendezvous store (network cut or "
+              "machine down)";
   } else if (looks_like_timeout(cause)) {
     record_timeout(store_.get(), world_.rank, timed_out);
     message = me + ": " + timed_out +
