@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -224,6 +225,17 @@ std::vector<NodeEnd> run_nodes(const Hosts& hosts, const fs::path& dir,
   return nodes;
 }
 
+// One line on stdout per fault: how long each node took to end (docs/benchmarks.md quotes it).
+void print_times(const std::string& fault, const std::vector<NodeEnd>& nodes) {
+  std::ostringstream line;
+  line << "[multihost] " << fault << ":";
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].out.empty() && nodes[i].err.empty() && !nodes[i].ended()) continue;  // not started
+    line << " node " << i << " exit " << nodes[i].exit_code << " after " << nodes[i].seconds << " s;";
+  }
+  std::cout << line.str() << std::endl;
+}
+
 // `oml-train ...` on node `node_rank` of `nnodes`, `per_node` ranks each, store on host 0.
 std::string node_command(const std::string& command, int nnodes, int node_rank, int per_node,
                          const std::string& args) {
@@ -352,6 +364,7 @@ TEST_CASE(
   const auto nodes = run_nodes(hosts, dir.path(), every_node("oml-train", 2, 1, long_training(dir)),
                                Fault{"[ -f " + quote(last_ckpt(dir)) + " ]", hosts.cut_link(1)}, 150);
   INFO(describe(nodes));
+  print_times("link cut during training", nodes);
   check_every_node_failed_in_time(nodes);
   // Node 0 still has the store: it names the machine whose heartbeat stopped.
   CHECK_THAT(nodes[0].err,
@@ -375,6 +388,7 @@ TEST_CASE("The store host killed with SIGKILL ends the other 2 of 3 nodes, namin
   const auto nodes = run_nodes(hosts, dir.path(), every_node("oml-train", 3, 1, long_training(dir)),
                                Fault{"[ -f " + quote(last_ckpt(dir)) + " ]", hosts.kill_host(0)}, 150);
   INFO(describe(nodes));
+  print_times("store host SIGKILLed", nodes);
   CHECK(nodes[0].exit_code == 128 + 9);
   for (int i : {1, 2}) {
     INFO("node " << i);
@@ -399,6 +413,7 @@ TEST_CASE("A node that never starts makes the rendezvous time out naming the mis
   commands[1].clear();  // node 1 never starts
   const auto nodes = run_nodes(hosts, dir.path(), commands, std::nullopt, 150);
   INFO(describe(nodes));
+  print_times("node never started", nodes);
   CHECK(nodes[0].exit_code == 1);
   CHECK(nodes[0].seconds <= kTimeoutS + 30);
   for (int rank : {0, 1}) {
