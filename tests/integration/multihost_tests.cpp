@@ -162,8 +162,10 @@ struct NodeEnd {
 };
 
 struct Fault {
-  std::string wait_for;  // shell condition the fault waits for, e.g. "[ -f .../last.ckpt ]"
-  std::string action;    // the shell command that makes it
+  // Shell condition the fault waits for, e.g. "[ -f .../last.ckpt ]"; $NODES/errI is node I's
+  // stderr so far.
+  std::string wait_for;
+  std::string action;  // the shell command that makes it
 };
 
 std::string describe(const std::vector<NodeEnd>& nodes) {
@@ -187,7 +189,7 @@ std::vector<NodeEnd> run_nodes(const Hosts& hosts, const fs::path& dir,
   const fs::path nodes_dir = dir / ("nodes" + std::to_string(calls++));
   fs::create_directories(nodes_dir);
   const std::string d = quote(nodes_dir.string());
-  std::string script = "date +%s%N > " + d + "/t_start\n";
+  std::string script = "NODES=" + d + "\ndate +%s%N > " + d + "/t_start\n";
   for (std::size_t i = 0; i < commands.size(); ++i) {
     if (commands[i].empty()) continue;
     const std::string n = std::to_string(i);
@@ -423,4 +425,31 @@ TEST_CASE("A node that never starts makes the rendezvous time out naming the mis
                    Contains("node 1 (ranks 2, 3) never arrived"));
   }
   CHECK(hosts.wait_until_empty(5).empty());
+}
+
+TEST_CASE(
+    "A link cut during validation ends every node in sync_dicts' all_gather, naming the cut-off machine",
+    "[multihost][ddp][integration]") {
+  OML_REQUIRE_NAMESPACES();
+  TempDir dir;
+  Hosts hosts(2);
+  // Validation every epoch, one row per batch: most of an epoch's time is spent embedding the
+  // validation rows, and the next collective after that is sync_dicts' all_gather. The link goes
+  // down just after rank 0 reports the end of epoch 2's training.
+  const std::string args = long_training(dir) + " --set valid_period=1 --set bs_val=1";
+  const auto nodes = run_nodes(hosts, dir.path(), every_node("oml-train", 2, 1, args),
+                               Fault{"grep -q 'epoch 2/200 2/2' $NODES/err0", hosts.cut_link(1)}, 150);
+  INFO(describe(nodes));
+  print_times("link cut during validation", nodes);
+  check_every_node_failed_in_time(nodes);
+  CHECK_THAT(
+      nodes[0].err,
+      Contains(
+          "[rank 0] oml-train: distributed error: rank 0: all_gather timed out after 10 s (ddp.timeout_s): "
+          "node 1 (rank 1) stopped answering"));
+  CHECK_THAT(nodes[1].err,
+             Contains("[rank 1] oml-train: distributed error: rank 1: all_gather timed out after 10 s "
+                      "(ddp.timeout_s) and the rendezvous store at 192.0.2.1:29500"));
+  CHECK(hosts.wait_until_empty(5).empty());
+  check_last_ckpt_loads(dir);
 }
