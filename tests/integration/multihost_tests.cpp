@@ -453,3 +453,48 @@ TEST_CASE(
   CHECK(hosts.wait_until_empty(5).empty());
   check_last_ckpt_loads(dir);
 }
+
+TEST_CASE("A node started with a different config or world size is detected at the rendezvous (exit 2)",
+          "[multihost][ddp][integration]") {
+  OML_REQUIRE_NAMESPACES();
+  TempDir dir;
+  Hosts hosts(2);
+  const std::string args = long_training(dir);
+  SECTION("a different config: every rank stops with a config error naming the line") {
+    auto commands = every_node("oml-train", 2, 1, args);
+    commands[1] += " --set max_epochs=3";
+    const auto nodes = run_nodes(hosts, dir.path(), commands, std::nullopt, 150);
+    INFO(describe(nodes));
+    print_times("different config", nodes);
+    for (int i : {0, 1}) {
+      CHECK(nodes[i].exit_code == 2);
+      CHECK(nodes[i].seconds <= kTimeoutS + 30);
+      CHECK_THAT(nodes[i].err,
+                 Contains("[rank " + std::to_string(i) +
+                          "] oml-train: config error: the resolved config of rank 1 differs from rank "
+                          "0's (every rank, on every machine, must run the same config): line ") &&
+                     Contains(" is `max_epochs: 3` on rank 1 but `max_epochs: 200` on rank 0"));
+    }
+  }
+  SECTION("a different world size: that machine starts nothing, the others name it") {
+    auto commands = every_node("oml-train", 2, 1, args);
+    commands[1] = node_command("oml-train", 2, 1, 2, args);
+    const auto nodes = run_nodes(hosts, dir.path(), commands, std::nullopt, 150);
+    INFO(describe(nodes));
+    print_times("different world size", nodes);
+    CHECK(nodes[1].exit_code == 2);
+    CHECK_THAT(nodes[1].err,
+               Contains("oml-train: config error: launcher: node 1 was started for a world size of 4 "
+                        "(--nnodes 2 x --nproc-per-node 2) but node 0 for 2 (--nnodes 2 x "
+                        "--nproc-per-node 1); every machine must be started with the same --nnodes "
+                        "and --nproc-per-node"));
+    CHECK(nodes[0].exit_code == 1);
+    CHECK(nodes[0].seconds <= kTimeoutS + 30);
+    CHECK_THAT(nodes[0].err,
+               Contains("[rank 0] oml-train: distributed error: rank 0: rendezvous of 2 ranks through "
+                        "192.0.2.1:29500 failed: ") &&
+                   Contains("node 1 (rank 1) never arrived: rank 2 did not start: node 1 was started "
+                            "for a world size of 4"));
+  }
+  CHECK(hosts.wait_until_empty(5).empty());
+}

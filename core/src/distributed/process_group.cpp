@@ -115,6 +115,13 @@ std::string missing_ranks(detail::C10dStore& store, const World& world, double t
     return " (the rendezvous store stopped answering; did every rank start, with the same WORLD_SIZE?)";
   }
   if (missing.empty()) return " (did every rank start, with the same WORLD_SIZE?)";
+  // A launcher that refused to start its ranks left the reason.
+  std::optional<detail::FailureRecord> why;
+  try {
+    if (const auto record = store.try_get(kFailureKey)) why = detail::FailureRecord::decode(*record);
+  } catch (const std::exception&) {
+  }
+  if (why) return ": " + describe_ranks(world, missing) + " never arrived: " + why->describe();
   return ": " + describe_ranks(world, missing) +
          " never arrived (not started, or cannot reach the store; did every rank start, with the same "
          "WORLD_SIZE?)";
