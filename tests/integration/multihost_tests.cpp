@@ -45,6 +45,12 @@ std::optional<std::string> namespaces_unavailable() {
   static const std::optional<std::string> reason = []() -> std::optional<std::string> {
     if (::geteuid() != 0) return "not root (network namespaces need CAP_SYS_ADMIN)";
     if (!sh("command -v ip")) return "no `ip` command (iproute2)";
+    // Namespaces of test processes that were killed before their cleanup ran (a ctest timeout,
+    // SIGKILL): named omlmh-<pid>-..., deleted here once that pid is gone.
+    run("for ns in $(ip netns list | grep -o '^omlmh-[0-9]*-[^ ]*'); do pid=${ns#omlmh-}; pid=${pid%%-*}; "
+        "[ -d /proc/$pid ] && continue; for p in $(ip netns pids $ns); do kill -9 $p; done; ip netns del "
+        "$ns; done",
+        60);
     const std::string probe = "omlmh-probe-" + std::to_string(::getpid());
     const auto r = run("ip netns add " + probe + " && ip netns del " + probe, 60);
     if (r.exit_code != 0) return "`ip netns add` failed: " + oml::trim(r.err);
