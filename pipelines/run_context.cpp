@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 
+#include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/common/runtime.h"
+#include "oml/config/document.h"
 #include "oml/distributed/device.h"
 #include "oml/distributed/launcher.h"
 #include "oml/distributed/process_group.h"
@@ -13,6 +15,52 @@
 #include "progress.h"
 
 namespace oml::pipelines {
+
+namespace {
+
+// The line of `text` at `index` (0-based), or "(nothing)" past its end.
+std::string line_at(const std::string& text, std::size_t index) {
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < index; ++i) {
+    begin = text.find('\n', begin);
+    if (begin == std::string::npos) return "(nothing)";
+    ++begin;
+  }
+  if (begin >= text.size()) return "(nothing)";
+  return text.substr(begin, text.find('\n', begin) - begin);
+}
+
+// The first line (0-based) where a and b differ.
+std::size_t first_different_line(const std::string& a, const std::string& b) {
+  std::size_t line = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size() && a[i] == b[i]; ++i) {
+    if (a[i] == '\n') ++line;
+  }
+  return line;
+}
+
+// Every rank must run the same resolved config: machines started with different files or --set
+// values would train different models, or hang in mismatched collectives. Compared once, right
+// after the rendezvous; a difference is a ConfigError (exit 2) on every rank, naming the ranks and
+// the first line that differs from rank 0's.
+void check_same_config(distributed::ProcessGroup& group, const std::string& yaml) {
+  const std::vector<std::string> all = group.all_gather_bytes(yaml);
+  std::vector<int> differing;
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) differing.push_back(static_cast<int>(r));
+  }
+  if (differing.empty()) return;
+  const int r = differing.front();
+  const std::size_t line = first_different_line(all[r], all[0]);
+  std::string ranks;
+  for (const int d : differing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(d);
+  throw ConfigError("the resolved config of rank" + std::string(differing.size() > 1 ? "s " : " ") + ranks +
+                    " differs from rank 0's (every rank, on every machine, must run the same config): line " +
+                    std::to_string(line + 1) + " is `" + line_at(all[r], line) + "` on rank " +
+                    std::to_string(r) + " but `" + line_at(all[0], line) + "` on rank 0");
+}
+
+}  // namespace
 
 RunContext start_run(const config::RunConfig& config) {
   RunContext ctx;
@@ -33,6 +81,7 @@ RunContext start_run(const config::RunConfig& config) {
     options.timeout_s = config.ddp.timeout_s;
     options.backend = placement.backend;
     ctx.group = distributed::ProcessGroup::connect(ctx.world, options);
+    if (config.source.defined()) check_same_config(*ctx.group, config::dump_yaml(config.source.yaml()));
     oml::log::info("joined " + distributed::describe(ctx.world) + ", " + std::to_string(ctx.threads) +
                    " threads");
   } else {

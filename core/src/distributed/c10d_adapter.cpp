@@ -6,8 +6,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
+#include <future>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
 
 #include "oml/common/error.h"
 
@@ -35,11 +40,51 @@ C10dWork wrap(WorkPtr work) {
 }
 
 std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+std::string seconds(std::chrono::milliseconds duration) {
+  std::ostringstream text;
+  text << static_cast<double>(duration.count()) / 1000.0;
+  return text.str();
+}
 }  // namespace
 
 // ---- store ------------------------------------------------------------------------------
 struct C10dStore::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
+  std::string where;  // "192.0.2.1:29500", for messages
+  std::atomic<int64_t> bound_ms{0};
+  std::atomic<bool> lost{false};
+
+  // Runs `call` on a helper thread and waits for it at most the call bound (see the header).
+  template <class T>
+  T bounded(const char* what, std::function<T(c10d::TCPStore&)> call) {
+    if (lost) {
+      throw std::runtime_error(std::string("store ") + what + ": the rendezvous store at " + where +
+                               " did not answer an earlier request");
+    }
+    auto result = std::make_shared<std::promise<T>>();
+    std::future<T> answer = result->get_future();
+    // The thread owns what it uses: an abandoned call may outlive this object.
+    std::thread([store = store, result, call = std::move(call)]() mutable {
+      try {
+        result->set_value(call(*store));
+      } catch (...) {
+        result->set_exception(std::current_exception());
+      }
+    }).detach();
+    const auto bound = std::chrono::milliseconds(bound_ms.load());
+    if (answer.wait_for(bound) != std::future_status::ready) {
+      lost = true;
+      throw std::runtime_error(std::string("store ") + what + ": no answer from the rendezvous store at " +
+                               where + " within " + seconds(bound) + " s");
+    }
+    try {
+      return answer.get();
+    } catch (...) {
+      lost = true;  // the connection failed (reset, closed): c10d does not reconnect
+      throw;
+    }
+  }
 };
 
 C10dStore::C10dStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -53,6 +98,8 @@ std::shared_ptr<C10dStore> C10dStore::host(int port, std::chrono::milliseconds t
   options.timeout = timeout;
   auto impl = std::make_unique<Impl>();
   impl->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  impl->where = "port " + std::to_string(impl->store->getPort());
+  impl->bound_ms = timeout.count();
   return std::shared_ptr<C10dStore>(new C10dStore(std::move(impl)));
 }
 
@@ -65,26 +112,45 @@ std::shared_ptr<C10dStore> C10dStore::connect(const std::string& host, int port,
   options.timeout = timeout;
   auto impl = std::make_unique<Impl>();
   impl->store = c10::make_intrusive<c10d::TCPStore>(host, options);
+  impl->where = host + ":" + std::to_string(port);
+  impl->bound_ms = timeout.count();
   return std::shared_ptr<C10dStore>(new C10dStore(std::move(impl)));
 }
 
 int C10dStore::port() const { return impl_->store->getPort(); }
 
+void C10dStore::set_call_bound(std::chrono::milliseconds bound) { impl_->bound_ms = bound.count(); }
+
+bool C10dStore::lost() const { return impl_->lost; }
+
 void C10dStore::set(const std::string& key, const std::string& value) {
-  impl_->store->set(key, bytes(value));
+  impl_->bounded<bool>("set", [key, value = bytes(value)](c10d::TCPStore& store) {
+    store.set(key, value);
+    return true;
+  });
 }
 
 std::optional<std::string> C10dStore::try_get(const std::string& key) {
-  if (!impl_->store->check({key})) return std::nullopt;
-  const auto value = impl_->store->get(key);
-  return std::string(value.begin(), value.end());
+  return impl_->bounded<std::optional<std::string>>(
+      "get", [key](c10d::TCPStore& store) -> std::optional<std::string> {
+        if (!store.check({key})) return std::nullopt;
+        const auto value = store.get(key);
+        return std::string(value.begin(), value.end());
+      });
 }
 
 bool C10dStore::set_if_absent(const std::string& key, const std::string& value) {
   // compareSet with an empty expected value creates the key only when it is missing and
   // returns the value the key holds afterwards.
-  const auto after = impl_->store->compareSet(key, {}, bytes(value));
-  return std::string(after.begin(), after.end()) == value && !value.empty();
+  return impl_->bounded<bool>("compare_set", [key, value](c10d::TCPStore& store) {
+    const auto after = store.compareSet(key, {}, bytes(value));
+    return std::string(after.begin(), after.end()) == value && !value.empty();
+  });
+}
+
+int64_t C10dStore::add(const std::string& key, int64_t delta) {
+  return impl_->bounded<int64_t>("add",
+                                 [key, delta](c10d::TCPStore& store) { return store.add(key, delta); });
 }
 
 // ---- group ------------------------------------------------------------------------------

@@ -34,6 +34,16 @@ class C10dWork {
 };
 
 /// A key-value store shared by all ranks (c10d::TCPStore).
+///
+/// Every call returns or throws within the call bound (default: the `timeout` given at
+/// creation; set_call_bound changes it). A TCPStore client waits for the server's answer
+/// without a deadline of its own, and over a dead link (a cut cable, a machine that vanished)
+/// TCP retransmits for ~15 minutes before the socket fails: so each call runs on a helper
+/// thread, and when the bound passes the call is abandoned there (the thread keeps the
+/// connection alive until the kernel gives up) and the store counts as lost (as it does when a
+/// call fails: c10d does not reconnect): from then on
+/// every call throws at once — the connection is still busy with the abandoned request and
+/// c10d serialises requests on it. A lost store never comes back within a run.
 class C10dStore {
  public:
   struct Impl;
@@ -50,6 +60,13 @@ class C10dStore {
   std::optional<std::string> try_get(const std::string& key);
   /// Sets `key` only when it does not exist yet; true when this call set it.
   bool set_if_absent(const std::string& key, const std::string& value);
+  /// Adds `delta` to the integer at `key` (0 when missing) and returns the new value.
+  int64_t add(const std::string& key, int64_t delta);
+
+  /// The longest any later call may take before it gives up (see the class comment).
+  void set_call_bound(std::chrono::milliseconds bound);
+  /// True once a call went unanswered within its bound or failed (the connection broke).
+  bool lost() const;
 
   Impl& impl() { return *impl_; }
 

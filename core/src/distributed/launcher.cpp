@@ -15,6 +15,7 @@
 #include "oml/common/logging.h"
 #include "oml/distributed/detail/failure_record.h"
 #include "oml/distributed/process_group.h"
+#include "store_keys.h"
 #include "worker_group.h"
 
 namespace oml::distributed {
@@ -106,6 +107,16 @@ class Supervisor {
     }
   }
 
+  // One heartbeat (detail::kHeartbeatKeyPrefix): a bounded call, and none once the store is lost.
+  void beat(int node_rank) {
+    if (store_.lost()) return;
+    try {
+      store_.add(detail::kHeartbeatKeyPrefix + std::to_string(node_rank), 1);
+    } catch (...) {
+      // the store is lost now; the ranks find out by themselves and say so
+    }
+  }
+
   LaunchResult result() const {
     LaunchResult result;
     if (report_ && !stuck_.empty()) {
@@ -125,6 +136,7 @@ class Supervisor {
       if (others > 0) {
         result.message += "; the other " + std::to_string(others) + " rank(s) on this machine were stopped";
       }
+      if (store_.lost()) result.message += "; the rendezvous store no longer answers this machine";
     } else if (interrupted_by_ != 0) {
       result.exit_code = 128 + interrupted_by_;
       result.message =
@@ -185,8 +197,21 @@ class Supervisor {
   Clock::time_point term_at_ = kNever, kill_at_ = kNever;
 };
 
+// The value node 0 published under `key` (it does so before it starts any rank).
+std::string published_by_node0(detail::C10dStore& store, const std::string& key, const std::string& name,
+                               std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::optional<std::string> published;
+  while (!(published = store.try_get(key))) {
+    OML_CHECK(Clock::now() < deadline, DistributedError, "launcher: node 0 did not publish ", name,
+              " in the rendezvous store within ", timeout.count() / 1000, " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return *published;
+}
+
 // options.shared_env as node 0 has it: node 0 publishes its values in the store, the other
-// machines wait for them (node 0 sets them before it starts any rank).
+// machines wait for them.
 std::map<std::string, std::string> node0_values(detail::C10dStore& store, const LaunchOptions& options,
                                                 std::chrono::milliseconds timeout) {
   std::map<std::string, std::string> values = options.shared_env;
@@ -194,18 +219,41 @@ std::map<std::string, std::string> node0_values(detail::C10dStore& store, const 
     const std::string key = "oml/shared_env/" + name;
     if (options.node_rank == 0) {
       store.set(key, value);
-      continue;
+    } else {
+      value = published_by_node0(store, key, name, timeout);
     }
-    const auto deadline = Clock::now() + timeout;
-    std::optional<std::string> published;
-    while (!(published = store.try_get(key))) {
-      OML_CHECK(Clock::now() < deadline, DistributedError, "launcher: node 0 did not publish ", name,
-                " in the rendezvous store within ", timeout.count() / 1000, " s");
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    value = *published;
   }
   return values;
+}
+
+// Every machine must be started for the same world size (--nnodes x --nproc-per-node): node 0
+// publishes its own, the others compare before they start any rank. A machine that differs
+// leaves the reason in the store (node 0's ranks name it when their rendezvous times out) and
+// stops with a ConfigError (exit 2).
+void check_world_size(detail::C10dStore& store, const LaunchOptions& options,
+                      std::chrono::milliseconds timeout) {
+  const std::string key = "oml/world_size";
+  const std::string mine = std::to_string(options.nnodes * options.nproc_per_node) + " (--nnodes " +
+                           std::to_string(options.nnodes) + " x --nproc-per-node " +
+                           std::to_string(options.nproc_per_node) + ")";
+  if (options.node_rank == 0) {
+    store.set(key, mine);
+    return;
+  }
+  const std::string node0 = published_by_node0(store, key, "its world size", timeout);
+  if (node0 == mine) return;
+  const std::string why = "node " + std::to_string(options.node_rank) + " was started for a world size of " +
+                          mine + " but node 0 for " + node0;
+  try {
+    store.set_if_absent(
+        kFailureKey,
+        FailureRecord{options.node_rank * options.nproc_per_node, "did not start: " + why}.encode());
+  } catch (...) {
+    // node 0's ranks then only say that this machine's ranks never arrived
+  }
+  throw ConfigError(
+      "launcher: " + why +
+      "; every machine must be started with the same --nnodes and --nproc-per-node (or `devices`)");
 }
 
 }  // namespace
@@ -234,6 +282,7 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
   }
   const int port = options.node_rank == 0 ? store->port() : options.master_port;
   const std::map<std::string, std::string> shared_env = node0_values(*store, options, store_timeout);
+  check_world_size(*store, options, store_timeout);
   const int world_size = options.nnodes * options.nproc_per_node;
   detail::SignalCatcher signals;
   // Printed once signals are caught: from here on Ctrl-C reaches every rank.
@@ -255,14 +304,27 @@ LaunchResult launch_workers(const std::vector<std::string>& argv, const LaunchOp
                       {kPrefixedByLauncher, "1"}}});
     specs.back().env.insert(shared_env.begin(), shared_env.end());
   }
+  // While the ranks run, no store call may block this loop for long: the store may end up
+  // behind a dead link (c10d_adapter.h). The first heartbeat goes out before any rank starts.
+  store->set_call_bound(std::chrono::milliseconds(detail::kAfterFailureBoundMs));
+  try {
+    store->add(detail::kHeartbeatKeyPrefix + std::to_string(options.node_rank), 1);
+  } catch (const std::exception&) {
+    // the ranks will find the store gone and say so
+  }
   WorkerGroup workers(specs);
   Supervisor supervisor(workers, *store,
                         std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000)));
+  auto next_beat = Clock::now() + std::chrono::milliseconds(detail::kHeartbeatPeriodMs);
   while (workers.active()) {
     workers.forward_output(signals.fd(), std::chrono::milliseconds(100));
     while (const auto signo = signals.next()) supervisor.on_signal(*signo);
     supervisor.on_exits(workers.reap());
     supervisor.on_tick();
+    if (Clock::now() >= next_beat) {
+      supervisor.beat(options.node_rank);
+      next_beat = Clock::now() + std::chrono::milliseconds(detail::kHeartbeatPeriodMs);
+    }
   }
   return supervisor.result();
 }

@@ -2,8 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/distributed/detail/failure_record.h"
+#include "store_keys.h"
 
 namespace oml::distributed {
 
@@ -62,6 +65,99 @@ std::string describe_header(const at::Tensor& header) {
   std::string text = std::string(c10::toString(static_cast<c10::ScalarType>(h[1]))) + "[*";
   for (int64_t d = 1; d < h[2]; ++d) text += "," + std::to_string(h[2 + d]);
   return text + "]";
+}
+
+}  // namespace
+
+namespace {
+
+// After a failure: how long any one store call may take.
+std::chrono::milliseconds after_failure_bound(double timeout_s) {
+  return std::min(std::chrono::milliseconds(detail::kAfterFailureBoundMs), to_ms(timeout_s));
+}
+
+// "node 1 (ranks 2, 3), rank 5": whole machines named as such where oml's launcher placed the
+// ranks (machine n holds ranks n*L .. n*L+L-1, L = LOCAL_WORLD_SIZE).
+std::string describe_ranks(const World& world, const std::vector<int>& ranks) {
+  const int per_node = world.local_world_size;
+  const bool by_node =
+      world.launcher_hosts_store && per_node < world.world_size && world.world_size % per_node == 0;
+  std::string text;
+  std::size_t i = 0;
+  while (i < ranks.size()) {
+    std::string part;
+    const int node = ranks[i] / per_node;
+    std::size_t j = i;
+    while (j < ranks.size() && ranks[j] / per_node == node) ++j;
+    if (by_node && static_cast<int>(j - i) == per_node) {
+      part = "node " + std::to_string(node) + " (rank" + (per_node > 1 ? "s " : " ");
+      for (std::size_t k = i; k < j; ++k) part += (k > i ? ", " : "") + std::to_string(ranks[k]);
+      part += ")";
+      i = j;
+    } else {
+      part = "rank " + std::to_string(ranks[i]);
+      ++i;
+    }
+    text += (text.empty() ? "" : ", ") + part;
+  }
+  return text;
+}
+
+// ": node 1 (ranks 2, 3) never arrived (...)" after a failed rendezvous, from the arrival notes.
+std::string missing_ranks(detail::C10dStore& store, const World& world, double timeout_s) {
+  std::vector<int> missing;
+  try {
+    store.set_call_bound(after_failure_bound(timeout_s));
+    for (int r = 0; r < world.world_size; ++r) {
+      if (!store.try_get(detail::kArrivedKeyPrefix + std::to_string(r))) missing.push_back(r);
+    }
+  } catch (const std::exception&) {
+    return " (the rendezvous store stopped answering; did every rank start, with the same WORLD_SIZE?)";
+  }
+  if (missing.empty()) return " (did every rank start, with the same WORLD_SIZE?)";
+  // A launcher that refused to start its ranks left the reason.
+  std::optional<detail::FailureRecord> why;
+  try {
+    if (const auto record = store.try_get(kFailureKey)) why = detail::FailureRecord::decode(*record);
+  } catch (const std::exception&) {
+  }
+  if (why) return ": " + describe_ranks(world, missing) + " never arrived: " + why->describe();
+  return ": " + describe_ranks(world, missing) +
+         " never arrived (not started, or cannot reach the store; did every rank start, with the same "
+         "WORLD_SIZE?)";
+}
+
+// Each machine's launcher heartbeat counter, when every machine has one (only oml's launcher
+// beats; torchrun's agent does not).
+std::optional<std::vector<int64_t>> heartbeats(detail::C10dStore* store, const World& world) {
+  const int per_node = world.local_world_size;
+  if (!store || !world.launcher_hosts_store || per_node >= world.world_size ||
+      world.world_size % per_node != 0) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> beats;
+  try {
+    for (int node = 0; node < world.world_size / per_node; ++node) {
+      const auto value = store->try_get(detail::kHeartbeatKeyPrefix + std::to_string(node));
+      if (!value) return std::nullopt;
+      beats.push_back(std::stoll(*value));
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return beats;
+}
+
+// Leaves the note that this rank timed out waiting (kTimeoutKeyPrefix); best effort.
+void record_timeout(detail::C10dStore* store, int rank, const std::string& timed_out) {
+  try {
+    if (store) {
+      store->set_if_absent(kTimeoutKeyPrefix + std::to_string(rank),
+                           detail::FailureRecord{rank, timed_out}.encode());
+    }
+  } catch (const std::exception&) {
+    // Best effort: without it the launcher names this rank instead of the stuck one.
+  }
 }
 
 }  // namespace
@@ -150,12 +246,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const Gr
                            " s: " + first_line(e.what()));
   }
   try {
+    // Arrival notes: when the rendezvous fails they tell which ranks never came.
+    group->store_->set(detail::kArrivedKeyPrefix + std::to_string(world.rank), "1");
     group->group_ = std::make_unique<detail::C10dGroup>(*group->store_, world.rank, world.world_size,
                                                         options.backend, world.master_addr, timeout);
   } catch (const std::exception& e) {
     throw DistributedError("rank " + std::to_string(world.rank) + ": rendezvous of " +
                            std::to_string(world.world_size) + " ranks through " + where + " failed: " +
-                           first_line(e.what()) + " (did every rank start, with the same WORLD_SIZE?)");
+                           first_line(e.what()) + missing_ranks(*group->store_, world, options.timeout_s));
   }
   log::debug("connected: " + describe(world));
   return group;
@@ -170,6 +268,7 @@ ProcessGroup::~ProcessGroup() {
 void ProcessGroup::record_failure(const std::string& message) noexcept {
   if (!store_) return;
   try {
+    store_->set_call_bound(after_failure_bound(options_.timeout_s));
     store_->set_if_absent(kFailureKey, detail::FailureRecord{world_.rank, message}.encode());
   } catch (...) {
     // Best effort: the store may already be gone.
@@ -179,12 +278,15 @@ void ProcessGroup::record_failure(const std::string& message) noexcept {
 void ProcessGroup::fail(const std::string& what, const std::string& cause) const {
   peer_failed_ = true;
   const std::string me = "rank " + std::to_string(world_.rank);
+  // Every store call from here on is bounded: over a cut link an unbounded one never returns.
+  if (store_) store_->set_call_bound(after_failure_bound(options_.timeout_s));
+  const auto beats_before = heartbeats(store_.get(), world_);
   // The launcher (or the failing rank) writes its record right after the failure; the
   // connection drop usually reaches us first, so wait for the record a little while.
   std::optional<std::string> record;
   bool store_reachable = true;
   if (store_) {
-    const auto deadline = Clock::now() + std::min(std::chrono::milliseconds(3000), to_ms(options_.timeout_s));
+    const auto deadline = Clock::now() + after_failure_bound(options_.timeout_s);
     try {
       while (!(record = store_->try_get(kFailureKey)) && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -193,6 +295,21 @@ void ProcessGroup::fail(const std::string& what, const std::string& cause) const
       store_reachable = false;
     }
   }
+  // Machines whose launcher stopped beating while we waited: cut off, or gone.
+  std::vector<int> silent_ranks;
+  if (!record && store_reachable && beats_before) {
+    if (const auto beats_after = heartbeats(store_.get(), world_);
+        beats_after && beats_after->size() == beats_before->size()) {
+      for (std::size_t node = 0; node < beats_after->size(); ++node) {
+        if ((*beats_after)[node] != (*beats_before)[node]) continue;
+        for (int local = 0; local < world_.local_world_size; ++local) {
+          silent_ranks.push_back(static_cast<int>(node) * world_.local_world_size + local);
+        }
+      }
+    }
+  }
+  const std::string timed_out = what + " timed out after " + seconds_text(options_.timeout_s) + " s";
+  const std::string failed = looks_like_timeout(cause) ? timed_out + " (ddp.timeout_s)" : what + " failed";
   std::string message;
   if (record) {
     const auto failure = detail::FailureRecord::decode(*record);
@@ -200,16 +317,18 @@ void ProcessGroup::fail(const std::string& what, const std::string& cause) const
               (failure ? failure->describe() : "another rank failed (its failure record is unreadable)");
   } else if (!store_reachable && !world_.launcher_hosts_store) {
     message = me + ": " + what + " failed and the rendezvous store hosted by rank 0 is gone: rank 0 failed";
+  } else if (!store_reachable) {
+    message =
+        me + ": " + failed + " and the rendezvous store at " + world_.master_addr + ":" +
+        std::to_string(world_.master_port) +
+        " (hosted by node 0's launcher) does not answer: node 0 is down or unreachable from this machine";
+  } else if (!silent_ranks.empty()) {
+    record_timeout(store_.get(), world_.rank, timed_out);
+    message = me + ": " + failed + ": " + describe_ranks(world_, silent_ranks) +
+              " stopped answering: the launcher there no longer reaches the rendezvous store (network cut or "
+              "machine down)";
   } else if (looks_like_timeout(cause)) {
-    const std::string timed_out = what + " timed out after " + seconds_text(options_.timeout_s) + " s";
-    try {
-      if (store_) {
-        store_->set_if_absent(kTimeoutKeyPrefix + std::to_string(world_.rank),
-                              detail::FailureRecord{world_.rank, timed_out}.encode());
-      }
-    } catch (const std::exception&) {
-      // Best effort: without it the launcher names this rank instead of the stuck one.
-    }
+    record_timeout(store_.get(), world_.rank, timed_out);
     message = me + ": " + timed_out +
               " (ddp.timeout_s); no rank reported a failure, so a rank is stuck or much slower";
   } else {

@@ -19,7 +19,11 @@
 //    store so the other ranks can name it, they get `grace_s` to stop on their own, then
 //    SIGTERM, then SIGKILL after another `grace_s`; the result carries the first failing
 //    rank's exit code (128 + signal for a signal) and a message naming it;
-//  - workers die with the launcher (PR_SET_PDEATHSIG), so none outlives it.
+//  - workers die with the launcher (PR_SET_PDEATHSIG), so none outlives it;
+//  - with several machines, a machine started for another world size than node 0 starts no
+//    worker (ConfigError, and a failure record node 0's ranks name); while the workers run, the
+//    launcher increments its machine's heartbeat in the store every 0.5 s, and no store call
+//    blocks it for more than 3 s (the store may end up behind a dead link).
 
 #include <map>
 #include <string>
