@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "oml/common/autocast.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
@@ -54,8 +55,14 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
   const int64_t world = context.world_size();
   Progress progress(options.label, (n + world - 1) / world, "img");
   while (auto batch = loader.next()) {
-    at::Tensor embeddings =
-        extractor.forward(batch->images.to(context.device)).to(torch::kCPU).to(torch::kFloat);
+    at::Tensor embeddings;
+    {
+      // Validation and prediction compute as training does; what is collected (and written) is
+      // float32 whatever the precision.
+      const AutocastGuard autocast(context.precision, context.device);
+      embeddings = extractor.forward(batch->images.to(context.device));
+    }
+    embeddings = embeddings.to(torch::kCPU).to(torch::kFloat);
     accumulator.update({{"embeddings", embeddings}, {"indices", batch->indices}});
     progress.advance(batch->indices.size(0));
   }

@@ -62,6 +62,9 @@ std::string embeddings_cache_name(const CachedEmbeddingsRequest& request) {
   hash.text("oml-cpp embeddings cache v1");
   hash.text(spec_text(config.extractor));
   hash.text(config.weights);
+  // Embeddings computed under autocast differ in the last bits; fp32 keeps the names it had.
+  if (config.precision != config::Precision::fp32)
+    hash.text("precision " + config::precision_name(config.precision));
   for (const auto& [name, tensor] : io::state_dict(*request.extractor)) {
     hash.text(name);
     const at::Tensor values = tensor.to(torch::kCPU).contiguous();

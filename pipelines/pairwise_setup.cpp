@@ -4,6 +4,7 @@
 
 #include "embedding.h"
 #include "embedding_cache.h"
+#include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
@@ -30,7 +31,7 @@ namespace {
 // Scores (query, gallery) pairs with the model: smaller = more alike (PairwiseModel::predict).
 retrieval::PairScorer pair_scorer(models::PairwiseModel& model, std::shared_ptr<const data::Dataset> inputs,
                                   const RunContext& context, uint64_t seed) {
-  return [&model, inputs = std::move(inputs), device = context.device, seed](
+  return [&model, inputs = std::move(inputs), device = context.device, precision = context.precision, seed](
              const std::vector<int64_t>& query_ids, const std::vector<int64_t>& gallery_ids) {
     auto stack = [&](const std::vector<int64_t>& ids) {
       std::vector<at::Tensor> items;
@@ -40,8 +41,12 @@ retrieval::PairScorer pair_scorer(models::PairwiseModel& model, std::shared_ptr<
       return torch::stack(items).to(device);
     };
     torch::NoGradGuard no_grad;
-    const at::Tensor scores =
-        model.predict(stack(query_ids), stack(gallery_ids)).to(torch::kCPU).to(torch::kFloat).contiguous();
+    at::Tensor scores;
+    {
+      const AutocastGuard autocast(precision, device);
+      scores = model.predict(stack(query_ids), stack(gallery_ids));
+    }
+    scores = scores.to(torch::kCPU).to(torch::kFloat).contiguous();
     return std::vector<float>(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
   };
 }

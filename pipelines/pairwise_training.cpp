@@ -84,7 +84,8 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
                                              inputs.index_select(0, pairs.ids2.to(ctx.device)));
     const at::Tensor targets = pairs.is_negative.to(ctx.device);
     losses::LossOutput out;
-    out.loss = torch::binary_cross_entropy_with_logits(logits, targets);
+    // float32 whatever the precision (autocast keeps this op in float32 on CUDA, not on the CPU).
+    out.loss = torch::binary_cross_entropy_with_logits(logits.to(torch::kFloat), targets.to(torch::kFloat));
     out.logs["pairs"] = static_cast<double>(pairs.ids1.size(0));
     out.logs["pair_accuracy"] =
         ((logits.detach() > 0).to(torch::kFloat) == targets).to(torch::kFloat).mean().item<double>();

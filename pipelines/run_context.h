@@ -22,6 +22,8 @@ struct RunContext {
   std::shared_ptr<distributed::ProcessGroup> group;  ///< a group of one in a single process
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   int threads = 1;
+  /// Autocast of every forward: training steps (Trainer::run_step) and embedding (embed_dataset).
+  config::Precision precision = config::Precision::fp32;
 
   bool is_main() const { return world.rank == 0; }
   int rank() const { return world.rank; }

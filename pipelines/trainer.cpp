@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedding.h"
+#include "oml/common/autocast.h"
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
@@ -21,6 +22,7 @@
 #include "oml/io/state_dict.h"
 #include "oml/losses/criterion.h"
 #include "oml/metrics/embedding_metrics.h"
+#include "oml/optim/grad_scaler.h"
 #include "oml/optim/resume.h"
 #include "oml/optim/scheduler.h"
 #include "oml/registry/registries.h"
@@ -60,6 +62,15 @@ distributed::NamedTensors named_parameters(const torch::nn::Module& module, cons
   distributed::NamedTensors out;
   for (const auto& item : module.named_parameters(/*recurse=*/true))
     out.emplace_back(prefix + item.key(), item.value());
+  return out;
+}
+
+/// Every parameter the optimizer updates (what the gradient scaler unscales).
+std::vector<at::Tensor> optimized_parameters(const torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> out;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) out.push_back(p);
+  }
   return out;
 }
 
@@ -213,6 +224,16 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
   for (const auto& b : parts_.model->named_buffers(/*recurse=*/true))
     buffers_.emplace_back(parts_.model_name + "." + b.key(), b.value());
   gradient_sync_->broadcast_from_rank0(buffers_);
+
+  // float16 needs loss scaling (CUDA only: the config rejects 16 on the CPU); bfloat16 has
+  // float32's exponent range and needs none.
+  if (context_.precision == config::Precision::fp16) scaler_ = std::make_unique<optim::GradScaler>();
+  if (context_.precision != config::Precision::fp32) {
+    log::info("precision " + config::precision_name(context_.precision) + ": " +
+              (context_.precision == config::Precision::bf16 ? "bfloat16" : "float16") +
+              " autocast for forward and loss on " + context_.device.str() +
+              "; weights, optimizer and metrics in float32");
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -310,15 +331,36 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
 
 double Trainer::run_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
                          std::map<std::string, double>& logs) {
-  // Mixed precision belongs here: an autocast guard around this forward only, never around
-  // backward or the optimizer.
-  losses::LossOutput out = hooks.step(batch);
+  // Mixed precision: autocast around the forward and the loss only, never around backward or
+  // the optimizer. Parameters, their gradients and the optimizer state stay float32.
+  losses::LossOutput out;
+  {
+    const AutocastGuard autocast(context_.precision, context_.device);
+    out = hooks.step(batch);
+  }
   const double mean_loss = mean_finite_loss(out.loss, epoch);
 
   parts_.optimizer->zero_grad();
-  out.loss.backward();  // the only backward() of training; GradientSync's hooks all-reduce buckets
+  // The only backward() of training; GradientSync's hooks all-reduce buckets. Under fp16 the
+  // loss is scaled so that small gradients survive float16.
+  (scaler_ ? scaler_->scale(out.loss) : out.loss).backward();
   gradient_sync_->finish();
-  parts_.optimizer->step();
+  bool apply = true;
+  if (scaler_) {
+    // Every rank holds the same averaged gradients, so every rank takes the same decision.
+    apply = scaler_->unscale(optimized_parameters(*parts_.optimizer));
+    if (!apply) {
+      log::warn("step " + std::to_string(step_ + 1) + " skipped: non-finite gradients at fp16 loss scale " +
+                std::to_string(scaler_->current_scale()) + " (" + std::to_string(scaler_->skipped_steps()) +
+                " skipped so far); the scale is lowered");
+    }
+  }
+  if (apply) parts_.optimizer->step();
+  if (scaler_) {
+    scaler_->update();
+    out.logs["amp_scale"] = scaler_->current_scale();
+    out.logs["amp_skipped_steps"] = static_cast<double>(scaler_->skipped_steps());
+  }
   ++step_;
   const auto& scheduling = config_.scheduling;
   if (scheduler_ && scheduling.scheduler_interval == "step" && step_ % scheduling.scheduler_frequency == 0) {

@@ -16,7 +16,8 @@
 //     per-epoch schedulers, barrier
 //
 // What neighbouring features add has one place each:
-//   - a forward under autocast (mixed precision): around `hooks.step` in Trainer::run_step;
+//   - a forward under autocast (mixed precision, `precision:`): an AutocastGuard around
+//     `hooks.step` in Trainer::run_step, plus the GradScaler for float16;
 //   - gradient communication (compression, overlap): the GradientSync the Trainer owns;
 //   - where a run resumes (also on another number of ranks): TrainingPosition, restored in the
 //     constructor and written into every checkpoint by save_checkpoint.
@@ -48,6 +49,7 @@ namespace oml::config {
 class Document;
 }  // namespace oml::config
 namespace oml::optim {
+class GradScaler;
 class Scheduler;
 }  // namespace oml::optim
 namespace oml::data {
@@ -188,6 +190,9 @@ class Trainer {
   std::optional<RunDir> run_dir_;  ///< rank 0: the run's directory, locked while training
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<distributed::GradientSync> gradient_sync_;
+  /// precision 16 only (CUDA): the dynamic loss scale. Not in checkpoints: a resumed run starts
+  /// again from the initial scale and finds its level within a few skipped steps.
+  std::unique_ptr<optim::GradScaler> scaler_;
   std::vector<std::pair<std::string, at::Tensor>> buffers_;
   std::optional<double> best_;
   std::map<std::string, double> last_metrics_, best_metrics_;

@@ -334,6 +334,38 @@ TEST_CASE(
   CHECK_THROWS_WITH(parse("accelerator: tpu\n"), Contains("expected one of cpu, cuda, gpu, auto"));
 }
 
+TEST_CASE("precision takes Lightning's spellings, and 16 on the CPU says to use bf16", "[config]") {
+  using oml::config::Precision;
+  auto parse = [](const std::string& text) {
+    return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());
+  };
+  CHECK(parse("seed: 1\n").precision == Precision::fp32);  // the default
+  const std::vector<std::pair<std::string, Precision>> spellings{
+      {"32", Precision::fp32},        {"'32'", Precision::fp32},       {"32-true", Precision::fp32},
+      {"bf16", Precision::bf16},      {"bf16-mixed", Precision::bf16}, {"16", Precision::fp16},
+      {"'16-mixed'", Precision::fp16}};
+  for (const auto& [spelling, precision] : spellings) {
+    INFO(spelling);
+    // 16 needs a GPU: with accelerator cuda the config is valid (the device is checked later).
+    CHECK(parse("accelerator: cuda\nprecision: " + spelling + "\n").precision == precision);
+  }
+  CHECK(parse("accelerator: gpu\nprecision: 16-mixed\n").precision == Precision::fp16);
+  CHECK(parse("accelerator: auto\nprecision: 16\n").precision == Precision::fp16);
+  CHECK(oml::config::precision_name(Precision::bf16) == "bf16");
+
+  // The default accelerator is the CPU: 16 there is an error at the key, naming bf16.
+  CHECK_THROWS_AS(parse("precision: 16\n"), ConfigError);
+  CHECK_THROWS_WITH(parse("seed: 1\nprecision: 16\n"),
+                    Contains("run.yaml:2:12") && Contains("precision") && Contains("use precision: bf16"));
+  CHECK_THROWS_WITH(parse("accelerator: cpu\nprecision: 16-mixed\n"), Contains("needs accelerator: cuda"));
+  CHECK_THROWS_WITH(parse("precision: bf17\n"),
+                    Contains("run.yaml:1:12") &&
+                        Contains("expected one of 32, 32-true, bf16, bf16-mixed, 16, 16-mixed") &&
+                        Contains("did you mean 'bf16'"));
+  CHECK_THROWS_WITH(parse("precision: bf16-true\n"), Contains("master weights in float32"));
+  CHECK_THROWS_WITH(parse("precision: [16]\n"), Contains("expected a precision"));
+}
+
 TEST_CASE("A resolved config dumps to YAML that parses to the same typed config", "[config]") {
   const std::string text =
       "pipeline: extractor\nseed: 3\ndataset_root: /d\nlogs_root: ${dataset_root}/logs\n"

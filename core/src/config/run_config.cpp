@@ -96,7 +96,45 @@ std::string read_hydra_block(const Node& hydra, std::vector<std::string>& notice
   return run_dir;
 }
 
+// Lightning's spellings of the three modes oml-cpp has. Its other values (64, "bf16-true",
+// "16-true", "transformer-engine") keep weights in the low precision or need hardware this
+// build has no kernels for: they are errors listing what is accepted.
+const std::vector<std::pair<std::string, Precision>>& precision_spellings() {
+  static const std::vector<std::pair<std::string, Precision>> spellings{
+      {"32", Precision::fp32},         {"32-true", Precision::fp32}, {"bf16", Precision::bf16},
+      {"bf16-mixed", Precision::bf16}, {"16", Precision::fp16},      {"16-mixed", Precision::fp16}};
+  return spellings;
+}
+
 }  // namespace
+
+std::string precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+      return "32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "16";
+  }
+  return "32";
+}
+
+Precision parse_precision(const Node& node) {
+  if (!node.is_scalar())
+    node.fail("expected a precision (32, bf16 or 16, or Lightning's 32-true, bf16-mixed, 16-mixed)");
+  const std::string value = node.as<std::string>();
+  std::vector<std::string> names;
+  for (const auto& [name, precision] : precision_spellings()) {
+    if (name == value) return precision;
+    names.push_back(name);
+  }
+  std::string hint;
+  if (value == "bf16-true" || value == "16-true" || value == "64" || value == "64-true") {
+    hint = " (oml-cpp keeps master weights in float32: mixed precision only)";
+  }
+  node.fail("expected one of " + join(names) + ", got '" + value + "'" + hint + did_you_mean(value, names));
+}
 
 RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   // Each check below is independent: its problem is collected and the next one still runs, so
@@ -106,6 +144,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   std::string logs_folder, hydra_dir, hydra_run_dir;
   MapReader r(root, "the config", &errors);
   const Node devices = r.take("devices");
+  const Node precision = r.take("precision");
   r.optional("pipeline", c.pipeline)
       .optional("seed", c.seed)
       .optional("accelerator", c.accelerator)
@@ -171,6 +210,17 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   if (root["accelerator"].defined()) {
     check([&] { check_one_of(root["accelerator"], c.accelerator, {"cpu", "cuda", "gpu", "auto"}); });
     if (c.accelerator == "gpu") c.accelerator = "cuda";  // OML's (Lightning's) name
+  }
+  if (!precision.is_null()) {
+    check([&] {
+      c.precision = parse_precision(precision);
+      // `auto` on a machine without a GPU is caught once the device is known (start_run).
+      if (c.precision == Precision::fp16 && c.accelerator == "cpu") {
+        precision.fail(
+            "precision 16 is float16 autocast with a gradient scaler, which needs accelerator: cuda; "
+            "on the CPU use precision: bf16 (bfloat16 autocast, same float32 master weights)");
+      }
+    });
   }
   check([&] {
     if (devices.is_sequence()) {  // Lightning's list of GPU ids

@@ -1,5 +1,6 @@
 #include <torch/torch.h>
 
+#include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/losses/arcface.h"
 
@@ -28,7 +29,9 @@ torch::Tensor ArcFaceLossImpl::logits(const torch::Tensor& embeddings, const tor
   return options_.s * torch::where(is_target, torch::cos(theta + options_.m), cos);
 }
 
-LossOutput ArcFaceLossImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+LossOutput ArcFaceLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
+  const torch::Tensor embeddings = float32_input(input);
   check_batch(embeddings, labels, "arcface");
   OML_CHECK(embeddings.size(1) == options_.in_features, DataError, "arcface: expected embeddings of size ",
             options_.in_features, ", got ", embeddings.size(1));

@@ -16,6 +16,11 @@ torch::Tensor pairwise_distances(const torch::Tensor& a, const torch::Tensor& b)
   return torch::where(positive, safe.sqrt(), torch::zeros_like(squared));
 }
 
+torch::Tensor float32_input(const torch::Tensor& embeddings) {
+  const auto type = embeddings.scalar_type();
+  return type == torch::kBFloat16 || type == torch::kHalf ? embeddings.to(torch::kFloat) : embeddings;
+}
+
 void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, const std::string& who) {
   OML_CHECK(embeddings.dim() == 2 && embeddings.size(0) >= 1, DataError, who,
             ": expected embeddings [B, D] with B >= 1, got ", embeddings.sizes());

@@ -1,5 +1,6 @@
 #include <torch/torch.h>
 
+#include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/losses/surrogate_precision.h"
 
@@ -69,7 +70,9 @@ SurrogatePrecisionImpl::SurrogatePrecisionImpl(SurrogatePrecisionOptions options
   OML_CHECK(options_.chunk_size >= 1, ConfigError, "surrogate_precision: chunk_size must be >= 1");
 }
 
-LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
+  const torch::Tensor embeddings = float32_input(input);
   check_batch(embeddings, labels, "surrogate_precision");
   const auto d = pairwise_distances(embeddings, embeddings);
   const auto ranks = smooth_ranks(d, options_.temperature1, options_.chunk_size);

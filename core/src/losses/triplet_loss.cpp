@@ -1,5 +1,6 @@
 #include <torch/torch.h>
 
+#include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/losses/triplet_loss.h"
 
@@ -22,7 +23,9 @@ TripletLossWithMinerImpl::TripletLossWithMinerImpl(std::shared_ptr<TripletMiner>
             "triplet_with_miner: margin must be >= 0 (or null for the soft margin), got ", *options_.margin);
 }
 
-LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
+  const torch::Tensor embeddings = float32_input(input);
   check_batch(embeddings, labels, "triplet_with_miner");
   const TripletSet t = miner_->mine(embeddings, labels);
   const auto a = t.pool.index_select(0, t.anchors);

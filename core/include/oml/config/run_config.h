@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "oml/config/document.h"
+#include "oml/config/precision.h"
 #include "oml/config/reader.h"
 
 namespace oml::config {
@@ -48,6 +49,10 @@ struct RunConfig {
   /// Lines the command prints once (Hydra settings of an OML config that have no effect here).
   std::vector<std::string> notices;
   int64_t num_threads = 0;  ///< intra-op threads per rank; 0 = cores / local ranks
+  /// Autocast of the forward and the loss (training, validation, prediction). `16` with
+  /// `accelerator: cpu` is a config error (use bf16); with `auto` that resolves to the CPU it is
+  /// reported when the device is known (pipelines/run_context.cpp).
+  Precision precision = Precision::fp32;
   std::string dataset_root;
   std::string dataframe_name = "df.csv";
   std::string logs_root = "logs";
@@ -100,7 +105,7 @@ struct RunConfig {
 };
 
 /// Parses the resolved document's root. Throws ConfigError on unknown keys, wrong types and
-/// bad enumerations (pipeline, accelerator, mode_for_checkpointing, scheduler_interval) — all
+/// bad enumerations (pipeline, accelerator, precision, mode_for_checkpointing, scheduler_interval) — all
 /// of them at once (ConfigErrors) when there are several.
 RunConfig parse_run_config(const Node& root);
 

@@ -28,6 +28,10 @@ struct LossOutput {
 /// - A batch the loss cannot use (one label only, no positive pairs, labels out of range)
 ///   throws DataError saying what the batch lacks — never returns NaN or an empty loss.
 /// - Log keys are stable across steps (train.jsonl columns).
+/// - Under mixed precision (`precision: bf16 | 16`) the forward runs inside an autocast region
+///   and the embeddings may be bfloat16 / float16. The built-in losses compute in float32
+///   (a Float32Guard from oml/common/autocast.h and float32_input below) and so return a
+///   float32 loss; a plugin loss should do the same.
 class Criterion : public torch::nn::Module {
  public:
   virtual LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
@@ -36,6 +40,10 @@ class Criterion : public torch::nn::Module {
 /// Euclidean distances between all rows of `a` and all rows of `b` ([Na, Nb]), in O(Na x Nb)
 /// memory; differentiable, with a zero (not NaN) gradient where a distance is 0.
 torch::Tensor pairwise_distances(const torch::Tensor& a, const torch::Tensor& b);
+
+/// `embeddings` as float32 when autocast made them a 16-bit float type (bfloat16, float16);
+/// other dtypes unchanged. Differentiable (the cast's gradient flows back in the input's dtype).
+torch::Tensor float32_input(const torch::Tensor& embeddings);
 
 /// Checks the shapes of a batch: embeddings [B, D] with B >= 1, labels [B] integer.
 void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, const std::string& who);

@@ -1,0 +1,127 @@
+// Mixed precision on this machine's CPU: training-step throughput (forward + loss under the
+// Trainer's AutocastGuard, backward, Adam) of resnet18 at 64x64, batch 32, soft triplet loss with
+// hard mining — precision 32 vs bf16, each with the NCHW and the channels_last memory format
+// (input and weights, or the input batch only), alternated over rounds (these machines drift: compare medians
+// of alternating rounds).
+//
+//   bench_precision [threads] [rounds] [steps] [extractor-yaml] [side]
+//
+// extractor-yaml: another extractor as a config component, side: its image side (default 64),
+// e.g. for a ViT: bench_precision 0 3 3 '{name: vit, args: {arch: vits16}}' 224
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "oml/common/autocast.h"
+#include "oml/common/runtime.h"
+#include "oml/config/document.h"
+#include "oml/losses/miners.h"
+#include "oml/losses/triplet_loss.h"
+#include "oml/models/extractor.h"
+#include "oml/registry/registries.h"
+
+namespace {
+
+using oml::config::Precision;
+
+struct Mode {
+  Precision precision;
+  bool channels_last;  ///< the input batch in channels_last
+  bool weights_last;   ///< the 4-d weights too (else only the input)
+  std::string name;
+};
+
+void to_channels_last(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
+void to_contiguous(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    if (p.dim() == 4) p.set_data(p.data().contiguous());
+  }
+}
+
+double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_t batch, int64_t side,
+                         int steps) {
+  auto loss = oml::losses::TripletLossWithMiner(std::make_shared<oml::losses::HardTripletsMiner>());
+  if (mode.weights_last) {
+    to_channels_last(model);
+  } else {
+    to_contiguous(model);
+  }
+  torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(1e-3));
+  auto images = torch::randn({batch, 3, side, side});
+  if (mode.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  const auto labels = torch::arange(batch / 4).repeat_interleave(4);
+  model.train();
+  const auto step = [&] {
+    opt.zero_grad();
+    oml::losses::LossOutput out;
+    {
+      const oml::AutocastGuard autocast(mode.precision, torch::kCPU);
+      out = loss->forward(model.forward(images), labels);
+    }
+    out.loss.backward();
+    opt.step();
+  };
+  step();  // warm-up (allocations, oneDNN primitive creation)
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(batch * steps) / seconds;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  oml::tune_allocator();  // as every oml-* command does
+  const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
+  const int steps = argc > 3 ? std::atoi(argv[3]) : 5;
+  const std::string spec_text = argc > 4 ? argv[4] : "{name: resnet, args: {arch: resnet18}}";
+  const int64_t side = argc > 5 ? std::atoll(argv[5]) : 64;
+  oml::cli::register_builtins();
+  const auto doc = oml::config::Document::from_string("extractor: " + spec_text, "<bench_precision>");
+  const oml::config::ComponentSpec spec = oml::config::parse_component(doc.root()["extractor"], "extractor");
+  torch::manual_seed(0);
+  auto model = oml::registries().extractors.create(spec);
+  std::printf("threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch 32, %d steps x %d rounds\n", threads,
+              oml::blas_backend().c_str(), spec_text.c_str(), static_cast<long long>(side),
+              static_cast<long long>(side), steps, rounds);
+  const std::vector<Mode> modes{{Precision::fp32, false, false, "32 NCHW"},
+                                {Precision::bf16, false, false, "bf16 NCHW"},
+                                {Precision::fp32, true, true, "32 channels_last"},
+                                {Precision::bf16, true, true, "bf16 channels_last"},
+                                {Precision::fp32, true, false, "32 cl input only"},
+                                {Precision::bf16, true, false, "bf16 cl input only"}};
+  std::vector<std::vector<double>> results(modes.size());
+  for (int r = 0; r < rounds; ++r) {
+    for (std::size_t m = 0; m < modes.size(); ++m) {
+      const double v = images_per_second(*model, modes[m], 32, side, steps);
+      results[m].push_back(v);
+      std::printf("round %d  %-20s %7.1f images/s\n", r + 1, modes[m].name.c_str(), v);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("median over %d rounds:\n", rounds);
+  for (std::size_t m = 0; m < modes.size(); ++m)
+    std::printf("  %-20s %7.1f images/s (%.2fx precision 32 NCHW)\n", modes[m].name.c_str(),
+                median(results[m]), median(results[m]) / median(results[0]));
+  return 0;
+}

@@ -1,0 +1,56 @@
+#pragma once
+// Dynamic loss scaling for float16 training (`precision: 16`, CUDA), as PyTorch's
+// torch.cuda.amp.GradScaler — which LibTorch 1.13's C++ API does not have:
+//
+//   scaler.scale(loss).backward();     // gradients of loss x scale: small ones survive float16
+//   gradient sync                      // (averaging scaled gradients is averaging gradients)
+//   if (scaler.unscale(params)) optimizer.step();   // false: some gradient is Inf/NaN, skip
+//   scaler.update();                   // halve the scale after an overflow, double it after
+//                                      // growth_interval clean steps
+//
+// On CUDA tensors it uses ATen's fused kernels (_amp_foreach_non_finite_check_and_unscale_,
+// _amp_update_scale_) — written for CUDA builds and untested here. LibTorch 1.13 has no CPU
+// kernels for them, so CPU tensors take an equivalent path of plain tensor ops (what the unit
+// tests exercise; the CPU trainer never uses a scaler: bf16 needs none).
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace oml::optim {
+
+/// PyTorch's GradScaler defaults.
+struct GradScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  /// `loss` x the current scale (the scale lives on the loss's device from the first call on).
+  at::Tensor scale(const at::Tensor& loss);
+  /// Divides the gradients of `parameters` (those that have one) by the scale, in place.
+  /// Returns false when any of them is Inf or NaN: the optimizer step must be skipped.
+  bool unscale(const std::vector<at::Tensor>& parameters);
+  /// After each step (applied or skipped): backoff on an overflow seen by unscale, growth after
+  /// growth_interval steps without one.
+  void update();
+
+  double current_scale() const;
+  /// Steps skipped so far because of non-finite gradients.
+  int64_t skipped_steps() const { return skipped_; }
+
+ private:
+  GradScalerOptions options_;
+  at::Tensor scale_;           ///< [1] float32
+  at::Tensor growth_tracker_;  ///< [1] int32: clean steps since the last change
+  at::Tensor found_inf_;       ///< [1] float32: 1 when the last unscale saw Inf/NaN
+  int64_t skipped_ = 0;
+};
+
+}  // namespace oml::optim

@@ -1,0 +1,71 @@
+#include "oml/optim/grad_scaler.h"
+
+#include <ATen/ATen.h>
+
+#include "oml/common/error.h"
+
+namespace oml::optim {
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
+  OML_CHECK(options_.init_scale > 0 && options_.growth_factor > 1 && options_.backoff_factor > 0 &&
+                options_.backoff_factor < 1 && options_.growth_interval > 0,
+            ConfigError,
+            "gradient scaler: expected init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 "
+            "and growth_interval > 0");
+}
+
+at::Tensor GradScaler::scale(const at::Tensor& loss) {
+  if (!scale_.defined() || scale_.device() != loss.device()) {
+    const auto on = at::TensorOptions().device(loss.device());
+    scale_ = at::full({1}, options_.init_scale, on.dtype(at::kFloat));
+    growth_tracker_ = at::zeros({1}, on.dtype(at::kInt));
+    found_inf_ = at::zeros({1}, on.dtype(at::kFloat));
+  }
+  return loss * scale_.to(loss.scalar_type());
+}
+
+bool GradScaler::unscale(const std::vector<at::Tensor>& parameters) {
+  OML_ASSERT(scale_.defined(), "GradScaler::unscale before scale()");
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : parameters) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  found_inf_.zero_();
+  const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
+  if (scale_.is_cuda()) {
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
+  } else {
+    for (at::Tensor& g : grads) {
+      if (!at::isfinite(g).all().item<bool>()) found_inf_.fill_(1.0);
+      g.mul_(inv_scale.to(g.scalar_type()));
+    }
+  }
+  const bool finite = found_inf_.item<float>() == 0.0f;
+  if (!finite) ++skipped_;
+  return finite;
+}
+
+void GradScaler::update() {
+  OML_ASSERT(scale_.defined(), "GradScaler::update before scale()");
+  if (scale_.is_cuda()) {
+    at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor,
+                           options_.backoff_factor, options_.growth_interval);
+    return;
+  }
+  if (found_inf_.item<float>() != 0.0f) {
+    scale_.mul_(options_.backoff_factor);
+    growth_tracker_.zero_();
+    return;
+  }
+  growth_tracker_.add_(1);
+  if (growth_tracker_.item<int>() >= options_.growth_interval) {
+    scale_.mul_(options_.growth_factor);
+    growth_tracker_.zero_();
+  }
+}
+
+double GradScaler::current_scale() const {
+  return scale_.defined() ? scale_.item<double>() : options_.init_scale;
+}
+
+}  // namespace oml::optim

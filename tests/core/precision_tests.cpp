@@ -1,0 +1,215 @@
+// Mixed precision: the autocast guards, float32 losses under autocast, every built-in extractor
+// training in bfloat16 on the CPU with float32 weights and gradients, and the gradient scaler.
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "oml/common/autocast.h"
+#include "oml/common/error.h"
+#include "oml/config/document.h"
+#include "oml/losses/arcface.h"
+#include "oml/losses/miners.h"
+#include "oml/losses/surrogate_precision.h"
+#include "oml/losses/triplet_loss.h"
+#include "oml/models/extractor.h"
+#include "oml/optim/grad_scaler.h"
+#include "oml/registry/registries.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::AutocastGuard;
+using oml::Float32Guard;
+using oml::config::Precision;
+
+namespace {
+std::shared_ptr<oml::models::Extractor> build_extractor(const std::string& yaml) {
+  oml::register_core_components();
+  const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
+  return oml::registries().extractors.create(
+      oml::config::parse_component(doc.root()["extractor"], "extractor"));
+}
+
+std::shared_ptr<oml::losses::Criterion> build_loss(const std::string& yaml, int64_t dim, int64_t classes) {
+  oml::register_core_components();
+  const auto doc = oml::config::Document::from_string("criterion: " + yaml, "loss.yaml");
+  oml::losses::CriterionContext context;
+  context.embedding_size = dim;
+  context.num_classes = classes;
+  return oml::registries().losses.create(oml::config::parse_component(doc.root()["criterion"], "criterion"),
+                                         context);
+}
+}  // namespace
+
+TEST_CASE("An AutocastGuard runs a conv net's forward in bfloat16 and restores autocast at exit",
+          "[precision]") {
+  torch::manual_seed(0);
+  auto model = build_extractor("{name: conv_net, args: {in_channels: 3, channels: [8, 16], feat_dim: 16}}");
+  const auto images = torch::randn({4, 3, 28, 28});
+  REQUIRE_FALSE(at::autocast::is_cpu_enabled());
+  at::Tensor inside;
+  {
+    const AutocastGuard autocast(Precision::bf16, torch::kCPU);
+    CHECK(autocast.active());
+    CHECK(autocast.dtype() == torch::kBFloat16);
+    CHECK(at::autocast::is_cpu_enabled());
+    CHECK(at::autocast::get_autocast_cpu_dtype() == torch::kBFloat16);
+    // A convolution is on autocast's lower-precision list: its result is bfloat16 although
+    // input and weights are float32.
+    const auto weight = torch::randn({8, 3, 3, 3});
+    CHECK(torch::conv2d(images, weight).scalar_type() == torch::kBFloat16);
+    inside = model->forward(images);
+  }
+  CHECK(inside.scalar_type() == torch::kBFloat16);
+  CHECK_FALSE(at::autocast::is_cpu_enabled());
+  for (const auto& p : model->parameters()) CHECK(p.scalar_type() == torch::kFloat);  // weights untouched
+  const auto outside = model->forward(images);
+  CHECK(outside.scalar_type() == torch::kFloat);
+  // bfloat16 keeps ~3 significant digits: the same embeddings, not the same bits.
+  CHECK(torch::allclose(inside.to(torch::kFloat), outside, /*rtol=*/5e-2, /*atol=*/5e-2));
+  CHECK_FALSE(torch::equal(inside.to(torch::kFloat), outside));
+
+  // precision 32 is no autocast at all.
+  {
+    const AutocastGuard off(Precision::fp32, torch::kCPU);
+    CHECK_FALSE(off.active());
+    CHECK_FALSE(at::autocast::is_cpu_enabled());
+    CHECK(model->forward(images).scalar_type() == torch::kFloat);
+  }
+}
+
+TEST_CASE("Autocast guards nest: a Float32Guard inside bf16 computes in float32, the outer state returns",
+          "[precision]") {
+  const auto a = torch::randn({5, 7});
+  const auto b = torch::randn({7, 3});
+  const AutocastGuard outer(Precision::bf16, torch::kCPU);
+  CHECK(torch::mm(a, b).scalar_type() == torch::kBFloat16);
+  {
+    const Float32Guard float32;
+    CHECK_FALSE(at::autocast::is_cpu_enabled());
+    CHECK(torch::mm(a, b).scalar_type() == torch::kFloat);
+    {
+      const AutocastGuard inner(Precision::bf16, torch::kCPU);
+      CHECK(torch::mm(a, b).scalar_type() == torch::kBFloat16);
+    }
+    CHECK_FALSE(at::autocast::is_cpu_enabled());
+  }
+  CHECK(at::autocast::is_cpu_enabled());
+  CHECK(torch::mm(a, b).scalar_type() == torch::kBFloat16);
+}
+
+TEST_CASE("precision 16 on the CPU is a config error that names bf16", "[precision]") {
+  CHECK_THROWS_AS(AutocastGuard(Precision::fp16, torch::kCPU), oml::ConfigError);
+  CHECK_THROWS_WITH(AutocastGuard(Precision::fp16, torch::kCPU), Contains("use precision: bf16"));
+  CHECK_FALSE(at::autocast::is_cpu_enabled());
+}
+
+TEST_CASE("The built-in losses compute in float32 under bf16 autocast", "[precision][losses]") {
+  torch::manual_seed(1);
+  const int64_t dim = 16;
+  // What a bf16 extractor hands the loss: bfloat16 embeddings.
+  const auto embeddings = torch::nn::functional::normalize(
+                              torch::randn({16, dim}), torch::nn::functional::NormalizeFuncOptions().dim(1))
+                              .to(torch::kBFloat16);
+  const auto labels = torch::arange(4).repeat_interleave(4);
+  for (const std::string yaml :
+       {"{name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}",
+        "{name: triplet_with_miner, args: {margin: null, miner: {name: all_triplets}}}",
+        "{name: arcface, args: {m: 0.4, s: 64}}", "{name: surrogate_precision, args: {k: 3}}"}) {
+    INFO(yaml);
+    torch::manual_seed(2);
+    auto loss = build_loss(yaml, dim, 4);
+    torch::manual_seed(5);  // miners may sample triplets: the same ones both times
+    const auto reference = loss->forward(embeddings.to(torch::kFloat), labels);  // float32 throughout
+    auto input = embeddings.detach().requires_grad_(true);
+    oml::losses::LossOutput mixed;
+    torch::manual_seed(5);
+    {
+      const AutocastGuard autocast(Precision::bf16, torch::kCPU);
+      mixed = loss->forward(input, labels);
+    }
+    CHECK(mixed.loss.scalar_type() == torch::kFloat);
+    // The same float32 computation on the same values: the same loss, not one rounded to bfloat16.
+    CHECK(mixed.loss.item<double>() == Approx(reference.loss.item<double>()).epsilon(1e-6));
+    mixed.loss.backward();
+    REQUIRE(input.grad().defined());
+    CHECK(input.grad().scalar_type() == torch::kBFloat16);  // flows back in the input's dtype
+    CHECK(torch::isfinite(input.grad()).all().item<bool>());
+    for (const auto& p : loss->parameters()) {
+      CHECK(p.scalar_type() == torch::kFloat);
+      if (p.grad().defined()) CHECK(p.grad().scalar_type() == torch::kFloat);
+    }
+  }
+}
+
+TEST_CASE("Every built-in extractor trains a step in bf16 with float32 weights and gradients",
+          "[precision][models]") {
+  for (const std::string yaml :
+       {"{name: conv_net, args: {in_channels: 3, channels: [8, 16], feat_dim: 16}}",
+        "{name: resnet, args: {arch: resnet18}}",
+        "{name: extractor_with_mlp, args: {extractor: {name: conv_net, args: {in_channels: 3}}, "
+        "mlp_features: [32, 16]}}"}) {
+    INFO(yaml);
+    torch::manual_seed(3);
+    auto model = build_extractor(yaml);
+    auto loss = build_loss("{name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}",
+                           model->feat_dim(), 2);
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
+    model->train();
+    const auto images = torch::randn({8, 3, 32, 32});
+    const auto labels = torch::arange(2).repeat_interleave(4);
+    oml::losses::LossOutput out;
+    at::Tensor embeddings;
+    {
+      const AutocastGuard autocast(Precision::bf16, torch::kCPU);
+      embeddings = model->forward(images);
+      out = loss->forward(embeddings, labels);
+    }
+    CHECK(embeddings.scalar_type() == torch::kBFloat16);
+    CHECK(out.loss.scalar_type() == torch::kFloat);
+    CHECK(std::isfinite(out.loss.item<double>()));
+    optimizer.zero_grad();
+    out.loss.backward();
+    int64_t with_grad = 0;
+    for (const auto& p : model->parameters()) {
+      CHECK(p.scalar_type() == torch::kFloat);
+      if (!p.grad().defined()) continue;
+      ++with_grad;
+      CHECK(p.grad().scalar_type() == torch::kFloat);
+      CHECK(torch::isfinite(p.grad()).all().item<bool>());
+    }
+    CHECK(with_grad > 0);
+    optimizer.step();
+    for (const auto& b : model->buffers()) CHECK(b.scalar_type() != torch::kBFloat16);  // BatchNorm stats
+  }
+}
+
+TEST_CASE("The gradient scaler skips steps with non-finite gradients, backs off and grows",
+          "[precision][optim]") {
+  oml::optim::GradScalerOptions options;
+  options.init_scale = 1024;
+  options.growth_interval = 2;
+  oml::optim::GradScaler scaler(options);
+  auto w = torch::ones({3}, torch::requires_grad());
+  const auto loss = (w * torch::tensor({1.0f, 2.0f, 3.0f})).sum();
+  const auto scaled = scaler.scale(loss);
+  CHECK(scaled.item<double>() == Approx(6.0 * 1024));
+  scaled.backward();
+  CHECK(w.grad()[2].item<double>() == Approx(3.0 * 1024));
+  CHECK(scaler.unscale({w}));
+  CHECK(torch::allclose(w.grad(), torch::tensor({1.0f, 2.0f, 3.0f})));
+  scaler.update();
+  CHECK(scaler.current_scale() == 1024);  // one clean step of the two growth needs
+
+  w.mutable_grad() = torch::tensor({1.0f, std::numeric_limits<float>::infinity(), 0.0f});
+  CHECK_FALSE(scaler.unscale({w}));
+  CHECK(scaler.skipped_steps() == 1);
+  scaler.update();
+  CHECK(scaler.current_scale() == 512);  // backoff 0.5, and the growth count restarts
+
+  for (int i = 0; i < 2; ++i) {
+    w.mutable_grad() = torch::ones({3});
+    CHECK(scaler.unscale({w}));
+    scaler.update();
+  }
+  CHECK(scaler.current_scale() == 1024);  // growth 2 after growth_interval clean steps
+  CHECK(scaler.skipped_steps() == 1);
+}
