@@ -186,7 +186,8 @@ TEST_CASE("OML's hydra block: run.dir is the run directory, the rest is named in
   CHECK_THAT(c.notices[0], Contains("hydra.job.chdir") && Contains("does not change the working directory"));
   CHECK_THAT(c.notices[1], Contains("hydra.job") && !Contains("searchpath"));  // oml.configs is ours
   const auto other_package = oml::config::parse_run_config(
-      Document::from_string("hydra: {searchpath: [pkg://oml.configs, pkg://my.configs, file://x]}\n", "run.yaml")
+      Document::from_string("hydra: {searchpath: [pkg://oml.configs, pkg://my.configs, file://x]}\n",
+                            "run.yaml")
           .root());
   REQUIRE(other_package.notices.size() == 1);
   CHECK_THAT(other_package.notices[0], Contains("hydra.searchpath entry pkg://my.configs") &&
@@ -412,16 +413,17 @@ TEST_CASE("defaults: composes the shipped config groups, the config's own keys l
   const auto doc = Document::from_file((dir / "train.yaml").string());
   const auto root = doc.root();
   CHECK_FALSE(root["defaults"].defined());
-  CHECK(text_at(root["optimizer"]["name"]) == "adam");            // from configs/optimizer/adam.yaml
-  CHECK(root["optimizer"]["args"]["lr"].as<double>() == 0.5);     // the file's own value wins
-  CHECK(root["sampler"]["args"]["n_labels"].as<int>() == 2);      // OML's default for balance
+  CHECK(text_at(root["optimizer"]["name"]) == "adam");         // from configs/optimizer/adam.yaml
+  CHECK(root["optimizer"]["args"]["lr"].as<double>() == 0.5);  // the file's own value wins
+  CHECK(root["sampler"]["args"]["n_labels"].as<int>() == 2);   // OML's default for balance
   CHECK_THAT(root["sampler"]["args"]["n_labels"].where(), Contains("sampler/balance.yaml:3:"));
   CHECK_THAT(root["optimizer"]["args"]["lr"].where(), Contains("train.yaml:4:"));
   CHECK(oml::config::parse_run_config(root).seed == 3);
 
   // _self_ first: the groups win over the file.
-  oml::test::write_file(dir / "self_first.yaml",
-                        "optimizer: {name: sgd, args: {lr: 0.5}}\ndefaults:\n  - _self_\n  - optimizer: adam\n");
+  oml::test::write_file(
+      dir / "self_first.yaml",
+      "optimizer: {name: sgd, args: {lr: 0.5}}\ndefaults:\n  - _self_\n  - optimizer: adam\n");
   const auto first = Document::from_file((dir / "self_first.yaml").string()).root();
   CHECK(text_at(first["optimizer"]["name"]) == "adam");
   CHECK(first["optimizer"]["args"]["lr"].as<double>() == 0.00001);
@@ -429,7 +431,8 @@ TEST_CASE("defaults: composes the shipped config groups, the config's own keys l
   // --set group=option chooses another option (Hydra's command line); other --set keys apply
   // to the composed config, whatever the order of the list.
   const auto chosen =
-      Document::from_file((dir / "self_first.yaml").string(), {"optimizer=sgd", "optimizer.args.lr=2"}).root();
+      Document::from_file((dir / "self_first.yaml").string(), {"optimizer=sgd", "optimizer.args.lr=2"})
+          .root();
   CHECK(text_at(chosen["optimizer"]["name"]) == "sgd");
   CHECK(chosen["optimizer"]["args"]["lr"].as<double>() == 2);
   CHECK(chosen["optimizer"]["args"]["lr"].where() == "--set optimizer.args.lr");
@@ -470,12 +473,13 @@ TEST_CASE("defaults: a user's group folders come first; packages, headers, overr
   CHECK(text_at(root["logs_root"]) == "/tmp/from_header");
 }
 
-TEST_CASE("defaults: every mistake is reported at once, naming the entry and what exists", "[config][defaults]") {
+TEST_CASE("defaults: every mistake is reported at once, naming the entry and what exists",
+          "[config][defaults]") {
   oml::test::TempDir dir;
   oml::test::write_file(dir / "bad.yaml",
                         "defaults:\n"
-                        "  - optimizer: adamm\n"          // an unknown option
-                        "  - optimiser: adam\n"           // an unknown group
+                        "  - optimizer: adamm\n"              // an unknown option
+                        "  - optimiser: adam\n"               // an unknown group
                         "  - {sampler: balance, miner: x}\n"  // two entries in one
                         "  - override logger: tensorboard\n"  // nothing to override
                         "  - sampler: balance\n"
@@ -495,7 +499,8 @@ TEST_CASE("defaults: every mistake is reported at once, naming the entry and wha
                         Contains("there is no group 'optimiser'") && Contains("did you mean 'optimizer'"));
     CHECK_THAT(all, Contains(file + ":4:5: defaults: an entry is `- group: option`"));
     CHECK_THAT(all, Contains(file + ":5:5: defaults: 'override logger' has no entry for the group 'logger'"));
-    CHECK_THAT(all, Contains(file + ":7:5: defaults: the group 'sampler' is chosen twice (first at " + file + ":6)"));
+    CHECK_THAT(all, Contains(file + ":7:5: defaults: the group 'sampler' is chosen twice (first at " + file +
+                             ":6)"));
   }
   // A config that includes itself.
   oml::test::write_file(dir / "loop.yaml", "defaults:\n  - loop\n");

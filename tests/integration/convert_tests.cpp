@@ -280,7 +280,8 @@ TEST_CASE("oml-convert cub reads the CUB-200-2011 layout with boxes and the clas
   CHECK(*df.train().bboxes[0] == oml::data::BBox{3, 23, 4, 14});
   CHECK_THAT(df.validation().paths[0], Contains("images/101.Wren/w_1.jpg"));
   // OML's recipes ask for dataframe_name: df_with_bboxes.csv.
-  CHECK(oml::test::read_file(dir / "out" / "df_with_bboxes.csv") == oml::test::read_file(dir / "out" / "df.csv"));
+  CHECK(oml::test::read_file(dir / "out" / "df_with_bboxes.csv") ==
+        oml::test::read_file(dir / "out" / "df.csv"));
 
   write_file(root / "bounding_boxes.txt", "1 3 4 20\n");
   const auto bad = convert("cub", root, dir / "out");

@@ -2,7 +2,9 @@
 // changed: each trains (train_extractor.yaml) and validates (validate_extractor.yaml) end to
 // end with zoo weights from a weights folder. The data is the Fashion-MNIST subset under the
 // recipes' dataframe names with a category column; only sizes that would take minutes on CI
-// are turned down on the command line (epochs, batch sizes, loader threads).
+// are turned down on the command line (epochs, batch sizes, loader threads, and the image size:
+// 64 px instead of 224 gives the ViT a 4 x 4 grid of patches, its position embedding
+// interpolated as for any size).
 #include <torch/torch.h>
 
 #include "oml/io/state_dict.h"
@@ -75,19 +77,24 @@ TEST_CASE("OML's recipes as shipped train and validate with zoo weights", "[inte
   const std::map<std::string, std::string> sampler = {
       {"cub", "--set sampler.args.n_labels=3 --set sampler.args.n_instances=2"},
       {"cars", "--set sampler.args.n_labels=3 --set sampler.args.n_instances=2"},
-      {"sop", "--set sampler.args.n_categories=2 --set sampler.args.n_labels=2 --set sampler.args.n_instances=2"},
+      {"sop",
+       "--set sampler.args.n_categories=2 --set sampler.args.n_labels=2 --set sampler.args.n_instances=2"},
       {"inshop",
        "--set sampler.args.n_categories=2 --set sampler.args.n_labels=2 --set sampler.args.n_instances=2"}};
   for (const auto& [recipe, sampler_sizes] : sampler) {
     INFO("configs/" << recipe);
-    const std::string common = " --set dataset_root=" + quote(data.string()) +
-                               " --set weights_dir=" + quote(weights.string()) +
-                               " --set num_workers=1 --set bs_val=32 --progress quiet";
+    // The hypvit transforms take a crop_size too.
+    const bool crop = recipe == "sop" || recipe == "inshop";
+    const std::string common =
+        " --set dataset_root=" + quote(data.string()) + " --set weights_dir=" + quote(weights.string()) +
+        " --set num_workers=1 --set bs_val=32 --progress quiet" + " --set transforms_val.args.im_size=64" +
+        (crop ? " --set transforms_val.args.crop_size=64" : "");
     const fs::path logs = dir / ("logs_" + recipe);
-    const auto train = run_oml(
-        "oml-train", "--config " + quote(oml::test::source_path("configs/" + recipe + "/train_extractor.yaml")) +
-                         common + " --set logs_root=" + quote(logs.string()) + " --set max_epochs=1 " +
-                         sampler_sizes);
+    const auto train =
+        run_oml("oml-train",
+                "--config " + quote(oml::test::source_path("configs/" + recipe + "/train_extractor.yaml")) +
+                    common + " --set logs_root=" + quote(logs.string()) +
+                    " --set max_epochs=1 --set transforms_train.args.im_size=64 " + sampler_sizes);
     INFO(train.err);
     REQUIRE(train.exit_code == 0);
     // OML's run folder: hydra.run.dir = ${logs_root}/${logs_folder}/, logs_folder = <now>_<postfix>.
@@ -100,12 +107,13 @@ TEST_CASE("OML's recipes as shipped train and validate with zoo weights", "[inte
 
     // OML's fine-tuned zoo model, then our own checkpoint in its place.
     const std::string validate =
-        "--config " + quote(oml::test::source_path("configs/" + recipe + "/validate_extractor.yaml")) + common +
-        " --set logs_root=" + quote((dir / ("validation_" + recipe)).string());
+        "--config " + quote(oml::test::source_path("configs/" + recipe + "/validate_extractor.yaml")) +
+        common + " --set logs_root=" + quote((dir / ("validation_" + recipe)).string());
     const auto zoo = run_oml("oml-validate", validate);
     INFO(zoo.err);
     CHECK(zoo.exit_code == 0);
-    const auto own = run_oml("oml-validate", validate + " --set extractor.args.weights=" + quote(best[0].string()));
+    const auto own =
+        run_oml("oml-validate", validate + " --set extractor.args.weights=" + quote(best[0].string()));
     INFO(own.err);
     CHECK(own.exit_code == 0);
     CHECK_THAT(own.out + own.err, Contains("cmc/1"));

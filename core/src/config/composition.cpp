@@ -43,7 +43,8 @@ std::string join_package(const std::string& parent, const std::string& child) {
 
 /// A package as written after `@` or in a `# @package` header, relative to the including
 /// config's package `parent`; `_global_` is the top, `_here_` the parent's own place.
-std::string resolve_package(const std::string& written, const std::string& parent, const std::string& group_default) {
+std::string resolve_package(const std::string& written, const std::string& parent,
+                            const std::string& group_default) {
   if (written == "_global_") return "";
   if (starts_with(written, "_global_.")) return written.substr(9);
   if (written == "_group_") return group_default;
@@ -113,7 +114,8 @@ std::vector<fs::path> searchpath_folders(const YAML::Node& root) {
   const YAML::Node entries = hydra["searchpath"];
   if (!entries.IsDefined() || !entries.IsSequence()) return folders;
   for (const auto& entry : entries) {
-    if (entry.IsScalar() && starts_with(entry.Scalar(), "file://")) folders.emplace_back(entry.Scalar().substr(7));
+    if (entry.IsScalar() && starts_with(entry.Scalar(), "file://"))
+      folders.emplace_back(entry.Scalar().substr(7));
   }
   return folders;
 }
@@ -124,8 +126,8 @@ struct Entry {
   bool self = false;
   bool override_ = false;
   bool optional = false;
-  bool absolute = false;      ///< `/group`: from the top, not relative to the including group
-  std::string group;          ///< as written (without `/`, `@package`); empty for a plain config
+  bool absolute = false;               ///< `/group`: from the top, not relative to the including group
+  std::string group;                   ///< as written (without `/`, `@package`); empty for a plain config
   std::optional<std::string> package;  ///< after `@`
   std::vector<std::string> options;    ///< none for `group: null`
 };
@@ -148,7 +150,8 @@ class Composer {
   Composer(std::vector<fs::path> search, const std::vector<std::string>& overrides, Origin& origin)
       : search_(std::move(search)), origin_(origin) {
     // Hydra's command-line choice `group=option`: a group path and a plain option name.
-    static const std::regex choice(R"(^\s*([A-Za-z0-9_][A-Za-z0-9_/-]*)\s*=\s*([A-Za-z0-9_][A-Za-z0-9_./-]*)\s*$)");
+    static const std::regex choice(
+        R"(^\s*([A-Za-z0-9_][A-Za-z0-9_/-]*)\s*=\s*([A-Za-z0-9_][A-Za-z0-9_./-]*)\s*$)");
     for (const auto& assignment : overrides) {
       std::smatch match;
       if (std::regex_match(assignment, match, choice)) {
@@ -164,9 +167,9 @@ class Composer {
     out.root = compose(root, file, "", "", 0, true);
     for (const auto& [group, choice] : override_entries_) {
       if (!used_groups_.count(group)) {
-        errors_.add(ConfigError(choice.second + ": defaults: 'override " + group + "' has no entry for the group '" +
-                                group + "' in the defaults list to override; choose it with '- " + group + ": " +
-                                choice.first + "'"));
+        errors_.add(ConfigError(
+            choice.second + ": defaults: 'override " + group + "' has no entry for the group '" + group +
+            "' in the defaults list to override; choose it with '- " + group + ": " + choice.first + "'"));
       }
     }
     for (const auto& [group, choice] : cli_choices_) {
@@ -212,7 +215,8 @@ class Composer {
         }
       }
     }
-    const auto self_entries = std::count_if(entries.begin(), entries.end(), [](const Entry& e) { return e.self; });
+    const auto self_entries =
+        std::count_if(entries.begin(), entries.end(), [](const Entry& e) { return e.self; });
     if (self_entries > 1) {
       errors_.check([&] { fail_at(list, "_self_ is listed more than once"); });
     }
@@ -305,9 +309,11 @@ class Composer {
     }
     if (entry.group.empty()) {  // a plain config, merged where the list stands
       const std::string name = entry.options.front();
-      const fs::path relative = parent_group.empty() || entry.absolute ? fs::path(name + ".yaml")
-                                                                          : fs::path(parent_group) / (name + ".yaml");
-      return compose_file(entry, find(entry, relative, parent_group), parent_group, parent_package, parent_package, depth);
+      const fs::path relative = parent_group.empty() || entry.absolute
+                                    ? fs::path(name + ".yaml")
+                                    : fs::path(parent_group) / (name + ".yaml");
+      return compose_file(entry, find(entry, relative, parent_group), parent_group, parent_package,
+                          parent_package, depth);
     }
     const std::string group =
         entry.absolute || parent_group.empty() ? entry.group : parent_group + "/" + entry.group;
@@ -326,7 +332,8 @@ class Composer {
     // `transforms@transforms_val` are two choices.
     if (const auto [it, inserted] = chosen_at_.emplace(group + "@" + package, where(entry.node)); !inserted) {
       fail_at(entry.node, "the group '" + group + "' is chosen twice (first at " + it->second +
-                              "); to change an option chosen elsewhere write '- override " + group + ": <option>'");
+                              "); to change an option chosen elsewhere write '- override " + group +
+                              ": <option>'");
     }
     YAML::Node result(YAML::NodeType::Map);
     for (const auto& option : options) {  // `group: null` chooses none
@@ -387,7 +394,8 @@ class Composer {
     std::string message = "no config '" + relative.string() + "' in " + join(folders);
     if (!options.empty()) {
       const std::string option = relative.stem().string();
-      message += "; the group '" + group + "' has " + join(unique(options)) + did_you_mean(option, unique(options));
+      message +=
+          "; the group '" + group + "' has " + join(unique(options)) + did_you_mean(option, unique(options));
     } else if (!group.empty()) {
       message += "; there is no group '" + group + "' there (groups: " + join(unique(groups)) + ")" +
                  did_you_mean(group, unique(groups));

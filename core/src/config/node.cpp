@@ -58,7 +58,8 @@ std::string Node::where() const {
   if (yaml_.IsDefined()) {
     const YAML::Mark mark = yaml_.Mark();
     if (mark.line >= 0) {
-      return file_of(origin, yaml_) + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+      return file_of(origin, yaml_) + ":" + std::to_string(mark.line + 1) + ":" +
+             std::to_string(mark.column + 1);
     }
   }
   return origin.file;
