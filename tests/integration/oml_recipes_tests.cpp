@@ -119,3 +119,23 @@ TEST_CASE("OML's recipes as shipped train and validate with zoo weights", "[inte
     CHECK_THAT(own.out + own.err, Contains("cmc/1"));
   }
 }
+
+TEST_CASE("The Fashion-MNIST ViT example fine-tunes DINO weights on a CPU in bf16",
+          "[integration][recipes]") {
+  TempDir dir;
+  const fs::path weights = dir / "weights";
+  fs::create_directories(weights);
+  write_zoo_files(weights, {"vits16_dino"});
+  const auto r =
+      run_oml("oml-train",
+              "--config " + quote(oml::test::source_path("configs/fashion_mnist/train_vit.yaml")) +
+                  " --set dataset_root=" + quote(oml::test::fashion_mnist_subset().string()) +
+                  " --set weights_dir=" + quote(weights.string()) +
+                  " --set logs_root=" + quote((dir / "logs").string()) +
+                  " --set max_epochs=1 --set sampler.args.epoch_size=2 --set cache_size=0 --progress quiet");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto metrics = files_named(dir / "logs", "metrics.jsonl");
+  REQUIRE(metrics.size() == 1);
+  CHECK_THAT(read_file(metrics[0]), Contains("OVERALL/cmc/1"));
+}
