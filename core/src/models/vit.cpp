@@ -17,7 +17,6 @@ namespace {
 namespace nn = torch::nn;
 
 constexpr double kLayerNormEps = 1e-6;  // DINO and DINOv2 both use LayerNorm(eps=1e-6)
-constexpr bool kFusedInference = true;
 
 ViTArch dino(const std::string& name, int64_t dim, int64_t heads, int64_t patch) {
   ViTArch a;
@@ -126,7 +125,7 @@ torch::Tensor ViTBlockImpl::attention(const torch::Tensor& x) {
   // Inference: ATen's fused multi-head attention (projections, scaled scores, softmax and the
   // weighted sum in one call). It has no backward and no autocast rule, hence only without
   // autograd and autocast, with the weights' dtype.
-  const bool fused = kFusedInference && !torch::GradMode::is_enabled() && !at::autocast::is_enabled() &&
+  const bool fused = !torch::GradMode::is_enabled() && !at::autocast::is_enabled() &&
                      !at::autocast::is_cpu_enabled() && x.scalar_type() == qkv_->weight.scalar_type();
   if (fused) {
     return std::get<0>(at::_native_multi_head_attention(x, x, x, dim, num_heads_, qkv_->weight, qkv_->bias,
