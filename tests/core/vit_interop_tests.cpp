@@ -161,11 +161,7 @@ TEST_CASE("The fused inference attention and the training path give the same emb
 
 TEST_CASE("vitb16 weights into vits16 name the first mismatching key and both shapes", "[models][vit][io]") {
   TempDir dir;
-  {
-    c10::Dict<std::string, at::Tensor> weights;
-    for (const auto& [name, tensor] : oml::io::state_dict(*make_vit("vitb16"))) weights.insert(name, tensor);
-    oml::io::write_torch_file(dir / "vitb16.pth", weights);
-  }
+  oml::test::write_state_dict_file(dir / "vitb16.pth", *make_vit("vitb16"));
   try {
     make_vit("vits16", (dir / "vitb16.pth").string());
     FAIL("no error");
@@ -236,11 +232,10 @@ TEST_CASE("Zoo names resolve in the weights folder, and a missing file names its
   // The file under OML's name, and the published file under its own name, are both found.
   torch::manual_seed(5);
   const auto reference = make_vit("vits16");
-  c10::Dict<std::string, at::Tensor> weights;
-  for (const auto& [name, tensor] : oml::io::state_dict(*reference)) weights.insert(name, tensor);
-  oml::io::write_torch_file(dir / "dino_deitsmall16_pretrain.pth", weights);
+  oml::test::write_state_dict_file(dir / "dino_deitsmall16_pretrain.pth", *reference);
   const auto loaded = oml::io::state_dict(*make_vit("vits16", "vits16_dino"));
-  CHECK(max_abs_diff(loaded.at("pos_embed"), oml::io::state_dict(*reference).at("pos_embed")) == 0);
-  CHECK(max_abs_diff(loaded.at("blocks.5.mlp.fc1.weight"), weights.at("blocks.5.mlp.fc1.weight")) == 0);
+  const auto expected = oml::io::state_dict(*reference);
+  CHECK(max_abs_diff(loaded.at("pos_embed"), expected.at("pos_embed")) == 0);
+  CHECK(max_abs_diff(loaded.at("blocks.5.mlp.fc1.weight"), expected.at("blocks.5.mlp.fc1.weight")) == 0);
   oml::models::set_weights_dir("");
 }

@@ -7,8 +7,6 @@
 // interpolated as for any size).
 #include <torch/torch.h>
 
-#include "oml/io/state_dict.h"
-#include "oml/io/torch_file.h"
 #include "oml/models/vit.h"
 #include "oml/models/zoo.h"
 #include "pipeline_fixtures.h"
@@ -48,12 +46,10 @@ void write_zoo_files(const fs::path& dir, const std::vector<std::string>& names)
   oml::models::ViTOptions options;
   options.arch = "vits16";
   const oml::models::ViT model(options);
-  c10::Dict<std::string, at::Tensor> weights;
-  for (const auto& [name, tensor] : oml::io::state_dict(*model)) weights.insert(name, tensor);
   for (const auto& name : names) {
     const auto entry = oml::models::find_zoo_entry(name);
     REQUIRE(entry);
-    oml::io::write_torch_file(dir / entry->file, weights);
+    oml::test::write_state_dict_file(dir / entry->file, *model);
   }
 }
 

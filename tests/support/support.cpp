@@ -14,6 +14,9 @@
 #include <random>
 #include <sstream>
 
+#include "oml/io/state_dict.h"
+#include "oml/io/torch_file.h"
+
 namespace oml::test {
 
 TempDir::TempDir() {
@@ -79,6 +82,12 @@ CommandResult run_oml(const std::string& command, const std::string& args, int t
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+void write_state_dict_file(const fs::path& path, const torch::nn::Module& module) {
+  c10::Dict<std::string, at::Tensor> weights;
+  for (const auto& [name, tensor] : oml::io::state_dict(module)) weights.insert(name, tensor);
+  oml::io::write_torch_file(path, weights);
 }
 
 ZipRecords read_zip_records(const std::string& archive) {

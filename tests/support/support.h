@@ -12,6 +12,9 @@
 namespace at {
 class Tensor;
 }  // namespace at
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace oml::test {
 
@@ -64,6 +67,10 @@ const fs::path& fashion_mnist_subset();
 
 /// max |a - b| (both converted to double on CPU).
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b);
+
+/// `module`'s parameters and buffers written as a published plain state dict
+/// (`torch.save(model.state_dict())`: unprefixed names, no other entries).
+void write_state_dict_file(const fs::path& path, const torch::nn::Module& module);
 
 /// The records of a PyTorch zip archive (a torch.save file, a checkpoint, the TorchScript archive
 /// of an optimizer state) in archive order, without the "version" record the writer adds.
