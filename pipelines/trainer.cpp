@@ -148,7 +148,8 @@ void check_same_components(const std::string& checkpoint_yaml, const std::string
 }  // namespace
 
 RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
-                                 const TrainingParts& parts, optim::Scheduler* scheduler) {
+                                 const TrainingParts& parts, optim::Scheduler* scheduler,
+                                 optim::GradScaler* scaler) {
   const io::Checkpoint resumed = io::load_checkpoint(path);
   if (!resumed.resume) {
     throw DataError("checkpoint '" + path +
@@ -162,6 +163,9 @@ RestoredState restore_checkpoint(const std::string& path, const config::RunConfi
   try {
     optim::load_optimizer_state(*parts.optimizer, resumed.resume->optimizer);
     if (scheduler) scheduler->load_state(resumed.resume->scheduler);
+    // A precision 16 run continues with its scale; one resumed from a bf16/fp32 run's checkpoint
+    // (no scaler state) starts from the initial scale, as a new run would.
+    if (scaler && !resumed.resume->grad_scaler.isNone()) scaler->load_state(resumed.resume->grad_scaler);
     optim::load_rng_state(resumed.resume->rng);
   } catch (Error& e) {
     e.add_context("(in the resume state of checkpoint " + path + ")");  // the loaders do not know the file
@@ -269,7 +273,7 @@ void Trainer::claim_run_directory(const fs::path& resumed_run) {
 }
 
 void Trainer::restore(const std::string& path) {
-  const RestoredState restored = restore_checkpoint(path, config_, parts_, scheduler_.get());
+  const RestoredState restored = restore_checkpoint(path, config_, parts_, scheduler_.get(), scaler_.get());
   start_ = restored.position;
   if (restored.best) best_ = restored.best;
   log::info("resuming from " + path + " at epoch " + std::to_string(start_.epoch) + ", batch " +
@@ -403,6 +407,7 @@ void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& n
   resume.sampler_epoch = next.epoch;
   resume.sampler_batch = next.batch;
   resume.rng = optim::save_rng_state();
+  if (scaler_) resume.grad_scaler = scaler_->state();
   checkpoint.resume = std::move(resume);
   io::save_checkpoint(paths_.checkpoints / name, checkpoint);
 }

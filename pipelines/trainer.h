@@ -119,13 +119,15 @@ struct RestoredState {
 };
 
 /// Reads the checkpoint at `path` into `parts` (the model's and the criterion's tensors, the
-/// optimizer's state), `scheduler` (null: none) and the random generator, after checking that
+/// optimizer's state), `scheduler` (null: none), `scaler` (null: none; a checkpoint of a run
+/// without one leaves it at its initial scale) and the random generator, after checking that
 /// its run used the optimizer and scheduler kinds `config` names. DataError when the file is
 /// not a checkpoint with resume state or its state does not fit; ConfigError when the kinds
 /// differ. The Trainer's constructor calls it before touching the run directory (and the fuzz
 /// tests call it on damaged checkpoints).
 RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
-                                 const TrainingParts& parts, optim::Scheduler* scheduler);
+                                 const TrainingParts& parts, optim::Scheduler* scheduler,
+                                 optim::GradScaler* scaler = nullptr);
 
 /// The pipeline's share of the loop.
 struct TrainingHooks {

@@ -6,6 +6,7 @@
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
+#include "oml/io/checkpoint.h"
 #include "oml/losses/arcface.h"
 #include "oml/losses/miners.h"
 #include "oml/losses/surrogate_precision.h"
@@ -212,4 +213,60 @@ TEST_CASE("The gradient scaler skips steps with non-finite gradients, backs off 
   }
   CHECK(scaler.current_scale() == 1024);  // growth 2 after growth_interval clean steps
   CHECK(scaler.skipped_steps() == 1);
+}
+
+TEST_CASE("The gradient scaler's scale and growth count survive a checkpoint, as PyTorch's state_dict",
+          "[precision][optim][io]") {
+  oml::optim::GradScalerOptions options;
+  options.init_scale = 1024;
+  options.growth_interval = 3;
+  oml::optim::GradScaler scaler(options);
+  auto w = torch::ones({2}, torch::requires_grad());
+  scaler.scale(w.sum()).backward();
+  w.mutable_grad() = torch::tensor({1.0f, std::numeric_limits<float>::quiet_NaN()});
+  CHECK_FALSE(scaler.unscale({w}));
+  scaler.update();  // backoff: 512
+  w.mutable_grad() = torch::ones({2});
+  CHECK(scaler.unscale({w}));
+  scaler.update();  // one clean step of three
+  REQUIRE(scaler.current_scale() == 512);
+
+  oml::test::TempDir dir;
+  oml::io::Checkpoint ckpt;
+  oml::io::ResumeState resume;
+  resume.grad_scaler = scaler.state();
+  ckpt.resume = resume;
+  oml::io::save_checkpoint(dir / "fp16.ckpt", ckpt);
+  const auto back = oml::io::load_checkpoint(dir / "fp16.ckpt");
+  REQUIRE(back.resume);
+  const auto state = back.resume->grad_scaler.toGenericDict();
+  CHECK(state.at("scale").toDouble() == 512);
+  CHECK(state.at("_growth_tracker").toInt() == 1);
+  CHECK(state.at("growth_interval").toInt() == 3);
+
+  oml::optim::GradScaler resumed(options);
+  resumed.load_state(back.resume->grad_scaler);
+  CHECK(resumed.current_scale() == 512);
+  auto v = torch::ones({1}, torch::requires_grad());
+  CHECK(resumed.scale(v.sum()).item<double>() == 512);
+  for (int i = 0; i < 2; ++i) {  // the third clean step counts from the checkpoint's one
+    v.mutable_grad() = torch::ones({1});
+    CHECK(resumed.unscale({v}));
+    resumed.update();
+  }
+  CHECK(resumed.current_scale() == 1024);
+
+  // A bf16/fp32 run's checkpoint has no scaler state; a damaged one is a DataError naming the entry.
+  oml::io::save_checkpoint(dir / "bf16.ckpt", [] {
+    oml::io::Checkpoint c;
+    c.resume = oml::io::ResumeState{};
+    return c;
+  }());
+  CHECK(oml::io::load_checkpoint(dir / "bf16.ckpt").resume->grad_scaler.isNone());
+  c10::impl::GenericDict damaged(c10::StringType::get(), c10::AnyType::get());
+  damaged.insert("scale", std::string("big"));
+  damaged.insert("_growth_tracker", int64_t{0});
+  CHECK_THROWS_WITH(resumed.load_state(damaged), Contains("'scale' must be a float"));
+  damaged.erase("scale");
+  CHECK_THROWS_WITH(resumed.load_state(damaged), Contains("missing entry 'scale'"));
 }

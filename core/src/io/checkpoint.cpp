@@ -89,6 +89,7 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
     sampler.insert("batch", r.sampler_batch);
     resume.insert("sampler", sampler);
     if (r.rng.defined()) resume.insert("rng", r.rng.contiguous());
+    if (!r.grad_scaler.isNone()) resume.insert("grad_scaler", r.grad_scaler);
     out.insert("resume", resume);
   }
   write_torch_file(path, out);
@@ -129,6 +130,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     r.sampler_epoch = sampler.integer("epoch");
     r.sampler_batch = sampler.integer("batch");
     if (resume.has("rng")) r.rng = resume.tensor("rng");
+    if (resume.has("grad_scaler")) r.grad_scaler = resume.get("grad_scaler");
     ckpt.resume = std::move(r);
   }
   return ckpt;

@@ -6,7 +6,7 @@
 
 namespace oml::optim {
 
-GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), start_scale_(options.init_scale) {
   OML_CHECK(options_.init_scale > 0 && options_.growth_factor > 1 && options_.backoff_factor > 0 &&
                 options_.backoff_factor < 1 && options_.growth_interval > 0,
             ConfigError,
@@ -17,8 +17,8 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
 at::Tensor GradScaler::scale(const at::Tensor& loss) {
   if (!scale_.defined() || scale_.device() != loss.device()) {
     const auto on = at::TensorOptions().device(loss.device());
-    scale_ = at::full({1}, options_.init_scale, on.dtype(at::kFloat));
-    growth_tracker_ = at::zeros({1}, on.dtype(at::kInt));
+    scale_ = at::full({1}, start_scale_, on.dtype(at::kFloat));
+    growth_tracker_ = at::full({1}, start_growth_, on.dtype(at::kInt));
     found_inf_ = at::zeros({1}, on.dtype(at::kFloat));
   }
   return loss * scale_.to(loss.scalar_type());
@@ -64,8 +64,40 @@ void GradScaler::update() {
   }
 }
 
-double GradScaler::current_scale() const {
-  return scale_.defined() ? scale_.item<double>() : options_.init_scale;
+double GradScaler::current_scale() const { return scale_.defined() ? scale_.item<double>() : start_scale_; }
+
+c10::IValue GradScaler::state() const {
+  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  out.insert("scale", current_scale());
+  out.insert("growth_factor", options_.growth_factor);
+  out.insert("backoff_factor", options_.backoff_factor);
+  out.insert("growth_interval", options_.growth_interval);
+  out.insert("_growth_tracker",
+             growth_tracker_.defined() ? static_cast<int64_t>(growth_tracker_.item<int>()) : start_growth_);
+  return out;
+}
+
+void GradScaler::load_state(const c10::IValue& state) {
+  OML_CHECK(state.isGenericDict(), DataError, "gradient scaler state: expected a dict, found a ",
+            state.tagKind());
+  const auto dict = state.toGenericDict();
+  auto entry = [&](const char* key) {
+    const auto found = dict.find(c10::IValue(std::string(key)));
+    OML_CHECK(found != dict.end(), DataError, "gradient scaler state: missing entry '", key, "'");
+    return found->value();
+  };
+  const c10::IValue scale = entry("scale");
+  const c10::IValue tracker = entry("_growth_tracker");
+  OML_CHECK(scale.isDouble() && scale.toDouble() > 0, DataError,
+            "gradient scaler state: 'scale' must be a float > 0");
+  OML_CHECK(tracker.isInt() && tracker.toInt() >= 0, DataError,
+            "gradient scaler state: '_growth_tracker' must be an integer >= 0");
+  start_scale_ = scale.toDouble();
+  start_growth_ = tracker.toInt();
+  if (scale_.defined()) {
+    scale_.fill_(start_scale_);
+    growth_tracker_.fill_(start_growth_);
+  }
 }
 
 }  // namespace oml::optim

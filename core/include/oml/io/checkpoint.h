@@ -7,10 +7,12 @@
 //    "state_dict": {name: tensor}, "config": "<resolved YAML>", "epoch": int, "step": int,
 //    "metrics": {"OVERALL/cmc/1": float, ...},
 //    "resume": {"optimizer": uint8 tensor, "scheduler": dict, "criterion": {name: tensor},
-//               "sampler": {"epoch": int, "batch": int}, "rng": uint8 tensor}}
+//               "sampler": {"epoch": int, "batch": int}, "rng": uint8 tensor,
+//               "grad_scaler": {"scale": float, "_growth_tracker": int, ...}}}
 //
-// `resume` is optional. The optimizer state is LibTorch's own archive stored as bytes (PyTorch
-// cannot interpret it, but it survives a Python round trip untouched).
+// `resume` is optional, and so is its `grad_scaler` (precision 16 runs only). The optimizer state is
+// LibTorch's own archive stored as bytes (PyTorch cannot interpret it, but it survives a Python round trip
+// untouched).
 
 #include <ATen/core/ivalue.h>
 
@@ -34,6 +36,7 @@ struct ResumeState {
   int64_t sampler_epoch = 0;  ///< next epoch to run
   int64_t sampler_batch = 0;  ///< next batch within that epoch
   at::Tensor rng;             ///< CPU generator state (uint8), see optim/resume.h
+  c10::IValue grad_scaler;    ///< GradScaler::state() of a float16 run; None otherwise
 };
 
 struct Checkpoint {

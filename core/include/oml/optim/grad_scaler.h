@@ -14,6 +14,7 @@
 // tests exercise; the CPU trainer never uses a scaler: bf16 needs none).
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <cstdint>
 #include <vector>
@@ -45,8 +46,19 @@ class GradScaler {
   /// Steps skipped so far because of non-finite gradients.
   int64_t skipped_steps() const { return skipped_; }
 
+  /// What a resumed run needs to continue with the same scale, as PyTorch's
+  /// GradScaler.state_dict(): {"scale": float, "growth_factor": float, "backoff_factor": float,
+  /// "growth_interval": int, "_growth_tracker": int}.
+  c10::IValue state() const;
+  /// Restores scale and growth tracker from state(); the factors and interval stay this
+  /// scaler's (as PyTorch's load_state_dict). DataError naming the entry when one is missing or
+  /// of the wrong type (a damaged checkpoint).
+  void load_state(const c10::IValue& state);
+
  private:
   GradScalerOptions options_;
+  double start_scale_;         ///< the scale the first scale() call starts from
+  int64_t start_growth_ = 0;   ///< the growth tracker it starts from
   at::Tensor scale_;           ///< [1] float32
   at::Tensor growth_tracker_;  ///< [1] int32: clean steps since the last change
   at::Tensor found_inf_;       ///< [1] float32: 1 when the last unscale saw Inf/NaN
