@@ -12,11 +12,13 @@
 #include <fstream>
 
 #include "oml/common/error.h"
+#include "oml/config/document.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/resnet.h"
 #include "oml/models/vit.h"
 #include "oml/models/zoo.h"
+#include "oml/registry/registries.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -238,4 +240,89 @@ TEST_CASE("Zoo names resolve in the weights folder, and a missing file names its
   CHECK(max_abs_diff(loaded.at("pos_embed"), expected.at("pos_embed")) == 0);
   CHECK(max_abs_diff(loaded.at("blocks.5.mlp.fc1.weight"), expected.at("blocks.5.mlp.fc1.weight")) == 0);
   oml::models::set_weights_dir("");
+}
+
+namespace {
+
+std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& yaml) {
+  oml::register_core_components();
+  const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
+  auto model =
+      oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
+  model->eval();
+  return model;
+}
+
+std::string mlp_yaml(const std::string& backbone, const std::string& features, const std::string& weights) {
+  return "{name: extractor_with_mlp, args: {extractor: " + backbone + ", mlp_features: " + features +
+         (weights.empty() ? "" : ", weights: " + weights) + "}}";
+}
+
+const std::string kVits16 = "{name: vit, args: {arch: vits16}}";
+
+}  // namespace
+
+TEST_CASE(
+    "extractor_with_mlp over a ViT is OML's ExtractorWithMLP, names included: OML's zoo model and "
+    "checkpoints load, ours load in Python, and our older files still load",
+    "[models][vit][zoo][pytorch]") {
+  TempDir dir;
+  const std::string script = oml::test::source_path("tests/python/vit_zoo_reference.py");
+  auto python_mlp = [&](const std::string& command) {
+    const auto r = oml::test::run("/usr/bin/python3 " + oml::test::quote(script) + " " + command + " " +
+                                  oml::test::quote(dir.path().string()));
+    INFO("vit_zoo_reference.py " << command << "\nstdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+  };
+  python_mlp("mlp_export");
+  torch::NoGradGuard no_grad;
+  const auto images = oml::io::load_tensor(dir / "mlp_input.pt");
+
+  // OML's zoo model by name: a Lightning checkpoint with `model.` in front of OML's names.
+  oml::models::set_weights_dir(dir / "zoo");
+  const auto zoo = extractor_from_yaml(mlp_yaml(kVits16, "[384]", "vits16_224_mlp_384_inshop"));
+  CHECK(max_abs_diff(zoo->forward(images), oml::io::load_tensor(dir / "mlp_384_expected.pt")) <= 1e-4);
+  CHECK_THROWS_WITH(extractor_from_yaml(mlp_yaml("{name: resnet, args: {arch: resnet18}}", "[384]",
+                                                 "vits16_224_mlp_384_inshop")),
+                    Contains("vits16 + mlp_features [384]") && Contains("resnet18 + mlp_features [384]"));
+  oml::models::set_weights_dir("");
+
+  // Two layers: torchvision's MLP puts the second Linear at projection.3.
+  const std::string plain = (dir / "mlp_256_128.pth").string();
+  const auto two = extractor_from_yaml(mlp_yaml(kVits16, "[256, 128]", plain));
+  const auto expected = oml::io::load_tensor(dir / "mlp_256_128_expected.pt");
+  CHECK(max_abs_diff(two->forward(images), expected) <= 1e-4);
+  auto names = oml::io::state_dict(*two);
+  CHECK(names.count("extractor.model.blocks.11.mlp.fc2.weight") == 1);
+  CHECK(names.count("projection.3.weight") == 1);
+
+  // Ours, changed, back to Python through OML's loader.
+  {
+    torch::manual_seed(2);
+    for (auto& p : two->parameters()) p.add_(torch::randn_like(p) * 0.01);
+    oml::io::Checkpoint ckpt;
+    ckpt.state_dict = oml::io::state_dict(*two);
+    ckpt.config = "extractor: " + mlp_yaml(kVits16, "[256, 128]", "") + "\n";
+    oml::io::save_checkpoint(dir / "oml_mlp_256_128.ckpt", ckpt);
+    oml::io::save_tensor(dir / "oml_mlp_256_128_out.pt", two->forward(images));
+    python_mlp("mlp_check");
+  }
+
+  // A file with the names oml-cpp wrote before: backbone right under `extractor.`, the second
+  // Linear at projection.2.
+  {
+    oml::io::Checkpoint old;
+    for (const auto& [name, tensor] :
+         oml::io::state_dict(*extractor_from_yaml(mlp_yaml(kVits16, "[256, 128]", plain)))) {
+      std::string renamed = name;
+      if (name.rfind("extractor.model.", 0) == 0) renamed = "extractor." + name.substr(16);
+      if (name.rfind("projection.3.", 0) == 0) renamed = "projection.2." + name.substr(13);
+      old.state_dict.emplace(renamed, tensor);
+    }
+    REQUIRE(old.state_dict.count("extractor.cls_token") == 1);
+    oml::io::save_checkpoint(dir / "old_names.ckpt", old);
+    const auto loaded =
+        extractor_from_yaml(mlp_yaml(kVits16, "[256, 128]", (dir / "old_names.ckpt").string()));
+    CHECK(max_abs_diff(loaded->forward(images), expected) <= 1e-4);
+  }
 }

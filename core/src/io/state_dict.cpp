@@ -116,6 +116,8 @@ void load_state_dict(torch::nn::Module& module, StateDict weights, const std::st
                      const LoadOptions& options) {
   StateDict expected = state_dict(module);
   StateDict chosen = select_prefix(weights, expected);
+  if (const auto* legacy = dynamic_cast<const LegacyNames*>(&module))
+    chosen = legacy->upgrade_names(std::move(chosen));
   for (auto it = chosen.begin(); it != chosen.end();) {
     bool ignored = false;
     for (const auto& prefix : options.ignore_prefixes) ignored = ignored || starts_with(it->first, prefix);

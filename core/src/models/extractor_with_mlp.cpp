@@ -16,7 +16,16 @@ ExtractorWithMLPImpl::ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone,
             "extractor_with_mlp: mlp_features must not be empty");
   OML_CHECK(options_.freeze_n_epochs >= 0, ConfigError,
             "extractor_with_mlp: freeze_n_epochs must be >= 0, got ", options_.freeze_n_epochs);
-  register_module("extractor", backbone_);
+  const std::string attribute = backbone_->oml_module_attribute();
+  if (attribute.empty()) {
+    register_module("extractor", backbone_);
+  } else {
+    // OML's ViTExtractor / ResnetExtractor between the wrapper and the network: names
+    // `extractor.model.*`. The holder only names; forward calls the backbone directly.
+    auto holder = std::make_shared<torch::nn::Module>("OmlExtractor");
+    holder->register_module(attribute, backbone_);
+    register_module("extractor", holder);
+  }
   projection_ = nn::Sequential();
   int64_t in = backbone_->feat_dim();
   for (std::size_t i = 0; i < options_.mlp_features.size(); ++i) {
@@ -24,6 +33,7 @@ ExtractorWithMLPImpl::ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone,
     OML_CHECK(out > 0, ConfigError, "extractor_with_mlp: mlp_features[", i, "] must be > 0, got ", out);
     projection_->push_back(nn::Linear(in, out));
     if (i + 1 < options_.mlp_features.size()) projection_->push_back(nn::ReLU());
+    projection_->push_back(nn::Identity());  // torchvision.ops.MLP's Dropout(p=0)
     in = out;
   }
   register_module("projection", projection_);
@@ -43,6 +53,32 @@ torch::Tensor ExtractorWithMLPImpl::forward(torch::Tensor images) {
   }
   auto out = projection_->forward(features);
   return options_.normalise_features ? normalise_detached(out) : out;
+}
+
+io::StateDict ExtractorWithMLPImpl::upgrade_names(io::StateDict weights) const {
+  const io::StateDict expected = io::state_dict(*this);
+  const std::string attribute = backbone_->oml_module_attribute();
+  io::StateDict out;
+  for (auto& [name, tensor] : weights) {
+    std::string renamed = name;
+    if (!expected.count(name)) {
+      // The backbone directly under `extractor.`.
+      if (!attribute.empty() && name.rfind("extractor.", 0) == 0)
+        renamed = "extractor." + attribute + "." + name.substr(10);
+      // Linear layer i at projection.<2i> (ReLU between, no Dropout positions).
+      const std::string head = "projection.";
+      if (name.rfind(head, 0) == 0) {
+        const std::size_t dot = name.find('.', head.size());
+        const std::string index = name.substr(head.size(), dot - head.size());
+        if (dot != std::string::npos && !index.empty() &&
+            index.find_first_not_of("0123456789") == std::string::npos && std::stoll(index) % 2 == 0)
+          renamed = head + std::to_string(std::stoll(index) / 2 * 3) + name.substr(dot);
+      }
+      if (!expected.count(renamed)) renamed = name;  // not an old name: reported as unexpected
+    }
+    out.emplace(renamed, std::move(tensor));
+  }
+  return out;
 }
 
 int64_t ExtractorWithMLPImpl::feat_dim() const { return options_.mlp_features.back(); }

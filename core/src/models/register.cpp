@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "oml/common/strings.h"
 #include "oml/config/reader.h"
 #include "oml/io/state_dict.h"
 #include "oml/models/conv_net.h"
@@ -9,6 +10,7 @@
 #include "oml/models/pairwise_model.h"
 #include "oml/models/resnet.h"
 #include "oml/models/vit.h"
+#include "oml/models/zoo.h"
 #include "oml/registry/registries.h"
 
 namespace oml::models {
@@ -17,6 +19,16 @@ namespace {
 std::shared_ptr<Extractor> nested_extractor(config::MapReader& r, const std::string& owner) {
   const auto spec = config::parse_component(r.require("extractor"), owner + ".extractor");
   return registries().extractors.create(spec);
+}
+
+// What extractor_with_mlp's zoo entries call its arch: "vits16 + mlp_features [384]".
+std::string mlp_arch(const Extractor& backbone, const std::vector<int64_t>& features) {
+  std::string arch = "an unnamed backbone";
+  if (const auto* vit = dynamic_cast<const ViTImpl*>(&backbone)) arch = vit->options().arch;
+  if (const auto* resnet = dynamic_cast<const ResNetImpl*>(&backbone)) arch = resnet->options().arch;
+  std::vector<std::string> sizes;
+  for (const int64_t f : features) sizes.push_back(std::to_string(f));
+  return arch + " + mlp_features [" + join(sizes) + "]";
 }
 
 // Weights of a whole pairwise model, loaded after construction.
@@ -79,6 +91,7 @@ void register_builtin_models(Registries& reg) {
         r.optional("freeze_n_epochs", o.freeze_n_epochs).optional("normalise_features", o.normalise_features);
         r.optional("weights", o.weights);
         r.finish();
+        o.weights = resolve_weights(o.weights, "extractor_with_mlp", mlp_arch(*backbone, o.mlp_features));
         return ExtractorWithMLP(backbone, o).ptr();
       },
       "extractor + MLP projection; backbone trainable, frozen, or frozen for the first epochs");

@@ -46,6 +46,10 @@ std::vector<ZooEntry> make_entries() {
        "21e743"},
       {"vits16_cub", "vit", "vits16", "vits16_cub.ckpt", kOmlStorage + "/cub/vits16_cub.ckpt", "e82633"},
       {"vits16_cars", "vit", "vits16", "vits16_cars.ckpt", kOmlStorage + "/cars/vits16_cars.ckpt", "9f1e59"},
+      // OML's ExtractorWithMLP.pretrained_models: vits16 (normalise_features false) + MLP [384].
+      {"vits16_224_mlp_384_inshop", "extractor_with_mlp", "vits16 + mlp_features [384]",
+       "vits16_224_mlp_384_inshop.ckpt", kOmlStorage + "/inshop/vits16_224_mlp_384_inshop.ckpt", "35244966",
+       "use extractor: {name: vit, args: {arch: vits16}} and mlp_features: [384]"},
   };
   // torchvision's ImageNet classifiers (OML fetches them through torchvision; the file name
   // carries torchvision's own hash prefix).
@@ -128,7 +132,7 @@ std::string resolve_weights(const std::string& weights, const std::string& extra
   OML_CHECK(entry->extractor == extractor, ConfigError, "weights '", weights, "' are for extractor '",
             entry->extractor, "', not '", extractor, "'");
   OML_CHECK(entry->arch == arch, ConfigError, "weights '", weights, "' are for arch ", entry->arch,
-            ", but arch is ", arch, "; set arch: ", entry->arch);
+            ", but arch is ", arch, "; ", entry->fits.empty() ? "set arch: " + entry->arch : entry->fits);
   const fs::path dir = weights_dir();
   const std::string url_file = entry->url.substr(entry->url.rfind('/') + 1);
   for (const fs::path& candidate :

@@ -32,6 +32,15 @@ StateDict find_state_dict(const c10::IValue& content, const std::string& source)
 /// listing a few of its keys when no key ends with `trial_key`.
 StateDict select_backbone(const StateDict& weights, const std::string& trial_key, const std::string& source);
 
+/// A module whose names changed implements this so that files written with its old names still
+/// load (PyTorch's modules do the same in `_load_from_state_dict`): load_state_dict passes the
+/// file's names, after the wrapper prefix is removed, through upgrade_names() before matching.
+class LegacyNames {
+ public:
+  virtual ~LegacyNames() = default;
+  virtual StateDict upgrade_names(StateDict weights) const = 0;
+};
+
 struct LoadOptions {
   /// Names starting with one of these are dropped from the file before matching
   /// (e.g. "fc." when loading a classifier into a resnet without fc).
@@ -42,7 +51,7 @@ struct LoadOptions {
 /// shape and no file tensor may be left over. A key prefix shared by the file's names
 /// (`module.`, `model.`, `model.module.`, `extractor.`) is stripped when that makes the names
 /// match. On mismatch throws DataError naming `source` and listing missing and unexpected
-/// names and shape differences.
+/// names and shape differences. A module that is LegacyNames renames old names first.
 void load_state_dict(torch::nn::Module& module, StateDict weights, const std::string& source,
                      const LoadOptions& options = {});
 

@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <string>
 
 namespace oml::models {
 
@@ -37,6 +38,11 @@ class Extractor : public torch::nn::Module {
   /// Only called when freezable(); the default throws InternalError.
   virtual void set_backbone_frozen(bool frozen);
   virtual BackboneFreezing requested_freezing() const { return {}; }
+  /// The attribute OML's Python class for this extractor keeps its network in (`model` for
+  /// ViTExtractor and ResnetExtractor, whose own state dicts therefore read `model.*`); "" when
+  /// there is no such class. Wrappers that nest this extractor under a name (extractor_with_mlp)
+  /// put it below this attribute too, so that their state dicts are OML's, both ways.
+  virtual std::string oml_module_attribute() const { return ""; }
 };
 
 /// Divides each row by its L2 norm, treating the norm as a constant for autograd (OML's

@@ -33,6 +33,7 @@ class ResNetImpl : public Extractor {
   /// Pooled features before fc / normalisation, [B, 512 * expansion].
   torch::Tensor pooled_features(torch::Tensor images);
   int64_t feat_dim() const override;
+  std::string oml_module_attribute() const override { return "model"; }  // ResnetExtractor.model
 
   const ResNetOptions& options() const { return options_; }
 

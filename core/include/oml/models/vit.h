@@ -74,6 +74,7 @@ class ViTImpl : public Extractor {
   /// The network alone at one scale: CLS token after the final norm.
   torch::Tensor cls_features(const torch::Tensor& images);
   int64_t feat_dim() const override { return arch_.embed_dim; }
+  std::string oml_module_attribute() const override { return "model"; }  // ViTExtractor.model
 
   /// Loads `weights` (a file or a zoo name) as OML's ViTExtractor does: a published DINO/DINOv2
   /// state dict, an OML/Lightning .ckpt (backbone found by its `norm.bias`, the rest dropped) or

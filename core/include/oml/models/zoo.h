@@ -17,6 +17,7 @@ struct ZooEntry {
   std::string file;       ///< file name in the weights folder (OML's own name for it)
   std::string url;        ///< where to download it from
   std::string md5;        ///< md5 prefix as OML checks it ("" when OML has none)
+  std::string fits;       ///< for errors, how to make a model fit it ("" = "set arch: <arch>")
 };
 
 /// Every known name, in the order docs/models.md lists them.
