@@ -4,10 +4,12 @@
 // (input and weights, or the input batch only), alternated over rounds (these machines drift: compare medians
 // of alternating rounds).
 //
-//   bench_precision [threads] [rounds] [steps] [extractor-yaml] [side]
+//   bench_precision [threads] [rounds] [steps] [extractor-yaml] [side] [modes]
 //
 // extractor-yaml: another extractor as a config component, side: its image side (default 64),
 // e.g. for a ViT: bench_precision 0 3 3 '{name: vit, args: {arch: vits16}}' 224
+// modes: `all` (default), or `32` / `bf16` for that precision's NCHW mode alone (one process per
+// precision, for its peak RSS under /usr/bin/time -v).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -96,6 +98,11 @@ int main(int argc, char** argv) {
   const int steps = argc > 3 ? std::atoi(argv[3]) : 5;
   const std::string spec_text = argc > 4 ? argv[4] : "{name: resnet, args: {arch: resnet18}}";
   const int64_t side = argc > 5 ? std::atoll(argv[5]) : 64;
+  const std::string only = argc > 6 ? argv[6] : "all";
+  if (only != "all" && only != "32" && only != "bf16") {
+    std::fprintf(stderr, "bench_precision: modes must be all, 32 or bf16, got '%s'\n", only.c_str());
+    return 2;
+  }
   oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("extractor: " + spec_text, "<bench_precision>");
   const oml::config::ComponentSpec spec = oml::config::parse_component(doc.root()["extractor"], "extractor");
@@ -104,12 +111,13 @@ int main(int argc, char** argv) {
   std::printf("threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch 32, %d steps x %d rounds\n", threads,
               oml::blas_backend().c_str(), spec_text.c_str(), static_cast<long long>(side),
               static_cast<long long>(side), steps, rounds);
-  const std::vector<Mode> modes{{Precision::fp32, false, false, "32 NCHW"},
-                                {Precision::bf16, false, false, "bf16 NCHW"},
-                                {Precision::fp32, true, true, "32 channels_last"},
-                                {Precision::bf16, true, true, "bf16 channels_last"},
-                                {Precision::fp32, true, false, "32 cl input only"},
-                                {Precision::bf16, true, false, "bf16 cl input only"}};
+  std::vector<Mode> modes{{Precision::fp32, false, false, "32 NCHW"},
+                          {Precision::bf16, false, false, "bf16 NCHW"},
+                          {Precision::fp32, true, true, "32 channels_last"},
+                          {Precision::bf16, true, true, "bf16 channels_last"},
+                          {Precision::fp32, true, false, "32 cl input only"},
+                          {Precision::bf16, true, false, "bf16 cl input only"}};
+  if (only != "all") modes = {modes[only == "32" ? 0 : 1]};
   std::vector<std::vector<double>> results(modes.size());
   for (int r = 0; r < rounds; ++r) {
     for (std::size_t m = 0; m < modes.size(); ++m) {
@@ -120,8 +128,10 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("median over %d rounds:\n", rounds);
-  for (std::size_t m = 0; m < modes.size(); ++m)
-    std::printf("  %-20s %7.1f images/s (%.2fx precision 32 NCHW)\n", modes[m].name.c_str(),
-                median(results[m]), median(results[m]) / median(results[0]));
+  for (std::size_t m = 0; m < modes.size(); ++m) {
+    std::printf("  %-20s %7.1f images/s", modes[m].name.c_str(), median(results[m]));
+    if (only == "all") std::printf(" (%.2fx precision 32 NCHW)", median(results[m]) / median(results[0]));
+    std::printf("\n");
+  }
   return 0;
 }
