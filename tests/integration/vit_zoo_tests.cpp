@@ -46,13 +46,14 @@ at::Tensor predict(const TempDir& dir, const std::string& name, const std::strin
 
 }  // namespace
 
-TEST_CASE("OML's vits16_sop.ckpt from the weights folder gives OML's embeddings, fine-tunes in bf16 "
-          "and goes back to Python",
-          "[integration][vit][zoo][pytorch]") {
+TEST_CASE(
+    "OML's vits16_sop.ckpt from the weights folder gives OML's embeddings, fine-tunes in bf16 "
+    "and goes back to Python",
+    "[integration][vit][zoo][pytorch]") {
   TempDir dir;
   python("zoo " + quote(dir.path().string()));
-  python("embed " + quote((dir / "zoo" / "vits16_sop.ckpt").string()) + " " + quote((dir / "images").string()) +
-         " " + quote((dir / "python_zoo.pt").string()));
+  python("embed " + quote((dir / "zoo" / "vits16_sop.ckpt").string()) + " " +
+         quote((dir / "images").string()) + " " + quote((dir / "python_zoo.pt").string()));
   const auto expected = oml::io::load_tensor(dir / "python_zoo.pt");
   REQUIRE(expected.sizes() == torch::IntArrayRef({4, 384}));
 
@@ -61,9 +62,10 @@ TEST_CASE("OML's vits16_sop.ckpt from the weights folder gives OML's embeddings,
                                  "extractor: {name: vit, args: {arch: vits16, normalise_features: true, "
                                  "weights: vits16_sop}}\n");
     CHECK(oml::test::max_abs_diff(in_args, expected) <= 1e-4);
-    const auto top_level = predict(dir, "top_level",
-                                   "weights: vits16_sop\n"
-                                   "extractor: {name: vit, args: {arch: vits16, normalise_features: true}}\n");
+    const auto top_level =
+        predict(dir, "top_level",
+                "weights: vits16_sop\n"
+                "extractor: {name: vit, args: {arch: vits16, normalise_features: true}}\n");
     CHECK(oml::test::max_abs_diff(top_level, expected) <= 1e-4);
 
     // oml-validate takes the name the same way (at 64 px: the subset's images are 28 px).
@@ -72,7 +74,8 @@ TEST_CASE("OML's vits16_sop.ckpt from the weights folder gives OML's embeddings,
         "--config " + quote(oml::test::source_path("configs/sop/validate_extractor.yaml")) +
             " --set dataset_root=" + quote(oml::test::fashion_mnist_subset().string()) +
             " --set weights_dir=" + quote((dir / "zoo").string()) + " --set extractor.args.weights=null" +
-            " --set weights=vits16_sop --set transforms_val.args.im_size=64 --set transforms_val.args.crop_size=64" +
+            " --set weights=vits16_sop --set transforms_val.args.im_size=64 --set "
+            "transforms_val.args.crop_size=64" +
             " --set num_workers=1 --set bs_val=64 --set logs_root=" + quote((dir / "validation").string()) +
             " --progress quiet");
     INFO(v.err);
@@ -94,9 +97,10 @@ TEST_CASE("OML's vits16_sop.ckpt from the weights folder gives OML's embeddings,
     REQUIRE(train.exit_code == 0);
     const fs::path tuned = dir / "logs" / "tuned" / "checkpoints" / "last.ckpt";
     REQUIRE(fs::exists(tuned));
-    const auto ours = predict(dir, "tuned", "weights: " + tuned.string() +
-                                                "\nextractor: {name: vit, args: {arch: vits16, "
-                                                "normalise_features: true}}\n");
+    const auto ours = predict(dir, "tuned",
+                              "weights: " + tuned.string() +
+                                  "\nextractor: {name: vit, args: {arch: vits16, "
+                                  "normalise_features: true}}\n");
     CHECK(oml::test::max_abs_diff(ours, expected) > 1e-3);  // training changed the model
     python("embed " + quote(tuned.string()) + " " + quote((dir / "images").string()) + " " +
            quote((dir / "python_tuned.pt").string()));
