@@ -460,6 +460,43 @@ TEST_CASE(
   check_last_ckpt_loads(dir);
 }
 
+TEST_CASE(
+    "A link cut while node 0 writes a checkpoint ends every node; last.ckpt is whole and no temporary is "
+    "left",
+    "[multihost][ddp][integration]") {
+  OML_REQUIRE_NAMESPACES();
+  TempDir dir;
+  Hosts hosts(2);
+  // Rank 0 pauses inside every write of last.ckpt, after its temporary file is complete and before
+  // the rename (common/failpoint.h); the link goes down during the second write, so a first
+  // last.ckpt exists and is being replaced.
+  auto commands = every_node("oml-train", 2, 1, long_training(dir));
+  commands[0] = "env OML_FAILPOINTS=before_rename:last.ckpt=pause:4 " + commands[0];
+  const auto nodes = run_nodes(
+      hosts, dir.path(), commands,
+      Fault{
+          "[ \"$(grep -c 'failpoint before_rename:last.ckpt' $NODES/err0 2>/dev/null)\" -ge 2 ] 2>/dev/null",
+          hosts.cut_link(1)},
+      150);
+  INFO(describe(nodes));
+  print_times("link cut during a checkpoint write", nodes);
+  check_every_node_failed_in_time(nodes);
+  CHECK_THAT(nodes[0].err, Contains("failpoint before_rename:last.ckpt: pausing 4 s") &&
+                               Contains("[rank 0] oml-train: distributed error: rank 0: ") &&
+                               Contains("node 1 (rank 1) stopped answering"));
+  CHECK_THAT(nodes[1].err, Contains("[rank 1] oml-train: distributed error: rank 1: ") &&
+                               Contains("does not answer: node 0 is down or unreachable from this machine"));
+  CHECK(hosts.wait_until_empty(5).empty());
+  // The paused write was completed by its rename: epoch 2's checkpoint, whole, and nothing
+  // half-written beside it.
+  check_last_ckpt_loads(dir);
+  CHECK(oml::io::load_checkpoint(last_ckpt(dir)).epoch >= 2);
+  for (const auto& entry : fs::directory_iterator(fs::path(last_ckpt(dir)).parent_path())) {
+    INFO(entry.path());
+    CHECK(entry.path().filename().string().find(".tmp-") == std::string::npos);
+  }
+}
+
 TEST_CASE("A node started with a different config or world size is detected at the rendezvous (exit 2)",
           "[multihost][ddp][integration]") {
   OML_REQUIRE_NAMESPACES();

@@ -480,3 +480,27 @@ TEST_CASE(
   CHECK(max_abs_diff(e1, e2) < 1e-5);
   CHECK(read_file(dir / "p1" / "embeddings.csv") == read_file(dir / "p2" / "embeddings.csv"));
 }
+
+TEST_CASE("OML_FAILPOINTS pauses an atomic write before its rename, and a malformed value is a config error",
+          "[pipelines][integration][failpoint]") {
+  TempDir dir;
+  write_file(dir / "predict.yaml", "dataset_root: " + fashion_mnist_subset().string() +
+                                       "\nsave_dir: " + (dir / "pred").string() +
+                                       "\nnum_workers: 1\ntransforms_predict: {name: norm}\n"
+                                       "extractor: {name: conv_net, args: {channels: [8], feat_dim: 8}}\n");
+  const std::string predict = quote(command_path("oml-predict")) + " --progress quiet --config " +
+                              quote((dir / "predict.yaml").string());
+  const auto paused = run(
+      "env OML_FAILPOINTS=before_rename:nothing=pause:9,before_rename:embeddings.npy=pause:0.2 " + predict);
+  INFO(paused.err);
+  CHECK(paused.exit_code == 0);
+  CHECK_THAT(paused.err, Contains("failpoint before_rename:embeddings.npy: pausing 0.2 s"));
+  CHECK_FALSE(Contains("before_rename:nothing").match(paused.err));
+  CHECK(fs::exists(dir / "pred" / "embeddings.npy"));
+
+  const auto malformed = run("env OML_FAILPOINTS=before_rename:embeddings.npy=sleep " + predict);
+  CHECK(malformed.exit_code == 2);
+  CHECK_THAT(malformed.err,
+             Contains("OML_FAILPOINTS: expected entries NAME=pause:SECONDS separated by ','") &&
+                 Contains("'before_rename:embeddings.npy=sleep'"));
+}

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "oml/common/error.h"
+#include "oml/common/failpoint.h"
 #include "oml/io/pending_files.h"
 
 namespace oml::io {
@@ -94,6 +95,8 @@ void write_stream_atomic(const fs::path& path, const std::function<void(std::ost
     write(out);
     out.flush();
     if (!out) throw RuntimeError("writing '" + path.string() + "' failed (disk full?)");
+    out.close();
+    failpoint("before_rename:" + path.filename().string());
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);
