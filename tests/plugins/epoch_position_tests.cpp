@@ -160,6 +160,36 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("An epoch interrupted twice, on different numbers of ranks, still consumes each item once",
+          "[ddp][resume]") {
+  for (const auto& sampler : samplers_under_test()) {
+    for (const auto& options : {DdpSamplerOptions{false, true}, DdpSamplerOptions{true, true}}) {
+      const std::vector<Batch> reference =
+          global_sequence(*sampler, wrapper_batches(sampler, options, 2, 4).value());
+      const int64_t end = oml::ddp::items_per_epoch(*sampler, options, 2);
+      // 2 ranks take 1 step, 3 ranks continue for 1 step (as the Trainer counts it: items of the
+      // global order, the world that started the epoch kept), 1 rank takes the rest.
+      const EpochPosition first{4, oml::ddp::items_per_step(*sampler, 2), 2};
+      const auto middle = resumed_batches(*sampler, options, first, 3);
+      REQUIRE(middle.at(0).size() > 1);  // the second stop lies inside the epoch
+      const EpochPosition second{4, first.consumed + oml::ddp::items_per_step(*sampler, 3), 2};
+      std::vector<Batch> consumed(reference.begin(), reference.begin() + first.consumed);
+      for (const Batch& item : global_sequence(*sampler, middle, 0, 1)) consumed.push_back(item);
+      REQUIRE(static_cast<int64_t>(consumed.size()) == second.consumed);
+      for (const Batch& item : global_sequence(*sampler, resumed_batches(*sampler, options, second, 1)))
+        consumed.push_back(item);
+      INFO(sampler->name() << " drop_last " << sampler->drop_last() << " shuffle "
+                           << options.shuffle_between_ranks);
+      REQUIRE(static_cast<int64_t>(consumed.size()) >= end);
+      CHECK(std::vector<Batch>(consumed.begin(), consumed.begin() + end) ==
+            std::vector<Batch>(reference.begin(), reference.begin() + end));
+      const auto padding = static_cast<int64_t>(consumed.size()) - end;
+      CHECK(padding < oml::ddp::items_per_step(*sampler, 1));
+      for (int64_t j = 0; j < padding; ++j) CHECK(consumed[end + j] == reference.at(j));
+    }
+  }
+}
+
 TEST_CASE("A shuffled epoch started on several ranks keeps their order on one rank", "[ddp][resume]") {
   const auto sampler = samplers_under_test().front();
   const DdpSamplerOptions shuffled{true, true};
