@@ -1,12 +1,14 @@
 // oml-train --resume on another number of ranks (docs/ddp.md#resuming-on-another-number-of-ranks):
 // 2 ranks stop in the middle of epoch 2 (max_steps), 1 and 3 ranks finish it, and the rows every
-// rank trained on (OML_TRACE_BATCHES) are the uninterrupted run's, each once, plus padding.
+// rank trained on (OML_TRACE_BATCHES) are the uninterrupted run's, each once, plus padding. Also:
+// the exit-2 case (no padding, an uneven rest) and a checkpoint of an earlier build.
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "integration/pipeline_fixtures.h"
 #include "oml/io/checkpoint.h"
+#include "oml/io/torch_file.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -159,6 +161,27 @@ TEST_CASE("An epoch started on 2 ranks and resumed on 1 or 3 consumes the uninte
     CHECK(epoch.size() == (ranks == 1 ? 4u : 6u));  // 4 steps of 1 rank, 2 steps of 3 ranks
     check_same_items(interrupted_then_resumed(dir / "trace_part", trace, false), reference, 8, ranks);
     CHECK(oml::io::load_checkpoint(copy / "run" / "checkpoints" / "last.ckpt").epoch == 2);
+  }
+
+  {
+    // A checkpoint of an earlier build (no consumed/world_size): taken as written by this run's
+    // number of ranks, with a warning; on the same number it continues exactly.
+    const fs::path ckpt = copy_of_run(dir / "logs" / "run", dir / "legacy");
+    auto content = oml::io::read_torch_file(ckpt);
+    auto sampler = content.toGenericDict().at("resume").toGenericDict().at("sampler").toGenericDict();
+    sampler.erase("consumed");
+    sampler.erase("world_size");
+    oml::io::write_torch_file(ckpt, content);
+    const auto resumed =
+        train_traced(dir / "trace_legacy",
+                     config + " --nproc-per-node 2 --set max_steps=100 --resume " + quote(ckpt.string()));
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK_THAT(resumed.err,
+               Contains("written by an earlier oml-cpp that does not record its number of ranks; "
+                        "assuming 2"));
+    check_same_items(interrupted_then_resumed(dir / "trace_part", dir / "trace_legacy", false), reference, 8,
+                     1);
   }
 
   {
