@@ -85,18 +85,17 @@ std::vector<data::Batch> remaining_rank_batches(const data::Sampler& sampler,
   if (!options.pad_to_world_size && remaining % unit != 0) {
     const std::string word = item_word(sampler);
     const std::string worlds = worlds_that_divide(sampler, remaining);
+    const std::string share = unit == world ? std::string("equally")
+                                            : "in whole batches of " + std::to_string(sampler.batch_size());
+    const std::string fix = worlds.empty() ? std::string("Set") : "Resume on " + worlds + " rank(s), or set";
     throw ConfigError(detail::concat(
         "cannot continue epoch ", position.epoch, " of sampler '", sampler.name(), "' exactly on ", world,
-        " rank(s): ", remaining, " of its ", word, " remain (", position.consumed, " were consumed by the ",
-        position.world_size,
-        " rank(s) the epoch started with), and without padding (ddp.pad_to_world_size: "
-        "false) ",
-        world, " rank(s) cannot share them ",
-        unit == world ? std::string("equally")
-                      : "in whole batches of " + std::to_string(sampler.batch_size()),
-        ": every rank must run the same number of steps, and dropping the rest would skip ", word, ". ",
-        worlds.empty() ? std::string() : "Resume on " + worlds + " rank(s), or set",
-        worlds.empty() ? "Set" : "", " ddp.pad_to_world_size: true (a few ", word,
+        " rank(s): ", remaining, " of its ", word, " remain after the ", position.consumed,
+        " consumed (in the order of the ", position.world_size,
+        " rank(s) that started the epoch), and without padding (ddp.pad_to_world_size: false) ", world,
+        " rank(s) cannot share them ", share,
+        ": every rank must run the same number of steps, and dropping the rest would skip ", word, ". ", fix,
+        " ddp.pad_to_world_size: true (a few ", word,
         " are then repeated), or resume from a checkpoint written at the end of an epoch"));
   }
   const int64_t total = (remaining + unit - 1) / unit * unit;  // == remaining without padding
