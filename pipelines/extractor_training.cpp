@@ -37,7 +37,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
     val_dataset = std::make_shared<data::ImageDataset>(
         dataframe.validation(), build_transform(cfg, cfg.transforms_val, "transforms_val"));
   }
-  const auto sampler = build_train_sampler(cfg, dataframe, ctx);
+  const auto sampler = build_train_sampler(cfg, dataframe);
 
   // ---- model, loss, optimizer ---------------------------------------------------------------
   auto extractor = build_extractor(cfg);

@@ -44,7 +44,7 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   if (has_validation) check_pairwise_postprocessor(cfg);
 
   auto model = build_pairwise_model(cfg, ctx);
-  const auto sampler = build_train_sampler(cfg, dataframe, ctx);
+  const auto sampler = build_train_sampler(cfg, dataframe);
   losses::PairsMiner miner(cfg.hard_pairs_mining);
   auto optimizer = build_optimizer(cfg, *model, nullptr);
 

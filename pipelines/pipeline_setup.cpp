@@ -7,7 +7,6 @@
 #include "oml/data/dataframe.h"
 #include "oml/data/sampler.h"
 #include "oml/data/transform.h"
-#include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/io/state_dict.h"
 #include "oml/models/extractor.h"
 #include "oml/models/vit.h"
@@ -85,12 +84,8 @@ data::Dataframe read_training_dataframe(const config::RunConfig& config) {
 }
 
 std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
-                                                         const data::Dataframe& dataframe,
-                                                         const RunContext& context) {
-  std::shared_ptr<const data::Sampler> sampler =
-      samplers::build_sampler(config.sampler, sampler_context_for(config, dataframe));
-  return ddp::wrap_for_world(sampler, ddp::sampler_options(config.ddp), context.rank(), context.world_size(),
-                             config.seed);
+                                                         const data::Dataframe& dataframe) {
+  return samplers::build_sampler(config.sampler, sampler_context_for(config, dataframe));
 }
 
 std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig& config,

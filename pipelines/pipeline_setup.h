@@ -48,10 +48,10 @@ data::SamplerContext sampler_context_for(const config::RunConfig& config, const 
 /// The train split of the config's dataframe (DataError when it has no train rows).
 data::Dataframe read_training_dataframe(const config::RunConfig& config);
 
-/// The config's sampler over the train split, wrapped by the DDP plugin for this rank.
+/// The config's sampler over the train split, not wrapped: the Trainer deals its epochs out to
+/// the ranks (TrainingParts::sampler).
 std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
-                                                         const data::Dataframe& dataframe,
-                                                         const RunContext& context);
+                                                         const data::Dataframe& dataframe);
 
 /// The config's optimizer over `model`'s parameters and (with their own learning rate, when the
 /// optimizer's args give one) `loss`'s (null: a loss without parameters).

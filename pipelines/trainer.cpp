@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "batch_trace.h"
 #include "embedding.h"
 #include "oml/common/autocast.h"
 #include "oml/common/logging.h"
@@ -15,6 +16,7 @@
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
 #include "oml/data/sampler.h"
+#include "oml/ddp/epoch_position.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/process_group.h"
 #include "oml/io/atomic_file.h"
@@ -172,12 +174,19 @@ RestoredState restore_checkpoint(const std::string& path, const config::RunConfi
     throw;
   }
   RestoredState restored;
-  restored.position = {resumed.resume->sampler_epoch, resumed.resume->sampler_batch, resumed.step};
-  if (restored.position.epoch < 0 || restored.position.batch < 0 || restored.position.step < 0) {
-    throw DataError("checkpoint '" + path + "': its training position (epoch " +
-                    std::to_string(restored.position.epoch) + ", batch " +
-                    std::to_string(restored.position.batch) + ", step " +
-                    std::to_string(restored.position.step) + ") is not one (a damaged checkpoint?)");
+  const io::ResumeState& r = *resumed.resume;
+  restored.position = {r.sampler_epoch, r.sampler_batch, resumed.step};
+  restored.position_is_global = r.sampler_consumed.has_value();
+  if (restored.position_is_global) {
+    restored.position.consumed = *r.sampler_consumed;
+    restored.position.epoch_world_size = *r.sampler_world_size;
+  }
+  const TrainingPosition& p = restored.position;
+  if (p.epoch < 0 || p.batch < 0 || p.step < 0 || p.consumed < 0 || p.epoch_world_size < 1) {
+    throw DataError("checkpoint '" + path + "': its training position (epoch " + std::to_string(p.epoch) +
+                    ", batch " + std::to_string(p.batch) + ", step " + std::to_string(p.step) +
+                    ", consumed " + std::to_string(p.consumed) + " items of the epoch started by " +
+                    std::to_string(p.epoch_world_size) + " rank(s)) is not one (a damaged checkpoint?)");
   }
   if (auto it = resumed.metrics.find(best_key(config)); it != resumed.metrics.end())
     restored.best = it->second;
@@ -193,7 +202,10 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
       resolved_yaml_(document.dump()) {
   OML_ASSERT(parts_.model && parts_.optimizer && parts_.sampler,
              "a trainer needs a model, an optimizer and a sampler");
-  steps_per_epoch_ = data::batches_per_epoch(*parts_.sampler);
+  sharing_ = ddp::sampler_options(config_.ddp);
+  // Wrapping checks that every rank gets a batch (a ConfigError otherwise) before anything runs.
+  steps_per_epoch_ = data::batches_per_epoch(
+      *ddp::wrap_for_world(parts_.sampler, sharing_, context_.rank(), context_.world_size(), config_.seed));
   scheduler_ = build_scheduler(config_, *parts_.optimizer, steps_per_epoch_);
 
   // Config mistakes surface before anything is written or trained.
@@ -206,6 +218,7 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
     check_monitor_metric(config_, options_.metric_keys);
   }
 
+  batch_trace_ = BatchTrace::from_environment(context_.rank(), context_.world_size());
   fs::path resumed_run;
   if (!options_.resume_from.empty()) {
     resumed_run = resumed_run_directory(options_.resume_from);
@@ -276,8 +289,42 @@ void Trainer::restore(const std::string& path) {
   const RestoredState restored = restore_checkpoint(path, config_, parts_, scheduler_.get(), scaler_.get());
   start_ = restored.position;
   if (restored.best) best_ = restored.best;
+  const int64_t world = context_.world_size();
+  if (!restored.position_is_global) {
+    // An earlier build counted only this rank-world's steps and did not name the world.
+    start_.epoch_world_size = world;
+    start_.consumed = start_.batch * ddp::items_per_step(*parts_.sampler, world);
+    if (start_.batch > 0) {
+      log::warn("checkpoint " + path +
+                " was written by an earlier oml-cpp that does not record its number of "
+                "ranks; assuming " +
+                std::to_string(world) +
+                ", as in this run (resumed on another number, "
+                "batches of epoch " +
+                std::to_string(start_.epoch) + " would repeat or be skipped)");
+    }
+  }
   log::info("resuming from " + path + " at epoch " + std::to_string(start_.epoch) + ", batch " +
             std::to_string(start_.batch) + " (step " + std::to_string(start_.step) + ")");
+  if (start_.epoch >= config_.max_epochs) return;
+  // A position this world cannot continue (the data changed; no padding and an uneven rest) is
+  // reported now, before the run directory is touched, not when fit() reaches it.
+  const ddp::EpochPosition from = resumed_epoch_position();
+  ddp::remaining_rank_batches(*parts_.sampler, sharing_, config_.seed, from, context_.rank(), world);
+  if (from.world_size != world && from.consumed > 0) {
+    log::info("epoch " + std::to_string(start_.epoch) + " was started by " + std::to_string(from.world_size) +
+              " rank(s); these " + std::to_string(world) + " continue it after the " +
+              std::to_string(from.consumed) + " " +
+              (parts_.sampler->kind() == data::SamplerKind::batch ? "batches" : "indices") +
+              " of its order they consumed");
+  }
+}
+
+ddp::EpochPosition Trainer::resumed_epoch_position() const {
+  // An epoch nothing of which was consumed (a new run, a checkpoint written at the end of an
+  // epoch) is this world's own: its order is the one these ranks deal.
+  if (start_.consumed == 0) return {start_.epoch, 0, context_.world_size()};
+  return {start_.epoch, start_.consumed, start_.epoch_world_size};
 }
 
 bool Trainer::reached_max_steps() const { return config_.max_steps && step_ >= *config_.max_steps; }
@@ -294,14 +341,20 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     if (parts_.criterion) parts_.criterion->train();
     if (hooks.on_epoch_start) hooks.on_epoch_start(epoch);
 
-    const int64_t first_batch = epoch == start_.epoch ? start_.batch : 0;
-    data::Loader loader(train_inputs, data::remaining_batches(*parts_.sampler, {epoch, first_batch}),
-                        training_loader_options(config_, epoch));
+    // The epoch from where it stands: a fresh one is exactly the DDP wrapper's share of this
+    // rank; a resumed one continues its global order, whichever number of ranks started it.
+    const bool resumed = epoch == start_.epoch;
+    const ddp::EpochPosition from = resumed ? resumed_epoch_position() : ddp::EpochPosition{epoch, 0, world};
+    std::vector<data::Batch> batches =
+        ddp::remaining_rank_batches(*parts_.sampler, sharing_, config_.seed, from, context_.rank(), world);
+    const auto epoch_steps = static_cast<int64_t>(batches.size());  // the same on every rank
+    data::Loader loader(train_inputs, std::move(batches), training_loader_options(config_, epoch));
     Progress progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.max_epochs),
-                      steps_per_epoch_ - first_batch, "step");
-    int64_t batches_done = first_batch;
+                      epoch_steps, "step");
+    int64_t batches_done = 0;
     auto step_start = std::chrono::steady_clock::now();
     while (auto batch = loader.next()) {
+      if (batch_trace_) batch_trace_->record(epoch, step_ + 1, batch->indices);
       std::map<std::string, double> logs;
       const double mean_loss = run_step(*batch, hooks, epoch, logs);
       ++batches_done;
@@ -328,7 +381,14 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     // (broadcast_buffers), rank 0's buffers are the model's, so every rank validates and
     // checkpoints the same model that a single process would load from best.ckpt.
     if (world > 1) distributed::broadcast_from_rank0(*context_.group, buffers_);
-    end_epoch(epoch, batches_done, stop, hooks);
+    TrainingPosition next{epoch + 1, 0, step_, 0, world};
+    if (batches_done < epoch_steps) {
+      // Stopped inside the epoch (max_steps): each of the `world` ranks took batches_done steps,
+      // together the next batches_done x items_per_step items of the global order.
+      next = {epoch, (resumed ? start_.batch : 0) + batches_done, step_,
+              from.consumed + batches_done * ddp::items_per_step(*parts_.sampler, world), from.world_size};
+    }
+    end_epoch(epoch, next, stop, hooks);
   }
   finish();
 }
@@ -406,6 +466,8 @@ void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& n
   if (parts_.criterion) resume.criterion = io::state_dict(*parts_.criterion);
   resume.sampler_epoch = next.epoch;
   resume.sampler_batch = next.batch;
+  resume.sampler_consumed = next.consumed;
+  resume.sampler_world_size = next.epoch_world_size;
   resume.rng = optim::save_rng_state();
   if (scaler_) resume.grad_scaler = scaler_->state();
   checkpoint.resume = std::move(resume);
@@ -419,9 +481,8 @@ std::map<std::string, double> Trainer::with_best(std::map<std::string, double> m
   return metrics;
 }
 
-void Trainer::end_epoch(int64_t epoch, int64_t batches_done, bool stopping, const TrainingHooks& hooks) {
-  const bool epoch_done = batches_done >= steps_per_epoch_;
-  const TrainingPosition next{epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : batches_done, step_};
+void Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping,
+                        const TrainingHooks& hooks) {
   const auto& scheduling = config_.scheduling;
   const bool per_step = scheduling.scheduler_interval == "step";
 

@@ -20,7 +20,8 @@
 //     `hooks.step` in Trainer::run_step, plus the GradScaler for float16;
 //   - gradient communication (compression, overlap): the GradientSync the Trainer owns;
 //   - where a run resumes (also on another number of ranks): TrainingPosition, restored in the
-//     constructor and written into every checkpoint by save_checkpoint.
+//     constructor and written into every checkpoint by save_checkpoint; fit() deals the resumed
+//     epoch's rest out with ddp::remaining_rank_batches.
 // docs/training.md describes the loop for users and for authors of new pipelines.
 
 #include <cstdint>
@@ -33,6 +34,8 @@
 #include <vector>
 
 #include "oml/config/run_config.h"
+#include "oml/ddp/ddp_sampler_wrapper.h"
+#include "oml/ddp/epoch_position.h"
 #include "pipeline_setup.h"
 #include "run_dir.h"
 
@@ -71,6 +74,7 @@ class GradientSync;
 namespace oml::pipelines {
 
 struct RunContext;
+class BatchTrace;
 class RunRecorder;
 
 /// What a pipeline trains. Checkpoints hold `model`'s state dict (what oml-validate and
@@ -87,7 +91,9 @@ struct TrainingParts {
   std::string model_name;
   torch::nn::Module* criterion = nullptr;  ///< loss parameters (ArcFace weights); may be null
   torch::optim::Optimizer* optimizer = nullptr;
-  /// The train split's sampler, already wrapped for this rank (build_train_sampler).
+  /// The train split's sampler as the config builds it (build_train_sampler), not wrapped: the
+  /// Trainer deals its epochs out to the ranks (the DDP plugin's wrapper, or, for an epoch
+  /// resumed on another number of ranks, ddp::remaining_rank_batches).
   std::shared_ptr<const data::Sampler> sampler;
 };
 
@@ -104,17 +110,27 @@ struct TrainerOptions {
   std::vector<std::string> metric_keys;
 };
 
-/// Where training stands: the sampler's epoch and the batches of it already consumed, and the
-/// number of optimizer steps taken. Checkpoints store the position to continue from.
+/// Where training stands: the sampler's epoch, how much of it has been consumed, and the number
+/// of optimizer steps taken. Checkpoints store the position to continue from.
 struct TrainingPosition {
   int64_t epoch = 0;
+  /// Steps of `epoch` taken so far, by every run that worked on it (for messages; an epoch
+  /// continued on another number of ranks mixes steps of both worlds).
   int64_t batch = 0;
   int64_t step = 0;
+  /// Items of the epoch's global order consumed by all ranks together, and the number of ranks
+  /// that started the epoch (ddp::EpochPosition): what any number of ranks continues from.
+  int64_t consumed = 0;
+  int64_t epoch_world_size = 1;
 };
 
 /// What `oml-train --resume` takes from a checkpoint.
 struct RestoredState {
   TrainingPosition position;
+  /// False for a checkpoint of an earlier build: it names neither the items consumed nor the
+  /// world size, only `batch` steps of the world that wrote it (position.consumed and
+  /// epoch_world_size are then left at their defaults).
+  bool position_is_global = true;
   std::optional<double> best;  ///< the run's best value of metric_for_checkpointing so far
 };
 
@@ -168,13 +184,18 @@ class Trainer {
   /// One optimizer step on `batch`; returns the mean loss over the ranks.
   double run_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
                   std::map<std::string, double>& logs);
-  void end_epoch(int64_t epoch, int64_t batches_done, bool stopping, const TrainingHooks& hooks);
+  /// Validation, checkpoints (holding `next`) and schedulers after `epoch`'s batches (all of
+  /// them, or up to max_steps when `stopping`).
+  void end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping, const TrainingHooks& hooks);
   void finish();
   bool reached_max_steps() const;
   double mean_finite_loss(const at::Tensor& loss, int64_t epoch) const;
   void save_checkpoint(const std::string& name, const TrainingPosition& next,
                        const std::map<std::string, double>& metrics) const;
   void restore(const std::string& checkpoint_path);
+  /// Where the first epoch of this run starts in its global order (after restore(); a new run:
+  /// the start of epoch 0 on this run's ranks).
+  ddp::EpochPosition resumed_epoch_position() const;
   /// Rank 0 creates (or, resuming, reopens) and locks the run directory; every rank learns its paths.
   void claim_run_directory(const std::filesystem::path& resumed_run);
   std::map<std::string, double> with_best(std::map<std::string, double> metrics) const;
@@ -185,12 +206,16 @@ class Trainer {
   TrainerOptions options_;
   std::string resolved_yaml_;
   std::shared_ptr<optim::Scheduler> scheduler_;
+  /// How the sampler's epochs are shared between the ranks (the config's ddp: keys).
+  ddp::DdpSamplerOptions sharing_;
+  /// Steps per epoch on this run's number of ranks (the scheduler's horizon).
   int64_t steps_per_epoch_ = 0;
   TrainingPosition start_;
   int64_t step_ = 0;
   RunPaths paths_;
   std::optional<RunDir> run_dir_;  ///< rank 0: the run's directory, locked while training
   std::unique_ptr<RunRecorder> recorder_;
+  std::unique_ptr<BatchTrace> batch_trace_;  ///< OML_TRACE_BATCHES only
   std::unique_ptr<distributed::GradientSync> gradient_sync_;
   /// precision 16 only (CUDA): the dynamic loss scale. Not in checkpoints: a resumed run starts
   /// again from the initial scale and finds its level within a few skipped steps.

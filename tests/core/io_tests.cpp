@@ -44,6 +44,43 @@ TEST_CASE("A checkpoint keeps its state dict, config, counters and metrics", "[i
   CHECK_FALSE(back.resume.has_value());
 }
 
+TEST_CASE(
+    "A checkpoint's sampler position keeps the items consumed and the world size; older ones have neither",
+    "[io][resume]") {
+  oml::test::TempDir dir;
+  oml::io::Checkpoint ckpt;
+  ckpt.state_dict["a.weight"] = torch::zeros({1});
+  oml::io::ResumeState resume;
+  resume.sampler_epoch = 3;
+  resume.sampler_batch = 2;
+  resume.sampler_consumed = 4;
+  resume.sampler_world_size = 2;
+  ckpt.resume = resume;
+  oml::io::save_checkpoint(dir / "c.ckpt", ckpt);
+  const auto back = oml::io::load_checkpoint(dir / "c.ckpt").resume.value();
+  CHECK(back.sampler_epoch == 3);
+  CHECK(back.sampler_batch == 2);
+  CHECK(back.sampler_consumed == 4);
+  CHECK(back.sampler_world_size == 2);
+
+  // As an earlier build wrote it: epoch and batch only.
+  auto content = oml::io::read_torch_file(dir / "c.ckpt");
+  auto sampler = content.toGenericDict().at("resume").toGenericDict().at("sampler").toGenericDict();
+  sampler.erase("consumed");
+  sampler.erase("world_size");
+  oml::io::write_torch_file(dir / "old.ckpt", content);
+  const auto old = oml::io::load_checkpoint(dir / "old.ckpt").resume.value();
+  CHECK(old.sampler_batch == 2);
+  CHECK_FALSE(old.sampler_consumed.has_value());
+  CHECK_FALSE(old.sampler_world_size.has_value());
+
+  // One without the other is a damaged position.
+  sampler.insert("consumed", int64_t{4});
+  oml::io::write_torch_file(dir / "half.ckpt", content);
+  CHECK_THROWS_WITH(oml::io::load_checkpoint(dir / "half.ckpt"),
+                    Contains("half.ckpt: resume.sampler: missing entry 'world_size'"));
+}
+
 TEST_CASE("Files that are not checkpoints give errors naming the file", "[io]") {
   oml::test::TempDir dir;
   oml::io::save_tensor(dir / "t.pt", torch::zeros({2}));

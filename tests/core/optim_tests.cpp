@@ -274,7 +274,7 @@ TEST_CASE("Resuming from a checkpoint whose config or position is damaged is exi
     oml::io::Checkpoint ckpt;
     ckpt.state_dict = oml::io::state_dict(*toy.model);
     ckpt.config = config_yaml;
-    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch, 0, save_rng_state()};
+    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch, 0, save_rng_state(), 0, 1};
     const auto path = (dir / "last.ckpt").string();
     oml::io::save_checkpoint(path, ckpt);
     return path;
@@ -317,7 +317,8 @@ TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[
   oml::test::TempDir dir;
   oml::io::Checkpoint ckpt;
   ckpt.state_dict = oml::io::state_dict(*model);
-  ckpt.resume = oml::io::ResumeState{save_optimizer_state(*opt), sched.state(), {}, 0, 5, save_rng_state()};
+  ckpt.resume =
+      oml::io::ResumeState{save_optimizer_state(*opt), sched.state(), {}, 0, 5, save_rng_state(), 10, 2};
   oml::io::save_checkpoint(dir / "last.ckpt", ckpt);
   const auto uninterrupted = run_steps(model, *opt, sched, 4);
 
@@ -331,5 +332,7 @@ TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[
   sched2.load_state(loaded.resume->scheduler);
   load_rng_state(loaded.resume->rng);
   CHECK(loaded.resume->sampler_batch == 5);
+  CHECK(loaded.resume->sampler_consumed == 10);
+  CHECK(loaded.resume->sampler_world_size == 2);
   CHECK(run_steps(resumed, *opt2, sched2, 4) == uninterrupted);
 }

@@ -20,6 +20,7 @@
 #include "fuzz/fuzz.h"
 #include "oml/config/document.h"
 #include "oml/data/sampler.h"
+#include "oml/ddp/epoch_position.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
@@ -104,6 +105,8 @@ std::vector<std::string> write_seeds(const config::RunConfig& config, const fs::
   resume.criterion = io::state_dict(*run.criterion);
   resume.sampler_epoch = 1;
   resume.sampler_batch = 2;
+  resume.sampler_consumed = 8;  // 2 steps of 2 ranks with batches of 2: 8 of the 10 indices
+  resume.sampler_world_size = 2;
   resume.rng = optim::save_rng_state();
   checkpoint.resume = resume;
   io::save_checkpoint(dir / "last.ckpt", checkpoint);
@@ -459,8 +462,12 @@ class CheckpointFuzz {
     const pipelines::RestoredState restored =
         pipelines::restore_checkpoint(path.string(), config_, run.parts(), run.scheduler.get());
     optim::load_rng_state(rng);  // the fuzzer's own sequence must not depend on the checkpoints
-    if (restored.position.epoch < config_.max_epochs)
-      data::remaining_batches(*run.sampler, {restored.position.epoch, restored.position.batch});
+    // As a 2-rank run continues it (any world size: the position is one of the epoch's global order).
+    if (restored.position.epoch < config_.max_epochs) {
+      ddp::remaining_rank_batches(
+          *run.sampler, ddp::sampler_options(config_.ddp), config_.seed,
+          {restored.position.epoch, restored.position.consumed, restored.position.epoch_world_size}, 1, 2);
+    }
   }
 
   // `weights:` of an extractor (build_extractor_with_weights).

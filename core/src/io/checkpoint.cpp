@@ -87,6 +87,12 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
     c10::Dict<std::string, int64_t> sampler;
     sampler.insert("epoch", r.sampler_epoch);
     sampler.insert("batch", r.sampler_batch);
+    OML_ASSERT(r.sampler_consumed.has_value() == r.sampler_world_size.has_value(),
+               "a sampler position needs both the items consumed and the world size");
+    if (r.sampler_consumed) {
+      sampler.insert("consumed", *r.sampler_consumed);
+      sampler.insert("world_size", *r.sampler_world_size);
+    }
     resume.insert("sampler", sampler);
     if (r.rng.defined()) resume.insert("rng", r.rng.contiguous());
     if (!r.grad_scaler.isNone()) resume.insert("grad_scaler", r.grad_scaler);
@@ -129,6 +135,11 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     DictView sampler(resume.get("sampler"), file + ": resume.sampler");
     r.sampler_epoch = sampler.integer("epoch");
     r.sampler_batch = sampler.integer("batch");
+    // Both or neither (earlier builds wrote neither); one alone is a damaged position.
+    if (sampler.has("consumed") || sampler.has("world_size")) {
+      r.sampler_consumed = sampler.integer("consumed");
+      r.sampler_world_size = sampler.integer("world_size");
+    }
     if (resume.has("rng")) r.rng = resume.tensor("rng");
     if (resume.has("grad_scaler")) r.grad_scaler = resume.get("grad_scaler");
     ckpt.resume = std::move(r);

@@ -40,8 +40,10 @@
 // smaller epoch.
 //
 // Position / resume. Because an epoch is a pure function of its number, a position is just
-// (epoch, step): a pipeline records it in the checkpoint, and on resume calls
+// (epoch, step): a single process records it in the checkpoint, and on resume calls
 // remaining_batches(sampler, position) to get exactly the batches that were not yet consumed.
+// The Trainer records the items of the epoch's global order that all ranks consumed instead, so
+// that any number of ranks can continue it (the DDP plugin's ddp::remaining_rank_batches).
 // Samplers therefore need no state of their own to save.
 
 #include <cstdint>

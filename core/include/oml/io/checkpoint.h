@@ -7,12 +7,14 @@
 //    "state_dict": {name: tensor}, "config": "<resolved YAML>", "epoch": int, "step": int,
 //    "metrics": {"OVERALL/cmc/1": float, ...},
 //    "resume": {"optimizer": uint8 tensor, "scheduler": dict, "criterion": {name: tensor},
-//               "sampler": {"epoch": int, "batch": int}, "rng": uint8 tensor,
-//               "grad_scaler": {"scale": float, "_growth_tracker": int, ...}}}
+//               "sampler": {"epoch": int, "batch": int, "consumed": int, "world_size": int},
+//               "rng": uint8 tensor, "grad_scaler": {"scale": float, "_growth_tracker": int, ...}}}
 //
-// `resume` is optional, and so is its `grad_scaler` (precision 16 runs only). The optimizer state is
-// LibTorch's own archive stored as bytes (PyTorch cannot interpret it, but it survives a Python round trip
-// untouched).
+// `resume` is optional, and so is its `grad_scaler` (precision 16 runs only). The sampler position is where
+// an epoch stands in its global order (plugins/ddp/include/oml/ddp/epoch_position.h), so that any number of
+// ranks can continue it; checkpoints of earlier builds have no "consumed" and "world_size" (only "batch":
+// steps of the world that wrote them, which they do not name). The optimizer state is LibTorch's own archive
+// stored as bytes (PyTorch cannot interpret it, but it survives a Python round trip untouched).
 
 #include <ATen/core/ivalue.h>
 
@@ -34,9 +36,14 @@ struct ResumeState {
   c10::IValue scheduler;      ///< Scheduler::state()
   StateDict criterion;        ///< loss parameters (e.g. ArcFace class weights)
   int64_t sampler_epoch = 0;  ///< next epoch to run
-  int64_t sampler_batch = 0;  ///< next batch within that epoch
+  int64_t sampler_batch = 0;  ///< steps of that epoch already taken (by every run that worked on it)
   at::Tensor rng;             ///< CPU generator state (uint8), see optim/resume.h
   c10::IValue grad_scaler;    ///< GradScaler::state() of a float16 run; None otherwise
+  /// Items (batches or indices) of the epoch's global order already consumed by all ranks
+  /// together, and the number of ranks that started the epoch (ddp::EpochPosition). Both or
+  /// neither: checkpoints of earlier builds have neither.
+  std::optional<int64_t> sampler_consumed;
+  std::optional<int64_t> sampler_world_size;
 };
 
 struct Checkpoint {
