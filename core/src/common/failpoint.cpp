@@ -28,8 +28,9 @@ std::map<std::string, double> parse_failpoints(const char* text) {
     char* end = nullptr;
     const double seconds =
         action.rfind(prefix, 0) == 0 ? std::strtod(action.c_str() + prefix.size(), &end) : -1.0;
-    OML_CHECK(eq != std::string::npos && eq > 0 && end != nullptr && *end == '\0' && seconds >= 0, ConfigError,
-              kVariable, ": expected entries NAME=pause:SECONDS separated by ',', got '", entry, "'");
+    OML_CHECK(eq != std::string::npos && eq > 0 && end != nullptr && *end == '\0' && seconds >= 0,
+              ConfigError, kVariable, ": expected entries NAME=pause:SECONDS separated by ',', got '", entry,
+              "'");
     out[entry.substr(0, eq)] = seconds;
   }
   return out;
