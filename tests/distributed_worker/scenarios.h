@@ -97,4 +97,16 @@ inline std::pair<torch::Tensor, torch::Tensor> global_batch(int64_t step, int64_
   return {x, y};
 }
 
+/// Rank r's tensor of the "compressed_mean" scenario: 1001 float32 values (not divisible by 2
+/// or 3, so the blocks are padded) of both signs over ten binary orders of magnitude, with some
+/// exact zeros; `case_index` picks one of several such tensors.
+inline torch::Tensor compressed_input(int rank, int case_index) {
+  auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(7000 + 100 * case_index + rank));
+  const torch::Tensor magnitude = at::exp2(at::randint(-8, 3, {1001}, gen, torch::kFloat));
+  torch::Tensor values = at::normal(0.0, 1.0, {1001}, gen) * magnitude;
+  values.narrow(0, 0, 7).zero_();
+  return values;
+}
+inline constexpr int kCompressedCases = 3;
+
 }  // namespace oml::test::ddp
