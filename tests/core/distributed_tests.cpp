@@ -206,8 +206,8 @@ TEST_CASE("GradientSync in a single process leaves gradients exactly as backward
 }
 
 TEST_CASE("With one rank nothing is communicated, so compression rounds nothing", "[ddp]") {
-  for (const auto compression : {dist::GradientCompression::none, dist::GradientCompression::bf16,
-                                 dist::GradientCompression::fp16}) {
+  for (const auto compression :
+       {dist::GradientCompression::none, dist::GradientCompression::bf16, dist::GradientCompression::fp16}) {
     auto group = dist::ProcessGroup::single();
     torch::Tensor t = torch::tensor({1.0f / 3.0f, 1e-6f, 70000.0f});
     const torch::Tensor before = t.clone();

@@ -208,9 +208,10 @@ TEST_CASE("A compressed all-reduce gives the float32 mean within the 16-bit type
       }
       for (int c = 0; c < oml::test::ddp::kCompressedCases; ++c) {
         INFO("case " << c);
-        torch::Tensor exact = torch::zeros({1001}, torch::kDouble);
-        torch::Tensor abs_sum = torch::zeros({1001}, torch::kDouble);
-        torch::Tensor emulated = torch::zeros({1001});
+        const int64_t numel = compressed_input(0, c).numel();
+        torch::Tensor exact = torch::zeros({numel}, torch::kDouble);
+        torch::Tensor abs_sum = torch::zeros({numel}, torch::kDouble);
+        torch::Tensor emulated = torch::zeros({numel});
         for (int rank = 0; rank < world; ++rank) {
           const torch::Tensor x = compressed_input(rank, c);
           exact += x.to(torch::kDouble) / world;

@@ -88,24 +88,49 @@ void all_reduce_mean(ProcessGroup& group, at::Tensor& tensor, GradientCompressio
     tensor.div_(world);
     return;
   }
-  // Dividing before the cast, as PyTorch's hooks do, keeps fp16 further from its overflow.
+  // The tensor goes in pieces, each reduced on its own (the result is the same elementwise),
+  // so that the link never waits for the CPU: while one piece is cast or summed, the
+  // exchanges of others are in flight, and Gloo's threads keep several messages on the wire.
+  // (One all-to-all of a whole 25 MB bucket moved at about half the link's rate over a
+  // rate-limited link: bench/slow_link.sh.)
+  struct Piece {
+    int64_t start = 0, numel = 0, block = 0;
+    at::Tensor send, received, sent_bytes, received_bytes, mine, mine_bytes;
+    PendingCollective exchange, gather;
+  };
   const int64_t numel = tensor.numel();
-  const int64_t block = (numel + world - 1) / world;  // padded so that W blocks cover it
   at::Tensor flat = tensor.view({-1});
-  at::Tensor send = torch::zeros({block * world}, tensor.options().dtype(wire_type(compression)));
-  send.narrow(0, 0, numel).copy_(flat / world);
-  // Gloo's all-to-all and all-gather move bytes of any type: the 16-bit values travel as bytes.
-  at::Tensor received = torch::empty_like(send);
-  at::Tensor received_bytes = received.view(torch::kUInt8);
-  group.all_to_all(received_bytes, send.view(torch::kUInt8));
-  // Block r of `received` is rank r's share of this rank's block: sum in rank order, so every
-  // rank's block is summed the same way.
-  at::Tensor sum = received.narrow(0, 0, block).to(torch::kFloat);
-  for (int r = 1; r < world; ++r) sum.add_(received.narrow(0, r * block, block).to(torch::kFloat));
-  at::Tensor mine = sum.to(send.scalar_type());
-  at::Tensor gathered_bytes = send.view(torch::kUInt8);  // `send` is free again: reuse it
-  group.all_gather_into(gathered_bytes, mine.view(torch::kUInt8));
-  flat.copy_(send.narrow(0, 0, numel));
+  std::vector<Piece> pieces;
+  for (int64_t start = 0; start < numel; start += kCompressedPieceElements) {
+    Piece p;
+    p.start = start;
+    p.numel = std::min(kCompressedPieceElements, numel - start);
+    p.block = (p.numel + world - 1) / world;  // padded so that W blocks cover the piece
+    // Dividing before the cast, as PyTorch's hooks do, keeps fp16 further from its overflow.
+    p.send = torch::zeros({p.block * world}, tensor.options().dtype(wire_type(compression)));
+    p.send.narrow(0, 0, p.numel).copy_(flat.narrow(0, start, p.numel) / world);
+    p.received = torch::empty_like(p.send);
+    // Gloo's all-to-all and all-gather move bytes of any type: 16-bit values travel as bytes.
+    p.sent_bytes = p.send.view(torch::kUInt8);
+    p.received_bytes = p.received.view(torch::kUInt8);
+    p.exchange = group.all_to_all_async(p.received_bytes, p.sent_bytes);
+    pieces.push_back(std::move(p));
+  }
+  // Every rank starts the all-gathers in the same order, each once its piece's exchange is done.
+  for (Piece& p : pieces) {
+    p.exchange.wait();
+    // Block r of `received` is rank r's share of this rank's block: summed in float32 in rank
+    // order, so every rank's block is summed the same way, then rounded once.
+    at::Tensor sum = p.received.narrow(0, 0, p.block).to(torch::kFloat);
+    for (int r = 1; r < world; ++r) sum.add_(p.received.narrow(0, r * p.block, p.block));
+    p.mine = sum.to(p.send.scalar_type());
+    p.mine_bytes = p.mine.view(torch::kUInt8);
+    p.gather = group.all_gather_into_async(p.sent_bytes, p.mine_bytes);  // `send` is free again
+  }
+  for (Piece& p : pieces) {
+    p.gather.wait();
+    flat.narrow(0, p.start, p.numel).copy_(p.send.narrow(0, 0, p.numel));
+  }
 }
 
 NamedTensors named_trainable_parameters(const torch::nn::Module& module, const std::string& prefix) {

@@ -70,7 +70,9 @@ void check_identical_across_ranks(ProcessGroup& group, const NamedTensors& tenso
 /// float32 in rank order and rounds once more, and an all-gather of those blocks completes the
 /// mean. (Gloo's all-reduce has no bfloat16 sum, and summing in float32 rounds less than a
 /// 16-bit ring.)
+/// (The tensor is exchanged in pieces of this many elements, a few in flight at once.)
 void all_reduce_mean(ProcessGroup& group, at::Tensor& tensor, GradientCompression compression);
+inline constexpr int64_t kCompressedPieceElements = int64_t{1} << 20;
 
 struct GradientSyncOptions {
   double bucket_mb = 25.0;         ///< bucket capacity in MiB (ddp.bucket_mb)
