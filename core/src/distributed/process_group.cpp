@@ -394,10 +394,10 @@ PendingCollective ProcessGroup::all_reduce_async(at::Tensor& tensor) {
 }
 
 PendingCollective ProcessGroup::all_to_all_async(at::Tensor& output, at::Tensor& input) {
-  OML_CHECK(output.sizes() == input.sizes() && output.scalar_type() == input.scalar_type() &&
-                output.is_contiguous() && input.is_contiguous() && input.dim() >= 1 &&
-                input.size(0) % size() == 0,
-            InternalError, "all_to_all: output and input must agree, be contiguous and dim 0 divide by ", size());
+  OML_CHECK(
+      output.sizes() == input.sizes() && output.scalar_type() == input.scalar_type() &&
+          output.is_contiguous() && input.is_contiguous() && input.dim() >= 1 && input.size(0) % size() == 0,
+      InternalError, "all_to_all: output and input must agree, be contiguous and dim 0 divide by ", size());
   if (!group_) {
     output.copy_(input);
     return PendingCollective();
@@ -413,7 +413,8 @@ PendingCollective ProcessGroup::all_to_all_async(at::Tensor& output, at::Tensor&
 
 PendingCollective ProcessGroup::all_gather_into_async(at::Tensor& output, at::Tensor& input) {
   OML_CHECK(input.dim() >= 1 && output.dim() == input.dim() && output.size(0) == input.size(0) * size() &&
-                output.scalar_type() == input.scalar_type() && output.is_contiguous() && input.is_contiguous(),
+                output.scalar_type() == input.scalar_type() && output.is_contiguous() &&
+                input.is_contiguous(),
             InternalError, "all_gather_into: output must hold ", size(), " blocks shaped like the input");
   if (!group_) {
     output.copy_(input);
