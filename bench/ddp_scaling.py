@@ -12,7 +12,7 @@ A step then takes
 h the share of backward that can hide communication (buckets fill during backward; the first
 is only ready part-way through), measured by bench/slow_link.sh.
 
-    python3 bench/ddp_scaling.py --forward 0.033 --backward 0.067 --optimizer 0 --hidden-share 0.7
+    python3 bench/ddp_scaling.py --forward 0.033 --backward 0.067 --optimizer 0 --hidden-share 0.65
 
 prints, for resnet18 / resnet50 / ViT-S/16, bytes per step and projected steps/s at 10, 25 and
 100 Gbit/s for 8..64 ranks with and without compression. Pure arithmetic: no measurement here.
@@ -39,7 +39,7 @@ def main():
     parser.add_argument("--forward", type=float, default=0.033, help="seconds of forward + loss per step")
     parser.add_argument("--backward", type=float, default=0.067, help="seconds of backward per step")
     parser.add_argument("--optimizer", type=float, default=0.0, help="seconds of the optimizer step")
-    parser.add_argument("--hidden-share", type=float, default=0.7, help="share of backward that hides communication")
+    parser.add_argument("--hidden-share", type=float, default=0.65, help="share of backward that hides communication")
     parser.add_argument("--alpha-us", type=float, default=50.0, help="latency of one message, microseconds")
     parser.add_argument("--ranks", default="8,16,32,64")
     parser.add_argument("--gbits", default="10,25,100")
