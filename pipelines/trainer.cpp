@@ -80,6 +80,7 @@ distributed::GradientSyncOptions gradient_sync_options(const config::RunConfig& 
   distributed::GradientSyncOptions options;
   options.bucket_mb = config.ddp.bucket_mb;
   options.check_params_every = config.ddp.check_params_every;
+  options.compression = config.ddp.gradient_compression;
   return options;
 }
 

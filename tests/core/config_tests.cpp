@@ -305,6 +305,26 @@ TEST_CASE("The run config checks enumerations and ranges", "[config]") {
   CHECK_THROWS_WITH(parse("sampler: {args: {}}\n"), Contains("missing required key 'name'"));
   CHECK_THROWS_WITH(parse("sampler: {name: x, arg: {}}\n"), Contains("unknown key 'arg'"));
   CHECK_THROWS_WITH(parse("ddp: {timeout_s: -1}\n"), Contains("ddp.timeout_s"));
+  CHECK_THROWS_WITH(parse("ddp: {gradient_compression: int8}\n"),
+                    Contains("ddp.gradient_compression") && Contains("expected one of none, bf16, fp16") &&
+                        Contains("'int8'"));
+  CHECK_THROWS_WITH(parse("ddp: {gradient_compression: bf61}\n"), Contains("did you mean 'bf16'"));
+}
+
+TEST_CASE("ddp.gradient_compression: none by default, bf16 and fp16 as written", "[config]") {
+  auto parse = [](const std::string& text) {
+    return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());
+  };
+  using oml::distributed::GradientCompression;
+  CHECK(parse("seed: 1\n").ddp.gradient_compression == GradientCompression::none);
+  CHECK(parse("ddp: {gradient_compression: none}\n").ddp.gradient_compression == GradientCompression::none);
+  CHECK(parse("ddp: {gradient_compression: bf16}\n").ddp.gradient_compression == GradientCompression::bf16);
+  CHECK(parse("ddp: {gradient_compression: fp16}\n").ddp.gradient_compression == GradientCompression::fp16);
+  for (const std::string& name : oml::distributed::gradient_compression_names()) {
+    CHECK(oml::distributed::gradient_compression_name(*oml::distributed::parse_gradient_compression(name)) ==
+          name);
+  }
+  CHECK(!oml::distributed::parse_gradient_compression("bfloat16").has_value());
 }
 
 TEST_CASE(

@@ -204,3 +204,21 @@ TEST_CASE("GradientSync in a single process leaves gradients exactly as backward
   CHECK_THROWS_AS(dist::GradientSync(dist::ProcessGroup::single(), {}, {/*bucket_mb=*/0.0}),
                   oml::ConfigError);
 }
+
+TEST_CASE("With one rank nothing is communicated, so compression rounds nothing", "[ddp]") {
+  for (const auto compression :
+       {dist::GradientCompression::none, dist::GradientCompression::bf16, dist::GradientCompression::fp16}) {
+    auto group = dist::ProcessGroup::single();
+    torch::Tensor t = torch::tensor({1.0f / 3.0f, 1e-6f, 70000.0f});
+    const torch::Tensor before = t.clone();
+    dist::all_reduce_mean(*group, t, compression);
+    CHECK(torch::equal(t, before));
+    torch::nn::Linear layer(3, 2);
+    dist::GradientSync sync(group, dist::named_trainable_parameters(*layer, "layer."),
+                            {25.0, 0, compression});
+    layer(torch::full({4, 3}, 1.0f / 3.0f)).sum().backward();
+    const torch::Tensor grad = layer->weight.grad().clone();
+    sync.finish();
+    CHECK(torch::equal(layer->weight.grad(), grad));
+  }
+}

@@ -33,7 +33,14 @@ struct Args {
   int64_t steps = 5, batch = 12;
   double bucket_mb = 25;
   int64_t check_every = 0;
+  std::string compression = "none";
 };
+
+dist::GradientCompression compression_of(const Args& a) {
+  const auto compression = dist::parse_gradient_compression(a.compression);
+  OML_CHECK(compression.has_value(), UsageError, "--compression must be none, bf16 or fp16");
+  return *compression;
+}
 
 void write_text(const Args& a, int rank, const std::string& text) {
   std::ofstream(a.out + "/rank" + std::to_string(rank) + ".txt") << text;
@@ -106,7 +113,7 @@ int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
   auto params = dist::named_trainable_parameters(*net, "net.");
   params.emplace_back("class_weights", class_weights);
   params.emplace_back("partial", partial);
-  dist::GradientSync sync(g, params, {a.bucket_mb, a.check_every});
+  dist::GradientSync sync(g, params, {a.bucket_mb, a.check_every, compression_of(a)});
   sync.broadcast_from_rank0(dist::named_state(*net, "net."));
 
   std::vector<torch::Tensor> trained;
@@ -134,6 +141,19 @@ int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
   log << "buckets " << sync.bucket_count() << "\n";
   write_text(a, g->rank(), log.str());
   torch::save(trained, a.out + "/rank" + std::to_string(g->rank()) + ".pt");
+  return 0;
+}
+
+// all_reduce_mean of each compressed_input case with --compression; every rank saves the
+// results (the test recomputes the expected means from the inputs).
+int run_compressed_mean(dist::ProcessGroup& g, const Args& a) {
+  std::vector<torch::Tensor> results;
+  for (int c = 0; c < kCompressedCases; ++c) {
+    torch::Tensor t = compressed_input(g.rank(), c);
+    dist::all_reduce_mean(g, t, compression_of(a));
+    results.push_back(t);
+  }
+  torch::save(results, a.out + "/rank" + std::to_string(g.rank()) + ".pt");
   return 0;
 }
 
@@ -166,7 +186,7 @@ int main(int argc, char** argv) {
     oml::cli::add_launch_options(o);
     // clang-format off
     o.add_options()
-      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | train | kill | throw | hang | wait")
+      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | train | compressed_mean | kill | throw | hang | wait")
       ("out", po::value(&args.out)->default_value("."), "folder for rank<r>.txt / rank<r>.pt")
       ("timeout", po::value(&args.timeout_s)->default_value(60), "ddp.timeout_s")
       ("victim", po::value(&args.victim)->default_value(1), "rank that fails / differs")
@@ -174,6 +194,7 @@ int main(int argc, char** argv) {
       ("batch", po::value(&args.batch)->default_value(12), "global batch size")
       ("bucket-mb", po::value(&args.bucket_mb)->default_value(25), "ddp.bucket_mb")
       ("check-every", po::value(&args.check_every)->default_value(0), "ddp.check_params_every")
+      ("compression", po::value(&args.compression)->default_value("none"), "ddp.gradient_compression")
       ("tag", po::value<std::string>(), "ignored; lets a test find its processes");
     // clang-format on
   };
@@ -187,6 +208,7 @@ int main(int argc, char** argv) {
     if (s == "mismatch") return run_mismatch(*group, args);
     if (s == "accumulator") return run_accumulator(*group, args);
     if (s == "train") return run_train(group, args);
+    if (s == "compressed_mean") return run_compressed_mean(*group, args);
     if (s == "kill" || s == "throw" || s == "hang" || s == "wait") return run_failure(*group, args);
     throw oml::UsageError("unknown --scenario '" + s + "'");
   };

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/sync_dicts.h"
 
 namespace oml::test::ddp {
@@ -96,5 +97,19 @@ inline std::pair<torch::Tensor, torch::Tensor> global_batch(int64_t step, int64_
   torch::Tensor y = at::randint(0, 5, {batch}, gen, torch::kLong);
   return {x, y};
 }
+
+/// Rank r's tensor of the "compressed_mean" scenario: float32 values of both signs over ten
+/// binary orders of magnitude, with some exact zeros; `case_index` picks one of several such
+/// tensors. Their sizes divide by neither 2 nor 3 (padded blocks), and the last one spans
+/// several of all_reduce_mean's pieces (the last one short).
+inline torch::Tensor compressed_input(int rank, int case_index) {
+  const int64_t numel = case_index == 2 ? 2 * distributed::kCompressedPieceElements + 1001 : 1001;
+  auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(7000 + 100 * case_index + rank));
+  const torch::Tensor magnitude = at::exp2(at::randint(-8, 3, {numel}, gen, torch::kFloat));
+  torch::Tensor values = at::normal(0.0, 1.0, {numel}, gen) * magnitude;
+  values.narrow(0, 0, 7).zero_();
+  return values;
+}
+inline constexpr int kCompressedCases = 3;
 
 }  // namespace oml::test::ddp

@@ -98,6 +98,7 @@ const std::vector<std::string>& unusual_keys() {
                                              "ddp.bucket_mb",
                                              "ddp.timeout_s",
                                              "ddp.check_params_every",
+                                             "ddp.gradient_compression",
                                              "logger",
                                              "logger.name",
                                              "seed.x",

@@ -75,6 +75,17 @@ TEST_CASE("An unknown key and a wrong type exit 2 with the place", "[cli][config
   check_clean_error(type);
 }
 
+TEST_CASE("An unknown ddp.gradient_compression exits 2 naming the key and the accepted values",
+          "[cli][config]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", "seed: 1\nddp:\n  gradient_compression: int8\n");
+  const auto r = run_oml("oml-train", "--config " + quote((dir / "c.yaml").string()));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("c.yaml:3") && Contains("ddp.gradient_compression") &&
+                        Contains("expected one of none, bf16, fp16") && Contains("'int8'"));
+  check_clean_error(r);
+}
+
 TEST_CASE("A component or dataset_root emptied by --set points at the flag", "[cli][config]") {
   TempDir dir;
   write_file(dir / "c.yaml", oml::test::train_config(dir / "logs"));

@@ -186,6 +186,97 @@ TEST_CASE("W ranks with batch B/W train the same weights as one process with bat
   }
 }
 
+TEST_CASE("A compressed all-reduce gives the float32 mean within the 16-bit type's rounding", "[ddp]") {
+  using oml::test::ddp::compressed_input;
+  for (const std::string compression : {"bf16", "fp16"}) {
+    const auto wire = compression == "bf16" ? torch::kBFloat16 : torch::kHalf;
+    // Unit roundoff of the type (8 and 11 significant bits); fp16 also loses values below its
+    // normal range to subnormal spacing 2^-24.
+    const double u = compression == "bf16" ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    const double subnormal = compression == "bf16" ? 0.0 : std::ldexp(1.0, -24);
+    for (int world : {2, 3}) {
+      TempDir dir;
+      const auto r = run_worker("--nproc-per-node " + std::to_string(world) +
+                                " --scenario compressed_mean --compression " + compression + " --out " +
+                                quote(dir.path().string()));
+      INFO(compression << ", " << world << " ranks\n" << describe(r));
+      REQUIRE(r.exit_code == 0);
+      std::vector<std::vector<torch::Tensor>> results(world);
+      for (int rank = 0; rank < world; ++rank) {
+        torch::load(results[rank], (dir / ("rank" + std::to_string(rank) + ".pt")).string());
+        REQUIRE(results[rank].size() == static_cast<std::size_t>(oml::test::ddp::kCompressedCases));
+      }
+      for (int c = 0; c < oml::test::ddp::kCompressedCases; ++c) {
+        INFO("case " << c);
+        const int64_t numel = compressed_input(0, c).numel();
+        torch::Tensor exact = torch::zeros({numel}, torch::kDouble);
+        torch::Tensor abs_sum = torch::zeros({numel}, torch::kDouble);
+        torch::Tensor emulated = torch::zeros({numel});
+        for (int rank = 0; rank < world; ++rank) {
+          const torch::Tensor x = compressed_input(rank, c);
+          exact += x.to(torch::kDouble) / world;
+          abs_sum += x.abs().to(torch::kDouble) / world;
+          emulated += (x / world).to(wire).to(torch::kFloat);  // rounded once, summed in float32
+        }
+        emulated = emulated.to(wire).to(torch::kFloat);  // the mean rounded once more
+        const torch::Tensor got = results[0][c];
+        // What the algorithm promises, bit for bit, and the same on every rank.
+        CHECK(torch::equal(got, emulated));
+        for (int rank = 1; rank < world; ++rank) CHECK(torch::equal(results[rank][c], got));
+        // Two roundings away from the exact mean at most (plus float32 summation).
+        const torch::Tensor bound = abs_sum * (2.0 * u + u * u + 1e-6) + subnormal * (world + 1);
+        const torch::Tensor error = (got.to(torch::kDouble) - exact).abs();
+        CHECK((error <= bound).all().item<bool>());
+        CHECK(error.max().item<double>() > 0.0);  // the values really travelled in 16 bits
+        CHECK(torch::equal(got.narrow(0, 0, 7), torch::zeros({7})));
+      }
+    }
+  }
+}
+
+TEST_CASE("Training with gradient compression keeps the ranks identical and close to float32", "[ddp]") {
+  TempDir single;
+  const auto one = run_worker("--scenario train --steps 6 --batch 12 --out " + quote(single.path().string()));
+  INFO(describe(one));
+  REQUIRE(one.exit_code == 0);
+  std::vector<torch::Tensor> reference;
+  torch::load(reference, (single / "rank0.pt").string());
+  for (const std::string compression : {"bf16", "fp16"}) {
+    for (int world : {2, 3}) {
+      TempDir dir;
+      // Tiny buckets: several compressed buckets per step on the communication thread.
+      const auto r = run_worker("--nproc-per-node " + std::to_string(world) +
+                                " --scenario train --steps 6 --batch 12 --bucket-mb 0.0002 --check-every 1 "
+                                "--compression " +
+                                compression + " --out " + quote(dir.path().string()));
+      INFO(compression << ", " << world << " ranks\n" << describe(r));
+      REQUIRE(r.exit_code == 0);
+      std::vector<torch::Tensor> rank0;
+      torch::load(rank0, (dir / "rank0.pt").string());
+      REQUIRE(rank0.size() == reference.size());
+      double largest = 0.0;
+      for (std::size_t i = 0; i < reference.size(); ++i) {
+        const double diff = oml::test::max_abs_diff(rank0[i], reference[i]);
+        CHECK(diff < 2e-2);
+        largest = std::max(largest, diff);
+      }
+      CHECK(largest > 0.0);  // compressed gradients are not the float32 ones
+      for (int rank = 1; rank < world; ++rank) {
+        std::vector<torch::Tensor> other;
+        torch::load(other, (dir / ("rank" + std::to_string(rank) + ".pt")).string());
+        for (std::size_t i = 0; i < reference.size(); ++i) CHECK(torch::equal(other[i], rank0[i]));
+      }
+      for (int rank = 0; rank < world; ++rank) {
+        const std::string log = rank_file(dir, rank);
+        CHECK_THAT(log, Contains("unused_grad_defined 0"));
+        // 2 * [1, 2, 3] / W summed: 4/W + ... exact in both types for W = 2; within rounding for 3.
+        const double partial = std::stod(log.substr(log.find("partial_grad ") + 13));
+        CHECK(partial == Approx(12.0 / world).epsilon(1e-2));
+      }
+    }
+  }
+}
+
 TEST_CASE("A rank killed with SIGKILL ends the job promptly, naming the rank, with its exit code", "[ddp]") {
   TempDir dir;
   const std::string tag = "oml-kill-" + dir.path().filename().string();

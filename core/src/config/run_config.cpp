@@ -27,13 +27,19 @@ void check_one_of(const Node& node, const std::string& value, const std::vector<
 
 DdpOptions parse_ddp(const Node& node) {
   DdpOptions ddp;
+  std::string compression = distributed::gradient_compression_name(ddp.gradient_compression);
   MapReader r(node, "ddp");
   r.optional("shuffle_between_ranks", ddp.shuffle_between_ranks)
       .optional("pad_to_world_size", ddp.pad_to_world_size)
       .optional("bucket_mb", ddp.bucket_mb)
       .optional("timeout_s", ddp.timeout_s)
-      .optional("check_params_every", ddp.check_params_every);
+      .optional("check_params_every", ddp.check_params_every)
+      .optional("gradient_compression", compression);
   r.finish();
+  if (node["gradient_compression"].defined()) {
+    check_one_of(node["gradient_compression"], compression, distributed::gradient_compression_names());
+    ddp.gradient_compression = *distributed::parse_gradient_compression(compression);
+  }
   if (ddp.bucket_mb <= 0) node["bucket_mb"].fail("expected a positive size in MB");
   if (ddp.timeout_s <= 0) node["timeout_s"].fail("expected a positive number of seconds");
   if (ddp.check_params_every < 0)

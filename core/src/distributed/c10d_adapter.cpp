@@ -214,6 +214,11 @@ C10dWork C10dGroup::all_gather(std::vector<std::vector<at::Tensor>>& outputs,
   return wrap(impl_->group->allgather(outputs, inputs));
 }
 
+C10dWork C10dGroup::all_to_all(at::Tensor& output, at::Tensor& input) {
+  std::vector<int64_t> equal_splits;  // empty: dim 0 split evenly
+  return wrap(impl_->group->alltoall_base(output, input, equal_splits, equal_splits));
+}
+
 C10dWork C10dGroup::barrier() { return wrap(impl_->group->barrier()); }
 
 bool backend_available(const std::string& backend) {

@@ -89,6 +89,9 @@ class C10dGroup {
   C10dWork all_reduce(std::vector<at::Tensor>& tensors, ReduceKind op);
   /// outputs[0][r] receives rank r's inputs[0]; all ranks' inputs must have the same shape.
   C10dWork all_gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs);
+  /// Block s of `output` (dim 0 split into size equal blocks) receives rank s's block `rank` of
+  /// `input`; equal shapes on every rank.
+  C10dWork all_to_all(at::Tensor& output, at::Tensor& input);
   C10dWork barrier();
 
  private:

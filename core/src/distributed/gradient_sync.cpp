@@ -2,8 +2,13 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
@@ -50,7 +55,83 @@ uint64_t fnv1a(const at::Tensor& tensor) {
   return hash;
 }
 
+c10::ScalarType wire_type(GradientCompression compression) {
+  return compression == GradientCompression::bf16 ? torch::kBFloat16 : torch::kHalf;
+}
+
 }  // namespace
+
+const std::vector<std::string>& gradient_compression_names() {
+  static const std::vector<std::string> names{"none", "bf16", "fp16"};
+  return names;
+}
+
+std::string gradient_compression_name(GradientCompression compression) {
+  return gradient_compression_names().at(static_cast<std::size_t>(compression));
+}
+
+std::optional<GradientCompression> parse_gradient_compression(const std::string& name) {
+  const auto& names = gradient_compression_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<GradientCompression>(i);
+  }
+  return std::nullopt;
+}
+
+void all_reduce_mean(ProcessGroup& group, at::Tensor& tensor, GradientCompression compression) {
+  OML_CHECK(tensor.is_contiguous(), InternalError, "all_reduce_mean: the tensor must be contiguous");
+  torch::NoGradGuard no_grad;
+  const int world = group.size();
+  if (world == 1) return;
+  if (compression == GradientCompression::none || tensor.scalar_type() != torch::kFloat) {
+    group.all_reduce(tensor);
+    tensor.div_(world);
+    return;
+  }
+  // The tensor goes in pieces, each reduced on its own (the result is the same elementwise),
+  // so that the link never waits for the CPU: while one piece is cast or summed, the
+  // exchanges of others are in flight, and Gloo's threads keep several messages on the wire.
+  // (One all-to-all of a whole 25 MB bucket moved at about half the link's rate over a
+  // rate-limited link: bench/slow_link.sh.)
+  struct Piece {
+    int64_t start = 0, numel = 0, block = 0;
+    at::Tensor send, received, sent_bytes, received_bytes, mine, mine_bytes;
+    PendingCollective exchange, gather;
+  };
+  const int64_t numel = tensor.numel();
+  at::Tensor flat = tensor.view({-1});
+  std::vector<Piece> pieces;
+  for (int64_t start = 0; start < numel; start += kCompressedPieceElements) {
+    Piece p;
+    p.start = start;
+    p.numel = std::min(kCompressedPieceElements, numel - start);
+    p.block = (p.numel + world - 1) / world;  // padded so that W blocks cover the piece
+    // Dividing before the cast, as PyTorch's hooks do, keeps fp16 further from its overflow.
+    p.send = torch::zeros({p.block * world}, tensor.options().dtype(wire_type(compression)));
+    p.send.narrow(0, 0, p.numel).copy_(flat.narrow(0, start, p.numel) / world);
+    p.received = torch::empty_like(p.send);
+    // Gloo's all-to-all and all-gather move bytes of any type: 16-bit values travel as bytes.
+    p.sent_bytes = p.send.view(torch::kUInt8);
+    p.received_bytes = p.received.view(torch::kUInt8);
+    p.exchange = group.all_to_all_async(p.received_bytes, p.sent_bytes);
+    pieces.push_back(std::move(p));
+  }
+  // Every rank starts the all-gathers in the same order, each once its piece's exchange is done.
+  for (Piece& p : pieces) {
+    p.exchange.wait();
+    // Block r of `received` is rank r's share of this rank's block: summed in float32 in rank
+    // order, so every rank's block is summed the same way, then rounded once.
+    at::Tensor sum = p.received.narrow(0, 0, p.block).to(torch::kFloat);
+    for (int r = 1; r < world; ++r) sum.add_(p.received.narrow(0, r * p.block, p.block));
+    p.mine = sum.to(p.send.scalar_type());
+    p.mine_bytes = p.mine.view(torch::kUInt8);
+    p.gather = group.all_gather_into_async(p.sent_bytes, p.mine_bytes);  // `send` is free again
+  }
+  for (Piece& p : pieces) {
+    p.gather.wait();
+    flat.narrow(0, p.start, p.numel).copy_(p.send.narrow(0, 0, p.numel));
+  }
+}
 
 NamedTensors named_trainable_parameters(const torch::nn::Module& module, const std::string& prefix) {
   NamedTensors result;
@@ -129,6 +210,7 @@ struct GradientSync::State {
 
   std::shared_ptr<ProcessGroup> group;
   GradientSyncOptions options;
+  double wait_seconds = 0;
   std::vector<Slot> slots;
   std::vector<Bucket> buckets;
   std::vector<char> has_grad;  // per slot, this step
@@ -146,12 +228,84 @@ struct GradientSync::State {
     next_launch = 0;
   }
 
+  // With compression, buckets are reduced on this thread, one after another in launch order
+  // (a bucket's all-to-all and all-gather depend on each other, and Gloo pairs collectives by
+  // the order in which each rank starts them, so only one thread may start them).
+  struct Communicator {
+    std::thread thread;
+    std::mutex mutex;
+    std::condition_variable wake, idle;
+    std::deque<std::size_t> queue;
+    std::size_t done = 0;  // buckets reduced this step
+    std::exception_ptr error;
+    bool stop = false;
+  };
+  std::unique_ptr<Communicator> comm;
+
+  void communicate() {
+    Communicator& c = *comm;
+    for (;;) {
+      std::size_t index = 0;
+      bool skip = false;
+      {
+        std::unique_lock<std::mutex> lock(c.mutex);
+        c.wake.wait(lock, [&] { return c.stop || !c.queue.empty(); });
+        if (c.queue.empty()) return;
+        index = c.queue.front();
+        c.queue.pop_front();
+        skip = c.error != nullptr;  // a failed collective: the rest is not sent, finish() throws
+      }
+      std::exception_ptr error;
+      if (!skip) {
+        try {
+          all_reduce_mean(*group, buckets[index].flat, options.compression);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(c.mutex);
+        if (error && !c.error) c.error = error;
+        ++c.done;
+      }
+      c.idle.notify_all();
+    }
+  }
+
   // Buckets go out strictly in index order so every rank pairs the same buckets.
   void launch_ready() {
     while (next_launch < buckets.size() && buckets[next_launch].missing == 0) {
-      Bucket& b = buckets[next_launch++];
+      const std::size_t index = next_launch++;
+      Bucket& b = buckets[index];
       b.launched = true;
-      b.pending = group->all_reduce_async(b.flat);
+      if (comm) {
+        {
+          std::lock_guard<std::mutex> lock(comm->mutex);
+          comm->queue.push_back(index);
+        }
+        comm->wake.notify_one();
+      } else {
+        b.pending = group->all_reduce_async(b.flat);
+      }
+    }
+  }
+
+  // Waits for every launched bucket; rethrows the first failure. Afterwards every bucket holds
+  // the mean over ranks.
+  void wait_buckets() {
+    if (!comm) {
+      for (auto& b : buckets) b.pending.wait();
+      const double world = group->size();
+      for (auto& b : buckets) b.flat.div_(world);
+      return;
+    }
+    std::unique_lock<std::mutex> lock(comm->mutex);
+    comm->idle.wait(lock, [&] { return comm->done == buckets.size(); });
+    comm->done = 0;
+    if (comm->error) {
+      const std::exception_ptr error = comm->error;
+      comm->error = nullptr;
+      std::rethrow_exception(error);
     }
   }
 
@@ -224,6 +378,12 @@ GradientSync::GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors par
   }
   st.has_grad.assign(st.slots.size(), 0);
   st.reset_step();
+  if (options.compression != GradientCompression::none) {
+    st.comm = std::make_unique<State::Communicator>();
+    // The thread holds only a raw pointer: the State outlives it (the destructor joins it).
+    State* state = state_.get();
+    st.comm->thread = std::thread([state] { state->communicate(); });
+  }
 
   std::weak_ptr<State> weak = state_;
   for (int64_t id = 0; id < static_cast<int64_t>(st.slots.size()); ++id) {
@@ -244,6 +404,15 @@ GradientSync::~GradientSync() {
   for (auto& s : state_->slots) {
     if (s.hook >= 0) s.param.remove_hook(static_cast<unsigned>(s.hook));
   }
+  if (auto& comm = state_->comm) {
+    {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      comm->stop = true;
+    }
+    comm->wake.notify_one();
+    // A collective in flight ends within the group's timeout, or at once when a peer is gone.
+    comm->thread.join();
+  }
 }
 
 void GradientSync::finish() {
@@ -261,16 +430,17 @@ void GradientSync::finish() {
     st.buckets[b].missing = 0;
   }
   st.launch_ready();
-  // Which parameters got a gradient anywhere: those untouched on every rank keep `.grad`.
+  torch::NoGradGuard no_grad;
+  const auto wait_start = std::chrono::steady_clock::now();
+  st.wait_buckets();
+  st.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  // Which parameters got a gradient anywhere: those untouched on every rank keep `.grad`. (After
+  // the buckets: with compression their collectives come from another thread, and every rank
+  // must start collectives in the same order.)
   at::Tensor used = torch::empty({static_cast<int64_t>(st.slots.size())}, torch::kFloat);
   for (std::size_t i = 0; i < st.slots.size(); ++i) used[i] = static_cast<float>(st.has_grad[i]);
-  PendingCollective used_pending = st.group->all_reduce_async(used);
-  for (auto& b : st.buckets) b.pending.wait();
-  used_pending.wait();
+  st.group->all_reduce(used);
 
-  torch::NoGradGuard no_grad;
-  const double world = st.group->size();
-  for (auto& b : st.buckets) b.flat.div_(world);
   const auto* used_any = used.data_ptr<float>();
   for (std::size_t i = 0; i < st.slots.size(); ++i) {
     if (used_any[i] == 0.0f) continue;
@@ -301,5 +471,13 @@ void GradientSync::broadcast_from_rank0(const NamedTensors& extra) {
 
 int64_t GradientSync::bucket_count() const { return static_cast<int64_t>(state_->buckets.size()); }
 int64_t GradientSync::steps() const { return state_->steps; }
+
+std::vector<int64_t> GradientSync::bucket_numels() const {
+  std::vector<int64_t> numels;
+  for (const auto& b : state_->buckets) numels.push_back(b.flat.numel());
+  return numels;
+}
+
+double GradientSync::wait_seconds() const { return state_->wait_seconds; }
 
 }  // namespace oml::distributed

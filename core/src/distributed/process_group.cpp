@@ -393,6 +393,45 @@ PendingCollective ProcessGroup::all_reduce_async(at::Tensor& tensor) {
   return PendingCollective(this, "all_reduce", std::move(work));
 }
 
+PendingCollective ProcessGroup::all_to_all_async(at::Tensor& output, at::Tensor& input) {
+  OML_CHECK(
+      output.sizes() == input.sizes() && output.scalar_type() == input.scalar_type() &&
+          output.is_contiguous() && input.is_contiguous() && input.dim() >= 1 && input.size(0) % size() == 0,
+      InternalError, "all_to_all: output and input must agree, be contiguous and dim 0 divide by ", size());
+  if (!group_) {
+    output.copy_(input);
+    return PendingCollective();
+  }
+  auto work = std::make_unique<detail::C10dWork>();
+  try {
+    *work = group_->all_to_all(output, input);
+  } catch (const std::exception& e) {
+    fail("all_to_all", e.what());
+  }
+  return PendingCollective(this, "all_to_all", std::move(work));
+}
+
+PendingCollective ProcessGroup::all_gather_into_async(at::Tensor& output, at::Tensor& input) {
+  OML_CHECK(input.dim() >= 1 && output.dim() == input.dim() && output.size(0) == input.size(0) * size() &&
+                output.scalar_type() == input.scalar_type() && output.is_contiguous() &&
+                input.is_contiguous(),
+            InternalError, "all_gather_into: output must hold ", size(), " blocks shaped like the input");
+  if (!group_) {
+    output.copy_(input);
+    return PendingCollective();
+  }
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < size(); ++r) outputs[0].push_back(output.narrow(0, r * input.size(0), input.size(0)));
+  std::vector<at::Tensor> inputs{input};
+  auto work = std::make_unique<detail::C10dWork>();
+  try {
+    *work = group_->all_gather(outputs, inputs);
+  } catch (const std::exception& e) {
+    fail("all_gather", e.what());
+  }
+  return PendingCollective(this, "all_gather", std::move(work));
+}
+
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
   if (!group_) return {tensor};
   return gather_rows(tensor).parts;

@@ -13,6 +13,7 @@
 #include "oml/config/document.h"
 #include "oml/config/precision.h"
 #include "oml/config/reader.h"
+#include "oml/distributed/gradient_compression.h"
 
 namespace oml::config {
 
@@ -25,6 +26,8 @@ struct DdpOptions {
   double bucket_mb = 25.0;             ///< gradient all-reduce bucket size
   double timeout_s = 300.0;            ///< collective / rendezvous timeout
   int64_t check_params_every = 0;      ///< debug: verify identical parameters every N steps (0: off)
+  /// The type gradient buckets are all-reduced in (none: float32; bf16, fp16: half the bytes).
+  distributed::GradientCompression gradient_compression = distributed::GradientCompression::none;
 };
 
 /// `scheduling:`
@@ -105,7 +108,8 @@ struct RunConfig {
 };
 
 /// Parses the resolved document's root. Throws ConfigError on unknown keys, wrong types and
-/// bad enumerations (pipeline, accelerator, precision, mode_for_checkpointing, scheduler_interval) — all
+/// bad enumerations (pipeline, accelerator, precision, mode_for_checkpointing, scheduler_interval,
+/// ddp.gradient_compression) — all
 /// of them at once (ConfigErrors) when there are several.
 RunConfig parse_run_config(const Node& root);
 

@@ -22,12 +22,19 @@
 //  - Call `finish()` after every backward, on every rank (it is collective). A backward
 //    without `finish()` leaves the gradients local and the next finish() throws InternalError.
 //  - With world size 1 no hook is installed and `finish()` does nothing.
+//  - With `compression` bf16 or fp16 (ddp.gradient_compression), float32 buckets travel in the
+//    16-bit type (all_reduce_mean below): the mean is then within two roundings to that type of
+//    the exact one, and identical on every rank. The collectives run on one communication
+//    thread of the GradientSync, bucket after bucket in launch order, so backward still
+//    overlaps them; the destructor joins it (bounded by the group's timeout).
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "oml/distributed/gradient_compression.h"
 
 namespace at {
 class Tensor;
@@ -55,9 +62,22 @@ void broadcast_from_rank0(ProcessGroup& group, const NamedTensors& tensors);
 /// ranks). Collective.
 void check_identical_across_ranks(ProcessGroup& group, const NamedTensors& tensors);
 
+/// Replaces `tensor` (contiguous, on the group's device) with its mean over the ranks of
+/// `group`. Collective, blocking. With `none` (or a tensor that is not float32) it is one sum
+/// all-reduce. With bf16/fp16 the bytes on the wire are 16-bit, as a ring all-reduce's
+/// (2 (W-1)/W of the tensor's 16-bit size sent per rank): each rank rounds tensor / W to the
+/// type once, an all-to-all gives every rank one block of all ranks' values, which it sums in
+/// float32 in rank order and rounds once more, and an all-gather of those blocks completes the
+/// mean. (Gloo's all-reduce has no bfloat16 sum, and summing in float32 rounds less than a
+/// 16-bit ring.)
+/// (The tensor is exchanged in pieces of this many elements, a few in flight at once.)
+void all_reduce_mean(ProcessGroup& group, at::Tensor& tensor, GradientCompression compression);
+inline constexpr int64_t kCompressedPieceElements = int64_t{1} << 20;
+
 struct GradientSyncOptions {
   double bucket_mb = 25.0;         ///< bucket capacity in MiB (ddp.bucket_mb)
   int64_t check_params_every = 0;  ///< debug: check_identical_across_ranks every N finish() calls
+  GradientCompression compression = GradientCompression::none;  ///< ddp.gradient_compression
 };
 
 class GradientSync {
@@ -76,7 +96,12 @@ class GradientSync {
   void broadcast_from_rank0(const NamedTensors& extra = {});
 
   int64_t bucket_count() const;
+  /// Elements per bucket, in launch order (each is one all_reduce_mean per step).
+  std::vector<int64_t> bucket_numels() const;
   int64_t steps() const;
+  /// Seconds finish() spent waiting for bucket collectives, summed over its calls: the part of
+  /// the communication that backward did not hide.
+  double wait_seconds() const;
 
  private:
   struct State;

@@ -95,6 +95,15 @@ class ProcessGroup {
   /// Every rank's `tensor` concatenated along dim 0 in rank order, received straight into
   /// the result (one broadcast per rank, all in flight; no padding, no extra copy).
   at::Tensor all_gather_concat(const at::Tensor& tensor);
+  /// Starts an equal-sized exchange, the first half of a reduce-scatter: `input` and `output`
+  /// (contiguous) have the same shape and dtype on every rank, dim 0 divisible by size(); block
+  /// s of `output` (dim 0 in size() equal blocks) receives rank s's block rank() of `input`.
+  /// Keep both untouched until wait().
+  PendingCollective all_to_all_async(at::Tensor& output, at::Tensor& input);
+  /// Starts an equal-sized all-gather: block r of `output` (contiguous, dim 0 = size() x
+  /// input's dim 0) receives rank r's `input`; same shape and dtype on every rank. Keep both
+  /// untouched until wait().
+  PendingCollective all_gather_into_async(at::Tensor& output, at::Tensor& input);
   /// Every rank's bytes in rank order; lengths may differ.
   std::vector<std::string> all_gather_bytes(const std::string& bytes);
 
