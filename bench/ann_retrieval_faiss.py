@@ -17,8 +17,8 @@ def main():
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--classes", type=int, default=None, help="default n // 5 (like SOP)")
     ap.add_argument("--noise", type=float, default=1.5)
-    ap.add_argument("--nlist", type=int, default=0, help="0: oml-cpp's default, 4 sqrt(n) (at most n / 39)")
-    ap.add_argument("--nprobe", type=int, default=0, help="0: oml-cpp's default, nlist / 16")
+    ap.add_argument("--nlist", type=int, default=0, help="0: oml-cpp's default, 4 sqrt(n) (at most n / 39 and 4096)")
+    ap.add_argument("--nprobe", type=int, default=0, help="0: oml-cpp's default, nlist / 16 (1 to 64)")
     ap.add_argument("--report-recall", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
@@ -38,9 +38,9 @@ def main():
     del labels_t
 
     t0 = time.perf_counter()
-    nlist = a.nlist or max(1, min(int(round(4 * np.sqrt(a.n))), a.n // 39))
-    nprobe = a.nprobe or max(1, nlist // 16)
-    train_size = min(a.n, max(64 * nlist, 16384))
+    nlist = a.nlist or max(1, min(int(round(4 * np.sqrt(a.n))), a.n // 39, 4096))
+    nprobe = a.nprobe or min(max(1, nlist // 16), 64)
+    train_size = min(a.n, max(40 * nlist, 16384))
     quantizer = faiss.IndexFlatL2(a.dim)
     index = faiss.IndexIVFFlat(quantizer, a.dim, nlist)
     index.cp.min_points_per_centroid = 1

@@ -52,7 +52,7 @@ struct FaissOptions {
   IndexKind kind = IndexKind::flat;
   std::string name;
   int64_t nlist = 0;       // ivf, ivf_pq: 0 = 4 sqrt(G), at most G / 39 and 4096
-  int64_t nprobe = 0;      // ivf, ivf_pq: 0 = nlist / 16 (at least 1)
+  int64_t nprobe = 0;      // ivf, ivf_pq: 0 = nlist / 16 (1 to 64)
   int64_t train_size = 0;  // ivf, ivf_pq: 0 = min(G, 40 nlist), at least 2^nbits for PQ
   int64_t M = 32;          // hnsw: links per node
   int64_t ef_construction = 64;
@@ -68,6 +68,7 @@ constexpr int64_t kMaxHnswM = 256;
 constexpr int64_t kMaxPqBits = 16;
 constexpr int64_t kMaxRefine = 64;
 constexpr int64_t kMaxAutoNlist = 4096;
+constexpr int64_t kMaxAutoNprobe = 64;
 
 // The parameters that depend on the gallery, resolved once per search.
 struct Resolved {
@@ -95,7 +96,9 @@ Resolved resolve(const FaissOptions& o, int64_t gallery_size, int64_t dim) {
       const auto by_size = static_cast<int64_t>(std::llround(4.0 * std::sqrt(static_cast<double>(g))));
       r.nlist = std::max<int64_t>(1, std::min({by_size, g / 39, kMaxAutoNlist}));
     }
-    r.nprobe = o.nprobe > 0 ? std::min(o.nprobe, r.nlist) : std::max<int64_t>(1, r.nlist / 16);
+    // nlist / 16, at most 64: each probe scans G / nlist items without a GEMM, so the default keeps
+    // the scanned share of the gallery at or below 1.6 % for large galleries.
+    r.nprobe = o.nprobe > 0 ? std::min(o.nprobe, r.nlist) : std::clamp<int64_t>(r.nlist / 16, 1, kMaxAutoNprobe);
     if (o.train_size > 0) {
       OML_CHECK(o.train_size >= r.nlist, ConfigError, arg_path("train_size"), ": ", who, ": train_size ",
                 o.train_size, " is smaller than nlist ", r.nlist, " (k-means needs a point per list)");
@@ -127,7 +130,10 @@ Resolved resolve(const FaissOptions& o, int64_t gallery_size, int64_t dim) {
 
 std::string describe_options(const FaissOptions& o, const Resolved* r) {
   std::string out = o.name;
-  auto add = [&out](const char* key, int64_t value) { out += " " + std::string(key) + "=" + std::to_string(value); };
+  // 0 before the gallery is known: chosen from the data.
+  auto add = [&out](const char* key, int64_t value) {
+    out += " " + std::string(key) + "=" + (value == 0 ? std::string("auto") : std::to_string(value));
+  };
   switch (o.kind) {
     case IndexKind::flat:
       break;
@@ -398,7 +404,7 @@ void register_faiss_backends(Registries& registries) {
       {"faiss_flat", IndexKind::flat,
        "exhaustive Faiss IndexFlatL2 in float32 (a cross-check of exact); add_chunk, search_chunk"},
       {"faiss_ivf", IndexKind::ivf,
-       "IVF-Flat: nlist = 4 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16, train_size = 40 nlist; "
+       "IVF-Flat: nlist = 4 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 64), train_size = 40 nlist; "
        "approximate"},
       {"faiss_hnsw", IndexKind::hnsw, "HNSW graph: M = 32, ef_construction = 64, ef_search = 128; approximate"},
       {"faiss_ivf_pq", IndexKind::ivf_pq,
