@@ -51,7 +51,8 @@ void clustered_embeddings(int64_t n, int64_t dim, int64_t classes, double noise,
   constexpr int64_t kChunk = 65536;
   for (int64_t start = 0; start < n; start += kChunk) {
     const int64_t rows = std::min(kChunk, n - start);
-    sink(start, centres.index_select(0, labels.narrow(0, start, rows)) + noise * torch::randn({rows, dim}, generator));
+    sink(start, centres.index_select(0, labels.narrow(0, start, rows)) +
+                    noise * torch::randn({rows, dim}, generator));
   }
 }
 
@@ -139,8 +140,9 @@ int main(int argc, char** argv) {
   } else {
     torch::Tensor labels;
     torch::Tensor embeddings = torch::empty({n, dim});
-    clustered_embeddings(n, dim, classes, noise, labels,
-                         [&](int64_t row, const torch::Tensor& rows) { embeddings.narrow(0, row, rows.size(0)).copy_(rows); });
+    clustered_embeddings(n, dim, classes, noise, labels, [&](int64_t row, const torch::Tensor& rows) {
+      embeddings.narrow(0, row, rows.size(0)).copy_(rows);
+    });
     set.embeddings = embeddings;
     set.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + n);
     set.is_query.assign(n, 1);
@@ -164,7 +166,8 @@ int main(int argc, char** argv) {
 
   const auto search_start = std::chrono::steady_clock::now();
   const auto result = oml::metrics::compute_embedding_metrics(set, metric_options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - search_start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - search_start).count();
 
   std::cout << "{\"n\": " << n << ", \"dim\": " << set.embeddings.size(1) << ", \"noise\": " << noise
             << ", \"backend\": \"" << backend->describe() << "\", \"args\": \"" << backend_args

@@ -1,9 +1,9 @@
 // oml-validate and oml-predict for extractors.
 #include <torch/torch.h>
 
-#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
 
@@ -121,8 +121,8 @@ GridRequest grid_request_from(const cli::Invocation& invocation) {
 /// --retrieve K of oml-predict: every item is a query and a gallery item (never its own
 /// neighbour); the backend's top K per item as neighbours.csv (query,rank,neighbour,distance; the
 /// indices of embeddings.csv) and as [N, K] arrays (ids -1 and distance inf where an item has fewer).
-void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t k, const config::RunConfig& cfg,
-                      const retrieval::RetrievalBackend& backend) {
+void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t k,
+                      const config::RunConfig& cfg, const retrieval::RetrievalBackend& backend) {
   retrieval::ItemSet items;
   items.embeddings = embeddings;
   const int64_t n = embeddings.size(0);

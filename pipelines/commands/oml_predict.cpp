@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   spec.name = "oml-predict";
   spec.summary = "compute embeddings for a folder of images or a dataframe";
   spec.usage =
-      "  oml-predict --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] [--retrieve K]";
+      "  oml-predict --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] "
+      "[--retrieve K]";
   spec.add_options = [](po::options_description& o) {
     oml::cli::add_launch_options(o);
     o.add_options()("retrieve", po::value<int64_t>(),

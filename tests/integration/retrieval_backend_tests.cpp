@@ -25,7 +25,8 @@ std::vector<int64_t> validation_labels() {
   std::string line;
   std::getline(lines, line);  // header
   while (std::getline(lines, line)) {
-    if (line.find(",validation,") != std::string::npos) labels.push_back(std::stoll(line.substr(0, line.find(','))));
+    if (line.find(",validation,") != std::string::npos)
+      labels.push_back(std::stoll(line.substr(0, line.find(','))));
   }
   return labels;
 }
@@ -57,8 +58,9 @@ TEST_CASE("oml-validate with a Faiss backend reports metrics and the measured re
   write_embeddings(dir.path());
   write_file(dir / "exact.yaml", embeddings_config(dir.path(), "run_name: exact\n"));
   write_file(dir / "ivf.yaml",
-             embeddings_config(dir.path(), "run_name: ivf\nretrieval_backend: {name: faiss_ivf, args: {nlist: 7, "
-                                           "nprobe: 7}, report_recall: 100}\n"));
+             embeddings_config(dir.path(),
+                               "run_name: ivf\nretrieval_backend: {name: faiss_ivf, args: {nlist: 7, "
+                               "nprobe: 7}, report_recall: 100}\n"));
   const auto exact = run_oml("oml-validate", "--config " + quote((dir / "exact.yaml").string()));
   INFO(exact.err);
   REQUIRE(exact.exit_code == 0);
@@ -77,7 +79,8 @@ TEST_CASE("oml-validate with a Faiss backend reports metrics and the measured re
   CHECK_THAT(ivf.out, Contains("OVERALL/knn_recall/5"));
 }
 
-TEST_CASE("Bad retrieval_backend input exits with 2 and says what to do", "[retrieval][backends][integration]") {
+TEST_CASE("Bad retrieval_backend input exits with 2 and says what to do",
+          "[retrieval][backends][integration]") {
   TempDir dir;
   write_embeddings(dir.path());
   const auto run_with = [&](const std::string& backend,
@@ -107,8 +110,7 @@ TEST_CASE("Bad retrieval_backend input exits with 2 and says what to do", "[retr
     CHECK_THAT(r.err, Contains("report_recall"));
   }
   if (oml::retrieval::built_with_faiss()) {
-    const auto r = run_with("retrieval_backend: {name: faiss_ivf}\n",
-                            "{cmc_top_k: [1], fmr_vals: [0.1]}");
+    const auto r = run_with("retrieval_backend: {name: faiss_ivf}\n", "{cmc_top_k: [1], fmr_vals: [0.1]}");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("fnmr@fmr") && Contains("only the retrieval backend 'exact'"));
     const auto big = run_with("retrieval_backend: {name: faiss_ivf, args: {nlist: 1000}}\n");
@@ -122,7 +124,8 @@ TEST_CASE("Bad retrieval_backend input exits with 2 and says what to do", "[retr
   for (const auto* out : {"v/metrics.json"}) CHECK_FALSE(fs::exists(dir / "logs" / out));
 }
 
-TEST_CASE("oml-predict --retrieve writes each item's nearest other items", "[retrieval][backends][integration]") {
+TEST_CASE("oml-predict --retrieve writes each item's nearest other items",
+          "[retrieval][backends][integration]") {
   TempDir dir;
   write_file(dir / "p.yaml", validate_config(dir / "logs", "") + "save_dir: " + (dir / "pred").string() +
                                  "\ntransforms_predict: {name: norm}\n");
@@ -151,11 +154,14 @@ TEST_CASE("oml-predict --retrieve writes each item's nearest other items", "[ret
   }
   const std::string csv = read_file(dir / "pred" / "neighbours.csv");
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 600 * 5 + 1);
-  CHECK_THAT(csv, Contains("query,rank,neighbour,distance\n0,1," + std::to_string(expected.retrieved[0]) + ","));
+  CHECK_THAT(csv,
+             Contains("query,rank,neighbour,distance\n0,1," + std::to_string(expected.retrieved[0]) + ","));
 
   if (oml::retrieval::built_with_faiss()) {
-    write_file(dir / "hnsw.yaml", read_file(dir / "p.yaml") + "retrieval_backend: {name: faiss_hnsw, report_recall: 200}\n");
-    const auto hnsw = run_oml("oml-predict", "--config " + quote((dir / "hnsw.yaml").string()) + " --retrieve 5");
+    write_file(dir / "hnsw.yaml",
+               read_file(dir / "p.yaml") + "retrieval_backend: {name: faiss_hnsw, report_recall: 200}\n");
+    const auto hnsw =
+        run_oml("oml-predict", "--config " + quote((dir / "hnsw.yaml").string()) + " --retrieve 5");
     INFO(hnsw.err);
     REQUIRE(hnsw.exit_code == 0);
     CHECK_THAT(hnsw.err + hnsw.out, Contains("recall@5 of faiss_hnsw"));
@@ -167,7 +173,8 @@ TEST_CASE("oml-predict --retrieve writes each item's nearest other items", "[ret
   CHECK_THAT(bad.err, Contains("--retrieve expects a number of neighbours >= 1"));
 }
 
-TEST_CASE("Validation during training uses the backend and logs its recall", "[retrieval][backends][integration]") {
+TEST_CASE("Validation during training uses the backend and logs its recall",
+          "[retrieval][backends][integration]") {
   if (!oml::retrieval::built_with_faiss()) return;
   TempDir dir;
   write_file(dir / "train.yaml",

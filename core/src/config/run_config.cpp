@@ -40,8 +40,9 @@ std::optional<ComponentSpec> parse_retrieval_backend(const Node& node, int64_t& 
   spec.node = node;
   reader.finish();
   if (report_recall < 0) {
-    node["report_recall"].fail("expected 0 (off) or a number of queries whose exact top-k measure the recall, got " +
-                               std::to_string(report_recall));
+    node["report_recall"].fail(
+        "expected 0 (off) or a number of queries whose exact top-k measure the recall, got " +
+        std::to_string(report_recall));
   }
   return spec;
 }

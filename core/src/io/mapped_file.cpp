@@ -58,8 +58,8 @@ at::Tensor map_npy_matrix(const std::filesystem::path& path) {
   void* base = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, fd, 0);
   const int mmap_errno = errno;
   ::close(fd);
-  OML_CHECK(base != MAP_FAILED, DataError, path.string(), ": cannot memory-map the .npy file: ",
-            std::strerror(mmap_errno));
+  OML_CHECK(base != MAP_FAILED, DataError, path.string(),
+            ": cannot memory-map the .npy file: ", std::strerror(mmap_errno));
   const auto address = reinterpret_cast<std::uintptr_t>(base);
   {
     std::lock_guard<std::mutex> lock(table().mutex);

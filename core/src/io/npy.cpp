@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "npy_layout.h"
 #include "oml/common/error.h"
 #include "oml/io/atomic_file.h"
-#include "npy_layout.h"
 
 namespace oml::io {
 

@@ -114,7 +114,8 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
     OML_CHECK(!table.needs_pair_pass(), ConfigError,
               "fnmr@fmr needs the distances of all query-gallery pairs, which only retrieval_backend 'exact' "
               "computes; the configured backend is '",
-              options.backend->name(), "' (use retrieval_backend: {name: exact}, or remove metric_args.fmr_vals)");
+              options.backend->name(),
+              "' (use retrieval_backend: {name: exact}, or remove metric_args.fmr_vals)");
     result.retrieval = options.backend->search(queries, gallery, knn);
     result.retrieval.check_consistent();
     if (options.report_recall > 0) {
@@ -133,14 +134,16 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
     if (table.needs_pair_pass()) {
       n_gt = retrieval::count_ground_truth(queries, gallery, *ignored);
       const PairPassInputs pair_inputs{
-          *pair,          *ignored, queries.labels,
-          gallery.labels, n_gt,     retrieval::choose_block_shape(pair->num_queries(), pair->num_gallery(), knn)};
+          *pair,          *ignored,
+          queries.labels, gallery.labels,
+          n_gt,           retrieval::choose_block_shape(pair->num_queries(), pair->num_gallery(), knn)};
       passes = table.start_pair_passes(pair_inputs);
       for (const auto& pass : passes) {
         if (pass) consumers.push_back(&pass->consumer());
       }
     }
-    result.retrieval = retrieval::detail::retrieve_knn_fused(queries, gallery, *pair, *ignored, knn, consumers);
+    result.retrieval =
+        retrieval::detail::retrieve_knn_fused(queries, gallery, *pair, *ignored, knn, consumers);
   }
 
   if (options.postprocessor != nullptr) {

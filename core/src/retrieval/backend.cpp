@@ -36,7 +36,8 @@ std::shared_ptr<RetrievalBackend> make_exact_backend() { return std::make_shared
 
 namespace detail {
 
-RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery, const IgnoredPairs& ignored) {
+RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery,
+                                  const IgnoredPairs& ignored) {
   RetrievalResults out;
   out.n_gt = count_ground_truth(queries, gallery, ignored);
   out.query_labels = queries.labels;

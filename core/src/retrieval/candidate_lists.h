@@ -13,7 +13,8 @@ namespace oml::retrieval::detail {
 
 /// Results with n_gt, labels and ids filled and no lists yet (offsets = {0}); append_list()
 /// adds the lists in query order.
-RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery, const IgnoredPairs& ignored);
+RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery,
+                                  const IgnoredPairs& ignored);
 
 /// Candidates to ask an index for, for queries [q0, q1), so that top_k remain after the ignored
 /// pairs are dropped: top_k + the largest ignored count of those queries, at most the gallery.

@@ -1,4 +1,5 @@
-// The Faiss backends: faiss_flat, faiss_ivf, faiss_hnsw, faiss_ivf_pq (docs/metrics.md#retrieval-backends-retrieval_backend).
+// The Faiss backends: faiss_flat, faiss_ivf, faiss_hnsw, faiss_ivf_pq
+// (docs/metrics.md#retrieval-backends-retrieval_backend).
 //
 // Their args are read and checked the same way with or without Faiss in the build, so a config
 // is judged alike everywhere; only building a backend needs Faiss (OML_HAVE_FAISS, set for this
@@ -57,8 +58,8 @@ struct FaissOptions {
   int64_t M = 32;          // hnsw: links per node
   int64_t ef_construction = 64;
   int64_t ef_search = 128;
-  int64_t m = 0;      // ivf_pq: sub-quantizers, 0 = the largest divisor of D that is <= D / 4
-  int64_t nbits = 8;  // ivf_pq: bits per sub-quantizer code
+  int64_t m = 0;       // ivf_pq: sub-quantizers, 0 = the largest divisor of D that is <= D / 4
+  int64_t nbits = 8;   // ivf_pq: bits per sub-quantizer code
   int64_t refine = 4;  // ivf_pq: re-rank refine x k candidates by exact distances (1 = off)
   int64_t add_chunk = 65536;
   int64_t search_chunk = 16384;
@@ -98,7 +99,8 @@ Resolved resolve(const FaissOptions& o, int64_t gallery_size, int64_t dim) {
     }
     // nlist / 16, at most 64: each probe scans G / nlist items without a GEMM, so the default keeps
     // the scanned share of the gallery at or below 1.6 % for large galleries.
-    r.nprobe = o.nprobe > 0 ? std::min(o.nprobe, r.nlist) : std::clamp<int64_t>(r.nlist / 16, 1, kMaxAutoNprobe);
+    r.nprobe =
+        o.nprobe > 0 ? std::min(o.nprobe, r.nlist) : std::clamp<int64_t>(r.nlist / 16, 1, kMaxAutoNprobe);
     if (o.train_size > 0) {
       OML_CHECK(o.train_size >= r.nlist, ConfigError, arg_path("train_size"), ": ", who, ": train_size ",
                 o.train_size, " is smaller than nlist ", r.nlist, " (k-means needs a point per list)");
@@ -120,8 +122,8 @@ Resolved resolve(const FaissOptions& o, int64_t gallery_size, int64_t dim) {
       }
     }
     const int64_t codebook = int64_t{1} << o.nbits;
-    OML_CHECK(g >= codebook, ConfigError, arg_path("nbits"), ": ", who, ": nbits ", o.nbits, " needs at least ",
-              codebook, " gallery items to train its codebooks, the gallery has ", g,
+    OML_CHECK(g >= codebook, ConfigError, arg_path("nbits"), ": ", who, ": nbits ", o.nbits,
+              " needs at least ", codebook, " gallery items to train its codebooks, the gallery has ", g,
               "; lower nbits or use faiss_ivf / exact");
     r.train_size = std::max(r.train_size, std::min(g, codebook * 4));
   }
@@ -186,8 +188,8 @@ class FaissBackend final : public RetrievalBackend {
     OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
     const at::Tensor q = queries.embeddings.contiguous();
     const at::Tensor g = gallery.embeddings.contiguous();
-    OML_CHECK(g.size(1) == q.size(1), DataError, "queries have dimension ", q.size(1), " but the gallery has ",
-              g.size(1));
+    OML_CHECK(g.size(1) == q.size(1), DataError, "queries have dimension ", q.size(1),
+              " but the gallery has ", g.size(1));
     const IgnoredPairs ignored(queries, gallery);
     RetrievalResults out = results_skeleton(queries, gallery, ignored);
     const int64_t nq = q.size(0);
@@ -205,10 +207,9 @@ class FaissBackend final : public RetrievalBackend {
       const auto built = std::chrono::steady_clock::now();
       search_all(*index, q, g, ignored, options, resolved, out);
       const auto searched = std::chrono::steady_clock::now();
-      log::info(::oml::detail::concat(options_.name, ": index built in ",
-                                      std::chrono::duration<double>(built - start).count(), " s, ", nq,
-                                      " queries searched in ", std::chrono::duration<double>(searched - built).count(),
-                                      " s"));
+      log::info(::oml::detail::concat(
+          options_.name, ": index built in ", std::chrono::duration<double>(built - start).count(), " s, ",
+          nq, " queries searched in ", std::chrono::duration<double>(searched - built).count(), " s"));
     } catch (const faiss::FaissException& e) {
       throw RuntimeError("retrieval backend '" + options_.name + "': Faiss failed: " + e.what());
     }
@@ -250,9 +251,9 @@ class FaissBackend final : public RetrievalBackend {
     if (!index->is_trained) {
       const auto start = std::chrono::steady_clock::now();
       train(*index, g, r);
-      log::info(::oml::detail::concat(options_.name, ": trained on ", r.train_size, " vectors in ",
-                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                                      " s"));
+      log::info(::oml::detail::concat(
+          options_.name, ": trained on ", r.train_size, " vectors in ",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s"));
     }
     for_each_row_chunk(g, options_.add_chunk, [&](int64_t begin, int64_t end) {
       index->add(end - begin, g.data_ptr<float>() + begin * g.size(1));
@@ -344,7 +345,8 @@ class FaissBackend final : public RetrievalBackend {
 
 #endif  // OML_HAVE_FAISS
 
-std::shared_ptr<RetrievalBackend> make_faiss_backend(const FaissOptions& options, const BackendContext& context) {
+std::shared_ptr<RetrievalBackend> make_faiss_backend(const FaissOptions& options,
+                                                     const BackendContext& context) {
 #if OML_HAVE_FAISS
   return std::make_shared<FaissBackend>(options, context.seed);
 #else
@@ -363,7 +365,9 @@ void read_args(config::MapReader& reader, FaissOptions& o) {
     reader.optional("nlist", o.nlist).optional("nprobe", o.nprobe).optional("train_size", o.train_size);
   }
   if (o.kind == IndexKind::hnsw) {
-    reader.optional("M", o.M).optional("ef_construction", o.ef_construction).optional("ef_search", o.ef_search);
+    reader.optional("M", o.M)
+        .optional("ef_construction", o.ef_construction)
+        .optional("ef_search", o.ef_search);
   }
   if (o.kind == IndexKind::ivf_pq) {
     reader.optional("m", o.m).optional("nbits", o.nbits).optional("refine", o.refine);
@@ -404,9 +408,11 @@ void register_faiss_backends(Registries& registries) {
       {"faiss_flat", IndexKind::flat,
        "exhaustive Faiss IndexFlatL2 in float32 (a cross-check of exact); add_chunk, search_chunk"},
       {"faiss_ivf", IndexKind::ivf,
-       "IVF-Flat: nlist = 4 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 64), train_size = 40 nlist; "
+       "IVF-Flat: nlist = 4 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 64), train_size "
+       "= 40 nlist; "
        "approximate"},
-      {"faiss_hnsw", IndexKind::hnsw, "HNSW graph: M = 32, ef_construction = 64, ef_search = 128; approximate"},
+      {"faiss_hnsw", IndexKind::hnsw,
+       "HNSW graph: M = 32, ef_construction = 64, ef_search = 128; approximate"},
       {"faiss_ivf_pq", IndexKind::ivf_pq,
        "IVF with product quantisation: nlist, nprobe as faiss_ivf, m = D / 4, nbits = 8, refine = 4 "
        "(re-rank refine x k candidates exactly); approximate, small index"},
@@ -416,7 +422,8 @@ void register_faiss_backends(Registries& registries) {
     const IndexKind kind = entry.kind;
     registries.retrieval_backends.add(
         name,
-        [name, kind](const config::Node& args, const BackendContext& context) -> std::shared_ptr<RetrievalBackend> {
+        [name, kind](const config::Node& args,
+                     const BackendContext& context) -> std::shared_ptr<RetrievalBackend> {
           FaissOptions options;
           options.kind = kind;
           options.name = name;

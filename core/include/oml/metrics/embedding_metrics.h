@@ -44,7 +44,7 @@ struct EmbeddingMetricsOptions {
   /// recall@k as OVERALL/knn_recall/<k> in `metrics` (0: not measured). Seeded by recall_seed.
   int64_t report_recall = 0;
   uint64_t recall_seed = 42;
-  ProgressCallback on_progress;                             ///< k-NN progress (queries done, total)
+  ProgressCallback on_progress;  ///< k-NN progress (queries done, total)
 };
 
 struct EmbeddingMetricsResult {

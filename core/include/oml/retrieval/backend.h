@@ -63,9 +63,9 @@ bool built_with_faiss();
 
 /// recall@k of an approximate retrieval, measured against the exact one.
 struct RecallEstimate {
-  int64_t k = 0;           ///< top_k of the retrieval compared
-  int64_t queries = 0;     ///< queries sampled
-  double recall = 1.0;     ///< mean over the sampled queries of |approx ∩ exact| / |exact|
+  int64_t k = 0;        ///< top_k of the retrieval compared
+  int64_t queries = 0;  ///< queries sampled
+  double recall = 1.0;  ///< mean over the sampled queries of |approx ∩ exact| / |exact|
 };
 
 /// Samples `sample` queries (all when fewer; seeded, without replacement), retrieves their exact
