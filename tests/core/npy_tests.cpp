@@ -148,7 +148,8 @@ int64_t rss_file_kb() {
 
 }  // namespace
 
-TEST_CASE("A float32 .npy is memory-mapped, equal to the read one, and released pages leave the RSS", "[io]") {
+TEST_CASE("A float32 .npy is memory-mapped, equal to the read one, and released pages leave the RSS",
+          "[io]") {
   test::TempDir dir;
   const auto matrix = torch::randn({65536, 64});  // 16 MB
   io::write_npy(dir / "big.npy", matrix);

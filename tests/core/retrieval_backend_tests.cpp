@@ -80,10 +80,11 @@ TEST_CASE("Every backend kind is registered with its args in the help", "[retrie
 TEST_CASE("Unknown backends and args are config errors naming the known ones", "[retrieval][backends]") {
   register_core_components();
   CHECK_THROWS_AS(backend("{name: faiss_lsh}"), ConfigError);
-  CHECK_THROWS_WITH(backend("{name: faiss_lsh}"),
-                    Contains("unknown retrieval backend 'faiss_lsh'") && Contains("faiss_ivf") && Contains("exact"));
+  CHECK_THROWS_WITH(backend("{name: faiss_lsh}"), Contains("unknown retrieval backend 'faiss_lsh'") &&
+                                                      Contains("faiss_ivf") && Contains("exact"));
   CHECK_THROWS_AS(backend("{name: faiss_ivf, args: {nprobes: 8}}"), ConfigError);
-  CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {nprobes: 8}}"), Contains("nprobes") && Contains("nprobe"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {nprobes: 8}}"),
+                    Contains("nprobes") && Contains("nprobe"));
   CHECK_THROWS_AS(backend("{name: exact, args: {nlist: 8}}"), ConfigError);
 }
 
@@ -91,7 +92,8 @@ TEST_CASE("Out-of-range backend args fail with the limit", "[retrieval][backends
   register_core_components();
   CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {M: 1}}"), Contains("M must be in [2, 256], got 1"));
   CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {M: 1000}}"), Contains("M must be in [2, 256]"));
-  CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 17}}"), Contains("nbits must be in [1, 16], got 17"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 17}}"),
+                    Contains("nbits must be in [1, 16], got 17"));
   CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 0}}"), Contains("nbits must be in [1, 16]"));
   CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {nlist: 8, nprobe: 9}}"),
                     Contains("nprobe 9 is larger than nlist 8"));
@@ -178,7 +180,8 @@ TEST_CASE("Faiss args that do not fit the data fail with the limit before any se
           "[retrieval][backends][faiss]") {
   if (!retrieval::built_with_faiss()) return;
   const auto items = clustered(100, 12, 5, 1.0, 6);
-  CHECK_THROWS_AS(backend("{name: faiss_ivf, args: {nlist: 101}}")->search(items, items, top(5)), ConfigError);
+  CHECK_THROWS_AS(backend("{name: faiss_ivf, args: {nlist: 101}}")->search(items, items, top(5)),
+                  ConfigError);
   CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {nlist: 101}}")->search(items, items, top(5)),
                     Contains("nlist 101 is larger than the gallery (100 items)"));
   CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {m: 5}}")->search(items, items, top(5)),
@@ -186,8 +189,9 @@ TEST_CASE("Faiss args that do not fit the data fail with the limit before any se
   CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 8}}")->search(items, items, top(5)),
                     Contains("needs at least 256 gallery items"));
   // An exhaustive nlist works on the same data.
-  CHECK(backend("{name: faiss_ivf, args: {nlist: 100, nprobe: 100}}")->search(items, items, top(5)).num_queries() ==
-        100);
+  CHECK(backend("{name: faiss_ivf, args: {nlist: 100, nprobe: 100}}")
+            ->search(items, items, top(5))
+            .num_queries() == 100);
 }
 
 TEST_CASE("Validation metrics with an approximate backend: recall reported, fnmr refused",

@@ -244,6 +244,8 @@ class FaissBackend final : public RetrievalBackend {
         pq->own_fields = true;
         configure_ivf(*pq, r);
         pq->pq.cp.seed = static_cast<int>(seed_ & 0x7fffffff);
+        // The gallery-size check (2^nbits items) is ours; no warning per sub-quantizer.
+        pq->pq.cp.min_points_per_centroid = 1;
         index = std::move(pq);
         break;
       }
