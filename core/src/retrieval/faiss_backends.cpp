@@ -81,7 +81,8 @@ struct Resolved {
 
 std::string arg_path(const std::string& key) { return "retrieval_backend.args." + key; }
 
-Resolved resolve(const FaissOptions& o, int64_t gallery_size, int64_t dim) {
+// Unused (but still compiled) in a build without Faiss.
+[[maybe_unused]] Resolved resolve(const FaissOptions& o, int64_t gallery_size, int64_t dim) {
   Resolved r;
   const int64_t g = gallery_size;
   const std::string who = "retrieval backend '" + o.name + "'";
@@ -130,7 +131,7 @@ Resolved resolve(const FaissOptions& o, int64_t gallery_size, int64_t dim) {
   return r;
 }
 
-std::string describe_options(const FaissOptions& o, const Resolved* r) {
+[[maybe_unused]] std::string describe_options(const FaissOptions& o, const Resolved* r) {
   std::string out = o.name;
   // 0 before the gallery is known: chosen from the data.
   auto add = [&out](const char* key, int64_t value) {
