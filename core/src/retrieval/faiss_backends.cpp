@@ -70,6 +70,7 @@ constexpr int64_t kMaxPqBits = 16;
 constexpr int64_t kMaxRefine = 64;
 constexpr int64_t kMaxAutoNlist = 4096;
 constexpr int64_t kMaxAutoNprobe = 64;
+constexpr int64_t kRefineReleaseQueries = 256;
 
 // The parameters that depend on the gallery, resolved once per search.
 struct Resolved {
@@ -323,6 +324,9 @@ class FaissBackend final : public RetrievalBackend {
           if (row[j] >= 0) candidates.emplace_back(exact_squared_distance(q, q0 + i, g, row[j]), row[j]);
         }
         append_list(out, ignored, q0 + i, candidates, options.top_k);
+        // Candidates are scattered over the gallery: release what they touched every few
+        // hundred queries, or a memory-mapped gallery would become resident page by page.
+        if ((i + 1) % kRefineReleaseQueries == 0) io::release_mapped_rows(g, 0, ng);
       }
       if (refine > 1) io::release_mapped_rows(g, 0, ng);
       if (options.on_progress) options.on_progress(q1, nq);
