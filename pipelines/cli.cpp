@@ -20,8 +20,10 @@
 #include "oml/registry/plugin.h"
 #include "oml/registry/registries.h"
 #include "oml/report/run_logger.h"
+#include "oml/retrieval/backend.h"
 #include "oml/retrieval/postprocessor.h"
 #include "oml/version.h"
+#include "pipeline_setup.h"
 #include "progress.h"
 
 namespace po = boost::program_options;
@@ -95,6 +97,9 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
   check_components(config, errors);
   errors.check([&] { metrics::configure_metrics(config.metric_args); });
   errors.throw_if_any();
+  // The backend is built once here: what its args check cannot judge (a build without Faiss,
+  // fnmr@fmr with an approximate backend) fails before any work too.
+  pipelines::check_retrieval_backend(config);
   // Once per run: by the launcher (or the only process), not again by each rank.
   const char* rank = std::getenv("RANK");
   if (rank == nullptr || std::string(rank) == "0") {
@@ -120,6 +125,7 @@ void check_components(const config::RunConfig& c, config::ErrorList& errors) {
   check(r.optimizers, c.optimizer);
   check(r.schedulers, c.scheduling.scheduler);
   check(r.postprocessors, c.postprocessor);
+  check(r.retrieval_backends, c.retrieval_backend);
   check(r.pairwise_models, c.pairwise_model);
   if (c.logger && errors.check([&] { report::require_logger(*c.logger); })) check(r.loggers, c.logger);
 }

@@ -68,12 +68,14 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
     hooks.on_epoch_start = [&](int64_t epoch) { extractor->set_backbone_frozen(freezing.frozen_in(epoch)); };
   }
   hooks.validation_split = &dataframe.validation();
+  const auto retrieval_backend = build_retrieval_backend(cfg);
   hooks.validate = [&]() -> metrics::EmbeddingMetricsResult {
     const at::Tensor embeddings =
         embed_dataset(*extractor, val_dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
     if (!ctx.is_main()) return {};
     metrics::EmbeddingMetricsOptions metric_options;
     metric_options.metrics = metric_table;
+    use_retrieval_backend(cfg, *retrieval_backend, metric_options);
     metric_options.on_progress = progress_callback("k-NN", "query");
     return metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()),
                                               metric_options);

@@ -1,6 +1,8 @@
 // oml-validate and oml-predict for extractors.
 #include <torch/torch.h>
 
+#include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
@@ -14,11 +16,13 @@
 #include "oml/data/dataset.h"
 #include "oml/distributed/process_group.h"
 #include "oml/io/atomic_file.h"
+#include "oml/io/mapped_file.h"
 #include "oml/io/npy.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/extractor.h"
 #include "oml/registry/registries.h"
+#include "oml/retrieval/backend.h"
 #include "oml/retrieval/postprocessor.h"
 #include "pipeline_setup.h"
 #include "progress.h"
@@ -39,7 +43,8 @@ at::Tensor read_embeddings_file(const config::RunConfig& cfg) {
   const std::string ext = path.extension().string();
   at::Tensor embeddings;
   if (ext == ".npy") {
-    embeddings = io::read_npy_matrix(path);
+    // Memory-mapped: a gallery larger than memory is streamed by the retrieval, not read whole.
+    embeddings = io::map_npy_matrix(path);
   } else if (ext == ".pt" || ext == ".pth") {
     embeddings = io::load_tensor(path);
   } else {
@@ -113,6 +118,55 @@ GridRequest grid_request_from(const cli::Invocation& invocation) {
   return request;
 }
 
+/// --retrieve K of oml-predict: every item is a query and a gallery item (never its own
+/// neighbour); the backend's top K per item as neighbours.csv (query,rank,neighbour,distance; the
+/// indices of embeddings.csv) and as [N, K] arrays (ids -1 and distance inf where an item has fewer).
+void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t k,
+                      const config::RunConfig& cfg, const retrieval::RetrievalBackend& backend) {
+  retrieval::ItemSet items;
+  items.embeddings = embeddings;
+  const int64_t n = embeddings.size(0);
+  items.labels.assign(static_cast<std::size_t>(n), 0);
+  items.ids.resize(static_cast<std::size_t>(n));
+  std::iota(items.ids.begin(), items.ids.end(), int64_t{0});
+  retrieval::validate_item_set(items, "predicted");
+  retrieval::KnnOptions options;
+  options.top_k = k;
+  options.on_progress = progress_callback("k-NN", "item");
+  const retrieval::RetrievalResults found = backend.search(items, items, options);
+  found.check_consistent();
+  if (cfg.report_recall > 0 && !backend.exact()) {
+    const auto recall = retrieval::measure_recall(found, items, items, options, cfg.report_recall,
+                                                  static_cast<uint64_t>(cfg.seed));
+    log::info(::oml::detail::concat("recall@", recall.k, " of ", backend.describe(), ": ", recall.recall,
+                                    " (exact top-", recall.k, " of ", recall.queries, " random items)"));
+  }
+  at::Tensor ids = at::full({n, k}, -1, at::kLong);
+  at::Tensor distances = at::full({n, k}, std::numeric_limits<float>::infinity(), at::kFloat);
+  auto id_rows = ids.accessor<int64_t, 2>();
+  auto distance_rows = distances.accessor<float, 2>();
+  for (int64_t q = 0; q < n; ++q) {
+    for (int64_t i = 0; i < found.size(q); ++i) {
+      id_rows[q][i] = found.retrieved[found.begin(q) + i];
+      distance_rows[q][i] = found.distances[found.begin(q) + i];
+    }
+  }
+  io::write_npy(dir / "neighbours_ids.npy", ids);
+  io::write_npy(dir / "neighbours_distances.npy", distances);
+  io::write_stream_atomic(dir / "neighbours.csv", [&](std::ostream& out) {
+    out << "query,rank,neighbour,distance\n";
+    char distance[32];
+    for (int64_t q = 0; q < n; ++q) {
+      for (int64_t i = 0; i < found.size(q); ++i) {
+        std::snprintf(distance, sizeof(distance), "%.9g", found.distances[found.begin(q) + i]);
+        out << q << ',' << i + 1 << ',' << found.retrieved[found.begin(q) + i] << ',' << distance << '\n';
+      }
+    }
+  });
+  log::info("wrote the " + std::to_string(k) + " nearest neighbours of each item (" + backend.describe() +
+            ") to " + dir.string() + " (neighbours.csv, neighbours_ids.npy, neighbours_distances.npy)");
+}
+
 }  // namespace
 
 int validate_extractor(const cli::Invocation& invocation, const config::RunConfig& cfg) {
@@ -127,6 +181,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   if (split.empty())
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
   auto postprocessor = build_postprocessor(cfg);
+  const auto backend = build_retrieval_backend(cfg);
   const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
 
   at::Tensor embeddings;
@@ -148,6 +203,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     metrics::EmbeddingMetricsOptions options;
     options.metrics = metric_table;
     options.postprocessor = postprocessor.get();
+    use_retrieval_backend(cfg, *backend, options);
     options.on_progress = progress_callback("k-NN", "query");
     const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);
     output.claim();
@@ -165,8 +221,14 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   return 0;
 }
 
-int predict_extractor(const cli::Invocation& /*invocation*/, const config::RunConfig& cfg) {
+int predict_extractor(const cli::Invocation& invocation, const config::RunConfig& cfg) {
   if (cfg.save_dir.empty()) cfg.source.fail("prediction needs 'save_dir' (where embeddings are written)");
+  int64_t retrieve = 0;
+  if (invocation.vars.count("retrieve")) {
+    retrieve = invocation.vars["retrieve"].as<int64_t>();
+    OML_CHECK(retrieve >= 1, UsageError, "--retrieve expects a number of neighbours >= 1, got ", retrieve);
+  }
+  const auto backend = build_retrieval_backend(cfg);
   const CommandOutput output = prediction_output(cfg.save_dir);
   output.check();
   RunContext ctx = start_run(cfg);
@@ -206,6 +268,7 @@ int predict_extractor(const cli::Invocation& /*invocation*/, const config::RunCo
     log::info("wrote " + std::to_string(embeddings.size(0)) + " embeddings of size " +
               std::to_string(embeddings.size(1)) + " to " + dir.string() +
               " (embeddings.npy, embeddings.pt, embeddings.csv)");
+    if (retrieve > 0) write_neighbours(dir, embeddings, retrieve, cfg, *backend);
   }
   ctx.group->barrier();
   return 0;

@@ -114,8 +114,10 @@ metrics::EmbeddingMetricsResult pairwise_validation_metrics(
       config, pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed)));
 
   const metrics::EmbeddingSet set = embedding_set(embeddings, split);
+  const auto backend = build_retrieval_backend(config);
   metrics::EmbeddingMetricsOptions options;
   options.metrics = table;
+  use_retrieval_backend(config, *backend, options);
   if (before.empty()) {
     for (const auto& [key, value] : metrics::compute_embedding_metrics(set, options).metrics) {
       before[kBeforeRerankingPrefix + key] = value;

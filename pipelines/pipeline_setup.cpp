@@ -8,10 +8,13 @@
 #include "oml/data/sampler.h"
 #include "oml/data/transform.h"
 #include "oml/io/state_dict.h"
+#include "oml/metrics/embedding_metrics.h"
+#include "oml/metrics/metric_table.h"
 #include "oml/models/extractor.h"
 #include "oml/models/vit.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
+#include "oml/retrieval/backend.h"
 #include "oml/samplers/builtin_samplers.h"
 #include "run_context.h"
 #include "run_dir.h"
@@ -162,6 +165,32 @@ void check_monitor_metric(const config::RunConfig& config, const std::vector<std
         "this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
   }
   check_metric_key(node, config.scheduling.monitor_metric, overall_keys);
+}
+
+std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const config::RunConfig& config) {
+  if (!config.retrieval_backend) return retrieval::make_exact_backend();
+  retrieval::BackendContext context;
+  context.seed = static_cast<uint64_t>(config.seed);
+  return registries().retrieval_backends.create(*config.retrieval_backend, context);
+}
+
+void check_retrieval_backend(const config::RunConfig& config) {
+  const auto backend = build_retrieval_backend(config);
+  if (backend->exact()) return;
+  if (metrics::configure_metrics(config.metric_args).needs_pair_pass()) {
+    config.retrieval_backend->node["name"].fail(
+        "fnmr@fmr (metric_args.fmr_vals) needs the distances of all query-gallery pairs, which only the "
+        "retrieval backend 'exact' computes; use retrieval_backend: {name: exact} for fnmr, or remove "
+        "fmr_vals to use '" +
+        backend->name() + "'");
+  }
+}
+
+void use_retrieval_backend(const config::RunConfig& config, const retrieval::RetrievalBackend& backend,
+                           metrics::EmbeddingMetricsOptions& options) {
+  options.backend = &backend;
+  options.report_recall = backend.exact() ? 0 : config.report_recall;
+  options.recall_seed = static_cast<uint64_t>(config.seed);
 }
 
 }  // namespace oml::pipelines

@@ -19,6 +19,12 @@ namespace oml::models {
 class Extractor;
 struct BackboneFreezing;
 }  // namespace oml::models
+namespace oml::metrics {
+struct EmbeddingMetricsOptions;
+}  // namespace oml::metrics
+namespace oml::retrieval {
+class RetrievalBackend;
+}  // namespace oml::retrieval
 namespace torch::optim {
 class Optimizer;
 }  // namespace torch::optim
@@ -73,6 +79,17 @@ std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& conf
 /// loaded over it when given, on the context's device.
 std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
                                                                 const RunContext& context);
+
+/// The config's `retrieval_backend` (`exact` when absent), seeded by the run's seed.
+std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const config::RunConfig& config);
+
+/// Builds the backend once (a Faiss backend in a build without Faiss is a ConfigError) and checks
+/// that it can serve the configured metrics: fnmr@fmr needs `exact` (ConfigError at the key).
+void check_retrieval_backend(const config::RunConfig& config);
+
+/// Points `options` at `backend` (which must outlive them) with the config's report_recall.
+void use_retrieval_backend(const config::RunConfig& config, const retrieval::RetrievalBackend& backend,
+                           metrics::EmbeddingMetricsOptions& options);
 
 /// ConfigError when metric_for_checkpointing names an OVERALL metric that metric_args do not
 /// compute (category keys are checked at the first validation, when categories are known).

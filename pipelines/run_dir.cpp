@@ -245,7 +245,9 @@ CommandOutput validation_output(const std::string& logs_root, const std::string&
 }
 
 CommandOutput prediction_output(const std::string& save_dir) {
-  return CommandOutput(save_dir, "oml-predict", {"embeddings.npy", "embeddings.pt", "embeddings.csv"});
+  return CommandOutput(save_dir, "oml-predict",
+                       {"embeddings.npy", "embeddings.pt", "embeddings.csv", "neighbours.csv",
+                        "neighbours_ids.npy", "neighbours_distances.npy"});
 }
 
 void RunDir::truncate_logs_after(int64_t step) const {

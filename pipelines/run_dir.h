@@ -56,7 +56,8 @@ class CommandOutput {
 CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,
                                 const std::string& postfix);
 
-/// Where oml-predict writes embeddings.npy, embeddings.pt and embeddings.csv: save_dir.
+/// Where oml-predict writes embeddings.npy, embeddings.pt and embeddings.csv (and with --retrieve
+/// neighbours.csv, neighbours_ids.npy, neighbours_distances.npy): save_dir.
 CommandOutput prediction_output(const std::string& save_dir);
 
 /// The directory a training run writes into, owned by that run alone (docs/training.md#the-run-directory):

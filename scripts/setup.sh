@@ -17,6 +17,8 @@ packages=(
   # OpenBLAS here (6.5 vs 156 GFLOP/s for a 2048^2 matmul). Installing this package switches
   # the libblas.so.3 alternative to OpenBLAS.
   libopenblas0-pthread
+  # The approximate retrieval backends faiss_ivf, faiss_hnsw, faiss_ivf_pq (CPU); optional in the build.
+  libfaiss-dev
 )
 
 # Only the test suite needs these.
@@ -27,6 +29,9 @@ test_packages=(
   chromium
   # scripts/check_format.sh (run by .ci/run before the build): the formatter .clang-format is written for
   clang-format-14
+  # bench/ann_retrieval_faiss.py: Faiss's Python API, the peer of bench_ann_retrieval
+  # (python3-faiss does not pull numpy in by itself)
+  python3-faiss python3-numpy
 )
 if [ "${1:-}" = "--with-tests" ]; then
   packages+=("${test_packages[@]}")

@@ -1,4 +1,5 @@
-// oml-predict: embeddings for a folder of images or a dataframe.
+// oml-predict: embeddings for a folder of images or a dataframe; with --retrieve K, each item's K
+// nearest neighbours among them.
 #include <boost/program_options.hpp>
 
 #include "../cli.h"
@@ -11,8 +12,15 @@ int main(int argc, char** argv) {
   oml::cli::CommandSpec spec;
   spec.name = "oml-predict";
   spec.summary = "compute embeddings for a folder of images or a dataframe";
-  spec.usage = "  oml-predict --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N]";
-  spec.add_options = [](po::options_description& o) { oml::cli::add_launch_options(o); };
+  spec.usage =
+      "  oml-predict --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] "
+      "[--retrieve K]";
+  spec.add_options = [](po::options_description& o) {
+    oml::cli::add_launch_options(o);
+    o.add_options()("retrieve", po::value<int64_t>(),
+                    "also write the K nearest other items of every item, found by the config's "
+                    "retrieval_backend (neighbours.csv, neighbours_ids.npy, neighbours_distances.npy)");
+  };
   spec.run = [](const oml::cli::Invocation& inv) {
     const oml::config::RunConfig config = inv.load_config();
     if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;

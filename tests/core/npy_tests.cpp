@@ -1,7 +1,11 @@
 // .npy reading and writing: round trips, the exact bytes NumPy expects, and bad files.
 #include <torch/torch.h>
 
+#include <fstream>
+#include <string>
+
 #include "oml/common/error.h"
+#include "oml/io/mapped_file.h"
 #include "oml/io/npy.h"
 #include "support/support.h"
 
@@ -128,4 +132,52 @@ TEST_CASE("Bad .npy files fail with a message naming the file and the problem", 
   SECTION("an unsupported dtype to write") {
     CHECK_THROWS_AS(io::write_npy(path, torch::zeros({2}, torch::kBool)), UsageError);
   }
+}
+
+namespace {
+
+// Resident pages of file mappings in this process (RssFile of /proc/self/status), in KB.
+int64_t rss_file_kb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("RssFile:", 0) == 0) return std::stoll(line.substr(8));
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("A float32 .npy is memory-mapped, equal to the read one, and released pages leave the RSS",
+          "[io]") {
+  test::TempDir dir;
+  const auto matrix = torch::randn({65536, 64});  // 16 MB
+  io::write_npy(dir / "big.npy", matrix);
+  {
+    const at::Tensor mapped = io::map_npy_matrix(dir / "big.npy");
+    CHECK(io::is_mapped(mapped));
+    CHECK(io::is_mapped(mapped.narrow(0, 1000, 10)));
+    CHECK_FALSE(io::is_mapped(matrix));
+    REQUIRE(mapped.sizes() == matrix.sizes());
+    const int64_t before = rss_file_kb();
+    CHECK(torch::equal(mapped, matrix));  // touches every page
+    const int64_t touched = rss_file_kb();
+    CHECK(touched - before > 12 * 1024);
+    io::release_mapped_rows(mapped, 0, mapped.size(0));
+    CHECK(touched - rss_file_kb() > 12 * 1024);
+    // Released pages read again from the file: the data are unchanged.
+    CHECK(torch::equal(mapped.narrow(0, 60000, 100), matrix.narrow(0, 60000, 100)));
+    // An in-memory tensor is never advised (it would be zeroed): release is a no-op for it.
+    io::release_mapped_rows(matrix, 0, matrix.size(0));
+    CHECK(matrix.abs().sum().item<double>() > 0.0);
+  }
+  // float64 files are read and converted; bad files fail as read_npy_matrix does.
+  io::write_npy(dir / "double.npy", matrix.narrow(0, 0, 10).to(torch::kDouble));
+  const at::Tensor converted = io::map_npy_matrix(dir / "double.npy");
+  CHECK_FALSE(io::is_mapped(converted));
+  CHECK(torch::equal(converted, matrix.narrow(0, 0, 10)));
+  test::write_file(dir / "bad.npy", "not a numpy file");
+  CHECK_THROWS_AS(io::map_npy_matrix(dir / "bad.npy"), DataError);
+  io::write_npy(dir / "vector.npy", torch::zeros({5}));
+  CHECK_THROWS_WITH(io::map_npy_matrix(dir / "vector.npy"), Contains("expected a [N, D] embedding matrix"));
 }

@@ -25,6 +25,28 @@ void check_one_of(const Node& node, const std::string& value, const std::vector<
   }
 }
 
+// `retrieval_backend:` is a component with one key of its own next to name and args.
+std::optional<ComponentSpec> parse_retrieval_backend(const Node& node, int64_t& report_recall) {
+  if (node.is_null()) return std::nullopt;
+  if (!node.is_map()) node.fail("expected {name: ..., args: {...}, report_recall: N} for retrieval_backend");
+  MapReader reader(node, "retrieval_backend");
+  ComponentSpec spec;
+  reader.required("name", spec.name);
+  spec.args = reader.take("args");
+  if (spec.args.defined() && !spec.args.is_null() && !spec.args.is_map()) {
+    spec.args.fail("expected a mapping of arguments for retrieval backend '" + spec.name + "'");
+  }
+  reader.optional("report_recall", report_recall);
+  spec.node = node;
+  reader.finish();
+  if (report_recall < 0) {
+    node["report_recall"].fail(
+        "expected 0 (off) or a number of queries whose exact top-k measure the recall, got " +
+        std::to_string(report_recall));
+  }
+  return spec;
+}
+
 DdpOptions parse_ddp(const Node& node) {
   DdpOptions ddp;
   std::string compression = distributed::gradient_compression_name(ddp.gradient_compression);
@@ -204,6 +226,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   } else {
     c.logger = ComponentSpec{"tensorboard", Node(), Node()};
   }
+  check([&] { c.retrieval_backend = parse_retrieval_backend(r.take("retrieval_backend"), c.report_recall); });
   check([&] { c.scheduling = parse_scheduling(r.take("scheduling")); });
   c.metric_args = r.take("metric_args");
   check([&] { c.ddp = parse_ddp(r.take("ddp")); });

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "npy_layout.h"
 #include "oml/common/error.h"
 #include "oml/io/atomic_file.h"
 
@@ -85,13 +86,12 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-at::Tensor read_npy(const std::filesystem::path& path) {
+NpyLayout read_npy_layout(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   OML_CHECK(in.good(), DataError, path.string(), ": cannot open the .npy file");
   in.seekg(0, std::ios::end);
   const auto file_size = static_cast<int64_t>(in.tellg());
   in.seekg(0);
-
   char preamble[10] = {};
   in.read(preamble, 8);
   if (in.gcount() < 8 || std::memcmp(preamble, kMagic, kMagicSize) != 0) {
@@ -149,21 +149,34 @@ at::Tensor read_npy(const std::filesystem::path& path) {
     throw DataError(path.string() + ": truncated .npy file: shape " + shape_text(shape) + " needs " + bytes +
                     " bytes of data, the file has " + std::to_string(available));
   }
-  at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(type));
-  const int64_t data_size = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+  const auto data_size = static_cast<int64_t>(needed);
   OML_CHECK(available == data_size, DataError, path.string(), ": .npy file has ", available - data_size,
             " bytes after the ", data_size, " bytes of data that shape ", shape_text(shape), " needs");
+  return NpyLayout{type, shape, prefix + header_size, data_size};
+}
+
+at::Tensor read_npy(const std::filesystem::path& path) {
+  const NpyLayout layout = read_npy_layout(path);
+  std::ifstream in(path, std::ios::binary);
+  OML_CHECK(in.good(), DataError, path.string(), ": cannot open the .npy file");
+  in.seekg(layout.data_offset);
+  at::Tensor tensor = at::empty(layout.shape, at::TensorOptions().dtype(layout.type));
+  const int64_t data_size = layout.data_size;
   in.read(static_cast<char*>(tensor.data_ptr()), data_size);
   OML_CHECK(in.gcount() == data_size, DataError, path.string(), ": could not read the .npy data");
   return tensor;
 }
 
-at::Tensor read_npy_matrix(const std::filesystem::path& path) {
-  at::Tensor tensor = read_npy(path);
+void check_embedding_matrix(const std::filesystem::path& path, const at::Tensor& tensor) {
   OML_CHECK(tensor.dim() == 2, DataError, path.string(), ": expected a [N, D] embedding matrix, found ",
             tensor.dim(), " dimension(s) with shape ", tensor.sizes());
   OML_CHECK(tensor.scalar_type() == at::kFloat || tensor.scalar_type() == at::kDouble, DataError,
             path.string(), ": expected float32 or float64 embeddings, found ", tensor.scalar_type());
+}
+
+at::Tensor read_npy_matrix(const std::filesystem::path& path) {
+  at::Tensor tensor = read_npy(path);
+  check_embedding_matrix(path, tensor);
   return tensor.to(at::kFloat);
 }
 

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/metrics/retrieval_metrics.h"
+#include "oml/retrieval/backend.h"
 #include "oml/retrieval/detail/distance_blocks.h"
 #include "oml/retrieval/knn.h"
 #include "oml/retrieval/postprocessor.h"
@@ -50,6 +52,9 @@ retrieval::ItemSet select_rows(const EmbeddingSet& set, const std::vector<uint8_
   retrieval::ItemSet items;
   if (static_cast<int64_t>(rows.size()) == set.embeddings.size(0)) {
     items.embeddings = set.embeddings;
+  } else if (!rows.empty() && rows.back() - rows.front() + 1 == static_cast<int64_t>(rows.size())) {
+    // One run of rows: a view, so a memory-mapped gallery is not copied.
+    items.embeddings = set.embeddings.narrow(0, rows.front(), static_cast<int64_t>(rows.size()));
   } else {
     items.embeddings = set.embeddings.index_select(0, torch::tensor(rows, torch::kLong));
   }
@@ -99,24 +104,48 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   if (options.postprocessor != nullptr)
     knn.top_k = std::max(knn.top_k, options.postprocessor->required_top_k());
 
-  // One retrieval serves every metric; metrics over all pairs (fnmr@fmr) ride on its blocks.
-  const retrieval::detail::PreparedPair pair(queries, gallery);
-  const retrieval::IgnoredPairs ignored(queries, gallery);
+  // The pair passes keep references to these until the metrics are computed.
+  std::optional<retrieval::detail::PreparedPair> pair;
+  std::optional<retrieval::IgnoredPairs> ignored;
   std::vector<std::unique_ptr<PairPass>> passes(table.entries().size());
-  std::vector<retrieval::detail::BlockConsumer*> consumers;
-  std::vector<int64_t> n_gt;  // outlives the passes, which may keep references to their inputs
-  if (table.needs_pair_pass()) {
-    n_gt = retrieval::count_ground_truth(queries, gallery, ignored);
-    const PairPassInputs pair_inputs{
-        pair,           ignored, queries.labels,
-        gallery.labels, n_gt,    retrieval::choose_block_shape(pair.num_queries(), pair.num_gallery(), knn)};
-    passes = table.start_pair_passes(pair_inputs);
-    for (const auto& pass : passes) {
-      if (pass) consumers.push_back(&pass->consumer());
-    }
-  }
+  std::vector<int64_t> n_gt;
   EmbeddingMetricsResult result;
-  result.retrieval = retrieval::detail::retrieve_knn_fused(queries, gallery, pair, ignored, knn, consumers);
+  if (options.backend != nullptr && !options.backend->exact()) {
+    OML_CHECK(!table.needs_pair_pass(), ConfigError,
+              "fnmr@fmr needs the distances of all query-gallery pairs, which only retrieval_backend 'exact' "
+              "computes; the configured backend is '",
+              options.backend->name(),
+              "' (use retrieval_backend: {name: exact}, or remove metric_args.fmr_vals)");
+    result.retrieval = options.backend->search(queries, gallery, knn);
+    result.retrieval.check_consistent();
+    if (options.report_recall > 0) {
+      const retrieval::RecallEstimate recall = retrieval::measure_recall(
+          result.retrieval, queries, gallery, knn, options.report_recall, options.recall_seed);
+      result.metrics[retrieval::recall_metric_key(recall.k)] = recall.recall;
+      log::info(::oml::detail::concat("recall@", recall.k, " of ", options.backend->describe(), ": ",
+                                      recall.recall, " (exact top-", recall.k, " of ", recall.queries,
+                                      " random queries)"));
+    }
+  } else {
+    // One retrieval serves every metric; metrics over all pairs (fnmr@fmr) ride on its blocks.
+    pair.emplace(queries, gallery);
+    ignored.emplace(queries, gallery);
+    std::vector<retrieval::detail::BlockConsumer*> consumers;
+    if (table.needs_pair_pass()) {
+      n_gt = retrieval::count_ground_truth(queries, gallery, *ignored);
+      const PairPassInputs pair_inputs{
+          *pair,          *ignored,
+          queries.labels, gallery.labels,
+          n_gt,           retrieval::choose_block_shape(pair->num_queries(), pair->num_gallery(), knn)};
+      passes = table.start_pair_passes(pair_inputs);
+      for (const auto& pass : passes) {
+        if (pass) consumers.push_back(&pass->consumer());
+      }
+    }
+    result.retrieval =
+        retrieval::detail::retrieve_knn_fused(queries, gallery, *pair, *ignored, knn, consumers);
+  }
+
   if (options.postprocessor != nullptr) {
     result.retrieval = options.postprocessor->process(result.retrieval);
     result.retrieval.check_consistent();

@@ -8,6 +8,7 @@
 #include "oml/optim/register.h"
 #include "oml/registry/registries.h"
 #include "oml/report/run_logger.h"
+#include "oml/retrieval/backend.h"
 #include "oml/retrieval/postprocessor.h"
 
 namespace oml {
@@ -18,6 +19,7 @@ void register_core_components() {
   done = true;
   data::register_builtin_transforms(registries());
   retrieval::register_builtin_postprocessors(registries());
+  retrieval::register_builtin_retrieval_backends(registries());
   models::register_builtin_models(registries());
   losses::register_builtin_losses(registries());
   optim::register_builtin_optim(registries());

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "oml/common/error.h"
+#include "oml/io/mapped_file.h"
 #include "oml/retrieval/detail/distance_blocks.h"
 
 namespace oml::retrieval {
@@ -50,6 +51,7 @@ void validate_item_set(const ItemSet& items, const char* what) {
   for (int64_t start = 0; start < n; start += kChunk) {
     const at::Tensor finite_rows =
         at::isfinite(items.embeddings.narrow(0, start, std::min(kChunk, n - start))).all(1);
+    io::release_mapped_rows(items.embeddings, start, std::min(n, start + kChunk));
     if (!finite_rows.all().item<bool>()) {
       const int64_t row = start + (~finite_rows).nonzero()[0][0].item<int64_t>();
       throw DataError(::oml::detail::concat(what, " embedding row ", row, " (dataset index ", items.ids[row],
@@ -147,16 +149,23 @@ PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set)
   OML_CHECK(gallery.size(1) == dim, DataError, "queries have dimension ", dim, " but the gallery has ",
             gallery.size(1));
   // Norms in double over the raw rows (no [N, D] double copy: a million rows would need 1 GB).
+  // In row chunks, so that a memory-mapped gallery leaves the resident set again behind the scan.
   auto squared_norms = [this](const at::Tensor& rows, std::vector<double>& out) {
     const float* data = rows.data_ptr<float>();
-    out.resize(static_cast<std::size_t>(rows.size(0)));
-    at::parallel_for(0, rows.size(0), 4096, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        double sum = 0.0;
-        for (int64_t d = 0; d < dim; ++d) sum += static_cast<double>(data[r * dim + d]) * data[r * dim + d];
-        out[r] = sum;
-      }
-    });
+    const int64_t n = rows.size(0);
+    out.resize(static_cast<std::size_t>(n));
+    constexpr int64_t kChunk = 65536;
+    for (int64_t start = 0; start < n; start += kChunk) {
+      const int64_t stop = std::min(n, start + kChunk);
+      at::parallel_for(start, stop, 4096, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          double sum = 0.0;
+          for (int64_t d = 0; d < dim; ++d) sum += static_cast<double>(data[r * dim + d]) * data[r * dim + d];
+          out[r] = sum;
+        }
+      });
+      io::release_mapped_rows(rows, start, stop);
+    }
   };
   std::vector<double> g2, q2;
   squared_norms(gallery, g2);
@@ -210,8 +219,10 @@ void for_each_block(const PreparedPair& pair, const BlockShape& shape,
       // -2 q.g straight from the BLAS (alpha = -2 is exact); beta = 0 ignores the old contents.
       at::addmm_out(out, out, query_block, pair.gallery.narrow(0, g0, g1 - g0).t(), /*beta=*/0, /*alpha=*/-2);
       for (auto* consumer : consumers) consumer->block(q0, q1, g0, g1, buffer.data());
+      io::release_mapped_rows(pair.gallery, g0, g1);  // no-op unless memory-mapped
     }
     for (auto* consumer : consumers) consumer->chunk_done(q0, q1);
+    io::release_mapped_rows(pair.queries, q0, q1);
   }
 }
 

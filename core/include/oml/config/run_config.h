@@ -92,6 +92,11 @@ struct RunConfig {
   DdpOptions ddp;
 
   std::optional<ComponentSpec> postprocessor;
+  /// `retrieval_backend: {name, args, report_recall}` — who finds the top-k of every retrieval
+  /// (oml/retrieval/backend.h); absent or null: `exact`.
+  std::optional<ComponentSpec> retrieval_backend;
+  /// `retrieval_backend.report_recall`: queries whose exact top-k measure the backend's recall (0: off).
+  int64_t report_recall = 0;
   std::optional<ComponentSpec> pairwise_model;
   bool hard_pairs_mining = true;
   std::string embeddings_cache_dir;

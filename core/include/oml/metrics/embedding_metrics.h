@@ -9,6 +9,10 @@
 //   auto result = metrics::compute_embedding_metrics(set, options);
 //   double cmc1 = result.metrics.at("OVERALL/cmc/1");
 //
+// The top-k come from options.backend (default `exact`); with an approximate backend and
+// options.report_recall = N, its recall@k against exact search on N random queries is reported
+// as "OVERALL/knn_recall/<k>" next to the metrics.
+//
 // Under DDP the ranks' rows are merged (and de-duplicated) first; this runs once on the
 // merged rows, so W ranks give the same numbers as one process.
 
@@ -24,6 +28,7 @@
 
 namespace oml::retrieval {
 class Postprocessor;
+class RetrievalBackend;
 }  // namespace oml::retrieval
 
 namespace oml::metrics {
@@ -32,7 +37,14 @@ struct EmbeddingMetricsOptions {
   MetricTable metrics;                                      ///< which metrics (configure_metrics)
   double memory_budget_mb = 128;                            ///< one distance block, see KnnOptions
   const retrieval::Postprocessor* postprocessor = nullptr;  ///< applied before the metrics
-  ProgressCallback on_progress;                             ///< k-NN progress (queries done, total)
+  /// Who finds the top-k (retrieval/backend.h); null: `exact`. A backend other than `exact`
+  /// with a metric over all pairs (fnmr@fmr) is a ConfigError.
+  const retrieval::RetrievalBackend* backend = nullptr;
+  /// With an approximate backend: the exact top-k of this many random queries, and their
+  /// recall@k as OVERALL/knn_recall/<k> in `metrics` (0: not measured). Seeded by recall_seed.
+  int64_t report_recall = 0;
+  uint64_t recall_seed = 42;
+  ProgressCallback on_progress;  ///< k-NN progress (queries done, total)
 };
 
 struct EmbeddingMetricsResult {

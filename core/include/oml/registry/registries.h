@@ -35,6 +35,8 @@ struct SchedulerContext;
 namespace retrieval {
 class Postprocessor;
 struct PostprocessorContext;
+class RetrievalBackend;
+struct BackendContext;
 }  // namespace retrieval
 namespace metrics {
 class Metric;
@@ -56,6 +58,9 @@ struct Registries {
   Registry<std::shared_ptr<optim::Scheduler>, optim::SchedulerContext> schedulers{"scheduler"};
   Registry<std::shared_ptr<retrieval::Postprocessor>, retrieval::PostprocessorContext> postprocessors{
       "postprocessor"};
+  /// `retrieval_backend:` — who finds the top-k (oml/retrieval/backend.h).
+  Registry<std::shared_ptr<retrieval::RetrievalBackend>, retrieval::BackendContext> retrieval_backends{
+      "retrieval backend"};
   /// Every registered metric is configured from `metric_args:` (metrics/metric_table.h).
   Registry<std::shared_ptr<metrics::Metric>, metrics::MetricContext> metrics{"metric"};
   Registry<std::shared_ptr<report::RunLogger>, report::LoggerContext> loggers{"logger"};
@@ -72,6 +77,7 @@ struct Registries {
     visit("optimizers", optimizers.infos());
     visit("schedulers", schedulers.infos());
     visit("postprocessors", postprocessors.infos());
+    visit("retrieval_backends", retrieval_backends.infos());
     visit("metrics", metrics.infos());
     visit("loggers", loggers.infos());
   }
@@ -86,7 +92,7 @@ const std::string& current_registration_origin();
 void set_registration_origin(std::string origin);
 
 /// Registers the components implemented in oml_core (transforms, models, losses, miners,
-/// optimizers, schedulers, postprocessors, metrics, loggers). Idempotent.
+/// optimizers, schedulers, postprocessors, retrieval backends, metrics, loggers). Idempotent.
 void register_core_components();
 
 }  // namespace oml

@@ -1,0 +1,84 @@
+#pragma once
+// Retrieval backends: who finds the top-k gallery items of every query
+// (docs/metrics.md#retrieval-backends-retrieval_backend). A component kind with its own registry,
+// `registries().retrieval_backends`:
+//
+//   retrieval_backend: {name: faiss_ivf, args: {nprobe: 32}, report_recall: 1000}
+//
+//   auto backend = registries().retrieval_backends.create(spec, {seed});
+//   RetrievalResults top = backend->search(queries, gallery, knn_options);
+//
+// `exact` (the default) is retrieve_knn() of knn.h: the reference, and the only backend that
+// serves metrics over all pairs (fnmr@fmr). The Faiss backends (`faiss_flat`, `faiss_ivf`,
+// `faiss_hnsw`, `faiss_ivf_pq`) are approximate except faiss_flat; a build without Faiss still
+// registers their names and fails with a ConfigError ("built without Faiss") when one is built.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "oml/retrieval/knn.h"
+#include "oml/retrieval/retrieval_results.h"
+
+namespace oml {
+struct Registries;
+}  // namespace oml
+
+namespace oml::retrieval {
+
+/// What a backend factory may use besides its args.
+struct BackendContext {
+  uint64_t seed = 42;  ///< seeds training samples (IVF) and level draws (HNSW): same data, same index
+};
+
+/// Contract for every backend.
+///
+/// search() returns the same shape as retrieve_knn(): per query at most options.top_k gallery
+/// positions, ascending by Euclidean distance ||q - g||, never an ignored pair (the query's own
+/// dataset id, gallery items of the query's sequence), with n_gt, labels and ids filled exactly
+/// (they do not depend on the search). An approximate backend may miss true neighbours (its
+/// recall is measured by measure_recall) and may return fewer than top_k items for a query when
+/// its index offers fewer candidates. The inputs are checked (validate_item_set) by the caller.
+/// Errors a user can cause are ConfigError (bad args, or args that do not fit the data, such as
+/// nlist > gallery size), thrown before any long work.
+class RetrievalBackend {
+ public:
+  virtual ~RetrievalBackend() = default;
+  virtual RetrievalResults search(const ItemSet& queries, const ItemSet& gallery,
+                                  const KnnOptions& options) const = 0;
+  /// True only for `exact`: results equal the double-precision ranking, and the blocked distance
+  /// engine that also serves all-pairs metrics (fnmr@fmr) runs.
+  virtual bool exact() const { return false; }
+  /// Registered name ("faiss_ivf").
+  virtual std::string name() const = 0;
+  /// The name with the effective parameters, for logs ("faiss_ivf nlist=4000 nprobe=32").
+  virtual std::string describe() const { return name(); }
+};
+
+/// `exact`: retrieve_knn() (knn.h).
+std::shared_ptr<RetrievalBackend> make_exact_backend();
+
+/// Whether this oml-cpp was built with Faiss (the faiss_* backends work).
+bool built_with_faiss();
+
+/// recall@k of an approximate retrieval, measured against the exact one.
+struct RecallEstimate {
+  int64_t k = 0;        ///< top_k of the retrieval compared
+  int64_t queries = 0;  ///< queries sampled
+  double recall = 1.0;  ///< mean over the sampled queries of |approx ∩ exact| / |exact|
+};
+
+/// Samples `sample` queries (all when fewer; seeded, without replacement), retrieves their exact
+/// top-k (retrieve_knn, same options) and compares with `approximate` (the backend's results
+/// for all of `queries`, before any postprocessor). Queries whose exact list is empty count as 1.
+RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet& queries,
+                              const ItemSet& gallery, const KnnOptions& options, int64_t sample,
+                              uint64_t seed);
+
+/// The key under which a recall estimate is reported with the metrics: "OVERALL/knn_recall/<k>".
+std::string recall_metric_key(int64_t k);
+
+/// Registers `exact` and the four Faiss backends.
+void register_builtin_retrieval_backends(Registries& registries);
+
+}  // namespace oml::retrieval

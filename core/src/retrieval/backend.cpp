@@ -1,0 +1,157 @@
+// The retrieval-backend kind: `exact`, the shared candidate-list rules, recall measurement.
+#include "oml/retrieval/backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <unordered_set>
+
+#include "candidate_lists.h"
+#include "faiss_backends.h"
+#include "oml/common/error.h"
+#include "oml/common/random.h"
+#include "oml/config/reader.h"
+#include "oml/registry/registries.h"
+
+namespace oml::retrieval {
+
+namespace {
+
+class ExactBackend final : public RetrievalBackend {
+ public:
+  RetrievalResults search(const ItemSet& queries, const ItemSet& gallery,
+                          const KnnOptions& options) const override {
+    return retrieve_knn(queries, gallery, options);
+  }
+  bool exact() const override { return true; }
+  std::string name() const override { return "exact"; }
+};
+
+}  // namespace
+
+std::shared_ptr<RetrievalBackend> make_exact_backend() { return std::make_shared<ExactBackend>(); }
+
+// --- candidate lists ------------------------------------------------------------------------
+
+namespace detail {
+
+RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery,
+                                  const IgnoredPairs& ignored) {
+  RetrievalResults out;
+  out.n_gt = count_ground_truth(queries, gallery, ignored);
+  out.query_labels = queries.labels;
+  out.gallery_labels = gallery.labels;
+  out.query_ids = queries.ids;
+  out.gallery_ids = gallery.ids;
+  out.offsets.assign(1, 0);
+  return out;
+}
+
+int64_t candidates_needed(const IgnoredPairs& ignored, int64_t q0, int64_t q1, int64_t top_k,
+                          int64_t gallery_size) {
+  int64_t most_ignored = 0;
+  for (int64_t q = q0; q < q1; ++q) most_ignored = std::max(most_ignored, ignored.count(q));
+  return std::max<int64_t>(1, std::min(gallery_size, top_k + most_ignored));
+}
+
+void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q,
+                 std::vector<std::pair<double, int64_t>>& candidates, int64_t top_k) {
+  OML_ASSERT(out.num_queries() == q, "lists must be appended in query order");
+  std::sort(candidates.begin(), candidates.end());
+  int64_t kept = 0;
+  int64_t previous = -1;
+  for (const auto& [distance2, position] : candidates) {
+    if (kept == top_k) break;
+    // Sorted by (distance, position), so a duplicate follows its twin.
+    if (position == previous || ignored.contains(q, position)) continue;
+    previous = position;
+    out.retrieved.push_back(position);
+    out.distances.push_back(static_cast<float>(std::sqrt(std::max(distance2, 0.0))));
+    ++kept;
+  }
+  out.offsets.push_back(static_cast<int64_t>(out.retrieved.size()));
+}
+
+void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q, const int64_t* positions,
+                 const float* squared_distances, int64_t n, int64_t top_k) {
+  std::vector<std::pair<double, int64_t>> candidates;
+  candidates.reserve(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (positions[i] < 0) continue;
+    OML_ASSERT(positions[i] < out.num_gallery(), "query ", q, ": the index returned position ", positions[i]);
+    candidates.emplace_back(static_cast<double>(squared_distances[i]), positions[i]);
+  }
+  append_list(out, ignored, q, candidates, top_k);
+}
+
+}  // namespace detail
+
+// --- recall ---------------------------------------------------------------------------------
+
+std::string recall_metric_key(int64_t k) { return "OVERALL/knn_recall/" + std::to_string(k); }
+
+RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet& queries,
+                              const ItemSet& gallery, const KnnOptions& options, int64_t sample,
+                              uint64_t seed) {
+  OML_CHECK(sample > 0, ConfigError, "retrieval_backend.report_recall must be positive, got ", sample);
+  const int64_t nq = approximate.num_queries();
+  OML_ASSERT(nq == queries.embeddings.size(0));
+  // A seeded partial Fisher-Yates shuffle: the same queries for the same seed and size.
+  std::vector<int64_t> order(static_cast<std::size_t>(nq));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  const int64_t n = std::min(sample, nq);
+  std::mt19937_64 rng(derive_seed(seed, {0x7265636131ULL}));
+  for (int64_t i = 0; i < n; ++i) {
+    std::uniform_int_distribution<int64_t> pick(i, nq - 1);
+    std::swap(order[i], order[pick(rng)]);
+  }
+  std::vector<int64_t> chosen(order.begin(), order.begin() + n);
+  std::sort(chosen.begin(), chosen.end());
+
+  ItemSet subset;
+  subset.embeddings = queries.embeddings.index_select(0, at::tensor(chosen, at::kLong));
+  for (const int64_t q : chosen) {
+    subset.labels.push_back(queries.labels[q]);
+    subset.ids.push_back(queries.ids[q]);
+    if (!queries.sequences.empty()) subset.sequences.push_back(queries.sequences[q]);
+  }
+  KnnOptions exact_options = options;
+  exact_options.on_progress = nullptr;
+  const RetrievalResults exact = retrieve_knn(subset, gallery, exact_options);
+
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t q = chosen[i];
+    if (exact.size(i) == 0) {
+      sum += 1.0;
+      continue;
+    }
+    const std::unordered_set<int64_t> found(approximate.retrieved.begin() + approximate.begin(q),
+                                            approximate.retrieved.begin() + approximate.end(q));
+    int64_t hits = 0;
+    for (int64_t j = exact.begin(i); j < exact.end(i); ++j) hits += found.count(exact.retrieved[j]);
+    sum += static_cast<double>(hits) / static_cast<double>(exact.size(i));
+  }
+  RecallEstimate estimate;
+  estimate.k = options.top_k;
+  estimate.queries = n;
+  estimate.recall = n > 0 ? sum / static_cast<double>(n) : 1.0;
+  return estimate;
+}
+
+// --- registration ---------------------------------------------------------------------------
+
+void register_builtin_retrieval_backends(Registries& registries) {
+  registries.retrieval_backends.add(
+      "exact",
+      [](const config::Node& args, const BackendContext&) -> std::shared_ptr<RetrievalBackend> {
+        config::MapReader reader(args, "retrieval backend 'exact' args");
+        reader.finish();
+        return make_exact_backend();
+      },
+      "(no args; the default) chunked exact k-NN in double precision; the only backend for fnmr@fmr");
+  detail::register_faiss_backends(registries);
+}
+
+}  // namespace oml::retrieval

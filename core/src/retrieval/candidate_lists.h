@@ -1,0 +1,34 @@
+#pragma once
+// Internal: turning an index's raw answers (per query: candidate gallery positions and squared
+// distances) into RetrievalResults with the exact backend's rules — ignored pairs removed,
+// Euclidean distances, ascending, ties by gallery position. Shared by the approximate backends.
+
+#include <cstdint>
+#include <vector>
+
+#include "oml/retrieval/knn.h"
+#include "oml/retrieval/retrieval_results.h"
+
+namespace oml::retrieval::detail {
+
+/// Results with n_gt, labels and ids filled and no lists yet (offsets = {0}); append_list()
+/// adds the lists in query order.
+RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery,
+                                  const IgnoredPairs& ignored);
+
+/// Candidates to ask an index for, for queries [q0, q1), so that top_k remain after the ignored
+/// pairs are dropped: top_k + the largest ignored count of those queries, at most the gallery.
+int64_t candidates_needed(const IgnoredPairs& ignored, int64_t q0, int64_t q1, int64_t top_k,
+                          int64_t gallery_size);
+
+/// Appends query q's list from `n` candidates: gallery positions (negative = no candidate, as
+/// Faiss pads) with their squared distances. Drops ignored pairs and duplicates, orders by
+/// (squared distance, position), keeps at most top_k, stores sqrt(max(d2, 0)).
+void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q, const int64_t* positions,
+                 const float* squared_distances, int64_t n, int64_t top_k);
+
+/// The same with squared distances in double precision (re-ranked candidates).
+void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q,
+                 std::vector<std::pair<double, int64_t>>& candidates, int64_t top_k);
+
+}  // namespace oml::retrieval::detail

@@ -1,0 +1,226 @@
+// Retrieval backends (docs/metrics.md#retrieval-backends-retrieval_backend): `exact` is
+// retrieve_knn; the Faiss backends keep the exact backend's rules (ignored pairs, Euclidean
+// distances, ascending lists), their recall is measured, and bad args fail with exit-2 errors
+// that name the limit.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <set>
+
+#include "oml/common/error.h"
+#include "oml/config/document.h"
+#include "oml/metrics/embedding_metrics.h"
+#include "oml/metrics/metric_table.h"
+#include "oml/registry/registries.h"
+#include "oml/retrieval/backend.h"
+#include "support/support.h"
+
+using namespace oml;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Clustered data like real embeddings: `classes` centres, items = centre + noise.
+retrieval::ItemSet clustered(int64_t n, int64_t dim, int64_t classes, double noise, uint64_t seed,
+                             int64_t first_id = 0) {
+  const auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto labels = torch::randint(0, classes, {n}, generator);
+  const auto centres = torch::randn({classes, dim}, generator) * 4.0;
+  retrieval::ItemSet set;
+  set.embeddings = (centres.index_select(0, labels) + noise * torch::randn({n, dim}, generator)).contiguous();
+  for (int64_t i = 0; i < n; ++i) {
+    set.labels.push_back(labels[i].item<int64_t>());
+    set.ids.push_back(first_id + i);
+  }
+  return set;
+}
+
+config::ComponentSpec spec_of(const std::string& yaml) {
+  static std::vector<config::Document> keep;  // specs point into their document
+  keep.push_back(config::Document::from_string(yaml, "test.yaml"));
+  const config::Node root = keep.back().root();
+  return config::parse_component(root, "retrieval_backend");
+}
+
+std::shared_ptr<retrieval::RetrievalBackend> backend(const std::string& yaml) {
+  register_core_components();
+  return registries().retrieval_backends.create(spec_of(yaml), {});
+}
+
+std::vector<int64_t> list(const retrieval::RetrievalResults& r, int64_t q) {
+  return {r.retrieved.begin() + r.begin(q), r.retrieved.begin() + r.end(q)};
+}
+
+retrieval::KnnOptions top(int64_t k) {
+  retrieval::KnnOptions options;
+  options.top_k = k;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("The exact backend is retrieve_knn and the default", "[retrieval][backends]") {
+  const auto items = clustered(300, 8, 20, 1.0, 1);
+  const auto expected = retrieval::retrieve_knn(items, items, top(7));
+  const auto exact = backend("{name: exact}");
+  CHECK(exact->exact());
+  const auto found = exact->search(items, items, top(7));
+  CHECK(found.retrieved == expected.retrieved);
+  CHECK(found.distances == expected.distances);
+  CHECK(found.offsets == expected.offsets);
+  CHECK(retrieval::make_exact_backend()->exact());
+}
+
+TEST_CASE("Every backend kind is registered with its args in the help", "[retrieval][backends]") {
+  register_core_components();
+  const auto names = registries().retrieval_backends.names();
+  CHECK(names == std::vector<std::string>{"exact", "faiss_flat", "faiss_hnsw", "faiss_ivf", "faiss_ivf_pq"});
+}
+
+TEST_CASE("Unknown backends and args are config errors naming the known ones", "[retrieval][backends]") {
+  register_core_components();
+  CHECK_THROWS_AS(backend("{name: faiss_lsh}"), ConfigError);
+  CHECK_THROWS_WITH(backend("{name: faiss_lsh}"), Contains("unknown retrieval backend 'faiss_lsh'") &&
+                                                      Contains("faiss_ivf") && Contains("exact"));
+  CHECK_THROWS_AS(backend("{name: faiss_ivf, args: {nprobes: 8}}"), ConfigError);
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {nprobes: 8}}"),
+                    Contains("nprobes") && Contains("nprobe"));
+  CHECK_THROWS_AS(backend("{name: exact, args: {nlist: 8}}"), ConfigError);
+}
+
+TEST_CASE("Out-of-range backend args fail with the limit", "[retrieval][backends]") {
+  register_core_components();
+  CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {M: 1}}"), Contains("M must be in [2, 256], got 1"));
+  CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {M: 1000}}"), Contains("M must be in [2, 256]"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 17}}"),
+                    Contains("nbits must be in [1, 16], got 17"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 0}}"), Contains("nbits must be in [1, 16]"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {nlist: 8, nprobe: 9}}"),
+                    Contains("nprobe 9 is larger than nlist 8"));
+  CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {ef_search: 0}}"), Contains("ef_search must be >= 1"));
+  CHECK_THROWS_AS(backend("{name: faiss_hnsw, args: {M: 1}}"), ConfigError);
+}
+
+TEST_CASE("A Faiss backend says whether this build has Faiss", "[retrieval][backends]") {
+  register_core_components();
+  if (retrieval::built_with_faiss()) {
+    CHECK(backend("{name: faiss_ivf}")->name() == "faiss_ivf");
+  } else {
+    CHECK_THROWS_AS(backend("{name: faiss_ivf}"), ConfigError);
+    CHECK_THROWS_WITH(backend("{name: faiss_ivf}"), Contains("built without Faiss"));
+  }
+}
+
+TEST_CASE("measure_recall compares with the exact top-k of sampled queries", "[retrieval][backends]") {
+  const auto items = clustered(200, 6, 10, 1.0, 2);
+  auto exact = retrieval::retrieve_knn(items, items, top(4));
+  auto all = retrieval::measure_recall(exact, items, items, top(4), 1000, 7);
+  CHECK(all.queries == 200);
+  CHECK(all.k == 4);
+  CHECK(all.recall == 1.0);
+  // Replace the last item of every list by one that is not among the exact top 4: recall 3/4.
+  auto worse = exact;
+  for (int64_t q = 0; q < worse.num_queries(); ++q) {
+    const auto ids = list(exact, q);
+    int64_t other = 0;
+    while (other == q || std::find(ids.begin(), ids.end(), other) != ids.end()) ++other;
+    worse.retrieved[worse.end(q) - 1] = other;
+  }
+  CHECK(retrieval::measure_recall(worse, items, items, top(4), 50, 7).recall == Approx(0.75));
+  CHECK(retrieval::measure_recall(worse, items, items, top(4), 50, 7).queries == 50);
+  CHECK(retrieval::recall_metric_key(10) == "OVERALL/knn_recall/10");
+}
+
+TEST_CASE("faiss_flat and exhaustive faiss_ivf find the exact neighbours", "[retrieval][backends][faiss]") {
+  if (!retrieval::built_with_faiss()) return;  // "built without Faiss" is checked above
+  const auto queries = clustered(150, 16, 12, 1.0, 3, /*first_id=*/0);
+  const auto gallery = clustered(800, 16, 12, 1.0, 4, /*first_id=*/100);  // ids 100..149 shared: ignored
+  const auto exact = retrieval::retrieve_knn(queries, gallery, top(10));
+  for (const char* yaml : {"{name: faiss_flat}", "{name: faiss_ivf, args: {nlist: 16, nprobe: 16}}"}) {
+    INFO(yaml);
+    const auto found = backend(yaml)->search(queries, gallery, top(10));
+    found.check_consistent();
+    CHECK(found.n_gt == exact.n_gt);
+    CHECK(found.offsets == exact.offsets);
+    int64_t same = 0;
+    for (int64_t q = 0; q < exact.num_queries(); ++q) same += list(found, q) == list(exact, q);
+    // float32 distances may swap exact near-ties; the lists are otherwise the same
+    CHECK(same >= exact.num_queries() - 2);
+    for (std::size_t i = 0; i < found.distances.size(); ++i)
+      CHECK(found.distances[i] == Approx(exact.distances[i]).epsilon(1e-4));
+    CHECK(retrieval::measure_recall(found, queries, gallery, top(10), 150, 1).recall > 0.99);
+  }
+}
+
+TEST_CASE("Approximate backends never retrieve ignored pairs and reach high recall on clustered data",
+          "[retrieval][backends][faiss]") {
+  if (!retrieval::built_with_faiss()) return;
+  auto items = clustered(3000, 32, 60, 1.0, 5);
+  // Sequences of 3 consecutive ids: a query ignores the gallery items of its own sequence.
+  for (int64_t i = 0; i < 3000; ++i) items.sequences.push_back(i / 3);
+  const retrieval::IgnoredPairs ignored(items, items);
+  for (const char* yaml : {"{name: faiss_ivf}", "{name: faiss_hnsw}", "{name: faiss_ivf_pq}"}) {
+    INFO(yaml);
+    const auto b = backend(yaml);
+    CHECK_FALSE(b->exact());
+    const auto found = b->search(items, items, top(10));
+    found.check_consistent();
+    for (int64_t q = 0; q < found.num_queries(); ++q) {
+      CHECK(found.size(q) <= 10);
+      for (const int64_t g : list(found, q)) REQUIRE_FALSE(ignored.contains(q, g));
+      const auto ids = list(found, q);
+      REQUIRE(std::set<int64_t>(ids.begin(), ids.end()).size() == ids.size());
+    }
+    const auto recall = retrieval::measure_recall(found, items, items, top(10), 500, 3);
+    CHECK(recall.recall >= 0.95);
+  }
+}
+
+TEST_CASE("Faiss args that do not fit the data fail with the limit before any search",
+          "[retrieval][backends][faiss]") {
+  if (!retrieval::built_with_faiss()) return;
+  const auto items = clustered(100, 12, 5, 1.0, 6);
+  CHECK_THROWS_AS(backend("{name: faiss_ivf, args: {nlist: 101}}")->search(items, items, top(5)),
+                  ConfigError);
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {nlist: 101}}")->search(items, items, top(5)),
+                    Contains("nlist 101 is larger than the gallery (100 items)"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {m: 5}}")->search(items, items, top(5)),
+                    Contains("m 5 does not divide the embedding dimension 12"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 8}}")->search(items, items, top(5)),
+                    Contains("needs at least 256 gallery items"));
+  // An exhaustive nlist works on the same data.
+  CHECK(backend("{name: faiss_ivf, args: {nlist: 100, nprobe: 100}}")
+            ->search(items, items, top(5))
+            .num_queries() == 100);
+}
+
+TEST_CASE("Validation metrics with an approximate backend: recall reported, fnmr refused",
+          "[retrieval][backends][metrics][faiss]") {
+  if (!retrieval::built_with_faiss()) return;
+  const auto items = clustered(1000, 16, 40, 1.0, 8);
+  metrics::EmbeddingSet set;
+  set.embeddings = items.embeddings;
+  set.labels = items.labels;
+  set.is_query.assign(1000, 1);
+  set.is_gallery.assign(1000, 1);
+  const auto exact_backend = backend("{name: exact}");
+  const auto ivf = backend("{name: faiss_ivf, args: {nlist: 20, nprobe: 20}}");
+  metrics::EmbeddingMetricsOptions options;
+  const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
+  options.metrics = metrics::configure_metrics(document.root());
+  options.backend = exact_backend.get();
+  const auto exact = metrics::compute_embedding_metrics(set, options);
+  options.backend = ivf.get();
+  options.report_recall = 300;
+  const auto approximate = metrics::compute_embedding_metrics(set, options);
+  CHECK(approximate.metrics.at("OVERALL/knn_recall/5") > 0.99);
+  CHECK(approximate.metrics.at("OVERALL/cmc/1") == Approx(exact.metrics.at("OVERALL/cmc/1")).margin(0.01));
+  CHECK(approximate.metrics.at("OVERALL/map/5") == Approx(exact.metrics.at("OVERALL/map/5")).margin(0.01));
+  CHECK(exact.metrics.count("OVERALL/knn_recall/5") == 0);
+
+  const auto with_fnmr = config::Document::from_string("{cmc_top_k: [1], fmr_vals: [0.1]}", "m.yaml");
+  options.metrics = metrics::configure_metrics(with_fnmr.root());
+  CHECK_THROWS_AS(metrics::compute_embedding_metrics(set, options), ConfigError);
+  CHECK_THROWS_WITH(metrics::compute_embedding_metrics(set, options),
+                    Contains("fnmr@fmr") && Contains("'exact'") && Contains("faiss_ivf"));
+}
