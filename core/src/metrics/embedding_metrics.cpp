@@ -6,14 +6,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/distributed/process_group.h"
 #include "oml/metrics/retrieval_metrics.h"
 #include "oml/retrieval/detail/distance_blocks.h"
 #include "oml/retrieval/knn.h"
 #include "oml/retrieval/postprocessor.h"
+#include "oml/retrieval/sharded_knn.h"
 
 namespace oml::metrics {
 
@@ -81,6 +84,11 @@ std::vector<int64_t> sequence_ids_of(const std::vector<std::string>& sequences) 
 EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
                                                  const EmbeddingMetricsOptions& options) {
   const MetricTable& table = options.metrics;
+  const bool several_ranks = options.group != nullptr && options.group->size() > 1;
+  const bool main_rank = options.group == nullptr || options.group->rank() == 0;
+  // Metrics over all pairs (fnmr@fmr) need every block in one pass: rank 0 computes alone.
+  const bool split_knn = several_ranks && !table.needs_pair_pass();
+  if (several_ranks && !split_knn && !main_rank) return {};
   check_rows(set);
   at::NoGradGuard no_grad;
 
@@ -100,23 +108,31 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
     knn.top_k = std::max(knn.top_k, options.postprocessor->required_top_k());
 
   // One retrieval serves every metric; metrics over all pairs (fnmr@fmr) ride on its blocks.
-  const retrieval::detail::PreparedPair pair(queries, gallery);
-  const retrieval::IgnoredPairs ignored(queries, gallery);
   std::vector<std::unique_ptr<PairPass>> passes(table.entries().size());
-  std::vector<retrieval::detail::BlockConsumer*> consumers;
-  std::vector<int64_t> n_gt;  // outlives the passes, which may keep references to their inputs
-  if (table.needs_pair_pass()) {
-    n_gt = retrieval::count_ground_truth(queries, gallery, ignored);
-    const PairPassInputs pair_inputs{
-        pair,           ignored, queries.labels,
-        gallery.labels, n_gt,    retrieval::choose_block_shape(pair.num_queries(), pair.num_gallery(), knn)};
-    passes = table.start_pair_passes(pair_inputs);
-    for (const auto& pass : passes) {
-      if (pass) consumers.push_back(&pass->consumer());
-    }
-  }
+  std::optional<retrieval::detail::PreparedPair> pair;  // outlive the passes, which may keep
+  std::optional<retrieval::IgnoredPairs> ignored;       // references to their inputs
+  std::vector<int64_t> n_gt;
   EmbeddingMetricsResult result;
-  result.retrieval = retrieval::detail::retrieve_knn_fused(queries, gallery, pair, ignored, knn, consumers);
+  if (split_knn) {
+    result.retrieval = retrieval::retrieve_knn_sharded(*options.group, queries, gallery, knn);
+  } else {
+    pair.emplace(queries, gallery);
+    ignored.emplace(queries, gallery);
+    std::vector<retrieval::detail::BlockConsumer*> consumers;
+    if (table.needs_pair_pass()) {
+      n_gt = retrieval::count_ground_truth(queries, gallery, *ignored);
+      const PairPassInputs pair_inputs{
+          *pair,          *ignored,
+          queries.labels, gallery.labels,
+          n_gt,           retrieval::choose_block_shape(pair->num_queries(), pair->num_gallery(), knn)};
+      passes = table.start_pair_passes(pair_inputs);
+      for (const auto& pass : passes) {
+        if (pass) consumers.push_back(&pass->consumer());
+      }
+    }
+    result.retrieval =
+        retrieval::detail::retrieve_knn_fused(queries, gallery, *pair, *ignored, knn, consumers);
+  }
   if (options.postprocessor != nullptr) {
     result.retrieval = options.postprocessor->process(result.retrieval);
     result.retrieval.check_consistent();
@@ -126,7 +142,7 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   result.query_dataset_indices = queries.ids;
   result.queries_without_ground_truth =
       std::count(result.retrieval.n_gt.begin(), result.retrieval.n_gt.end(), int64_t{0});
-  if (result.queries_without_ground_truth > 0) {
+  if (result.queries_without_ground_truth > 0 && main_rank) {  // said once, not by every rank
     log::warn(::oml::detail::concat(
         result.queries_without_ground_truth, " of ", queries.ids.size(),
         " queries have no ground truth in the gallery (no other gallery item with their label)"));
