@@ -16,7 +16,8 @@
 //  - ShardAxis::gallery: rank r ranks every query against its 1/W of the gallery; per query the W
 //    partial lists are merged by (exact squared distance, gallery position) — the key retrieve_knn
 //    sorts by — so ties fall exactly as in one process.
-// The default is the one measured faster (docs/benchmarks.md#exact-k-nn-split-over-the-ranks).
+// Both halve the work per rank at 2 ranks (docs/benchmarks.md#exact-k-nn-split-over-the-ranks);
+// the default, queries, gathers W times less and merges nothing.
 
 #include <cstdint>
 #include <vector>
@@ -31,7 +32,7 @@ class ProcessGroup;
 namespace oml::retrieval {
 
 enum class ShardAxis { queries, gallery };
-/// The axis validation splits along: the one measured faster.
+/// The axis validation splits along (same work as by gallery, nothing to merge).
 inline constexpr ShardAxis kDefaultShardAxis = ShardAxis::queries;
 
 /// "queries" | "gallery".
