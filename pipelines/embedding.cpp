@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "oml/common/autocast.h"
+#include "oml/common/logging.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
@@ -13,6 +14,8 @@
 #include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/distributed/sync_dicts.h"
 #include "oml/models/extractor.h"
+#include "oml/retrieval/backend.h"
+#include "oml/retrieval/sharded_knn.h"
 #include "oml/samplers/index_samplers.h"
 #include "progress.h"
 #include "run_context.h"
@@ -84,6 +87,22 @@ metrics::EmbeddingSet embedding_set(const at::Tensor& embeddings, const data::Da
   set.categories = split.categories;
   set.sequences = split.sequences;
   return set;
+}
+
+void log_knn_split(const RunContext& context, const metrics::MetricTable& table,
+                   const retrieval::RetrievalBackend& backend) {
+  if (context.world_size() <= 1 || !context.is_main()) return;
+  const std::string ranks = std::to_string(context.world_size()) + " ranks";
+  if (!backend.exact()) {
+    log::info("validation k-NN not split over the " + ranks + ": retrieval_backend '" + backend.name() +
+              "' indexes the whole gallery, so rank 0 searches alone");
+  } else if (table.needs_pair_pass()) {
+    log::info("validation k-NN not split over the " + ranks +
+              ": fnmr@fmr needs every pair in one pass, so rank 0 computes the metrics alone");
+  } else {
+    log::info(std::string("validation k-NN split over ") + ranks + " by " +
+              retrieval::axis_name(retrieval::kDefaultShardAxis) + " (exact; the metrics of one process)");
+  }
 }
 
 void print_metrics_table(const std::map<std::string, double>& metrics, const std::string& title) {

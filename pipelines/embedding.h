@@ -39,6 +39,11 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
 /// The validation rows of `split` with their embeddings, ready for compute_embedding_metrics.
 metrics::EmbeddingSet embedding_set(const at::Tensor& embeddings, const data::DataSplit& split);
 
+/// Under DDP, says once (rank 0) how validation shares the k-NN between the ranks
+/// (docs/ddp.md#the-k-nn-split-over-the-ranks); nothing in a single process.
+void log_knn_split(const RunContext& context, const metrics::MetricTable& table,
+                   const retrieval::RetrievalBackend& backend);
+
 /// Prints "key  value" rows, OVERALL first, to stdout.
 void print_metrics_table(const std::map<std::string, double>& metrics, const std::string& title);
 

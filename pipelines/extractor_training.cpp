@@ -72,14 +72,17 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   hooks.validate = [&]() -> metrics::EmbeddingMetricsResult {
     const at::Tensor embeddings =
         embed_dataset(*extractor, val_dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
-    if (!ctx.is_main()) return {};
     metrics::EmbeddingMetricsOptions metric_options;
     metric_options.metrics = metric_table;
     use_retrieval_backend(cfg, *retrieval_backend, metric_options);
     metric_options.on_progress = progress_callback("k-NN", "query");
-    return metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()),
-                                              metric_options);
+    metric_options.group = ctx.group.get();  // every rank holds every row: they split the k-NN
+    auto result =
+        metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()), metric_options);
+    if (!ctx.is_main()) return {};  // the Trainer takes rank 0's metrics
+    return result;
   };
+  if (has_validation) log_knn_split(ctx, metric_table, *retrieval_backend);
   trainer.fit(train_dataset, hooks);
   return 0;
 }

@@ -199,13 +199,15 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     embeddings = embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
   }
 
+  metrics::EmbeddingMetricsOptions options;
+  options.metrics = metric_table;
+  options.postprocessor = postprocessor.get();
+  use_retrieval_backend(cfg, *backend, options);
+  options.on_progress = progress_callback("k-NN", "query");
+  options.group = ctx.group.get();  // every rank holds every row: they split the k-NN
+  log_knn_split(ctx, metric_table, *backend);
+  const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);
   if (ctx.is_main()) {
-    metrics::EmbeddingMetricsOptions options;
-    options.metrics = metric_table;
-    options.postprocessor = postprocessor.get();
-    use_retrieval_backend(cfg, *backend, options);
-    options.on_progress = progress_callback("k-NN", "query");
-    const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);
     output.claim();
     const fs::path& root = output.folder();
     io::write_file_atomic(root / "metrics.json", nlohmann::json(result.metrics).dump(2) + "\n");

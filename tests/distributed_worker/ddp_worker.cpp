@@ -18,7 +18,11 @@
 #include "oml/distributed/process_group.h"
 #include "oml/distributed/sync_dicts.h"
 #include "oml/distributed/world.h"
+#include "oml/metrics/metric_table.h"
+#include "oml/registry/registries.h"
+#include "oml/retrieval/sharded_knn.h"
 #include "scenarios.h"
+#include "sharded_knn_scenario.h"
 
 namespace po = boost::program_options;
 namespace dist = oml::distributed;
@@ -34,6 +38,7 @@ struct Args {
   double bucket_mb = 25;
   int64_t check_every = 0;
   std::string compression = "none";
+  bool fnmr = false;
 };
 
 dist::GradientCompression compression_of(const Args& a) {
@@ -101,6 +106,25 @@ int run_accumulator(dist::ProcessGroup& g, const Args& a) {
                 {"paths", paths}});
   }
   write_text(a, g.rank(), dump(acc.sync(g)));
+  return 0;
+}
+
+// The k-NN split over the ranks, along each axis and inside compute_embedding_metrics; each rank
+// writes the lists and metrics it received (sharded_knn_scenario.h).
+int run_sharded_knn(dist::ProcessGroup& g, const Args& a) {
+  oml::register_core_components();
+  const auto [queries, gallery] = sharded_knn_items();
+  std::string text;
+  for (const auto axis : {oml::retrieval::ShardAxis::queries, oml::retrieval::ShardAxis::gallery}) {
+    text += std::string("axis ") + oml::retrieval::axis_name(axis) + "\n" +
+            dump(oml::retrieval::retrieve_knn_sharded(g, queries, gallery, sharded_knn_options(), axis));
+  }
+  oml::metrics::EmbeddingMetricsOptions options;
+  options.metrics = oml::metrics::configure_metrics(sharded_knn_metric_args(a.fnmr));
+  options.memory_budget_mb = 0.01;  // many blocks
+  options.group = &g;
+  write_text(a, g.rank(),
+             text + "metrics\n" + dump(oml::metrics::compute_embedding_metrics(sharded_knn_rows(), options)));
   return 0;
 }
 
@@ -186,7 +210,7 @@ int main(int argc, char** argv) {
     oml::cli::add_launch_options(o);
     // clang-format off
     o.add_options()
-      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | train | compressed_mean | kill | throw | hang | wait")
+      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | sharded_knn | train | compressed_mean | kill | throw | hang | wait")
       ("out", po::value(&args.out)->default_value("."), "folder for rank<r>.txt / rank<r>.pt")
       ("timeout", po::value(&args.timeout_s)->default_value(60), "ddp.timeout_s")
       ("victim", po::value(&args.victim)->default_value(1), "rank that fails / differs")
@@ -195,6 +219,7 @@ int main(int argc, char** argv) {
       ("bucket-mb", po::value(&args.bucket_mb)->default_value(25), "ddp.bucket_mb")
       ("check-every", po::value(&args.check_every)->default_value(0), "ddp.check_params_every")
       ("compression", po::value(&args.compression)->default_value("none"), "ddp.gradient_compression")
+      ("fnmr", po::bool_switch(&args.fnmr), "sharded_knn: also fnmr@fmr (no split)")
       ("tag", po::value<std::string>(), "ignored; lets a test find its processes");
     // clang-format on
   };
@@ -207,6 +232,7 @@ int main(int argc, char** argv) {
     if (s == "sync_large") return run_sync_large(*group, args);
     if (s == "mismatch") return run_mismatch(*group, args);
     if (s == "accumulator") return run_accumulator(*group, args);
+    if (s == "sharded_knn") return run_sharded_knn(*group, args);
     if (s == "train") return run_train(group, args);
     if (s == "compressed_mean") return run_compressed_mean(*group, args);
     if (s == "kill" || s == "throw" || s == "hang" || s == "wait") return run_failure(*group, args);

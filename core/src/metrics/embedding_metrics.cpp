@@ -11,11 +11,13 @@
 
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/distributed/process_group.h"
 #include "oml/metrics/retrieval_metrics.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/detail/distance_blocks.h"
 #include "oml/retrieval/knn.h"
 #include "oml/retrieval/postprocessor.h"
+#include "oml/retrieval/sharded_knn.h"
 
 namespace oml::metrics {
 
@@ -86,6 +88,13 @@ std::vector<int64_t> sequence_ids_of(const std::vector<std::string>& sequences) 
 EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
                                                  const EmbeddingMetricsOptions& options) {
   const MetricTable& table = options.metrics;
+  const bool several_ranks = options.group != nullptr && options.group->size() > 1;
+  const bool main_rank = options.group == nullptr || options.group->rank() == 0;
+  // Metrics over all pairs (fnmr@fmr) need every block in one pass, and an approximate backend
+  // builds one index of the whole gallery: then rank 0 computes alone.
+  const bool exact = options.backend == nullptr || options.backend->exact();
+  const bool split_knn = several_ranks && exact && !table.needs_pair_pass();
+  if (several_ranks && !split_knn && !main_rank) return {};
   check_rows(set);
   at::NoGradGuard no_grad;
 
@@ -110,7 +119,7 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   std::vector<std::unique_ptr<PairPass>> passes(table.entries().size());
   std::vector<int64_t> n_gt;
   EmbeddingMetricsResult result;
-  if (options.backend != nullptr && !options.backend->exact()) {
+  if (!exact) {
     OML_CHECK(!table.needs_pair_pass(), ConfigError,
               "fnmr@fmr needs the distances of all query-gallery pairs, which only retrieval_backend 'exact' "
               "computes; the configured backend is '",
@@ -126,6 +135,8 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
                                       recall.recall, " (exact top-", recall.k, " of ", recall.queries,
                                       " random queries)"));
     }
+  } else if (split_knn) {
+    result.retrieval = retrieval::retrieve_knn_sharded(*options.group, queries, gallery, knn);
   } else {
     // One retrieval serves every metric; metrics over all pairs (fnmr@fmr) ride on its blocks.
     pair.emplace(queries, gallery);
@@ -155,7 +166,7 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   result.query_dataset_indices = queries.ids;
   result.queries_without_ground_truth =
       std::count(result.retrieval.n_gt.begin(), result.retrieval.n_gt.end(), int64_t{0});
-  if (result.queries_without_ground_truth > 0) {
+  if (result.queries_without_ground_truth > 0 && main_rank) {  // said once, not by every rank
     log::warn(::oml::detail::concat(
         result.queries_without_ground_truth, " of ", queries.ids.size(),
         " queries have no ground truth in the gallery (no other gallery item with their label)"));

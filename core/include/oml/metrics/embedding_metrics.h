@@ -13,8 +13,10 @@
 // options.report_recall = N, its recall@k against exact search on N random queries is reported
 // as "OVERALL/knn_recall/<k>" next to the metrics.
 //
-// Under DDP the ranks' rows are merged (and de-duplicated) first; this runs once on the
-// merged rows, so W ranks give the same numbers as one process.
+// Under DDP the ranks' rows are merged (and de-duplicated) first, so every rank holds all rows.
+// With `options.group` the ranks then share the k-NN (oml/retrieval/sharded_knn.h): every rank
+// calls this with the same rows and options and gets the same result, equal to one process's
+// bit for bit (with fnmr@fmr or an approximate backend only rank 0 gets it; see `group`).
 
 #include <cstdint>
 #include <map>
@@ -26,6 +28,9 @@
 #include "oml/metrics/metric_table.h"
 #include "oml/retrieval/retrieval_results.h"
 
+namespace oml::distributed {
+class ProcessGroup;
+}  // namespace oml::distributed
 namespace oml::retrieval {
 class Postprocessor;
 class RetrievalBackend;
@@ -45,6 +50,12 @@ struct EmbeddingMetricsOptions {
   int64_t report_recall = 0;
   uint64_t recall_seed = 42;
   ProgressCallback on_progress;  ///< k-NN progress (queries done, total)
+  /// The ranks that split the k-NN (docs/ddp.md#the-k-nn-split-over-the-ranks); null or a group of
+  /// one: this process alone. With several ranks the call is collective and every rank returns the
+  /// same result — except with metrics over all pairs (fnmr@fmr), which ride on one pass over every
+  /// block, and with an approximate backend, which indexes the whole gallery: then rank 0
+  /// computes alone and the others return an empty result at once.
+  distributed::ProcessGroup* group = nullptr;
 };
 
 struct EmbeddingMetricsResult {
