@@ -38,12 +38,12 @@ struct ResumeState {
   int64_t sampler_epoch = 0;  ///< next epoch to run
   int64_t sampler_batch = 0;  ///< steps of that epoch already taken (by every run that worked on it)
   at::Tensor rng;             ///< CPU generator state (uint8), see optim/resume.h
-  c10::IValue grad_scaler;    ///< GradScaler::state() of a float16 run; None otherwise
   /// Items (batches or indices) of the epoch's global order already consumed by all ranks
   /// together, and the number of ranks that started the epoch (ddp::EpochPosition). Both or
   /// neither: checkpoints of earlier builds have neither.
   std::optional<int64_t> sampler_consumed;
   std::optional<int64_t> sampler_world_size;
+  c10::IValue grad_scaler;  ///< GradScaler::state() of a float16 run; None otherwise
 };
 
 struct Checkpoint {
