@@ -204,7 +204,7 @@ TEST_CASE("A damaged scheduler state is a DataError naming the entry", "[optim][
   };
   const auto without = [&](const std::string& key) {
     auto state = plateau.state().toGenericDict().copy();
-    state.erase(key);
+    REQUIRE(state.erase(key) == 1);
     return c10::IValue(state);
   };
   const auto refused = [&](const c10::IValue& state, const std::string& message) {
@@ -274,7 +274,8 @@ TEST_CASE("Resuming from a checkpoint whose config or position is damaged is exi
     oml::io::Checkpoint ckpt;
     ckpt.state_dict = oml::io::state_dict(*toy.model);
     ckpt.config = config_yaml;
-    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch, 0, save_rng_state(), 0, 1};
+    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch,        0,
+                                       save_rng_state(),           0,  1,  c10::IValue()};
     const auto path = (dir / "last.ckpt").string();
     oml::io::save_checkpoint(path, ckpt);
     return path;
@@ -317,8 +318,8 @@ TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[
   oml::test::TempDir dir;
   oml::io::Checkpoint ckpt;
   ckpt.state_dict = oml::io::state_dict(*model);
-  ckpt.resume =
-      oml::io::ResumeState{save_optimizer_state(*opt), sched.state(), {}, 0, 5, save_rng_state(), 10, 2};
+  ckpt.resume = oml::io::ResumeState{
+      save_optimizer_state(*opt), sched.state(), {}, 0, 5, save_rng_state(), 10, 2, c10::IValue()};
   oml::io::save_checkpoint(dir / "last.ckpt", ckpt);
   const auto uninterrupted = run_steps(model, *opt, sched, 4);
 

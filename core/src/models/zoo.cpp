@@ -19,33 +19,34 @@ std::vector<ZooEntry> make_entries() {
   std::vector<ZooEntry> out = {
       // DINO (MetaAI), ImageNet self-supervised.
       {"vits16_dino", "vit", "vits16", "vits16_dino.ckpt",
-       kFacebook + "/dino/dino_deitsmall16_pretrain/dino_deitsmall16_pretrain.pth", "cf0f22"},
+       kFacebook + "/dino/dino_deitsmall16_pretrain/dino_deitsmall16_pretrain.pth", "cf0f22", ""},
       {"vits8_dino", "vit", "vits8", "vits8_dino.ckpt",
-       kFacebook + "/dino/dino_deitsmall8_pretrain/dino_deitsmall8_pretrain.pth", "230cd5"},
+       kFacebook + "/dino/dino_deitsmall8_pretrain/dino_deitsmall8_pretrain.pth", "230cd5", ""},
       {"vitb16_dino", "vit", "vitb16", "vitb16_dino.ckpt",
-       kFacebook + "/dino/dino_vitbase16_pretrain/dino_vitbase16_pretrain.pth", "552daf"},
+       kFacebook + "/dino/dino_vitbase16_pretrain/dino_vitbase16_pretrain.pth", "552daf", ""},
       {"vitb8_dino", "vit", "vitb8", "vitb8_dino.ckpt",
-       kFacebook + "/dino/dino_vitbase8_pretrain/dino_vitbase8_pretrain.pth", "556550"},
+       kFacebook + "/dino/dino_vitbase8_pretrain/dino_vitbase8_pretrain.pth", "556550", ""},
       // DINOv2 (MetaAI), LVD-142M.
       {"vits14_dinov2", "vit", "vits14", "dinov2_vits14.ckpt",
-       kFacebook + "/dinov2/dinov2_vits14/dinov2_vits14_pretrain.pth", "2e405c"},
+       kFacebook + "/dinov2/dinov2_vits14/dinov2_vits14_pretrain.pth", "2e405c", ""},
       {"vits14_reg_dinov2", "vit", "vits14_reg", "dinov2_vits14_reg4.ckpt",
-       kFacebook + "/dinov2/dinov2_vits14/dinov2_vits14_reg4_pretrain.pth", "2a50c5"},
+       kFacebook + "/dinov2/dinov2_vits14/dinov2_vits14_reg4_pretrain.pth", "2a50c5", ""},
       {"vitb14_dinov2", "vit", "vitb14", "dinov2_vitb14.ckpt",
-       kFacebook + "/dinov2/dinov2_vitb14/dinov2_vitb14_pretrain.pth", "8635e7"},
+       kFacebook + "/dinov2/dinov2_vitb14/dinov2_vitb14_pretrain.pth", "8635e7", ""},
       {"vitb14_reg_dinov2", "vit", "vitb14_reg", "dinov2_vitb14_reg4.ckpt",
-       kFacebook + "/dinov2/dinov2_vitb14/dinov2_vitb14_reg4_pretrain.pth", "13d13c"},
+       kFacebook + "/dinov2/dinov2_vitb14/dinov2_vitb14_reg4_pretrain.pth", "13d13c", ""},
       {"vitl14_dinov2", "vit", "vitl14", "dinov2_vitl14.ckpt",
-       kFacebook + "/dinov2/dinov2_vitl14/dinov2_vitl14_pretrain.pth", "19a02c"},
+       kFacebook + "/dinov2/dinov2_vitl14/dinov2_vitl14_pretrain.pth", "19a02c", ""},
       {"vitl14_reg_dinov2", "vit", "vitl14_reg", "dinov2_vitl14_reg4.ckpt",
-       kFacebook + "/dinov2/dinov2_vitl14/dinov2_vitl14_reg4_pretrain.pth", "8b6364"},
+       kFacebook + "/dinov2/dinov2_vitl14/dinov2_vitl14_reg4_pretrain.pth", "8b6364", ""},
       // OML's fine-tuned checkpoints (Lightning .ckpt files).
       {"vits16_inshop", "vit", "vits16", "vits16_inshop.ckpt",
-       kOmlStorage + "/inshop/vits16_inshop_a76b85.ckpt", "a76b85"},
+       kOmlStorage + "/inshop/vits16_inshop_a76b85.ckpt", "a76b85", ""},
       {"vits16_sop", "vit", "vits16", "vits16_sop.ckpt", kOmlStorage + "/sop/vits16_sop_21e743.ckpt",
-       "21e743"},
-      {"vits16_cub", "vit", "vits16", "vits16_cub.ckpt", kOmlStorage + "/cub/vits16_cub.ckpt", "e82633"},
-      {"vits16_cars", "vit", "vits16", "vits16_cars.ckpt", kOmlStorage + "/cars/vits16_cars.ckpt", "9f1e59"},
+       "21e743", ""},
+      {"vits16_cub", "vit", "vits16", "vits16_cub.ckpt", kOmlStorage + "/cub/vits16_cub.ckpt", "e82633", ""},
+      {"vits16_cars", "vit", "vits16", "vits16_cars.ckpt", kOmlStorage + "/cars/vits16_cars.ckpt", "9f1e59",
+       ""},
       // OML's ExtractorWithMLP.pretrained_models: vits16 (normalise_features false) + MLP [384].
       {"vits16_224_mlp_384_inshop", "extractor_with_mlp", "vits16 + mlp_features [384]",
        "vits16_224_mlp_384_inshop.ckpt", kOmlStorage + "/inshop/vits16_224_mlp_384_inshop.ckpt", "35244966",
@@ -59,7 +60,7 @@ std::vector<ZooEntry> make_entries() {
                                                         {"resnet50", "resnet50-0676ba61.pth"},
                                                         {"resnet101", "resnet101-63fe2227.pth"},
                                                         {"resnet152", "resnet152-394f9c45.pth"}}) {
-    out.push_back({arch + "_imagenet1k_v1", "resnet", arch, file, kTorchvision + "/" + file, ""});
+    out.push_back({arch + "_imagenet1k_v1", "resnet", arch, file, kTorchvision + "/" + file, "", ""});
   }
   return out;
 }

@@ -25,6 +25,7 @@
 #include "oml/io/mapped_file.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
+#include "oml/retrieval/detail/distance_blocks.h"
 
 #if OML_HAVE_FAISS
 #include <faiss/IndexFlat.h>
@@ -336,14 +337,8 @@ class FaissBackend final : public RetrievalBackend {
 
   static double exact_squared_distance(const at::Tensor& q, int64_t qi, const at::Tensor& g, int64_t gi) {
     const int64_t dim = q.size(1);
-    const float* a = q.data_ptr<float>() + qi * dim;
-    const float* b = g.data_ptr<float>() + gi * dim;
-    double sum = 0.0;
-    for (int64_t d = 0; d < dim; ++d) {
-      const double diff = static_cast<double>(a[d]) - static_cast<double>(b[d]);
-      sum += diff * diff;
-    }
-    return sum;
+    return detail::exact_squared_distance(q.data_ptr<float>() + qi * dim, g.data_ptr<float>() + gi * dim,
+                                          dim);
   }
 
   FaissOptions options_;

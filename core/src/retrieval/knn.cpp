@@ -191,15 +191,18 @@ double PreparedPair::selection_error_bound(int64_t q) const {
   return 1.01 * static_cast<double>(dim + 4) * unit_roundoff * magnitude;
 }
 
-double PreparedPair::exact_squared_distance(int64_t q, int64_t g) const {
-  const float* a = queries.data_ptr<float>() + q * dim;
-  const float* b = gallery.data_ptr<float>() + g * dim;
+double exact_squared_distance(const float* a, const float* b, int64_t dim) {
   double sum = 0.0;
   for (int64_t d = 0; d < dim; ++d) {
     const double diff = static_cast<double>(a[d]) - static_cast<double>(b[d]);
     sum += diff * diff;
   }
   return sum;
+}
+
+double PreparedPair::exact_squared_distance(int64_t q, int64_t g) const {
+  return detail::exact_squared_distance(queries.data_ptr<float>() + q * dim,
+                                        gallery.data_ptr<float>() + g * dim, dim);
 }
 
 void for_each_block(const PreparedPair& pair, const BlockShape& shape,

@@ -15,6 +15,10 @@
 
 namespace oml::retrieval::detail {
 
+/// ||a - b||^2 in double precision over `dim` floats: the distance every backend's final order
+/// follows.
+double exact_squared_distance(const float* a, const float* b, int64_t dim);
+
 /// The inputs of the engine, prepared once per retrieval.
 struct PreparedPair {
   PreparedPair(const ItemSet& queries, const ItemSet& gallery);
