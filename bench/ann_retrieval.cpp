@@ -2,8 +2,8 @@
 // and map@5 of clustered random embeddings through compute_embedding_metrics, as oml-validate
 // computes them, with the backend's recall@10 measured against exact search. Prints one JSON line.
 //
-// In memory, every item a query and a gallery item (the data of bench_retrieval, whose
-// generator this repeats; --noise sets how tight the clusters are):
+// In memory, every item a query and a gallery item (the data of bench_retrieval: the generator of
+// bench_support.h; --noise sets how tight the clusters are):
 //   bench_ann_retrieval --n 1000000 --backend faiss_ivf [--args '{nprobe: 32}'] [--report-recall 1000]
 // A gallery larger than memory, memory-mapped from a .npy (the last --queries rows are the
 // queries, the others the gallery; labels in <file>.labels.npy), written once by --generate:
@@ -18,6 +18,7 @@
 #include <iostream>
 #include <string>
 
+#include "bench_support.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
 #include "oml/io/mapped_file.h"
@@ -28,33 +29,10 @@
 #include "oml/retrieval/backend.h"
 
 namespace po = boost::program_options;
+using oml::bench::clustered_embeddings;
+using oml::bench::peak_rss_mb;
 
 namespace {
-
-double peak_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return -1.0;
-}
-
-// bench_retrieval's generator: labels ~ U{0..c-1}, embedding = centre[label] + noise * N(0, I),
-// drawn in the same order (so --noise 1.5 gives bench_retrieval's data), in row chunks.
-template <class Sink>
-void clustered_embeddings(int64_t n, int64_t dim, int64_t classes, double noise, torch::Tensor& labels,
-                          Sink&& sink) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
-  labels = torch::randint(0, classes, {n}, generator);
-  const auto centres = torch::randn({classes, dim}, generator);
-  constexpr int64_t kChunk = 65536;
-  for (int64_t start = 0; start < n; start += kChunk) {
-    const int64_t rows = std::min(kChunk, n - start);
-    sink(start, centres.index_select(0, labels.narrow(0, start, rows)) +
-                    noise * torch::randn({rows, dim}, generator));
-  }
-}
 
 // A float32 [n, dim] .npy written chunk by chunk (version 1.0 header), so that a file larger than
 // memory can be generated.

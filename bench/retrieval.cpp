@@ -15,6 +15,7 @@
 #include <iostream>
 #include <string>
 
+#include "bench_support.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
 #include "oml/metrics/embedding_metrics.h"
@@ -24,31 +25,20 @@ namespace po = boost::program_options;
 
 namespace {
 
-// Peak resident set size of this process (VmHWM), in MB.
-double peak_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return -1.0;
-}
-
-// labels ~ U{0..c-1}, embedding = centre[label] + 1.5 * N(0, I), drawn in the peer script's order.
-// Above 100k rows the noise is drawn in row chunks so generation itself stays small.
+// The peer's data: bench_support.h's generator at noise 1.5. Up to 100k rows the noise is drawn
+// in one call, as the figures recorded for those sizes were.
 torch::Tensor clustered_embeddings(int64_t n, int64_t dim, int64_t classes, torch::Tensor& labels) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
-  labels = torch::randint(0, classes, {n}, generator);
-  const auto centres = torch::randn({classes, dim}, generator);
-  if (n <= 100000) return centres.index_select(0, labels) + 1.5 * torch::randn({n, dim}, generator);
-  auto embeddings = torch::empty({n, dim});
-  constexpr int64_t kChunk = 65536;
-  for (int64_t start = 0; start < n; start += kChunk) {
-    const int64_t rows = std::min(kChunk, n - start);
-    embeddings.narrow(0, start, rows)
-        .copy_(centres.index_select(0, labels.narrow(0, start, rows)) +
-               1.5 * torch::randn({rows, dim}, generator));
+  if (n <= 100000) {
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
+    labels = torch::randint(0, classes, {n}, generator);
+    const auto centres = torch::randn({classes, dim}, generator);
+    return centres.index_select(0, labels) + 1.5 * torch::randn({n, dim}, generator);
   }
+  auto embeddings = torch::empty({n, dim});
+  oml::bench::clustered_embeddings(n, dim, classes, 1.5, labels,
+                                   [&](int64_t start, const torch::Tensor& rows) {
+                                     embeddings.narrow(0, start, rows.size(0)).copy_(rows);
+                                   });
   return embeddings;
 }
 
@@ -108,7 +98,7 @@ int main(int argc, char** argv) {
   std::cout << "{\"n\": " << n << ", \"dim\": " << dim
             << ", \"queries\": " << (queries > 0 ? std::min(queries, n) : n) << ", \"threads\": " << threads
             << ", \"budget_mb\": " << budget_mb << ", \"total_s\": " << seconds
-            << ", \"peak_rss_mb\": " << peak_rss_mb();
+            << ", \"peak_rss_mb\": " << oml::bench::peak_rss_mb();
   for (const auto& [key, value] : result.metrics) std::cout << ", \"" << key << "\": " << value;
   std::cout << "}" << std::endl;
   return 0;
