@@ -230,11 +230,15 @@ void CommandOutput::check() const {
 }
 
 void CommandOutput::claim() const {
-  if (marked()) return;
-  check();
-  io::write_file_atomic(
-      folder_ / ("." + command_),
-      "written by " + command_ + "; it replaces its outputs here on its next run: " + join(outputs_) + "\n");
+  if (!marked()) {
+    check();
+    io::write_file_atomic(folder_ / ("." + command_),
+                          "written by " + command_ +
+                              "; it replaces its outputs here on its next run: " + join(outputs_) + "\n");
+  }
+  // Half-written outputs of an earlier run of this command that was killed mid-write (SIGKILL:
+  // other signals clean up themselves); only those whose process is gone.
+  for (const std::string& output : outputs_) io::remove_stale_temporaries(folder_, output);
 }
 
 CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,

@@ -40,6 +40,7 @@ class CommandOutput {
   /// rank calls it before the work, so a refusal costs seconds, not a whole embedding pass.
   void check() const;
   /// check(), then creates the folder and writes the marker: call right before the outputs.
+  /// Also removes the temporaries of these outputs that a killed earlier run left behind.
   void claim() const;
   const std::filesystem::path& folder() const { return folder_; }
 

@@ -498,6 +498,22 @@ TEST_CASE("OML_FAILPOINTS pauses an atomic write before its rename, and a malfor
   CHECK_FALSE(Contains("before_rename:nothing").match(paused.err));
   CHECK(fs::exists(dir / "pred" / "embeddings.npy"));
 
+  // Killed (SIGKILL) inside that window, it leaves its temporary; the next run removes it.
+  const auto killed =
+      run("env OML_FAILPOINTS=before_rename:embeddings.npy=pause:60 " + predict + " 2>" +
+          quote((dir / "err").string()) + " & pid=$!; for i in $(seq 600); do grep -q failpoint " +
+          quote((dir / "err").string()) + " && break; sleep 0.1; done; kill -9 $pid; wait $pid");
+  CHECK(killed.exit_code == 128 + 9);
+  auto temporaries = [&] {
+    int n = 0;
+    for (const auto& entry : fs::directory_iterator(dir / "pred"))
+      n += entry.path().filename().string().find(".tmp-") != std::string::npos;
+    return n;
+  };
+  CHECK(temporaries() == 1);
+  CHECK(run(predict).exit_code == 0);
+  CHECK(temporaries() == 0);
+
   const auto malformed = run("env OML_FAILPOINTS=before_rename:embeddings.npy=sleep " + predict);
   CHECK(malformed.exit_code == 2);
   CHECK_THAT(malformed.err,
