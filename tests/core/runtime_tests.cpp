@@ -1,4 +1,5 @@
 // Process-level settings: the BLAS check every command runs at start-up, thread counts.
+#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include "oml/common/runtime.h"
@@ -29,4 +30,25 @@ TEST_CASE("The allocator is tuned unless the user set glibc's malloc variables",
   ::setenv("MALLOC_TRIM_THRESHOLD_", "1048576", 1);
   CHECK_FALSE(oml::tune_allocator());
   ::unsetenv("MALLOC_TRIM_THRESHOLD_");
+}
+
+TEST_CASE("SingleThreadedBlas runs OpenBLAS on one thread while it lives", "[runtime]") {
+  using GetThreads = int (*)();
+  using SetThreads = void (*)(int);
+  const auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  REQUIRE(get != nullptr);  // scripts/setup.sh installs OpenBLAS (the first test here says so)
+  REQUIRE(set != nullptr);
+  const int before = get();
+  set(2);
+  {
+    const oml::SingleThreadedBlas guard;
+    CHECK(get() == 1);
+    // Multiplies still work and give the same result.
+    const auto a = torch::arange(12, torch::kFloat).reshape({3, 4});
+    CHECK(torch::equal(torch::mm(a, a.t()),
+                       torch::mm(a.to(torch::kDouble), a.t().to(torch::kDouble)).to(torch::kFloat)));
+  }
+  CHECK(get() == 2);
+  set(before);
 }

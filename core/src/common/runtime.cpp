@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "oml/common/logging.h"
 
@@ -63,6 +64,34 @@ void configure_library_logging(const char* program, bool verbose) {
     static const std::string name = program;  // glog keeps the pointer
     google::InitGoogleLogging(name.c_str());
   }
+}
+
+namespace {
+
+using GetThreads = int (*)();
+using SetThreads = void (*)(int);
+
+// OpenBLAS's thread-count functions, when OpenBLAS is the loaded BLAS.
+std::pair<GetThreads, SetThreads> openblas_threads() {
+  static const auto functions =
+      std::make_pair(reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads")),
+                     reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")));
+  return functions;
+}
+
+}  // namespace
+
+SingleThreadedBlas::SingleThreadedBlas() {
+  const auto [get, set] = openblas_threads();
+  if (get == nullptr || set == nullptr) return;
+  const int current = get();
+  if (current <= 1) return;
+  previous_ = current;
+  set(1);
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+  if (previous_ > 0) openblas_threads().second(previous_);
 }
 
 int configure_threads(int requested, int local_ranks) {

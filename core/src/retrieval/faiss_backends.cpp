@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "candidate_lists.h"
@@ -26,6 +27,7 @@
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/detail/distance_blocks.h"
+#include "oml/retrieval/detail/inverted_list_scan.h"
 
 #if OML_HAVE_FAISS
 #include <faiss/IndexFlat.h>
@@ -33,6 +35,7 @@
 #include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/impl/FaissException.h>
+#include <faiss/invlists/InvertedLists.h>
 #endif
 
 namespace oml::retrieval {
@@ -59,11 +62,12 @@ struct FaissOptions {
   int64_t M = 32;          // hnsw: links per node
   int64_t ef_construction = 64;
   int64_t ef_search = 128;
-  int64_t m = 0;       // ivf_pq: sub-quantizers, 0 = the largest divisor of D that is <= D / 4
-  int64_t nbits = 8;   // ivf_pq: bits per sub-quantizer code
-  int64_t refine = 4;  // ivf_pq: re-rank refine x k candidates by exact distances (1 = off)
+  int64_t m = 0;          // ivf_pq: sub-quantizers, 0 = the largest divisor of D that is <= D / 4
+  int64_t nbits = 8;      // ivf_pq: bits per sub-quantizer code
+  int64_t refine = 4;     // ivf_pq: re-rank refine x k candidates by exact distances (1 = off)
+  bool blas_scan = true;  // ivf: scan the probed lists with GEMM (inverted_list_scan.h), not Faiss's loop
   int64_t add_chunk = 65536;
-  int64_t search_chunk = 16384;
+  int64_t search_chunk = 65536;
 };
 
 constexpr int64_t kMaxHnswM = 256;
@@ -152,6 +156,7 @@ std::string arg_path(const std::string& key) { return "retrieval_backend.args." 
       add("nlist", r ? r->nlist : o.nlist);
       add("nprobe", r ? r->nprobe : o.nprobe);
       add("train_size", r ? r->train_size : o.train_size);
+      if (o.kind == IndexKind::ivf) out += o.blas_scan ? " scan=blas" : " scan=faiss";
       if (o.kind == IndexKind::ivf_pq) {
         add("m", r ? r->m : o.m);
         add("nbits", o.nbits);
@@ -304,6 +309,10 @@ class FaissBackend final : public RetrievalBackend {
     const int64_t dim = q.size(1);
     const int64_t refine = options_.kind == IndexKind::ivf_pq ? options_.refine : 1;
     if (options.on_progress) options.on_progress(0, nq);
+    if (options_.kind == IndexKind::ivf && options_.blas_scan) {
+      scan_ivf_flat(dynamic_cast<const faiss::IndexIVF&>(index), q, ignored, options, r, out);
+      return;
+    }
     std::vector<float> distances;
     std::vector<FaissId> labels;
     std::vector<std::pair<double, int64_t>> candidates;
@@ -333,6 +342,34 @@ class FaissBackend final : public RetrievalBackend {
       if (options.on_progress) options.on_progress(q1, nq);
     });
     (void)r;
+  }
+
+  // IVF-Flat with the probed lists scanned by InvertedListScanner: Faiss's coarse quantizer picks
+  // the lists (as in its own search), the vectors are read from Faiss's inverted lists in place.
+  void scan_ivf_flat(const faiss::IndexIVF& ivf, const at::Tensor& q, const IgnoredPairs& ignored,
+                     const KnnOptions& options, const Resolved& r, RetrievalResults& out) const {
+    static_assert(std::is_same_v<FaissId, int64_t>, "Faiss ids are read as gallery positions");
+    const int64_t dim = q.size(1);
+    const int64_t nq = q.size(0);
+    std::vector<InvertedList> lists(ivf.nlist);
+    for (std::size_t l = 0; l < ivf.nlist; ++l) {
+      // IVF-Flat stores each item's float vector as its code.
+      lists[l] = {static_cast<int64_t>(ivf.invlists->list_size(l)),
+                  reinterpret_cast<const float*>(ivf.invlists->get_codes(l)), ivf.invlists->get_ids(l)};
+    }
+    const InvertedListScanner scanner(std::move(lists), dim);
+    const int64_t nprobe = r.nprobe;
+    std::vector<float> coarse_distances;
+    std::vector<FaissId> probes;
+    const int64_t chunk = InvertedListScanner::chunk_rows(options_.search_chunk, options.top_k);
+    for_each_row_chunk(q, chunk, [&](int64_t q0, int64_t q1) {
+      const float* rows = q.data_ptr<float>() + q0 * dim;
+      coarse_distances.resize(static_cast<std::size_t>((q1 - q0) * nprobe));
+      probes.resize(coarse_distances.size());
+      ivf.quantizer->search(q1 - q0, rows, nprobe, coarse_distances.data(), probes.data());
+      scanner.scan(rows, q1 - q0, q0, probes.data(), nprobe, ignored, options.top_k, out);
+      if (options.on_progress) options.on_progress(q1, nq);
+    });
   }
 
   static double exact_squared_distance(const at::Tensor& q, int64_t qi, const at::Tensor& g, int64_t gi) {
@@ -366,6 +403,8 @@ void read_args(config::MapReader& reader, FaissOptions& o) {
   if (o.kind == IndexKind::ivf || o.kind == IndexKind::ivf_pq) {
     reader.optional("nlist", o.nlist).optional("nprobe", o.nprobe).optional("train_size", o.train_size);
   }
+  std::string scan = "blas";
+  if (o.kind == IndexKind::ivf) reader.optional("scan", scan);
   if (o.kind == IndexKind::hnsw) {
     reader.optional("M", o.M)
         .optional("ef_construction", o.ef_construction)
@@ -375,6 +414,12 @@ void read_args(config::MapReader& reader, FaissOptions& o) {
     reader.optional("m", o.m).optional("nbits", o.nbits).optional("refine", o.refine);
   }
   reader.finish();
+  config::check_argument(
+      scan == "blas" || scan == "faiss", who, "scan",
+      "scan must be 'blas' (the probed lists multiplied as blocks) or 'faiss' (Faiss's own "
+      "vector-by-vector scan), got '",
+      scan, "'");
+  o.blas_scan = scan == "blas";
   config::check_argument(o.add_chunk >= 1, who, "add_chunk", "add_chunk must be >= 1, got ", o.add_chunk);
   config::check_argument(o.search_chunk >= 1, who, "search_chunk", "search_chunk must be >= 1, got ",
                          o.search_chunk);
@@ -411,8 +456,7 @@ void register_faiss_backends(Registries& registries) {
        "exhaustive Faiss IndexFlatL2 in float32 (a cross-check of exact); add_chunk, search_chunk"},
       {"faiss_ivf", IndexKind::ivf,
        "IVF-Flat: nlist = 4 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 64), train_size "
-       "= 40 nlist; "
-       "approximate"},
+       "= 40 nlist, scan = blas (probed lists as GEMM blocks; faiss: Faiss's own scan); approximate"},
       {"faiss_hnsw", IndexKind::hnsw,
        "HNSW graph: M = 32, ef_construction = 64, ef_search = 128; approximate"},
       {"faiss_ivf_pq", IndexKind::ivf_pq,

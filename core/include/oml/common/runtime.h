@@ -34,6 +34,22 @@ bool tune_allocator();
 /// Called by every command at start-up.
 void configure_library_logging(const char* program, bool verbose);
 
+/// While alive, every BLAS call runs on its calling thread alone (OpenBLAS's thread count set to
+/// 1, the previous count restored by the destructor; nothing happens with another BLAS). For code
+/// that multiplies on several of LibTorch's intra-op threads at once: OpenBLAS would otherwise
+/// start its own threads inside each call, threads x threads on the cores. The setting is
+/// process-wide, so hold it only around such a parallel region.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int previous_ = 0;  // 0: nothing to restore
+};
+
 /// Sets LibTorch's intra-op threads: `requested` when > 0, else hardware cores / `local_ranks`
 /// (at least 1). Returns the number set.
 int configure_threads(int requested, int local_ranks = 1);
