@@ -13,6 +13,7 @@
 #include "oml/common/random.h"
 #include "oml/config/reader.h"
 #include "oml/registry/registries.h"
+#include "oml/retrieval/sharded_knn.h"
 
 namespace oml::retrieval {
 
@@ -93,7 +94,7 @@ std::string recall_metric_key(int64_t k) { return "OVERALL/knn_recall/" + std::t
 
 RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet& queries,
                               const ItemSet& gallery, const KnnOptions& options, int64_t sample,
-                              uint64_t seed) {
+                              uint64_t seed, distributed::ProcessGroup* group) {
   OML_CHECK(sample > 0, ConfigError, "retrieval_backend.report_recall must be positive, got ", sample);
   const int64_t nq = approximate.num_queries();
   OML_ASSERT(nq == queries.embeddings.size(0));
@@ -118,7 +119,8 @@ RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet
   }
   KnnOptions exact_options = options;
   exact_options.on_progress = nullptr;
-  const RetrievalResults exact = retrieve_knn(subset, gallery, exact_options);
+  const RetrievalResults exact = group != nullptr ? retrieve_knn_sharded(*group, subset, gallery, exact_options)
+                                                  : retrieve_knn(subset, gallery, exact_options);
 
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {

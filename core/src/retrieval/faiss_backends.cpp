@@ -185,6 +185,11 @@ class FaissBackend final : public RetrievalBackend {
 
   std::string name() const override { return options_.name; }
   std::string describe() const override { return describe_options(options_, nullptr); }
+  // Measured (docs/ddp.md): flat, IVF and IVF-PQ indexes are identical byte for byte whatever the
+  // threads; HNSW threads insert nodes concurrently, so its graph depends on their timing.
+  bool deterministic_build(int num_threads) const override {
+    return options_.kind != IndexKind::hnsw || num_threads <= 1;
+  }
 
   RetrievalResults search(const ItemSet& queries, const ItemSet& gallery,
                           const KnnOptions& options) const override {
