@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "candidate_lists.h"
@@ -49,11 +50,13 @@ RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery
   return out;
 }
 
-int64_t candidates_needed(const IgnoredPairs& ignored, int64_t q0, int64_t q1, int64_t top_k,
-                          int64_t gallery_size) {
-  int64_t most_ignored = 0;
-  for (int64_t q = q0; q < q1; ++q) most_ignored = std::max(most_ignored, ignored.count(q));
-  return std::max<int64_t>(1, std::min(gallery_size, top_k + most_ignored));
+int64_t candidates_needed(const IgnoredPairs& ignored, int64_t top_k, int64_t gallery_size) {
+  std::unordered_map<int64_t, int64_t> sequence_size;
+  int64_t largest = 0;
+  for (const int64_t sequence : ignored.gallery_sequences()) {
+    if (sequence >= 0) largest = std::max(largest, ++sequence_size[sequence]);
+  }
+  return std::max<int64_t>(1, std::min(gallery_size, top_k + 1 + largest));
 }
 
 void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q,

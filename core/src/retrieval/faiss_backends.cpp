@@ -312,8 +312,8 @@ class FaissBackend final : public RetrievalBackend {
     std::vector<float> distances;
     std::vector<FaissId> labels;
     std::vector<std::pair<double, int64_t>> candidates;
+    const int64_t need = candidates_needed(ignored, options.top_k, ng);
     for_each_row_chunk(q, options_.search_chunk, [&](int64_t q0, int64_t q1) {
-      const int64_t need = candidates_needed(ignored, q0, q1, options.top_k, ng);
       const int64_t k = std::min(ng, need * refine);
       distances.resize(static_cast<std::size_t>((q1 - q0) * k));
       labels.resize(distances.size());
