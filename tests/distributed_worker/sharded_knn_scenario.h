@@ -121,7 +121,7 @@ inline std::shared_ptr<retrieval::RetrievalBackend> sharded_backend(const std::s
   register_core_components();
   const std::string args = name == "faiss_ivf_pq" ? ", args: {nbits: 6}" : "";
   const auto document =
-      config::Document::from_string("retrieval_backend: {name: " + name + args + "}\n", "sharded_backend.yaml");
+      config::Document::from_string("{name: " + name + args + "}\n", "sharded_backend.yaml");
   return registries().retrieval_backends.create(config::parse_component(document.root(), "retrieval_backend"),
                                                 {});
 }
