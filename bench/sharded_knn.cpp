@@ -88,8 +88,7 @@ bool same_lists(const retrieval::RetrievalResults& a, const retrieval::Retrieval
 
 std::shared_ptr<retrieval::RetrievalBackend> make_backend(const std::string& name) {
   oml::register_core_components();
-  const auto document =
-      oml::config::Document::from_string("{name: " + name + "}\n", "--backend");
+  const auto document = oml::config::Document::from_string("{name: " + name + "}\n", "--backend");
   return oml::registries().retrieval_backends.create(
       oml::config::parse_component(document.root(), "retrieval_backend"), {});
 }

@@ -93,8 +93,8 @@ void log_knn_split(const RunContext& context, const metrics::MetricTable& table,
                    const retrieval::RetrievalBackend& backend) {
   if (context.world_size() <= 1 || !context.is_main()) return;
   const std::string ranks = std::to_string(context.world_size()) + " ranks";
-  const std::string split = "validation k-NN split over " + ranks + " by " +
-                            retrieval::axis_name(retrieval::kDefaultShardAxis);
+  const std::string split =
+      "validation k-NN split over " + ranks + " by " + retrieval::axis_name(retrieval::kDefaultShardAxis);
   const int threads = at::get_num_threads();
   if (table.needs_pair_pass()) {
     log::info("validation k-NN not split over the " + ranks +
@@ -105,8 +105,8 @@ void log_knn_split(const RunContext& context, const metrics::MetricTable& table,
     log::info(split + ": every rank builds its own " + backend.name() +
               " index over the whole gallery (the same index: the lists of one process)");
   } else {
-    log::info(split + ": every rank builds its own " + backend.name() + " index over the whole gallery; built by " +
-              std::to_string(threads) +
+    log::info(split + ": every rank builds its own " + backend.name() +
+              " index over the whole gallery; built by " + std::to_string(threads) +
               " threads, the indexes differ slightly between ranks as between two runs (num_threads: 1 makes "
               "them identical)");
   }

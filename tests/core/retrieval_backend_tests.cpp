@@ -236,7 +236,8 @@ TEST_CASE("A Faiss backend answers a share of the queries as it answers them amo
   auto gallery = clustered(900, 16, 12, 1.0, 22, /*first_id=*/200);  // ids 200..239 shared: ignored
   for (int64_t i = 0; i < 240; ++i) queries.sequences.push_back(i % 5 == 0 ? -1 : i / 4);
   for (int64_t i = 0; i < 900; ++i) gallery.sequences.push_back(i % 5 == 0 ? -1 : i / 6);
-  for (const char* yaml : {"{name: faiss_flat}", "{name: faiss_ivf}", "{name: faiss_ivf_pq}", "{name: faiss_hnsw}"}) {
+  for (const char* yaml :
+       {"{name: faiss_flat}", "{name: faiss_ivf}", "{name: faiss_ivf_pq}", "{name: faiss_hnsw}"}) {
     INFO(yaml);
     const auto b = backend(yaml);
     // HNSW inserts nodes concurrently: only one thread builds the same graph twice.

@@ -142,8 +142,8 @@ TEST_CASE("oml-validate --nproc-per-node 2 and 3 with faiss_ivf and faiss_hnsw w
     std::map<int, std::map<std::string, double>> metrics;
     for (int world : {1, 2, 3}) {
       const std::string run = std::string(name) + "_w" + std::to_string(world);
-      const auto r =
-          oml::test::run_oml("oml-validate", config + " --nproc-per-node " + std::to_string(world) + " --set run_name=" + run);
+      const auto r = oml::test::run_oml(
+          "oml-validate", config + " --nproc-per-node " + std::to_string(world) + " --set run_name=" + run);
       INFO(name << ", world " << world << "\n" << r.err);
       REQUIRE(r.exit_code == 0);
       if (world > 1) {

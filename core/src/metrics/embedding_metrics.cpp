@@ -146,7 +146,8 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
       result.metrics[retrieval::recall_metric_key(recall.k)] = recall.recall;
       if (main_rank) {  // the same estimate on every rank: said once
         log::info(::oml::detail::concat("recall@", recall.k, " of ", backend.describe(), ": ", recall.recall,
-                                        " (exact top-", recall.k, " of ", recall.queries, " random queries)"));
+                                        " (exact top-", recall.k, " of ", recall.queries,
+                                        " random queries)"));
       }
     }
   } else if (split_knn) {

@@ -122,8 +122,9 @@ RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet
   }
   KnnOptions exact_options = options;
   exact_options.on_progress = nullptr;
-  const RetrievalResults exact = group != nullptr ? retrieve_knn_sharded(*group, subset, gallery, exact_options)
-                                                  : retrieve_knn(subset, gallery, exact_options);
+  const RetrievalResults exact = group != nullptr
+                                     ? retrieve_knn_sharded(*group, subset, gallery, exact_options)
+                                     : retrieve_knn(subset, gallery, exact_options);
 
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {

@@ -69,10 +69,10 @@ RetrievalResults by_queries(distributed::ProcessGroup& group, const ItemSet& que
   local.on_progress = share_progress(options.on_progress, nq);
   const ItemSet share = slice_items(queries, shard_of(nq, group.rank(), group.size()));
   const RetrievalResults part = search(share, gallery, local);
-  OML_ASSERT(part.num_queries() == static_cast<int64_t>(share.ids.size()) &&
-                 part.n_gt.size() == share.ids.size(),
-             "the search of a share of ", share.ids.size(), " queries returned ", part.num_queries(),
-             " lists and ", part.n_gt.size(), " ground-truth counts");
+  OML_ASSERT(
+      part.num_queries() == static_cast<int64_t>(share.ids.size()) && part.n_gt.size() == share.ids.size(),
+      "the search of a share of ", share.ids.size(), " queries returned ", part.num_queries(), " lists and ",
+      part.n_gt.size(), " ground-truth counts");
 
   const SyncDict all = distributed::sync_dicts(group, {{"sizes", to_tensor(list_sizes(part), at::kLong)},
                                                        {"retrieved", to_tensor(part.retrieved, at::kLong)},
@@ -254,7 +254,8 @@ RetrievalResults retrieve_knn_sharded(distributed::ProcessGroup& group, const It
                                       const ItemSet& gallery, const KnnOptions& options, ShardAxis axis) {
   if (group.size() == 1) return retrieve_knn(queries, gallery, options);
   check_inputs(queries, gallery, options);
-  if (axis == ShardAxis::queries) return finished(by_queries(group, queries, gallery, options, retrieve_knn), options);
+  if (axis == ShardAxis::queries)
+    return finished(by_queries(group, queries, gallery, options, retrieve_knn), options);
   return finished(by_gallery(group, queries, gallery, options), options);
 }
 

@@ -74,8 +74,8 @@ void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k,
 /// for the exact k-NN, RetrievalBackend::search (backend.h) for the others. It must answer each
 /// query as it would in one call over all queries (a query's list may not depend on the other
 /// queries searched with it), or the split differs from one process.
-using SearchShare =
-    std::function<RetrievalResults(const ItemSet& queries, const ItemSet& gallery, const KnnOptions& options)>;
+using SearchShare = std::function<RetrievalResults(const ItemSet& queries, const ItemSet& gallery,
+                                                   const KnnOptions& options)>;
 
 /// Collective, ShardAxis::queries with any search: rank r passes its contiguous share
 /// (shard_of) of `queries` and the whole `gallery` to `search`, and the lists are gathered in rank
