@@ -1,10 +1,12 @@
-// bench_sharded_knn: the exact k-NN phase of validation under DDP (docs/benchmarks.md, "Exact
-// k-NN split over the ranks"): today's way, where rank 0 ranks everything while the others wait,
-// against the search split over the ranks by queries and by gallery — measured alternately in
-// one run (round 1: today, queries, gallery; round 2: the same; ...), on the same data.
+// bench_sharded_knn: the k-NN phase of validation under DDP (docs/benchmarks.md, "Exact k-NN
+// split over the ranks"): rank 0 searching everything while the others wait, against the search
+// split over the ranks by queries and by gallery — measured alternately in one run (round 1:
+// rank0, queries, gallery; round 2: the same; ...), on the same data. With --backend B (a
+// retrieval backend, docs/metrics.md) rank0 is B's search on rank 0 and queries is B split by
+// queries (every rank builds B's index over the whole gallery); gallery is exact only.
 //
 //   OPENBLAS_NUM_THREADS=1 bench_sharded_knn --nproc-per-node 2 --n 200000 --dim 128 --threads 1
-//       [--top-k 5] [--rounds 2] [--variants rank0,queries,gallery]
+//       [--top-k 5] [--rounds 2] [--variants rank0,queries,gallery] [--backend exact]
 //
 // Every item is query and gallery (self excluded), clustered like bench_retrieval's data. Each
 // timing runs from a barrier to a barrier, so it is the slowest rank's. Rank 0 prints one line
@@ -24,8 +26,12 @@
 #include "cli.h"
 #include "launch.h"
 #include "oml/common/runtime.h"
+#include "oml/config/document.h"
+#include "oml/config/reader.h"
 #include "oml/distributed/process_group.h"
 #include "oml/distributed/world.h"
+#include "oml/registry/registries.h"
+#include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
 #include "oml/retrieval/sharded_knn.h"
 
@@ -38,6 +44,7 @@ namespace {
 struct Args {
   int64_t n = 200000, dim = 128, top_k = 5, threads = 1, rounds = 2;
   std::string variants = "rank0,queries,gallery";
+  std::string backend = "exact";
 };
 Args args;
 
@@ -79,8 +86,20 @@ bool same_lists(const retrieval::RetrievalResults& a, const retrieval::Retrieval
          a.n_gt == b.n_gt;
 }
 
+std::shared_ptr<retrieval::RetrievalBackend> make_backend(const std::string& name) {
+  oml::register_core_components();
+  const auto document = oml::config::Document::from_string("{name: " + name + "}\n", "--backend");
+  return oml::registries().retrieval_backends.create(
+      oml::config::parse_component(document.root(), "retrieval_backend"), {});
+}
+
 int run(dist::ProcessGroup& group) {
   const retrieval::ItemSet items = clustered_items(args.n, args.dim);
+  const std::shared_ptr<retrieval::RetrievalBackend> backend = make_backend(args.backend);
+  const auto search = [&backend](const retrieval::ItemSet& queries, const retrieval::ItemSet& gallery,
+                                 const retrieval::KnnOptions& options) {
+    return backend->search(queries, gallery, options);
+  };
   retrieval::KnnOptions options;
   options.top_k = args.top_k;
   std::vector<std::string> variants;
@@ -92,9 +111,9 @@ int run(dist::ProcessGroup& group) {
   const bool main = group.rank() == 0;
   if (main) {
     std::printf(
-        "k-NN of %lld x %lld float32, every item query and gallery, top-%lld, %d ranks x %lld threads\n",
-        static_cast<long long>(args.n), static_cast<long long>(args.dim), static_cast<long long>(args.top_k),
-        group.size(), static_cast<long long>(args.threads));
+        "k-NN (%s) of %lld x %lld float32, every item query and gallery, top-%lld, %d ranks x %lld threads\n",
+        backend->describe().c_str(), static_cast<long long>(args.n), static_cast<long long>(args.dim),
+        static_cast<long long>(args.top_k), group.size(), static_cast<long long>(args.threads));
   }
   std::map<std::string, std::vector<double>> times;
   retrieval::RetrievalResults reference;  // rank 0 alone, the first time
@@ -105,13 +124,16 @@ int run(dist::ProcessGroup& group) {
       const double cpu_start = process_cpu_seconds();
       retrieval::RetrievalResults result;
       if (variant == "rank0") {
-        if (main) result = retrieval::retrieve_knn(items, items, options);  // the others wait
-      } else if (variant == "queries" || variant == "gallery") {
+        if (main) result = backend->search(items, items, options);  // the others wait
+      } else if (variant == "queries" && !backend->exact()) {
+        result = retrieval::retrieve_sharded_by_queries(group, items, items, options, search);
+      } else if ((variant == "queries" || variant == "gallery") && backend->exact()) {
         const auto axis =
             variant == "queries" ? retrieval::ShardAxis::queries : retrieval::ShardAxis::gallery;
         result = retrieval::retrieve_knn_sharded(group, items, items, options, axis);
       } else {
-        throw oml::UsageError("--variants: unknown variant '" + variant + "' (rank0, queries, gallery)");
+        throw oml::UsageError("--variants: unknown variant '" + variant +
+                              "' (rank0, queries, gallery; gallery with --backend exact only)");
       }
       at::Tensor cpu = torch::tensor({process_cpu_seconds() - cpu_start}, torch::kDouble);
       group.barrier();
@@ -148,7 +170,7 @@ int run(dist::ProcessGroup& group) {
 int main(int argc, char** argv) {
   oml::cli::CommandSpec spec;
   spec.name = "bench_sharded_knn";
-  spec.summary = "exact k-NN under DDP: rank 0 alone vs split over the ranks by queries / by gallery";
+  spec.summary = "k-NN under DDP: rank 0 alone vs split over the ranks by queries / by gallery";
   spec.usage = "  bench_sharded_knn --nproc-per-node N [--n 200000 --dim 128 --threads 1 --rounds 2]";
   spec.needs_config = false;
   spec.add_options = [](po::options_description& o) {
@@ -160,7 +182,8 @@ int main(int argc, char** argv) {
       ("top-k", po::value(&args.top_k), "neighbours per query")
       ("threads", po::value(&args.threads), "intra-op threads per rank")
       ("rounds", po::value(&args.rounds), "times each variant is measured (alternately)")
-      ("variants", po::value(&args.variants), "comma-separated: rank0, queries, gallery");
+      ("variants", po::value(&args.variants), "comma-separated: rank0, queries, gallery")
+      ("backend", po::value(&args.backend), "retrieval backend (default args): exact, faiss_ivf, ...");
     // clang-format on
   };
   spec.run = [](const oml::cli::Invocation& inv) -> int {

@@ -93,15 +93,22 @@ void log_knn_split(const RunContext& context, const metrics::MetricTable& table,
                    const retrieval::RetrievalBackend& backend) {
   if (context.world_size() <= 1 || !context.is_main()) return;
   const std::string ranks = std::to_string(context.world_size()) + " ranks";
-  if (!backend.exact()) {
-    log::info("validation k-NN not split over the " + ranks + ": retrieval_backend '" + backend.name() +
-              "' indexes the whole gallery, so rank 0 searches alone");
-  } else if (table.needs_pair_pass()) {
+  const std::string split =
+      "validation k-NN split over " + ranks + " by " + retrieval::axis_name(retrieval::kDefaultShardAxis);
+  const int threads = at::get_num_threads();
+  if (table.needs_pair_pass()) {
     log::info("validation k-NN not split over the " + ranks +
               ": fnmr@fmr needs every pair in one pass, so rank 0 computes the metrics alone");
+  } else if (backend.exact()) {
+    log::info(split + " (exact; the metrics of one process)");
+  } else if (backend.deterministic_build(threads)) {
+    log::info(split + ": every rank builds its own " + backend.name() +
+              " index over the whole gallery (the same index: the lists of one process)");
   } else {
-    log::info(std::string("validation k-NN split over ") + ranks + " by " +
-              retrieval::axis_name(retrieval::kDefaultShardAxis) + " (exact; the metrics of one process)");
+    log::info(split + ": every rank builds its own " + backend.name() +
+              " index over the whole gallery; built by " + std::to_string(threads) +
+              " threads, the indexes differ slightly between ranks as between two runs (num_threads: 1 makes "
+              "them identical)");
   }
 }
 

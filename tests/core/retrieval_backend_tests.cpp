@@ -13,6 +13,7 @@
 #include "oml/metrics/metric_table.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
+#include "oml/retrieval/sharded_knn.h"
 #include "support/support.h"
 
 using namespace oml;
@@ -248,4 +249,45 @@ TEST_CASE("Validation metrics with an approximate backend: recall reported, fnmr
   CHECK_THROWS_AS(metrics::compute_embedding_metrics(set, options), ConfigError);
   CHECK_THROWS_WITH(metrics::compute_embedding_metrics(set, options),
                     Contains("fnmr@fmr") && Contains("'exact'") && Contains("faiss_ivf"));
+}
+
+TEST_CASE("A Faiss backend answers a share of the queries as it answers them among all queries",
+          "[retrieval][backends][faiss][ddp]") {
+  // What the split over the ranks relies on (docs/ddp.md#the-k-nn-split-over-the-ranks): each rank
+  // builds the index anew (the same index, deterministic_build) and searches its share alone.
+  if (!retrieval::built_with_faiss()) return;
+  const int threads = at::get_num_threads();
+  auto queries = clustered(240, 16, 12, 1.0, 21, /*first_id=*/0);
+  auto gallery = clustered(900, 16, 12, 1.0, 22, /*first_id=*/200);  // ids 200..239 shared: ignored
+  for (int64_t i = 0; i < 240; ++i) queries.sequences.push_back(i % 5 == 0 ? -1 : i / 4);
+  for (int64_t i = 0; i < 900; ++i) gallery.sequences.push_back(i % 5 == 0 ? -1 : i / 6);
+  for (const char* yaml :
+       {"{name: faiss_flat}", "{name: faiss_ivf}", "{name: faiss_ivf_pq}", "{name: faiss_hnsw}"}) {
+    INFO(yaml);
+    const auto b = backend(yaml);
+    // HNSW inserts nodes concurrently: only one thread builds the same graph twice.
+    const int build_threads = b->deterministic_build(2) ? threads : 1;
+    CHECK(b->deterministic_build(1));
+    CHECK(b->deterministic_build(2) == (b->name() != "faiss_hnsw"));
+    at::set_num_threads(build_threads);
+    const auto all = b->search(queries, gallery, top(10));
+    for (int world : {2, 3}) {
+      for (int rank = 0; rank < world; ++rank) {
+        INFO("share " << rank << " of " << world);
+        const auto range = retrieval::shard_of(240, rank, world);
+        // The index of a fresh build, with one thread as on a rank of `num_threads: 1`.
+        at::set_num_threads(1);
+        const auto part = b->search(retrieval::slice_items(queries, range), gallery, top(10));
+        at::set_num_threads(build_threads);
+        REQUIRE(part.num_queries() == range.size());
+        for (int64_t q = 0; q < range.size(); ++q) {
+          REQUIRE(list(part, q) == list(all, range.begin + q));
+          REQUIRE(std::equal(part.distances.begin() + part.begin(q), part.distances.begin() + part.end(q),
+                             all.distances.begin() + all.begin(range.begin + q)));
+          REQUIRE(part.n_gt[q] == all.n_gt[range.begin + q]);
+        }
+      }
+    }
+  }
+  at::set_num_threads(threads);
 }

@@ -145,3 +145,23 @@ TEST_CASE("With a group of one the split k-NN is retrieve_knn", "[retrieval]") {
                retrieval::retrieve_knn(items, items, options));
   }
 }
+
+TEST_CASE("With a group of one the split by queries calls the given search once with all queries",
+          "[retrieval]") {
+  const auto queries = tied_set(30, 0, 10, true);
+  const auto gallery = tied_set(40, 20, 11, true);
+  retrieval::KnnOptions options;
+  options.top_k = 4;
+  auto group = distributed::ProcessGroup::single();
+  int calls = 0;
+  const auto result = retrieval::retrieve_sharded_by_queries(
+      *group, queries, gallery, options,
+      [&calls](const retrieval::ItemSet& q, const retrieval::ItemSet& g, const retrieval::KnnOptions& o) {
+        ++calls;
+        CHECK(q.ids.size() == 30);
+        CHECK(g.ids.size() == 40);
+        return retrieval::retrieve_knn(q, g, o);
+      });
+  CHECK(calls == 1);
+  check_same(result, retrieval::retrieve_knn(queries, gallery, options));
+}

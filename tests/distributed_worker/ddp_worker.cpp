@@ -39,6 +39,7 @@ struct Args {
   int64_t check_every = 0;
   std::string compression = "none";
   bool fnmr = false;
+  std::string backend = "faiss_ivf";
 };
 
 dist::GradientCompression compression_of(const Args& a) {
@@ -128,6 +129,15 @@ int run_sharded_knn(dist::ProcessGroup& g, const Args& a) {
   return 0;
 }
 
+// An approximate backend split over the ranks by queries, alone and inside
+// compute_embedding_metrics with its recall (sharded_knn_scenario.h). One thread per rank, as the
+// expected text is computed: faiss_hnsw builds the same graph only then.
+int run_sharded_backend(dist::ProcessGroup& g, const Args& a) {
+  at::set_num_threads(1);
+  write_text(a, g.rank(), sharded_backend_output(*sharded_backend(a.backend), &g));
+  return 0;
+}
+
 int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
   OML_CHECK(a.batch % g->size() == 0, UsageError, "--batch must be divisible by the world size");
   torch::manual_seed(100 + g->rank());  // different on purpose: the broadcast must fix it
@@ -210,7 +220,7 @@ int main(int argc, char** argv) {
     oml::cli::add_launch_options(o);
     // clang-format off
     o.add_options()
-      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | sharded_knn | train | compressed_mean | kill | throw | hang | wait")
+      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | sharded_knn | sharded_backend | train | compressed_mean | kill | throw | hang | wait")
       ("out", po::value(&args.out)->default_value("."), "folder for rank<r>.txt / rank<r>.pt")
       ("timeout", po::value(&args.timeout_s)->default_value(60), "ddp.timeout_s")
       ("victim", po::value(&args.victim)->default_value(1), "rank that fails / differs")
@@ -220,6 +230,7 @@ int main(int argc, char** argv) {
       ("check-every", po::value(&args.check_every)->default_value(0), "ddp.check_params_every")
       ("compression", po::value(&args.compression)->default_value("none"), "ddp.gradient_compression")
       ("fnmr", po::bool_switch(&args.fnmr), "sharded_knn: also fnmr@fmr (no split)")
+      ("backend", po::value(&args.backend)->default_value("faiss_ivf"), "sharded_backend: the retrieval backend")
       ("tag", po::value<std::string>(), "ignored; lets a test find its processes");
     // clang-format on
   };
@@ -233,6 +244,7 @@ int main(int argc, char** argv) {
     if (s == "mismatch") return run_mismatch(*group, args);
     if (s == "accumulator") return run_accumulator(*group, args);
     if (s == "sharded_knn") return run_sharded_knn(*group, args);
+    if (s == "sharded_backend") return run_sharded_backend(*group, args);
     if (s == "train") return run_train(group, args);
     if (s == "compressed_mean") return run_compressed_mean(*group, args);
     if (s == "kill" || s == "throw" || s == "hang" || s == "wait") return run_failure(*group, args);

@@ -1,7 +1,9 @@
 #pragma once
 // The "sharded_knn" scenario of oml_ddp_worker and the test that checks it
-// (tests/integration/sharded_knn_tests.cpp): inputs every rank builds alike, and a text of the
-// results exact to the last bit, so that a rank's output can be compared with one process's.
+// and of its "sharded_backend" scenario (an approximate backend split by queries), with the test
+// that checks them (tests/integration/sharded_knn_tests.cpp): inputs every rank builds alike, and
+// a text of the results exact to the last bit, so that a rank's output can be compared with one
+// process's.
 
 #include <torch/torch.h>
 
@@ -11,8 +13,12 @@
 #include <utility>
 
 #include "oml/config/document.h"
+#include "oml/config/reader.h"
 #include "oml/metrics/embedding_metrics.h"
+#include "oml/registry/registries.h"
+#include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
+#include "oml/retrieval/sharded_knn.h"
 
 namespace oml::test::ddp {
 
@@ -107,6 +113,39 @@ inline std::string dump(const metrics::EmbeddingMetricsResult& result) {
   }
   out << "without ground truth " << result.queries_without_ground_truth << "\n";
   return out.str() + dump(result.retrieval);
+}
+
+/// The retrieval backend `name` of the "sharded_backend" scenario, with args that fit its small
+/// sets (IVF-PQ codebooks of 2^6 entries: the metrics part has 256 gallery rows).
+inline std::shared_ptr<retrieval::RetrievalBackend> sharded_backend(const std::string& name) {
+  register_core_components();
+  const std::string args = name == "faiss_ivf_pq" ? ", args: {nbits: 6}" : "";
+  const auto document =
+      config::Document::from_string("{name: " + name + args + "}\n", "sharded_backend.yaml");
+  return registries().retrieval_backends.create(config::parse_component(document.root(), "retrieval_backend"),
+                                                {});
+}
+
+/// What the "sharded_backend" scenario writes: the backend's lists of sharded_knn_items() and the
+/// metrics of sharded_knn_rows() with its recall on 40 queries — split over `group` when given,
+/// else in this process alone (the expected text).
+inline std::string sharded_backend_output(const retrieval::RetrievalBackend& backend,
+                                          distributed::ProcessGroup* group) {
+  const auto [queries, gallery] = sharded_knn_items();
+  const retrieval::KnnOptions options = sharded_knn_options();
+  const retrieval::RetrievalResults lists =
+      group == nullptr ? backend.search(queries, gallery, options)
+                       : retrieval::retrieve_sharded_by_queries(
+                             *group, queries, gallery, options,
+                             [&backend](const retrieval::ItemSet& q, const retrieval::ItemSet& g,
+                                        const retrieval::KnnOptions& o) { return backend.search(q, g, o); });
+  metrics::EmbeddingMetricsOptions metric_options;
+  metric_options.metrics = metrics::configure_metrics(sharded_knn_metric_args(false));
+  metric_options.backend = &backend;
+  metric_options.report_recall = 40;
+  metric_options.group = group;
+  return "lists\n" + dump(lists) + "metrics\n" +
+         dump(metrics::compute_embedding_metrics(sharded_knn_rows(), metric_options));
 }
 
 }  // namespace oml::test::ddp

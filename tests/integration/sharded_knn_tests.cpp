@@ -1,7 +1,7 @@
-// The exact k-NN split over ranks (docs/ddp.md#the-k-nn-split-over-the-ranks) with real processes
-// on loopback (Gloo): the lists every rank receives, and the metrics, equal one process's bit for
-// bit at 2 and 3 ranks — in the library (oml_ddp_worker's "sharded_knn" scenario) and in
-// `oml-validate --nproc-per-node W`.
+// The k-NN split over ranks (docs/ddp.md#the-k-nn-split-over-the-ranks) with real processes on
+// loopback (Gloo): the lists every rank receives, and the metrics, equal one process's bit for
+// bit at 2 and 3 ranks — exact (oml_ddp_worker's "sharded_knn" scenario) and with each Faiss
+// backend ("sharded_backend"), in the library and in `oml-validate --nproc-per-node W`.
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "oml/io/npy.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/registry/registries.h"
+#include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
 #include "support/support.h"
 
@@ -95,4 +96,66 @@ TEST_CASE("oml-validate --nproc-per-node 2 and 3 write one process's metrics exa
   REQUIRE(metrics[1].count("OVERALL/map/10") == 1);
   CHECK(metrics[2] == metrics[1]);
   CHECK(metrics[3] == metrics[1]);
+}
+
+TEST_CASE("A Faiss backend split over 2 and 3 ranks gives every rank one process's lists, metrics and recall",
+          "[ddp][retrieval][backends]") {
+  if (!oml::retrieval::built_with_faiss()) return;
+  // One thread here as on each rank: faiss_hnsw builds the same graph only then; the others
+  // build the same index with any number of threads.
+  const int threads = at::get_num_threads();
+  for (const char* name : {"faiss_flat", "faiss_ivf", "faiss_ivf_pq", "faiss_hnsw"}) {
+    at::set_num_threads(1);
+    const std::string expected = ddp::sharded_backend_output(*ddp::sharded_backend(name), nullptr);
+    at::set_num_threads(threads);
+    REQUIRE_THAT(expected, Catch::Contains("OVERALL/knn_recall/10"));
+    for (int world : {2, 3}) {
+      INFO(name << ", world " << world);
+      TempDir dir;
+      const auto r = oml::test::run(quote(OML_DDP_WORKER) + " --nproc-per-node " + std::to_string(world) +
+                                        " --scenario sharded_backend --backend " + name + " --out " +
+                                        quote(dir.path().string()),
+                                    120);
+      INFO(r.err);
+      REQUIRE(r.exit_code == 0);
+      for (int rank = 0; rank < world; ++rank) {
+        INFO("rank " << rank);
+        CHECK(oml::test::read_file(dir / ("rank" + std::to_string(rank) + ".txt")) == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("oml-validate --nproc-per-node 2 and 3 with faiss_ivf and faiss_hnsw write one process's metrics",
+          "[pipelines][ddp][integration][backends]") {
+  if (!oml::retrieval::built_with_faiss()) return;
+  TempDir dir;
+  const auto generator = at::make_generator<at::CPUGeneratorImpl>(19);
+  oml::io::write_npy(dir / "emb.npy", torch::randn({300, 8}, generator));
+  for (const char* name : {"faiss_ivf", "faiss_hnsw"}) {
+    write_file(dir / "v.yaml", "dataset_root: " + oml::test::fashion_mnist_subset().string() +
+                                   "\nlogs_root: " + (dir / "logs").string() +
+                                   "\nembeddings: " + (dir / "emb.npy").string() + "\nnum_threads: 1" +
+                                   "\nmetric_args: {cmc_top_k: [1, 5], map_top_k: [5, 10]}" +
+                                   "\nretrieval_backend: {name: " + name + ", report_recall: 50}\n");
+    const std::string config = "--config " + quote((dir / "v.yaml").string());
+    std::map<int, std::map<std::string, double>> metrics;
+    for (int world : {1, 2, 3}) {
+      const std::string run = std::string(name) + "_w" + std::to_string(world);
+      const auto r = oml::test::run_oml(
+          "oml-validate", config + " --nproc-per-node " + std::to_string(world) + " --set run_name=" + run);
+      INFO(name << ", world " << world << "\n" << r.err);
+      REQUIRE(r.exit_code == 0);
+      if (world > 1) {
+        CHECK_THAT(r.err, Catch::Contains("k-NN split over " + std::to_string(world) +
+                                          " ranks by queries: every rank builds its own " + name +
+                                          " index over the whole gallery (the same index"));
+      }
+      metrics[world] = read_metrics(dir / "logs" / run / "metrics.json");
+    }
+    INFO(name);
+    REQUIRE(metrics[1].count("OVERALL/knn_recall/10") == 1);
+    CHECK(metrics[2] == metrics[1]);
+    CHECK(metrics[3] == metrics[1]);
+  }
 }

@@ -90,10 +90,11 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   const MetricTable& table = options.metrics;
   const bool several_ranks = options.group != nullptr && options.group->size() > 1;
   const bool main_rank = options.group == nullptr || options.group->rank() == 0;
-  // Metrics over all pairs (fnmr@fmr) need every block in one pass, and an approximate backend
-  // builds one index of the whole gallery: then rank 0 computes alone.
+  // Metrics over all pairs (fnmr@fmr) need every block in one pass: then rank 0 computes alone
+  // (and an approximate backend refuses them below). Otherwise every rank searches its share of
+  // the queries — an approximate backend with its own index over the whole gallery.
   const bool exact = options.backend == nullptr || options.backend->exact();
-  const bool split_knn = several_ranks && exact && !table.needs_pair_pass();
+  const bool split_knn = several_ranks && !table.needs_pair_pass();
   if (several_ranks && !split_knn && !main_rank) return {};
   check_rows(set);
   at::NoGradGuard no_grad;
@@ -125,15 +126,29 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
               "computes; the configured backend is '",
               options.backend->name(),
               "' (use retrieval_backend: {name: exact}, or remove metric_args.fmr_vals)");
-    result.retrieval = options.backend->search(queries, gallery, knn);
+    const retrieval::RetrievalBackend& backend = *options.backend;
+    if (split_knn) {
+      result.retrieval = retrieval::retrieve_sharded_by_queries(
+          *options.group, queries, gallery, knn,
+          [&backend](const retrieval::ItemSet& share, const retrieval::ItemSet& whole_gallery,
+                     const retrieval::KnnOptions& share_options) {
+            return backend.search(share, whole_gallery, share_options);
+          });
+    } else {
+      result.retrieval = backend.search(queries, gallery, knn);
+    }
     result.retrieval.check_consistent();
     if (options.report_recall > 0) {
-      const retrieval::RecallEstimate recall = retrieval::measure_recall(
-          result.retrieval, queries, gallery, knn, options.report_recall, options.recall_seed);
+      // Split too: every rank computes the exact lists of its share of the sampled queries.
+      const retrieval::RecallEstimate recall =
+          retrieval::measure_recall(result.retrieval, queries, gallery, knn, options.report_recall,
+                                    options.recall_seed, split_knn ? options.group : nullptr);
       result.metrics[retrieval::recall_metric_key(recall.k)] = recall.recall;
-      log::info(::oml::detail::concat("recall@", recall.k, " of ", options.backend->describe(), ": ",
-                                      recall.recall, " (exact top-", recall.k, " of ", recall.queries,
-                                      " random queries)"));
+      if (main_rank) {  // the same estimate on every rank: said once
+        log::info(::oml::detail::concat("recall@", recall.k, " of ", backend.describe(), ": ", recall.recall,
+                                        " (exact top-", recall.k, " of ", recall.queries,
+                                        " random queries)"));
+      }
     }
   } else if (split_knn) {
     result.retrieval = retrieval::retrieve_knn_sharded(*options.group, queries, gallery, knn);

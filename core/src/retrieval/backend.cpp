@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "candidate_lists.h"
@@ -13,6 +14,7 @@
 #include "oml/common/random.h"
 #include "oml/config/reader.h"
 #include "oml/registry/registries.h"
+#include "oml/retrieval/sharded_knn.h"
 
 namespace oml::retrieval {
 
@@ -48,11 +50,13 @@ RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery
   return out;
 }
 
-int64_t candidates_needed(const IgnoredPairs& ignored, int64_t q0, int64_t q1, int64_t top_k,
-                          int64_t gallery_size) {
-  int64_t most_ignored = 0;
-  for (int64_t q = q0; q < q1; ++q) most_ignored = std::max(most_ignored, ignored.count(q));
-  return std::max<int64_t>(1, std::min(gallery_size, top_k + most_ignored));
+int64_t candidates_needed(const IgnoredPairs& ignored, int64_t top_k, int64_t gallery_size) {
+  std::unordered_map<int64_t, int64_t> sequence_size;
+  int64_t largest = 0;
+  for (const int64_t sequence : ignored.gallery_sequences()) {
+    if (sequence >= 0) largest = std::max(largest, ++sequence_size[sequence]);
+  }
+  return std::max<int64_t>(1, std::min(gallery_size, top_k + 1 + largest));
 }
 
 void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q,
@@ -93,7 +97,7 @@ std::string recall_metric_key(int64_t k) { return "OVERALL/knn_recall/" + std::t
 
 RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet& queries,
                               const ItemSet& gallery, const KnnOptions& options, int64_t sample,
-                              uint64_t seed) {
+                              uint64_t seed, distributed::ProcessGroup* group) {
   OML_CHECK(sample > 0, ConfigError, "retrieval_backend.report_recall must be positive, got ", sample);
   const int64_t nq = approximate.num_queries();
   OML_ASSERT(nq == queries.embeddings.size(0));
@@ -118,7 +122,9 @@ RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet
   }
   KnnOptions exact_options = options;
   exact_options.on_progress = nullptr;
-  const RetrievalResults exact = retrieve_knn(subset, gallery, exact_options);
+  const RetrievalResults exact = group != nullptr
+                                     ? retrieve_knn_sharded(*group, subset, gallery, exact_options)
+                                     : retrieve_knn(subset, gallery, exact_options);
 
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {

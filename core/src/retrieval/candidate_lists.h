@@ -16,10 +16,13 @@ namespace oml::retrieval::detail {
 RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery,
                                   const IgnoredPairs& ignored);
 
-/// Candidates to ask an index for, for queries [q0, q1), so that top_k remain after the ignored
-/// pairs are dropped: top_k + the largest ignored count of those queries, at most the gallery.
-int64_t candidates_needed(const IgnoredPairs& ignored, int64_t q0, int64_t q1, int64_t top_k,
-                          int64_t gallery_size);
+/// Candidates to ask an index for, so that top_k remain after the ignored pairs are dropped:
+/// top_k + the most items any query can have ignored in this gallery (itself and the largest
+/// gallery sequence), at most the gallery; computed once per search (O(G)). It depends on the
+/// gallery alone: with a count that followed the batch's queries, exact ties at the end of the
+/// candidates would fall differently in a batch of other queries (a rank's share under DDP)
+/// than among all queries.
+int64_t candidates_needed(const IgnoredPairs& ignored, int64_t top_k, int64_t gallery_size);
 
 /// Appends query q's list from `n` candidates: gallery positions (negative = no candidate, as
 /// Faiss pads) with their squared distances. Drops ignored pairs and duplicates, orders by

@@ -190,6 +190,11 @@ class FaissBackend final : public RetrievalBackend {
 
   std::string name() const override { return options_.name; }
   std::string describe() const override { return describe_options(options_, nullptr); }
+  // Measured (docs/ddp.md): flat, IVF and IVF-PQ indexes are identical byte for byte whatever the
+  // threads; HNSW threads insert nodes concurrently, so its graph depends on their timing.
+  bool deterministic_build(int num_threads) const override {
+    return options_.kind != IndexKind::hnsw || num_threads <= 1;
+  }
 
   RetrievalResults search(const ItemSet& queries, const ItemSet& gallery,
                           const KnnOptions& options) const override {
@@ -316,8 +321,8 @@ class FaissBackend final : public RetrievalBackend {
     std::vector<float> distances;
     std::vector<FaissId> labels;
     std::vector<std::pair<double, int64_t>> candidates;
+    const int64_t need = candidates_needed(ignored, options.top_k, ng);
     for_each_row_chunk(q, options_.search_chunk, [&](int64_t q0, int64_t q1) {
-      const int64_t need = candidates_needed(ignored, q0, q1, options.top_k, ng);
       const int64_t k = std::min(ng, need * refine);
       distances.resize(static_cast<std::size_t>((q1 - q0) * k));
       labels.resize(distances.size());

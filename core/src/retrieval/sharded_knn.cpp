@@ -61,14 +61,18 @@ ProgressCallback share_progress(const ProgressCallback& whole, int64_t total) {
   };
 }
 
-// Rank r ranks its queries against the whole gallery: its lists are final.
+// Rank r searches its queries against the whole gallery: its lists are final.
 RetrievalResults by_queries(distributed::ProcessGroup& group, const ItemSet& queries, const ItemSet& gallery,
-                            const KnnOptions& options) {
+                            const KnnOptions& options, const SearchShare& search) {
   const auto nq = static_cast<int64_t>(queries.ids.size());
   KnnOptions local = options;
   local.on_progress = share_progress(options.on_progress, nq);
-  const RetrievalResults part =
-      retrieve_knn(slice_items(queries, shard_of(nq, group.rank(), group.size())), gallery, local);
+  const ItemSet share = slice_items(queries, shard_of(nq, group.rank(), group.size()));
+  const RetrievalResults part = search(share, gallery, local);
+  OML_ASSERT(
+      part.num_queries() == static_cast<int64_t>(share.ids.size()) && part.n_gt.size() == share.ids.size(),
+      "the search of a share of ", share.ids.size(), " queries returned ", part.num_queries(), " lists and ",
+      part.n_gt.size(), " ground-truth counts");
 
   const SyncDict all = distributed::sync_dicts(group, {{"sizes", to_tensor(list_sizes(part), at::kLong)},
                                                        {"retrieved", to_tensor(part.retrieved, at::kLong)},
@@ -83,6 +87,23 @@ RetrievalResults by_queries(distributed::ProcessGroup& group, const ItemSet& que
   out.retrieved = to_vector<int64_t>(all.at("retrieved"));
   out.distances = to_vector<float>(all.at("distances"));
   out.n_gt = to_vector<int64_t>(all.at("n_gt"));
+  return out;
+}
+
+// Checked on the whole sets by every rank, so that a bad row fails everywhere with the same
+// message (a share would name its own row numbers, and the other ranks would wait for it).
+void check_inputs(const ItemSet& queries, const ItemSet& gallery, const KnnOptions& options) {
+  OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
+  validate_item_set(queries, "query");
+  validate_item_set(gallery, "gallery");
+  OML_CHECK(queries.embeddings.size(1) == gallery.embeddings.size(1), DataError, "queries have dimension ",
+            queries.embeddings.size(1), " but the gallery has ", gallery.embeddings.size(1));
+}
+
+// The gathered result, checked; the caller's progress reaches the total only now.
+RetrievalResults finished(RetrievalResults out, const KnnOptions& options) {
+  out.check_consistent();
+  if (options.on_progress) options.on_progress(out.num_queries(), out.num_queries());
   return out;
 }
 
@@ -221,22 +242,21 @@ void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k,
   });
 }
 
+RetrievalResults retrieve_sharded_by_queries(distributed::ProcessGroup& group, const ItemSet& queries,
+                                             const ItemSet& gallery, const KnnOptions& options,
+                                             const SearchShare& search) {
+  if (group.size() == 1) return search(queries, gallery, options);
+  check_inputs(queries, gallery, options);
+  return finished(by_queries(group, queries, gallery, options, search), options);
+}
+
 RetrievalResults retrieve_knn_sharded(distributed::ProcessGroup& group, const ItemSet& queries,
                                       const ItemSet& gallery, const KnnOptions& options, ShardAxis axis) {
   if (group.size() == 1) return retrieve_knn(queries, gallery, options);
-  // Checked on the whole sets by every rank, so that a bad row fails everywhere with the same
-  // message (a share would name its own row numbers, and the other ranks would wait for it).
-  OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
-  validate_item_set(queries, "query");
-  validate_item_set(gallery, "gallery");
-  OML_CHECK(queries.embeddings.size(1) == gallery.embeddings.size(1), DataError, "queries have dimension ",
-            queries.embeddings.size(1), " but the gallery has ", gallery.embeddings.size(1));
-
-  RetrievalResults out = axis == ShardAxis::queries ? by_queries(group, queries, gallery, options)
-                                                    : by_gallery(group, queries, gallery, options);
-  out.check_consistent();
-  if (options.on_progress) options.on_progress(out.num_queries(), out.num_queries());
-  return out;
+  check_inputs(queries, gallery, options);
+  if (axis == ShardAxis::queries)
+    return finished(by_queries(group, queries, gallery, options, retrieve_knn), options);
+  return finished(by_gallery(group, queries, gallery, options), options);
 }
 
 }  // namespace oml::retrieval

@@ -16,7 +16,10 @@
 // Under DDP the ranks' rows are merged (and de-duplicated) first, so every rank holds all rows.
 // With `options.group` the ranks then share the k-NN (oml/retrieval/sharded_knn.h): every rank
 // calls this with the same rows and options and gets the same result, equal to one process's
-// bit for bit (with fnmr@fmr or an approximate backend only rank 0 gets it; see `group`).
+// bit for bit (with fnmr@fmr only rank 0 gets it; see `group`). An approximate backend is split
+// too: every rank builds its own index over the whole gallery and searches its share of the
+// queries — one process's lists where the backend builds the same index on every rank
+// (RetrievalBackend::deterministic_build).
 
 #include <cstdint>
 #include <map>
@@ -52,9 +55,9 @@ struct EmbeddingMetricsOptions {
   ProgressCallback on_progress;  ///< k-NN progress (queries done, total)
   /// The ranks that split the k-NN (docs/ddp.md#the-k-nn-split-over-the-ranks); null or a group of
   /// one: this process alone. With several ranks the call is collective and every rank returns the
-  /// same result — except with metrics over all pairs (fnmr@fmr), which ride on one pass over every
-  /// block, and with an approximate backend, which indexes the whole gallery: then rank 0
-  /// computes alone and the others return an empty result at once.
+  /// same result (with an approximate backend each rank holds its own index of the whole gallery)
+  /// — except with metrics over all pairs (fnmr@fmr), which ride on one pass over every block:
+  /// then rank 0 computes alone and the others return an empty result at once.
   distributed::ProcessGroup* group = nullptr;
 };
 

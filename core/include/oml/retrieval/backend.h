@@ -24,6 +24,10 @@ namespace oml {
 struct Registries;
 }  // namespace oml
 
+namespace oml::distributed {
+class ProcessGroup;
+}  // namespace oml::distributed
+
 namespace oml::retrieval {
 
 /// What a backend factory may use besides its args.
@@ -38,7 +42,11 @@ struct BackendContext {
 /// dataset id, gallery items of the query's sequence), with n_gt, labels and ids filled exactly
 /// (they do not depend on the search). An approximate backend may miss true neighbours (its
 /// recall is measured by measure_recall) and may return fewer than top_k items for a query when
-/// its index offers fewer candidates. The inputs are checked (validate_item_set) by the caller.
+/// its index offers fewer candidates. A query's list must not depend on the other queries of the
+/// call: under DDP each rank builds the backend's index over the whole gallery and searches only
+/// its share of the queries (retrieve_sharded_by_queries, sharded_knn.h). (Faiss computes calls
+/// of under 20 queries per thread with another distance kernel: docs/ddp.md says what that
+/// changes.) The inputs are checked (validate_item_set) by the caller.
 /// Errors a user can cause are ConfigError (bad args, or args that do not fit the data, such as
 /// nlist > gallery size), thrown before any long work.
 class RetrievalBackend {
@@ -49,6 +57,14 @@ class RetrievalBackend {
   /// True only for `exact`: results equal the double-precision ranking, and the blocked distance
   /// engine that also serves all-pairs metrics (fnmr@fmr) runs.
   virtual bool exact() const { return false; }
+  /// Whether two builds of the index over the same gallery with the same seed, each by
+  /// `num_threads` threads, are identical, so that ranks that each build one search the same index
+  /// and the split search equals one process's. False for an index whose threads insert
+  /// concurrently (faiss_hnsw with more than one thread).
+  virtual bool deterministic_build(int num_threads) const {
+    (void)num_threads;
+    return true;
+  }
   /// Registered name ("faiss_ivf").
   virtual std::string name() const = 0;
   /// The name with the effective parameters, for logs ("faiss_ivf nlist=4000 nprobe=32").
@@ -71,9 +87,12 @@ struct RecallEstimate {
 /// Samples `sample` queries (all when fewer; seeded, without replacement), retrieves their exact
 /// top-k (retrieve_knn, same options) and compares with `approximate` (the backend's results
 /// for all of `queries`, before any postprocessor). Queries whose exact list is empty count as 1.
+/// With a `group` of several ranks it is collective: every rank passes the same arguments, the
+/// exact lists of the sample are split over the ranks by queries (retrieve_knn_sharded, equal to
+/// one process's) and every rank returns the same estimate.
 RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet& queries,
                               const ItemSet& gallery, const KnnOptions& options, int64_t sample,
-                              uint64_t seed);
+                              uint64_t seed, distributed::ProcessGroup* group = nullptr);
 
 /// The key under which a recall estimate is reported with the metrics: "OVERALL/knn_recall/<k>".
 std::string recall_metric_key(int64_t k);

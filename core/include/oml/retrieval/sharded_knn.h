@@ -1,9 +1,12 @@
 #pragma once
-// Exact k-NN with the search split over the ranks of a process group
+// The k-NN with the search split over the ranks of a process group
 // (docs/ddp.md#the-k-nn-split-over-the-ranks).
 //
 //   // every rank holds the same queries and gallery (validation merges the embeddings first)
 //   auto results = retrieval::retrieve_knn_sharded(*group, queries, gallery, options);  // collective
+//   // any backend: each rank searches its share of the queries with its own index
+//   auto approx = retrieval::retrieve_sharded_by_queries(*group, queries, gallery, options,
+//       [&](const ItemSet& q, const ItemSet& g, const KnnOptions& o) { return backend.search(q, g, o); });
 //
 // Each rank runs retrieve_knn() (knn.h) on its contiguous share, only the top-k lists travel
 // (Q x k entries, never embeddings), and every rank returns exactly what
@@ -20,6 +23,7 @@
 // the default, queries, gathers W times less and merges nothing.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "oml/retrieval/knn.h"
@@ -65,6 +69,24 @@ struct PartialLists {
 /// retrieve_knn. Fills offsets, retrieved and distances of `out` (InternalError on lists of
 /// different query counts or unsorted lists).
 void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k, RetrievalResults& out);
+
+/// How a rank finds the lists of its share of the queries against the whole gallery: retrieve_knn
+/// for the exact k-NN, RetrievalBackend::search (backend.h) for the others. It must answer each
+/// query as it would in one call over all queries (a query's list may not depend on the other
+/// queries searched with it), or the split differs from one process.
+using SearchShare = std::function<RetrievalResults(const ItemSet& queries, const ItemSet& gallery,
+                                                   const KnnOptions& options)>;
+
+/// Collective, ShardAxis::queries with any search: rank r passes its contiguous share
+/// (shard_of) of `queries` and the whole `gallery` to `search`, and the lists are gathered in rank
+/// order onto every rank, so every rank returns the same result — `search(queries, gallery,
+/// options)` in one process when `search` answers each query independently. Inputs are checked
+/// on every rank first, as by retrieve_knn_sharded; `search` is called on every rank, also for an
+/// empty share (fewer queries than ranks), so an error it raises from its options or the gallery
+/// is raised by every rank alike. With a group of one this is search(queries, gallery, options).
+RetrievalResults retrieve_sharded_by_queries(distributed::ProcessGroup& group, const ItemSet& queries,
+                                             const ItemSet& gallery, const KnnOptions& options,
+                                             const SearchShare& search);
 
 /// Collective: every rank of `group` calls it with the same queries, gallery and options (in
 /// particular top_k) and receives the same result, equal to retrieve_knn(queries, gallery, options).
