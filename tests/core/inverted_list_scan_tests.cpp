@@ -64,9 +64,10 @@ retrieval::ItemSet items_of(const at::Tensor& embeddings, int64_t first_id) {
 
 // What the scan must return for query q: the items of its probed lists, ignored pairs dropped,
 // by (exact squared distance, position), at most k.
-std::vector<std::pair<double, int64_t>> expected_list(const at::Tensor& queries, int64_t q, const Lists& lists,
-                                                      const std::vector<int64_t>& probes, int64_t nprobe,
-                                                      const retrieval::IgnoredPairs& ignored, int64_t k) {
+std::vector<std::pair<double, int64_t>> expected_list(const at::Tensor& queries, int64_t q,
+                                                      const Lists& lists, const std::vector<int64_t>& probes,
+                                                      int64_t nprobe, const retrieval::IgnoredPairs& ignored,
+                                                      int64_t k) {
   const int64_t dim = queries.size(1);
   std::vector<std::pair<double, int64_t>> all;
   for (int64_t j = 0; j < nprobe; ++j) {
@@ -119,8 +120,8 @@ TEST_CASE("The BLAS list scan returns the top k of the probed lists by exact dis
     out.offsets = {0};
     // In two chunks, as the backend calls it: the second chunk's queries start at 50.
     scanner.scan(queries.data_ptr<float>(), 50, 0, probes.data(), nprobe, ignored, k, out);
-    scanner.scan(queries.data_ptr<float>() + 50 * dim, 30, 50, probes.data() + 50 * nprobe, nprobe, ignored, k,
-                 out);
+    scanner.scan(queries.data_ptr<float>() + 50 * dim, 30, 50, probes.data() + 50 * nprobe, nprobe, ignored,
+                 k, out);
     REQUIRE(out.num_queries() == 80);
     for (int64_t q = 0; q < 80; ++q) {
       INFO("query " << q);
@@ -131,6 +132,44 @@ TEST_CASE("The BLAS list scan returns the top k of the probed lists by exact dis
         CHECK(out.distances[out.begin(q) + i] == static_cast<float>(std::sqrt(expected[i].first)));
       }
     }
+  }
+}
+
+TEST_CASE("A query's list from the BLAS list scan does not depend on the queries scanned with it",
+          "[retrieval][ivf]") {
+  // What the split over ranks needs: one call for all queries, calls of one query each (a
+  // single-row multiply takes another BLAS kernel), and uneven chunks give the same bits.
+  const auto generator = at::make_generator<at::CPUGeneratorImpl>(13);
+  const int64_t dim = 32;
+  const at::Tensor gallery = torch::randn({600, dim}, generator);
+  const at::Tensor queries = torch::randn({90, dim}, generator).contiguous();
+  const auto query_set = items_of(queries, 10000);
+  const auto gallery_set = items_of(gallery, 0);
+  const retrieval::IgnoredPairs ignored(query_set, gallery_set);
+  const Lists lists = make_lists(gallery, std::vector<int64_t>(12, 50), 3);
+  const int64_t nprobe = 4;
+  std::vector<int64_t> probes;
+  for (int64_t q = 0; q < 90; ++q) {
+    for (int64_t j = 0; j < nprobe; ++j) probes.push_back((q * 7 + j * 5) % 12);
+  }
+  const InvertedListScanner scanner(lists.views, dim);
+  auto scan_in = [&](const std::vector<int64_t>& cuts) {
+    retrieval::RetrievalResults out;
+    out.offsets = {0};
+    for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+      scanner.scan(queries.data_ptr<float>() + cuts[c] * dim, cuts[c + 1] - cuts[c], cuts[c],
+                   probes.data() + cuts[c] * nprobe, nprobe, ignored, 10, out);
+    }
+    return out;
+  };
+  const auto whole = scan_in({0, 90});
+  std::vector<int64_t> one_by_one(91);
+  std::iota(one_by_one.begin(), one_by_one.end(), 0);
+  for (const auto& cuts : {one_by_one, std::vector<int64_t>{0, 1, 2, 45, 46, 89, 90}}) {
+    const auto split = scan_in(cuts);
+    CHECK(split.offsets == whole.offsets);
+    CHECK(split.retrieved == whole.retrieved);
+    CHECK(split.distances == whole.distances);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -22,46 +23,65 @@ struct InvertedListScanner::Candidate {
   const float* vector;
 };
 
-// The k best candidates of each query of a chunk, in one allocation.
+// Per query of a chunk: the k smallest values seen (a max-heap) and every candidate within the
+// error margin of the current k-th value, as the exact engine's selection (knn.cpp) keeps them.
+// A candidate whose value exceeds (k-th value) + margin cannot be among the exact top k.
 class InvertedListScanner::ChunkHeaps {
  public:
-  // Max-heap order: the worst kept candidate at the front; ties by position, as the exact backend.
-  static bool before(const Candidate& a, const Candidate& b) {
-    return a.value < b.value || (a.value == b.value && a.position < b.position);
-  }
+  ChunkHeaps(int64_t n, int64_t k, const std::vector<double>& margins) : k_(k), margins_(margins), rows_(n) {}
 
-  ChunkHeaps(int64_t n, int64_t k)
-      : k_(k),
-        entries_(static_cast<std::size_t>(n * k)),
-        sizes_(static_cast<std::size_t>(n), 0),
-        thresholds_(static_cast<std::size_t>(n), std::numeric_limits<float>::infinity()) {}
+  float threshold(int64_t row) const { return rows_[row].threshold; }
 
-  float threshold(int64_t row) const { return thresholds_[row]; }
-
+  // `candidate.value` <= threshold(row) and not an ignored pair.
   void offer(int64_t row, const Candidate& candidate) {
-    Candidate* heap = entries_.data() + row * k_;
-    int64_t& size = sizes_[row];
-    if (size < k_) {
-      heap[size++] = candidate;
-      std::push_heap(heap, heap + size, before);
-      if (size == k_) thresholds_[row] = heap[0].value;
+    Row& r = rows_[row];
+    r.candidates.push_back(candidate);
+    auto& heap = r.heap;
+    if (static_cast<int64_t>(heap.size()) < k_) {
+      heap.push_back(candidate.value);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (candidate.value < heap.front()) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = candidate.value;
+      std::push_heap(heap.begin(), heap.end());
+    } else {
       return;
     }
-    if (!before(candidate, heap[0])) return;
-    std::pop_heap(heap, heap + k_, before);
-    heap[k_ - 1] = candidate;
-    std::push_heap(heap, heap + k_, before);
-    thresholds_[row] = heap[0].value;
+    if (static_cast<int64_t>(heap.size()) == k_) {
+      const double bound = static_cast<double>(heap.front()) + margins_[row];
+      r.threshold = static_cast<float>(bound);
+      // Rounding the threshold to float must not cut a candidate the bound keeps.
+      if (static_cast<double>(r.threshold) < bound) {
+        r.threshold = std::nextafter(r.threshold, std::numeric_limits<float>::infinity());
+      }
+      if (r.candidates.size() >= std::max<std::size_t>(64, 4 * static_cast<std::size_t>(k_))) prune(r);
+    }
   }
 
-  const Candidate* begin(int64_t row) const { return entries_.data() + row * k_; }
-  int64_t size(int64_t row) const { return sizes_[row]; }
+  // The candidates still within the threshold.
+  const std::vector<Candidate>& candidates(int64_t row) {
+    prune(rows_[row]);
+    return rows_[row].candidates;
+  }
 
  private:
+  struct Row {
+    std::vector<float> heap;
+    std::vector<Candidate> candidates;
+    float threshold = std::numeric_limits<float>::infinity();
+  };
+
+  static void prune(Row& r) {
+    const float threshold = r.threshold;
+    auto& c = r.candidates;
+    c.erase(std::remove_if(c.begin(), c.end(),
+                           [threshold](const Candidate& e) { return !(e.value <= threshold); }),
+            c.end());
+  }
+
   int64_t k_;
-  std::vector<Candidate> entries_;
-  std::vector<int64_t> sizes_;
-  std::vector<float> thresholds_;
+  const std::vector<double>& margins_;
+  std::vector<Row> rows_;
 };
 
 InvertedListScanner::InvertedListScanner(std::vector<InvertedList> lists, int64_t dim, ListScanShape shape)
@@ -74,18 +94,23 @@ InvertedListScanner::InvertedListScanner(std::vector<InvertedList> lists, int64_
       norms.resize(static_cast<std::size_t>(list.size));
       for (int64_t i = 0; i < list.size; ++i) {
         const float* v = list.vectors + i * dim_;
-        float sum = 0.0f;
-        for (int64_t d = 0; d < dim_; ++d) sum += v[d] * v[d];
-        norms[i] = sum;
+        double sum = 0.0;
+        for (int64_t d = 0; d < dim_; ++d) sum += static_cast<double>(v[d]) * v[d];
+        norms[i] = static_cast<float>(sum);
       }
     }
   });
+  for (const auto& norms : norms_) {
+    for (const float norm2 : norms) max_norm_ = std::max(max_norm_, std::sqrt(static_cast<double>(norm2)));
+  }
 }
 
 int64_t InvertedListScanner::chunk_rows(int64_t wanted, int64_t top_k) {
   constexpr int64_t kBudget = int64_t{256} << 20;
-  const int64_t per_row = std::max<int64_t>(1, at::get_num_threads()) * std::max<int64_t>(1, top_k) *
-                          static_cast<int64_t>(sizeof(Candidate));
+  // Per query and thread: the heap and up to max(64, 4 k) candidates before a prune.
+  const int64_t candidates = std::max<int64_t>(64, 4 * std::max<int64_t>(1, top_k));
+  const int64_t per_row = std::max<int64_t>(1, at::get_num_threads()) *
+                          (candidates * static_cast<int64_t>(sizeof(Candidate)) + top_k * 4 + 64);
   return std::max<int64_t>(1, std::min(wanted, std::max<int64_t>(256, kBudget / per_row)));
 }
 
@@ -94,7 +119,8 @@ void InvertedListScanner::scan_list(int64_t l, const float* queries, int64_t q0,
                                     std::vector<float>& gathered, std::vector<float>& block) const {
   const InvertedList& list = lists_[l];
   gathered.resize(static_cast<std::size_t>(std::min(shape_.row_tile, count) * dim_));
-  block.resize(static_cast<std::size_t>(std::min(shape_.row_tile, count) * std::min(shape_.column_tile, list.size)));
+  block.resize(
+      static_cast<std::size_t>(std::min(shape_.row_tile, count) * std::min(shape_.column_tile, list.size)));
   for (int64_t r0 = 0; r0 < count; r0 += shape_.row_tile) {
     const int64_t m = std::min(shape_.row_tile, count - r0);
     const int64_t* tile_rows = list_rows + r0;
@@ -163,7 +189,19 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
   const int threads = std::max(1, std::min<int>(at::get_num_threads(), static_cast<int>(nlist)));
   std::vector<ChunkHeaps> heaps;
   heaps.reserve(static_cast<std::size_t>(threads));
-  for (int t = 0; t < threads; ++t) heaps.emplace_back(n, top_k);
+  // The standard bound of a computed ||g||^2 - 2 q.g against the exact value, (D + 4) u times
+  // the magnitudes (with 1 % to spare for the norms' own rounding), as the exact engine's
+  // PreparedPair::selection_error_bound: twice of it separates what can still be in the top k.
+  std::vector<double> margins(static_cast<std::size_t>(n));
+  constexpr double unit_roundoff = 1.0 / (1 << 24);
+  for (int64_t i = 0; i < n; ++i) {
+    double q2 = 0.0;
+    for (int64_t d = 0; d < dim_; ++d)
+      q2 += static_cast<double>(queries[i * dim_ + d]) * queries[i * dim_ + d];
+    const double magnitude = max_norm_ * max_norm_ + 2.0 * std::sqrt(q2) * max_norm_;
+    margins[i] = 2.0 * 1.01 * static_cast<double>(dim_ + 4) * unit_roundoff * magnitude;
+  }
+  for (int t = 0; t < threads; ++t) heaps.emplace_back(n, top_k, margins);
   std::atomic<int64_t> next_list{0};
   const SingleThreadedBlas one_blas_thread;
   at::parallel_for(0, threads, 1, [&](int64_t first, int64_t last) {
@@ -184,11 +222,9 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
   std::vector<std::vector<std::pair<double, int64_t>>> exact(static_cast<std::size_t>(n));
   at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      for (const ChunkHeaps& thread_heaps : heaps) {
-        const Candidate* kept = thread_heaps.begin(i);
-        for (int64_t j = 0; j < thread_heaps.size(i); ++j) {
-          exact[i].emplace_back(exact_squared_distance(queries + i * dim_, kept[j].vector, dim_),
-                                kept[j].position);
+      for (ChunkHeaps& thread_heaps : heaps) {
+        for (const Candidate& kept : thread_heaps.candidates(i)) {
+          exact[i].emplace_back(exact_squared_distance(queries + i * dim_, kept.vector, dim_), kept.position);
         }
       }
     }

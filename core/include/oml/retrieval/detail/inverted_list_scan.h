@@ -9,9 +9,12 @@
 // list's vectors (one GEMM, as the exact engine does for the whole gallery), which costs ≈ 2 ns
 // per candidate on the same machine.
 //
-// The candidates are the same as Faiss's: every item of every probed list. The k kept per query
-// are the smallest by the fp32 value ||g||^2 - 2 q.g (ties by gallery position), skipping
-// ignored pairs; their order and distances are then recomputed exactly in double precision. No
+// The candidates are the same as Faiss's: every item of every probed list. Each query keeps the
+// items whose fp32 value ||g||^2 - 2 q.g lies within the floating-point error bound of its k-th
+// smallest (as the exact engine does, knn.cpp), skipping ignored pairs, and ranks those by exact
+// double-precision distance (ties by gallery position). So a query's list is the exact top k of
+// its probed lists' items: it depends neither on the BLAS kernel nor on which other queries were
+// scanned with it (the split over ranks relies on this). No
 // Faiss type appears here: the index is seen through InvertedList views, so the engine is tested
 // and builds without Faiss.
 
@@ -52,8 +55,8 @@ class InvertedListScanner {
 
   int64_t num_lists() const { return static_cast<int64_t>(lists_.size()); }
 
-  /// `wanted` limited so that one scan()'s candidate heaps (intra-op threads x rows x top_k
-  /// candidates of 24 bytes) stay within 256 MB; at least 256 rows.
+  /// `wanted` limited so that one scan()'s selection state (per intra-op thread and query, up to
+  /// max(64, 4 top_k) candidates of 24 bytes) stays within 256 MB; at least 256 rows.
   static int64_t chunk_rows(int64_t wanted, int64_t top_k);
 
  private:
@@ -66,7 +69,8 @@ class InvertedListScanner {
                  std::vector<float>& block) const;
 
   std::vector<InvertedList> lists_;
-  std::vector<std::vector<float>> norms_;  // per list, ||g||^2 of each item in fp32
+  std::vector<std::vector<float>> norms_;  // per list, ||g||^2 of each item (double, rounded to fp32)
+  double max_norm_ = 0.0;                  // the largest ||g||, for the selection's error bound
   int64_t dim_;
   ListScanShape shape_;
 };
