@@ -71,7 +71,6 @@ constexpr int64_t kMaxPqBits = 16;
 constexpr int64_t kMaxRefine = 64;
 constexpr int64_t kMaxAutoNlist = 4096;
 constexpr int64_t kMaxAutoNprobe = 64;
-constexpr int64_t kRefineReleaseQueries = 256;
 
 // The parameters that depend on the gallery, resolved once per search.
 struct Resolved {
@@ -290,9 +289,7 @@ class FaissBackend final : public RetrievalBackend {
     rows.resize(static_cast<std::size_t>(n));
     std::sort(rows.begin(), rows.end());
     std::vector<float> sample(static_cast<std::size_t>(n * dim));
-    const float* data = g.data_ptr<float>();
-    for (int64_t i = 0; i < n; ++i) std::copy_n(data + rows[i] * dim, dim, sample.data() + i * dim);
-    io::release_mapped_rows(g, 0, ng);
+    io::gather_rows(g, rows.data(), rows.size(), sample.data());  // a mapped gallery stays unmapped
     index.train(n, sample.data());
   }
 
@@ -325,20 +322,20 @@ class FaissBackend final : public RetrievalBackend {
           if (row[j] >= 0) candidates.emplace_back(exact_squared_distance(q, q0 + i, g, row[j]), row[j]);
         }
         append_list(out, ignored, q0 + i, candidates, options.top_k);
-        // Candidates are scattered over the gallery: release what they touched every few
-        // hundred queries, or a memory-mapped gallery would become resident page by page.
-        if ((i + 1) % kRefineReleaseQueries == 0) io::release_mapped_rows(g, 0, ng);
       }
-      if (refine > 1) io::release_mapped_rows(g, 0, ng);
       if (options.on_progress) options.on_progress(q1, nq);
     });
     (void)r;
   }
 
+  // Candidates are scattered over the gallery: each row is read with gather_rows, so a
+  // memory-mapped gallery does not become resident folio by folio (io/mapped_file.h).
   static double exact_squared_distance(const at::Tensor& q, int64_t qi, const at::Tensor& g, int64_t gi) {
     const int64_t dim = q.size(1);
-    return detail::exact_squared_distance(q.data_ptr<float>() + qi * dim, g.data_ptr<float>() + gi * dim,
-                                          dim);
+    thread_local std::vector<float> row;
+    row.resize(static_cast<std::size_t>(dim));
+    io::gather_rows(g, &gi, 1, row.data());
+    return detail::exact_squared_distance(q.data_ptr<float>() + qi * dim, row.data(), dim);
   }
 
   FaissOptions options_;
