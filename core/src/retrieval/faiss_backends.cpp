@@ -71,6 +71,7 @@ constexpr int64_t kMaxPqBits = 16;
 constexpr int64_t kMaxRefine = 64;
 constexpr int64_t kMaxAutoNlist = 4096;
 constexpr int64_t kMaxAutoNprobe = 64;
+constexpr int64_t kFlatRefine = 2;
 
 // The parameters that depend on the gallery, resolved once per search.
 struct Resolved {
@@ -299,7 +300,12 @@ class FaissBackend final : public RetrievalBackend {
     const int64_t nq = q.size(0);
     const int64_t ng = g.size(0);
     const int64_t dim = q.size(1);
-    const int64_t refine = options_.kind == IndexKind::ivf_pq ? options_.refine : 1;
+    // faiss_flat ranks in float32, where ||q||^2 + ||g||^2 - 2 q.g cancels for close neighbours
+    // and swaps near-ties; re-ranking its 2 k best by exact distances gives exact's lists, which is
+    // what a cross-check of `exact` is for.
+    const int64_t refine = options_.kind == IndexKind::ivf_pq ? options_.refine
+                           : options_.kind == IndexKind::flat ? kFlatRefine
+                                                              : 1;
     if (options.on_progress) options.on_progress(0, nq);
     std::vector<float> distances;
     std::vector<FaissId> labels;
@@ -405,7 +411,8 @@ void register_faiss_backends(Registries& registries) {
   };
   const Entry entries[] = {
       {"faiss_flat", IndexKind::flat,
-       "exhaustive Faiss IndexFlatL2 in float32 (a cross-check of exact); add_chunk, search_chunk"},
+       "exhaustive Faiss IndexFlatL2 in float32, its 2 k best re-ranked by exact distances (a cross-check of "
+       "exact); add_chunk, search_chunk"},
       {"faiss_ivf", IndexKind::ivf,
        "IVF-Flat: nlist = 4 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 64), train_size "
        "= 40 nlist; "
