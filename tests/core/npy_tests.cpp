@@ -181,3 +181,33 @@ TEST_CASE("A float32 .npy is memory-mapped, equal to the read one, and released 
   io::write_npy(dir / "vector.npy", torch::zeros({5}));
   CHECK_THROWS_WITH(io::map_npy_matrix(dir / "vector.npy"), Contains("expected a [N, D] embedding matrix"));
 }
+
+TEST_CASE("gather_rows reads scattered rows of a mapping from its file, not through the mapping", "[io]") {
+  test::TempDir dir;
+  const auto matrix = torch::randn({65536, 64});  // 16 MB, 16 rows a page
+  io::write_npy(dir / "big.npy", matrix);
+  // Every 61st row, in no particular order: rows on a quarter of the pages, all over the file.
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < matrix.size(0); r += 61) rows.push_back((r * 7919) % matrix.size(0));
+  const at::Tensor expected = matrix.index_select(0, torch::tensor(rows, torch::kLong));
+  {
+    const at::Tensor mapped = io::map_npy_matrix(dir / "big.npy");
+    REQUIRE(io::is_mapped(mapped));
+    std::vector<float> out(rows.size() * 64, -1.0f);
+    const int64_t before = rss_file_kb();
+    io::gather_rows(mapped, rows.data(), rows.size(), out.data());
+    // Touching these rows through the mapping would fault in (at least) 64 KB around each.
+    CHECK(rss_file_kb() - before < 2 * 1024);
+    CHECK(torch::equal(torch::from_blob(out.data(), {static_cast<int64_t>(rows.size()), 64}), expected));
+    // A view of the mapping reads its own rows.
+    const at::Tensor tail = mapped.narrow(0, 65000, 536);
+    const int64_t last = 535;
+    std::vector<float> one(64);
+    io::gather_rows(tail, &last, 1, one.data());
+    CHECK(torch::equal(torch::from_blob(one.data(), {64}), matrix[65535]));
+  }
+  // An in-memory tensor is copied.
+  std::vector<float> out(rows.size() * 64, -1.0f);
+  io::gather_rows(matrix, rows.data(), rows.size(), out.data());
+  CHECK(torch::equal(torch::from_blob(out.data(), {static_cast<int64_t>(rows.size()), 64}), expected));
+}

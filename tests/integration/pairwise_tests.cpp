@@ -3,10 +3,13 @@
 // embeddings cache, an image pairwise model, and the mistakes a new user makes.
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "integration/pipeline_fixtures.h"
 #include "oml/io/checkpoint.h"
+#include "oml/retrieval/backend.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -149,6 +152,64 @@ TEST_CASE("An identity linear_siamese re-ranker leaves the metrics unchanged",
     ++compared;
   }
   CHECK(compared == 4);
+}
+
+TEST_CASE("The re-ranker receives a Faiss backend's top-n: faiss_flat gives exact's metrics",
+          "[pipelines][pairwise][integration][faiss]") {
+  TempDir dir;
+  // A trained (not identity) re-ranker, so that re-ranking changes the lists it is given.
+  write_file(dir / "train.yaml", pairwise_train_config(dir / "logs"));
+  const auto train =
+      run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=1");
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const fs::path pairwise_weights = dir / "logs" / "pairwise" / "checkpoints" / "best.ckpt";
+  const auto validate = [&](const std::string& run_name, const std::string& backend) {
+    write_file(
+        dir / (run_name + ".yaml"),
+        pairwise_validate_config(dir / "logs", trained_extractor(), pairwise_weights.string()) + backend);
+    return run_oml("oml-validate", "--config " + quote((dir / (run_name + ".yaml")).string()) +
+                                       " --set run_name=" + run_name);
+  };
+  const auto exact = validate("exact", "");
+  INFO(exact.out << exact.err);
+  REQUIRE(exact.exit_code == 0);
+  const auto flat = validate("flat", "retrieval_backend: {name: faiss_flat}\n");
+  if (!oml::retrieval::built_with_faiss()) {
+    INFO(flat.out << flat.err);
+    CHECK(flat.exit_code == 2);
+    CHECK_THAT(flat.err, Contains("built without Faiss"));
+    CHECK_FALSE(fs::exists(dir / "logs" / "flat" / "metrics.json"));
+    return;
+  }
+  INFO(flat.out << flat.err);
+  REQUIRE(flat.exit_code == 0);
+  CHECK_THAT(flat.err + flat.out, Contains("k-NN with faiss_flat"));
+  // faiss_flat is exhaustive: the same top-5 lists before re-ranking, so the same re-ranked ones.
+  const auto exact_metrics = metrics_file(dir / "logs" / "exact" / "metrics.json");
+  const auto flat_metrics = metrics_file(dir / "logs" / "flat" / "metrics.json");
+  check_same_metrics(exact_metrics, flat_metrics);
+  CHECK(exact_metrics.size() == flat_metrics.size());
+  // The re-ranker changed something, so equal re-ranked metrics are not a coincidence of
+  // identity re-ranking.
+  bool reranked = false;
+  for (const auto& [key, value] : exact_metrics) {
+    if (key.rfind("before_reranking/", 0) == 0) continue;
+    reranked = reranked || std::abs(value - exact_metrics.at("before_reranking/" + key)) > 1e-9;
+  }
+  CHECK(reranked);
+
+  // An approximate backend (nlist 7, nprobe 1 on 300 items): runs, re-ranks and reports its recall.
+  const auto ivf = validate("ivf", "retrieval_backend: {name: faiss_ivf, report_recall: 100}\n");
+  INFO(ivf.out << ivf.err);
+  REQUIRE(ivf.exit_code == 0);
+  const auto ivf_metrics = metrics_file(dir / "logs" / "ivf" / "metrics.json");
+  for (const char* key : {"OVERALL/cmc/1", "before_reranking/OVERALL/cmc/1", "OVERALL/map/5",
+                          "before_reranking/OVERALL/knn_recall/5"}) {
+    INFO(key);
+    CHECK(ivf_metrics.count(key) == 1);
+  }
+  CHECK_THAT(ivf.err + ivf.out, Contains("recall@5 of faiss_ivf"));
 }
 
 TEST_CASE("Two-rank DDP pairwise training checkpoints once and matches single-process validation",

@@ -113,6 +113,26 @@ fs::path copy_of_run(const fs::path& run, const fs::path& to) {
   return to / "run" / "checkpoints" / "last.ckpt";
 }
 
+// One resume of the interrupted run in `dir`/logs/run on `ranks` ranks: a copy of the run in
+// `dir`/resumed_on_<ranks>, finished by oml-train traced into `dir`/trace_<ranks>.
+struct TracedResume {
+  CommandResult result;
+  fs::path copy;   // the resumed copy of the run's folder
+  fs::path trace;  // its OML_TRACE_BATCHES folder
+};
+
+TracedResume resume_copy_traced(const fs::path& dir, const std::string& config, int ranks) {
+  TracedResume out;
+  out.copy = dir / ("resumed_on_" + std::to_string(ranks));
+  out.trace = dir / ("trace_" + std::to_string(ranks));
+  out.result = train_traced(out.trace, config + " --nproc-per-node " + std::to_string(ranks) +
+                                           " --set max_steps=100 --resume " +
+                                           quote(copy_of_run(dir / "logs" / "run", out.copy).string()));
+  INFO(out.result.out << out.result.err);
+  REQUIRE(out.result.exit_code == 0);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("An epoch started on 2 ranks and resumed on 1 or 3 consumes the uninterrupted run's batches once",
@@ -149,18 +169,12 @@ TEST_CASE("An epoch started on 2 ranks and resumed on 1 or 3 consumes the uninte
 
   for (int ranks : {1, 3}) {
     INFO("resumed on " << ranks << " rank(s)");
-    const fs::path copy = dir / ("resumed_on_" + std::to_string(ranks));
-    const fs::path trace = dir / ("trace_" + std::to_string(ranks));
-    const auto resumed = train_traced(trace, config + " --nproc-per-node " + std::to_string(ranks) +
-                                                 " --set max_steps=100 --resume " +
-                                                 quote(copy_of_run(dir / "logs" / "run", copy).string()));
-    INFO(resumed.out << resumed.err);
-    REQUIRE(resumed.exit_code == 0);
-    CHECK_THAT(resumed.out + resumed.err, Contains("epoch 1 was started by 2 rank(s)"));
-    const auto epoch = traced_epoch(trace, 1);
+    const auto resumed = resume_copy_traced(dir.path(), config, ranks);
+    CHECK_THAT(resumed.result.out + resumed.result.err, Contains("epoch 1 was started by 2 rank(s)"));
+    const auto epoch = traced_epoch(resumed.trace, 1);
     CHECK(epoch.size() == (ranks == 1 ? 4u : 6u));  // 4 steps of 1 rank, 2 steps of 3 ranks
-    check_same_items(interrupted_then_resumed(dir / "trace_part", trace, false), reference, 8, ranks);
-    CHECK(oml::io::load_checkpoint(copy / "run" / "checkpoints" / "last.ckpt").epoch == 2);
+    check_same_items(interrupted_then_resumed(dir / "trace_part", resumed.trace, false), reference, 8, ranks);
+    CHECK(oml::io::load_checkpoint(resumed.copy / "run" / "checkpoints" / "last.ckpt").epoch == 2);
   }
 
   {
@@ -169,8 +183,8 @@ TEST_CASE("An epoch started on 2 ranks and resumed on 1 or 3 consumes the uninte
     const fs::path ckpt = copy_of_run(dir / "logs" / "run", dir / "legacy");
     auto content = oml::io::read_torch_file(ckpt);
     auto sampler = content.toGenericDict().at("resume").toGenericDict().at("sampler").toGenericDict();
-    sampler.erase("consumed");
-    sampler.erase("world_size");
+    (void)sampler.erase("consumed");  // the count erased is known: one each
+    (void)sampler.erase("world_size");
     oml::io::write_torch_file(ckpt, content);
     const auto resumed =
         train_traced(dir / "trace_legacy",
@@ -226,14 +240,9 @@ TEST_CASE("A shuffled index-sampler epoch resumed on 1 or 3 ranks continues the 
   REQUIRE(reference.size() == 288);
   for (int ranks : {1, 3}) {
     INFO("resumed on " << ranks << " rank(s)");
-    const fs::path copy = dir / ("resumed_on_" + std::to_string(ranks));
-    const fs::path trace = dir / ("trace_" + std::to_string(ranks));
-    const auto resumed = train_traced(trace, config + " --nproc-per-node " + std::to_string(ranks) +
-                                                 " --set max_steps=100 --resume " +
-                                                 quote(copy_of_run(dir / "logs" / "run", copy).string()));
-    INFO(resumed.out << resumed.err);
-    REQUIRE(resumed.exit_code == 0);
-    CHECK(traced_epoch(trace, 1).size() == (ranks == 1 ? 10u : 12u));
-    check_same_items(interrupted_then_resumed(dir / "trace_part", trace, true), reference, 288, 16 * ranks);
+    const auto resumed = resume_copy_traced(dir.path(), config, ranks);
+    CHECK(traced_epoch(resumed.trace, 1).size() == (ranks == 1 ? 10u : 12u));
+    check_same_items(interrupted_then_resumed(dir / "trace_part", resumed.trace, true), reference, 288,
+                     16 * ranks);
   }
 }

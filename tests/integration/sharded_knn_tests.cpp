@@ -99,8 +99,11 @@ TEST_CASE("oml-validate --nproc-per-node 2 and 3 write one process's metrics exa
 }
 
 TEST_CASE("A Faiss backend split over 2 and 3 ranks gives every rank one process's lists, metrics and recall",
-          "[ddp][retrieval][backends]") {
-  if (!oml::retrieval::built_with_faiss()) return;
+          "[ddp][retrieval][backends][faiss]") {
+  if (!oml::retrieval::built_with_faiss()) {
+    CHECK_THROWS_WITH(ddp::sharded_backend("faiss_ivf"), Catch::Contains("built without Faiss"));
+    return;
+  }
   // One thread here as on each rank: faiss_hnsw builds the same graph only then; the others
   // build the same index with any number of threads.
   const int threads = at::get_num_threads();
@@ -127,8 +130,7 @@ TEST_CASE("A Faiss backend split over 2 and 3 ranks gives every rank one process
 }
 
 TEST_CASE("oml-validate --nproc-per-node 2 and 3 with faiss_ivf and faiss_hnsw write one process's metrics",
-          "[pipelines][ddp][integration][backends]") {
-  if (!oml::retrieval::built_with_faiss()) return;
+          "[pipelines][ddp][integration][backends][faiss]") {
   TempDir dir;
   const auto generator = at::make_generator<at::CPUGeneratorImpl>(19);
   oml::io::write_npy(dir / "emb.npy", torch::randn({300, 8}, generator));
@@ -145,6 +147,11 @@ TEST_CASE("oml-validate --nproc-per-node 2 and 3 with faiss_ivf and faiss_hnsw w
       const auto r = oml::test::run_oml(
           "oml-validate", config + " --nproc-per-node " + std::to_string(world) + " --set run_name=" + run);
       INFO(name << ", world " << world << "\n" << r.err);
+      if (!oml::retrieval::built_with_faiss()) {  // refused on every rank count, before any work
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Catch::Contains("built without Faiss"));
+        continue;
+      }
       REQUIRE(r.exit_code == 0);
       if (world > 1) {
         CHECK_THAT(r.err, Catch::Contains("k-NN split over " + std::to_string(world) +
@@ -153,6 +160,7 @@ TEST_CASE("oml-validate --nproc-per-node 2 and 3 with faiss_ivf and faiss_hnsw w
       }
       metrics[world] = read_metrics(dir / "logs" / run / "metrics.json");
     }
+    if (!oml::retrieval::built_with_faiss()) continue;
     INFO(name);
     REQUIRE(metrics[1].count("OVERALL/knn_recall/10") == 1);
     CHECK(metrics[2] == metrics[1]);

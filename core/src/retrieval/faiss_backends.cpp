@@ -75,7 +75,7 @@ constexpr int64_t kMaxPqBits = 16;
 constexpr int64_t kMaxRefine = 64;
 constexpr int64_t kMaxAutoNlist = 4096;
 constexpr int64_t kMaxAutoNprobe = 64;
-constexpr int64_t kRefineReleaseQueries = 256;
+constexpr int64_t kFlatRefine = 2;
 
 // The parameters that depend on the gallery, resolved once per search.
 struct Resolved {
@@ -300,9 +300,7 @@ class FaissBackend final : public RetrievalBackend {
     rows.resize(static_cast<std::size_t>(n));
     std::sort(rows.begin(), rows.end());
     std::vector<float> sample(static_cast<std::size_t>(n * dim));
-    const float* data = g.data_ptr<float>();
-    for (int64_t i = 0; i < n; ++i) std::copy_n(data + rows[i] * dim, dim, sample.data() + i * dim);
-    io::release_mapped_rows(g, 0, ng);
+    io::gather_rows(g, rows.data(), rows.size(), sample.data());  // a mapped gallery stays unmapped
     index.train(n, sample.data());
   }
 
@@ -312,7 +310,12 @@ class FaissBackend final : public RetrievalBackend {
     const int64_t nq = q.size(0);
     const int64_t ng = g.size(0);
     const int64_t dim = q.size(1);
-    const int64_t refine = options_.kind == IndexKind::ivf_pq ? options_.refine : 1;
+    // faiss_flat ranks in float32, where ||q||^2 + ||g||^2 - 2 q.g cancels for close neighbours
+    // and swaps near-ties; re-ranking its 2 k best by exact distances gives exact's lists, which is
+    // what a cross-check of `exact` is for.
+    const int64_t refine = options_.kind == IndexKind::ivf_pq ? options_.refine
+                           : options_.kind == IndexKind::flat ? kFlatRefine
+                                                              : 1;
     if (options.on_progress) options.on_progress(0, nq);
     if (options_.kind == IndexKind::ivf && options_.blas_scan) {
       scan_ivf_flat(dynamic_cast<const faiss::IndexIVF&>(index), q, ignored, options, r, out);
@@ -339,11 +342,7 @@ class FaissBackend final : public RetrievalBackend {
           if (row[j] >= 0) candidates.emplace_back(exact_squared_distance(q, q0 + i, g, row[j]), row[j]);
         }
         append_list(out, ignored, q0 + i, candidates, options.top_k);
-        // Candidates are scattered over the gallery: release what they touched every few
-        // hundred queries, or a memory-mapped gallery would become resident page by page.
-        if ((i + 1) % kRefineReleaseQueries == 0) io::release_mapped_rows(g, 0, ng);
       }
-      if (refine > 1) io::release_mapped_rows(g, 0, ng);
       if (options.on_progress) options.on_progress(q1, nq);
     });
     (void)r;
@@ -377,10 +376,14 @@ class FaissBackend final : public RetrievalBackend {
     });
   }
 
+  // Candidates are scattered over the gallery: each row is read with gather_rows, so a
+  // memory-mapped gallery does not become resident folio by folio (io/mapped_file.h).
   static double exact_squared_distance(const at::Tensor& q, int64_t qi, const at::Tensor& g, int64_t gi) {
     const int64_t dim = q.size(1);
-    return detail::exact_squared_distance(q.data_ptr<float>() + qi * dim, g.data_ptr<float>() + gi * dim,
-                                          dim);
+    thread_local std::vector<float> row;
+    row.resize(static_cast<std::size_t>(dim));
+    io::gather_rows(g, &gi, 1, row.data());
+    return detail::exact_squared_distance(q.data_ptr<float>() + qi * dim, row.data(), dim);
   }
 
   FaissOptions options_;
@@ -458,7 +461,8 @@ void register_faiss_backends(Registries& registries) {
   };
   const Entry entries[] = {
       {"faiss_flat", IndexKind::flat,
-       "exhaustive Faiss IndexFlatL2 in float32 (a cross-check of exact); add_chunk, search_chunk"},
+       "exhaustive Faiss IndexFlatL2 in float32, its 2 k best re-ranked by exact distances (a cross-check of "
+       "exact); add_chunk, search_chunk"},
       {"faiss_ivf", IndexKind::ivf,
        "IVF-Flat: nlist = 4 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 64), train_size "
        "= 40 nlist, scan = blas (probed lists as GEMM blocks; faiss: Faiss's own scan); approximate"},

@@ -145,6 +145,7 @@ namespace detail {
 PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set) {
   queries = query_set.embeddings.contiguous();
   gallery = gallery_set.embeddings.contiguous();
+  gallery_mapped = io::is_mapped(gallery);
   dim = queries.size(1);
   OML_CHECK(gallery.size(1) == dim, DataError, "queries have dimension ", dim, " but the gallery has ",
             gallery.size(1));
@@ -201,8 +202,14 @@ double exact_squared_distance(const float* a, const float* b, int64_t dim) {
 }
 
 double PreparedPair::exact_squared_distance(int64_t q, int64_t g) const {
-  return detail::exact_squared_distance(queries.data_ptr<float>() + q * dim,
-                                        gallery.data_ptr<float>() + g * dim, dim);
+  const float* query = queries.data_ptr<float>() + q * dim;
+  if (!gallery_mapped) return detail::exact_squared_distance(query, gallery.data_ptr<float>() + g * dim, dim);
+  // Candidates lie anywhere in the gallery; a fault on the mapping would make the page cache's
+  // whole folio around each one resident (io/mapped_file.h).
+  thread_local std::vector<float> row;
+  row.resize(static_cast<std::size_t>(dim));
+  io::gather_rows(gallery, &g, 1, row.data());
+  return detail::exact_squared_distance(query, row.data(), dim);
 }
 
 void for_each_block(const PreparedPair& pair, const BlockShape& shape,

@@ -30,6 +30,9 @@ struct PreparedPair {
   std::vector<double> query_norm;    ///< ||q||
   double gallery_max_norm = 0.0;     ///< max ||g||
   int64_t dim = 0;
+  /// The gallery is memory-mapped (io/mapped_file.h): exact_squared_distance reads its rows with
+  /// io::gather_rows, so scattered candidates do not make the file resident.
+  bool gallery_mapped = false;
 
   int64_t num_queries() const { return queries.size(0); }
   int64_t num_gallery() const { return gallery.size(0); }
