@@ -2,7 +2,7 @@
 Python API (Debian's python3-faiss), cmc@1,5,10 and map@5 in numpy, recall@10 against an exact
 search of sampled queries. Prints one JSON line (docs/benchmarks.md#approximate-k-nn-faiss-backends).
 
-  /usr/bin/python3 bench/ann_retrieval_faiss.py --n 1000000 [--nlist 4000 --nprobe 250] [--report-recall 1000]
+  /usr/bin/python3 bench/ann_retrieval_faiss.py --n 1000000 [--nlist 2000 --nprobe 16] [--report-recall 1000]
 """
 import argparse
 import json
@@ -17,8 +17,8 @@ def main():
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--classes", type=int, default=None, help="default n // 5 (like SOP)")
     ap.add_argument("--noise", type=float, default=1.5)
-    ap.add_argument("--nlist", type=int, default=0, help="0: oml-cpp's default, 4 sqrt(n) (at most n / 39 and 4096)")
-    ap.add_argument("--nprobe", type=int, default=0, help="0: oml-cpp's default, nlist / 16 (1 to 64)")
+    ap.add_argument("--nlist", type=int, default=0, help="0: oml-cpp's default, 2 sqrt(n) (at most n / 39 and 4096)")
+    ap.add_argument("--nprobe", type=int, default=0, help="0: oml-cpp's default, nlist / 16 (1 to 16)")
     ap.add_argument("--report-recall", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
@@ -38,8 +38,8 @@ def main():
     del labels_t
 
     t0 = time.perf_counter()
-    nlist = a.nlist or max(1, min(int(round(4 * np.sqrt(a.n))), a.n // 39, 4096))
-    nprobe = a.nprobe or min(max(1, nlist // 16), 64)
+    nlist = a.nlist or max(1, min(int(round(2 * np.sqrt(a.n))), a.n // 39, 4096))
+    nprobe = a.nprobe or min(max(1, nlist // 16), 16)
     train_size = min(a.n, max(40 * nlist, 16384))
     quantizer = faiss.IndexFlatL2(a.dim)
     index = faiss.IndexIVFFlat(quantizer, a.dim, nlist)

@@ -56,8 +56,8 @@ enum class IndexKind { flat, ivf, hnsw, ivf_pq };
 struct FaissOptions {
   IndexKind kind = IndexKind::flat;
   std::string name;
-  int64_t nlist = 0;       // ivf, ivf_pq: 0 = 4 sqrt(G), at most G / 39 and 4096
-  int64_t nprobe = 0;      // ivf, ivf_pq: 0 = nlist / 16 (1 to 64)
+  int64_t nlist = 0;       // ivf, ivf_pq: 0 = 2 sqrt(G), at most G / 39 and 4096
+  int64_t nprobe = 0;      // ivf, ivf_pq: 0 = nlist / 16 (1 to 16)
   int64_t train_size = 0;  // ivf, ivf_pq: 0 = min(G, 40 nlist), at least 2^nbits for PQ
   int64_t M = 32;          // hnsw: links per node
   int64_t ef_construction = 64;
@@ -74,7 +74,7 @@ constexpr int64_t kMaxHnswM = 256;
 constexpr int64_t kMaxPqBits = 16;
 constexpr int64_t kMaxRefine = 64;
 constexpr int64_t kMaxAutoNlist = 4096;
-constexpr int64_t kMaxAutoNprobe = 64;
+constexpr int64_t kMaxAutoNprobe = 16;
 constexpr int64_t kFlatRefine = 2;
 
 // The parameters that depend on the gallery, resolved once per search.
@@ -96,16 +96,21 @@ std::string arg_path(const std::string& key) { return "retrieval_backend.args." 
     if (o.nlist > 0) {
       OML_CHECK(o.nlist <= g, ConfigError, arg_path("nlist"), ": ", who, ": nlist ", o.nlist,
                 " is larger than the gallery (", g, " items); nlist must be at most the gallery size (",
-                "default: 4 sqrt(G), at most G / 39 and 4096)");
+                "default: 2 sqrt(G), at most G / 39 and 4096)");
       r.nlist = o.nlist;
     } else {
-      // More lists make each probe cheaper but assigning every gallery item (one GEMM against
-      // all centroids) dearer; 4096 keeps that below the search itself up to 10^7 items.
-      const auto by_size = static_cast<int64_t>(std::llround(4.0 * std::sqrt(static_cast<double>(g))));
+      // More lists make each probe cheaper but training (k-means: ~ nlist^2) and assigning every
+      // item (a GEMM against all centroids) dearer. Faiss's usual 4 sqrt(G) suits its scan at
+      // ~30 ns per vector; the BLAS scan (inverted_list_scan.h) makes scanning cheap enough that
+      // fewer, longer lists pay (1M items: 2 sqrt(G) with nprobe 16 took 88 s, 4 sqrt(G) with
+      // nprobe 64 took 184 s; docs/benchmarks.md). 4096 keeps assignment below the search up to
+      // 10^7 items.
+      const auto by_size = static_cast<int64_t>(std::llround(2.0 * std::sqrt(static_cast<double>(g))));
       r.nlist = std::max<int64_t>(1, std::min({by_size, g / 39, kMaxAutoNlist}));
     }
-    // nlist / 16, at most 64: each probe scans G / nlist items without a GEMM, so the default keeps
-    // the scanned share of the gallery at or below 1.6 % for large galleries.
+    // nlist / 16, at most 16: the scanned share of the gallery is 1/16 for small galleries and
+    // falls as 8 / sqrt(G) beyond 16,384 items (2.5 % at 10^5, 0.8 % at 10^6), which keeps 10^6
+    // items x 10^6 queries near 90 s on 2 cores; recall is measured per run (report_recall).
     r.nprobe =
         o.nprobe > 0 ? std::min(o.nprobe, r.nlist) : std::clamp<int64_t>(r.nlist / 16, 1, kMaxAutoNprobe);
     if (o.train_size > 0) {
@@ -433,8 +438,8 @@ void read_args(config::MapReader& reader, FaissOptions& o) {
                          o.search_chunk);
   config::check_argument(o.nlist >= 0, who, "nlist", "nlist must be >= 1 (or 0: from the gallery size), got ",
                          o.nlist);
-  config::check_argument(o.nprobe >= 0, who, "nprobe", "nprobe must be >= 1 (or 0: nlist / 16), got ",
-                         o.nprobe);
+  config::check_argument(o.nprobe >= 0, who, "nprobe",
+                         "nprobe must be >= 1 (or 0: nlist / 16, at most 16), got ", o.nprobe);
   config::check_argument(o.nlist == 0 || o.nprobe <= o.nlist, who, "nprobe", "nprobe ", o.nprobe,
                          " is larger than nlist ", o.nlist, " (at most every list can be probed)");
   config::check_argument(o.train_size >= 0, who, "train_size",
@@ -464,7 +469,7 @@ void register_faiss_backends(Registries& registries) {
        "exhaustive Faiss IndexFlatL2 in float32, its 2 k best re-ranked by exact distances (a cross-check of "
        "exact); add_chunk, search_chunk"},
       {"faiss_ivf", IndexKind::ivf,
-       "IVF-Flat: nlist = 4 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 64), train_size "
+       "IVF-Flat: nlist = 2 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 16), train_size "
        "= 40 nlist, scan = blas (probed lists as GEMM blocks; faiss: Faiss's own scan); approximate"},
       {"faiss_hnsw", IndexKind::hnsw,
        "HNSW graph: M = 32, ef_construction = 64, ef_search = 128; approximate"},

@@ -7,7 +7,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "candidate_lists.h"
@@ -104,6 +107,32 @@ InvertedListScanner::InvertedListScanner(std::vector<InvertedList> lists, int64_
     for (const float norm2 : norms) max_norm_ = std::max(max_norm_, std::sqrt(static_cast<double>(norm2)));
   }
 }
+
+namespace {
+
+// Runs work(0) on the calling thread and work(1 .. threads - 1) on their own threads; the first
+// exception is rethrown after every thread has finished.
+template <class Work>
+void run_on_threads(int threads, Work& work) {
+  std::mutex mutex;
+  std::exception_ptr error;
+  auto guarded = [&](int t) {
+    try {
+      work(t);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> others;
+  others.reserve(static_cast<std::size_t>(std::max(0, threads - 1)));
+  for (int t = 1; t < threads; ++t) others.emplace_back(guarded, t);
+  guarded(0);
+  for (auto& thread : others) thread.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
 
 int64_t InvertedListScanner::chunk_rows(int64_t wanted, int64_t top_k) {
   constexpr int64_t kBudget = int64_t{256} << 20;
@@ -204,31 +233,32 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
   for (int t = 0; t < threads; ++t) heaps.emplace_back(n, top_k, margins);
   std::atomic<int64_t> next_list{0};
   const SingleThreadedBlas one_blas_thread;
-  at::parallel_for(0, threads, 1, [&](int64_t first, int64_t last) {
-    for (int64_t task = first; task < last; ++task) {
-      ChunkHeaps& mine = heaps[task];
-      std::vector<float> gathered;
-      std::vector<float> block;
-      for (int64_t l = next_list++; l < nlist; l = next_list++) {
-        if (lists_[l].size > 0 && start[l + 1] > start[l]) {
-          scan_list(l, queries, q0, rows.data() + start[l], start[l + 1] - start[l], ignored, mine, gathered,
-                    block);
-        }
+  auto work = [&](int t) {
+    std::vector<float> gathered;
+    std::vector<float> block;
+    for (int64_t l = next_list++; l < nlist; l = next_list++) {
+      if (lists_[l].size > 0 && start[l + 1] > start[l]) {
+        scan_list(l, queries, q0, rows.data() + start[l], start[l + 1] - start[l], ignored, heaps[t],
+                  gathered, block);
       }
     }
-  });
+  };
+  // Plain threads, not at::parallel_for: oml_core is compiled without -fopenmp, and LibTorch's
+  // header-only parallel_for then runs its body on the calling thread alone.
+  run_on_threads(threads, work);
 
   // Exact order and distances of the kept candidates, then the lists in query order.
   std::vector<std::vector<std::pair<double, int64_t>>> exact(static_cast<std::size_t>(n));
-  at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
+  auto rank_exactly = [&](int t) {
+    for (int64_t i = t; i < n; i += threads) {
       for (ChunkHeaps& thread_heaps : heaps) {
         for (const Candidate& kept : thread_heaps.candidates(i)) {
           exact[i].emplace_back(exact_squared_distance(queries + i * dim_, kept.vector, dim_), kept.position);
         }
       }
     }
-  });
+  };
+  run_on_threads(threads, rank_exactly);
   for (int64_t i = 0; i < n; ++i) append_list(out, ignored, q0 + i, exact[i], top_k);
 }
 
