@@ -7,6 +7,8 @@
 #include "oml/data/dataframe.h"
 #include "oml/data/sampler.h"
 #include "oml/data/transform.h"
+#include "oml/distributed/device.h"
+#include "oml/distributed/world.h"
 #include "oml/io/state_dict.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/metrics/metric_table.h"
@@ -171,6 +173,14 @@ std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const
   if (!config.retrieval_backend) return retrieval::make_exact_backend();
   retrieval::BackendContext context;
   context.seed = static_cast<uint64_t>(config.seed);
+  if (config.accelerator != "cpu") {
+    // The device start_run() will use (same placement, same errors, only earlier).
+    const c10::Device device =
+        distributed::placement_for(config.accelerator, distributed::world_from_environment(),
+                                   config.device_ids)
+            .device;
+    if (device.is_cuda()) context.cuda_device = device.index();
+  }
   return registries().retrieval_backends.create(*config.retrieval_backend, context);
 }
 

@@ -190,6 +190,25 @@ TEST_CASE("faiss_ivf's BLAS scan finds what Faiss's own scan of the same lists f
   CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {scan: blas}}"), Contains("scan"));
 }
 
+TEST_CASE("A backend asked for a GPU without GPU Faiss searches on the CPU alike",
+          "[retrieval][backends][faiss]") {
+  if (refused_without_faiss("{name: faiss_ivf}")) return;
+  // This build's Faiss is Debian's CPU-only one: cuda_device (the run's GPU) changes nothing but a
+  // log line. The GPU copy itself (OML_HAVE_FAISS_GPU) is written for CUDA builds, untested here.
+  const auto items = clustered(1500, 16, 30, 1.0, 17);
+  for (const char* yaml : {"{name: faiss_ivf}", "{name: faiss_ivf_pq}", "{name: faiss_flat}"}) {
+    INFO(yaml);
+    retrieval::BackendContext on_gpu;
+    on_gpu.cuda_device = 0;
+    const auto cpu = backend(yaml)->search(items, items, top(10));
+    const auto asked_gpu =
+        registries().retrieval_backends.create(spec_of(yaml), on_gpu)->search(items, items, top(10));
+    CHECK(asked_gpu.offsets == cpu.offsets);
+    CHECK(asked_gpu.retrieved == cpu.retrieved);
+    CHECK(asked_gpu.distances == cpu.distances);
+  }
+}
+
 TEST_CASE("Approximate backends never retrieve ignored pairs and reach high recall on clustered data",
           "[retrieval][backends][faiss]") {
   if (refused_without_faiss("{name: faiss_hnsw}")) return;

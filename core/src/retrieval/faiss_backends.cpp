@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -36,6 +37,10 @@
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/invlists/InvertedLists.h>
+#if OML_HAVE_FAISS_GPU
+#include <faiss/gpu/GpuCloner.h>
+#include <faiss/gpu/StandardGpuResources.h>
+#endif
 #endif
 
 namespace oml::retrieval {
@@ -191,7 +196,8 @@ void for_each_row_chunk(const at::Tensor& rows, int64_t chunk, Fn&& fn) {
 
 class FaissBackend final : public RetrievalBackend {
  public:
-  FaissBackend(FaissOptions options, uint64_t seed) : options_(std::move(options)), seed_(seed) {}
+  FaissBackend(FaissOptions options, uint64_t seed, int cuda_device)
+      : options_(std::move(options)), seed_(seed), cuda_device_(cuda_device) {}
 
   std::string name() const override { return options_.name; }
   std::string describe() const override { return describe_options(options_, nullptr); }
@@ -278,7 +284,34 @@ class FaissBackend final : public RetrievalBackend {
     for_each_row_chunk(g, options_.add_chunk, [&](int64_t begin, int64_t end) {
       index->add(end - begin, g.data_ptr<float>() + begin * g.size(1));
     });
+    return place_on_device(std::move(index));
+  }
+
+  // The built index on the run's GPU where the build has GPU Faiss (trained and filled on the
+  // CPU, then copied: Faiss's cloner copies every kind but HNSW). Written for CUDA builds of
+  // Faiss; untested (Debian's Faiss is CPU-only).
+  std::unique_ptr<faiss::Index> place_on_device(std::unique_ptr<faiss::Index> index) const {
+    if (cuda_device_ < 0) return index;
+#if OML_HAVE_FAISS_GPU
+    if (options_.kind == IndexKind::hnsw) {
+      log::info(options_.name + ": Faiss has no GPU HNSW index; it searches on the CPU");
+      return index;
+    }
+    if (!gpu_resources_) gpu_resources_ = std::make_shared<faiss::gpu::StandardGpuResources>();
+    std::unique_ptr<faiss::Index> on_gpu(
+        faiss::gpu::index_cpu_to_gpu(gpu_resources_.get(), cuda_device_, index.get()));
+    log::info(options_.name + ": index copied to cuda:" + std::to_string(cuda_device_));
+    return on_gpu;
+#else
+    static std::once_flag said;
+    std::call_once(said, [this] {
+      log::info(options_.name +
+                ": searches on the CPU: this Faiss has no GPU support (Debian's libfaiss-dev is "
+                "CPU-only; a Faiss built with CUDA puts the index on cuda:" +
+                std::to_string(cuda_device_) + ")");
+    });
     return index;
+#endif
   }
 
   void configure_ivf(faiss::IndexIVF& ivf, const Resolved& r) const {
@@ -322,8 +355,10 @@ class FaissBackend final : public RetrievalBackend {
                            : options_.kind == IndexKind::flat ? kFlatRefine
                                                               : 1;
     if (options.on_progress) options.on_progress(0, nq);
-    if (options_.kind == IndexKind::ivf && options_.blas_scan) {
-      scan_ivf_flat(dynamic_cast<const faiss::IndexIVF&>(index), q, ignored, options, r, out);
+    // The blocked scan reads the CPU index's lists; an index on a GPU searches there.
+    const auto* cpu_ivf = dynamic_cast<const faiss::IndexIVF*>(&index);
+    if (options_.kind == IndexKind::ivf && options_.blas_scan && cpu_ivf != nullptr) {
+      scan_ivf_flat(*cpu_ivf, q, ignored, options, r, out);
       return;
     }
     std::vector<float> distances;
@@ -393,6 +428,10 @@ class FaissBackend final : public RetrievalBackend {
 
   FaissOptions options_;
   uint64_t seed_;
+  int cuda_device_;
+#if OML_HAVE_FAISS_GPU
+  mutable std::shared_ptr<faiss::gpu::StandardGpuResources> gpu_resources_;
+#endif
 };
 
 #endif  // OML_HAVE_FAISS
@@ -400,7 +439,7 @@ class FaissBackend final : public RetrievalBackend {
 std::shared_ptr<RetrievalBackend> make_faiss_backend(const FaissOptions& options,
                                                      const BackendContext& context) {
 #if OML_HAVE_FAISS
-  return std::make_shared<FaissBackend>(options, context.seed);
+  return std::make_shared<FaissBackend>(options, context.seed, context.cuda_device);
 #else
   (void)context;
   throw ConfigError("retrieval backend '" + options.name +

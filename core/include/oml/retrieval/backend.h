@@ -33,6 +33,11 @@ namespace oml::retrieval {
 /// What a backend factory may use besides its args.
 struct BackendContext {
   uint64_t seed = 42;  ///< seeds training samples (IVF) and level draws (HNSW): same data, same index
+  /// The run's GPU (from `accelerator`), -1 = the CPU. With a GPU Faiss in the build
+  /// (OML_HAVE_FAISS_GPU: a Faiss built with CUDA, not Debian's) the flat, IVF and IVF-PQ indexes
+  /// are copied to this GPU once built and searched there — written for CUDA builds, untested.
+  /// Without it the backends run on the CPU and log so once.
+  int cuda_device = -1;
 };
 
 /// Contract for every backend.
