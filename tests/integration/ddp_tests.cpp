@@ -57,6 +57,18 @@ dist::SyncDict expected_sync(int world) {
   return all;
 }
 
+// The weights one process trains in the "train" scenario with batch 12: the reference the
+// multi-rank runs of the same scenario are compared with.
+std::vector<torch::Tensor> single_process_weights() {
+  TempDir single;
+  const auto one = run_worker("--scenario train --steps 6 --batch 12 --out " + quote(single.path().string()));
+  INFO(describe(one));
+  REQUIRE(one.exit_code == 0);
+  std::vector<torch::Tensor> reference;
+  torch::load(reference, (single / "rank0.pt").string());
+  return reference;
+}
+
 }  // namespace
 
 TEST_CASE("sync_dicts merges uneven tensors, numbers and strings in rank order on every rank", "[ddp]") {
@@ -146,12 +158,7 @@ TEST_CASE("The Accumulator drops padding duplicates and sorts by dataset index",
 }
 
 TEST_CASE("W ranks with batch B/W train the same weights as one process with batch B", "[ddp]") {
-  TempDir single;
-  const auto one = run_worker("--scenario train --steps 6 --batch 12 --out " + quote(single.path().string()));
-  INFO(describe(one));
-  REQUIRE(one.exit_code == 0);
-  std::vector<torch::Tensor> reference;
-  torch::load(reference, (single / "rank0.pt").string());
+  const std::vector<torch::Tensor> reference = single_process_weights();
 
   for (int world : {2, 3}) {
     TempDir dir;
@@ -235,12 +242,7 @@ TEST_CASE("A compressed all-reduce gives the float32 mean within the 16-bit type
 }
 
 TEST_CASE("Training with gradient compression keeps the ranks identical and close to float32", "[ddp]") {
-  TempDir single;
-  const auto one = run_worker("--scenario train --steps 6 --batch 12 --out " + quote(single.path().string()));
-  INFO(describe(one));
-  REQUIRE(one.exit_code == 0);
-  std::vector<torch::Tensor> reference;
-  torch::load(reference, (single / "rank0.pt").string());
+  const std::vector<torch::Tensor> reference = single_process_weights();
   for (const std::string compression : {"bf16", "fp16"}) {
     for (int world : {2, 3}) {
       TempDir dir;
