@@ -6,6 +6,10 @@
     torchvision_interop.py check DIR    loads DIR/oml.ckpt (written by oml-cpp) into torchvision's
                                         resnet18 with strict=True and compares its outputs with
                                         DIR/oml_outputs.pt (written by oml-cpp); exit 1 on mismatch
+    torchvision_interop.py load_all DIR loads every file in DIR (written by oml-cpp) with torch.load's
+                                        default (weights_only=True since PyTorch 2.6), with
+                                        weights_only=True and with weights_only=False, and checks the
+                                        three give the same values; prints what each file holds
 """
 import argparse
 import sys
@@ -60,11 +64,46 @@ def check(out: Path):
     return 0 if diff <= 1e-4 else 1
 
 
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def load_all(folder: Path):
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".pt", ".pth", ".ckpt"))
+    assert files, f"no files in {folder}"
+    for path in files:
+        default = torch.load(path)
+        safe = torch.load(path, weights_only=True)
+        full = torch.load(path, weights_only=False)
+        assert same(default, safe) and same(safe, full), path
+        kind = type(default).__name__ + (f" of {len(default)}" if hasattr(default, "__len__") else "")
+        print(f"{path.name}: {kind}, loads with weights_only=True and False")
+    ckpt = torch.load(folder / "last.ckpt")
+    assert ckpt["format"] == "oml-cpp-checkpoint" and ckpt["epoch"] == 4, ckpt.keys()
+    assert ckpt["resume"]["sampler"]["consumed"] == 1 << 40, ckpt["resume"]["sampler"]
+    dtypes = torch.load(folder / "dtypes.pt")
+    assert dtypes["tuple"] == (1, "a", None) and dtypes["big"] == -(1 << 50), dtypes
+    assert torch.equal(dtypes["strided"], torch.arange(12.0).reshape(3, 4).t())
+    assert dtypes["BFloat16"].dtype == torch.bfloat16 and dtypes["Bool"].dtype == torch.bool
+    model = make_resnet18()
+    model.fc = torch.nn.Identity()
+    model.load_state_dict(torch.load(folder / "state_dict.pth"), strict=True)
+    return 0
+
+
 def main():
     command, folder = sys.argv[1], Path(sys.argv[2])
     if command == "export":
         export(folder)
         return 0
+    if command == "load_all":
+        return load_all(folder)
     return check(folder)
 
 

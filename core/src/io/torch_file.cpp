@@ -2,8 +2,8 @@
 //
 // LibTorch 1.13's torch::pickle_load rejects what torch.save writes for state dicts
 // (`collections.OrderedDict` with a `_metadata` attribute), so reading uses its own small
-// unpickler over the zip container (caffe2's PyTorchStreamReader). Writing uses
-// torch::pickle_save, whose output torch.load reads.
+// unpickler over the zip container (caffe2's PyTorchStreamReader). Writing emits what torch.save
+// emits (pickle_writer.h), which PyTorch 2.6+'s weights-only torch.load accepts.
 #include "oml/io/torch_file.h"
 
 #include <caffe2/serialize/inline_container.h>
@@ -17,6 +17,7 @@
 
 #include "oml/common/error.h"
 #include "oml/io/atomic_file.h"
+#include "pickle_writer.h"
 #include "zip_checksums.h"
 
 namespace oml::io {
@@ -438,13 +439,15 @@ c10::IValue read_torch_file(const std::filesystem::path& path) {
 }
 
 void write_torch_file(const std::filesystem::path& path, const c10::IValue& value) {
-  std::vector<char> bytes;
+  std::string bytes;
   try {
-    bytes = torch::pickle_save(value);
+    bytes = detail::pickle_to_zip(value);
+  } catch (const InternalError& e) {
+    throw InternalError(path.string() + ": cannot serialise: " + e.what());
   } catch (const c10::Error& e) {
     throw InternalError(path.string() + ": cannot serialise: " + e.what_without_backtrace());
   }
-  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+  write_file_atomic(path, bytes);
 }
 
 void save_tensor(const std::filesystem::path& path, const at::Tensor& tensor) {
