@@ -10,6 +10,9 @@
 // e.g. for a ViT: bench_precision 0 3 3 '{name: vit, args: {arch: vits16}}' 224
 // modes: `all` (default), or `32` / `bf16` for that precision's NCHW mode alone (one process per
 // precision, for its peak RSS under /usr/bin/time -v).
+// OML_BENCH_DEVICE=cuda runs on cuda:0 (scripts/gpu_check.sh): the model, the batch and autocast
+// there, the clock read after a synchronize.
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -26,11 +29,21 @@
 #include "oml/losses/miners.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/models/extractor.h"
+#include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
 
 namespace {
 
 using oml::config::Precision;
+
+torch::Device bench_device() {
+  const char* device = std::getenv("OML_BENCH_DEVICE");
+  return torch::Device(device != nullptr && std::string(device) == "cuda" ? "cuda:0" : "cpu");
+}
+
+void synchronize(torch::Device device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
 
 struct Mode {
   Precision precision;
@@ -61,24 +74,27 @@ double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_
   } else {
     to_contiguous(model);
   }
+  const torch::Device device = bench_device();
   torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(1e-3));
-  auto images = torch::randn({batch, 3, side, side});
+  auto images = torch::randn({batch, 3, side, side}).to(device);
   if (mode.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
-  const auto labels = torch::arange(batch / 4).repeat_interleave(4);
+  const auto labels = torch::arange(batch / 4).repeat_interleave(4).to(device);
   model.train();
   const auto step = [&] {
-    opt.zero_grad();
+    oml::optim::zero_grad(opt);
     oml::losses::LossOutput out;
     {
-      const oml::AutocastGuard autocast(mode.precision, torch::kCPU);
+      const oml::AutocastGuard autocast(mode.precision, device);
       out = loss->forward(model.forward(images), labels);
     }
     out.loss.backward();
     opt.step();
   };
-  step();  // warm-up (allocations, oneDNN primitive creation)
+  step();  // warm-up (allocations, oneDNN primitive creation, CUDA kernels' first load)
+  synchronize(device);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
+  synchronize(device);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return static_cast<double>(batch * steps) / seconds;
 }
@@ -108,9 +124,10 @@ int main(int argc, char** argv) {
   const oml::config::ComponentSpec spec = oml::config::parse_component(doc.root()["extractor"], "extractor");
   torch::manual_seed(0);
   auto model = oml::registries().extractors.create(spec);
-  std::printf("threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch 32, %d steps x %d rounds\n", threads,
-              oml::blas_backend().c_str(), spec_text.c_str(), static_cast<long long>(side),
-              static_cast<long long>(side), steps, rounds);
+  model->to(bench_device());
+  std::printf("device: %s, threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch 32, %d steps x %d rounds\n",
+              bench_device().str().c_str(), threads, oml::blas_backend().c_str(), spec_text.c_str(),
+              static_cast<long long>(side), static_cast<long long>(side), steps, rounds);
   std::vector<Mode> modes{{Precision::fp32, false, false, "32 NCHW"},
                           {Precision::bf16, false, false, "bf16 NCHW"},
                           {Precision::fp32, true, true, "32 channels_last"},

@@ -1,6 +1,10 @@
 """bf16 autocast against fp32 in Python PyTorch, the counterpart of bench_precision.
 
-    python3 bench/precision_python.py [threads] [rounds] [steps] [side]
+    python bench/precision_python.py [threads] [rounds] [steps] [side] [arch] [modes]
+
+arch: resnet18 (default) or a ViT of tests/python/vit_reference.py (vits16: the network the parity
+tests hold equal to oml-cpp's `vit`); modes: all (default), 32 or bf16. OML_BENCH_DEVICE=cuda runs
+on cuda:0 (as bench_precision does; autocast on "cuda", the clock read after a synchronize).
 
 The same training step as bench/precision.cpp's NCHW modes: torchvision's resnet18 without its
 classifier (512-d embeddings), synthetic 3 x side x side batches of 32 (8 labels x 4), a soft-margin
@@ -13,17 +17,26 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 import torchvision
 
 
+DEVICE = torch.device("cuda:0" if os.environ.get("OML_BENCH_DEVICE") == "cuda" else "cpu")
+
+
+def synchronize():
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def hard_triplet_loss(embeddings, labels):
     x = embeddings.float()
     dist = torch.cdist(x, x)
     same = labels[:, None] == labels[None, :]
-    eye = torch.eye(len(labels), dtype=torch.bool)
+    eye = torch.eye(len(labels), dtype=torch.bool, device=x.device)
     hardest_positive = dist.masked_fill(~same | eye, float("-inf")).amax(dim=1)
     hardest_negative = dist.masked_fill(same, float("inf")).amin(dim=1)
     return F.softplus(hardest_positive - hardest_negative).mean()
@@ -31,22 +44,24 @@ def hard_triplet_loss(embeddings, labels):
 
 def images_per_second(model, bf16, batch, side, steps):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    images = torch.randn(batch, 3, side, side)
-    labels = torch.arange(batch // 4).repeat_interleave(4)
+    images = torch.randn(batch, 3, side, side, device=DEVICE)
+    labels = torch.arange(batch // 4, device=DEVICE).repeat_interleave(4)
     model.train()
 
     def step():
         optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=bf16):
             embeddings = model(images)
         loss = hard_triplet_loss(embeddings, labels)
         loss.backward()
         optimizer.step()
 
-    step()  # warm-up (allocations, oneDNN primitive creation)
+    step()  # warm-up (allocations, oneDNN primitive creation, CUDA kernels' first load)
+    synchronize()
     start = time.perf_counter()
     for _ in range(steps):
         step()
+    synchronize()
     return batch * steps / (time.perf_counter() - start)
 
 
@@ -56,23 +71,33 @@ def main():
     rounds = int(args[1]) if len(args) > 1 else 3
     steps = int(args[2]) if len(args) > 2 else 5
     side = int(args[3]) if len(args) > 3 else 64
+    arch = args[4] if len(args) > 4 else "resnet18"
+    modes = args[5] if len(args) > 5 else "all"
+    assert modes in ("all", "32", "bf16"), f"modes must be all, 32 or bf16, got {modes}"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = torchvision.models.resnet18()
-    model.fc = torch.nn.Identity()
-    print(f"python {torch.__version__}, threads: {threads}, resnet18, {side}x{side}, batch 32, "
+    if arch == "resnet18":
+        model = torchvision.models.resnet18()
+        model.fc = torch.nn.Identity()
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
+        from vit_reference import VisionTransformer  # noqa: E402
+
+        model = VisionTransformer(arch)
+    model.to(DEVICE)
+    print(f"python {torch.__version__}, threads: {threads}, device: {DEVICE}, {arch}, {side}x{side}, batch 32, "
           f"{steps} steps x {rounds} rounds")
-    results = {"32": [], "bf16": []}
+    results = {"32": [], "bf16": []} if modes == "all" else {modes: []}
     for r in range(rounds):
         for name in results:
             v = images_per_second(model, name == "bf16", 32, side, steps)
             results[name].append(v)
             print(f"round {r + 1}  python {name:5s} {v:7.1f} images/s", flush=True)
-    fp32 = statistics.median(results["32"])
     print(f"median over {rounds} rounds:")
     for name, values in results.items():
         m = statistics.median(values)
-        print(f"  python {name:5s} {m:7.1f} images/s ({m / fp32:.2f}x precision 32)")
+        ratio = f" ({m / statistics.median(results['32']):.2f}x precision 32)" if "32" in results else ""
+        print(f"  python {name:5s} {m:7.1f} images/s{ratio}")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,18 @@ struct Args {
   std::string compression = "none";
   bool fnmr = false;
   std::string backend = "faiss_ivf";
+  std::string device = "cpu";
 };
+
+// The scenario's tensors on --device (cuda: every rank on cuda:0, the GPU tests' one GPU).
+torch::Device device_of(const Args& a) { return torch::Device(a.device == "cuda" ? "cuda:0" : a.device); }
+
+dist::SyncDict on_device(dist::SyncDict dict, torch::Device device) {
+  for (auto& [key, value] : dict) {
+    if (auto* t = std::get_if<at::Tensor>(&value)) *t = t->to(device);
+  }
+  return dict;
+}
 
 dist::GradientCompression compression_of(const Args& a) {
   const auto compression = dist::parse_gradient_compression(a.compression);
@@ -53,7 +64,15 @@ void write_text(const Args& a, int rank, const std::string& text) {
 }
 
 int run_sync(dist::ProcessGroup& g, const Args& a) {
-  write_text(a, g.rank(), dump(dist::sync_dicts(g, sync_input(g.rank()))));
+  auto merged = dist::sync_dicts(g, on_device(sync_input(g.rank()), device_of(a)));
+  for (auto& [key, value] : merged) {
+    if (auto* t = std::get_if<at::Tensor>(&value)) {
+      OML_CHECK(t->device() == device_of(a), InternalError, "sync_dicts returned '", key, "' on ",
+                t->device().str());
+      *t = t->cpu();
+    }
+  }
+  write_text(a, g.rank(), dump(merged));
   return 0;
 }
 
@@ -141,9 +160,11 @@ int run_sharded_backend(dist::ProcessGroup& g, const Args& a) {
 int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
   OML_CHECK(a.batch % g->size() == 0, UsageError, "--batch must be divisible by the world size");
   torch::manual_seed(100 + g->rank());  // different on purpose: the broadcast must fix it
+  const torch::Device device = device_of(a);
   TinyNet net;
-  torch::Tensor class_weights = torch::randn({5, 8}).requires_grad_();
-  torch::Tensor partial = torch::tensor({1.0f, 2.0f, 3.0f}).requires_grad_();  // used by rank 0 only
+  net->to(device);
+  torch::Tensor class_weights = torch::randn({5, 8}).to(device).requires_grad_();
+  torch::Tensor partial = torch::tensor({1.0f, 2.0f, 3.0f}, device).requires_grad_();  // used by rank 0 only
   auto params = dist::named_trainable_parameters(*net, "net.");
   params.emplace_back("class_weights", class_weights);
   params.emplace_back("partial", partial);
@@ -158,8 +179,8 @@ int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
   const int64_t local = a.batch / g->size();
   for (int64_t step = 0; step < a.steps; ++step) {
     auto [x, y] = global_batch(step, a.batch);
-    x = x.narrow(0, g->rank() * local, local);
-    y = y.narrow(0, g->rank() * local, local);
+    x = x.narrow(0, g->rank() * local, local).to(device);
+    y = y.narrow(0, g->rank() * local, local).to(device);
     torch::Tensor loss = torch::cross_entropy_loss(net->forward(x).matmul(class_weights.t()), y);
     // `partial` gets a gradient on rank 0 only; it is not optimised, so its mean gradient
     // over ranks is 2 * [1, 2, 3] / W at every step.
@@ -174,6 +195,7 @@ int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
   log << "unused_grad_defined " << net->unused->weight.grad().defined() << "\n";
   log << "buckets " << sync.bucket_count() << "\n";
   write_text(a, g->rank(), log.str());
+  for (auto& t : trained) t = t.detach().cpu();
   torch::save(trained, a.out + "/rank" + std::to_string(g->rank()) + ".pt");
   return 0;
 }
@@ -231,6 +253,7 @@ int main(int argc, char** argv) {
       ("compression", po::value(&args.compression)->default_value("none"), "ddp.gradient_compression")
       ("fnmr", po::bool_switch(&args.fnmr), "sharded_knn: also fnmr@fmr (no split)")
       ("backend", po::value(&args.backend)->default_value("faiss_ivf"), "sharded_backend: the retrieval backend")
+      ("device", po::value(&args.device)->default_value("cpu"), "sync, train: the tensors' device (cpu | cuda: cuda:0 on every rank)")
       ("tag", po::value<std::string>(), "ignored; lets a test find its processes");
     // clang-format on
   };

@@ -1,0 +1,196 @@
+// The GPU test set (ctest label `gpu`; scripts/gpu_check.sh runs it on a machine with one NVIDIA
+// GPU). Built with every CUDA build of LibTorch, so that CI compiles it; registered with ctest
+// only when configured with -DOML_GPU_TESTS=ON, since every case needs cuda:0.
+//
+// What it shows: a training step on cuda:0 equals the CPU step; bf16 and fp16 autocast on CUDA
+// with the gradient scaler's fused kernels (an Inf step is skipped and the scale halves, as in
+// PyTorch); a one-rank NCCL process group; two ranks over Gloo sharing the one GPU (sync_dicts
+// and gradient sync of CUDA tensors, equal to the same ranks on the CPU).
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <limits>
+
+#include "distributed/c10d_adapter.h"  // white box: a one-rank NCCL group (ProcessGroup needs 2+)
+#include "oml/common/autocast.h"
+#include "oml/config/document.h"
+#include "oml/losses/criterion.h"
+#include "oml/models/extractor.h"
+#include "oml/optim/grad_scaler.h"
+#include "oml/optim/optimizer.h"
+#include "oml/registry/registries.h"
+#include "support/support.h"
+
+namespace fs = std::filesystem;
+using oml::AutocastGuard;
+using oml::config::Precision;
+
+namespace {
+
+const torch::Device kGpu("cuda:0");
+
+void require_gpu() {
+  REQUIRE(torch::cuda::is_available());  // these tests are only registered for a GPU machine
+}
+
+std::shared_ptr<oml::models::Extractor> conv_net() {
+  oml::register_core_components();
+  const auto doc = oml::config::Document::from_string(
+      "extractor: {name: conv_net, args: {in_channels: 1, channels: [8, 16], feat_dim: 16}}", "model.yaml");
+  return oml::registries().extractors.create(
+      oml::config::parse_component(doc.root()["extractor"], "extractor"));
+}
+
+std::shared_ptr<oml::losses::Criterion> triplet_loss(int64_t dim) {
+  const auto doc = oml::config::Document::from_string(
+      "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}",
+      "loss.yaml");
+  oml::losses::CriterionContext context;
+  context.embedding_size = dim;
+  context.num_classes = 4;
+  return oml::registries().losses.create(oml::config::parse_component(doc.root()["criterion"], "criterion"),
+                                         context);
+}
+
+struct StepResult {
+  double loss = 0;
+  std::vector<at::Tensor> parameters;  ///< after the step, on the CPU
+};
+
+// One Adam step of conv_net + triplet loss from seed 7, on `device`.
+StepResult train_step(torch::Device device) {
+  torch::manual_seed(7);
+  auto model = conv_net();
+  auto loss = triplet_loss(model->feat_dim());
+  model->to(device);
+  model->train();
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  const auto images = torch::randn({16, 1, 28, 28}).to(device);
+  const auto labels = torch::arange(4).repeat_interleave(4).to(device);
+  oml::optim::zero_grad(optimizer);
+  const auto out = loss->forward(model->forward(images), labels);
+  out.loss.backward();
+  optimizer.step();
+  StepResult result{out.loss.item<double>(), {}};
+  for (const auto& p : model->parameters()) result.parameters.push_back(p.detach().cpu());
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("A training step on cuda:0 equals the same step on the CPU", "[gpu]") {
+  require_gpu();
+  const auto cpu = train_step(torch::kCPU);
+  const auto gpu = train_step(kGpu);
+  CHECK(gpu.loss == Approx(cpu.loss).epsilon(1e-4));
+  REQUIRE(gpu.parameters.size() == cpu.parameters.size());
+  for (std::size_t i = 0; i < cpu.parameters.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(torch::allclose(gpu.parameters[i], cpu.parameters[i], /*rtol=*/1e-4, /*atol=*/1e-5));
+  }
+}
+
+TEST_CASE("bf16 and fp16 autocast on CUDA compute the forward in the low precision, the loss in float32",
+          "[gpu][precision]") {
+  require_gpu();
+  for (const auto& [precision, dtype] :
+       {std::pair{Precision::bf16, torch::kBFloat16}, std::pair{Precision::fp16, torch::kHalf}}) {
+    INFO(oml::config::precision_name(precision));
+    torch::manual_seed(3);
+    auto model = conv_net();
+    auto loss = triplet_loss(model->feat_dim());
+    model->to(kGpu);
+    const auto images = torch::randn({8, 1, 28, 28}, kGpu);
+    const auto labels = torch::arange(2, kGpu).repeat_interleave(4);
+    at::Tensor embeddings, value;
+    {
+      const AutocastGuard autocast(precision, kGpu);
+      embeddings = model->forward(images);
+      value = loss->forward(embeddings, labels).loss;
+    }
+    CHECK(embeddings.scalar_type() == dtype);
+    CHECK(value.scalar_type() == torch::kFloat);
+    value.backward();
+    for (const auto& p : model->parameters()) {
+      CHECK(p.scalar_type() == torch::kFloat);
+      if (p.grad().defined()) CHECK(p.grad().scalar_type() == torch::kFloat);
+    }
+  }
+}
+
+TEST_CASE("The gradient scaler's CUDA kernels skip an Inf step, halve the scale and grow it again",
+          "[gpu][precision]") {
+  require_gpu();
+  oml::optim::GradScalerOptions options;
+  options.init_scale = 1024;
+  options.growth_interval = 2;
+  oml::optim::GradScaler scaler(options);
+  auto w = torch::ones({3}, torch::TensorOptions().device(kGpu).requires_grad(true));
+  const auto scaled = scaler.scale((w * torch::tensor({1.0f, 2.0f, 3.0f}, kGpu)).sum());
+  CHECK(scaled.item<double>() == Approx(6.0 * 1024));
+  scaled.backward();
+  CHECK(scaler.unscale({w}));
+  CHECK(torch::allclose(w.grad().cpu(), torch::tensor({1.0f, 2.0f, 3.0f})));
+  scaler.update();
+  CHECK(scaler.current_scale() == 1024);
+
+  w.mutable_grad() = torch::tensor({1.0f, std::numeric_limits<float>::infinity(), 0.0f}, kGpu);
+  CHECK_FALSE(scaler.unscale({w}));
+  scaler.update();
+  CHECK(scaler.current_scale() == 512);
+  CHECK(scaler.skipped_steps() == 1);
+  for (int i = 0; i < 2; ++i) {
+    w.mutable_grad() = torch::ones({3}, kGpu);
+    CHECK(scaler.unscale({w}));
+    scaler.update();
+  }
+  CHECK(scaler.current_scale() == 1024);
+}
+
+TEST_CASE("A one-rank NCCL process group reduces, broadcasts and gathers CUDA tensors", "[gpu][ddp]") {
+  require_gpu();
+  using namespace oml::distributed::detail;
+  REQUIRE(backend_available("nccl"));
+  const auto timeout = std::chrono::seconds(60);
+  auto store = C10dStore::host(0, timeout);
+  C10dGroup group(*store, 0, 1, "nccl", "127.0.0.1", timeout);
+  std::vector<at::Tensor> tensors{torch::tensor({1.0f, 2.0f, 3.0f}, kGpu)};
+  group.all_reduce(tensors, ReduceKind::sum).wait();
+  CHECK(torch::equal(tensors[0].cpu(), torch::tensor({1.0f, 2.0f, 3.0f})));
+  group.broadcast(tensors, 0).wait();
+  std::vector<std::vector<at::Tensor>> gathered{{torch::zeros({3}, kGpu)}};
+  group.all_gather(gathered, tensors).wait();
+  CHECK(torch::equal(gathered[0][0].cpu(), torch::tensor({1.0f, 2.0f, 3.0f})));
+  group.barrier().wait();
+}
+
+TEST_CASE(
+    "Two ranks over Gloo share the one GPU: sync_dicts and gradient sync of CUDA tensors equal the CPU's",
+    "[gpu][ddp]") {
+  require_gpu();
+  for (const std::string scenario : {"sync", "train"}) {
+    INFO(scenario);
+    oml::test::TempDir cpu_dir, gpu_dir;
+    for (const auto& [device, dir] : {std::pair<std::string, const oml::test::TempDir*>{"cpu", &cpu_dir},
+                                      std::pair<std::string, const oml::test::TempDir*>{"cuda", &gpu_dir}}) {
+      const auto r =
+          oml::test::run(oml::test::quote(OML_DDP_WORKER) + " --nproc-per-node 2 --scenario " + scenario +
+                         " --device " + device + " --out " + oml::test::quote(dir->path().string()));
+      INFO(r.err);
+      REQUIRE(r.exit_code == 0);
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string name = "rank" + std::to_string(rank);
+      CHECK(oml::test::read_file(gpu_dir / (name + ".txt")) ==
+            oml::test::read_file(cpu_dir / (name + ".txt")));
+      if (scenario != "train") continue;
+      std::vector<at::Tensor> on_cpu, on_gpu;
+      torch::load(on_cpu, (cpu_dir / (name + ".pt")).string());
+      torch::load(on_gpu, (gpu_dir / (name + ".pt")).string());
+      REQUIRE(on_gpu.size() == on_cpu.size());
+      for (std::size_t i = 0; i < on_cpu.size(); ++i)
+        CHECK(torch::allclose(on_gpu[i], on_cpu[i], 1e-4, 1e-5));
+    }
+  }
+}
