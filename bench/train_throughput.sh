@@ -8,7 +8,8 @@
 #                             [--config FILE] [--side PX] [--precision LIST] [--set KEY=VALUE]...
 #
 # --data   an OML-format Fashion-MNIST folder (converted here into build/bench_data when absent)
-# --peer   the peer script (not part of oml-cpp); run with Debian's /usr/bin/python3
+# --peer   the peer script (not part of oml-cpp); run with $OML_PYTHON (default: the virtual
+#          environment of scripts/setup.sh, the pinned torch 2.11)
 # --config another Fashion-MNIST training config (e.g. configs/fashion_mnist/train_extractor.yaml,
 #          the default pipeline); the peer always runs the resnet18 setup
 # --side   the image side (transforms_train.args.im_size), e.g. 64
@@ -71,7 +72,7 @@ oml_run() {
 }
 
 peer_run() {
-  OMP_NUM_THREADS=2 /usr/bin/python3 "$peer" --data "$data" --steps "$steps" --threads 2 |
+  OMP_NUM_THREADS=2 "${OML_PYTHON:-/opt/oml-cpp/venv/bin/python}" "$peer" --data "$data" --steps "$steps" --threads 2 |
     grep -o '"images_per_s": [0-9.]*' | cut -d' ' -f2
 }
 

@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <boost/program_options.hpp>
 #include <cstdlib>
@@ -9,9 +10,11 @@
 
 #include "oml/common/logging.h"
 #include "oml/common/runtime.h"
+#include "oml/common/strings.h"
 #include "oml/config/document.h"
 #include "oml/config/error_list.h"
 #include "oml/data/sampler.h"
+#include "oml/distributed/process_group.h"
 #include "oml/io/pending_files.h"
 #include "oml/losses/criterion.h"
 #include "oml/metrics/metric_table.h"
@@ -187,7 +190,9 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
         return 0;
       }
       if (inv.vars.count("version")) {
-        std::cout << name << " (oml-cpp) " << OML_VERSION_STRING << "\n";
+        std::cout << name << " (oml-cpp) " << OML_VERSION_STRING << "\n"
+                  << "built with LibTorch " << TORCH_VERSION
+                  << "; process groups: " << join(distributed::available_backends(), ", ") << "\n";
         return 0;
       }
       configure_library_logging(name.c_str(), inv.vars.count("verbose") > 0);

@@ -25,6 +25,7 @@
 #include "oml/losses/criterion.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/optim/grad_scaler.h"
+#include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
 #include "oml/optim/scheduler.h"
 #include "oml/registry/registries.h"
@@ -405,7 +406,7 @@ double Trainer::run_step(const data::LoadedBatch& batch, const TrainingHooks& ho
   }
   const double mean_loss = mean_finite_loss(out.loss, epoch);
 
-  parts_.optimizer->zero_grad();
+  optim::zero_grad(*parts_.optimizer);
   // The only backward() of training; GradientSync's hooks all-reduce buckets. Under fp16 the
   // loss is scaled so that small gradients survive float16.
   (scaler_ ? scaler_->scale(out.loss) : out.loss).backward();

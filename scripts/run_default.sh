@@ -3,12 +3,24 @@
 # dataset-fashion-mnist package) and trains the embedded default extractor, then prints the
 # validation metrics. Idempotent: packages, the build and the converted dataset are reused.
 set -euo pipefail
+# Usage: scripts/run_default.sh [--libtorch wheel|debian] [oml-train option]...
+#   --libtorch  the LibTorch to build against (default: the pinned torch wheel's; see build.sh)
+#   the rest goes to oml-train (e.g. --set max_epochs=4)
+libtorch=wheel
+if [ "${1:-}" = "--libtorch" ]; then
+  libtorch=${2:?--libtorch needs wheel or debian}
+  shift 2
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-build_dir=${OML_BUILD_DIR:-$root/build}
+case "$libtorch" in
+  wheel) build_dir=${OML_BUILD_DIR:-$root/build} ;;
+  debian) build_dir=${OML_BUILD_DIR:-$root/build-debian} ;;
+  *) echo "run_default: --libtorch takes wheel or debian, not '$libtorch'" >&2; exit 2 ;;
+esac
 bin=$build_dir/pipelines
 
-bash "$root/scripts/setup.sh"
-bash "$root/scripts/build.sh" --commands
+bash "$root/scripts/setup.sh" --libtorch "$libtorch"
+OML_BUILD_DIR="$build_dir" bash "$root/scripts/build.sh" --libtorch "$libtorch" --commands
 
 cd "$root"
 data=data/fashion_mnist

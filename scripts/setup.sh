@@ -1,30 +1,52 @@
 #!/usr/bin/env bash
-# Installs every Debian package oml-cpp needs to build, test and run.
-# Idempotent and non-interactive: packages already present are left alone.
+# Installs everything oml-cpp needs to build, test and run: Debian packages, and the pinned torch
+# wheel (whose LibTorch is the default one to build against) in one virtual environment.
+# Idempotent and non-interactive: what is already present is left alone.
 set -euo pipefail
-# Usage: scripts/setup.sh [--with-tests]
-#   --with-tests  also installs what only the test suite needs (listed in test_packages).
+# Usage: scripts/setup.sh [--with-tests] [--libtorch wheel|debian|both]
+#   --with-tests  also installs what only the test suite needs (test_packages below).
+#   --libtorch    which LibTorch to build against: the torch wheel's (default), Debian 12's 1.13
+#                 (libtorch-dev), or both (what CI builds).
+# OML_VENV (default /opt/oml-cpp/venv) is the virtual environment; the wheels are pinned in
+# scripts/requirements.txt.
+with_tests=0
+libtorch=wheel
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --with-tests) with_tests=1 ;;
+    --libtorch) libtorch=${2:?--libtorch needs wheel, debian or both}; shift ;;
+    *) echo "setup: unknown argument '$1' (usage: setup.sh [--with-tests] [--libtorch wheel|debian|both])" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$libtorch" in wheel|debian|both) ;; *) echo "setup: --libtorch takes wheel, debian or both, not '$libtorch'" >&2; exit 2 ;; esac
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=${OML_VENV:-/opt/oml-cpp/venv}
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  libtorch-dev libgloo-dev
+  # the virtual environment of the torch wheel (LibTorch 2.x, and the tests' Python reference)
+  python3-venv
+  # Gloo's headers: LibTorch's c10d headers include them (docs/building.md#libtorch)
+  libgloo-dev
   libyaml-cpp-dev libboost-program-options-dev
   catch2 libopencv-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   zlib1g-dev  # oml-convert reads the gzip'd Fashion-MNIST IDX files
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (core/src/report/tensorboard_event.proto)
   dataset-fashion-mnist
-  # LibTorch on Debian links the generic libblas.so.3; the reference BLAS is ~25x slower than
+  # Debian's LibTorch links the generic libblas.so.3; the reference BLAS is ~25x slower than
   # OpenBLAS here (6.5 vs 156 GFLOP/s for a 2048^2 matmul). Installing this package switches
-  # the libblas.so.3 alternative to OpenBLAS.
+  # the libblas.so.3 alternative to OpenBLAS (Faiss uses it with either LibTorch).
   libopenblas0-pthread
   # The approximate retrieval backends faiss_ivf, faiss_hnsw, faiss_ivf_pq (CPU); optional in the build.
   libfaiss-dev
 )
+if [ "$libtorch" != wheel ]; then
+  packages+=(libtorch-dev)  # Debian 12's LibTorch 1.13 (CPU), for scripts/build.sh --libtorch debian
+fi
 
 # Only the test suite needs these.
 test_packages=(
-  # tests/core/pytorch_interop_tests.cpp: round trip of weights and checkpoints with PyTorch itself
-  python3-torch python3-torchvision
   # tests/integration/report_tests.cpp: renders report.html headless and checks the screenshot
   chromium
   # scripts/check_format.sh (run by .ci/run before the build): the formatter .clang-format is written for
@@ -33,7 +55,7 @@ test_packages=(
   # (python3-faiss does not pull numpy in by itself)
   python3-faiss python3-numpy
 )
-if [ "${1:-}" = "--with-tests" ]; then
+if [ "$with_tests" = 1 ]; then
   packages+=("${test_packages[@]}")
 fi
 
@@ -44,14 +66,35 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages already installed"
-  exit 0
-fi
-
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} Debian packages already installed"
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The torch wheel is a CUDA build: its CMake package enables the CUDA language, so configuring
+# against it needs nvcc (the CUDA 13 toolkit), even for a CPU-only run.
+if [ "$libtorch" != debian ] && ! command -v nvcc > /dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: the default LibTorch (the torch wheel, a CUDA 13 build) needs the CUDA 13 toolkit" \
+       "(nvcc) to configure; install it, or build against Debian's LibTorch 1.13:" \
+       "scripts/setup.sh --libtorch debian && scripts/build.sh --libtorch debian" >&2
+  exit 2
+fi
+
+# The wheels: always (the default LibTorch, and the tests' reference PyTorch for either build).
+requirements="$root/scripts/requirements.txt"
+stamp="$venv/.oml-requirements"
+if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$requirements" "$stamp"; then
+  echo "setup: $venv has the pinned wheels ($(tr '\n' ' ' < "$requirements"))"
+else
+  echo "setup: installing the pinned wheels into $venv"
+  $SUDO mkdir -p "$(dirname "$venv")"
+  [ -x "$venv/bin/python" ] || $SUDO /usr/bin/python3 -m venv "$venv"
+  $SUDO "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  $SUDO cp "$requirements" "$stamp"
+fi

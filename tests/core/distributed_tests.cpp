@@ -132,14 +132,23 @@ TEST_CASE("A failure record survives its wire form, and other bytes are no recor
   CHECK(FailureRecord::decode("oml-failure 1\n0\n")->what.empty());
 }
 
-TEST_CASE("accelerator cpu uses Gloo and cuda on a CPU-only LibTorch is a config error", "[ddp]") {
+TEST_CASE("accelerator cpu uses Gloo; cuda without a GPU is a config error saying which LibTorch this is",
+          "[ddp]") {
   const auto cpu = dist::placement_for("cpu", dist::World{});
   CHECK(cpu.backend == "gloo");
   CHECK(cpu.device.is_cpu());
   CHECK_THROWS_AS(dist::placement_for("tpu", dist::World{}), oml::ConfigError);
+#if OML_TORCH_CUDA
+  // A CUDA build of LibTorch: c10d's NCCL process group is compiled in (c10d_adapter.cpp).
+  CHECK(dist::available_backends() == std::vector<std::string>{"gloo", "nccl"});
+  const char* no_gpu = "no GPU is visible to this process";
+#else
+  CHECK(dist::available_backends() == std::vector<std::string>{"gloo"});
+  const char* no_gpu = "built with a CPU-only LibTorch";
+#endif
   if (!torch::cuda::is_available()) {
     CHECK(dist::placement_for("auto", dist::World{}).device.is_cpu());  // no GPU: auto is cpu
-    CHECK_THROWS_WITH(dist::placement_for("cuda", dist::World{}), Contains("no CUDA support or sees no GPU"));
+    CHECK_THROWS_WITH(dist::placement_for("cuda", dist::World{}), Contains(no_gpu));
   }
 }
 

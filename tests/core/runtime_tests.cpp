@@ -7,12 +7,13 @@
 
 using Catch::Matchers::StartsWith;
 
-TEST_CASE("LibTorch runs on OpenBLAS once the setup script has installed it", "[runtime]") {
-  // scripts/setup.sh installs libopenblas0-pthread, which takes over libblas.so.3; the
-  // commands warn when the slow reference BLAS is in use instead.
+TEST_CASE("LibTorch runs on a fast BLAS: MKL in the wheel's, OpenBLAS in Debian's once set up", "[runtime]") {
+  // The wheel's LibTorch has MKL linked in; Debian's calls libblas.so.3, which
+  // libopenblas0-pthread (scripts/setup.sh) takes over. The commands warn when the slow
+  // reference BLAS is in use instead.
   const std::string backend = oml::blas_backend();
   INFO(backend);
-  CHECK_THAT(backend, StartsWith("OpenBLAS"));
+  CHECK_THAT(backend, StartsWith(at::hasMKL() ? "MKL" : "OpenBLAS"));
   CHECK_FALSE(oml::using_reference_blas());
 }
 
@@ -51,4 +52,23 @@ TEST_CASE("SingleThreadedBlas runs OpenBLAS on one thread while it lives", "[run
   }
   CHECK(get() == 2);
   set(before);
+}
+
+TEST_CASE("SingleThreadedBlas runs MKL on one thread in the thread that holds it", "[runtime]") {
+  using GetMax = int (*)();
+  const auto get_max = reinterpret_cast<GetMax>(dlsym(RTLD_DEFAULT, "MKL_Get_Max_Threads"));
+  if (get_max == nullptr) {
+    CHECK_FALSE(at::hasMKL());  // Debian's LibTorch: no MKL to set
+    return;
+  }
+  at::init_num_threads();  // LibTorch sets MKL's and OpenMP's counts when it starts its pool
+  const int before = get_max();
+  {
+    const oml::SingleThreadedBlas guard;
+    CHECK(get_max() == 1);
+    const auto a = torch::arange(12, torch::kFloat).reshape({3, 4});
+    CHECK(torch::equal(torch::mm(a, a.t()),
+                       torch::mm(a.to(torch::kDouble), a.t().to(torch::kDouble)).to(torch::kFloat)));
+  }
+  CHECK(get_max() == before);
 }

@@ -34,7 +34,7 @@ const oml::test::TempDir& reference() {
   static const oml::test::TempDir dir;
   static const bool exported = [] {
     const std::string script = oml::test::source_path("tests/python/transforms_reference.py");
-    const auto result = oml::test::run("/usr/bin/python3 " + oml::test::quote(script) + " export " +
+    const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " export " +
                                        oml::test::quote(dir.path()));
     INFO("python3 transforms_reference.py failed (are python3-torch and python3-torchvision installed? "
          << "scripts/setup.sh --with-tests)\nstdout: " << result.out << "\nstderr: " << result.err);

@@ -29,8 +29,8 @@ namespace {
 
 void python(const std::string& command, const TempDir& dir, const std::string& arch) {
   const std::string script = oml::test::source_path("tests/python/vit_reference.py");
-  const auto result = oml::test::run("/usr/bin/python3 " + oml::test::quote(script) + " " + command + " " +
-                                     oml::test::quote(dir.path().string()) + " " + arch);
+  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
+                                     " " + oml::test::quote(dir.path().string()) + " " + arch);
   INFO("python3 vit_reference.py " << command << " " << arch << " failed (is python3-torch installed? "
                                    << "scripts/setup.sh --with-tests)\nstdout: " << result.out
                                    << "\nstderr: " << result.err);
@@ -269,7 +269,7 @@ TEST_CASE(
   TempDir dir;
   const std::string script = oml::test::source_path("tests/python/vit_zoo_reference.py");
   auto python_mlp = [&](const std::string& command) {
-    const auto r = oml::test::run("/usr/bin/python3 " + oml::test::quote(script) + " " + command + " " +
+    const auto r = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command + " " +
                                   oml::test::quote(dir.path().string()));
     INFO("vit_zoo_reference.py " << command << "\nstdout: " << r.out << "\nstderr: " << r.err);
     REQUIRE(r.exit_code == 0);

@@ -34,8 +34,24 @@ TEST_CASE("Every command prints help and version and exits 0", "[cli]") {
                              Contains("--plugin") && Contains("--list-components"));
     const auto version = run_oml(cmd, "--version");
     CHECK(version.exit_code == 0);
-    CHECK_THAT(version.out, Contains(cmd) && Contains("oml-cpp"));
+    CHECK_THAT(version.out, Contains(cmd) && Contains("oml-cpp") && Contains("built with LibTorch ") &&
+                                Contains("process groups: gloo"));
   }
+}
+
+TEST_CASE("accelerator: cuda on a machine without a GPU exits 2 naming the LibTorch it was built with",
+          "[cli][gpu-build]") {
+  const auto version = run_oml("oml-train", "--version");
+  CHECK((version.out.find("nccl") != std::string::npos) == static_cast<bool>(OML_TORCH_CUDA));
+  // CUDA_VISIBLE_DEVICES empty: no GPU, as on CI's machines, also where the tests run beside one.
+  const auto r = oml::test::run(
+      "CUDA_VISIBLE_DEVICES= " + quote(oml::test::command_path("oml-train")) + " --config " +
+      quote(oml::test::source_path("configs/fashion_mnist/train_extractor.yaml")) +
+      " --set accelerator=cuda" + " --set dataset_root=" + quote(oml::test::fashion_mnist_subset().string()) +
+      " --set max_epochs=1");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains(OML_TORCH_CUDA ? "no GPU is visible to this process" : "CPU-only LibTorch"));
+  CHECK_THAT(r.err, !Contains("Traceback") && !Contains("terminate called"));
 }
 
 TEST_CASE("Bad usage exits 2 with a hint to --help", "[cli]") {

@@ -21,7 +21,7 @@ namespace {
 
 void python(const std::string& args) {
   const std::string script = oml::test::source_path("tests/python/vit_zoo_reference.py");
-  const auto r = oml::test::run("/usr/bin/python3 " + quote(script) + " " + args);
+  const auto r = oml::test::run(oml::test::python() + " " + quote(script) + " " + args);
   INFO("python3 vit_zoo_reference.py " << args << " failed (is python3-torchvision installed? "
                                        << "scripts/setup.sh --with-tests)\nstdout: " << r.out
                                        << "\nstderr: " << r.err);

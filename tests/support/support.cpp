@@ -50,6 +50,7 @@ std::string read_file(const fs::path& path) {
 std::string command_path(const std::string& name) { return std::string(OML_BIN_DIR) + "/" + name; }
 std::string fixture_path(const std::string& name) { return std::string(OML_FIXTURE_DIR) + "/" + name; }
 std::string source_path(const std::string& relative) { return std::string(OML_SOURCE_DIR) + "/" + relative; }
+std::string python() { return quote(OML_PYTHON); }
 
 std::string quote(const std::string& text) {
   std::string out = "'";

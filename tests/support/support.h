@@ -41,6 +41,9 @@ std::string read_file(const fs::path& path);
 std::string command_path(const std::string& name);
 std::string fixture_path(const std::string& name);
 std::string source_path(const std::string& relative);
+/// The Python interpreter of the reference packages (the pinned torch and torchvision wheels in
+/// scripts/setup.sh's virtual environment), quoted for the shell.
+std::string python();
 
 struct CommandResult {
   int exit_code = -1;

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "oml/common/error.h"
+#include "torch_compat.h"
 
 namespace oml {
 
@@ -14,17 +15,11 @@ AutocastGuard::AutocastGuard(config::Precision precision, c10::Device device) {
   OML_CHECK(cuda_ || precision == config::Precision::bf16, ConfigError,
             "precision 16 (float16 autocast) needs a GPU; on the CPU use precision: bf16");
   dtype_ = precision == config::Precision::bf16 ? c10::ScalarType::BFloat16 : c10::ScalarType::Half;
-  if (cuda_) {
-    previous_enabled_ = at::autocast::is_enabled();
-    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(dtype_);
-  } else {
-    previous_enabled_ = at::autocast::is_cpu_enabled();
-    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(dtype_);
-  }
+  const auto type = device_type();
+  previous_enabled_ = torch_compat::autocast_enabled(type);
+  previous_dtype_ = torch_compat::autocast_dtype(type);
+  torch_compat::set_autocast_enabled(type, true);
+  torch_compat::set_autocast_dtype(type, dtype_);
   at::autocast::increment_nesting();
   active_ = true;
 }
@@ -34,24 +29,20 @@ AutocastGuard::~AutocastGuard() {
   // The cast weights are cached only while some autocast region is open; the outermost one
   // drops them, so the next step casts the updated float32 weights again.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (cuda_) {
-    at::autocast::set_enabled(previous_enabled_);
-    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
-  } else {
-    at::autocast::set_cpu_enabled(previous_enabled_);
-    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
-  }
+  torch_compat::set_autocast_enabled(device_type(), previous_enabled_);
+  torch_compat::set_autocast_dtype(device_type(), previous_dtype_);
 }
 
 Float32Guard::Float32Guard()
-    : previous_cpu_(at::autocast::is_cpu_enabled()), previous_cuda_(at::autocast::is_enabled()) {
-  at::autocast::set_cpu_enabled(false);
-  at::autocast::set_enabled(false);
+    : previous_cpu_(torch_compat::autocast_enabled(c10::DeviceType::CPU)),
+      previous_cuda_(torch_compat::autocast_enabled(c10::DeviceType::CUDA)) {
+  torch_compat::set_autocast_enabled(c10::DeviceType::CPU, false);
+  torch_compat::set_autocast_enabled(c10::DeviceType::CUDA, false);
 }
 
 Float32Guard::~Float32Guard() {
-  at::autocast::set_cpu_enabled(previous_cpu_);
-  at::autocast::set_enabled(previous_cuda_);
+  torch_compat::set_autocast_enabled(c10::DeviceType::CPU, previous_cpu_);
+  torch_compat::set_autocast_enabled(c10::DeviceType::CUDA, previous_cuda_);
 }
 
 }  // namespace oml

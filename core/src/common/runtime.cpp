@@ -1,7 +1,6 @@
 #include "oml/common/runtime.h"
 
 #include <dlfcn.h>
-#include <glog/logging.h>
 #include <malloc.h>
 #include <torch/torch.h>
 
@@ -12,11 +11,15 @@
 #include <utility>
 
 #include "oml/common/logging.h"
+#include "torch_compat.h"
 
 namespace oml {
 
 std::string blas_backend() {
-  // LibTorch calls the Fortran BLAS symbol sgemm_; find the library that provides it.
+  // The wheel's LibTorch has MKL linked into libtorch_cpu and calls it directly, whatever
+  // other BLAS (OpenBLAS for Debian's Faiss) the process loads.
+  if (at::hasMKL()) return "MKL (linked into LibTorch)";
+  // Debian's LibTorch calls the Fortran BLAS symbol sgemm_; find the library that provides it.
   void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
   if (sgemm == nullptr) return "unknown (no BLAS sgemm_ loaded)";
   Dl_info info{};
@@ -58,18 +61,14 @@ bool tune_allocator() {
 }
 
 void configure_library_logging(const char* program, bool verbose) {
-  FLAGS_logtostderr = true;
-  FLAGS_minloglevel = verbose ? google::GLOG_WARNING : google::GLOG_FATAL;
-  if (!google::IsGoogleLoggingInitialized()) {
-    static const std::string name = program;  // glog keeps the pointer
-    google::InitGoogleLogging(name.c_str());
-  }
+  torch_compat::set_library_log_level(program, verbose);
 }
 
 namespace {
 
 using GetThreads = int (*)();
 using SetThreads = void (*)(int);
+using SetLocalThreads = int (*)(int);
 
 // OpenBLAS's thread-count functions, when OpenBLAS is the loaded BLAS.
 std::pair<GetThreads, SetThreads> openblas_threads() {
@@ -79,9 +78,21 @@ std::pair<GetThreads, SetThreads> openblas_threads() {
   return functions;
 }
 
+// MKL's per-thread setting (exported by the wheel's libtorch_cpu), when MKL is loaded: its C
+// entry point (mkl_set_num_threads_local is the Fortran one, which takes a pointer).
+SetLocalThreads mkl_local_threads() {
+  static const auto function =
+      reinterpret_cast<SetLocalThreads>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+  return function;
+}
+
 }  // namespace
 
 SingleThreadedBlas::SingleThreadedBlas() {
+  if (const auto set_local = mkl_local_threads()) {
+    previous_mkl_ = set_local(1);
+    mkl_set_ = true;
+  }
   const auto [get, set] = openblas_threads();
   if (get == nullptr || set == nullptr) return;
   const int current = get();
@@ -92,6 +103,7 @@ SingleThreadedBlas::SingleThreadedBlas() {
 
 SingleThreadedBlas::~SingleThreadedBlas() {
   if (previous_ > 0) openblas_threads().second(previous_);
+  if (mkl_set_) mkl_local_threads()(previous_mkl_);
 }
 
 int configure_threads(int requested, int local_ranks) {

@@ -15,12 +15,13 @@
 #include <thread>
 
 #include "oml/common/error.h"
+#include "torch_compat.h"
 
 namespace oml::distributed::detail {
 
 // ---- work -------------------------------------------------------------------------------
 struct C10dWork::Impl {
-  // `auto`-deduced in the factories below: ProcessGroup::Work (1.13) or c10d::Work (2.x).
+  // Deduced in wrap() below: ProcessGroup::Work (1.13) or c10d::Work (2.x).
   std::function<void()> wait;
 };
 
@@ -155,7 +156,7 @@ int64_t C10dStore::add(const std::string& key, int64_t delta) {
 
 // ---- group ------------------------------------------------------------------------------
 struct C10dGroup::Impl {
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<torch_compat::C10dBackend> group;
 };
 
 namespace {

@@ -2,7 +2,10 @@
 
 #include <torch/cuda.h>
 
+#include <algorithm>
+
 #include "oml/common/error.h"
+#include "oml/distributed/process_group.h"
 
 namespace oml::distributed {
 
@@ -12,9 +15,17 @@ Placement placement_for(const std::string& accelerator, const World& world,
   if (accelerator == "cpu" || (accelerator == "auto" && !torch::cuda::is_available())) return placement;
   OML_CHECK(accelerator == "cuda" || accelerator == "auto", ConfigError,
             "accelerator must be 'cpu', 'cuda' (or 'gpu') or 'auto', got '", accelerator, "'");
-  OML_CHECK(torch::cuda::is_available(), ConfigError,
-            "accelerator: cuda was requested, but this LibTorch has no CUDA support or sees no GPU "
-            "(use accelerator: cpu, or build against a CUDA LibTorch with -DCMAKE_PREFIX_PATH)");
+  if (!torch::cuda::is_available()) {
+    const auto backends = available_backends();
+    const bool cuda_build = std::find(backends.begin(), backends.end(), "nccl") != backends.end();
+    throw ConfigError(cuda_build
+                          ? "accelerator: cuda was requested, but no GPU is visible to this process (this "
+                            "oml-cpp is built with a CUDA LibTorch and NCCL: check the NVIDIA driver and "
+                            "CUDA_VISIBLE_DEVICES, or use accelerator: cpu)"
+                          : "accelerator: cuda was requested, but this oml-cpp is built with a CPU-only "
+                            "LibTorch (use accelerator: cpu, or build against the CUDA torch wheel: "
+                            "scripts/build.sh)");
+  }
   const int gpus = static_cast<int>(torch::cuda::device_count());
   int64_t gpu = world.local_rank;
   if (!device_ids.empty()) {

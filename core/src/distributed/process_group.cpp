@@ -219,6 +219,14 @@ void PendingCollective::wait() {
 }
 
 // ---- ProcessGroup -----------------------------------------------------------------------
+std::vector<std::string> available_backends() {
+  std::vector<std::string> out;
+  for (const char* name : {"gloo", "nccl"}) {
+    if (detail::backend_available(name)) out.emplace_back(name);
+  }
+  return out;
+}
+
 ProcessGroup::ProcessGroup(World world, GroupOptions options)
     : world_(std::move(world)), options_(std::move(options)) {}
 

@@ -4,9 +4,11 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -141,6 +143,13 @@ NpyLayout read_npy_layout(const std::filesystem::path& path) {
   // The header is checked against the file's size before anything is allocated: a header that
   // claims (10^12, 10) must be a clear error, not an allocation failure.
   const int64_t available = file_size - prefix - header_size;
+  // The strides multiply every dimension but the first, even when another one is 0: a shape
+  // such as (0, 10^18, 10^18) holds no data and still cannot be a tensor.
+  long double extent = static_cast<long double>(c10::elementSize(type));
+  for (int64_t d : shape) extent *= static_cast<long double>(std::max<int64_t>(d, 1));
+  if (extent > static_cast<long double>(std::numeric_limits<int64_t>::max())) {
+    bad_file(path, "shape " + shape_text(shape) + " is too large for any array");
+  }
   long double needed = static_cast<long double>(c10::elementSize(type));
   for (int64_t d : shape) needed *= static_cast<long double>(d);
   if (needed > static_cast<long double>(available)) {

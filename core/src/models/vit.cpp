@@ -1,6 +1,5 @@
 #include "oml/models/vit.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -10,6 +9,7 @@
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/zoo.h"
+#include "torch_compat.h"
 
 namespace oml::models {
 namespace {
@@ -125,8 +125,9 @@ torch::Tensor ViTBlockImpl::attention(const torch::Tensor& x) {
   // Inference: ATen's fused multi-head attention (projections, scaled scores, softmax and the
   // weighted sum in one call). It has no backward and no autocast rule, hence only without
   // autograd and autocast, with the weights' dtype.
-  const bool fused = !torch::GradMode::is_enabled() && !at::autocast::is_enabled() &&
-                     !at::autocast::is_cpu_enabled() && x.scalar_type() == qkv_->weight.scalar_type();
+  const bool fused =
+      !torch::GradMode::is_enabled() && !torch_compat::autocast_enabled(c10::DeviceType::CUDA) &&
+      !torch_compat::autocast_enabled(c10::DeviceType::CPU) && x.scalar_type() == qkv_->weight.scalar_type();
   if (fused) {
     return std::get<0>(at::_native_multi_head_attention(x, x, x, dim, num_heads_, qkv_->weight, qkv_->bias,
                                                         proj_->weight, proj_->bias, {},

@@ -234,6 +234,7 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
   std::atomic<int64_t> next_list{0};
   const SingleThreadedBlas one_blas_thread;
   auto work = [&](int t) {
+    const SingleThreadedBlas one_blas_thread_here;  // MKL's setting is per thread
     std::vector<float> gathered;
     std::vector<float> block;
     for (int64_t l = next_list++; l < nlist; l = next_list++) {
@@ -243,8 +244,8 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
       }
     }
   };
-  // Plain threads, not at::parallel_for: oml_core is compiled without -fopenmp, and LibTorch's
-  // header-only parallel_for then runs its body on the calling thread alone.
+  // Plain threads, each taking the next list: lists differ widely in length, and at::parallel_for
+  // would hand each thread a fixed range of them.
   run_on_threads(threads, work);
 
   // Exact order and distances of the kept candidates, then the lists in query order.

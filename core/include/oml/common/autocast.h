@@ -32,6 +32,8 @@ class AutocastGuard {
   bool active() const { return active_; }
 
  private:
+  c10::DeviceType device_type() const { return cuda_ ? c10::DeviceType::CUDA : c10::DeviceType::CPU; }
+
   bool active_ = false;
   bool cuda_ = false;
   c10::ScalarType dtype_ = c10::ScalarType::Float;

@@ -34,11 +34,12 @@ bool tune_allocator();
 /// Called by every command at start-up.
 void configure_library_logging(const char* program, bool verbose);
 
-/// While alive, every BLAS call runs on its calling thread alone (OpenBLAS's thread count set to
-/// 1, the previous count restored by the destructor; nothing happens with another BLAS). For code
-/// that multiplies on several of LibTorch's intra-op threads at once: OpenBLAS would otherwise
-/// start its own threads inside each call, threads x threads on the cores. The setting is
-/// process-wide, so hold it only around such a parallel region.
+/// While alive, BLAS calls run on their calling thread alone, for code that multiplies on several
+/// threads at once (the BLAS would otherwise start its own threads inside each call, threads x
+/// threads on the cores). OpenBLAS (Debian's LibTorch): its thread count is process-wide, set to
+/// 1 and restored by the destructor, so hold one guard around the parallel region. MKL (the
+/// wheel's LibTorch): its setting is per thread, so also hold one in each thread that
+/// multiplies (a nested guard changes nothing for OpenBLAS).
 class SingleThreadedBlas {
  public:
   SingleThreadedBlas();
@@ -47,7 +48,9 @@ class SingleThreadedBlas {
   SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
 
  private:
-  int previous_ = 0;  // 0: nothing to restore
+  int previous_ = 0;  // OpenBLAS's count; 0: nothing to restore
+  bool mkl_set_ = false;
+  int previous_mkl_ = 0;  // MKL's previous per-thread count (0: the global one)
 };
 
 /// Sets LibTorch's intra-op threads: `requested` when > 0, else hardware cores / `local_ranks`

@@ -45,6 +45,10 @@ struct GroupOptions {
 
 enum class ReduceOp { sum, max, min };
 
+/// The process-group backends this LibTorch has compiled in: "gloo", and "nccl" in a CUDA build
+/// (whether a GPU is present is a run-time question: torch::cuda::is_available()).
+std::vector<std::string> available_backends();
+
 class ProcessGroup;
 
 /// An all-reduce in flight (gradient buckets); wait() finishes it or throws DistributedError.

@@ -3,6 +3,10 @@
 
 #include <torch/types.h>
 
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+
 #include <vector>
 
 namespace oml::optim {
@@ -13,5 +17,11 @@ struct OptimizerContext {
   std::vector<torch::Tensor> model_parameters;  ///< extractor / pairwise model (group 0)
   std::vector<torch::Tensor> loss_parameters;   ///< criterion (group 1, only when not empty)
 };
+
+/// Clears every gradient before a step's backward: sets them to none, as PyTorch 2.x's
+/// `optimizer.zero_grad()` does (and so on every LibTorch oml-cpp builds against): a parameter
+/// that gets no gradient in a step is skipped by the optimizer instead of being updated with
+/// a zero gradient (weight decay, momentum).
+void zero_grad(torch::optim::Optimizer& optimizer);
 
 }  // namespace oml::optim

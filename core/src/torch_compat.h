@@ -1,0 +1,128 @@
+#pragma once
+// The one place that knows which LibTorch oml-cpp is compiled against.
+//
+// oml-cpp builds from one source tree against Debian 12's LibTorch 1.13 and against LibTorch 2.x
+// (the pinned torch wheel's, or the same libraries from a LibTorch zip). Every API difference
+// between them is resolved here, by TORCH_VERSION_MAJOR/MINOR or by the build's own macros; the
+// rest of oml_core calls these names and never tests a version. Private to oml_core (core/src).
+//
+// What differs, and where it is used:
+//   - c10d: ProcessGroupGloo/NCCL derive from c10d::Backend since 2.0 (ProcessGroup in 1.13)
+//     -> C10dBackend, used by distributed/c10d_adapter.cpp only.
+//   - autocast: the device-generic API (is_autocast_enabled(device), ...) since 2.4; the
+//     per-device functions of 1.13 are deprecated and warn at run time in 2.x
+//     -> autocast_enabled / set_autocast_enabled / autocast_dtype / set_autocast_dtype.
+//   - Optimizer::zero_grad(set_to_none) since 2.0 (1.13 zeroes in place)
+//     -> zero_grad(optimizer): gradients set to none on both, as PyTorch 2.x's default.
+//   - logging: c10 logs through glog in Debian's build (C10_USE_GLOG), through its own
+//     minimal logger in the wheel's -> common/runtime.cpp's configure_library_logging.
+//
+// Not a version difference but a build difference, resolved where it is used: the BLAS
+// (OpenBLAS behind libblas.so.3 for Debian's, MKL inside libtorch_cpu for the wheel's;
+// common/runtime.cpp) and the Gloo headers (Debian's libgloo-dev for both: see
+// docs/building.md#libtorch).
+
+#include <ATen/autocast_mode.h>
+#include <c10/macros/Macros.h>
+#include <c10/util/Logging.h>  // glog's or c10's own, by C10_USE_GLOG
+#include <torch/optim/optimizer.h>
+#include <torch/version.h>
+
+#include <string>
+
+#define OML_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// 2.4 is the oldest 2.x whose API this file covers (the device-generic autocast functions);
+// 2.11 is the release the project pins and tests.
+static_assert(OML_TORCH_AT_LEAST(2, 4) || (TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR == 13),
+              "oml-cpp builds against LibTorch 1.13 or 2.4 and later");
+
+namespace c10d {
+#if OML_TORCH_AT_LEAST(2, 0)
+class Backend;
+#else
+class ProcessGroup;
+#endif
+}  // namespace c10d
+
+namespace oml::torch_compat {
+
+/// The class a Gloo or NCCL process group object derives from.
+#if OML_TORCH_AT_LEAST(2, 0)
+using C10dBackend = c10d::Backend;
+#else
+using C10dBackend = c10d::ProcessGroup;
+#endif
+
+inline bool autocast_enabled(c10::DeviceType device) {
+#if OML_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+inline void set_autocast_enabled(c10::DeviceType device, bool enabled) {
+#if OML_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+  }
+#endif
+}
+
+inline c10::ScalarType autocast_dtype(c10::DeviceType device) {
+#if OML_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
+#if OML_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+
+/// Clears every gradient (sets it to none), as PyTorch 2.x's `optimizer.zero_grad()`: a
+/// parameter that gets no gradient in a step is then skipped by the optimizer on both
+/// LibTorches, instead of being updated with a zero gradient (1.13's zero_grad()).
+inline void zero_grad(torch::optim::Optimizer& optimizer) {
+#if OML_TORCH_AT_LEAST(2, 0)
+  optimizer.zero_grad(/*set_to_none=*/true);
+#else
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& param : group.params()) param.mutable_grad().reset();
+  }
+#endif
+}
+
+/// LibTorch's own log (c10 warnings, c10d's messages) to stderr at warning level when
+/// `verbose`, only fatal messages otherwise. `program` names the process in glog's lines.
+inline void set_library_log_level(const char* program, bool verbose) {
+#ifdef C10_USE_GLOG
+  FLAGS_logtostderr = true;
+  FLAGS_minloglevel = verbose ? google::GLOG_WARNING : google::GLOG_FATAL;
+  if (!google::IsGoogleLoggingInitialized()) {
+    static const std::string name = program;  // glog keeps the pointer
+    google::InitGoogleLogging(name.c_str());
+  }
+#else
+  (void)program;
+  FLAGS_caffe2_log_level = verbose ? c10::GLOG_WARNING : c10::GLOG_FATAL;
+#endif
+}
+
+}  // namespace oml::torch_compat
