@@ -35,7 +35,7 @@ if [ -n "$suites" ]; then
       *) echo "test: unknown suite '$s' (core, plugins, integration, fuzz)" >&2; exit 2 ;;
     esac
     build_args+=(--target "oml_${s}_tests")
-    regex="${regex:+$regex|}^$s( \\(built without Faiss\\))?: "
+    regex="${regex:+$regex|}^$s( \\(built without Faiss\\))?:"
   done
   ctest_args=(-R "$regex")
 fi

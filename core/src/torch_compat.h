@@ -15,7 +15,7 @@
 //   - Optimizer::zero_grad(set_to_none) since 2.0 (1.13 zeroes in place)
 //     -> zero_grad(optimizer): gradients set to none on both, as PyTorch 2.x's default.
 //   - logging: c10 logs through glog in Debian's build (C10_USE_GLOG), through its own
-//     minimal logger in the wheel's -> common/runtime.cpp's configure_library_logging.
+//     minimal logger in the wheel's -> set_library_log_level (common/runtime.cpp calls it).
 //
 // Not a version difference but a build difference, resolved where it is used: the BLAS
 // (OpenBLAS behind libblas.so.3 for Debian's, MKL inside libtorch_cpu for the wheel's;
