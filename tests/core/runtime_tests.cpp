@@ -61,12 +61,13 @@ TEST_CASE("SingleThreadedBlas runs MKL on one thread in the thread that holds it
     CHECK_FALSE(at::hasMKL());  // Debian's LibTorch: no MKL to set
     return;
   }
-  at::init_num_threads();  // LibTorch sets MKL's and OpenMP's counts when it starts its pool
+  // LibTorch sizes a thread's OpenMP pool from MKL's count at the thread's first parallel op:
+  // one before the guard, as in the commands (configure_threads at start-up).
+  const auto a = torch::arange(12, torch::kFloat).reshape({3, 4});
   const int before = get_max();
   {
     const oml::SingleThreadedBlas guard;
     CHECK(get_max() == 1);
-    const auto a = torch::arange(12, torch::kFloat).reshape({3, 4});
     CHECK(torch::equal(torch::mm(a, a.t()),
                        torch::mm(a.to(torch::kDouble), a.t().to(torch::kDouble)).to(torch::kFloat)));
   }

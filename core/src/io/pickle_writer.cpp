@@ -8,37 +8,16 @@
 #include <vector>
 
 #include "oml/common/error.h"
+#include "storage_classes.h"
 
 namespace oml::io::detail {
 namespace {
 
-// The legacy storage class torch.save names for each dtype (torch/storage.py); all of them are
-// on the weights-only unpickler's list of allowed globals.
-const char* storage_class(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::kFloat:
-      return "FloatStorage";
-    case c10::kDouble:
-      return "DoubleStorage";
-    case c10::kHalf:
-      return "HalfStorage";
-    case c10::kBFloat16:
-      return "BFloat16Storage";
-    case c10::kLong:
-      return "LongStorage";
-    case c10::kInt:
-      return "IntStorage";
-    case c10::kShort:
-      return "ShortStorage";
-    case c10::kChar:
-      return "CharStorage";
-    case c10::kByte:
-      return "ByteStorage";
-    case c10::kBool:
-      return "BoolStorage";
-    default:
-      throw InternalError(std::string("cannot save a tensor of dtype ") + c10::toString(dtype));
-  }
+// The storage class of a tensor's dtype (storage_classes.h).
+std::string storage_class_name(c10::ScalarType dtype) {
+  const auto name = detail::storage_class(dtype);
+  if (!name) throw InternalError(std::string("cannot save a tensor of dtype ") + c10::toString(dtype));
+  return std::string(*name);
 }
 
 class PickleWriter {
@@ -148,7 +127,7 @@ class PickleWriter {
     out_ += '(';
     out_ += '(';
     string("storage");
-    global("torch", storage_class(data.scalar_type()));
+    global("torch", storage_class_name(data.scalar_type()).c_str());
     string(key);
     string("cpu");
     integer(data.numel());

@@ -18,6 +18,7 @@
 #include "oml/common/error.h"
 #include "oml/io/atomic_file.h"
 #include "pickle_writer.h"
+#include "storage_classes.h"
 #include "zip_checksums.h"
 
 namespace oml::io {
@@ -31,15 +32,10 @@ struct Global {
 using Item = std::variant<c10::IValue, Global, Mark>;
 
 c10::ScalarType storage_dtype(const std::string& storage_name, const std::string& file) {
-  static const std::map<std::string, c10::ScalarType> types = {
-      {"FloatStorage", c10::kFloat},       {"DoubleStorage", c10::kDouble}, {"HalfStorage", c10::kHalf},
-      {"BFloat16Storage", c10::kBFloat16}, {"LongStorage", c10::kLong},     {"IntStorage", c10::kInt},
-      {"ShortStorage", c10::kShort},       {"CharStorage", c10::kChar},     {"ByteStorage", c10::kByte},
-      {"BoolStorage", c10::kBool}};
-  const auto found = types.find(storage_name);
-  OML_CHECK(found != types.end(), DataError, file, ": tensors stored as torch.", storage_name,
+  const auto dtype = detail::storage_dtype(storage_name);
+  OML_CHECK(dtype.has_value(), DataError, file, ": tensors stored as torch.", storage_name,
             " are not supported (float, double, half, bfloat16, integer and bool tensors are)");
-  return found->second;
+  return *dtype;
 }
 
 class Unpickler {
