@@ -86,10 +86,13 @@ if [ "$libtorch" != debian ] && ! command -v nvcc > /dev/null && [ ! -x /usr/loc
   exit 2
 fi
 
-# The wheels: always (the default LibTorch, and the tests' reference PyTorch for either build).
+# The wheels: the default LibTorch, and the tests' reference PyTorch for either build (a
+# --libtorch debian setup without --with-tests needs none of them).
 requirements="$root/scripts/requirements.txt"
 stamp="$venv/.oml-requirements"
-if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$requirements" "$stamp"; then
+if [ "$libtorch" = debian ] && [ "$with_tests" = 0 ]; then
+  echo "setup: --libtorch debian: the torch wheels are not needed (only the tests use them)"
+elif [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$requirements" "$stamp"; then
   echo "setup: $venv has the pinned wheels ($(tr '\n' ' ' < "$requirements"))"
 else
   echo "setup: installing the pinned wheels into $venv"
