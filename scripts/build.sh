@@ -8,15 +8,18 @@ set -euo pipefail
 #   --libtorch  the LibTorch to build against: the pinned torch wheel's in scripts/setup.sh's
 #               virtual environment (default; into build/), or Debian 12's 1.13 (into build-debian/).
 #   --target    builds just that target (repeatable).
+#   --print-dir prints the build folder for these options and exits (test.sh, run_default.sh).
 # OML_BUILD_DIR overrides the build folder, OML_VENV the virtual environment, OML_JOBS the jobs.
 targets=()
 libtorch=wheel
+print_dir=0
 cmake_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --commands) targets+=(--target oml_commands) ;;
     --libtorch) libtorch=${2:?--libtorch needs wheel or debian}; shift ;;
     --target) targets+=(--target "${2:?--target needs a name}"); shift ;;
+    --print-dir) print_dir=1 ;;
     *) cmake_args+=("$1") ;;
   esac
   shift
@@ -29,6 +32,10 @@ case "$libtorch" in
   *) echo "build: --libtorch takes wheel or debian, not '$libtorch'" >&2; exit 2 ;;
 esac
 build_dir=${OML_BUILD_DIR:-$default_dir}
+if [ "$print_dir" = 1 ]; then
+  echo "$build_dir"
+  exit 0
+fi
 jobs=${OML_JOBS:-$(nproc)}
 
 if [ "$libtorch" = wheel ]; then

@@ -12,15 +12,10 @@ if [ "${1:-}" = "--libtorch" ]; then
   shift 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-case "$libtorch" in
-  wheel) build_dir=${OML_BUILD_DIR:-$root/build} ;;
-  debian) build_dir=${OML_BUILD_DIR:-$root/build-debian} ;;
-  *) echo "run_default: --libtorch takes wheel or debian, not '$libtorch'" >&2; exit 2 ;;
-esac
-bin=$build_dir/pipelines
+bin=$(bash "$root/scripts/build.sh" --libtorch "$libtorch" --print-dir)/pipelines
 
 bash "$root/scripts/setup.sh" --libtorch "$libtorch"
-OML_BUILD_DIR="$build_dir" bash "$root/scripts/build.sh" --libtorch "$libtorch" --commands
+bash "$root/scripts/build.sh" --libtorch "$libtorch" --commands
 
 cd "$root"
 data=data/fashion_mnist

@@ -17,11 +17,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
-case "$libtorch" in
-  wheel) build_dir=${OML_BUILD_DIR:-$root/build} ;;
-  debian) build_dir=${OML_BUILD_DIR:-$root/build-debian} ;;
-  *) echo "test: --libtorch takes wheel or debian, not '$libtorch'" >&2; exit 2 ;;
-esac
+build_dir=$(bash "$root/scripts/build.sh" --libtorch "$libtorch" --print-dir)
 start=$(date +%s)
 
 bash "$root/scripts/setup.sh" --with-tests --libtorch "$libtorch"
@@ -39,7 +35,7 @@ if [ -n "$suites" ]; then
   done
   ctest_args=(-R "$regex")
 fi
-OML_BUILD_DIR="$build_dir" bash "$root/scripts/build.sh" "${build_args[@]}"
+bash "$root/scripts/build.sh" "${build_args[@]}"
 built=$(date +%s)
 echo "test.sh: build ($libtorch LibTorch) finished in $((built - start)) s"
 

@@ -2,10 +2,8 @@
 
 #include <torch/cuda.h>
 
-#include <algorithm>
-
+#include "c10d_adapter.h"
 #include "oml/common/error.h"
-#include "oml/distributed/process_group.h"
 
 namespace oml::distributed {
 
@@ -16,9 +14,7 @@ Placement placement_for(const std::string& accelerator, const World& world,
   OML_CHECK(accelerator == "cuda" || accelerator == "auto", ConfigError,
             "accelerator must be 'cpu', 'cuda' (or 'gpu') or 'auto', got '", accelerator, "'");
   if (!torch::cuda::is_available()) {
-    const auto backends = available_backends();
-    const bool cuda_build = std::find(backends.begin(), backends.end(), "nccl") != backends.end();
-    throw ConfigError(cuda_build
+    throw ConfigError(detail::backend_available("nccl")  // NCCL is compiled in with CUDA LibTorch
                           ? "accelerator: cuda was requested, but no GPU is visible to this process (this "
                             "oml-cpp is built with a CUDA LibTorch and NCCL: check the NVIDIA driver and "
                             "CUDA_VISIBLE_DEVICES, or use accelerator: cpu)"
