@@ -6,6 +6,7 @@
 // with the gradient scaler's fused kernels (an Inf step is skipped and the scale halves, as in
 // PyTorch); a one-rank NCCL process group; two ranks over Gloo sharing the one GPU (sync_dicts
 // and gradient sync of CUDA tensors, equal to the same ranks on the CPU).
+#include <ATen/Context.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -55,24 +56,29 @@ std::shared_ptr<oml::losses::Criterion> triplet_loss(int64_t dim) {
 
 struct StepResult {
   double loss = 0;
+  std::vector<at::Tensor> gradients;   ///< of the step, on the CPU
   std::vector<at::Tensor> parameters;  ///< after the step, on the CPU
 };
 
-// One Adam step of conv_net + triplet loss from seed 7, on `device`.
+// One Adam step of conv_net + triplet loss from seed 7, on `device`. Adam's eps is 1e-6, not
+// 1e-8: a triplet loss on Euclidean distances does not depend on the last layer's bias (it shifts
+// every embedding alike), so that gradient is rounding noise (~1e-9), and Adam turns noise into a
+// step of lr * g / (|g| + eps) -- with eps 1e-8 a random +-1e-4 on each device, seen on an H100.
 StepResult train_step(torch::Device device) {
   torch::manual_seed(7);
   auto model = conv_net();
   auto loss = triplet_loss(model->feat_dim());
   model->to(device);
   model->train();
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3).eps(1e-6));
   const auto images = torch::randn({16, 1, 28, 28}).to(device);
   const auto labels = torch::arange(4).repeat_interleave(4).to(device);
   oml::optim::zero_grad(optimizer);
   const auto out = loss->forward(model->forward(images), labels);
   out.loss.backward();
+  StepResult result{out.loss.item<double>(), {}, {}};
+  for (const auto& p : model->parameters()) result.gradients.push_back(p.grad().detach().cpu());
   optimizer.step();
-  StepResult result{out.loss.item<double>(), {}};
   for (const auto& p : model->parameters()) result.parameters.push_back(p.detach().cpu());
   return result;
 }
@@ -81,14 +87,24 @@ StepResult train_step(torch::Device device) {
 
 TEST_CASE("A training step on cuda:0 equals the same step on the CPU", "[gpu]") {
   require_gpu();
+  // In full fp32: PyTorch lets cuDNN convolutions use TF32 by default (10-bit mantissa), which
+  // moves gradients in the third or fourth digit; that is a speed setting, not this comparison.
+  auto& context = at::globalContext();
+  const bool tf32 = context.allowTF32CuDNN();
+  context.setAllowTF32CuDNN(false);
   const auto cpu = train_step(torch::kCPU);
   const auto gpu = train_step(kGpu);
   CHECK(gpu.loss == Approx(cpu.loss).epsilon(1e-4));
   REQUIRE(gpu.parameters.size() == cpu.parameters.size());
   for (std::size_t i = 0; i < cpu.parameters.size(); ++i) {
-    INFO("parameter " << i);
+    INFO("parameter " << i << ", largest gradient difference "
+                      << (gpu.gradients[i] - cpu.gradients[i]).abs().max().item<double>()
+                      << ", largest parameter difference "
+                      << (gpu.parameters[i] - cpu.parameters[i]).abs().max().item<double>());
+    CHECK(torch::allclose(gpu.gradients[i], cpu.gradients[i], /*rtol=*/1e-3, /*atol=*/1e-6));
     CHECK(torch::allclose(gpu.parameters[i], cpu.parameters[i], /*rtol=*/1e-4, /*atol=*/1e-5));
   }
+  context.setAllowTF32CuDNN(tf32);
 }
 
 TEST_CASE("bf16 and fp16 autocast on CUDA compute the forward in the low precision, the loss in float32",

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The GPU check for a GPU machine that cannot build oml-cpp (no Debian packages, no package
+# mirror) but has Python's torch 2.11.0+cu130 -- the machines this project is lent. It packs what
+# this machine built (build/, the wheel's LibTorch 2.11 with CUDA) into two folders to copy there:
+#   .gpu/      the binaries, the Debian libraries they load (xz, without glibc; GCC 12's libstdc++
+#              only used where the machine's is older) and check.sh: the GPU tests, ViT-S/16 bf16
+#              and resnet18 throughput, oml-cpp against PyTorch eager on that GPU (~60 MB);
+#   .gpudata/  Fashion-MNIST's IDX files and default_job.sh: the default job on accelerator: cuda
+#              (~30 MB; separate because a device call carries at most 64 MiB).
+# There, from a checkout of the same commit: `bash .gpu/check.sh`, then `bash .gpudata/default_job.sh`
+# (it reuses what check.sh unpacked under /tmp/oml-gpu). Both write their logs to $OUT (default
+# /tmp/oml-gpu/out). The binaries run against the GPU machine's own torch, which must be the
+# version built against here (a C++ ABI: scripts/requirements.txt).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build
+cd "$root"
+cmake --build "$build" --target oml_gpu_tests oml_ddp_worker oml-train oml-convert bench_precision
+rm -rf .gpu .gpudata
+mkdir -p .gpu/bin .gpudata
+bins=(tests/oml_gpu_tests tests/oml_ddp_worker pipelines/oml-train pipelines/oml-convert bench/bench_precision)
+for b in "${bins[@]}"; do cp "$build/$b" .gpu/bin/; done
+cp -L "$build/core/liboml_core.so.0" .gpu/bin/
+
+# The Debian libraries: everything the binaries load but LibTorch/CUDA (the machine's own),
+# this build's and glibc.
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+mkdir -p "$staging/lib" "$staging/std"
+for b in .gpu/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
+  grep -v -e '/torch/lib/' -e '/nvidia/' -e '/build/' \
+    -e '/lib\(c\|m\|dl\|pthread\|rt\|resolv\|util\)\.so' -e 'ld-linux' |
+  while read -r lib; do
+    case "$lib" in
+      */libstdc++.so.6|*/libgcc_s.so.1) cp -L "$lib" "$staging/std/" ;;
+      *) cp -L "$lib" "$staging/lib/" ;;
+    esac
+  done
+tar -C "$staging" -c lib std | xz -9 -T0 > .gpu/libs.tar.xz
+
+cat > .gpu/env.sh <<'ENV'
+# Sourced by check.sh and default_job.sh: the bundle unpacked under /tmp/oml-gpu, run against
+# this machine's torch (python3's, or $PY's).
+PY=${PY:-python3}
+OUT=${OUT:-/tmp/oml-gpu/out}
+mkdir -p "$OUT"
+site=$("$PY" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+B=/tmp/oml-gpu/bin
+if [ -f .gpu/libs.tar.xz ]; then
+  rm -rf /tmp/oml-gpu/lib /tmp/oml-gpu/std "$B" && mkdir -p "$B"
+  tar -xJf .gpu/libs.tar.xz -C /tmp/oml-gpu && cp .gpu/bin/* "$B/"
+fi
+[ -x "$B/oml-train" ] || { echo "the bundle is not unpacked here: run .gpu/check.sh first" >&2; exit 3; }
+lp=$B:/tmp/oml-gpu/lib
+system_cxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+grep -q GLIBCXX_3.4.30 "$system_cxx" 2>/dev/null || lp=$lp:/tmp/oml-gpu/std
+export LD_LIBRARY_PATH=$lp:$site/torch/lib:$(ls -d "$site"/nvidia/*/lib | tr '\n' ':')
+# The GPU tests start the DDP worker by the path it had where it was built.
+worker=$(strings "$B/oml_gpu_tests" | grep -m1 '/tests/oml_ddp_worker$' || true)
+if [ -n "$worker" ] && [ ! -x "$worker" ]; then mkdir -p "$(dirname "$worker")" && ln -sf "$B/oml_ddp_worker" "$worker"; fi
+ENV
+
+cat > .gpu/check.sh <<'CHECK'
+set -u
+mkdir -p /tmp/oml-gpu && cp .gpu/env.sh /tmp/oml-gpu/env.sh
+. .gpu/env.sh
+nvidia-smi -L
+"$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
+"$B/oml-train" --version
+echo "== 1. the GPU tests"
+(cd /tmp && "$B/oml_gpu_tests" --durations yes 2>&1 | tee "$OUT/gpu_tests.log")
+echo "== 2. ViT-S/16 224 px bf16, batch 32, oml-cpp and PyTorch eager alternating"
+vit='{name: vit, args: {arch: vits16}}'
+for round in 1 2 3; do
+  OML_BENCH_DEVICE=cuda "$B/bench_precision" 0 1 20 "$vit" 224 bf16 2>&1 | tee -a "$OUT/vit_oml.txt"
+  OML_BENCH_DEVICE=cuda "$PY" bench/precision_python.py 0 1 20 224 vits16 bf16 2>&1 | tee -a "$OUT/vit_torch.txt"
+done
+echo "== 3. resnet18 64 px fp32 and bf16, batch 32"
+OML_BENCH_DEVICE=cuda "$B/bench_precision" 0 3 20 2>&1 | tee "$OUT/resnet18_oml.txt"
+OML_BENCH_DEVICE=cuda "$PY" bench/precision_python.py 0 3 20 2>&1 | tee "$OUT/resnet18_torch.txt"
+CHECK
+
+cp /usr/share/datasets/fashion-mnist/*-ubyte.gz .gpudata/
+cat > .gpudata/default_job.sh <<'JOB'
+set -u
+[ -f /tmp/oml-gpu/env.sh ] || { echo "run .gpu/check.sh on this machine first" >&2; exit 3; }
+. /tmp/oml-gpu/env.sh
+"$B/oml-convert" fashion-mnist --src .gpudata --dst data/fashion_mnist > /dev/null || exit 4
+start=$(date +%s%N)
+"$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda \
+  --set logs_root=/tmp/oml-gpu/logs --progress lines > "$OUT/default_job.log" 2>&1
+echo "default job on cuda: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms"
+grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/logs/*/metrics.jsonl
+JOB
+du -sh .gpu .gpudata
