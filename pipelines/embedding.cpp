@@ -41,14 +41,14 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
   samplers::IndexSamplerOptions sequential_options;
   sequential_options.batch_size = options.batch_size;
   auto sequential = std::make_shared<samplers::SequentialSampler>(sampler_context, sequential_options);
-  ddp::DdpSamplerOptions share_options;  // no shuffle, padded: every rank runs the same steps
-  const auto share =
-      ddp::wrap_for_world(sequential, share_options, context.rank(), context.world_size(), options.seed);
+  // No shuffle, padded: every rank runs the same steps; one rank embeds the items in order.
+  const ddp::DDPSamplerWrapper share(sequential, ddp::DdpSamplerOptions{}, context.rank(),
+                                     context.world_size(), options.seed);
 
   data::LoaderOptions loader_options;
   loader_options.num_workers = static_cast<int>(options.num_workers);
   loader_options.seed = static_cast<uint64_t>(options.seed);
-  data::Loader loader(dataset, data::epoch_batches(*share, 0), loader_options);
+  data::Loader loader(dataset, share.batches(0), loader_options);
 
   const bool was_training = extractor.is_training();
   extractor.eval();

@@ -204,10 +204,11 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
       resolved_yaml_(document.dump()) {
   OML_ASSERT(parts_.model && parts_.optimizer && parts_.sampler,
              "a trainer needs a model, an optimizer and a sampler");
-  sharing_ = ddp::sampler_options(config_.ddp);
-  // Wrapping checks that every rank gets a batch (a ConfigError otherwise) before anything runs.
-  steps_per_epoch_ = data::batches_per_epoch(
-      *ddp::wrap_for_world(parts_.sampler, sharing_, context_.rank(), context_.world_size(), config_.seed));
+  // This rank's share of every epoch; wrapping checks that every rank gets a batch (a
+  // ConfigError otherwise) before anything runs.
+  share_ = std::make_unique<ddp::DDPSamplerWrapper>(parts_.sampler, ddp::sampler_options(config_.ddp),
+                                                    context_.rank(), context_.world_size(), config_.seed);
+  steps_per_epoch_ = share_->size();
   scheduler_ = build_scheduler(config_, *parts_.optimizer, steps_per_epoch_);
 
   // Config mistakes surface before anything is written or trained.
@@ -295,7 +296,7 @@ void Trainer::restore(const std::string& path) {
   if (!restored.position_is_global) {
     // An earlier build counted only this rank-world's steps and did not name the world.
     start_.epoch_world_size = world;
-    start_.consumed = start_.batch * ddp::items_per_step(*parts_.sampler, world);
+    start_.consumed = start_.batch * share_->items_per_step();
     if (start_.batch > 0) {
       log::warn("checkpoint " + path +
                 " was written by an earlier oml-cpp that does not record its number of "
@@ -312,7 +313,7 @@ void Trainer::restore(const std::string& path) {
   // A position this world cannot continue (the data changed; no padding and an uneven rest) is
   // reported now, before the run directory is touched, not when fit() reaches it.
   const ddp::EpochPosition from = resumed_epoch_position();
-  ddp::remaining_rank_batches(*parts_.sampler, sharing_, config_.seed, from, context_.rank(), world);
+  share_->batches_from(from);
   if (from.world_size != world && from.consumed > 0) {
     log::info("epoch " + std::to_string(start_.epoch) + " was started by " + std::to_string(from.world_size) +
               " rank(s); these " + std::to_string(world) + " continue it after the " +
@@ -343,12 +344,11 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     if (parts_.criterion) parts_.criterion->train();
     if (hooks.on_epoch_start) hooks.on_epoch_start(epoch);
 
-    // The epoch from where it stands: a fresh one is exactly the DDP wrapper's share of this
-    // rank; a resumed one continues its global order, whichever number of ranks started it.
+    // The epoch from where it stands, as the DDP wrapper deals it to this rank: a fresh one, or
+    // the rest of a resumed one, whichever number of ranks started it.
     const bool resumed = epoch == start_.epoch;
     const ddp::EpochPosition from = resumed ? resumed_epoch_position() : ddp::EpochPosition{epoch, 0, world};
-    std::vector<data::Batch> batches =
-        ddp::remaining_rank_batches(*parts_.sampler, sharing_, config_.seed, from, context_.rank(), world);
+    std::vector<data::Batch> batches = share_->batches_from(from);
     const auto epoch_steps = static_cast<int64_t>(batches.size());  // the same on every rank
     data::Loader loader(train_inputs, std::move(batches), training_loader_options(config_, epoch));
     Progress progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.max_epochs),
@@ -388,7 +388,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       // Stopped inside the epoch (max_steps): each of the `world` ranks took batches_done steps,
       // together the next batches_done x items_per_step items of the global order.
       next = {epoch, (resumed ? start_.batch : 0) + batches_done, step_,
-              from.consumed + batches_done * ddp::items_per_step(*parts_.sampler, world), from.world_size};
+              from.consumed + batches_done * share_->items_per_step(), from.world_size};
     }
     end_epoch(epoch, next, stop, hooks);
   }

@@ -20,8 +20,8 @@
 //     `hooks.step` in Trainer::run_step, plus the GradScaler for float16;
 //   - gradient communication (compression, overlap): the GradientSync the Trainer owns;
 //   - where a run resumes (also on another number of ranks): TrainingPosition, restored in the
-//     constructor and written into every checkpoint by save_checkpoint; fit() deals the resumed
-//     epoch's rest out with ddp::remaining_rank_batches.
+//     constructor and written into every checkpoint by save_checkpoint; fit() takes each epoch
+//     (a resumed one's rest too) from this rank's DDPSamplerWrapper.
 // docs/training.md describes the loop for users and for authors of new pipelines.
 
 #include <cstdint>
@@ -35,7 +35,6 @@
 
 #include "oml/config/run_config.h"
 #include "oml/ddp/ddp_sampler_wrapper.h"
-#include "oml/ddp/epoch_position.h"
 #include "pipeline_setup.h"
 #include "run_dir.h"
 
@@ -77,14 +76,14 @@ struct RunContext;
 class BatchTrace;
 class RunRecorder;
 
-/// What a pipeline trains. Checkpoints hold `model`'s state dict (what oml-validate and
-/// oml-predict load); resume state holds the criterion, optimizer, scheduler and RNG.
 /// Where the run writes: logs_root/run_name (or the resumed run's directory) and its checkpoints.
 struct RunPaths {
   std::filesystem::path root;
   std::filesystem::path checkpoints;
 };
 
+/// What a pipeline trains. Checkpoints hold `model`'s state dict (what oml-validate and
+/// oml-predict load); resume state holds the criterion, optimizer, scheduler and RNG.
 struct TrainingParts {
   torch::nn::Module* model = nullptr;
   /// Prefix of the model's parameters in gradient-sync error messages ("extractor.").
@@ -92,8 +91,8 @@ struct TrainingParts {
   torch::nn::Module* criterion = nullptr;  ///< loss parameters (ArcFace weights); may be null
   torch::optim::Optimizer* optimizer = nullptr;
   /// The train split's sampler as the config builds it (build_train_sampler), not wrapped: the
-  /// Trainer deals its epochs out to the ranks (the DDP plugin's wrapper, or, for an epoch
-  /// resumed on another number of ranks, ddp::remaining_rank_batches).
+  /// Trainer wraps it in this rank's DDPSamplerWrapper, which deals every epoch and the rest of
+  /// a resumed one.
   std::shared_ptr<const data::Sampler> sampler;
 };
 
@@ -206,8 +205,8 @@ class Trainer {
   TrainerOptions options_;
   std::string resolved_yaml_;
   std::shared_ptr<optim::Scheduler> scheduler_;
-  /// How the sampler's epochs are shared between the ranks (the config's ddp: keys).
-  ddp::DdpSamplerOptions sharing_;
+  /// This rank's share of the sampler's epochs (the config's ddp: keys).
+  std::unique_ptr<ddp::DDPSamplerWrapper> share_;
   /// Steps per epoch on this run's number of ranks (the scheduler's horizon).
   int64_t steps_per_epoch_ = 0;
   TrainingPosition start_;

@@ -38,11 +38,9 @@ int main(int argc, char** argv) {
     }
     const auto context = oml::pipelines::sampler_context_for(config, dataframe);
     const auto sampler = oml::samplers::build_sampler(config.sampler, context);
-    oml::ddp::DdpSamplerOptions options;
-    options.shuffle_between_ranks = config.ddp.shuffle_between_ranks;
-    options.pad_to_world_size = config.ddp.pad_to_world_size;
     oml::ddp::write_sampler_report(std::cout, sampler, inv.vars["world-size"].as<int>(),
-                                   inv.vars["epochs"].as<int>(), options, config.seed);
+                                   inv.vars["epochs"].as<int>(), oml::ddp::sampler_options(config.ddp),
+                                   config.seed);
     return 0;
   };
   return oml::cli::run_command(argc, argv, spec);

@@ -464,9 +464,9 @@ class CheckpointFuzz {
     optim::load_rng_state(rng);  // the fuzzer's own sequence must not depend on the checkpoints
     // As a 2-rank run continues it (any world size: the position is one of the epoch's global order).
     if (restored.position.epoch < config_.max_epochs) {
-      ddp::remaining_rank_batches(
-          *run.sampler, ddp::sampler_options(config_.ddp), config_.seed,
-          {restored.position.epoch, restored.position.consumed, restored.position.epoch_world_size}, 1, 2);
+      ddp::DDPSamplerWrapper(run.sampler, ddp::sampler_options(config_.ddp), 1, 2, config_.seed)
+          .batches_from(
+              {restored.position.epoch, restored.position.consumed, restored.position.epoch_world_size});
     }
   }
 

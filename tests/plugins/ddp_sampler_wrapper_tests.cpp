@@ -77,19 +77,29 @@ TEST_CASE("torch_randperm equals torch.randperm with a seeded CPU generator", "[
 
 TEST_CASE("Shuffled positions equal torch's DistributedSampler", "[ddp]") {
   // Produced with python3-torch 1.13: list(DistributedSampler(range(10), num_replicas=W, rank=r,
-  // shuffle=True, seed=40, drop_last=...)) after set_epoch(2); the shuffle seed is 40 + 2.
+  // shuffle=True, seed=40, drop_last=...)) after set_epoch(2); the shuffle seed is 40 + 2. The
+  // wrapper deals the indices of a sequential sampler over 10 rows, one batch per rank.
+  auto rows = make_context({6, 3, 5, 0}, 1);
+  rows.labels.resize(10);
+  const auto sequential =
+      std::make_shared<oml::samplers::SequentialSampler>(rows, oml::samplers::IndexSamplerOptions{10, false});
+  auto positions = [&](int64_t rank, int64_t world, const DdpSamplerOptions& options) {
+    const auto batches = DDPSamplerWrapper(sequential, options, rank, world, 40).batches(2);
+    REQUIRE(batches.size() == 1);
+    return batches.front();
+  };
   const DdpSamplerOptions padded{true, true}, dropped{true, false};
   const std::vector<std::vector<int64_t>> w3_pad{{2, 8, 0, 7}, {6, 4, 9, 2}, {1, 5, 3, 6}};
   const std::vector<std::vector<int64_t>> w3_drop{{2, 8, 0}, {6, 4, 9}, {1, 5, 3}};
   const std::vector<std::vector<int64_t>> w4_pad{{2, 4, 3}, {6, 5, 7}, {1, 0, 2}, {8, 9, 6}};
   const std::vector<std::vector<int64_t>> w4_drop{{2, 4}, {6, 5}, {1, 0}, {8, 9}};
   for (int64_t r = 0; r < 3; ++r) {
-    CHECK(oml::ddp::rank_positions(10, r, 3, padded, 42) == w3_pad[r]);
-    CHECK(oml::ddp::rank_positions(10, r, 3, dropped, 42) == w3_drop[r]);
+    CHECK(positions(r, 3, padded) == w3_pad[r]);
+    CHECK(positions(r, 3, dropped) == w3_drop[r]);
   }
   for (int64_t r = 0; r < 4; ++r) {
-    CHECK(oml::ddp::rank_positions(10, r, 4, padded, 42) == w4_pad[r]);
-    CHECK(oml::ddp::rank_positions(10, r, 4, dropped, 42) == w4_drop[r]);
+    CHECK(positions(r, 4, padded) == w4_pad[r]);
+    CHECK(positions(r, 4, dropped) == w4_drop[r]);
   }
 }
 
@@ -152,7 +162,7 @@ TEST_CASE("A wrapped index sampler deals indices, then each rank batches its sha
   }
 }
 
-TEST_CASE("With one rank and no shuffle the wrapper equals the unwrapped sampler", "[ddp]") {
+TEST_CASE("With one rank the wrapper equals the unwrapped sampler, shuffled or not", "[ddp]") {
   const auto context = make_context({13, 2, 4, 0}, 99);
   const std::shared_ptr<const oml::data::Sampler> samplers[] = {
       std::make_shared<oml::samplers::BalanceSampler>(context,
@@ -161,14 +171,14 @@ TEST_CASE("With one rank and no shuffle the wrapper equals the unwrapped sampler
       std::make_shared<oml::samplers::SequentialSampler>(context,
                                                          oml::samplers::IndexSamplerOptions{5, false})};
   for (const auto& sampler : samplers) {
-    for (bool pad : {true, false}) {
-      const DDPSamplerWrapper wrapper(sampler, {false, pad}, 0, 1, context.seed);
+    for (const auto& options : kAllOptions) {
+      const DDPSamplerWrapper wrapper(sampler, options, 0, 1, context.seed);
+      CHECK(wrapper.size() == oml::data::batches_per_epoch(*sampler));
       for (int64_t epoch = 0; epoch < 3; ++epoch) {
         CHECK(oml::data::epoch_batches(wrapper, epoch) == oml::data::epoch_batches(*sampler, epoch));
       }
     }
   }
-  CHECK(oml::ddp::wrap_for_world(samplers[0], {true, true}, 0, 1, 0) == samplers[0]);
 }
 
 TEST_CASE("Each epoch re-draws the wrapped sampler's epoch", "[ddp]") {

@@ -1,6 +1,6 @@
-// Continuing an epoch on another number of ranks (plugins/ddp/include/oml/ddp/epoch_position.h,
+// Continuing an epoch on another number of ranks (DDPSamplerWrapper::batches_from,
 // docs/ddp.md#resuming-on-another-number-of-ranks).
-#include "oml/ddp/epoch_position.h"
+#include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/samplers/balance_sampler.h"
 #include "oml/samplers/index_samplers.h"
 #include "sampler_test_data.h"
@@ -39,8 +39,7 @@ std::optional<std::vector<std::vector<Batch>>> wrapper_batches(
   std::vector<std::vector<Batch>> ranks;
   for (int64_t r = 0; r < world; ++r) {
     try {
-      ranks.push_back(
-          oml::data::epoch_batches(*oml::ddp::wrap_for_world(sampler, options, r, world, 7), epoch));
+      ranks.push_back(oml::ddp::DDPSamplerWrapper(sampler, options, r, world, 7).batches(epoch));
     } catch (const oml::ConfigError&) {
       return std::nullopt;
     }
@@ -48,12 +47,18 @@ std::optional<std::vector<std::vector<Batch>>> wrapper_batches(
   return ranks;
 }
 
-std::vector<std::vector<Batch>> resumed_batches(const oml::data::Sampler& sampler,
+// Rank `rank` of `world`'s batches for the rest of the epoch at `position`.
+std::vector<Batch> rest_of(std::shared_ptr<const oml::data::Sampler> sampler,
+                           const DdpSamplerOptions& options, const EpochPosition& position, int64_t rank,
+                           int64_t world) {
+  return oml::ddp::DDPSamplerWrapper(std::move(sampler), options, rank, world, 7).batches_from(position);
+}
+
+std::vector<std::vector<Batch>> resumed_batches(const std::shared_ptr<const oml::data::Sampler>& sampler,
                                                 const DdpSamplerOptions& options,
                                                 const EpochPosition& position, int64_t world) {
   std::vector<std::vector<Batch>> ranks;
-  for (int64_t r = 0; r < world; ++r)
-    ranks.push_back(oml::ddp::remaining_rank_batches(sampler, options, 7, position, r, world));
+  for (int64_t r = 0; r < world; ++r) ranks.push_back(rest_of(sampler, options, position, r, world));
   for (const auto& rank : ranks) REQUIRE(rank.size() == ranks.front().size());  // equal steps
   return ranks;
 }
@@ -88,7 +93,7 @@ TEST_CASE("A fresh epoch position gives exactly the wrapper's batches", "[ddp][r
                              << options.shuffle_between_ranks << " pad " << options.pad_to_world_size);
         const auto expected = wrapper_batches(sampler, options, world, 2);
         if (!expected) continue;
-        CHECK(resumed_batches(*sampler, options, {2, 0, world}, world) == *expected);
+        CHECK(resumed_batches(sampler, options, {2, 0, world}, world) == *expected);
       }
     }
   }
@@ -105,7 +110,7 @@ TEST_CASE("Resuming on the same number of ranks continues with the wrapper's rem
           INFO(sampler->name() << " drop_last " << sampler->drop_last() << " W " << world << " step " << s);
           const EpochPosition at{1, static_cast<int64_t>(s) * oml::ddp::items_per_step(*sampler, world),
                                  world};
-          const auto rest = resumed_batches(*sampler, options, at, world);
+          const auto rest = resumed_batches(sampler, options, at, world);
           for (int64_t r = 0; r < world; ++r) {
             CHECK(rest[r] == std::vector<Batch>(full->at(r).begin() + s, full->at(r).end()));
           }
@@ -138,7 +143,7 @@ TEST_CASE(
             REQUIRE(static_cast<int64_t>(consumed.size()) == at.consumed);
             std::vector<std::vector<Batch>> rest;
             try {
-              rest = resumed_batches(*sampler, options, at, resumed_on);
+              rest = resumed_batches(sampler, options, at, resumed_on);
             } catch (const oml::ConfigError&) {
               // Only without padding, and only when the new world cannot share the rest.
               CHECK_FALSE(options.pad_to_world_size);
@@ -170,13 +175,13 @@ TEST_CASE("An epoch interrupted twice, on different numbers of ranks, still cons
       // 2 ranks take 1 step, 3 ranks continue for 1 step (as the Trainer counts it: items of the
       // global order, the world that started the epoch kept), 1 rank takes the rest.
       const EpochPosition first{4, oml::ddp::items_per_step(*sampler, 2), 2};
-      const auto middle = resumed_batches(*sampler, options, first, 3);
+      const auto middle = resumed_batches(sampler, options, first, 3);
       REQUIRE(middle.at(0).size() > 1);  // the second stop lies inside the epoch
       const EpochPosition second{4, first.consumed + oml::ddp::items_per_step(*sampler, 3), 2};
       std::vector<Batch> consumed(reference.begin(), reference.begin() + first.consumed);
       for (const Batch& item : global_sequence(*sampler, middle, 0, 1)) consumed.push_back(item);
       REQUIRE(static_cast<int64_t>(consumed.size()) == second.consumed);
-      for (const Batch& item : global_sequence(*sampler, resumed_batches(*sampler, options, second, 1)))
+      for (const Batch& item : global_sequence(*sampler, resumed_batches(sampler, options, second, 1)))
         consumed.push_back(item);
       INFO(sampler->name() << " drop_last " << sampler->drop_last() << " shuffle "
                            << options.shuffle_between_ranks);
@@ -195,7 +200,7 @@ TEST_CASE("A shuffled epoch started on several ranks keeps their order on one ra
   const DdpSamplerOptions shuffled{true, true};
   const auto two = wrapper_batches(sampler, shuffled, 2, 0).value();
   // One rank alone would not shuffle; continuing the 2-rank epoch it must follow their order.
-  const auto rest = oml::ddp::remaining_rank_batches(*sampler, shuffled, 7, {0, 4, 2}, 0, 1);
+  const auto rest = rest_of(sampler, shuffled, {0, 4, 2}, 0, 1);
   REQUIRE(rest.size() == 4);
   for (std::size_t i = 0; i < rest.size(); ++i) CHECK(rest[i] == two.at(i % 2).at(2 + i / 2));
   const auto unshuffled = oml::data::epoch_batches(*sampler, 0);
@@ -210,33 +215,31 @@ TEST_CASE(
   REQUIRE(sampler->size() == 8);
   const DdpSamplerOptions unpadded{false, false};
   // 2 ranks took 2 steps: 4 of 8 batches remain; 3 ranks would need 1 padding batch.
-  CHECK_THROWS_AS(oml::ddp::remaining_rank_batches(*sampler, unpadded, 7, {1, 4, 2}, 0, 3), oml::ConfigError);
-  CHECK_THROWS_WITH(oml::ddp::remaining_rank_batches(*sampler, unpadded, 7, {1, 4, 2}, 0, 3),
+  CHECK_THROWS_AS(rest_of(sampler, unpadded, {1, 4, 2}, 0, 3), oml::ConfigError);
+  CHECK_THROWS_WITH(rest_of(sampler, unpadded, {1, 4, 2}, 0, 3),
                     Contains("cannot continue epoch 1 of sampler 'balance' exactly on 3 rank(s)") &&
                         Contains("4 of its batches remain") && Contains("Resume on 1, 2 or 4 rank(s)") &&
                         Contains("ddp.pad_to_world_size: true"));
-  CHECK(oml::ddp::remaining_rank_batches(*sampler, unpadded, 7, {1, 4, 2}, 3, 4).size() == 1);
+  CHECK(rest_of(sampler, unpadded, {1, 4, 2}, 3, 4).size() == 1);
   // An index sampler with drop_last needs whole batches on every rank.
   const auto dropping = samplers_under_test().back();
   REQUIRE(dropping->drop_last());
   // 1 rank, batch 3: 21 of 23 indices per epoch; after 2 steps 15 remain, 2 ranks would need 18.
-  CHECK_THROWS_WITH(oml::ddp::remaining_rank_batches(*dropping, unpadded, 7, {0, 6, 1}, 0, 2),
-                    Contains("15 of its indices remain") && Contains("in whole batches of 3") &&
-                        Contains("Resume on 1 or 5 rank(s)"));
+  CHECK_THROWS_WITH(rest_of(dropping, unpadded, {0, 6, 1}, 0, 2), Contains("15 of its indices remain") &&
+                                                                      Contains("in whole batches of 3") &&
+                                                                      Contains("Resume on 1 or 5 rank(s)"));
 }
 
 TEST_CASE("A position outside the epoch is a data error", "[ddp][resume]") {
   const auto sampler = samplers_under_test().front();
   const DdpSamplerOptions padded{false, true};
-  CHECK_THROWS_WITH(oml::ddp::remaining_rank_batches(*sampler, padded, 7, {1, 9, 2}, 0, 2),
+  CHECK_THROWS_WITH(rest_of(sampler, padded, {1, 9, 2}, 0, 2),
                     Contains("cannot resume sampler 'balance' at epoch 1 after 9 of its batches") &&
                         Contains("consume 8") && Contains("changed since the checkpoint"));
-  CHECK_THROWS_AS(oml::ddp::remaining_rank_batches(*sampler, padded, 7, {1, -1, 2}, 0, 2), oml::DataError);
-  CHECK_THROWS_AS(oml::ddp::remaining_rank_batches(*sampler, padded, 7, {-1, 0, 2}, 0, 2), oml::DataError);
-  CHECK_THROWS_WITH(oml::ddp::remaining_rank_batches(*sampler, padded, 7, {1, 0, 0}, 0, 2),
-                    Contains("started by 0 ranks"));
-  CHECK_THROWS_AS(oml::ddp::remaining_rank_batches(*sampler, padded, 7, {1, 0, int64_t{1} << 40}, 0, 2),
-                  oml::DataError);
+  CHECK_THROWS_AS(rest_of(sampler, padded, {1, -1, 2}, 0, 2), oml::DataError);
+  CHECK_THROWS_AS(rest_of(sampler, padded, {-1, 0, 2}, 0, 2), oml::DataError);
+  CHECK_THROWS_WITH(rest_of(sampler, padded, {1, 0, 0}, 0, 2), Contains("started by 0 ranks"));
+  CHECK_THROWS_AS(rest_of(sampler, padded, {1, 0, int64_t{1} << 40}, 0, 2), oml::DataError);
   // The end of an epoch is a position too: nothing left.
-  CHECK(oml::ddp::remaining_rank_batches(*sampler, padded, 7, {1, 8, 2}, 1, 3).empty());
+  CHECK(rest_of(sampler, padded, {1, 8, 2}, 1, 3).empty());
 }

@@ -282,21 +282,6 @@ TEST_CASE("Distinct category balance uses every label of a category before repea
   }
 }
 
-TEST_CASE("Resuming at (epoch, step) yields exactly the batches not yet consumed", "[samplers]") {
-  const auto context = make_context({30, 2, 5, 0}, 17);
-  const oml::samplers::BalanceSampler sampler(context, {4, 2, std::nullopt});
-  const auto full = oml::data::epoch_batches(sampler, 3);
-  const auto rest = oml::data::remaining_batches(sampler, {3, 2});
-  CHECK(rest == std::vector<Batch>(full.begin() + 2, full.end()));
-  CHECK(oml::data::remaining_batches(sampler, {3, sampler.size()}).empty());
-  CHECK_THROWS_WITH(oml::data::remaining_batches(sampler, {3, sampler.size() + 1}),
-                    Contains("cannot resume sampler 'balance' at epoch 3") && Contains("changed"));
-  // A position that does not fit comes from the checkpoint: the user's to fix, exit 2 (was a
-  // RuntimeError, exit 1).
-  CHECK_THROWS_AS(oml::data::remaining_batches(sampler, {3, sampler.size() + 1}), oml::DataError);
-  CHECK_THROWS_AS(oml::data::remaining_batches(sampler, {-2147483648LL, 0}), oml::DataError);
-}
-
 TEST_CASE("Bad sampler arguments name the sampler, the argument, the value and the config place",
           "[samplers]") {
   const auto context = make_context({10, 2, 4, 2}, 21);

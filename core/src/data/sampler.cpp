@@ -57,16 +57,4 @@ int64_t batches_per_epoch(const Sampler& sampler) {
   return batch_count(sampler.size(), sampler.batch_size(), sampler.drop_last());
 }
 
-std::vector<Batch> remaining_batches(const Sampler& sampler, const SamplerPosition& position) {
-  const int64_t total = batches_per_epoch(sampler);
-  // The position comes from a checkpoint: one that does not fit is the user's to fix (exit 2).
-  OML_CHECK(position.epoch >= 0 && position.step >= 0 && position.step <= total, DataError,
-            "cannot resume sampler '", sampler.name(), "' at epoch ", position.epoch, ", step ",
-            position.step, ": its epochs have ", total,
-            " batches; the data or the sampler config changed since the checkpoint was written");
-  std::vector<Batch> batches = epoch_batches(sampler, position.epoch);
-  batches.erase(batches.begin(), batches.begin() + position.step);
-  return batches;
-}
-
 }  // namespace oml::data

@@ -1,5 +1,6 @@
 #include "oml/ddp/ddp_sampler_wrapper.h"
 
+#include <limits>
 #include <numeric>
 
 #include "oml/common/error.h"
@@ -7,31 +8,52 @@
 
 namespace oml::ddp {
 
+namespace {
+
+bool is_index(const data::Sampler& sampler) { return sampler.kind() == data::SamplerKind::index; }
+
+std::string item_word(const data::Sampler& sampler) { return is_index(sampler) ? "indices" : "batches"; }
+
+/// The epoch's n items in the order the `world` ranks that start it deal them: permuted with
+/// torch.randperm(n) seeded with seed + epoch (DistributedSampler's permutation), never for one
+/// rank, which runs the sampler's own order.
+std::vector<int64_t> global_order(int64_t n, int64_t world, const DdpSamplerOptions& options,
+                                  uint64_t shuffle_seed) {
+  if (world > 1 && options.shuffle_between_ranks) return torch_randperm(n, shuffle_seed);
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  return order;
+}
+
+uint64_t shuffle_seed(int64_t seed, int64_t epoch) {
+  return static_cast<uint64_t>(seed) + static_cast<uint64_t>(epoch);
+}
+
+/// The smallest number of items `world` ranks can share so that each rank runs the same number
+/// of steps and none of them is dropped: every rank the same share, and with drop_last a share of
+/// whole batches.
+int64_t share_unit(const data::Sampler& sampler, int64_t world) {
+  return is_index(sampler) && sampler.drop_last() ? sampler.batch_size() * world : world;
+}
+
+/// "1, 2 or 4": the world sizes up to 64 that share `remaining` items exactly.
+std::string worlds_that_divide(const data::Sampler& sampler, int64_t remaining) {
+  std::vector<std::string> worlds;
+  for (int64_t w = 1; w <= 64 && share_unit(sampler, w) <= remaining; ++w) {
+    if (remaining % share_unit(sampler, w) == 0) worlds.push_back(std::to_string(w));
+  }
+  std::string out;
+  for (std::size_t i = 0; i < worlds.size(); ++i) {
+    if (i > 0) out += i + 1 == worlds.size() ? " or " : ", ";
+    out += worlds[i];
+  }
+  return out;
+}
+
+}  // namespace
+
 DdpSamplerOptions sampler_options(const config::DdpOptions& ddp) {
   return DdpSamplerOptions{ddp.shuffle_between_ranks, ddp.pad_to_world_size};
-}
-
-int64_t items_per_rank(int64_t n, int64_t world, bool pad_to_world_size) {
-  return pad_to_world_size ? (n + world - 1) / world : n / world;
-}
-
-std::vector<int64_t> rank_positions(int64_t n, int64_t rank, int64_t world, const DdpSamplerOptions& options,
-                                    uint64_t shuffle_seed) {
-  OML_ASSERT(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " world ", world);
-  std::vector<int64_t> order;
-  if (options.shuffle_between_ranks) {
-    order = torch_randperm(n, shuffle_seed);
-  } else {
-    order.resize(n);
-    std::iota(order.begin(), order.end(), int64_t{0});
-  }
-  const int64_t per_rank = items_per_rank(n, world, options.pad_to_world_size);
-  std::vector<int64_t> out;
-  out.reserve(per_rank);
-  // Position p of the padded list is order[p % n]: padding repeats the list from its start,
-  // cyclically when it is shorter than the padding (as DistributedSampler does).
-  for (int64_t i = 0; i < per_rank; ++i) out.push_back(order[(rank + i * world) % n]);
-  return out;
 }
 
 DDPSamplerWrapper::DDPSamplerWrapper(std::shared_ptr<const data::Sampler> sampler,
@@ -43,48 +65,81 @@ DDPSamplerWrapper::DDPSamplerWrapper(std::shared_ptr<const data::Sampler> sample
   OML_CHECK(rank_ >= 0 && rank_ < world_, UsageError, "rank must be in [0, ", world_, "), got ", rank_);
   const int64_t n = sampler_->size();
   const int64_t per_rank = items_per_rank(n, world_, options_.pad_to_world_size);
-  steps_ = sampler_->kind() == data::SamplerKind::batch
-               ? per_rank
-               : data::batch_count(per_rank, sampler_->batch_size(), sampler_->drop_last());
-  OML_CHECK(
-      steps_ > 0, ConfigError, "sampler '", sampler_->name(), "' yields ", n,
-      sampler_->kind() == data::SamplerKind::batch ? " batches" : " items", " per epoch; split between ",
-      world_, " ranks", options_.pad_to_world_size ? "" : " without padding",
-      ", a rank gets no batch at all; use fewer ranks",
-      options_.pad_to_world_size ? "" : ", set ddp.pad_to_world_size: true",
-      sampler_->kind() == data::SamplerKind::batch ? " or a larger epoch_size" : " or a smaller batch_size");
+  steps_ = is_index(*sampler_) ? data::batch_count(per_rank, sampler_->batch_size(), sampler_->drop_last())
+                               : per_rank;
+  // One rank runs the sampler as it is, whatever its size (the sampler checked it).
+  OML_CHECK(steps_ > 0 || world_ == 1, ConfigError, "sampler '", sampler_->name(), "' yields ", n, " ",
+            item_word(*sampler_), " per epoch; split between ", world_, " ranks",
+            options_.pad_to_world_size ? "" : " without padding",
+            ", a rank gets no batch at all. Use fewer ranks",
+            options_.pad_to_world_size ? "" : ", set ddp.pad_to_world_size: true",
+            is_index(*sampler_) ? " or a smaller batch_size" : " or a larger epoch_size");
 }
 
 std::vector<data::Batch> DDPSamplerWrapper::batches(int64_t epoch) const {
-  const uint64_t shuffle_seed = static_cast<uint64_t>(seed_) + static_cast<uint64_t>(epoch);
-  if (sampler_->kind() == data::SamplerKind::batch) {
-    const std::vector<data::Batch> all = data::epoch_batches(*sampler_, epoch);
-    std::vector<data::Batch> mine;
-    mine.reserve(steps_);
-    for (int64_t p :
-         rank_positions(static_cast<int64_t>(all.size()), rank_, world_, options_, shuffle_seed)) {
-      mine.push_back(all[p]);
-    }
-    return mine;
-  }
-  const auto& index_sampler = static_cast<const data::IndexSampler&>(*sampler_);
-  const std::vector<int64_t> all = index_sampler.indices(epoch);
-  OML_CHECK(static_cast<int64_t>(all.size()) == sampler_->size(), PluginError, "sampler '", sampler_->name(),
-            "' produced ", all.size(), " indices for epoch ", epoch, ", but its size() says ",
-            sampler_->size());
-  std::vector<int64_t> mine;
-  for (int64_t p : rank_positions(static_cast<int64_t>(all.size()), rank_, world_, options_, shuffle_seed)) {
-    mine.push_back(all[p]);
-  }
-  return data::make_batches(mine, sampler_->batch_size(), sampler_->drop_last());
+  return batches_from({epoch, 0, world_});
 }
 
-std::shared_ptr<const data::Sampler> wrap_for_world(std::shared_ptr<const data::Sampler> sampler,
-                                                    const DdpSamplerOptions& options, int64_t rank,
-                                                    int64_t world, int64_t seed) {
-  OML_CHECK(world >= 1, UsageError, "world size must be >= 1, got ", world);
-  if (world == 1) return sampler;
-  return std::make_shared<DDPSamplerWrapper>(std::move(sampler), options, rank, world, seed);
+std::vector<data::Batch> DDPSamplerWrapper::batches_from(const EpochPosition& position) const {
+  const data::Sampler& sampler = *sampler_;
+  // The position comes from a checkpoint: one that does not fit is the user's to fix (exit 2).
+  // c10d numbers ranks with ints, so no real world is larger.
+  OML_CHECK(position.world_size >= 1 && position.world_size <= std::numeric_limits<int32_t>::max(), DataError,
+            "cannot resume sampler '", sampler.name(), "' at epoch ", position.epoch,
+            ": the checkpoint says the epoch was started by ", position.world_size,
+            " ranks (a damaged checkpoint?)");
+  const int64_t end = items_per_epoch(sampler, options_, position.world_size);
+  OML_CHECK(position.epoch >= 0 && position.consumed >= 0 && position.consumed <= end, DataError,
+            "cannot resume sampler '", sampler.name(), "' at epoch ", position.epoch, " after ",
+            position.consumed, " of its ", item_word(sampler), ": its epochs on ", position.world_size,
+            " rank(s) consume ", end,
+            ". The data or the sampler config changed since the checkpoint was written");
+
+  // The rest: what the uninterrupted run on position.world_size ranks would still consume,
+  // padded to a multiple of the share unit (without padding it must be one already).
+  const int64_t remaining = end - position.consumed;
+  const int64_t unit = share_unit(sampler, world_);
+  if (!options_.pad_to_world_size && remaining % unit != 0) {
+    const std::string word = item_word(sampler);
+    const std::string worlds = worlds_that_divide(sampler, remaining);
+    const std::string share = unit == world_ ? std::string("equally")
+                                             : "in whole batches of " + std::to_string(sampler.batch_size());
+    const std::string fix = worlds.empty() ? std::string("Set") : "Resume on " + worlds + " rank(s), or set";
+    throw ConfigError(detail::concat(
+        "cannot continue epoch ", position.epoch, " of sampler '", sampler.name(), "' exactly on ", world_,
+        " rank(s): ", remaining, " of its ", word, " remain after the ", position.consumed,
+        " consumed (in the order of the ", position.world_size,
+        " rank(s) that started the epoch), and without padding (ddp.pad_to_world_size: false) ", world_,
+        " rank(s) cannot share them ", share, " without skipping ", word, ". ", fix,
+        " ddp.pad_to_world_size: true (a few ", word,
+        " are then repeated), or resume from a checkpoint written at the end of an epoch"));
+  }
+  const int64_t per_rank = (remaining + unit - 1) / unit * unit / world_;
+
+  const int64_t n = sampler.size();
+  const std::vector<int64_t> order =
+      global_order(n, position.world_size, options_, shuffle_seed(seed_, position.epoch));
+  // Item i of the rest is position consumed + i of the order; past the rest, padding repeats the
+  // order from its start (n > 0 whenever anything is padded). This rank takes i = rank + j x world.
+  auto item = [&](int64_t j) {
+    const int64_t i = rank_ + j * world_;
+    return order[i < remaining ? position.consumed + i : (i - remaining) % n];
+  };
+  if (!is_index(sampler)) {
+    const std::vector<data::Batch> all = data::epoch_batches(sampler, position.epoch);
+    std::vector<data::Batch> mine;
+    mine.reserve(per_rank);
+    for (int64_t j = 0; j < per_rank; ++j) mine.push_back(all[item(j)]);
+    return mine;
+  }
+  const std::vector<int64_t> all = static_cast<const data::IndexSampler&>(sampler).indices(position.epoch);
+  OML_CHECK(static_cast<int64_t>(all.size()) == n, PluginError, "sampler '", sampler.name(), "' produced ",
+            all.size(), " indices for epoch ", position.epoch, ", but its size() says ", n);
+  std::vector<int64_t> mine;
+  mine.reserve(per_rank);
+  for (int64_t j = 0; j < per_rank; ++j) mine.push_back(all[item(j)]);
+  // With drop_last the share is whole batches (share_unit), so nothing is dropped here.
+  return data::make_batches(mine, sampler.batch_size(), sampler.drop_last());
 }
 
 }  // namespace oml::ddp

@@ -1,55 +1,17 @@
 #include "oml/ddp/epoch_position.h"
 
-#include <limits>
-#include <numeric>
-#include <string>
+#include <algorithm>
 
 #include "oml/common/error.h"
 
 namespace oml::ddp {
 
-namespace {
-
-bool is_index(const data::Sampler& sampler) { return sampler.kind() == data::SamplerKind::index; }
-
-std::string item_word(const data::Sampler& sampler) { return is_index(sampler) ? "indices" : "batches"; }
-
-/// The epoch's n items in the order `world` ranks deal them: permuted as the wrapper permutes
-/// them, never for one rank (which runs the sampler unwrapped).
-std::vector<int64_t> global_order(int64_t n, int64_t world, const DdpSamplerOptions& options, int64_t seed,
-                                  int64_t epoch) {
-  if (world > 1 && options.shuffle_between_ranks)
-    return torch_randperm(n, static_cast<uint64_t>(seed) + static_cast<uint64_t>(epoch));
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), int64_t{0});
-  return order;
+int64_t items_per_rank(int64_t n, int64_t world, bool pad_to_world_size) {
+  return pad_to_world_size ? (n + world - 1) / world : n / world;
 }
-
-/// The smallest number of items `world` ranks can share so that each rank runs the same number
-/// of steps and none of them is dropped: every rank the same share, and with drop_last a share of
-/// whole batches.
-int64_t share_unit(const data::Sampler& sampler, int64_t world) {
-  return is_index(sampler) && sampler.drop_last() ? sampler.batch_size() * world : world;
-}
-
-/// "1, 2 or 4": the world sizes up to 64 that share `remaining` items exactly.
-std::string worlds_that_divide(const data::Sampler& sampler, int64_t remaining) {
-  std::vector<std::string> worlds;
-  for (int64_t w = 1; w <= 64 && share_unit(sampler, w) <= remaining; ++w) {
-    if (remaining % share_unit(sampler, w) == 0) worlds.push_back(std::to_string(w));
-  }
-  std::string out;
-  for (std::size_t i = 0; i < worlds.size(); ++i) {
-    if (i > 0) out += i + 1 == worlds.size() ? " or " : ", ";
-    out += worlds[i];
-  }
-  return out;
-}
-
-}  // namespace
 
 int64_t items_per_step(const data::Sampler& sampler, int64_t world) {
-  return is_index(sampler) ? sampler.batch_size() * world : world;
+  return sampler.kind() == data::SamplerKind::index ? sampler.batch_size() * world : world;
 }
 
 int64_t items_per_epoch(const data::Sampler& sampler, const DdpSamplerOptions& options, int64_t world) {
@@ -57,73 +19,9 @@ int64_t items_per_epoch(const data::Sampler& sampler, const DdpSamplerOptions& o
   const int64_t n = sampler.size();
   const int64_t per_rank = items_per_rank(n, world, options.pad_to_world_size);
   int64_t dealt = per_rank * world;
-  if (is_index(sampler) && sampler.drop_last())
+  if (sampler.kind() == data::SamplerKind::index && sampler.drop_last())
     dealt = data::batch_count(per_rank, sampler.batch_size(), true) * sampler.batch_size() * world;
   return std::min(dealt, n);  // padding repeats items; it adds none
-}
-
-std::vector<data::Batch> remaining_rank_batches(const data::Sampler& sampler,
-                                                const DdpSamplerOptions& options, int64_t seed,
-                                                const EpochPosition& position, int64_t rank, int64_t world) {
-  OML_CHECK(world >= 1 && rank >= 0 && rank < world, UsageError, "rank must be in [0, ", world, "), got ",
-            rank);
-  // The position comes from a checkpoint: one that does not fit is the user's to fix (exit 2).
-  // c10d numbers ranks with ints, so no real world is larger.
-  OML_CHECK(position.world_size >= 1 && position.world_size <= std::numeric_limits<int32_t>::max(), DataError,
-            "cannot resume sampler '", sampler.name(), "' at epoch ", position.epoch,
-            ": the checkpoint says the epoch was started by ", position.world_size,
-            " ranks (a damaged checkpoint?)");
-  const int64_t end = items_per_epoch(sampler, options, position.world_size);
-  OML_CHECK(position.epoch >= 0 && position.consumed >= 0 && position.consumed <= end, DataError,
-            "cannot resume sampler '", sampler.name(), "' at epoch ", position.epoch, " after ",
-            position.consumed, " of its ", item_word(sampler), ": its epochs on ", position.world_size,
-            " rank(s) consume ", end,
-            "; the data or the sampler config changed since the checkpoint was written");
-
-  const int64_t remaining = end - position.consumed;
-  const int64_t unit = share_unit(sampler, world);
-  if (!options.pad_to_world_size && remaining % unit != 0) {
-    const std::string word = item_word(sampler);
-    const std::string worlds = worlds_that_divide(sampler, remaining);
-    const std::string share = unit == world ? std::string("equally")
-                                            : "in whole batches of " + std::to_string(sampler.batch_size());
-    const std::string fix = worlds.empty() ? std::string("Set") : "Resume on " + worlds + " rank(s), or set";
-    throw ConfigError(detail::concat(
-        "cannot continue epoch ", position.epoch, " of sampler '", sampler.name(), "' exactly on ", world,
-        " rank(s): ", remaining, " of its ", word, " remain after the ", position.consumed,
-        " consumed (in the order of the ", position.world_size,
-        " rank(s) that started the epoch), and without padding (ddp.pad_to_world_size: false) ", world,
-        " rank(s) cannot share them ", share,
-        ": every rank must run the same number of steps, and dropping the rest would skip ", word, ". ", fix,
-        " ddp.pad_to_world_size: true (a few ", word,
-        " are then repeated), or resume from a checkpoint written at the end of an epoch"));
-  }
-  const int64_t total = (remaining + unit - 1) / unit * unit;  // == remaining without padding
-  const int64_t per_rank = total / world;
-
-  const int64_t n = sampler.size();
-  const std::vector<int64_t> order = global_order(n, position.world_size, options, seed, position.epoch);
-  // Item i of the rest is position consumed + i of the order; past the rest, padding repeats the
-  // order from its start, as the wrapper pads (n > 0 whenever anything is padded: total > 0).
-  auto order_position = [&](int64_t i) {
-    return i < remaining ? position.consumed + i : (i - remaining) % n;
-  };
-
-  if (!is_index(sampler)) {
-    const std::vector<data::Batch> all = data::epoch_batches(sampler, position.epoch);
-    std::vector<data::Batch> mine;
-    mine.reserve(per_rank);
-    for (int64_t j = 0; j < per_rank; ++j) mine.push_back(all[order[order_position(rank + j * world)]]);
-    return mine;
-  }
-  const std::vector<int64_t> all = static_cast<const data::IndexSampler&>(sampler).indices(position.epoch);
-  OML_CHECK(static_cast<int64_t>(all.size()) == n, PluginError, "sampler '", sampler.name(), "' produced ",
-            all.size(), " indices for epoch ", position.epoch, ", but its size() says ", n);
-  std::vector<int64_t> mine;
-  mine.reserve(per_rank);
-  for (int64_t j = 0; j < per_rank; ++j) mine.push_back(all[order[order_position(rank + j * world)]]);
-  // With drop_last the share is whole batches (share_unit), so nothing is dropped here.
-  return data::make_batches(mine, sampler.batch_size(), sampler.drop_last());
 }
 
 }  // namespace oml::ddp

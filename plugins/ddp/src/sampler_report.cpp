@@ -12,8 +12,9 @@ void write_sampler_report(std::ostream& out, std::shared_ptr<const data::Sampler
                           int64_t epochs, const DdpSamplerOptions& options, int64_t seed) {
   OML_CHECK(world >= 1, UsageError, "--world-size must be >= 1, got ", world);
   OML_CHECK(epochs >= 1, UsageError, "--epochs must be >= 1, got ", epochs);
-  std::vector<std::shared_ptr<const data::Sampler>> ranks;
-  for (int64_t r = 0; r < world; ++r) ranks.push_back(wrap_for_world(sampler, options, r, world, seed));
+  std::vector<std::unique_ptr<DDPSamplerWrapper>> ranks;
+  for (int64_t r = 0; r < world; ++r)
+    ranks.push_back(std::make_unique<DDPSamplerWrapper>(sampler, options, r, world, seed));
 
   out << "{\"epochs\":[";
   for (int64_t e = 0; e < epochs; ++e) {
@@ -21,7 +22,7 @@ void write_sampler_report(std::ostream& out, std::shared_ptr<const data::Sampler
     epoch["epoch"] = e;
     epoch["ranks"] = nlohmann::json::array();
     for (int64_t r = 0; r < world; ++r) {
-      epoch["ranks"].push_back({{"rank", r}, {"batches", data::epoch_batches(*ranks[r], e)}});
+      epoch["ranks"].push_back({{"rank", r}, {"batches", ranks[r]->batches(e)}});
     }
     out << (e > 0 ? "," : "") << epoch.dump();
     out.flush();

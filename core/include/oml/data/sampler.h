@@ -39,12 +39,11 @@
 // data cannot satisfy the sampler (e.g. a label with one item). Never a crash, never a silently
 // smaller epoch.
 //
-// Position / resume. Because an epoch is a pure function of its number, a position is just
-// (epoch, step): a single process records it in the checkpoint, and on resume calls
-// remaining_batches(sampler, position) to get exactly the batches that were not yet consumed.
-// The Trainer records the items of the epoch's global order that all ranks consumed instead, so
-// that any number of ranks can continue it (the DDP plugin's ddp::remaining_rank_batches).
-// Samplers therefore need no state of their own to save.
+// Position / resume. Because an epoch is a pure function of its number, a position in it is
+// just a count: the Trainer records the items of the epoch's global order that all ranks
+// consumed, and on resume the DDP plugin's DDPSamplerWrapper::batches_from deals out exactly
+// what was not consumed yet, to any number of ranks. Samplers therefore need no state of their
+// own to save.
 
 #include <cstdint>
 #include <memory>
@@ -139,16 +138,5 @@ std::vector<Batch> epoch_batches(const Sampler& sampler, int64_t epoch);
 
 /// Steps (batches) per epoch of any sampler, without drawing an epoch.
 int64_t batches_per_epoch(const Sampler& sampler);
-
-/// Where a run stands: `step` batches of epoch `epoch` have been consumed.
-struct SamplerPosition {
-  int64_t epoch = 0;
-  int64_t step = 0;
-};
-
-/// The batches of `position.epoch` from `position.step` on: what a resumed run still has to do
-/// in that epoch. Throws DataError when the position lies outside the epochs (the data or the
-/// sampler config changed since the checkpoint was written, or the checkpoint is damaged).
-std::vector<Batch> remaining_batches(const Sampler& sampler, const SamplerPosition& position);
 
 }  // namespace oml::data

@@ -13,7 +13,7 @@
 namespace oml::ddp {
 
 /// {"world_size": W, "epochs": [{"epoch": e, "ranks": [{"rank": r, "batches": [[i, ...], ...]}]}]}
-/// for epochs 0..epochs-1, exactly as the pipelines would run them (wrap_for_world). Indices are
+/// for epochs 0..epochs-1, exactly as the pipelines would run them (DDPSamplerWrapper). Indices are
 /// rows of the sampled split in dataframe order. Throws UsageError for world < 1 or epochs < 1.
 nlohmann::json sampler_report(std::shared_ptr<const data::Sampler> sampler, int64_t world, int64_t epochs,
                               const DdpSamplerOptions& options, int64_t seed);
