@@ -187,7 +187,8 @@ void bench_step(const std::shared_ptr<dist::ProcessGroup>& g) {
 void bench_resnet18(const std::shared_ptr<dist::ProcessGroup>& g) {
   std::vector<dist::GradientCompression> variants;
   for (const std::string& name : oml::split(args.compressions, ',')) {
-    const auto c = dist::parse_gradient_compression(name);
+    const auto c =
+        oml::config::from_name<dist::GradientCompression>(name, oml::config::gradient_compression_names());
     OML_CHECK(c.has_value(), UsageError, "--compressions: '", name, "' is not none, bf16 or fp16");
     variants.push_back(*c);
   }
@@ -265,9 +266,8 @@ void bench_resnet18(const std::shared_ptr<dist::ProcessGroup>& g) {
       figures[v].hidden.push_back(hidden);
       if (g->rank() == 0) {
         std::printf("%-6lld %-5s %8.3f %9.1f %9.1f %9.1f %9.1f %9.1f %7.0f%%\n",
-                    static_cast<long long>(round + 1), dist::gradient_compression_name(variants[v]).c_str(),
-                    n / total, fwd / n * 1e3, bwd / n * 1e3, wait / n * 1e3, opt / n * 1e3, alone_s * 1e3,
-                    hidden * 100);
+                    static_cast<long long>(round + 1), oml::config::name(variants[v]).c_str(), n / total,
+                    fwd / n * 1e3, bwd / n * 1e3, wait / n * 1e3, opt / n * 1e3, alone_s * 1e3, hidden * 100);
         std::fflush(stdout);
       }
     }
@@ -276,9 +276,9 @@ void bench_resnet18(const std::shared_ptr<dist::ProcessGroup>& g) {
     std::printf("median over %lld rounds:\n", static_cast<long long>(args.rounds));
     for (std::size_t v = 0; v < variants.size(); ++v) {
       std::printf("  %-5s %.3f steps/s (%.2fx %s), communication hidden behind backward %.0f%%\n",
-                  dist::gradient_compression_name(variants[v]).c_str(), median(figures[v].steps_per_s),
+                  oml::config::name(variants[v]).c_str(), median(figures[v].steps_per_s),
                   median(figures[v].steps_per_s) / median(figures[0].steps_per_s),
-                  dist::gradient_compression_name(variants[0]).c_str(), median(figures[v].hidden) * 100);
+                  oml::config::name(variants[0]).c_str(), median(figures[v].hidden) * 100);
     }
   }
 }

@@ -32,7 +32,8 @@ config::ComponentSpec require_component(const config::RunConfig& config,
     // Present but empty (`extractor:` or `--set extractor=`): point at that line or flag.
     const config::Node given = config.source[key];
     (given.defined() ? given : config.source)
-        .fail("the '" + config.pipeline + "' pipeline needs '" + key + ": {name: ..., args: {...}}'");
+        .fail("the '" + config::name(config.pipeline) + "' pipeline needs '" + key +
+              ": {name: ..., args: {...}}'");
   }
   return *slot;
 }
@@ -146,34 +147,32 @@ std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::Ru
 }
 
 namespace {
-void check_metric_key(const config::Node& node, const std::string& key,
+void check_metric_key(const std::string& setting, const std::string& key,
                       const std::vector<std::string>& overall_keys) {
   if (!starts_with(key, "OVERALL/")) return;
   if (std::find(overall_keys.begin(), overall_keys.end(), key) != overall_keys.end()) return;
-  node.fail("'" + key + "' is not computed with these metric_args" + did_you_mean(key, overall_keys) +
-            "; computed: " + join(overall_keys));
+  throw SettingError(setting, "'" + key + "' is not computed with these metric_args" +
+                                  did_you_mean(key, overall_keys) + "; computed: " + join(overall_keys));
 }
 }  // namespace
 
 void check_checkpoint_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys) {
-  const config::Node node = config.source["metric_for_checkpointing"];
-  check_metric_key(node.defined() ? node : config.source, config.metric_for_checkpointing, overall_keys);
+  check_metric_key("metric_for_checkpointing", config.metric_for_checkpointing, overall_keys);
 }
 
 void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys) {
-  const config::Node node = config.source["scheduling"]["monitor_metric"];
   if (config.scheduling.monitor_metric.empty()) {
-    config.source["scheduling"].fail(
-        "this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
+    throw SettingError(
+        "scheduling", "this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
   }
-  check_metric_key(node, config.scheduling.monitor_metric, overall_keys);
+  check_metric_key("scheduling.monitor_metric", config.scheduling.monitor_metric, overall_keys);
 }
 
 std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const config::RunConfig& config) {
   if (!config.retrieval_backend) return retrieval::make_exact_backend();
   retrieval::BackendContext context;
   context.seed = static_cast<uint64_t>(config.seed);
-  if (config.accelerator != "cpu") {
+  if (config.accelerator != config::Accelerator::cpu) {
     // The device start_run() will use (same placement, same errors, only earlier).
     const c10::Device device =
         distributed::placement_for(config.accelerator, distributed::world_from_environment(),

@@ -91,7 +91,7 @@ void check_retrieval_backend(const config::RunConfig& config);
 void use_retrieval_backend(const config::RunConfig& config, const retrieval::RetrievalBackend& backend,
                            metrics::EmbeddingMetricsOptions& options);
 
-/// ConfigError when metric_for_checkpointing names an OVERALL metric that metric_args do not
+/// SettingError when metric_for_checkpointing names an OVERALL metric that metric_args do not
 /// compute (category keys are checked at the first validation, when categories are known).
 void check_checkpoint_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);
 /// Same for scheduling.monitor_metric (required by schedulers that monitor a metric).

@@ -80,7 +80,7 @@ RunContext start_run(const config::RunConfig& config) {
     // parse_run_config catches `accelerator: cpu`; this is `auto` without a visible GPU.
     config.source["precision"].fail(
         "precision 16 (float16 autocast with a gradient scaler) needs a GPU, and accelerator: " +
-        config.accelerator + " resolved to the CPU; use precision: bf16 on the CPU");
+        config::name(config.accelerator) + " resolved to the CPU; use precision: bf16 on the CPU");
   }
   ctx.threads = configure_threads(static_cast<int>(config.num_threads), ctx.world.local_world_size);
   if (ctx.world.is_distributed()) {

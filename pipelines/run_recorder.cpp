@@ -23,7 +23,7 @@ RunRecorder::RunRecorder(const config::RunConfig& config, const RunContext& cont
       log_images_(config.log_images),
       checkpoint_metric_(config.metric_for_checkpointing),
       visualization_(metrics::visualization_options(config.metric_args)),
-      maximise_(config.mode_for_checkpointing == "max") {
+      maximise_(config.mode_for_checkpointing == config::CheckpointMode::max) {
   logger_ = report::make_run_logger(config.logger, report::LoggerContext{run_dir, resumed_at_step}, active_);
   if (!active_) return;
   train_log_.emplace(run_dir / "train.jsonl");

@@ -16,7 +16,6 @@
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
 #include "oml/data/sampler.h"
-#include "oml/ddp/epoch_position.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/process_group.h"
 #include "oml/io/atomic_file.h"
@@ -51,7 +50,7 @@ std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& confi
                                                   torch::optim::Optimizer& optimizer,
                                                   int64_t steps_per_epoch) {
   if (!config.scheduling.scheduler) return nullptr;
-  const bool per_step = config.scheduling.scheduler_interval == "step";
+  const bool per_step = config.scheduling.scheduler_interval == config::SchedulerInterval::step;
   optim::SchedulerContext context;
   context.optimizer = &optimizer;
   context.total_steps = (per_step ? total_training_steps(config, steps_per_epoch) : config.max_epochs) /
@@ -215,7 +214,8 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
   if (options_.has_validation) check_checkpoint_metric(config_, options_.metric_keys);
   if (scheduler_ && scheduler_->requires_metric()) {
     if (!options_.has_validation) {
-      config_.scheduling.scheduler->node.fail(
+      throw SettingError(
+          "scheduling.scheduler",
           "this scheduler monitors a validation metric, but the dataframe has no validation rows");
     }
     check_monitor_metric(config_, options_.metric_keys);
@@ -429,7 +429,8 @@ double Trainer::run_step(const data::LoadedBatch& batch, const TrainingHooks& ho
   }
   ++step_;
   const auto& scheduling = config_.scheduling;
-  if (scheduler_ && scheduling.scheduler_interval == "step" && step_ % scheduling.scheduler_frequency == 0) {
+  if (scheduler_ && scheduling.scheduler_interval == config::SchedulerInterval::step &&
+      step_ % scheduling.scheduler_frequency == 0) {
     scheduler_->step();
   }
   logs = std::move(out.logs);
@@ -486,7 +487,7 @@ std::map<std::string, double> Trainer::with_best(std::map<std::string, double> m
 void Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping,
                         const TrainingHooks& hooks) {
   const auto& scheduling = config_.scheduling;
-  const bool per_step = scheduling.scheduler_interval == "step";
+  const bool per_step = scheduling.scheduler_interval == config::SchedulerInterval::step;
 
   const bool last_epoch = epoch + 1 == config_.max_epochs || stopping;
   std::optional<metrics::EmbeddingMetricsResult> validated;
@@ -500,8 +501,8 @@ void Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
     if (!last_metrics_.count(key)) {
       std::vector<std::string> keys;
       for (const auto& kv : last_metrics_) keys.push_back(kv.first);
-      config_.source["metric_for_checkpointing"].fail("'" + key +
-                                                      "' is not among the computed metrics: " + join(keys));
+      throw SettingError("metric_for_checkpointing",
+                         "'" + key + "' is not among the computed metrics: " + join(keys));
     }
     if (context_.is_main())
       print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
@@ -510,7 +511,7 @@ void Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
       scheduler_->step(last_metrics_.at(scheduling.monitor_metric));
     }
     const double value = last_metrics_.at(key);
-    if (improves(best_, value, config_.mode_for_checkpointing == "max")) {
+    if (improves(best_, value, config_.mode_for_checkpointing == config::CheckpointMode::max)) {
       best_ = value;
       best_metrics_ = last_metrics_;
       save_checkpoint("best.ckpt", next, with_best(last_metrics_));

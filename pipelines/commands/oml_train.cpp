@@ -26,8 +26,12 @@ int main(int argc, char** argv) {
     if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
     oml::pipelines::TrainRequest request;
     if (inv.vars.count("resume")) request.resume_from = inv.vars["resume"].as<std::string>();
-    if (config.pipeline == "pairwise") return oml::pipelines::train_pairwise(document, config, request);
-    return oml::pipelines::train_extractor(document, config, request);
+    // The Trainer and the layers below take typed options; their SettingErrors are placed here.
+    return oml::config::placing_settings(config.source, [&] {
+      if (config.pipeline == oml::config::Pipeline::pairwise)
+        return oml::pipelines::train_pairwise(document, config, request);
+      return oml::pipelines::train_extractor(document, config, request);
+    });
   };
   return oml::cli::run_command(argc, argv, spec);
 }

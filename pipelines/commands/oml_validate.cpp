@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   spec.run = [](const oml::cli::Invocation& inv) {
     const oml::config::RunConfig config = inv.load_config();
     if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
-    if (config.pipeline == "pairwise") return oml::pipelines::validate_pairwise(inv, config);
+    if (config.pipeline == oml::config::Pipeline::pairwise)
+      return oml::pipelines::validate_pairwise(inv, config);
     return oml::pipelines::validate_extractor(inv, config);
   };
   return oml::cli::run_command(argc, argv, spec);

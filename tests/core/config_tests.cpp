@@ -315,16 +315,16 @@ TEST_CASE("ddp.gradient_compression: none by default, bf16 and fp16 as written",
   auto parse = [](const std::string& text) {
     return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());
   };
-  using oml::distributed::GradientCompression;
+  using oml::config::GradientCompression;
   CHECK(parse("seed: 1\n").ddp.gradient_compression == GradientCompression::none);
   CHECK(parse("ddp: {gradient_compression: none}\n").ddp.gradient_compression == GradientCompression::none);
   CHECK(parse("ddp: {gradient_compression: bf16}\n").ddp.gradient_compression == GradientCompression::bf16);
   CHECK(parse("ddp: {gradient_compression: fp16}\n").ddp.gradient_compression == GradientCompression::fp16);
-  for (const std::string& name : oml::distributed::gradient_compression_names()) {
-    CHECK(oml::distributed::gradient_compression_name(*oml::distributed::parse_gradient_compression(name)) ==
-          name);
+  for (const std::string& name : oml::config::gradient_compression_names()) {
+    CHECK(oml::config::name(*oml::config::from_name<GradientCompression>(
+              name, oml::config::gradient_compression_names())) == name);
   }
-  CHECK(!oml::distributed::parse_gradient_compression("bfloat16").has_value());
+  CHECK(!oml::config::from_name<GradientCompression>("bfloat16", oml::config::gradient_compression_names()));
 }
 
 TEST_CASE(
@@ -337,13 +337,13 @@ TEST_CASE(
   const auto oml = parse(
       "accelerator: gpu\ndevices: [1, 3]\nfind_unused_parameters: true\ntags: [sop, vits16]\n"
       "logs_folder: 2026-11-25_sop\n");
-  CHECK(oml.accelerator == "cuda");
+  CHECK(oml.accelerator == oml::config::Accelerator::cuda);
   CHECK(oml.devices == 2);
   CHECK(oml.device_ids == std::vector<int64_t>{1, 3});
   CHECK(oml.find_unused_parameters);
   CHECK(oml.tags == std::vector<std::string>{"sop", "vits16"});
   CHECK(oml.run_name == "2026-11-25_sop");  // OML's run folder under logs_root
-  CHECK(parse("accelerator: auto\ndevices: 3\n").accelerator == "auto");
+  CHECK(parse("accelerator: auto\ndevices: 3\n").accelerator == oml::config::Accelerator::automatic);
   CHECK(parse("logs_folder: f\nrun_name: r\n").run_name == "r");
   CHECK_THROWS_WITH(parse("devices: []\n"), Contains("non-empty list of GPU ids"));
   CHECK_THROWS_WITH(parse("devices: [0, 0]\n"), Contains("run.yaml:1:14") && Contains("appears twice"));
@@ -352,7 +352,7 @@ TEST_CASE(
   // Once cast to int on the way to the launcher: 4294967297 ran one process, 100000 forked that many.
   CHECK_THROWS_WITH(parse("devices: 4294967297\n"), Contains("expected 1 to 1024"));
   CHECK_THROWS_WITH(parse("devices: 100000\n"), Contains("expected 1 to 1024"));
-  CHECK_THROWS_WITH(parse("accelerator: tpu\n"), Contains("expected one of cpu, cuda, gpu, auto"));
+  CHECK_THROWS_WITH(parse("accelerator: tpu\n"), Contains("expected one of cpu, cuda, auto, gpu"));
 }
 
 TEST_CASE("precision takes Lightning's spellings, and 16 on the CPU says to use bf16", "[config]") {
@@ -410,7 +410,7 @@ TEST_CASE("A resolved config dumps to YAML that parses to the same typed config"
   REQUIRE(b.sampler.has_value());
   CHECK(b.sampler->name == "balance");
   CHECK(b.sampler->args["n_labels"].as<int>() == 8);
-  CHECK(b.scheduling.scheduler_interval == "step");
+  CHECK(b.scheduling.scheduler_interval == oml::config::SchedulerInterval::step);
   CHECK(b.scheduling.scheduler->args["step_size"].as<int>() == 3);
 }
 
@@ -531,4 +531,29 @@ TEST_CASE("defaults: every mistake is reported at once, naming the entry and wha
   oml::test::write_file(dir / "uses_broken.yaml", "defaults:\n  - sampler: broken\n");
   CHECK_THROWS_WITH(Document::from_file((dir / "uses_broken.yaml").string()),
                     Contains("sampler/broken.yaml:") && Contains("malformed YAML"));
+}
+
+TEST_CASE("A SettingError from a layer without the config is placed at its key", "[config]") {
+  const Document doc =
+      Document::from_string("scheduling:\n  monitor_metric: OVERALL/x\nseed: 3\n", "run.yaml");
+  const auto root = doc.root();
+  // The key as written: its file:line:column and path.
+  CHECK(std::string(oml::config::place_setting_error(
+                        root, oml::SettingError("scheduling.monitor_metric", "not computed"))
+                        .what()) == "run.yaml:2:19: scheduling.monitor_metric: not computed");
+  // A key the config does not spell: the deepest spelled parent's place, and the key's path.
+  CHECK(
+      std::string(oml::config::place_setting_error(root, oml::SettingError("scheduling.scheduler", "needs x"))
+                      .what()) == "run.yaml:2:3: scheduling.scheduler: needs x");
+  CHECK_THAT(
+      oml::config::place_setting_error(root, oml::SettingError("metric_for_checkpointing", "m")).what(),
+      Contains("metric_for_checkpointing: m"));
+  // placing_settings passes results through and places what its work throws.
+  CHECK(oml::config::placing_settings(root, [] { return 7; }) == 7);
+  CHECK_THROWS_AS(
+      oml::config::placing_settings(root, []() -> int { throw oml::SettingError("seed", "bad"); }),
+      ConfigError);
+  CHECK_THROWS_WITH(
+      oml::config::placing_settings(root, []() -> int { throw oml::SettingError("seed", "bad"); }),
+      "run.yaml:3:7: seed: bad");
 }

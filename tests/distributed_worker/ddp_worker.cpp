@@ -54,7 +54,8 @@ dist::SyncDict on_device(dist::SyncDict dict, torch::Device device) {
 }
 
 dist::GradientCompression compression_of(const Args& a) {
-  const auto compression = dist::parse_gradient_compression(a.compression);
+  const auto compression = oml::config::from_name<dist::GradientCompression>(
+      a.compression, oml::config::gradient_compression_names());
   OML_CHECK(compression.has_value(), UsageError, "--compression must be none, bf16 or fp16");
   return *compression;
 }

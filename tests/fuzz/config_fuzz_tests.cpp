@@ -53,8 +53,10 @@ std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& confi
   const int64_t steps = config.max_steps ? std::min(*config.max_steps, all_epochs) : all_epochs;
   optim::SchedulerContext context;
   context.optimizer = &optimizer;
-  context.total_steps = (config.scheduling.scheduler_interval == "step" ? steps : config.max_epochs) /
-                        config.scheduling.scheduler_frequency;
+  context.total_steps =
+      (config.scheduling.scheduler_interval == oml::config::SchedulerInterval::step ? steps
+                                                                                    : config.max_epochs) /
+      config.scheduling.scheduler_frequency;
   return registries().schedulers.create(*config.scheduling.scheduler, context);
 }
 

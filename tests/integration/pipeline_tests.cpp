@@ -287,6 +287,8 @@ TEST_CASE("Bad training input fails early with a clear message and exit code", "
     const auto r = train("metric_for_checkpointing: OVERALL/cmc/10\n");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("metric_for_checkpointing") && Contains("'OVERALL/cmc/10' is not computed"));
+    // Found by the Trainer, reported at the key's place in the file.
+    CHECK_THAT(r.err, Contains(".yaml:") && Contains(": metric_for_checkpointing: 'OVERALL/cmc/10'"));
   }
   SECTION("valid_period 0") {
     const auto r = train("", "--set valid_period=0");

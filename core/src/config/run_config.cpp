@@ -7,7 +7,6 @@
 #include "oml/common/strings.h"
 #include "oml/config/error_list.h"
 #include "oml/data/loader.h"
-#include "oml/distributed/launcher.h"
 
 namespace oml::config {
 
@@ -19,10 +18,31 @@ std::optional<ComponentSpec> component(MapReader& reader, const std::string& key
   return parse_component(node, key);
 }
 
-void check_one_of(const Node& node, const std::string& value, const std::vector<std::string>& allowed) {
-  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+// An enumeration's value from its spelling (`names` in enum order); `aliases` map other spellings
+// to one of `names`. ConfigError at the node otherwise, with the spellings and the closest one.
+template <class Enum>
+Enum parse_enum(const Node& node, const std::vector<std::string>& names,
+                const std::vector<std::pair<std::string, std::string>>& aliases = {}) {
+  std::string value = node.as<std::string>();
+  for (const auto& [alias, canonical] : aliases) {
+    if (value == alias) value = canonical;
+  }
+  const auto found = std::find(names.begin(), names.end(), value);
+  if (found == names.end()) {
+    std::vector<std::string> allowed = names;
+    for (const auto& alias : aliases) allowed.push_back(alias.first);
     node.fail("expected one of " + join(allowed) + ", got '" + value + "'" + did_you_mean(value, allowed));
   }
+  return static_cast<Enum>(found - names.begin());
+}
+
+// Reads `key` of `reader` into an enumeration when present and not null.
+template <class Enum>
+void optional_enum(MapReader& reader, const std::string& key, Enum& field,
+                   const std::vector<std::string>& names,
+                   const std::vector<std::pair<std::string, std::string>>& aliases = {}) {
+  const Node node = reader.take(key);
+  if (!node.is_null()) field = parse_enum<Enum>(node, names, aliases);
 }
 
 // `retrieval_backend:` is a component with one key of its own next to name and args.
@@ -49,19 +69,14 @@ std::optional<ComponentSpec> parse_retrieval_backend(const Node& node, int64_t& 
 
 DdpOptions parse_ddp(const Node& node) {
   DdpOptions ddp;
-  std::string compression = distributed::gradient_compression_name(ddp.gradient_compression);
   MapReader r(node, "ddp");
   r.optional("shuffle_between_ranks", ddp.shuffle_between_ranks)
       .optional("pad_to_world_size", ddp.pad_to_world_size)
       .optional("bucket_mb", ddp.bucket_mb)
       .optional("timeout_s", ddp.timeout_s)
-      .optional("check_params_every", ddp.check_params_every)
-      .optional("gradient_compression", compression);
+      .optional("check_params_every", ddp.check_params_every);
+  optional_enum(r, "gradient_compression", ddp.gradient_compression, gradient_compression_names());
   r.finish();
-  if (node["gradient_compression"].defined()) {
-    check_one_of(node["gradient_compression"], compression, distributed::gradient_compression_names());
-    ddp.gradient_compression = *distributed::parse_gradient_compression(compression);
-  }
   if (ddp.bucket_mb <= 0) node["bucket_mb"].fail("expected a positive size in MB");
   if (ddp.timeout_s <= 0) node["timeout_s"].fail("expected a positive number of seconds");
   if (ddp.check_params_every < 0)
@@ -73,13 +88,9 @@ SchedulingOptions parse_scheduling(const Node& node) {
   SchedulingOptions s;
   MapReader r(node, "scheduling");
   s.scheduler = component(r, "scheduler");
-  r.optional("scheduler_interval", s.scheduler_interval)
-      .optional("scheduler_frequency", s.scheduler_frequency)
-      .optional("monitor_metric", s.monitor_metric);
+  optional_enum(r, "scheduler_interval", s.scheduler_interval, scheduler_interval_names());
+  r.optional("scheduler_frequency", s.scheduler_frequency).optional("monitor_metric", s.monitor_metric);
   r.finish();
-  if (node["scheduler_interval"].defined()) {
-    check_one_of(node["scheduler_interval"], s.scheduler_interval, {"epoch", "step"});
-  }
   if (s.scheduler_frequency < 1) node["scheduler_frequency"].fail("expected a positive integer");
   return s;
 }
@@ -173,9 +184,11 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   MapReader r(root, "the config", &errors);
   const Node devices = r.take("devices");
   const Node precision = r.take("precision");
-  r.optional("pipeline", c.pipeline)
-      .optional("seed", c.seed)
-      .optional("accelerator", c.accelerator)
+  check([&] { optional_enum(r, "pipeline", c.pipeline, pipeline_names()); });
+  check([&] { optional_enum(r, "accelerator", c.accelerator, accelerator_names(), {{"gpu", "cuda"}}); });
+  check(
+      [&] { optional_enum(r, "mode_for_checkpointing", c.mode_for_checkpointing, checkpoint_mode_names()); });
+  r.optional("seed", c.seed)
       .optional("find_unused_parameters", c.find_unused_parameters)
       .optional("tags", c.tags)
       .optional("num_threads", c.num_threads)
@@ -196,7 +209,6 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
       .optional("max_steps", c.max_steps)
       .optional("valid_period", c.valid_period)
       .optional("metric_for_checkpointing", c.metric_for_checkpointing)
-      .optional("mode_for_checkpointing", c.mode_for_checkpointing)
       .optional("log_images", c.log_images)
       .optional("hard_pairs_mining", c.hard_pairs_mining)
       .optional("embeddings_cache_dir", c.embeddings_cache_dir)
@@ -233,18 +245,11 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   check([&] { hydra_run_dir = read_hydra_block(r.take("hydra"), c.notices); });
   r.finish();
 
-  if (root["pipeline"].defined()) {
-    check([&] { check_one_of(root["pipeline"], c.pipeline, {"extractor", "pairwise"}); });
-  }
-  if (root["accelerator"].defined()) {
-    check([&] { check_one_of(root["accelerator"], c.accelerator, {"cpu", "cuda", "gpu", "auto"}); });
-    if (c.accelerator == "gpu") c.accelerator = "cuda";  // OML's (Lightning's) name
-  }
   if (!precision.is_null()) {
     check([&] {
       c.precision = parse_precision(precision);
       // `auto` on a machine without a GPU is caught once the device is known (start_run).
-      if (c.precision == Precision::fp16 && c.accelerator == "cpu") {
+      if (c.precision == Precision::fp16 && c.accelerator == Accelerator::cpu) {
         precision.fail(
             "precision 16 is float16 autocast with a gradient scaler, which needs accelerator: cuda; "
             "on the CPU use precision: bf16 (bfloat16 autocast, same float32 master weights)");
@@ -264,9 +269,9 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
       c.devices = static_cast<int64_t>(c.device_ids.size());
     } else if (!devices.is_null()) {
       c.devices = devices.as<int64_t>();
-      if (c.devices < 1 || c.devices > distributed::kMaxRanksPerNode) {
-        devices.fail("expected 1 to " + std::to_string(distributed::kMaxRanksPerNode) +
-                     " ranks per machine, got " + std::to_string(c.devices));
+      if (c.devices < 1 || c.devices > kMaxRanksPerNode) {
+        devices.fail("expected 1 to " + std::to_string(kMaxRanksPerNode) + " ranks per machine, got " +
+                     std::to_string(c.devices));
       }
     }
   });
@@ -280,9 +285,6 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
     c.run_name = path.filename().string();
   } else if (c.run_name.empty()) {
     c.run_name = logs_folder;
-  }
-  if (root["mode_for_checkpointing"].defined()) {
-    check([&] { check_one_of(root["mode_for_checkpointing"], c.mode_for_checkpointing, {"max", "min"}); });
   }
   const auto require = [&](bool ok, const char* key, const std::string& expected) {
     if (!ok) check([&] { root[key].fail(expected); });
@@ -311,6 +313,27 @@ RunConfig parse_run_config(const Node& root) {
   RunConfig c = parse_run_config(root, errors);
   errors.throw_if_any();
   return c;
+}
+
+namespace {
+// The deepest node along `parts` that the config spells. By recursion, not by assigning Nodes:
+// assigning a YAML::Node writes through it into the tree.
+Node deepest_spelled(const Node& node, const std::vector<std::string>& parts, std::size_t i) {
+  if (i == parts.size() || !node.is_map()) return node;
+  const Node child = node[parts[i]];
+  if (!child.defined()) return node;
+  return deepest_spelled(child, parts, i + 1);
+}
+}  // namespace
+
+ConfigError place_setting_error(const Node& root, const SettingError& error) {
+  const Node node = deepest_spelled(root, split(error.key(), '.'), 0);
+  const std::string where = node.defined() && node.path() == error.key() ? node.describe()
+                            : node.defined()                             ? node.where() + ": " + error.key()
+                                                                         : error.key();
+  ConfigError placed(where + ": " + error.what());
+  for (const std::string& line : error.context()) placed.add_context(line);
+  return placed;
 }
 
 }  // namespace oml::config

@@ -7,12 +7,13 @@
 
 namespace oml::distributed {
 
-Placement placement_for(const std::string& accelerator, const World& world,
+Placement placement_for(config::Accelerator accelerator, const World& world,
                         const std::vector<int64_t>& device_ids) {
+  using config::Accelerator;
   Placement placement;
-  if (accelerator == "cpu" || (accelerator == "auto" && !torch::cuda::is_available())) return placement;
-  OML_CHECK(accelerator == "cuda" || accelerator == "auto", ConfigError,
-            "accelerator must be 'cpu', 'cuda' (or 'gpu') or 'auto', got '", accelerator, "'");
+  if (accelerator == Accelerator::cpu ||
+      (accelerator == Accelerator::automatic && !torch::cuda::is_available()))
+    return placement;
   if (!torch::cuda::is_available()) {
     throw ConfigError(detail::backend_available("nccl")  // NCCL is compiled in with CUDA LibTorch
                           ? "accelerator: cuda was requested, but no GPU is visible to this process (this "

@@ -61,23 +61,6 @@ c10::ScalarType wire_type(GradientCompression compression) {
 
 }  // namespace
 
-const std::vector<std::string>& gradient_compression_names() {
-  static const std::vector<std::string> names{"none", "bf16", "fp16"};
-  return names;
-}
-
-std::string gradient_compression_name(GradientCompression compression) {
-  return gradient_compression_names().at(static_cast<std::size_t>(compression));
-}
-
-std::optional<GradientCompression> parse_gradient_compression(const std::string& name) {
-  const auto& names = gradient_compression_names();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == name) return static_cast<GradientCompression>(i);
-  }
-  return std::nullopt;
-}
-
 void all_reduce_mean(ProcessGroup& group, at::Tensor& tensor, GradientCompression compression) {
   OML_CHECK(tensor.is_contiguous(), InternalError, "all_reduce_mean: the tensor must be contiguous");
   torch::NoGradGuard no_grad;
@@ -333,9 +316,10 @@ struct GradientSync::State {
 GradientSync::GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors parameters,
                            GradientSyncOptions options)
     : state_(std::make_shared<State>()) {
-  OML_CHECK(options.bucket_mb > 0, ConfigError, "ddp.bucket_mb must be > 0, got ", options.bucket_mb);
-  OML_CHECK(options.check_params_every >= 0, ConfigError, "ddp.check_params_every must be >= 0, got ",
-            options.check_params_every);
+  OML_CHECK(options.bucket_mb > 0, UsageError, "GradientSyncOptions::bucket_mb must be > 0, got ",
+            options.bucket_mb);
+  OML_CHECK(options.check_params_every >= 0, UsageError,
+            "GradientSyncOptions::check_params_every must be >= 0, got ", options.check_params_every);
   State& st = *state_;
   st.group = std::move(group);
   st.options = options;

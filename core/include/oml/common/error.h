@@ -55,6 +55,19 @@ OML_DEFINE_ERROR(InternalError, "internal error", 1)
 
 #undef OML_DEFINE_ERROR
 
+/// A config value found wrong by a layer that takes typed options and does not know the config
+/// file (the Trainer, distributed, retrieval, metrics): `key` is its dotted path in the run
+/// config ("scheduling.monitor_metric"). The command places it at the key's file:line:column
+/// (config::placing_settings); exit 2 like every config error.
+class SettingError : public ConfigError {
+ public:
+  SettingError(std::string key, const std::string& message) : ConfigError(message), key_(std::move(key)) {}
+  const std::string& key() const noexcept { return key_; }
+
+ private:
+  std::string key_;
+};
+
 namespace detail {
 template <class... Args>
 std::string concat(const Args&... args) {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "oml/config/document.h"
+#include "oml/config/options.h"
 #include "oml/config/precision.h"
 #include "oml/config/reader.h"
-#include "oml/distributed/gradient_compression.h"
 
 namespace oml::config {
 
@@ -27,22 +27,22 @@ struct DdpOptions {
   double timeout_s = 300.0;            ///< collective / rendezvous timeout
   int64_t check_params_every = 0;      ///< debug: verify identical parameters every N steps (0: off)
   /// The type gradient buckets are all-reduced in (none: float32; bf16, fp16: half the bytes).
-  distributed::GradientCompression gradient_compression = distributed::GradientCompression::none;
+  GradientCompression gradient_compression = GradientCompression::none;
 };
 
 /// `scheduling:`
 struct SchedulingOptions {
   std::optional<ComponentSpec> scheduler;
-  std::string scheduler_interval = "epoch";  ///< "epoch" or "step"
+  SchedulerInterval scheduler_interval = SchedulerInterval::epoch;
   int64_t scheduler_frequency = 1;
   std::string monitor_metric;  ///< for reduce_on_plateau
 };
 
 struct RunConfig {
-  std::string pipeline = "extractor";  ///< extractor | pairwise
+  Pipeline pipeline = Pipeline::extractor;
   int64_t seed = 42;
-  std::string accelerator = "cpu";  ///< cpu | cuda | auto (cuda when a GPU is visible); OML's gpu = cuda
-  int64_t devices = 1;              ///< ranks per machine (`devices: N`, or the length of a list)
+  Accelerator accelerator = Accelerator::cpu;
+  int64_t devices = 1;  ///< ranks per machine (`devices: N`, or the length of a list)
   /// `devices: [1, 3]` (OML/Lightning): the GPUs of local ranks 0, 1, ...; empty: rank i uses GPU i.
   std::vector<int64_t> device_ids;
   /// Accepted from OML configs. oml-cpp's gradient sync always handles parameters that got no
@@ -86,7 +86,7 @@ struct RunConfig {
   /// checks it once plugins are loaded.
   Node metric_args;
   std::string metric_for_checkpointing = "OVERALL/cmc/1";
-  std::string mode_for_checkpointing = "max";  ///< max | min
+  CheckpointMode mode_for_checkpointing = CheckpointMode::max;
   bool log_images = false;
   std::optional<ComponentSpec> logger;
   DdpOptions ddp;
@@ -121,5 +121,19 @@ RunConfig parse_run_config(const Node& root);
 /// The same, collecting the problems in `errors` instead of throwing: what could not be read
 /// keeps its default. For callers that check more before reporting (cli::Invocation::load_config).
 RunConfig parse_run_config(const Node& root, ErrorList& errors);
+
+/// `error` as the config error of its key in the resolved document `root` ("file:line:col:
+/// key: message"; the key's parent, or the key's path alone, when the config does not spell it).
+ConfigError place_setting_error(const Node& root, const SettingError& error);
+
+/// Runs `work`; a SettingError it throws comes out placed at its key in `root`.
+template <class Work>
+auto placing_settings(const Node& root, Work&& work) -> decltype(work()) {
+  try {
+    return work();
+  } catch (const SettingError& e) {
+    throw place_setting_error(root, e);
+  }
+}
 
 }  // namespace oml::config

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/config/options.h"
 #include "oml/distributed/world.h"
 
 namespace oml::distributed {
@@ -18,10 +19,9 @@ struct Placement {
 
 /// `auto` is cuda when LibTorch sees a GPU, else cpu. With cuda, local rank r computes on GPU
 /// `device_ids[r]` (the config's `devices: [ids]`), or GPU r when `device_ids` is empty.
-/// Throws ConfigError for an unknown accelerator, for `cuda` on a LibTorch without CUDA or
-/// without a visible GPU, and when LOCAL_RANK has no GPU of its own.
-/// The CUDA path is written for CUDA builds of LibTorch and untested on the CPU-only build.
-Placement placement_for(const std::string& accelerator, const World& world,
+/// Throws ConfigError for `cuda` on a LibTorch without CUDA or without a visible GPU, and when
+/// LOCAL_RANK has no GPU of its own.
+Placement placement_for(config::Accelerator accelerator, const World& world,
                         const std::vector<int64_t>& device_ids = {});
 
 }  // namespace oml::distributed

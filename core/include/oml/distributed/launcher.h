@@ -29,13 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "oml/config/options.h"
 #include "oml/distributed/world.h"
 
 namespace oml::distributed {
 
-/// The most ranks one machine may start: far above any machine's cores or GPUs, low enough that
-/// a typo (`devices: 100000`) is an error instead of a fork storm.
-inline constexpr int kMaxRanksPerNode = 1024;
+/// The most ranks one machine may start (`devices:` in the config says the same).
+using config::kMaxRanksPerNode;
 
 struct LaunchOptions {
   int nproc_per_node = 1;
