@@ -42,12 +42,6 @@ void load_plugins(const std::vector<std::string>& paths) {
   }
 }
 
-// c10::Error messages carry a C++ backtrace after the first line; users get the first line.
-std::string first_line(const std::string& text) {
-  const std::size_t nl = text.find('\n');
-  return nl == std::string::npos ? text : text.substr(0, nl);
-}
-
 // Prints the exception being handled as one line ("<command>: <kind>: <message>", then any
 // context lines) and returns the exit code of docs/contracts.md#exit-codes.
 int report_exception(const std::string& name) {

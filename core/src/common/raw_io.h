@@ -8,9 +8,23 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 
 namespace oml::detail {
+
+/// The whole file at `path` (binary); nullopt when it cannot be opened or read. Callers say what
+/// the file was for in their own error.
+inline std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return out.str();
+}
 
 /// The big-endian uint32 at byte `at` of `bytes` (IDX files, PNG chunks); the caller has
 /// checked that at + 4 <= bytes.size().

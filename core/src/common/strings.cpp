@@ -77,4 +77,6 @@ bool ends_with(const std::string& text, const std::string& suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 }  // namespace oml

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "../common/raw_io.h"
 #include "oml/common/strings.h"
 #include "oml/config/error_list.h"
 
@@ -95,13 +96,19 @@ std::optional<std::string> package_header(const std::string& text) {
   return std::nullopt;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("cannot open config file '" + path.string() + "': " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+}  // namespace
+
+std::string read_config_file(const fs::path& path) {
+  errno = 0;
+  std::optional<std::string> text = oml::detail::read_file(path.string());
+  if (!text) {
+    throw ConfigError("cannot open config file '" + path.string() +
+                      "': " + (errno != 0 ? std::strerror(errno) : "not readable"));
+  }
+  return std::move(*text);
 }
+
+namespace {
 
 /// `hydra.searchpath`'s `file://` folders (relative to where the command runs, as Hydra's);
 /// `pkg://` entries name Python packages: OML's `pkg://oml.configs` is the shipped groups, which
@@ -353,7 +360,7 @@ class Composer {
     if (std::find(stack_.begin(), stack_.end(), canonical) != stack_.end()) {
       fail_at(entry.node, "'" + name + "' is already being composed (a config that includes itself)");
     }
-    const std::string text = read_text(*path);
+    const std::string text = detail::read_config_file(*path);
     YAML::Node tree = parse_config_text(text, name);
     origin_.composed_files.emplace_back(name, tree);
     std::string own_package = package;

@@ -30,8 +30,11 @@ std::filesystem::path shipped_config_groups();
 
 /// Parsed YAML text made safe to walk (bounded, no duplicate keys, merge keys applied); a mapping
 /// at the top (an empty text gives an empty mapping). Malformed -> ConfigError "name:line:col: ...".
-/// Defined in document.cpp.
+/// Defined in yaml_tree.cpp.
 YAML::Node parse_config_text(const std::string& text, const std::string& name);
+
+/// The text of config file `path`; ConfigError "cannot open config file '...': <reason>".
+std::string read_config_file(const std::filesystem::path& path);
 
 /// The result of composing: the config, and the `--set` assignments that chose a group's option.
 struct Composition {

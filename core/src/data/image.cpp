@@ -61,12 +61,9 @@ std::string png_damage(const std::string& bytes) {
 }  // namespace
 
 std::string read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  OML_CHECK(in.good(), DataError, "cannot read image ", path, " (missing or not readable)");
-  std::ostringstream out;
-  out << in.rdbuf();
-  OML_CHECK(!in.bad(), DataError, "cannot read image ", path);
-  return out.str();
+  std::optional<std::string> bytes = oml::detail::read_file(path);
+  OML_CHECK(bytes.has_value(), DataError, "cannot read image ", path, " (missing or not readable)");
+  return std::move(*bytes);
 }
 
 at::Tensor decode_image(const std::string& bytes, const std::string& path) {

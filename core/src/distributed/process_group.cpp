@@ -2,46 +2,23 @@
 
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <cstring>
 #include <exception>
-#include <optional>
-#include <sstream>
-#include <thread>
-
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
 
 #include "c10d_adapter.h"
+#include "failure_diagnosis.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
-#include "oml/distributed/detail/failure_record.h"
+#include "oml/common/strings.h"
+#include "receive_buffer.h"
 #include "store_keys.h"
 
 namespace oml::distributed {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// "3", "2.5": seconds as a user wrote them in ddp.timeout_s.
-std::string seconds_text(double seconds) {
-  std::ostringstream out;
-  out << seconds;
-  return out.str();
-}
-
-std::chrono::milliseconds to_ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
-}
-
-// c10::Error messages carry a backtrace after the first line.
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-bool looks_like_timeout(const std::string& cause) {
-  return cause.find("imed out") != std::string::npos || cause.find("imeout") != std::string::npos;
-}
+using detail::seconds_text;
+using detail::to_ms;
 
 // The header every rank sends before an all_gather: first dimension, dtype and trailing
 // shape, so that mismatches are reported instead of corrupting memory.
@@ -69,132 +46,12 @@ std::string describe_header(const at::Tensor& header) {
 
 }  // namespace
 
-namespace {
-
-// After a failure: how long any one store call may take.
-std::chrono::milliseconds after_failure_bound(double timeout_s) {
-  return std::min(std::chrono::milliseconds(detail::kAfterFailureBoundMs), to_ms(timeout_s));
-}
-
-// "node 1 (ranks 2, 3), rank 5": whole machines named as such where oml's launcher placed the
-// ranks (machine n holds ranks n*L .. n*L+L-1, L = LOCAL_WORLD_SIZE).
-std::string describe_ranks(const World& world, const std::vector<int>& ranks) {
-  const int per_node = world.local_world_size;
-  const bool by_node =
-      world.launcher_hosts_store && per_node < world.world_size && world.world_size % per_node == 0;
-  std::string text;
-  std::size_t i = 0;
-  while (i < ranks.size()) {
-    std::string part;
-    const int node = ranks[i] / per_node;
-    std::size_t j = i;
-    while (j < ranks.size() && ranks[j] / per_node == node) ++j;
-    if (by_node && static_cast<int>(j - i) == per_node) {
-      part = "node " + std::to_string(node) + " (rank" + (per_node > 1 ? "s " : " ");
-      for (std::size_t k = i; k < j; ++k) part += (k > i ? ", " : "") + std::to_string(ranks[k]);
-      part += ")";
-      i = j;
-    } else {
-      part = "rank " + std::to_string(ranks[i]);
-      ++i;
-    }
-    text += (text.empty() ? "" : ", ") + part;
-  }
-  return text;
-}
-
-// ": node 1 (ranks 2, 3) never arrived (...)" after a failed rendezvous, from the arrival notes.
-std::string missing_ranks(detail::C10dStore& store, const World& world, double timeout_s) {
-  std::vector<int> missing;
-  try {
-    store.set_call_bound(after_failure_bound(timeout_s));
-    for (int r = 0; r < world.world_size; ++r) {
-      if (!store.try_get(detail::kArrivedKeyPrefix + std::to_string(r))) missing.push_back(r);
-    }
-  } catch (const std::exception&) {
-    return " (the rendezvous store stopped answering; did every rank start, with the same WORLD_SIZE?)";
-  }
-  if (missing.empty()) return " (did every rank start, with the same WORLD_SIZE?)";
-  // A launcher that refused to start its ranks left the reason.
-  std::optional<detail::FailureRecord> why;
-  try {
-    if (const auto record = store.try_get(kFailureKey)) why = detail::FailureRecord::decode(*record);
-  } catch (const std::exception&) {
-  }
-  if (why) return ": " + describe_ranks(world, missing) + " never arrived: " + why->describe();
-  return ": " + describe_ranks(world, missing) +
-         " never arrived (not started, or cannot reach the store; did every rank start, with the same "
-         "WORLD_SIZE?)";
-}
-
-// Each machine's launcher heartbeat counter, when every machine has one (only oml's launcher
-// beats; torchrun's agent does not).
-std::optional<std::vector<int64_t>> heartbeats(detail::C10dStore* store, const World& world) {
-  const int per_node = world.local_world_size;
-  if (!store || !world.launcher_hosts_store || per_node >= world.world_size ||
-      world.world_size % per_node != 0) {
-    return std::nullopt;
-  }
-  std::vector<int64_t> beats;
-  try {
-    for (int node = 0; node < world.world_size / per_node; ++node) {
-      const auto value = store->try_get(detail::kHeartbeatKeyPrefix + std::to_string(node));
-      if (!value) return std::nullopt;
-      beats.push_back(std::stoll(*value));
-    }
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  return beats;
-}
-
-// Leaves the note that this rank timed out waiting (kTimeoutKeyPrefix); best effort.
-void record_timeout(detail::C10dStore* store, int rank, const std::string& timed_out) {
-  try {
-    if (store) {
-      store->set_if_absent(kTimeoutKeyPrefix + std::to_string(rank),
-                           detail::FailureRecord{rank, timed_out}.encode());
-    }
-  } catch (const std::exception&) {
-    // Best effort: without it the launcher names this rank instead of the stuck one.
-  }
-}
-
-}  // namespace
-
 // The receive buffer of an all_gather: `whole` holds every rank's rows back to back in rank
 // order (exactly, no padding); `parts[r]` are views of rank r's rows.
 struct ProcessGroup::Gathered {
   at::Tensor whole;
   std::vector<at::Tensor> parts;
 };
-
-namespace {
-
-// An uninitialised CPU tensor for a gather result. Large ones are mapped with transparent huge
-// pages where the kernel offers them (madvise mode): filling 400 MB of fresh 4 KB pages costs
-// ~100,000 page faults, several times the transfer itself on loopback (docs/benchmarks.md).
-at::Tensor empty_receive_buffer(const std::vector<int64_t>& shape, const at::TensorOptions& options) {
-#ifdef __linux__
-  constexpr std::size_t kHugePage = std::size_t{1} << 21;
-  constexpr std::size_t kMinBytes = std::size_t{16} << 20;
-  int64_t numel = 1;
-  for (const int64_t d : shape) numel *= d;
-  const std::size_t bytes = static_cast<std::size_t>(numel) * options.dtype().itemsize();
-  if (options.device().is_cpu() && bytes >= kMinBytes) {
-    const std::size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory != MAP_FAILED) {
-      madvise(memory, size, MADV_HUGEPAGE);  // advice only: fine if THP is off
-      return torch::from_blob(
-          memory, shape, [size](void* p) { munmap(p, size); }, options);
-    }
-  }
-#endif
-  return torch::empty(shape, options);
-}
-
-}  // namespace
 
 // ---- PendingCollective ------------------------------------------------------------------
 PendingCollective::PendingCollective() = default;
@@ -235,7 +92,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::single() {
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const GroupOptions& options) {
-  OML_CHECK(options.timeout_s > 0, ConfigError, "ddp.timeout_s must be > 0, got ", options.timeout_s);
+  OML_CHECK(options.timeout_s > 0, UsageError, "GroupOptions::timeout_s must be > 0, got ",
+            options.timeout_s);
   if (!world.is_distributed()) return single();
   OML_CHECK(detail::backend_available(options.backend), DistributedError, "backend '", options.backend,
             "' is not available in this LibTorch build (gloo is; nccl needs a CUDA build of LibTorch)");
@@ -251,7 +109,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const Gr
   } catch (const std::exception& e) {
     throw DistributedError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
                            where + " within " + seconds_text(options.timeout_s) +
-                           " s: " + first_line(e.what()));
+                           " s: " + oml::first_line(e.what()));
   }
   try {
     // Arrival notes: when the rendezvous fails they tell which ranks never came.
@@ -260,8 +118,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const Gr
                                                         options.backend, world.master_addr, timeout);
   } catch (const std::exception& e) {
     throw DistributedError("rank " + std::to_string(world.rank) + ": rendezvous of " +
-                           std::to_string(world.world_size) + " ranks through " + where + " failed: " +
-                           first_line(e.what()) + missing_ranks(*group->store_, world, options.timeout_s));
+                           std::to_string(world.world_size) + " ranks through " + where +
+                           " failed: " + oml::first_line(e.what()) +
+                           missing_ranks(*group->store_, world, options.timeout_s));
   }
   log::debug("connected: " + describe(world));
   return group;
@@ -271,80 +130,6 @@ ProcessGroup::~ProcessGroup() {
   // Destroyed while an exception propagates: this rank is failing on its own (a peer's
   // failure sets peer_failed_), so leave a record for the others to name it.
   if (std::uncaught_exceptions() > 0 && !peer_failed_) record_failure("stopped with an error");
-}
-
-void ProcessGroup::record_failure(const std::string& message) noexcept {
-  if (!store_) return;
-  try {
-    store_->set_call_bound(after_failure_bound(options_.timeout_s));
-    store_->set_if_absent(kFailureKey, detail::FailureRecord{world_.rank, message}.encode());
-  } catch (...) {
-    // Best effort: the store may already be gone.
-  }
-}
-
-void ProcessGroup::fail(const std::string& what, const std::string& cause) const {
-  peer_failed_ = true;
-  const std::string me = "rank " + std::to_string(world_.rank);
-  // Every store call from here on is bounded: over a cut link an unbounded one never returns.
-  if (store_) store_->set_call_bound(after_failure_bound(options_.timeout_s));
-  const auto beats_before = heartbeats(store_.get(), world_);
-  // The launcher (or the failing rank) writes its record right after the failure; the
-  // connection drop usually reaches us first, so wait for the record a little while.
-  std::optional<std::string> record;
-  bool store_reachable = true;
-  if (store_) {
-    const auto deadline = Clock::now() + after_failure_bound(options_.timeout_s);
-    try {
-      while (!(record = store_->try_get(kFailureKey)) && Clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    } catch (const std::exception&) {
-      store_reachable = false;
-    }
-  }
-  // Machines whose launcher stopped beating while we waited: cut off, or gone.
-  std::vector<int> silent_ranks;
-  if (!record && store_reachable && beats_before) {
-    if (const auto beats_after = heartbeats(store_.get(), world_);
-        beats_after && beats_after->size() == beats_before->size()) {
-      for (std::size_t node = 0; node < beats_after->size(); ++node) {
-        if ((*beats_after)[node] != (*beats_before)[node]) continue;
-        for (int local = 0; local < world_.local_world_size; ++local) {
-          silent_ranks.push_back(static_cast<int>(node) * world_.local_world_size + local);
-        }
-      }
-    }
-  }
-  const std::string timed_out = what + " timed out after " + seconds_text(options_.timeout_s) + " s";
-  const std::string failed = looks_like_timeout(cause) ? timed_out + " (ddp.timeout_s)" : what + " failed";
-  std::string message;
-  if (record) {
-    const auto failure = detail::FailureRecord::decode(*record);
-    message = me + ": " + what + " failed because " +
-              (failure ? failure->describe() : "another rank failed (its failure record is unreadable)");
-  } else if (!store_reachable && !world_.launcher_hosts_store) {
-    message = me + ": " + what + " failed and the rendezvous store hosted by rank 0 is gone: rank 0 failed";
-  } else if (!store_reachable) {
-    message =
-        me + ": " + failed + " and the rendezvous store at " + world_.master_addr + ":" +
-        std::to_string(world_.master_port) +
-        " (hosted by node 0's launcher) does not answer: node 0 is down or unreachable from this machine";
-  } else if (!silent_ranks.empty()) {
-    record_timeout(store_.get(), world_.rank, timed_out);
-    message = me + ": " + failed + ": " + describe_ranks(world_, silent_ranks) +
-              " stopped answering: the launcher there no longer reaches the rendezvous store (network cut or "
-              "machine down)";
-  } else if (looks_like_timeout(cause)) {
-    record_timeout(store_.get(), world_.rank, timed_out);
-    message = me + ": " + timed_out +
-              " (ddp.timeout_s); no rank reported a failure, so a rank is stuck or much slower";
-  } else {
-    message = me + ": " + what + " failed: another rank stopped without leaving a failure record";
-  }
-  DistributedError error(message);
-  error.add_context("(c10d: " + first_line(cause) + ")");
-  throw error;
 }
 
 void ProcessGroup::wait(detail::C10dWork& work, const std::string& what) {
@@ -362,14 +147,19 @@ void ProcessGroup::barrier() {
   run_collective("barrier", [&] { return group_->barrier(); });
 }
 
-void ProcessGroup::run_collective(const std::string& what, const std::function<detail::C10dWork()>& launch) {
-  detail::C10dWork work;
+PendingCollective ProcessGroup::start(const std::string& what,
+                                      const std::function<detail::C10dWork()>& launch) {
+  auto work = std::make_unique<detail::C10dWork>();
   try {
-    work = launch();
+    *work = launch();
   } catch (const std::exception& e) {
-    fail(what, e.what());
+    fail(what, e.what());  // a failure to start is reported like a failed wait
   }
-  wait(work, what);
+  return PendingCollective(this, what, std::move(work));
+}
+
+void ProcessGroup::run_collective(const std::string& what, const std::function<detail::C10dWork()>& launch) {
+  start(what, launch).wait();
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
@@ -392,13 +182,7 @@ void ProcessGroup::all_reduce(at::Tensor& tensor, ReduceOp op) {
 PendingCollective ProcessGroup::all_reduce_async(at::Tensor& tensor) {
   if (!group_) return PendingCollective();
   std::vector<at::Tensor> tensors{tensor};
-  auto work = std::make_unique<detail::C10dWork>();
-  try {
-    *work = group_->all_reduce(tensors, detail::ReduceKind::sum);
-  } catch (const std::exception& e) {
-    fail("all_reduce", e.what());
-  }
-  return PendingCollective(this, "all_reduce", std::move(work));
+  return start("all_reduce", [&] { return group_->all_reduce(tensors, detail::ReduceKind::sum); });
 }
 
 PendingCollective ProcessGroup::all_to_all_async(at::Tensor& output, at::Tensor& input) {
@@ -410,13 +194,7 @@ PendingCollective ProcessGroup::all_to_all_async(at::Tensor& output, at::Tensor&
     output.copy_(input);
     return PendingCollective();
   }
-  auto work = std::make_unique<detail::C10dWork>();
-  try {
-    *work = group_->all_to_all(output, input);
-  } catch (const std::exception& e) {
-    fail("all_to_all", e.what());
-  }
-  return PendingCollective(this, "all_to_all", std::move(work));
+  return start("all_to_all", [&] { return group_->all_to_all(output, input); });
 }
 
 PendingCollective ProcessGroup::all_gather_into_async(at::Tensor& output, at::Tensor& input) {
@@ -431,13 +209,7 @@ PendingCollective ProcessGroup::all_gather_into_async(at::Tensor& output, at::Te
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < size(); ++r) outputs[0].push_back(output.narrow(0, r * input.size(0), input.size(0)));
   std::vector<at::Tensor> inputs{input};
-  auto work = std::make_unique<detail::C10dWork>();
-  try {
-    *work = group_->all_gather(outputs, inputs);
-  } catch (const std::exception& e) {
-    fail("all_gather", e.what());
-  }
-  return PendingCollective(this, "all_gather", std::move(work));
+  return start("all_gather", [&] { return group_->all_gather(outputs, inputs); });
 }
 
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
@@ -479,7 +251,7 @@ ProcessGroup::Gathered ProcessGroup::gather_rows(const at::Tensor& tensor) {
   Gathered result;
   std::vector<int64_t> shape = tensor.sizes().vec();
   shape[0] = first_row[n];
-  result.whole = empty_receive_buffer(shape, tensor.options());
+  result.whole = detail::empty_receive_buffer(shape, tensor.options());
   for (int r = 0; r < n; ++r) result.parts.push_back(result.whole.narrow(0, first_row[r], rows[r]));
   const at::Tensor input = tensor.contiguous();
   std::vector<PendingCollective> pending;
@@ -488,13 +260,7 @@ ProcessGroup::Gathered ProcessGroup::gather_rows(const at::Tensor& tensor) {
     // The root sends from its input (Gloo only reads it), so that copying the input into the
     // result overlaps the transfers.
     std::vector<at::Tensor> tensors{r == rank() ? input : result.parts[r]};
-    auto work = std::make_unique<detail::C10dWork>();
-    try {
-      *work = group_->broadcast(tensors, r);
-    } catch (const std::exception& e) {
-      fail("all_gather", e.what());
-    }
-    pending.push_back(PendingCollective(this, "all_gather", std::move(work)));
+    pending.push_back(start("all_gather", [&] { return group_->broadcast(tensors, r); }));
   }
   if (input.numel() > 0) result.parts[rank()].copy_(input);
   for (auto& p : pending) p.wait();

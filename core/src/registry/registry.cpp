@@ -2,11 +2,6 @@
 
 namespace oml::detail {
 
-namespace {
-// c10::Error messages carry a C++ backtrace after their first line.
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-}  // namespace
-
 void add_origin_context(Error& error, const std::string& kind, const ComponentInfo& info) {
   if (info.builtin()) return;
   error.add_context("(" + kind + " '" + info.name + "' comes from " + info.origin + ")");

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "../common/raw_io.h"
 #include "oml/common/error.h"
 #include "oml/io/atomic_file.h"
 #include "oml/report/svg_chart.h"
@@ -41,13 +42,7 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
   return out;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read_text(const fs::path& path) { return oml::detail::read_file(path.string()).value_or(""); }
 
 std::string format_value(double value) {
   char buffer[32];

@@ -21,6 +21,8 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 
 std::vector<std::string> split(const std::string& text, char sep);
 std::string trim(const std::string& text);
+/// The text up to its first newline (c10::Error messages carry a backtrace after it).
+std::string first_line(const std::string& text);
 bool starts_with(const std::string& text, const std::string& prefix);
 bool ends_with(const std::string& text, const std::string& suffix);
 

@@ -3,6 +3,7 @@
 // overrides, resolve `${other.key}` interpolation, and dump the resolved result.
 
 #include <ctime>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,8 +35,10 @@ class Document {
 
 /// Applies one `key.path=value` override to `root` (value parsed as YAML, so `3`, `true`,
 /// `[1, 2]` and `{name: x}` keep their types). Intermediate maps are created as needed.
-/// Returns the key path. Throws UsageError for a malformed override.
-std::string apply_override(YAML::Node& root, const std::string& assignment);
+/// Returns the key path; records in `created_by` each mapping it created (key path -> the
+/// override's path, for messages). Throws UsageError for a malformed override.
+std::string apply_override(YAML::Node& root, const std::string& assignment,
+                           std::map<std::string, std::string>& created_by);
 
 /// The time `${now:FORMAT}` formats (strftime, local time, as Hydra's `now` resolver): the run's
 /// start, the same on every rank. The launcher gives its ranks its own value in

@@ -1,8 +1,9 @@
 #pragma once
 // Data-parallel gradient averaging (the "DDP" of oml-cpp; docs/ddp.md#what-happens-in-a-run).
 //
-//   GradientSync sync(group, named_trainable_parameters(*model, "model."), {/*bucket_mb=*/25});
-//   sync.add_parameters(named_trainable_parameters(*criterion, "criterion."));  // ArcFace weights
+//   NamedTensors params = named_trainable_parameters(*model, "model.");
+//   for (auto& p : named_trainable_parameters(*criterion, "criterion.")) params.push_back(p);  // ArcFace
+//   GradientSync sync(group, std::move(params), {/*bucket_mb=*/25});
 //   sync.broadcast_from_rank0(buffers);             // once, before the first step
 //   for (...) { loss.backward(); sync.finish(); optimizer.step(); }
 //

@@ -122,8 +122,9 @@ class ProcessGroup {
  private:
   ProcessGroup(World world, GroupOptions options);
   void wait(detail::C10dWork& work, const std::string& what);
-  /// Starts a collective with `launch` (a failure to start is reported like a failed wait)
-  /// and waits for it.
+  /// Starts collective `what` with `launch`; a failure to start is reported like a failed wait.
+  PendingCollective start(const std::string& what, const std::function<detail::C10dWork()>& launch);
+  /// start(), then wait.
   void run_collective(const std::string& what, const std::function<detail::C10dWork()>& launch);
   struct Gathered;
   Gathered gather_rows(const at::Tensor& tensor);
