@@ -92,11 +92,13 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
   config::ErrorList errors;
   config::RunConfig config = config::parse_run_config(document.root(), errors);
   check_components(config, errors);
-  errors.check([&] { metrics::configure_metrics(config.metric_args); });
+  errors.check([&] {
+    config::placing_settings(document.root(), [&] { metrics::configure_metrics(config.metric_args); });
+  });
   errors.throw_if_any();
   // The backend is built once here: what its args check cannot judge (a build without Faiss,
   // fnmr@fmr with an approximate backend) fails before any work too.
-  pipelines::check_retrieval_backend(config);
+  config::placing_settings(document.root(), [&] { pipelines::check_retrieval_backend(config); });
   // Once per run: by the launcher (or the only process), not again by each rank.
   const char* rank = std::getenv("RANK");
   if (rank == nullptr || std::string(rank) == "0") {

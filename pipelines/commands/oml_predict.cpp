@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   spec.run = [](const oml::cli::Invocation& inv) {
     const oml::config::RunConfig config = inv.load_config();
     if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
-    return oml::pipelines::predict_extractor(inv, config);
+    return oml::config::placing_settings(config.source,
+                                         [&] { return oml::pipelines::predict_extractor(inv, config); });
   };
   return oml::cli::run_command(argc, argv, spec);
 }

@@ -32,9 +32,11 @@ int main(int argc, char** argv) {
   spec.run = [](const oml::cli::Invocation& inv) {
     const oml::config::RunConfig config = inv.load_config();
     if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
-    if (config.pipeline == oml::config::Pipeline::pairwise)
-      return oml::pipelines::validate_pairwise(inv, config);
-    return oml::pipelines::validate_extractor(inv, config);
+    return oml::config::placing_settings(config.source, [&] {
+      if (config.pipeline == oml::config::Pipeline::pairwise)
+        return oml::pipelines::validate_pairwise(inv, config);
+      return oml::pipelines::validate_extractor(inv, config);
+    });
   };
   return oml::cli::run_command(argc, argv, spec);
 }

@@ -129,6 +129,8 @@ TEST_CASE("Bad retrieval_backend input exits with 2 and says what to do",
     const auto big = run_with("retrieval_backend: {name: faiss_ivf, args: {nlist: 1000}}\n");
     CHECK(big.exit_code == 2);
     CHECK_THAT(big.err, Contains("nlist 1000 is larger than the gallery (300 items)"));
+    // Found when the gallery is known, reported at the key's place in the config.
+    CHECK_THAT(big.err, Contains(".yaml:") && Contains(": retrieval_backend.args.nlist: retrieval backend"));
   } else {
     const auto r = run_with("retrieval_backend: {name: faiss_ivf}\n");
     CHECK(r.exit_code == 2);

@@ -331,7 +331,7 @@ ConfigError place_setting_error(const Node& root, const SettingError& error) {
   const std::string where = node.defined() && node.path() == error.key() ? node.describe()
                             : node.defined()                             ? node.where() + ": " + error.key()
                                                                          : error.key();
-  ConfigError placed(where + ": " + error.what());
+  ConfigError placed(where + ": " + error.message());
   for (const std::string& line : error.context()) placed.add_context(line);
   return placed;
 }

@@ -121,11 +121,14 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   std::vector<int64_t> n_gt;
   EmbeddingMetricsResult result;
   if (!exact) {
-    OML_CHECK(!table.needs_pair_pass(), ConfigError,
-              "fnmr@fmr needs the distances of all query-gallery pairs, which only retrieval_backend 'exact' "
-              "computes; the configured backend is '",
-              options.backend->name(),
+    if (table.needs_pair_pass()) {
+      throw SettingError(
+          "retrieval_backend",
+          "fnmr@fmr needs the distances of all query-gallery pairs, which only retrieval_backend "
+          "'exact' computes; the configured backend is '" +
+              options.backend->name() +
               "' (use retrieval_backend: {name: exact}, or remove metric_args.fmr_vals)");
+    }
     const retrieval::RetrievalBackend& backend = *options.backend;
     if (split_knn) {
       result.retrieval = retrieval::retrieve_sharded_by_queries(

@@ -41,8 +41,9 @@ std::vector<double> fnmr_at_fmr(const std::vector<double>& positive, std::vector
                                 const std::vector<double>& fmr_vals) {
   std::vector<double> out;
   for (const double fmr : fmr_vals) {
-    OML_CHECK(fmr >= 0.0 && fmr <= 1.0, ConfigError,
-              "metric_args.fmr_vals: values must be within [0, 1], got ", fmr);
+    if (!(fmr >= 0.0 && fmr <= 1.0))
+      throw SettingError("metric_args.fmr_vals",
+                         ::oml::detail::concat("values must be within [0, 1], got ", fmr));
     if (positive.empty() || negative.empty()) {
       out.push_back(std::numeric_limits<double>::quiet_NaN());
       continue;

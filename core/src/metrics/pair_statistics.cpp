@@ -95,8 +95,9 @@ PairStatistics::PairStatistics(const PreparedPair& pair, const IgnoredPairs& ign
                                const std::vector<int64_t>& gallery_labels, const std::vector<int64_t>& n_gt,
                                std::vector<double> fmr_vals, PairStatisticsOptions options) {
   for (const double fmr : fmr_vals) {
-    OML_CHECK(fmr >= 0.0 && fmr <= 1.0, ConfigError,
-              "metric_args.fmr_vals: values must be within [0, 1], got ", fmr);
+    if (!(fmr >= 0.0 && fmr <= 1.0))
+      throw SettingError("metric_args.fmr_vals",
+                         ::oml::detail::concat("values must be within [0, 1], got ", fmr));
   }
   impl_ = std::make_unique<Impl>(pair, ignored, query_labels, gallery_labels, std::move(fmr_vals), options);
   Impl& s = *impl_;

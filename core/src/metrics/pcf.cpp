@@ -44,8 +44,9 @@ std::vector<double> explained_variance_ratios(const at::Tensor& embeddings) {
 std::vector<double> principal_components_fraction(const at::Tensor& embeddings,
                                                   const std::vector<double>& variance_fractions) {
   for (const double v : variance_fractions) {
-    OML_CHECK(v >= 0.0 && v <= 1.0, ConfigError,
-              "metric_args.pcf_variance: values must be within [0, 1], got ", v);
+    if (!(v >= 0.0 && v <= 1.0))
+      throw SettingError("metric_args.pcf_variance",
+                         ::oml::detail::concat("values must be within [0, 1], got ", v));
   }
   const std::vector<double> ratios = explained_variance_ratios(embeddings);
   const auto dim = static_cast<int64_t>(ratios.size());

@@ -28,7 +28,10 @@ QueryHits hits_of(const retrieval::RetrievalResults& results) {
 namespace {
 
 void check_k(int64_t k, const char* metric) {
-  OML_CHECK(k > 0, ConfigError, "metric_args: ", metric, " top k must be a positive integer, got ", k);
+  if (k <= 0) {
+    throw SettingError(std::string("metric_args.") + metric + "_top_k",
+                       "top k must be a positive integer, got " + std::to_string(k));
+  }
 }
 
 // Applies `per_query(first hit pointer, k', n_gt)` to queries with R > 0; a query with R = 0

@@ -98,7 +98,9 @@ std::string recall_metric_key(int64_t k) { return "OVERALL/knn_recall/" + std::t
 RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet& queries,
                               const ItemSet& gallery, const KnnOptions& options, int64_t sample,
                               uint64_t seed, distributed::ProcessGroup* group) {
-  OML_CHECK(sample > 0, ConfigError, "retrieval_backend.report_recall must be positive, got ", sample);
+  if (sample <= 0) {
+    throw SettingError("retrieval_backend.report_recall", "must be positive, got " + std::to_string(sample));
+  }
   const int64_t nq = approximate.num_queries();
   OML_ASSERT(nq == queries.embeddings.size(0));
   // A seeded partial Fisher-Yates shuffle: the same queries for the same seed and size.

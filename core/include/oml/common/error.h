@@ -56,16 +56,20 @@ OML_DEFINE_ERROR(InternalError, "internal error", 1)
 #undef OML_DEFINE_ERROR
 
 /// A config value found wrong by a layer that takes typed options and does not know the config
-/// file (the Trainer, distributed, retrieval, metrics): `key` is its dotted path in the run
-/// config ("scheduling.monitor_metric"). The command places it at the key's file:line:column
-/// (config::placing_settings); exit 2 like every config error.
+/// file (the Trainer, retrieval, metrics): `key` is its dotted path in the run config
+/// ("scheduling.monitor_metric"); what() is "key: message". The command places it at the key's
+/// file:line:column (config::placing_settings); exit 2 like every config error.
 class SettingError : public ConfigError {
  public:
-  SettingError(std::string key, const std::string& message) : ConfigError(message), key_(std::move(key)) {}
+  SettingError(std::string key, std::string message)
+      : ConfigError(key + ": " + message), key_(std::move(key)), message_(std::move(message)) {}
   const std::string& key() const noexcept { return key_; }
+  /// The message without the key.
+  const std::string& message() const noexcept { return message_; }
 
  private:
   std::string key_;
+  std::string message_;
 };
 
 namespace detail {
