@@ -70,12 +70,17 @@ constexpr int64_t kFlatRefine = 2;
 
 // Every Faiss backend's chunking: the gallery is added and the queries searched this many rows
 // at a time, so a memory-mapped gallery is never copied whole.
+//
+// Each kind's read() takes its keys, then finish() (unknown keys), then checks the values, so
+// that a config's unknown keys are reported before its values are judged.
 struct ChunkOptions {
   int64_t add_chunk = 65536;
   int64_t search_chunk = 65536;
 
-  void read(config::MapReader& reader, const std::string& who) {
+  void read(config::MapReader& reader) {
     reader.optional("add_chunk", add_chunk).optional("search_chunk", search_chunk);
+  }
+  void check(const std::string& who) const {
     config::check_argument(add_chunk >= 1, who, "add_chunk", "add_chunk must be >= 1, got ", add_chunk);
     config::check_argument(search_chunk >= 1, who, "search_chunk", "search_chunk must be >= 1, got ",
                            search_chunk);
@@ -90,8 +95,9 @@ struct FlatOptions {
   ChunkOptions chunks;
 
   void read(config::MapReader& reader, const std::string& who) {
-    chunks.read(reader, who);
+    chunks.read(reader);
     reader.finish();
+    chunks.check(who);
   }
 };
 
@@ -106,10 +112,13 @@ struct IvfOptions {
   int64_t train_size = 0;
   bool blas_scan = true;  // scan the probed lists with GEMM (inverted_list_scan.h), not Faiss's loop
 
-  // The IVF args (shared with IVF-PQ, which has no `scan`).
-  void read_lists(config::MapReader& reader, const std::string& who) {
-    chunks.read(reader, who);
+  // The IVF keys, shared with IVF-PQ (which has no `scan`).
+  void read_lists(config::MapReader& reader) {
+    chunks.read(reader);
     reader.optional("nlist", nlist).optional("nprobe", nprobe).optional("train_size", train_size);
+  }
+  void check_lists(const std::string& who) const {
+    chunks.check(who);
     config::check_argument(nlist >= 0, who, "nlist", "nlist must be >= 1 (or 0: from the gallery size), got ",
                            nlist);
     config::check_argument(nprobe >= 0, who, "nprobe",
@@ -122,9 +131,10 @@ struct IvfOptions {
 
   void read(config::MapReader& reader, const std::string& who) {
     std::string scan = "blas";
+    read_lists(reader);
     reader.optional("scan", scan);
-    read_lists(reader, who);
     reader.finish();
+    check_lists(who);
     config::check_argument(
         scan == "blas" || scan == "faiss", who, "scan",
         "scan must be 'blas' (the probed lists multiplied as blocks) or 'faiss' (Faiss's own "
@@ -144,9 +154,10 @@ struct HnswOptions {
   int64_t ef_search = 128;
 
   void read(config::MapReader& reader, const std::string& who) {
-    chunks.read(reader, who);
+    chunks.read(reader);
     reader.optional("M", M).optional("ef_construction", ef_construction).optional("ef_search", ef_search);
     reader.finish();
+    chunks.check(who);
     config::check_argument(M >= 2 && M <= kMaxHnswM, who, "M", "M must be in [2, ", kMaxHnswM, "], got ", M);
     config::check_argument(ef_construction >= 1, who, "ef_construction", "ef_construction must be >= 1, got ",
                            ef_construction);
@@ -165,9 +176,10 @@ struct IvfPqOptions {
   int64_t refine = 4;  // re-rank refine x k candidates by exact distances (1 = off)
 
   void read(config::MapReader& reader, const std::string& who) {
-    ivf.read_lists(reader, who);
+    ivf.read_lists(reader);
     reader.optional("m", m).optional("nbits", nbits).optional("refine", refine);
     reader.finish();
+    ivf.check_lists(who);
     config::check_argument(m >= 0, who, "m", "m must be >= 1 (or 0: D / 4), got ", m);
     config::check_argument(nbits >= 1 && nbits <= kMaxPqBits, who, "nbits", "nbits must be in [1, ",
                            kMaxPqBits, "], got ", nbits);
