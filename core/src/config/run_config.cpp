@@ -27,13 +27,10 @@ Enum parse_enum(const Node& node, const std::vector<std::string>& names,
   for (const auto& [alias, canonical] : aliases) {
     if (value == alias) value = canonical;
   }
-  const auto found = std::find(names.begin(), names.end(), value);
-  if (found == names.end()) {
-    std::vector<std::string> allowed = names;
-    for (const auto& alias : aliases) allowed.push_back(alias.first);
-    node.fail("expected one of " + join(allowed) + ", got '" + value + "'" + did_you_mean(value, allowed));
-  }
-  return static_cast<Enum>(found - names.begin());
+  if (const std::optional<Enum> found = from_name<Enum>(value, names)) return *found;
+  std::vector<std::string> allowed = names;
+  for (const auto& alias : aliases) allowed.push_back(alias.first);
+  node.fail("expected one of " + join(allowed) + ", got '" + value + "'" + did_you_mean(value, allowed));
 }
 
 // Reads `key` of `reader` into an enumeration when present and not null.

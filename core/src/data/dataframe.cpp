@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
+#include <optional>
 #include <set>
-#include <sstream>
 #include <unordered_map>
 
+#include "../common/raw_io.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
@@ -186,14 +186,12 @@ Dataframe Dataframe::read(const fs::path& csv_path, const DataframeOptions& opti
   std::error_code ec;
   OML_CHECK(!fs::is_directory(csv_path, ec), DataError, "the dataframe ", csv_path.string(),
             " is a folder; expected a CSV file (e.g. ", (csv_path / "df.csv").string(), ")");
-  std::ifstream in(csv_path, std::ios::binary);
-  OML_CHECK(in.good(), DataError, "cannot open the dataframe ", csv_path.string(),
+  const std::optional<std::string> text = oml::detail::read_file(csv_path.string());
+  OML_CHECK(text.has_value(), DataError, "cannot open the dataframe ", csv_path.string(),
             fs::exists(csv_path) ? " (permission denied?)" : " (no such file)");
-  std::ostringstream text;
-  text << in.rdbuf();
   DataframeOptions resolved = options;
   if (!resolved.dataset_root) resolved.dataset_root = csv_path.parent_path();
-  return parse(text.str(), csv_path.string(), resolved);
+  return parse(*text, csv_path.string(), resolved);
 }
 
 Dataframe Dataframe::parse(const std::string& text, const std::string& file,

@@ -3,9 +3,9 @@
 #include <zlib.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
+#include "../../common/raw_io.h"
 #include "oml/common/error.h"
 
 namespace oml::data::convert {
@@ -229,11 +229,9 @@ double MatValue::scalar(const std::string& what) const {
 
 std::map<std::string, MatValue> read_mat_file(const std::filesystem::path& path) {
   const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  OML_CHECK(in.good(), DataError, "cannot open ", file);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  const std::optional<std::string> read = oml::detail::read_file(file);
+  OML_CHECK(read.has_value(), DataError, "cannot open ", file);
+  const std::string& bytes = *read;
   OML_CHECK(bytes.size() >= 128, DataError, file, " is too short to be a MAT file");
   OML_CHECK(bytes.compare(0, 10, "MATLAB 5.0") == 0 && bytes[126] == 'I' && bytes[127] == 'M', DataError,
             file,

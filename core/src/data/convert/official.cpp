@@ -3,10 +3,10 @@
 // training and the second half for validation; SOP and InShop use their own split files.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <optional>
 
+#include "../../common/raw_io.h"
 #include "convert_common.h"
 #include "mat_file.h"
 #include "oml/common/error.h"
@@ -140,11 +140,9 @@ std::vector<CarsAnnotation> read_cars_mat(const fs::path& file) {
 
 // cars_annos.csv: the same annotations exported to CSV (header names as the MAT fields).
 std::vector<CarsAnnotation> read_cars_csv(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  OML_CHECK(in.good(), DataError, "cannot open ", file.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  const auto records = parse_csv(text.str(), file.string());
+  const std::optional<std::string> text = oml::detail::read_file(file.string());
+  OML_CHECK(text.has_value(), DataError, "cannot open ", file.string());
+  const auto records = parse_csv(*text, file.string());
   OML_CHECK(!records.empty(), DataError, file.string(), " is empty");
   std::map<std::string, std::size_t> column;
   for (std::size_t i = 0; i < records[0].fields.size(); ++i) column[trim(records[0].fields[i])] = i;
