@@ -30,7 +30,13 @@ train=$build/pipelines/oml-train
 cfg=configs/fashion_mnist/train_extractor.yaml
 short=(--set max_epochs=2 --set valid_period=1 --set scheduling.scheduler.args.warmup_steps=5)
 for run in $runs; do
+  # A run folder of an earlier call (its marker inside) is replaced; anything else is the user's.
+  if [ -e "$out/$run" ] && [ ! -f "$out/$run/.identical-runs" ]; then
+    echo "identical_runs: $out/$run exists and was not made by this script; choose another OUT_DIR" >&2
+    exit 2
+  fi
   rm -rf "${out:?}/$run"
+  mkdir -p "$out/$run" && touch "$out/$run/.identical-runs"
   case $run in
     default) "$train" --config $cfg --set logs_root="$out/default" --progress quiet > "$out/default.log" 2>&1 ;;
     mlp) "$train" --config $cfg --set logs_root="$out/mlp" "${short[@]}" --set sampler.args.epoch_size=20 \

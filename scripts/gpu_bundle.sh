@@ -16,8 +16,17 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
 cd "$root"
 cmake --build "$build" --target oml_gpu_tests oml_ddp_worker oml-train oml-convert bench_precision
+# Only a bundle this script made (its marker inside) is replaced; any other folder of that name is
+# the user's.
+for dir in .gpu .gpudata; do
+  if [ -e "$dir" ] && [ ! -f "$dir/.oml-gpu-bundle" ]; then
+    echo "gpu_bundle: $root/$dir exists and was not made by this script; move it away first" >&2
+    exit 2
+  fi
+done
 rm -rf .gpu .gpudata
 mkdir -p .gpu/bin .gpudata
+touch .gpu/.oml-gpu-bundle .gpudata/.oml-gpu-bundle
 bins=(tests/oml_gpu_tests tests/oml_ddp_worker pipelines/oml-train pipelines/oml-convert bench/bench_precision)
 for b in "${bins[@]}"; do cp "$build/$b" .gpu/bin/; done
 cp -L "$build/core/liboml_core.so.0" .gpu/bin/
