@@ -96,8 +96,8 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
     config::placing_settings(document.root(), [&] { metrics::configure_metrics(config.metric_args); });
   });
   errors.throw_if_any();
-  // The backend is built once here: what its args check cannot judge (a build without Faiss,
-  // fnmr@fmr with an approximate backend) fails before any work too.
+  // The backend is built once here: what relates it to the metrics (fnmr@fmr needs the exact
+  // backend) fails before any work too.
   config::placing_settings(document.root(), [&] { pipelines::check_retrieval_backend(config); });
   // Once per run: by the launcher (or the only process), not again by each rank.
   const char* rank = std::getenv("RANK");
@@ -108,11 +108,12 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
 }
 
 void check_components(const config::RunConfig& c, config::ErrorList& errors) {
-  // Every named component must exist, and its args read, before any work starts, so that a
-  // typo fails in the first second rather than after a dataset has been loaded.
+  // Every named component must exist, and its args parse, before any work starts, so that a
+  // typo fails in the first second rather than after a dataset has been loaded. Only the parse
+  // phase runs: it needs no data and builds nothing (registry/registry.h).
   auto& r = registries();
   const auto check = [&](const auto& registry, const std::optional<config::ComponentSpec>& spec) {
-    if (spec) registry.check_args(*spec, errors);
+    if (spec) (void)registry.parse(*spec, errors);
   };
   for (const auto* spec :
        {&c.transforms_train, &c.transforms_val, &c.transforms_extraction, &c.transforms_predict}) {

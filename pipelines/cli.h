@@ -55,9 +55,9 @@ struct CommandSpec {
 /// config, data or plugin; 1 failure while running.
 int run_command(int argc, char** argv, const CommandSpec& spec);
 
-/// Checks that every component the config names is registered and that the args of the
-/// built-in ones read without a problem (Registry::check_args), without building any: a
-/// ConfigError listing every problem otherwise.
+/// Checks that every component the config names is registered and that its args, built-in or
+/// plugin, parse without a problem (Registry::parse), without building any: a ConfigError
+/// listing every problem otherwise.
 void check_components(const config::RunConfig& config);
 /// The same, collecting the problems in `errors`.
 void check_components(const config::RunConfig& config, config::ErrorList& errors);

@@ -72,7 +72,7 @@ std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig
 models::BackboneFreezing backbone_freezing(const config::RunConfig& config,
                                            const models::Extractor& extractor);
 
-/// The config's extractor (with its `weights:` loaded by the factory).
+/// The config's extractor (with its `weights:` loaded by its build).
 std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config);
 
 /// The config's extractor with top-level `weights:` (an oml-cpp checkpoint or a torch.save file)

@@ -9,10 +9,13 @@
 // default 0.5) soften the imbalance of long-tailed datasets without ignoring it. Negative
 // powers favour rare labels.
 //
-// Everything it uses comes from the installed oml-cpp headers: the sampler contract
-// (oml/data/sampler.h), the portable generator (oml/data/sampler_rng.h), typed args
-// (oml/config/reader.h), argument errors that point at the key (oml/config/argument_error.h) and
-// the plugin entry point (oml/registry/plugin.h).
+// Like every component it comes in two phases (oml/registry/registry.h): a parse that reads and
+// checks its args with no data at hand (so `oml-train` reports its mistakes with every other
+// mistake of the config before any work), and a build that makes the sampler from the options
+// and the data. Everything it uses comes from the installed oml-cpp headers: the sampler
+// contract (oml/data/sampler.h), the portable generator (oml/data/sampler_rng.h), the args
+// reader (oml/config/args_reader.h), argument errors that point at the key
+// (oml/config/argument_error.h) and the plugin entry point (oml/registry/plugin.h).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -21,8 +24,8 @@
 #include <vector>
 
 #include "oml/common/error.h"
+#include "oml/config/args_reader.h"
 #include "oml/config/argument_error.h"
-#include "oml/config/reader.h"
 #include "oml/data/sampler.h"
 #include "oml/data/sampler_rng.h"
 #include "oml/registry/plugin.h"
@@ -38,6 +41,20 @@ struct FrequencyBalanceOptions {
   /// Batches per epoch; default L // P.
   std::optional<int64_t> epoch_size;
 };
+
+// What the args alone can tell; the parse runs it. Errors name their key, and the registry
+// points them at the key in the config (file:line:column).
+void check_options(const FrequencyBalanceOptions& options) {
+  if (options.n_labels <= 1) {
+    oml::config::fail_argument(kWhat, "n_labels", "n_labels must be > 1, got ", options.n_labels);
+  }
+  if (options.n_instances <= 1) {
+    oml::config::fail_argument(kWhat, "n_instances", "n_instances must be > 1, got ", options.n_instances);
+  }
+  if (options.epoch_size && *options.epoch_size < 1) {
+    oml::config::fail_argument(kWhat, "epoch_size", "epoch_size must be >= 1, got ", *options.epoch_size);
+  }
+}
 
 class FrequencyBalanceSampler final : public oml::data::BatchSampler {
  public:
@@ -59,18 +76,13 @@ class FrequencyBalanceSampler final : public oml::data::BatchSampler {
                 ", but every label needs at least 2");
     }
     const auto n_labels_total = static_cast<int64_t>(rows_.size());
-    // Argument errors name their key; the registry points them at the key in the config.
-    if (options.n_labels <= 1 || options.n_labels > n_labels_total) {
-      oml::config::fail_argument(kWhat, "n_labels", "n_labels must satisfy 1 < n_labels <= ", n_labels_total,
-                                 ", got ", options.n_labels);
-    }
-    if (options.n_instances <= 1) {
-      oml::config::fail_argument(kWhat, "n_instances", "n_instances must be > 1, got ", options.n_instances);
+    check_options(options);  // for callers that build it from code
+    // An argument that does not fit the data: a DataError, pointed at the key like a parse error.
+    if (options.n_labels > n_labels_total) {
+      oml::config::fail_fit(kWhat, "n_labels", "n_labels must satisfy 1 < n_labels <= ", n_labels_total,
+                            " (the labels of ", context.source, "), got ", options.n_labels);
     }
     epoch_size_ = options.epoch_size.value_or(n_labels_total / options.n_labels);
-    if (epoch_size_ < 1) {
-      oml::config::fail_argument(kWhat, "epoch_size", "epoch_size must be >= 1, got ", epoch_size_);
-    }
 
     double total = 0;
     for (const auto& rows : rows_) {
@@ -129,20 +141,26 @@ class FrequencyBalanceSampler final : public oml::data::BatchSampler {
   std::vector<double> cumulative_;
 };
 
-std::shared_ptr<oml::data::Sampler> make_frequency_balance(const oml::config::Node& args,
-                                                           const oml::data::SamplerContext& context) {
+// Phase 1: args -> options. Pure: no data, nothing opened. Each problem is collected and reading
+// goes on; keys never read are reported as unknown after it returns.
+FrequencyBalanceOptions parse_frequency_balance(oml::config::ArgsReader& reader) {
   FrequencyBalanceOptions options;
-  oml::config::MapReader reader(args, "sampler 'frequency_balance' args");
   reader.required("n_labels", options.n_labels)
       .required("n_instances", options.n_instances)
       .optional("power", options.power)
       .optional("epoch_size", options.epoch_size);
-  reader.finish();  // unknown keys -> ConfigError with file:line:column
+  reader.check([&] { check_options(options); });
+  return options;
+}
+
+// Phase 2: options + the data -> the sampler.
+std::shared_ptr<oml::data::Sampler> build_frequency_balance(const FrequencyBalanceOptions& options,
+                                                            const oml::data::SamplerContext& context) {
   return std::make_shared<FrequencyBalanceSampler>(context, options);
 }
 
 void register_components(oml::Registries& registries) {
-  registries.samplers.add("frequency_balance", make_frequency_balance,
+  registries.samplers.add("frequency_balance", parse_frequency_balance, build_frequency_balance,
                           "P x K batches, labels drawn with probability ~ count^power; args: n_labels, "
                           "n_instances, power=0.5, epoch_size=L//P");
 }

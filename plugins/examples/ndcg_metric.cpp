@@ -14,7 +14,7 @@
 //
 // Everything it uses comes from the installed oml-cpp headers: the metric contract
 // (oml/metrics/metric.h), the relevance of the retrieved items (oml/metrics/retrieval_metrics.h),
-// typed args (oml/config/reader.h), argument errors that point at the key
+// the args reader (oml/config/args_reader.h), argument errors that point at the key
 // (oml/config/argument_error.h) and the plugin entry point (oml/registry/plugin.h).
 #include <algorithm>
 #include <cmath>
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "oml/config/args_reader.h"
 #include "oml/config/argument_error.h"
-#include "oml/config/reader.h"
 #include "oml/metrics/metric.h"
 #include "oml/registry/plugin.h"
 
@@ -71,24 +71,28 @@ class NdcgMetric final : public oml::metrics::Metric {
   std::vector<int64_t> ks_;
 };
 
-// Every metric reads its own keys of the shared `metric_args:` mapping through context.args.
-std::shared_ptr<oml::metrics::Metric> make_ndcg(const oml::config::Node& /*metric_args*/,
-                                                const oml::metrics::MetricContext& context) {
+// Parse: every metric reads its own keys of the shared `metric_args:` mapping through the reader.
+std::vector<int64_t> parse_ndcg(oml::config::ArgsReader& args) {
   std::vector<int64_t> ks;  // default: off, so loading the plugin changes no other run
-  context.args->optional("ndcg_top_k", ks);
+  args.optional("ndcg_top_k", ks);
   for (const int64_t k : ks) {
     // Points at metric_args.ndcg_top_k in the user's config (file:line:column).
     oml::config::check_argument(k >= 1, "metric 'ndcg'", "ndcg_top_k",
                                 "k values must be positive integers, got ", k);
   }
-  if (ks.empty()) return nullptr;
   std::sort(ks.begin(), ks.end());  // a k listed twice is reported once: stems must be unique
   ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
-  return std::make_shared<NdcgMetric>(std::move(ks));
+  return ks;
+}
+
+// Build: nothing asked of the metric -> nullptr.
+std::shared_ptr<oml::metrics::Metric> build_ndcg(const std::vector<int64_t>& ks, const oml::NoContext&) {
+  if (ks.empty()) return nullptr;
+  return std::make_shared<NdcgMetric>(ks);
 }
 
 void register_components(oml::Registries& registries) {
-  registries.metrics.add("ndcg", make_ndcg,
+  registries.metrics.add("ndcg", parse_ndcg, build_ndcg,
                          "ndcg_top_k=[]: normalised discounted cumulative gain of the first k; ndcg/<k>");
 }
 

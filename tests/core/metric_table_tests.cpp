@@ -51,9 +51,12 @@ void register_scripted_metric() {
   if (registries().metrics.contains("table_fixture")) return;
   registries().metrics.add(
       "table_fixture",
-      [](const config::Node&, const metrics::MetricContext& context) -> std::shared_ptr<metrics::Metric> {
+      [](config::ArgsReader& args) {
         std::map<std::string, std::string> script;
-        context.args->optional("table_fixture", script);
+        args.optional("table_fixture", script);
+        return script;
+      },
+      [](std::map<std::string, std::string> script, const NoContext&) -> std::shared_ptr<metrics::Metric> {
         if (script.empty()) return nullptr;
         return std::make_shared<ScriptedMetric>(script["declare"], script["report"]);
       },

@@ -1,6 +1,7 @@
 // Registry layer: the Registry template, the process registries, plugin loading.
 #include <regex>
 
+#include "oml/config/args_reader.h"
 #include "oml/config/document.h"
 #include "oml/config/error_list.h"
 #include "oml/data/sampler.h"
@@ -23,15 +24,24 @@ struct Square : Shape {
 };
 using ShapeRegistry = oml::Registry<std::shared_ptr<Shape>>;
 
+struct SquareOptions {
+  double side = 1;
+};
+
 ShapeRegistry make_registry() {
   ShapeRegistry r("shape");
   r.add(
       "square",
-      [](const oml::config::Node& args, const oml::NoContext&) {
+      [](oml::config::ArgsReader& reader) {
+        SquareOptions o;
+        reader.optional("side", o.side);
+        reader.check(
+            [&] { oml::config::check_argument(o.side > 0, "shape 'square'", "side", "side must be > 0"); });
+        return o;
+      },
+      [](const SquareOptions& o, const oml::NoContext&) {
         auto s = std::make_shared<Square>();
-        oml::config::MapReader reader(args, "shape 'square' args");
-        reader.optional("side", s->side);
-        reader.finish();
+        s->side = o.side;
         return std::shared_ptr<Shape>(s);
       },
       "a square");
@@ -46,6 +56,14 @@ TEST_CASE("A registry builds a component from its name and args", "[registry]") 
   CHECK(shape->area() == Approx(9.0));
   CHECK(r.names() == std::vector<std::string>{"square"});
   CHECK(r.infos().at(0).help == "a square");
+  // The two phases apart: parse gives typed options, build makes the component from them.
+  oml::config::ErrorList errors;
+  const auto parsed = r.parse(parse_component(doc.root()["shape"], "shape"), errors);
+  CHECK(errors.empty());
+  REQUIRE(parsed.ok());
+  CHECK(std::any_cast<SquareOptions>(parsed.options).side == 3.0);
+  CHECK(r.build(parsed)->area() == Approx(9.0));
+  CHECK(r.build(parsed) != r.build(parsed));  // every build a fresh component
 }
 
 TEST_CASE("An unknown name lists the known names and the closest one", "[registry]") {
@@ -59,53 +77,76 @@ TEST_CASE("An unknown name lists the known names and the closest one", "[registr
 
 TEST_CASE("Registering a name twice names both origins", "[registry]") {
   auto r = make_registry();
-  CHECK_THROWS_AS(r.add("square", nullptr, "again", "plugin 'x' (/tmp/libx.so)"), oml::PluginError);
+  const auto again = [&] {
+    r.add(
+        "square", oml::no_args,
+        [](oml::NoOptions, const oml::NoContext&) { return std::shared_ptr<Shape>(); }, "again",
+        "plugin 'x' (/tmp/libx.so)");
+  };
+  CHECK_THROWS_AS(again(), oml::PluginError);
   CHECK_THROWS_WITH(
-      r.add("square", nullptr, "again", "plugin 'x' (/tmp/libx.so)"),
-      Contains("shape 'square' from plugin 'x' (/tmp/libx.so) clashes") && Contains("built-in"));
+      again(), Contains("shape 'square' from plugin 'x' (/tmp/libx.so) clashes") && Contains("built-in"));
 }
 
-TEST_CASE("Component args are validated by the component's own reader", "[registry]") {
+TEST_CASE("Component args are validated by the component's own parse", "[registry]") {
   const auto r = make_registry();
   const auto doc = Document::from_string("shape: {name: square, args: {sides: 3}}\n", "s.yaml");
   CHECK_THROWS_WITH(r.create(parse_component(doc.root()["shape"], "shape")),
                     Contains("unknown key 'sides'") && Contains("did you mean 'side'"));
 }
 
-TEST_CASE("check_args reads every argument, nested components too, and builds nothing", "[registry]") {
-  // "frame" holds a nested shape; it counts what it builds. A plugin's factory is never run early.
+TEST_CASE("parse reports every problem, nested components and plugins too, and builds nothing",
+          "[registry]") {
+  // "frame" holds a nested shape; builds are counted. A plugin's parse runs like a built-in's.
   auto r = make_registry();
-  int built = 0, plugin_calls = 0;
+  int built = 0;
+  struct FrameOptions {
+    double width = 1;
+    ShapeRegistry::Parsed inner;
+  };
   r.add(
       "frame",
-      [&](const oml::config::Node& args, const oml::NoContext&) {
-        oml::config::MapReader reader(args, "shape 'frame' args");
-        double width = 1;
-        reader.optional("width", width);
-        const auto inner = r.create(parse_component(reader.require("inner"), "frame.inner"));
-        reader.finish();
+      [&](oml::config::ArgsReader& reader) {
+        FrameOptions o;
+        reader.optional("width", o.width);
+        o.inner = reader.nested(r, "inner");
+        return o;
+      },
+      [&](const FrameOptions& o, const oml::NoContext&) {
         ++built;
-        return std::shared_ptr<Shape>(inner);
+        return r.build(o.inner);
       },
       "a frame around a shape");
   r.add(
       "foreign",
-      [&](const oml::config::Node&, const oml::NoContext&) {
-        ++plugin_calls;
+      [](oml::config::ArgsReader& reader) {
+        int sides = 3;
+        reader.required("sides", sides);
+        return sides;
+      },
+      [&](int, const oml::NoContext&) {
+        ++built;
         return std::shared_ptr<Shape>(std::make_shared<Square>());
       },
       "from a plugin", "plugin 'x' (/tmp/libx.so)");
   const auto doc = Document::from_string(
       "a: {name: frame, args: {width: wide, inner: {name: square, args: {sid: 2}}, colour: red}}\n"
       "b: {name: frame, args: {inner: {name: circle}}}\n"
-      "c: {name: foreign, args: {anything: 1}}\n"
-      "d: {name: frame, args: {inner: {name: square, args: {side: 2}}}}\n",
+      "c: {name: foreign, args: {sids: 1}}\n"
+      "d: {name: frame, args: {inner: {name: square, args: {side: 2}}}}\n"
+      "e: {name: frame, args: {inner: {name: square, args: {side: -2}}}}\n"
+      "f: {name: frame}\n",
       "s.yaml");
   oml::config::ErrorList errors;
-  for (const char* key : {"a", "b", "c", "d"}) r.check_args(parse_component(doc.root()[key], key), errors);
+  std::vector<ShapeRegistry::Parsed> parsed;
+  for (const char* key : {"a", "b", "c", "d", "e", "f"}) {
+    parsed.push_back(r.parse(parse_component(doc.root()[key], key), errors));
+  }
   CHECK(built == 0);
-  CHECK(plugin_calls == 0);
-  REQUIRE(errors.size() == 4);
+  CHECK(!parsed[0].ok());
+  CHECK(parsed[3].ok());
+  CHECK(!parsed[4].ok());
+  REQUIRE(errors.size() == 7);  // c's misspelt key is named once, by its missing-key error
   try {
     errors.throw_if_any();
   } catch (const oml::ConfigError& e) {
@@ -115,11 +156,25 @@ TEST_CASE("check_args reads every argument, nested components too, and builds no
     CHECK_THAT(all, Contains("s.yaml:1:32: a.args.width: expected") &&
                         Contains("s.yaml:1:67: a.args.inner.args.sid: unknown key 'sid'") &&
                         Contains("s.yaml:1:77: a.args.colour: unknown key 'colour'") &&
-                        Contains("s.yaml:2:39: b.args.inner.name: unknown shape 'circle'"));
+                        Contains("s.yaml:2:39: b.args.inner.name: unknown shape 'circle'") &&
+                        Contains("c.args: missing required key 'sides'") &&
+                        Contains("is 'sids' at s.yaml:3") && !Contains("unknown key 'sids'") &&
+                        Contains("(shape 'foreign' comes from plugin 'x' (/tmp/libx.so))") &&
+                        Contains("e.args.inner.args.side: shape 'square': side must be > 0") &&
+                        Contains("f.args: missing required key 'inner'"));
   }
-  // Outside a check nothing changed: create() builds, nested components included.
-  CHECK(r.create(parse_component(doc.root()["d"], "d"))->area() == Approx(4.0));
+  CHECK(r.build(parsed[3])->area() == Approx(4.0));
   CHECK(built == 1);
+  // Building what its parse did not accept is a bug in the caller.
+  CHECK_THROWS_AS(r.build(parsed[0]), oml::InternalError);
+}
+
+TEST_CASE("A value check after a key that read badly is not reported (it judged a default)", "[registry]") {
+  const auto r = make_registry();
+  const auto doc = Document::from_string("shape: {name: square, args: {side: [1, 2]}}\n", "s.yaml");
+  oml::config::ErrorList errors;
+  (void)r.parse(parse_component(doc.root()["shape"], "shape"), errors);
+  CHECK(errors.size() == 1);
 }
 
 TEST_CASE("A plugin library registers its components under its origin", "[registry][plugins]") {
@@ -157,7 +212,14 @@ TEST_CASE("Plugin loading reports which step failed", "[registry][plugins]") {
   SECTION("wrong API version") {
     CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libwrong_api_plugin.so")),
                       Contains("plugin API version 99") &&
-                          Contains("provides version " + std::to_string(OML_PLUGIN_API_VERSION)));
+                          Contains("provides version " + std::to_string(OML_PLUGIN_API_VERSION)) &&
+                          !Contains("two phases"));
+  }
+  SECTION("a plugin of API version 2 (one factory per component)") {
+    CHECK_THROWS_AS(oml::load_plugin(oml::test::fixture_path("libold_api_plugin.so")), oml::PluginError);
+    CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libold_api_plugin.so")),
+                      Contains("plugin API version 2") && Contains("provides version 3") &&
+                          Contains("add(name, parse, build, help)") && Contains("docs/plugins.md"));
   }
   SECTION("register function throws") {
     CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libthrowing_plugin.so")),
@@ -170,29 +232,43 @@ TEST_CASE("Plugin loading reports which step failed", "[registry][plugins]") {
 }
 
 namespace {
-// A registry whose one factory throws what its `throw:` arg names, registered from `origin`.
+// A registry whose one component throws what its `throw:` arg names, in the phase its `in:` arg
+// names (parse or build), registered from `origin`.
+struct FaultyOptions {
+  std::string what;
+};
+
+[[noreturn]] void throw_named(const std::string& what) {
+  if (what == "argument") oml::config::fail_argument("shape 'faulty'", "side", "side must be > 0, got -1");
+  if (what == "mismatch") oml::config::fail_fit("shape 'faulty'", "side", "side -1 does not fit the canvas");
+  if (what == "config") throw oml::ConfigError("shape 'faulty': no sides");
+  if (what == "data") throw oml::DataError("shape 'faulty': no data");
+  if (what == "foreign") throw std::out_of_range("map::at\nbacktrace line");
+  throw 42;
+}
+
 ShapeRegistry throwing_registry(const std::string& origin) {
   ShapeRegistry r("shape");
   r.add(
       "faulty",
-      [](const oml::config::Node& args, const oml::NoContext&) -> std::shared_ptr<Shape> {
-        const std::string what = args["throw"].as<std::string>();
-        if (what == "argument")
-          oml::config::fail_argument("shape 'faulty'", "side", "side must be > 0, got -1");
-        if (what == "config") throw oml::ConfigError("shape 'faulty': no sides");
-        if (what == "data") throw oml::DataError("shape 'faulty': no data");
-        if (what == "foreign") throw std::out_of_range("map::at\nbacktrace line");
-        throw 42;
+      [](oml::config::ArgsReader& reader) {
+        FaultyOptions o;
+        std::string in = "build";
+        reader.required("throw", o.what).optional("in", in).known({"side"});
+        if (in == "parse") throw_named(o.what);
+        return o;
       },
+      [](const FaultyOptions& o, const oml::NoContext&) -> std::shared_ptr<Shape> { throw_named(o.what); },
       "throws", origin);
   return r;
 }
 
-// What `create` throws for `{name: faulty, args: {throw: <what>, side: -1}}`.
+// What `create` throws for `{name: faulty, args: {throw: <what>, in: <phase>, side: -1}}`.
 template <class Check>
-void check_thrown(const ShapeRegistry& r, const std::string& what, Check check) {
-  const auto doc =
-      Document::from_string("shape:\n  name: faulty\n  args: {throw: " + what + ", side: -1}\n", "s.yaml");
+void check_thrown(const ShapeRegistry& r, const std::string& what, Check check,
+                  const std::string& in = "build") {
+  const auto doc = Document::from_string(
+      "shape:\n  name: faulty\n  args: {throw: " + what + ", side: -1, in: " + in + "}\n", "s.yaml");
   try {
     r.create(parse_component(doc.root()["shape"], "shape"));
     FAIL("create did not throw");
@@ -204,18 +280,23 @@ void check_thrown(const ShapeRegistry& r, const std::string& what, Check check) 
 const std::string kPlugin = "plugin 'shapes' (/tmp/libshapes.so)";
 }  // namespace
 
-TEST_CASE("A plugin factory's foreign exception becomes a plugin error naming the library",
+TEST_CASE("A plugin component's foreign exception becomes a plugin error naming the library",
           "[registry][plugins]") {
   const auto r = throwing_registry(kPlugin);
-  for (const char* what : {"foreign", "anything"}) {
-    INFO(what);
-    check_thrown(r, what, [&](const oml::Error& e) {
-      CHECK(dynamic_cast<const oml::PluginError*>(&e) != nullptr);
-      CHECK(e.exit_code() == 2);
-      CHECK_THAT(
-          e.what(),
-          Contains("shape 'faulty' from plugin 'shapes' (/tmp/libshapes.so) failed while being built"));
-    });
+  for (const std::string in : {"build", "parse"}) {
+    for (const char* what : {"foreign", "anything"}) {
+      INFO(what << " in " << in);
+      check_thrown(
+          r, what,
+          [&](const oml::Error& e) {
+            CHECK(dynamic_cast<const oml::PluginError*>(&e) != nullptr);
+            CHECK(e.exit_code() == 2);
+            CHECK_THAT(e.what(),
+                       Contains("shape 'faulty' from plugin 'shapes' (/tmp/libshapes.so) failed while " +
+                                std::string(in == "build" ? "being built" : "reading its args")));
+          },
+          in);
+    }
   }
   check_thrown(r, "foreign", [](const oml::Error& e) {
     CHECK_THAT(e.what(), Contains(": map::at") && !Contains("backtrace"));
@@ -224,16 +305,23 @@ TEST_CASE("A plugin factory's foreign exception becomes a plugin error naming th
                [](const oml::Error& e) { CHECK_THAT(e.what(), Contains("not a std::exception")); });
 }
 
-TEST_CASE("oml errors from a plugin factory keep their type and gain the plugin's name",
+TEST_CASE("oml errors from a plugin component keep their type and gain the plugin's name",
           "[registry][plugins]") {
   const auto r = throwing_registry(kPlugin);
-  check_thrown(r, "config", [](const oml::Error& e) {
-    CHECK(dynamic_cast<const oml::ConfigError*>(&e) != nullptr);
-    CHECK(e.exit_code() == 2);
-    CHECK_THAT(e.what(), Contains("shape 'faulty': no sides"));
-    REQUIRE(e.context().size() == 1);
-    CHECK_THAT(e.context()[0], Contains("shape 'faulty' comes from plugin 'shapes' (/tmp/libshapes.so)"));
-  });
+  for (const std::string in : {"build", "parse"}) {
+    INFO(in);
+    check_thrown(
+        r, "config",
+        [](const oml::Error& e) {
+          CHECK(dynamic_cast<const oml::ConfigError*>(&e) != nullptr);
+          CHECK(e.exit_code() == 2);
+          CHECK_THAT(e.what(), Contains("shape 'faulty': no sides"));
+          REQUIRE(e.context().size() == 1);
+          CHECK_THAT(e.context()[0],
+                     Contains("shape 'faulty' comes from plugin 'shapes' (/tmp/libshapes.so)"));
+        },
+        in);
+  }
   check_thrown(r, "data", [](const oml::Error& e) {
     CHECK(dynamic_cast<const oml::DataError*>(&e) != nullptr);
     REQUIRE(e.context().size() == 1);
@@ -245,10 +333,22 @@ TEST_CASE("Argument errors point at the argument in the config, for built-ins an
           "[registry]") {
   for (const std::string& origin : {std::string("built-in"), kPlugin}) {
     INFO(origin);
-    check_thrown(throwing_registry(origin), "argument", [&](const oml::Error& e) {
-      CHECK(dynamic_cast<const oml::ConfigError*>(&e) != nullptr);
-      CHECK_THAT(e.what(),
-                 Contains("s.yaml:3:33: shape.args.side: shape 'faulty': side must be > 0, got -1"));
+    // In the parse: a config error (the args alone are wrong).
+    check_thrown(
+        throwing_registry(origin), "argument",
+        [&](const oml::Error& e) {
+          CHECK(dynamic_cast<const oml::ConfigError*>(&e) != nullptr);
+          CHECK_THAT(e.what(),
+                     Contains("s.yaml:3:33: shape.args.side: shape 'faulty': side must be > 0, got -1"));
+          CHECK(e.context().size() == (origin == kPlugin ? 1u : 0u));
+        },
+        "parse");
+    // In the build: a data error (the args do not fit what the component meets), placed alike.
+    check_thrown(throwing_registry(origin), "mismatch", [&](const oml::Error& e) {
+      CHECK(dynamic_cast<const oml::DataError*>(&e) != nullptr);
+      CHECK(dynamic_cast<const oml::ConfigError*>(&e) == nullptr);
+      CHECK(e.exit_code() == 2);
+      CHECK_THAT(e.what(), Contains("s.yaml:3:33: shape.args.side: shape 'faulty': side -1 does not fit"));
       CHECK(e.context().size() == (origin == kPlugin ? 1u : 0u));
     });
   }
@@ -256,16 +356,17 @@ TEST_CASE("Argument errors point at the argument in the config, for built-ins an
   ShapeRegistry r("shape");
   r.add(
       "faulty",
-      [](const oml::config::Node&, const oml::NoContext&) -> std::shared_ptr<Shape> {
+      [](oml::config::ArgsReader& reader) -> oml::NoOptions {
+        reader.take("colour");
         oml::config::fail_argument("shape 'faulty'", "side", "the default side does not fit");
       },
-      "throws");
+      [](oml::NoOptions, const oml::NoContext&) { return std::shared_ptr<Shape>(); }, "throws");
   const auto doc = Document::from_string("shape: {name: faulty, args: {colour: red}}\n", "s.yaml");
   CHECK_THROWS_WITH(r.create(parse_component(doc.root()["shape"], "shape")),
                     Contains("s.yaml:1:29: shape.args: shape 'faulty': the default side"));
 }
 
-TEST_CASE("A built-in factory's foreign exception is an internal error", "[registry]") {
+TEST_CASE("A built-in component's foreign exception is an internal error", "[registry]") {
   check_thrown(throwing_registry("built-in"), "foreign", [](const oml::Error& e) {
     CHECK(dynamic_cast<const oml::InternalError*>(&e) != nullptr);
     CHECK(e.exit_code() == 1);
@@ -277,7 +378,7 @@ TEST_CASE("A built-in factory's foreign exception is an internal error", "[regis
   });
 }
 
-TEST_CASE("A factory in a loaded plugin library that throws a foreign exception is a plugin error",
+TEST_CASE("A component in a loaded plugin library that throws a foreign exception is a plugin error",
           "[registry][plugins]") {
   oml::load_plugin(oml::test::fixture_path("libgood_plugin.so"));
   const auto doc = Document::from_string("sampler: {name: fixture_foreign_sampler}\n", "s.yaml");
@@ -287,4 +388,15 @@ TEST_CASE("A factory in a loaded plugin library that throws a foreign exception 
                     Contains("sampler 'fixture_foreign_sampler' from plugin 'good_fixture'") &&
                         Contains("libgood_plugin.so") &&
                         Contains("failed while being built: no such file: weights.bin"));
+}
+
+TEST_CASE("A plugin's parse that throws a foreign exception is a plugin error, raised by the parse",
+          "[registry][plugins]") {
+  oml::load_plugin(oml::test::fixture_path("libgood_plugin.so"));
+  const auto doc = Document::from_string("sampler: {name: fixture_foreign_parse}\n", "s.yaml");
+  oml::config::ErrorList errors;
+  CHECK_THROWS_WITH(
+      oml::registries().samplers.parse(parse_component(doc.root()["sampler"], "sampler"), errors),
+      Contains("sampler 'fixture_foreign_parse' from plugin 'good_fixture'") &&
+          Contains("failed while reading its args: parse went wrong"));
 }

@@ -276,6 +276,43 @@ TEST_CASE("Mistakes inside components' args are reported with the rest, nested o
   check_clean_error(r);
 }
 
+TEST_CASE("Six mistakes, one in a plugin component's args, are reported together before any work",
+          "[cli][config][plugins]") {
+  // Two in the run config itself, three in built-in components' args (one nested, one relating
+  // two args) and one in the args of a sampler a plugin registers: every parse runs first.
+  TempDir dir;
+  write_file(dir / "six.yaml",
+             "plugins: [" + quote(OML_EXAMPLE_PLUGIN) +
+                 "]\n"
+                 "seed: one\n"                                                     // 2: a wrong type
+                 "max_epochs: 0\n"                                                 // 3: a bad value
+                 "extractor: {name: resnet, args: {arch: resnet18, gem_p: -1}}\n"  // 4: a bad arg value
+                 "criterion:\n"
+                 "  name: triplet_with_miner\n"
+                 "  args: {miner: {name: n_hard_triplets, args: {n_positive: 0}}}\n"  // 7: a nested arg
+                 "optimizer: {name: sgd, args: {nesterov: true}}\n"  // 8: args that contradict
+                 "sampler: {name: frequency_balance, args: {n_labels: 1, n_instances: 4}}\n");  // 9: plugin
+  const auto r = run_oml("oml-train", "--config " + quote((dir / "six.yaml").string()));
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err,
+             StartsWith("oml-train: config error: 6 problems in the config (all of them, by place):\n"));
+  std::size_t at = 0;
+  for (const char* place :
+       {"six.yaml:2:7: seed", "six.yaml:3:13: max_epochs",
+        "six.yaml:4:57: extractor.args.gem_p: extractor 'resnet': gem_p must be > 0",
+        "six.yaml:7:60: criterion.args.miner.args.n_positive: miner 'n_hard_triplets': n_positive must be",
+        "six.yaml:8:41: optimizer.args.nesterov: optimizer 'sgd': nesterov needs momentum > 0",
+        "six.yaml:9:53: sampler.args.n_labels: sampler 'frequency_balance': n_labels must be > 1, got 1",
+        "(sampler 'frequency_balance' comes from plugin 'frequency_sampler'"}) {
+    INFO(place);
+    const std::size_t found = r.err.find(place, at);
+    CHECK(found != std::string::npos);  // present, and after the previous one
+    if (found != std::string::npos) at = found;
+  }
+  check_clean_error(r);
+}
+
 TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {
   TempDir dir;
   write_file(dir / "c.yaml", "sampler:\n  name: fixture_sampelr\n");

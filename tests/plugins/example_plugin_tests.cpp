@@ -99,13 +99,14 @@ TEST_CASE("The example plugin's bad arguments point at the config", "[plugins][s
   const auto context = oml::test::make_context({4, 2, 3, 0}, 9);
   const auto too_many = Document::from_string(
       "sampler:\n  name: frequency_balance\n  args: {n_labels: 5, n_instances: 2}\n", "cfg.yaml");
-  CHECK_THROWS_AS(build(too_many, context), oml::ConfigError);
+  // More labels per batch than the data has: found by the build, a data error at the argument.
+  CHECK_THROWS_AS(build(too_many, context), oml::DataError);
   CHECK_THROWS_WITH(build(too_many, context), Contains("cfg.yaml:3:20: sampler.args.n_labels") &&
                                                   Contains("1 < n_labels <= 4") && Contains("got 5"));
   // The error keeps its type (exit code 2) and names the plugin in a context line.
   try {
     build(too_many, context);
-  } catch (const oml::ConfigError& e) {
+  } catch (const oml::DataError& e) {
     REQUIRE(e.context().size() == 1);
     CHECK_THAT(e.context()[0],
                Contains("sampler 'frequency_balance' comes from plugin 'frequency_sampler'") &&
@@ -114,6 +115,12 @@ TEST_CASE("The example plugin's bad arguments point at the config", "[plugins][s
   const auto unknown = Document::from_string(
       "sampler: {name: frequency_balance, args: {n_labels: 2, n_instances: 2, powr: 2}}\n", "cfg.yaml");
   CHECK_THROWS_WITH(build(unknown, context), Contains("did you mean 'power'"));
+  // What the args alone show is found by the parse: a config error, the plugin named.
+  const auto one = Document::from_string(
+      "sampler:\n  name: frequency_balance\n  args: {n_labels: 1, n_instances: 2}\n", "cfg.yaml");
+  CHECK_THROWS_AS(build(one, context), oml::ConfigError);
+  CHECK_THROWS_WITH(build(one, context), Contains("cfg.yaml:3:20: sampler.args.n_labels") &&
+                                             Contains("n_labels must be > 1, got 1"));
 }
 
 TEST_CASE("The example metric plugin computes ndcg@k from the shared retrieval", "[plugins][metrics]") {

@@ -195,7 +195,7 @@ TEST_CASE("Category balance batches hold C categories x P labels x K items", "[s
 TEST_CASE("Category balance with resample_labels repeats the labels of small categories", "[samplers]") {
   // Categories c0, c1, c2 with 2 labels each; P = 3 needs resampling.
   const auto context = make_context({6, 2, 4, 3}, 11);
-  CHECK_THROWS_AS(oml::samplers::CategoryBalanceSampler(context, {1, 3, 2, false, true}), oml::ConfigError);
+  CHECK_THROWS_AS(oml::samplers::CategoryBalanceSampler(context, {1, 3, 2, false, true}), oml::DataError);
   const oml::samplers::CategoryBalanceSampler sampler(context, {2, 3, 2, true, true});
   for (const auto& batch : sampler.batches(0)) {
     const auto labels = check_blocks(context, batch, 2);
@@ -287,7 +287,7 @@ TEST_CASE("Bad sampler arguments name the sampler, the argument, the value and t
   const auto context = make_context({10, 2, 4, 2}, 21);
   SECTION("P > L") {
     const std::string yaml = "sampler:\n  name: balance\n  args: {n_labels: 12, n_instances: 2}\n";
-    CHECK_THROWS_AS(from_yaml(yaml, context), oml::ConfigError);
+    CHECK_THROWS_AS(from_yaml(yaml, context), oml::DataError);  // the args do not fit the data
     CHECK_THROWS_WITH(from_yaml(yaml, context), Contains("cfg.yaml:3:") &&
                                                     Contains("sampler.args.n_labels") &&
                                                     Contains("sampler 'balance'") && Contains("got 12") &&
@@ -381,16 +381,16 @@ TEST_CASE("A plugin sampler that throws is reported as a plugin error naming its
   auto& samplers = oml::registries().samplers;
   if (!samplers.contains("test_throwing_sampler")) {
     samplers.add(
-        "test_throwing_sampler",
-        [](const oml::config::Node&,
-           const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> {
+        "test_throwing_sampler", oml::no_args,
+        [](oml::NoOptions, const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> {
           throw std::runtime_error("cannot read my weights table");
         },
         "throws a foreign exception", "plugin 'thrower' (/tmp/libthrower.so)");
     samplers.add(
-        "test_null_sampler",
-        [](const oml::config::Node&,
-           const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> { return nullptr; },
+        "test_null_sampler", oml::no_args,
+        [](oml::NoOptions, const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> {
+          return nullptr;
+        },
         "returns no sampler", "plugin 'thrower' (/tmp/libthrower.so)");
   }
   const auto context = make_context({6, 2, 3, 0}, 37);

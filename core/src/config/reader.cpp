@@ -1,6 +1,7 @@
 #include "oml/config/reader.h"
 
-#include "oml/config/args_check.h"
+#include "oml/config/args_reader.h"
+#include "oml/config/argument_error.h"
 #include "oml/config/error_list.h"
 
 #include <algorithm>
@@ -11,10 +12,6 @@ namespace oml::config {
 
 MapReader::MapReader(Node map, std::string what, ErrorList* errors)
     : map_(std::move(map)), what_(std::move(what)), errors_(errors) {
-  if (errors_ == nullptr && ArgsCheck::errors() != nullptr) {
-    errors_ = ArgsCheck::errors();
-    ends_args_check_ = ArgsCheck::claim_reader();
-  }
   if (!map_.is_null() && !map_.is_map()) {
     map_.fail("expected a mapping of keys to values" + (what_.empty() ? "" : " for " + what_));
   }
@@ -44,6 +41,8 @@ Node MapReader::require(const std::string& key) {
         unknown.push_back(present);
     }
     const std::string typo = closest_match(key, unknown);
+    // The misspelt key is named here; finish() need not report it again as unknown.
+    if (!typo.empty()) accepted_.push_back(typo);
     map_.fail(
         "missing required key '" + key + "'" + (what_.empty() ? "" : " in " + what_) +
         (typo.empty() ? "" : " (is '" + typo + "' at " + map_.key_node(typo).where() + " a misspelling?)"));
@@ -61,12 +60,22 @@ MapReader& MapReader::known(const std::vector<std::string>& keys) {
 void MapReader::guard(const std::function<void()>& read) {
   if (errors_ == nullptr) {
     read();
-  } else {
-    errors_->check(read);
+    return;
+  }
+  try {
+    read();
+  } catch (const ConfigErrors& e) {
+    for (const ConfigError& part : e.parts()) collect(part);
+  } catch (const ConfigError& e) {
+    collect(e);
   }
 }
 
+void MapReader::collect(ConfigError error) const { errors_->add(error); }
+
 void MapReader::finish() const {
+  if (finished_) return;
+  finished_ = true;
   for (const auto& key : map_.keys()) {
     if (std::find(accepted_.begin(), accepted_.end(), key) != accepted_.end()) continue;
     std::vector<std::string> sorted = accepted_;
@@ -76,9 +85,8 @@ void MapReader::finish() const {
                               (what_.empty() ? "" : " in " + what_) + did_you_mean(key, sorted) +
                               "; accepted keys: " + (sorted.empty() ? "(none)" : join(sorted)));
     if (errors_ == nullptr) throw unknown;
-    errors_->add(unknown);
+    collect(unknown);
   }
-  if (ends_args_check_) throw ArgsChecked{};
 }
 
 ComponentSpec parse_component(const Node& node, const std::string& what) {
@@ -95,6 +103,52 @@ ComponentSpec parse_component(const Node& node, const std::string& what) {
   }
   spec.node = node;
   reader.finish();
+  return spec;
+}
+
+ArgsReader::ArgsReader(const Node& args, std::string component, ErrorList& errors, const std::string& what)
+    : MapReader(args, what.empty() ? component + " args" : what, &errors),
+      component_(std::move(component)),
+      errors_(errors),
+      errors_at_start_(errors.size()) {}
+
+void ArgsReader::begin(std::string component) {
+  component_ = std::move(component);
+  errors_at_start_ = errors_.size();
+}
+
+void ArgsReader::collect(ConfigError error) const {
+  if (!origin_note_.empty()) error.add_context(origin_note_);
+  errors_.add(error);
+}
+
+void ArgsReader::check(const std::function<void()>& check) {
+  if (!ok()) return;
+  try {
+    check();
+  } catch (const ArgumentError& e) {
+    collect(place_argument_error<ConfigError>(node(), e));
+  } catch (const ConfigErrors& e) {
+    for (const ConfigError& part : e.parts()) collect(part);
+  } catch (const ConfigError& e) {
+    collect(e);
+  }
+}
+
+std::optional<ComponentSpec> ArgsReader::nested_spec(const std::string& key, const std::string& fallback) {
+  std::optional<ComponentSpec> spec;
+  errors_.check([&] {
+    const Node node = take(key);
+    if (node.defined() && !node.is_null()) {
+      spec = parse_component(node, component_ + " " + key);
+    } else if (!fallback.empty()) {
+      spec = ComponentSpec{fallback, Node(), Node()};
+    } else if (node.defined()) {
+      node.fail("expected a component {name: ..., args: {...}} for " + key + " of " + component_);
+    } else {
+      require(key);  // the missing-key error, pointing at a misspelling when there is one
+    }
+  });
   return spec;
 }
 

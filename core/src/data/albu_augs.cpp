@@ -369,15 +369,8 @@ AlbuAugsPlan albu_augs_plan(const RandomKey& key) {
 
 namespace detail {
 
-std::shared_ptr<Transform> make_augs_albu(const config::Node& args, const NoContext&) {
-  config::MapReader r(args, "transform 'augs_albu' args");
-  int im_size = 224;
-  Normalisation norm;
-  r.required("im_size", im_size);
-  read_normalisation(r, norm);
-  r.finish();
-  check_positive(args, "im_size", im_size);
-  return std::make_shared<AlbuAugsTransform>(im_size, norm);
+std::shared_ptr<Transform> make_augs_albu(const SizedNorm& args) {
+  return std::make_shared<AlbuAugsTransform>(args.im_size, args.norm);
 }
 
 }  // namespace detail

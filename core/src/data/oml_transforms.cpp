@@ -163,25 +163,31 @@ struct ArgSpec {
   bool norm = true;
 };
 
-using Registered = std::function<std::shared_ptr<Transform>(const config::Node&, const NoContext&)>;
+using TransformRegistry = decltype(Registries::transforms);
 
-Registered factory(OmlOptions defaults, ArgSpec spec) {
-  return [defaults, spec](const config::Node& args, const NoContext&) -> std::shared_ptr<Transform> {
-    config::MapReader r(args, "transform '" + defaults.name + "' args");
+std::shared_ptr<Transform> build_oml(const OmlOptions& o, const NoContext&) {
+  return std::make_shared<OmlTransform>(o);
+}
+
+// Registers `name`: `defaults` with the args `spec` allows read over them.
+void add_oml(TransformRegistry& t, OmlOptions defaults, ArgSpec spec, std::string help) {
+  const std::string name = defaults.name;
+  const auto parse = [defaults, spec](config::ArgsReader& r) {
     OmlOptions o = defaults;
     if (spec.im_size)
       spec.im_size_required ? r.required("im_size", o.im_size) : r.optional("im_size", o.im_size);
     if (spec.crop_size) r.optional("crop_size", o.crop_size);
     if (spec.min_scale) r.optional("min_scale", o.min_scale);
     if (spec.norm) read_normalisation(r, o.norm);
-    r.finish();
+    const config::Node& args = r.node();
     if (spec.im_size) check_positive(args, "im_size", o.im_size);
     if (spec.crop_size) check_positive(args, "crop_size", o.crop_size);
     if (spec.min_scale && !(o.min_scale > 0 && o.min_scale <= 1)) {
       args["min_scale"].fail("expected a fraction in (0, 1], got " + std::to_string(o.min_scale));
     }
-    return std::make_shared<OmlTransform>(o);
+    return o;
   };
+  t.add(name, parse, build_oml, std::move(help));
 }
 
 OmlOptions options(const std::string& name, Geometry geometry, PilFilter filter, NormStyle style) {
@@ -201,12 +207,18 @@ Normalisation clip_norm() {
 }
 
 // The per-weights transforms: fixed, no args.
-Registered fixed(OmlOptions o) {
-  return [o](const config::Node& args, const NoContext&) -> std::shared_ptr<Transform> {
-    config::MapReader r(args, "transform '" + o.name + "' args (a per-weights transform takes none)");
-    r.finish();
-    return std::make_shared<OmlTransform>(o);
+void add_fixed(TransformRegistry& t, OmlOptions o, std::string help) {
+  const std::string name = o.name;
+  const auto parse = [o](config::ArgsReader& r) {
+    const config::Node& args = r.node();
+    if (args.is_map() && !args.keys().empty()) {
+      const std::string key = args.keys().front();
+      args.key_node(key).fail("unknown key '" + key + "' in " + r.component() +
+                              " args (a per-weights transform takes none)");
+    }
+    return o;
   };
+  t.add(name, parse, build_oml, std::move(help));
 }
 
 }  // namespace
@@ -250,55 +262,61 @@ void register_oml_transforms(Registries& registries) {
   ArgSpec clip = im_required;
   clip.norm = false;
 
-  t.add("norm_torch", factory(options("norm_torch", Geometry::keep, bilinear, torch), norm_only),
-        "`mean`, `std`; ToTensor + Normalize" + origin_note);
-  t.add("norm_resize_torch",
-        factory(options("norm_resize_torch", Geometry::resize_square, bilinear, torch), im_required),
-        "`im_size` (required), `mean`, `std`; Resize((im_size, im_size)) antialiased bilinear, normalise" +
-            origin_note);
-  t.add("norm_resize_hypvit_torch",
-        factory(options("norm_resize_hypvit_torch", Geometry::shorter_side_crop, bicubic, torch), hypvit_val),
-        "`im_size` 224, `crop_size` 224, `mean`, `std`; shorter side to im_size (bicubic), "
-        "CenterCrop(crop_size), "
-        "normalise" +
-            origin_note);
+  add_oml(t, options("norm_torch", Geometry::keep, bilinear, torch), norm_only,
+          "`mean`, `std`; ToTensor + Normalize" + origin_note);
+  add_oml(t, options("norm_resize_torch", Geometry::resize_square, bilinear, torch), im_required,
+          "`im_size` (required), `mean`, `std`; Resize((im_size, im_size)) antialiased bilinear, normalise" +
+              origin_note);
+  add_oml(t, options("norm_resize_hypvit_torch", Geometry::shorter_side_crop, bicubic, torch), hypvit_val,
+          "`im_size` 224, `crop_size` 224, `mean`, `std`; shorter side to im_size (bicubic), "
+          "CenterCrop(crop_size), "
+          "normalise" +
+              origin_note);
   OmlOptions augs = options("augs_torch", Geometry::resize_square, bilinear, torch);
   augs.hflip = true;
-  t.add("augs_torch", factory(augs, im_required),
-        "`im_size` (required), `mean`, `std`; Resize((im_size, im_size)), horizontal flip p=0.5 (OML's "
-        "ColorJitter() has no effect), normalise" +
-            origin_note);
+  add_oml(t, augs, im_required,
+          "`im_size` (required), `mean`, `std`; Resize((im_size, im_size)), horizontal flip p=0.5 (OML's "
+          "ColorJitter() has no effect), normalise" +
+              origin_note);
   OmlOptions hypvit = options("augs_hypvit_torch", Geometry::random_resized_crop, bicubic, torch);
   hypvit.hflip = true;
-  t.add("augs_hypvit_torch", factory(hypvit, hypvit_train),
-        "`im_size` 224, `min_scale` 0.2, `mean`, `std`; RandomResizedCrop(scale=(min_scale, 1)) bicubic, "
-        "horizontal flip p=0.5, normalise" +
-            origin_note);
+  add_oml(t, hypvit, hypvit_train,
+          "`im_size` 224, `min_scale` 0.2, `mean`, `std`; RandomResizedCrop(scale=(min_scale, 1)) bicubic, "
+          "horizontal flip p=0.5, normalise" +
+              origin_note);
   OmlOptions unicom = options("unicom_transforms", Geometry::shorter_side_crop, bicubic, torch);
   unicom.norm = clip_norm();
-  t.add("unicom_transforms", factory(unicom, clip),
-        "`im_size` (required); shorter side to im_size (bicubic), CenterCrop(im_size), CLIP's mean/std" +
-            origin_note);
+  add_oml(t, unicom, clip,
+          "`im_size` (required); shorter side to im_size (bicubic), CenterCrop(im_size), CLIP's mean/std" +
+              origin_note);
   const std::string albu_note = " (OML's name; pixels as albumentations 1.3.1 with cv2)";
-  t.add("norm_albu", factory(options("norm_albu", Geometry::keep, bilinear, albu), norm_only),
-        "`mean`, `std`; albumentations' Normalize" + albu_note);
-  t.add("norm_resize_albu",
-        factory(options("norm_resize_albu", Geometry::longest_side_pad, bilinear, albu), im_required),
-        "`im_size` (required), `mean`, `std`; LongestMaxSize(im_size) with cv2 INTER_LINEAR, pad to a white "
-        "square, normalise" +
-            albu_note);
+  add_oml(t, options("norm_albu", Geometry::keep, bilinear, albu), norm_only,
+          "`mean`, `std`; albumentations' Normalize" + albu_note);
+  add_oml(
+      t, options("norm_resize_albu", Geometry::longest_side_pad, bilinear, albu), im_required,
+      "`im_size` (required), `mean`, `std`; LongestMaxSize(im_size) with cv2 INTER_LINEAR, pad to a white "
+      "square, normalise" +
+          albu_note);
   OmlOptions albu_clip = options("norm_resize_albu_clip", Geometry::longest_side_pad, bilinear, albu);
   albu_clip.norm = clip_norm();
-  t.add("norm_resize_albu_clip", factory(albu_clip, clip),
-        "`im_size` (required); norm_resize_albu with CLIP's mean/std" + albu_note);
-  t.add("augs_albu", make_augs_albu,
-        "`im_size` (required), `mean`, `std`; OML's CUB/CARS training augmentations (albumentations-style, "
-        "matched in distribution: docs/data.md#augs_albu)");
+  add_oml(t, albu_clip, clip, "`im_size` (required); norm_resize_albu with CLIP's mean/std" + albu_note);
+  t.add(
+      "augs_albu",
+      [](config::ArgsReader& r) {
+        SizedNorm a;
+        r.required("im_size", a.im_size);
+        read_normalisation(r, a.norm);
+        check_positive(r.node(), "im_size", a.im_size);
+        return a;
+      },
+      [](const SizedNorm& a, const NoContext&) { return make_augs_albu(a); },
+      "`im_size` (required), `mean`, `std`; OML's CUB/CARS training augmentations (albumentations-style, "
+      "matched in distribution: docs/data.md#augs_albu)");
 
   // TRANSFORMS_FOR_PRETRAINED: the transform OML pairs with each zoo weights name.
   const auto per_weights = [&](const std::string& weights, OmlOptions o, const std::string& what) {
     o.name = weights;
-    t.add(weights, fixed(o), "no args; the transform OML pairs with the `" + weights + "` weights: " + what);
+    add_fixed(t, o, "no args; the transform OML pairs with the `" + weights + "` weights: " + what);
   };
   const auto hypvit_crop = [&](int im_size, int crop_size) {
     OmlOptions o = options("", Geometry::shorter_side_crop, bicubic, torch);

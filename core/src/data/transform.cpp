@@ -237,56 +237,41 @@ class AugsTransform : public Transform {
   AugsOptions o_;
 };
 
-// ---- factories --------------------------------------------------------------------------------
+// ---- parse ----------------------------------------------------------------------------------
 
-std::shared_ptr<Transform> make_norm(const config::Node& args, const NoContext&) {
-  config::MapReader r(args, "transform 'norm' args");
-  Normalisation n;
-  read_normalisation(r, n);
-  r.finish();
-  return std::make_shared<NormTransform>(n);
-}
-
-std::shared_ptr<Transform> make_resize(const config::Node& args, const NoContext&) {
-  config::MapReader r(args, "transform 'resize' args");
-  int im_size = 224;
-  Normalisation n;
-  r.optional("im_size", im_size);
-  read_normalisation(r, n);
-  r.finish();
-  check_positive(args, "im_size", im_size);
-  return std::make_shared<ResizeTransform>(im_size, n);
-}
-
-std::shared_ptr<Transform> make_norm_resize(const config::Node& args, const NoContext&) {
-  config::MapReader r(args, "transform 'norm_resize' args");
-  int im_size = 224;
-  Normalisation n;
-  r.optional("im_size", im_size);
-  read_normalisation(r, n);
-  r.finish();
-  check_positive(args, "im_size", im_size);
-  return std::make_shared<NormResizeTransform>(im_size, n);
-}
-
-std::shared_ptr<Transform> make_center_crop(const config::Node& args, const NoContext&) {
-  config::MapReader r(args, "transform 'norm_resize_center_crop' args");
+struct CropArgs {
   int im_size = 256, crop_size = 224;
+  Normalisation norm;
+};
+
+Normalisation parse_norm(config::ArgsReader& r) {
   Normalisation n;
-  r.optional("im_size", im_size).optional("crop_size", crop_size);
   read_normalisation(r, n);
-  r.finish();
-  check_positive(args, "im_size", im_size);
-  check_positive(args, "crop_size", crop_size);
-  if (crop_size > im_size) {
-    args["crop_size"].fail("expected crop_size <= im_size (" + std::to_string(im_size) + "), got " +
-                           std::to_string(crop_size));
-  }
-  return std::make_shared<ResizeCenterCropTransform>(im_size, crop_size, n);
+  return n;
 }
 
-std::shared_ptr<Transform> make_augs(const config::Node& args, const NoContext&) {
-  config::MapReader r(args, "transform 'augs' args");
+SizedNorm parse_sized(config::ArgsReader& r) {
+  SizedNorm a;
+  r.optional("im_size", a.im_size);
+  read_normalisation(r, a.norm);
+  check_positive(r.node(), "im_size", a.im_size);
+  return a;
+}
+
+CropArgs parse_center_crop(config::ArgsReader& r) {
+  CropArgs a;
+  r.optional("im_size", a.im_size).optional("crop_size", a.crop_size);
+  read_normalisation(r, a.norm);
+  check_positive(r.node(), "im_size", a.im_size);
+  check_positive(r.node(), "crop_size", a.crop_size);
+  if (a.crop_size > a.im_size) {
+    r.node()["crop_size"].fail("expected crop_size <= im_size (" + std::to_string(a.im_size) + "), got " +
+                               std::to_string(a.crop_size));
+  }
+  return a;
+}
+
+AugsOptions parse_augs(config::ArgsReader& r) {
   AugsOptions o;
   r.optional("im_size", o.im_size)
       .optional("min_scale", o.min_scale)
@@ -297,7 +282,7 @@ std::shared_ptr<Transform> make_augs(const config::Node& args, const NoContext&)
       .optional("contrast", o.contrast)
       .optional("saturation", o.saturation);
   read_normalisation(r, o.norm);
-  r.finish();
+  const config::Node& args = r.node();
   check_positive(args, "im_size", o.im_size);
   if (!(o.min_scale > 0 && o.min_scale <= 1)) {
     args["min_scale"].fail("expected a fraction in (0, 1], got " + std::to_string(o.min_scale));
@@ -310,21 +295,46 @@ std::shared_ptr<Transform> make_augs(const config::Node& args, const NoContext&)
   check_range(args, "brightness", o.brightness, 0, 1);
   check_range(args, "contrast", o.contrast, 0, 1);
   check_range(args, "saturation", o.saturation, 0, 1);
-  return std::make_shared<AugsTransform>(o);
+  return o;
 }
+
+using TransformPtr = std::shared_ptr<Transform>;
 
 }  // namespace
 
 void register_builtin_transforms(Registries& registries) {
   detail::register_oml_transforms(registries);
   auto& t = registries.transforms;
-  t.add("norm", make_norm, "normalise with mean/std (ImageNet by default); keeps the image size");
-  t.add("resize", make_resize, "resize to im_size x im_size (aspect not kept), normalise");
-  t.add("norm_resize", make_norm_resize, "longest side to im_size, pad to a white square, normalise");
-  t.add("norm_resize_center_crop", make_center_crop,
-        "shorter side to im_size, centre crop crop_size, normalise");
-  t.add("augs", make_augs,
-        "training augmentations: random resized crop, horizontal flip, colour jitter, normalise");
+  t.add(
+      "norm", parse_norm,
+      [](const Normalisation& n, const NoContext&) -> TransformPtr {
+        return std::make_shared<NormTransform>(n);
+      },
+      "normalise with mean/std (ImageNet by default); keeps the image size");
+  t.add(
+      "resize", parse_sized,
+      [](const SizedNorm& a, const NoContext&) -> TransformPtr {
+        return std::make_shared<ResizeTransform>(a.im_size, a.norm);
+      },
+      "resize to im_size x im_size (aspect not kept), normalise");
+  t.add(
+      "norm_resize", parse_sized,
+      [](const SizedNorm& a, const NoContext&) -> TransformPtr {
+        return std::make_shared<NormResizeTransform>(a.im_size, a.norm);
+      },
+      "longest side to im_size, pad to a white square, normalise");
+  t.add(
+      "norm_resize_center_crop", parse_center_crop,
+      [](const CropArgs& a, const NoContext&) -> TransformPtr {
+        return std::make_shared<ResizeCenterCropTransform>(a.im_size, a.crop_size, a.norm);
+      },
+      "shorter side to im_size, centre crop crop_size, normalise");
+  t.add(
+      "augs", parse_augs,
+      [](const AugsOptions& o, const NoContext&) -> TransformPtr {
+        return std::make_shared<AugsTransform>(o);
+      },
+      "training augmentations: random resized crop, horizontal flip, colour jitter, normalise");
 }
 
 }  // namespace oml::data

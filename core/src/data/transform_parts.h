@@ -59,8 +59,14 @@ cv::Mat resize_pil(const cv::Mat& src, int width, int height, PilFilter filter);
 /// PadIfNeeded(size, size) with white, centred: norm_resize_albu's geometry, also augs_albu's first.
 cv::Mat longest_side_pad(const cv::Mat& src, int size);
 
+/// The args of most transforms: an image size and mean/std.
+struct SizedNorm {
+  int im_size = 224;
+  Normalisation norm;
+};
+
 /// augs_albu (albu_augs.cpp).
-std::shared_ptr<Transform> make_augs_albu(const config::Node& args, const NoContext& context);
+std::shared_ptr<Transform> make_augs_albu(const SizedNorm& args);
 
 /// Registers OML's transform names (norm_torch, ..., augs_albu) and its per-weights names
 /// (vits16_dino, resnet50_imagenet1k_v1, ...): oml_transforms.cpp.

@@ -2,18 +2,27 @@
 
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/losses/arcface.h"
 
 namespace oml::losses {
 
+void check_options(const ArcFaceOptions& o) {
+  const std::string who = "loss 'arcface'";
+  config::check_argument(o.in_features >= 0, who, "in_features", "in_features must be > 0, got ",
+                         o.in_features);
+  config::check_argument(o.num_classes == 0 || o.num_classes >= 2, who, "num_classes",
+                         "num_classes must be >= 2, got ", o.num_classes);
+  config::check_argument(o.s > 0, who, "s", "s must be > 0, got ", o.s);
+  config::check_argument(o.smoothing_epsilon >= 0 && o.smoothing_epsilon < 1, who, "smoothing_epsilon",
+                         "smoothing_epsilon must be in [0, 1), got ", o.smoothing_epsilon);
+}
+
 ArcFaceLossImpl::ArcFaceLossImpl(ArcFaceOptions options) : options_(options) {
-  OML_CHECK(options_.in_features > 0, ConfigError, "arcface: in_features must be > 0, got ",
-            options_.in_features);
-  OML_CHECK(options_.num_classes >= 2, ConfigError, "arcface: num_classes must be >= 2, got ",
+  check_options(options_);
+  OML_CHECK(options_.in_features > 0 && options_.num_classes > 0, UsageError,
+            "arcface: in_features and num_classes must be set, got ", options_.in_features, " and ",
             options_.num_classes);
-  OML_CHECK(options_.s > 0, ConfigError, "arcface: s must be > 0, got ", options_.s);
-  OML_CHECK(options_.smoothing_epsilon >= 0 && options_.smoothing_epsilon < 1, ConfigError,
-            "arcface: smoothing_epsilon must be in [0, 1), got ", options_.smoothing_epsilon);
   weight = register_parameter("weight", torch::empty({options_.num_classes, options_.in_features}));
   torch::nn::init::xavier_uniform_(weight);
 }

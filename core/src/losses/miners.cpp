@@ -5,6 +5,7 @@
 #include <set>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/losses/criterion.h"
 
 namespace oml::losses {
@@ -82,8 +83,12 @@ int64_t pick(double u, std::size_t n) {
 }  // namespace
 
 AllTripletsMiner::AllTripletsMiner(int64_t max_output_triplets) : max_output_triplets_(max_output_triplets) {
-  OML_CHECK(max_output_triplets_ > 0, ConfigError, "all_triplets: max_output_triplets must be > 0, got ",
-            max_output_triplets_);
+  check(max_output_triplets_);
+}
+
+void AllTripletsMiner::check(int64_t max_output_triplets) {
+  config::check_argument(max_output_triplets > 0, "miner 'all_triplets'", "max_output_triplets",
+                         "max_output_triplets must be > 0, got ", max_output_triplets);
 }
 
 TripletSet AllTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
@@ -128,10 +133,14 @@ TripletSet HardTripletsMiner::mine(const torch::Tensor& embeddings, const torch:
 
 NHardTripletsMiner::NHardTripletsMiner(HardnessRange positive, HardnessRange negative)
     : positive_(positive), negative_(negative) {
-  for (const auto& [range, what] : {std::pair{positive_, "n_positive"}, std::pair{negative_, "n_negative"}}) {
-    OML_CHECK(range.first >= 1 && range.first <= range.second, ConfigError, "n_hard_triplets: ", what,
-              " must be n >= 1 or a range [a, b] with 1 <= a <= b, got [", range.first, ", ", range.second,
-              "]");
+  check(positive_, negative_);
+}
+
+void NHardTripletsMiner::check(HardnessRange positive, HardnessRange negative) {
+  for (const auto& [range, what] : {std::pair{positive, "n_positive"}, std::pair{negative, "n_negative"}}) {
+    config::check_argument(range.first >= 1 && range.first <= range.second, "miner 'n_hard_triplets'", what,
+                           what, " must be n >= 1 or a range [a, b] with 1 <= a <= b, got [", range.first,
+                           ", ", range.second, "]");
   }
 }
 
@@ -195,10 +204,15 @@ TripletSet HardClusterMiner::mine(const torch::Tensor& embeddings, const torch::
 
 TripletsWithMemoryMiner::TripletsWithMemoryMiner(int64_t bank_size_in_batches, int64_t tri_expand_k)
     : bank_size_in_batches_(bank_size_in_batches), tri_expand_k_(tri_expand_k) {
-  OML_CHECK(bank_size_in_batches_ >= 1, ConfigError,
-            "triplets_with_memory: bank_size_in_batches must be >= 1, got ", bank_size_in_batches_);
-  OML_CHECK(tri_expand_k_ >= 1, ConfigError, "triplets_with_memory: tri_expand_k must be >= 1, got ",
-            tri_expand_k_);
+  check(bank_size_in_batches_, tri_expand_k_);
+}
+
+void TripletsWithMemoryMiner::check(int64_t bank_size_in_batches, int64_t tri_expand_k) {
+  const std::string who = "miner 'triplets_with_memory'";
+  config::check_argument(bank_size_in_batches >= 1, who, "bank_size_in_batches",
+                         "bank_size_in_batches must be >= 1, got ", bank_size_in_batches);
+  config::check_argument(tri_expand_k >= 1, who, "tri_expand_k", "tri_expand_k must be >= 1, got ",
+                         tri_expand_k);
 }
 
 TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
@@ -252,9 +266,13 @@ TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const 
 
 MinerWithBank::MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner)
     : bank_size_in_batches_(bank_size_in_batches), miner_(std::move(miner)) {
-  OML_CHECK(bank_size_in_batches_ >= 1, ConfigError,
-            "miner_with_bank: bank_size_in_batches must be >= 1, got ", bank_size_in_batches_);
+  check(bank_size_in_batches_);
   OML_ASSERT(miner_ != nullptr);
+}
+
+void MinerWithBank::check(int64_t bank_size_in_batches) {
+  config::check_argument(bank_size_in_batches >= 1, "miner 'miner_with_bank'", "bank_size_in_batches",
+                         "bank_size_in_batches must be >= 1, got ", bank_size_in_batches);
 }
 
 TripletSet MinerWithBank::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {

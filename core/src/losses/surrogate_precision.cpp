@@ -4,6 +4,8 @@
 #include "oml/common/error.h"
 #include "oml/losses/surrogate_precision.h"
 
+#include "oml/config/argument_error.h"
+
 namespace oml::losses {
 namespace {
 
@@ -62,12 +64,18 @@ torch::Tensor smooth_ranks(const torch::Tensor& distances, double temperature, i
   return SmoothRanks::apply(distances, temperature, chunk_size);
 }
 
+void check_options(const SurrogatePrecisionOptions& o) {
+  const std::string who = "loss 'surrogate_precision'";
+  config::check_argument(o.k >= 1, who, "k", "k must be >= 1, got ", o.k);
+  config::check_argument(o.temperature1 > 0, who, "temperature1", "temperature1 must be > 0, got ",
+                         o.temperature1);
+  config::check_argument(o.temperature2 > 0, who, "temperature2", "temperature2 must be > 0, got ",
+                         o.temperature2);
+  config::check_argument(o.chunk_size >= 1, who, "chunk_size", "chunk_size must be >= 1, got ", o.chunk_size);
+}
+
 SurrogatePrecisionImpl::SurrogatePrecisionImpl(SurrogatePrecisionOptions options) : options_(options) {
-  OML_CHECK(options_.k >= 1, ConfigError, "surrogate_precision: k must be >= 1, got ", options_.k);
-  OML_CHECK(options_.temperature1 > 0 && options_.temperature2 > 0, ConfigError,
-            "surrogate_precision: temperatures must be > 0, got ", options_.temperature1, " and ",
-            options_.temperature2);
-  OML_CHECK(options_.chunk_size >= 1, ConfigError, "surrogate_precision: chunk_size must be >= 1");
+  check_options(options_);
 }
 
 LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {

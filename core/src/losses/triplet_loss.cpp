@@ -2,6 +2,7 @@
 
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/losses/triplet_loss.h"
 
 namespace oml::losses {
@@ -13,14 +14,19 @@ torch::Tensor triplet_losses(const torch::Tensor& anchors, const torch::Tensor& 
   return margin ? torch::relu(gap + *margin) : torch::nn::functional::softplus(gap);
 }
 
+void check_options(const TripletOptions& o) {
+  const std::string who = "loss 'triplet_with_miner'";
+  config::check_argument(o.reduction == "mean" || o.reduction == "sum", who, "reduction",
+                         "reduction must be 'mean' or 'sum', got '", o.reduction, "'");
+  config::check_argument(!o.margin || *o.margin >= 0, who, "margin",
+                         "margin must be >= 0 (or null for the soft margin), got ", o.margin.value_or(0.0));
+}
+
 TripletLossWithMinerImpl::TripletLossWithMinerImpl(std::shared_ptr<TripletMiner> miner,
                                                    TripletOptions options)
     : miner_(std::move(miner)), options_(std::move(options)) {
   OML_ASSERT(miner_ != nullptr);
-  OML_CHECK(options_.reduction == "mean" || options_.reduction == "sum", ConfigError,
-            "triplet_with_miner: reduction must be 'mean' or 'sum', got '", options_.reduction, "'");
-  OML_CHECK(!options_.margin || *options_.margin >= 0, ConfigError,
-            "triplet_with_miner: margin must be >= 0 (or null for the soft margin), got ", *options_.margin);
+  check_options(options_);
 }
 
 LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {

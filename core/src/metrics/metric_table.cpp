@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "oml/common/strings.h"
-#include "oml/config/reader.h"
+#include "oml/config/args_reader.h"
 #include "oml/registry/registries.h"
 
 namespace oml::metrics {
@@ -154,27 +154,33 @@ VisualizationOptions visualization_options(const config::Node& metric_args) {
 }
 
 MetricTable configure_metrics(const config::Node& metric_args) {
-  config::MapReader reader(metric_args, "metric_args");
+  config::ErrorList errors;
+  config::ArgsReader reader(metric_args, "metric_args", errors, "metric_args");
   bool only_overall = false;
   reader.optional("return_only_overall_category", "return_only_main_category", only_overall);
   // The plotting keys: checked here with the others, used where grids are drawn.
-  reader.take(kExcludedKey);
-  reader.take_either(kOnlyOverallKey, kOnlyOverallAlias);
-  visualization_options(metric_args);
-  const MetricContext context{&reader};
+  errors.check([&] {
+    reader.take(kExcludedKey);
+    reader.take_either(kOnlyOverallKey, kOnlyOverallAlias);
+    visualization_options(metric_args);
+  });
+  // Every metric reads its own keys of the one `metric_args:` mapping; then the keys none read.
   const auto& registry = registries().metrics;
+  const std::vector<ComponentInfo> infos = registry.infos();
+  std::vector<decltype(registries().metrics)::Parsed> parsed;
+  for (const ComponentInfo& info : infos) parsed.push_back(registry.parse_shared(info.name, reader));
+  reader.finish();
+  errors.throw_if_any();
   std::vector<MetricTable::Entry> entries;
   std::map<std::string, const MetricTable::Entry*> owner;  // stem -> the metric reporting it
-  for (const ComponentInfo& info : registry.infos()) {
-    // Every metric reads its own keys of the one `metric_args:` mapping.
-    const std::shared_ptr<const Metric> metric =
-        registry.create(config::ComponentSpec{info.name, metric_args, metric_args}, context);
+  for (std::size_t i = 0; i < parsed.size(); ++i) {
+    const ComponentInfo& info = infos[i];
+    const std::shared_ptr<const Metric> metric = registry.build(parsed[i]);
     if (!metric) continue;
     MetricTable::Entry entry{info.name, info.origin, metric, metric->names()};
     if (entry.names.empty()) continue;
     entries.push_back(std::move(entry));
   }
-  reader.finish();  // keys no metric reads
   for (const auto& entry : entries) {
     for (const auto& stem : entry.names) {
       const auto [found, fresh] = owner.emplace(stem, &entry);

@@ -3,22 +3,32 @@
 #include <torch/torch.h>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/io/state_dict.h"
 
 namespace oml::models {
 
+void check_options(const ConvNetOptions& o) {
+  const std::string who = "extractor 'conv_net'";
+  config::check_argument(o.in_channels > 0, who, "in_channels", "in_channels must be > 0, got ",
+                         o.in_channels);
+  config::check_argument(!o.channels.empty(), who, "channels", "channels must list at least one stage");
+  for (std::size_t i = 0; i < o.channels.size(); ++i) {
+    config::check_argument(o.channels[i] > 0, who, "channels", "channels[", i, "] must be > 0, got ",
+                           o.channels[i]);
+  }
+  config::check_argument(o.feat_dim > 0, who, "feat_dim", "feat_dim must be > 0, got ", o.feat_dim);
+  config::check_argument(!o.gem_p || *o.gem_p > 0, who, "gem_p", "gem_p must be > 0, got ",
+                         o.gem_p.value_or(0));
+}
+
 ConvNetImpl::ConvNetImpl(ConvNetOptions options) : options_(std::move(options)) {
   namespace nn = torch::nn;
-  OML_CHECK(options_.in_channels > 0, ConfigError, "conv_net: in_channels must be > 0, got ",
-            options_.in_channels);
-  OML_CHECK(!options_.channels.empty(), ConfigError, "conv_net: channels must list at least one stage");
-  OML_CHECK(options_.feat_dim > 0, ConfigError, "conv_net: feat_dim must be > 0, got ", options_.feat_dim);
-  OML_CHECK(!options_.gem_p || *options_.gem_p > 0, ConfigError, "conv_net: gem_p must be > 0");
+  check_options(options_);
   stages_ = nn::ModuleList();
   int64_t in = options_.in_channels;
   for (std::size_t i = 0; i < options_.channels.size(); ++i) {
     const int64_t out = options_.channels[i];
-    OML_CHECK(out > 0, ConfigError, "conv_net: channels[", i, "] must be > 0, got ", out);
     nn::Sequential stage;
     for (int64_t in_c : {in, out}) {
       stage->push_back(nn::Conv2d(nn::Conv2dOptions(in_c, out, 3).padding(1).bias(false)));

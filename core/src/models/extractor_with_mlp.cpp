@@ -3,19 +3,28 @@
 #include <torch/torch.h>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/io/state_dict.h"
 
 namespace oml::models {
+
+void check_options(const ExtractorWithMLPOptions& o) {
+  const std::string who = "extractor 'extractor_with_mlp'";
+  config::check_argument(!o.mlp_features.empty(), who, "mlp_features", "mlp_features must not be empty");
+  for (std::size_t i = 0; i < o.mlp_features.size(); ++i) {
+    config::check_argument(o.mlp_features[i] > 0, who, "mlp_features", "mlp_features[", i,
+                           "] must be > 0, got ", o.mlp_features[i]);
+  }
+  config::check_argument(o.freeze_n_epochs >= 0, who, "freeze_n_epochs", "freeze_n_epochs must be >= 0, got ",
+                         o.freeze_n_epochs);
+}
 
 ExtractorWithMLPImpl::ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone,
                                            ExtractorWithMLPOptions options)
     : options_(std::move(options)), backbone_(std::move(backbone)) {
   namespace nn = torch::nn;
   OML_ASSERT(backbone_ != nullptr);
-  OML_CHECK(!options_.mlp_features.empty(), ConfigError,
-            "extractor_with_mlp: mlp_features must not be empty");
-  OML_CHECK(options_.freeze_n_epochs >= 0, ConfigError,
-            "extractor_with_mlp: freeze_n_epochs must be >= 0, got ", options_.freeze_n_epochs);
+  check_options(options_);
   const std::string attribute = backbone_->oml_module_attribute();
   if (attribute.empty()) {
     register_module("extractor", backbone_);
@@ -30,7 +39,6 @@ ExtractorWithMLPImpl::ExtractorWithMLPImpl(std::shared_ptr<Extractor> backbone,
   int64_t in = backbone_->feat_dim();
   for (std::size_t i = 0; i < options_.mlp_features.size(); ++i) {
     const int64_t out = options_.mlp_features[i];
-    OML_CHECK(out > 0, ConfigError, "extractor_with_mlp: mlp_features[", i, "] must be > 0, got ", out);
     projection_->push_back(nn::Linear(in, out));
     if (i + 1 < options_.mlp_features.size()) projection_->push_back(nn::ReLU());
     projection_->push_back(nn::Identity());  // torchvision.ops.MLP's Dropout(p=0)

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 
 namespace oml::models {
 namespace {
@@ -14,8 +15,13 @@ void check_pair(const torch::Tensor& x1, const torch::Tensor& x2, const char* mo
 
 }  // namespace
 
+void LinearSiameseImpl::check(int64_t feat_dim) {
+  config::check_argument(feat_dim > 0, "pairwise model 'linear_siamese'", "feat_dim",
+                         "feat_dim must be > 0, got ", feat_dim);
+}
+
 LinearSiameseImpl::LinearSiameseImpl(int64_t feat_dim, bool identity_init) {
-  OML_CHECK(feat_dim > 0, ConfigError, "linear_siamese: feat_dim must be > 0, got ", feat_dim);
+  check(feat_dim);
   auto init = identity_init ? torch::eye(feat_dim)
                             : torch::randn({feat_dim, feat_dim}) / std::sqrt(static_cast<double>(feat_dim));
   proj_ = register_parameter("proj", init);
@@ -42,15 +48,22 @@ torch::Tensor TrivialDistanceSiameseImpl::forward(torch::Tensor x1, torch::Tenso
   return (e.slice(0, 0, n) - e.slice(0, n)).norm(2, 1) + bias_;
 }
 
+void ConcatSiameseImpl::check(const std::vector<int64_t>& mlp_hidden_dims) {
+  for (std::size_t i = 0; i < mlp_hidden_dims.size(); ++i) {
+    config::check_argument(mlp_hidden_dims[i] > 0, "pairwise model 'concat_siamese'", "mlp_hidden_dims",
+                           "mlp_hidden_dims[", i, "] must be > 0, got ", mlp_hidden_dims[i]);
+  }
+}
+
 ConcatSiameseImpl::ConcatSiameseImpl(std::shared_ptr<Extractor> extractor,
                                      std::vector<int64_t> mlp_hidden_dims, bool use_tta_swap)
     : extractor_(std::move(extractor)), use_tta_swap_(use_tta_swap) {
   namespace nn = torch::nn;
+  check(mlp_hidden_dims);
   register_module("extractor", extractor_);
   head_ = nn::Sequential();
   int64_t in = extractor_->feat_dim();
   for (std::size_t i = 0; i < mlp_hidden_dims.size(); ++i) {
-    OML_CHECK(mlp_hidden_dims[i] > 0, ConfigError, "concat_siamese: mlp_hidden_dims[", i, "] must be > 0");
     head_->push_back(nn::Linear(in, mlp_hidden_dims[i]));
     head_->push_back(nn::ReLU());
     in = mlp_hidden_dims[i];

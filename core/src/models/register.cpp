@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "oml/common/strings.h"
-#include "oml/config/reader.h"
+#include "oml/config/args_reader.h"
 #include "oml/io/state_dict.h"
 #include "oml/models/conv_net.h"
 #include "oml/models/extractor_with_mlp.h"
@@ -16,16 +16,13 @@
 namespace oml::models {
 namespace {
 
-std::shared_ptr<Extractor> nested_extractor(config::MapReader& r, const std::string& owner) {
-  const auto spec = config::parse_component(r.require("extractor"), owner + ".extractor");
-  return registries().extractors.create(spec);
-}
+using ParsedExtractor = decltype(Registries::extractors)::Parsed;
 
 // What extractor_with_mlp's zoo entries call its arch: "vits16 + mlp_features [384]".
-std::string mlp_arch(const Extractor& backbone, const std::vector<int64_t>& features) {
+std::string mlp_arch(const ParsedExtractor& backbone, const std::vector<int64_t>& features) {
   std::string arch = "an unnamed backbone";
-  if (const auto* vit = dynamic_cast<const ViTImpl*>(&backbone)) arch = vit->options().arch;
-  if (const auto* resnet = dynamic_cast<const ResNetImpl*>(&backbone)) arch = resnet->options().arch;
+  if (const auto* vit = std::any_cast<ViTOptions>(&backbone.options)) arch = vit->arch;
+  if (const auto* resnet = std::any_cast<ResNetOptions>(&backbone.options)) arch = resnet->arch;
   std::vector<std::string> sizes;
   for (const int64_t f : features) sizes.push_back(std::to_string(f));
   return arch + " + mlp_features [" + join(sizes) + "]";
@@ -36,109 +33,134 @@ void maybe_load(torch::nn::Module& module, const std::string& weights) {
   if (!weights.empty()) io::load_weights(module, weights);
 }
 
+struct MlpArgs {
+  ParsedExtractor backbone;
+  ExtractorWithMLPOptions mlp;
+};
+
+struct LinearSiameseArgs {
+  int64_t feat_dim = 0;
+  bool identity_init = true;
+  std::string weights;
+};
+
+struct SiameseArgs {
+  ParsedExtractor extractor;
+  std::vector<int64_t> mlp_hidden_dims;  ///< concat_siamese only
+  bool use_tta_swap = false;             ///< concat_siamese only
+  std::string weights;
+};
+
 }  // namespace
 
 void register_builtin_models(Registries& reg) {
   reg.extractors.add(
       "resnet",
-      [](const config::Node& args, const NoContext&) -> std::shared_ptr<Extractor> {
+      [](config::ArgsReader& r) {
         ResNetOptions o;
-        config::MapReader r(args, "extractor 'resnet' args");
-        std::optional<double> gem_p;
-        r.optional("arch", o.arch).optional("gem_p", gem_p).optional("remove_fc", o.remove_fc);
+        r.optional("arch", o.arch).optional("gem_p", o.gem_p).optional("remove_fc", o.remove_fc);
         r.optional("normalise_features", o.normalise_features).optional("num_classes", o.num_classes);
         r.optional("weights", o.weights);
-        r.finish();
-        o.gem_p = gem_p;
-        return ResNet(o).ptr();
+        r.check([&] { check_options(o); });
+        return o;
       },
+      [](const ResNetOptions& o, const NoContext&) -> std::shared_ptr<Extractor> { return ResNet(o).ptr(); },
       "torchvision-compatible ResNet (resnet18..152), optional GeM pooling");
   reg.extractors.add(
       "vit",
-      [](const config::Node& args, const NoContext&) -> std::shared_ptr<Extractor> {
+      [](config::ArgsReader& r) {
         ViTOptions o;
-        config::MapReader r(args, "extractor 'vit' args");
         r.optional("arch", o.arch).optional("weights", o.weights);
         r.optional("normalise_features", o.normalise_features).optional("use_multi_scale", o.use_multi_scale);
-        r.finish();
-        return ViT(o).ptr();
+        r.check([&] { check_options(o); });
+        return o;
       },
+      [](const ViTOptions& o, const NoContext&) -> std::shared_ptr<Extractor> { return ViT(o).ptr(); },
       "DINO / DINOv2 vision transformer as OML's ViTExtractor (vits16, vits14_reg, ...); OML's zoo weights");
   reg.extractors.add(
       "conv_net",
-      [](const config::Node& args, const NoContext&) -> std::shared_ptr<Extractor> {
+      [](config::ArgsReader& r) {
         ConvNetOptions o;
-        config::MapReader r(args, "extractor 'conv_net' args");
-        std::optional<double> gem_p;
         r.optional("in_channels", o.in_channels)
             .optional("channels", o.channels)
             .optional("feat_dim", o.feat_dim);
-        r.optional("gem_p", gem_p)
-            .optional("normalise_features", o.normalise_features)
-            .optional("weights", o.weights);
-        r.finish();
-        o.gem_p = gem_p;
+        r.optional("gem_p", o.gem_p).optional("normalise_features", o.normalise_features);
+        r.optional("weights", o.weights);
+        r.check([&] { check_options(o); });
+        return o;
+      },
+      [](const ConvNetOptions& o, const NoContext&) -> std::shared_ptr<Extractor> {
         return ConvNet(o).ptr();
       },
       "small conv net for 28-64 px images");
   reg.extractors.add(
       "extractor_with_mlp",
-      [](const config::Node& args, const NoContext&) -> std::shared_ptr<Extractor> {
-        ExtractorWithMLPOptions o;
-        config::MapReader r(args, "extractor 'extractor_with_mlp' args");
-        auto backbone = nested_extractor(r, "extractor_with_mlp");
-        r.optional("mlp_features", o.mlp_features).optional("train_backbone", o.train_backbone);
-        r.optional("freeze_n_epochs", o.freeze_n_epochs).optional("normalise_features", o.normalise_features);
-        r.optional("weights", o.weights);
-        r.finish();
-        o.weights = resolve_weights(o.weights, "extractor_with_mlp", mlp_arch(*backbone, o.mlp_features));
-        return ExtractorWithMLP(backbone, o).ptr();
+      [](config::ArgsReader& r) {
+        MlpArgs a;
+        a.backbone = r.nested(registries().extractors, "extractor");
+        r.optional("mlp_features", a.mlp.mlp_features).optional("train_backbone", a.mlp.train_backbone);
+        r.optional("freeze_n_epochs", a.mlp.freeze_n_epochs)
+            .optional("normalise_features", a.mlp.normalise_features);
+        r.optional("weights", a.mlp.weights);
+        r.check([&] {
+          check_options(a.mlp);
+          check_zoo_weights(a.mlp.weights, "extractor_with_mlp", mlp_arch(a.backbone, a.mlp.mlp_features));
+        });
+        return a;
+      },
+      [](MlpArgs a, const NoContext&) -> std::shared_ptr<Extractor> {
+        a.mlp.weights =
+            resolve_weights(a.mlp.weights, "extractor_with_mlp", mlp_arch(a.backbone, a.mlp.mlp_features));
+        return ExtractorWithMLP(registries().extractors.build(a.backbone), a.mlp).ptr();
       },
       "extractor + MLP projection; backbone trainable, frozen, or frozen for the first epochs");
 
   reg.pairwise_models.add(
       "linear_siamese",
-      [](const config::Node& args, const NoContext&) -> std::shared_ptr<PairwiseModel> {
-        int64_t feat_dim = 0;
-        bool identity_init = true;
-        std::string weights;
-        config::MapReader r(args, "pairwise model 'linear_siamese' args");
-        r.required("feat_dim", feat_dim)
-            .optional("identity_init", identity_init)
-            .optional("weights", weights);
-        r.finish();
-        auto model = LinearSiamese(feat_dim, identity_init).ptr();
-        maybe_load(*model, weights);
+      [](config::ArgsReader& r) {
+        LinearSiameseArgs a;
+        r.required("feat_dim", a.feat_dim)
+            .optional("identity_init", a.identity_init)
+            .optional("weights", a.weights);
+        r.check([&] { LinearSiameseImpl::check(a.feat_dim); });
+        return a;
+      },
+      [](const LinearSiameseArgs& a, const NoContext&) -> std::shared_ptr<PairwiseModel> {
+        auto model = LinearSiamese(a.feat_dim, a.identity_init).ptr();
+        maybe_load(*model, a.weights);
         return model;
       },
       "||P x1 - P x2|| + b on embeddings");
   reg.pairwise_models.add(
       "trivial_distance_siamese",
-      [](const config::Node& args, const NoContext&) -> std::shared_ptr<PairwiseModel> {
-        std::string weights;
-        config::MapReader r(args, "pairwise model 'trivial_distance_siamese' args");
-        auto extractor = nested_extractor(r, "trivial_distance_siamese");
-        r.optional("weights", weights);
-        r.finish();
-        auto model = TrivialDistanceSiamese(extractor).ptr();
-        maybe_load(*model, weights);
+      [](config::ArgsReader& r) {
+        SiameseArgs a;
+        a.extractor = r.nested(registries().extractors, "extractor");
+        r.optional("weights", a.weights);
+        return a;
+      },
+      [](const SiameseArgs& a, const NoContext&) -> std::shared_ptr<PairwiseModel> {
+        auto model = TrivialDistanceSiamese(registries().extractors.build(a.extractor)).ptr();
+        maybe_load(*model, a.weights);
         return model;
       },
       "||E(x1) - E(x2)|| + b on images");
   reg.pairwise_models.add(
       "concat_siamese",
-      [](const config::Node& args, const NoContext&) -> std::shared_ptr<PairwiseModel> {
-        std::vector<int64_t> hidden;
-        bool tta = false;
-        std::string weights;
-        config::MapReader r(args, "pairwise model 'concat_siamese' args");
-        auto extractor = nested_extractor(r, "concat_siamese");
-        r.optional("mlp_hidden_dims", hidden)
-            .optional("use_tta_swap", "use_tta", tta)
-            .optional("weights", weights);
-        r.finish();
-        auto model = ConcatSiamese(extractor, hidden, tta).ptr();
-        maybe_load(*model, weights);
+      [](config::ArgsReader& r) {
+        SiameseArgs a;
+        a.extractor = r.nested(registries().extractors, "extractor");
+        r.optional("mlp_hidden_dims", a.mlp_hidden_dims)
+            .optional("use_tta_swap", "use_tta", a.use_tta_swap)
+            .optional("weights", a.weights);
+        r.check([&] { ConcatSiameseImpl::check(a.mlp_hidden_dims); });
+        return a;
+      },
+      [](const SiameseArgs& a, const NoContext&) -> std::shared_ptr<PairwiseModel> {
+        auto model =
+            ConcatSiamese(registries().extractors.build(a.extractor), a.mlp_hidden_dims, a.use_tta_swap)
+                .ptr();
+        maybe_load(*model, a.weights);
         return model;
       },
       "images stacked along the height -> extractor -> MLP -> logit");

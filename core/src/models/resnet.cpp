@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/io/state_dict.h"
 #include "oml/models/zoo.h"
 
@@ -80,8 +81,8 @@ ArchSpec arch_spec(const std::string& arch) {
   if (arch == "resnet50") return {true, {3, 4, 6, 3}};
   if (arch == "resnet101") return {true, {3, 4, 23, 3}};
   if (arch == "resnet152") return {true, {3, 8, 36, 3}};
-  throw ConfigError("resnet: unknown arch '" + arch +
-                    "'; expected one of resnet18, resnet34, resnet50, resnet101, resnet152");
+  config::fail_argument("extractor 'resnet'", "arch", "unknown arch '", arch,
+                        "'; expected one of resnet18, resnet34, resnet50, resnet101, resnet152");
 }
 
 // torchvision's initialisation, so that a freshly built model trains like a Python one.
@@ -99,12 +100,19 @@ void init_like_torchvision(nn::Module& module) {
 
 }  // namespace
 
+void check_options(const ResNetOptions& o) {
+  const std::string who = "extractor 'resnet'";
+  (void)arch_spec(o.arch);
+  config::check_argument(!o.gem_p || *o.gem_p > 0, who, "gem_p", "gem_p must be > 0, got ",
+                         o.gem_p.value_or(0));
+  config::check_argument(o.num_classes > 0, who, "num_classes", "num_classes must be > 0, got ",
+                         o.num_classes);
+  check_zoo_weights(o.weights, "resnet", o.arch);
+}
+
 ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
+  check_options(options_);
   const ArchSpec spec = arch_spec(options_.arch);
-  OML_CHECK(!options_.gem_p || *options_.gem_p > 0, ConfigError, "resnet: gem_p must be > 0, got ",
-            *options_.gem_p);
-  OML_CHECK(options_.num_classes > 0, ConfigError, "resnet: num_classes must be > 0, got ",
-            options_.num_classes);
   bottleneck_ = spec.bottleneck;
   conv1_ = register_module("conv1", conv(3, 64, 7, 2, 3));
   bn1_ = register_module("bn1", nn::BatchNorm2d(64));

@@ -6,6 +6,7 @@
 
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
+#include "oml/config/argument_error.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/zoo.h"
@@ -96,8 +97,13 @@ ViTArch vit_arch(const std::string& name) {
   for (const auto& a : archs()) {
     if (a.name == name) return a;
   }
-  throw ConfigError("vit: unknown arch '" + name + "'" + did_you_mean(name, vit_arch_names()) +
-                    "; expected one of " + join(vit_arch_names()));
+  config::fail_argument("extractor 'vit'", "arch", "unknown arch '", name, "'",
+                        did_you_mean(name, vit_arch_names()), "; expected one of ", join(vit_arch_names()));
+}
+
+void check_options(const ViTOptions& o) {
+  (void)vit_arch(o.arch);
+  check_zoo_weights(o.weights, "vit", o.arch);
 }
 
 ViTBlockImpl::ViTBlockImpl(int64_t dim, int64_t num_heads, bool layer_scale) : num_heads_(num_heads) {

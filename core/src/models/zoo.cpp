@@ -5,6 +5,7 @@
 
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
+#include "oml/config/argument_error.h"
 
 namespace oml::models {
 namespace {
@@ -114,6 +115,17 @@ void set_weights_dir(const fs::path& dir) {
   }
 }
 
+void check_zoo_weights(const std::string& weights, const std::string& extractor, const std::string& arch) {
+  const auto entry = find_zoo_entry(weights);
+  if (!entry) return;
+  const std::string who = "extractor '" + extractor + "'";
+  config::check_argument(entry->extractor == extractor, who, "weights", "weights '", weights,
+                         "' are for extractor '", entry->extractor, "', not '", extractor, "'");
+  config::check_argument(entry->arch == arch, who, "weights", "weights '", weights, "' are for arch ",
+                         entry->arch, ", but arch is ", arch, "; ",
+                         entry->fits.empty() ? "set arch: " + entry->arch : entry->fits);
+}
+
 std::string resolve_weights(const std::string& weights, const std::string& extractor,
                             const std::string& arch) {
   if (weights.empty()) return weights;
@@ -130,10 +142,7 @@ std::string resolve_weights(const std::string& weights, const std::string& extra
     }
     return weights;  // the loader reports a missing file with its name
   }
-  OML_CHECK(entry->extractor == extractor, ConfigError, "weights '", weights, "' are for extractor '",
-            entry->extractor, "', not '", extractor, "'");
-  OML_CHECK(entry->arch == arch, ConfigError, "weights '", weights, "' are for arch ", entry->arch,
-            ", but arch is ", arch, "; ", entry->fits.empty() ? "set arch: " + entry->arch : entry->fits);
+  check_zoo_weights(weights, extractor, arch);
   const fs::path dir = weights_dir();
   const std::string url_file = entry->url.substr(entry->url.rfind('/') + 1);
   for (const fs::path& candidate :

@@ -11,9 +11,12 @@ namespace oml::optim {
 
 StepScheduler::StepScheduler(torch::optim::Optimizer& optimizer, int64_t step_size, double gamma)
     : Scheduler(optimizer), step_size_(step_size), gamma_(gamma) {
-  config::check_argument(step_size_ >= 1, "scheduler 'step'", "step_size", "step_size must be >= 1, got ",
-                         step_size_);
+  check(step_size_);
   apply();
+}
+void StepScheduler::check(int64_t step_size) {
+  config::check_argument(step_size >= 1, "scheduler 'step'", "step_size", "step_size must be >= 1, got ",
+                         step_size);
 }
 double StepScheduler::lr_at(int64_t t, std::size_t, double base) const {
   return base * std::pow(gamma_, static_cast<double>(t / step_size_));
@@ -22,9 +25,12 @@ double StepScheduler::lr_at(int64_t t, std::size_t, double base) const {
 MultiStepScheduler::MultiStepScheduler(torch::optim::Optimizer& optimizer, std::vector<int64_t> milestones,
                                        double gamma)
     : Scheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
-  config::check_argument(std::is_sorted(milestones_.begin(), milestones_.end()), "scheduler 'multi_step'",
-                         "milestones", "milestones must be increasing");
+  check(milestones_);
   apply();
+}
+void MultiStepScheduler::check(const std::vector<int64_t>& milestones) {
+  config::check_argument(std::is_sorted(milestones.begin(), milestones.end()), "scheduler 'multi_step'",
+                         "milestones", "milestones must be increasing");
 }
 double MultiStepScheduler::lr_at(int64_t t, std::size_t, double base) const {
   const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), t) - milestones_.begin();
@@ -33,8 +39,11 @@ double MultiStepScheduler::lr_at(int64_t t, std::size_t, double base) const {
 
 ExponentialScheduler::ExponentialScheduler(torch::optim::Optimizer& optimizer, double gamma)
     : Scheduler(optimizer), gamma_(gamma) {
-  config::check_argument(gamma_ > 0, "scheduler 'exponential'", "gamma", "gamma must be > 0, got ", gamma_);
+  check(gamma_);
   apply();
+}
+void ExponentialScheduler::check(double gamma) {
+  config::check_argument(gamma > 0, "scheduler 'exponential'", "gamma", "gamma must be > 0, got ", gamma);
 }
 double ExponentialScheduler::lr_at(int64_t t, std::size_t, double base) const {
   return base * std::pow(gamma_, static_cast<double>(t));
@@ -48,14 +57,17 @@ CosineAnnealingScheduler::CosineAnnealingScheduler(torch::optim::Optimizer& opti
       warmup_steps_(warmup_steps),
       eta_min_(eta_min),
       warmup_start_factor_(warmup_start_factor) {
-  const char* what = "scheduler 'cosine_annealing'";
-  // T_max defaults to the run length minus the warm-up: a failing default points at the args.
-  config::check_argument(t_max_ >= 1, what, "T_max", "T_max must be >= 1, got ", t_max_);
-  config::check_argument(warmup_steps_ >= 0, what, "warmup_steps", "warmup_steps must be >= 0, got ",
-                         warmup_steps_);
-  config::check_argument(warmup_start_factor_ > 0 && warmup_start_factor_ <= 1, what, "warmup_start_factor",
-                         "warmup_start_factor must be in (0, 1], got ", warmup_start_factor_);
+  check(t_max_, warmup_steps_, warmup_start_factor_);
   apply();
+}
+void CosineAnnealingScheduler::check(std::optional<int64_t> t_max, int64_t warmup_steps,
+                                     double warmup_start_factor) {
+  const char* what = "scheduler 'cosine_annealing'";
+  config::check_argument(!t_max || *t_max >= 1, what, "T_max", "T_max must be >= 1, got ", t_max.value_or(0));
+  config::check_argument(warmup_steps >= 0, what, "warmup_steps", "warmup_steps must be >= 0, got ",
+                         warmup_steps);
+  config::check_argument(warmup_start_factor > 0 && warmup_start_factor <= 1, what, "warmup_start_factor",
+                         "warmup_start_factor must be in (0, 1], got ", warmup_start_factor);
 }
 double CosineAnnealingScheduler::lr_at(int64_t t, std::size_t, double base) const {
   if (t < warmup_steps_) {
@@ -73,15 +85,19 @@ OneCycleScheduler::OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t
       pct_start_(pct_start),
       div_factor_(div_factor),
       final_div_factor_(final_div_factor) {
-  const char* what = "scheduler 'one_cycle'";
-  config::check_argument(total_steps_ >= 2, what, "total_steps", "total_steps must be >= 2, got ",
-                         total_steps_);
-  config::check_argument(pct_start_ > 0 && pct_start_ < 1, what, "pct_start",
-                         "pct_start must be in (0, 1), got ", pct_start_);
-  config::check_argument(div_factor_ > 0, what, "div_factor", "div_factor must be > 0, got ", div_factor_);
-  config::check_argument(final_div_factor_ > 0, what, "final_div_factor",
-                         "final_div_factor must be > 0, got ", final_div_factor_);
+  check(total_steps_, pct_start_, div_factor_, final_div_factor_);
   apply();
+}
+void OneCycleScheduler::check(std::optional<int64_t> total_steps, double pct_start, double div_factor,
+                              double final_div_factor) {
+  const char* what = "scheduler 'one_cycle'";
+  config::check_argument(!total_steps || *total_steps >= 2, what, "total_steps",
+                         "total_steps must be >= 2, got ", total_steps.value_or(0));
+  config::check_argument(pct_start > 0 && pct_start < 1, what, "pct_start",
+                         "pct_start must be in (0, 1), got ", pct_start);
+  config::check_argument(div_factor > 0, what, "div_factor", "div_factor must be > 0, got ", div_factor);
+  config::check_argument(final_div_factor > 0, what, "final_div_factor", "final_div_factor must be > 0, got ",
+                         final_div_factor);
 }
 double OneCycleScheduler::lr_at(int64_t t, std::size_t, double max_lr) const {
   const auto anneal = [](double start, double end, double pct) {
@@ -98,15 +114,17 @@ double OneCycleScheduler::lr_at(int64_t t, std::size_t, double max_lr) const {
 
 ReduceOnPlateauScheduler::ReduceOnPlateauScheduler(torch::optim::Optimizer& optimizer, PlateauOptions options)
     : Scheduler(optimizer), options_(std::move(options)) {
+  check_options(options_);
+}
+
+void check_options(const PlateauOptions& o) {
   const char* what = "scheduler 'reduce_on_plateau'";
-  config::check_argument(options_.mode == "min" || options_.mode == "max", what, "mode",
-                         "mode must be 'min' or 'max', got '", options_.mode, "'");
-  config::check_argument(options_.factor > 0 && options_.factor < 1, what, "factor",
-                         "factor must be in (0, 1), got ", options_.factor);
-  config::check_argument(options_.patience >= 0, what, "patience", "patience must be >= 0, got ",
-                         options_.patience);
-  config::check_argument(options_.cooldown >= 0, what, "cooldown", "cooldown must be >= 0, got ",
-                         options_.cooldown);
+  config::check_argument(o.mode == "min" || o.mode == "max", what, "mode",
+                         "mode must be 'min' or 'max', got '", o.mode, "'");
+  config::check_argument(o.factor > 0 && o.factor < 1, what, "factor", "factor must be in (0, 1), got ",
+                         o.factor);
+  config::check_argument(o.patience >= 0, what, "patience", "patience must be >= 0, got ", o.patience);
+  config::check_argument(o.cooldown >= 0, what, "cooldown", "cooldown must be >= 0, got ", o.cooldown);
 }
 
 bool ReduceOnPlateauScheduler::improves(double value) const {

@@ -32,7 +32,7 @@ const LoadedPlugin& load_plugin(const std::string& path) {
   }
 
   // RTLD_NOW: unresolved symbols are reported here, not at the first call into the plugin.
-  // The handle is deliberately never closed (registered factories point into the library).
+  // The handle is deliberately never closed (registered components point into the library).
   void* handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* reason = dlerror();
@@ -50,9 +50,16 @@ const LoadedPlugin& load_plugin(const std::string& path) {
     throw PluginError("plugin '" + path + "': its entry point returned no plugin description");
   }
   if (info->api_version != OML_PLUGIN_API_VERSION) {
+    // Versions 1 and 2 registered one factory per component; since 3 a component is a parse
+    // and a build. Their code needs changing, not only a rebuild: say what changed.
+    const std::string change = info->api_version < 3
+                                   ? " (version 3 registers each component as a parse and a build: "
+                                     "add(name, parse, build, help), see docs/plugins.md#two-phases)"
+                                   : "";
     throw PluginError("plugin '" + path + "' was built for plugin API version " +
                       std::to_string(info->api_version) + ", but this oml-cpp provides version " +
-                      std::to_string(OML_PLUGIN_API_VERSION) + "; rebuild the plugin against this oml-cpp");
+                      std::to_string(OML_PLUGIN_API_VERSION) + change +
+                      "; rebuild the plugin against this oml-cpp");
   }
   const std::string name = info->name ? info->name : "";
   const std::string version = info->version ? info->version : "";

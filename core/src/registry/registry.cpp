@@ -2,9 +2,13 @@
 
 namespace oml::detail {
 
+std::string origin_note(const std::string& kind, const ComponentInfo& info) {
+  if (info.builtin()) return "";
+  return "(" + kind + " '" + info.name + "' comes from " + info.origin + ")";
+}
+
 void add_origin_context(Error& error, const std::string& kind, const ComponentInfo& info) {
-  if (info.builtin()) return;
-  error.add_context("(" + kind + " '" + info.name + "' comes from " + info.origin + ")");
+  if (!info.builtin()) error.add_context(origin_note(kind, info));
 }
 
 void throw_foreign_error(const std::string& kind, const ComponentInfo& info, const std::string& what,

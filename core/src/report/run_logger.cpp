@@ -34,20 +34,20 @@ void register_builtin_loggers(Registries& registries) {
   auto& registry = registries.loggers;
   registry.add(
       "tensorboard",
-      [](const config::Node& args, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
+      [](config::ArgsReader& reader) {
         TensorBoardOptions options;
-        config::MapReader reader(args, "logger 'tensorboard' args");
         reader.optional("subdir", options.subdir);
-        reader.finish();
+        return options;
+      },
+      [](const TensorBoardOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
         return std::make_shared<TensorBoardWriter>(
             options.subdir.empty() ? context.run_dir : context.run_dir / options.subdir,
             context.resumed_at_step);
       },
       "subdir = tensorboard: TensorBoard event files (scalars, retrieval grids) under the run directory");
   registry.add(
-      "none",
-      [](const config::Node& args, const LoggerContext&) -> std::shared_ptr<RunLogger> {
-        config::MapReader(args, "logger 'none' args").finish();
+      "none", no_args,
+      [](NoOptions, const LoggerContext&) -> std::shared_ptr<RunLogger> {
         return std::make_shared<NullLogger>();
       },
       "records nothing besides train.jsonl and metrics.jsonl (same as logger: null)");

@@ -152,10 +152,8 @@ RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet
 
 void register_builtin_retrieval_backends(Registries& registries) {
   registries.retrieval_backends.add(
-      "exact",
-      [](const config::Node& args, const BackendContext&) -> std::shared_ptr<RetrievalBackend> {
-        config::MapReader reader(args, "retrieval backend 'exact' args");
-        reader.finish();
+      "exact", no_args,
+      [](NoOptions, const BackendContext&) -> std::shared_ptr<RetrievalBackend> {
         return make_exact_backend();
       },
       "(no args; the default) chunked exact k-NN in double precision; the only backend for fnmr@fmr");

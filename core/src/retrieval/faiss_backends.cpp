@@ -4,10 +4,11 @@
 // that adds, trains, searches and re-ranks.
 //
 // Their args are read and checked the same way with or without Faiss in the build, so a config
-// is judged alike everywhere; only building a backend needs Faiss (OML_HAVE_FAISS, set for this
-// file alone by core/CMakeLists.txt). Distances are L2 like the exact backend's (cosine = L2 on
-// normalised embeddings). The gallery is added in chunks and the queries searched in chunks, so
-// a memory-mapped gallery is never copied whole (io/mapped_file.h releases what was read).
+// is judged alike everywhere (then, without Faiss, the parse says so); only building a backend
+// needs Faiss (OML_HAVE_FAISS, set for this file alone by core/CMakeLists.txt). Distances are L2 like the
+// exact backend's (cosine = L2 on normalised embeddings). The gallery is added in chunks and the queries
+// searched in chunks, so a memory-mapped gallery is never copied whole (io/mapped_file.h releases what was
+// read).
 #include "faiss_backends.h"
 
 #include <algorithm>
@@ -31,6 +32,10 @@
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/detail/distance_blocks.h"
 #include "oml/retrieval/detail/inverted_list_scan.h"
+
+#ifndef OML_HAVE_FAISS
+#define OML_HAVE_FAISS 0
+#endif
 
 #if OML_HAVE_FAISS
 #include <faiss/IndexFlat.h>
@@ -72,7 +77,8 @@ constexpr int64_t kFlatRefine = 2;
 // at a time, so a memory-mapped gallery is never copied whole.
 //
 // Each kind's read() takes its keys, then finish() (unknown keys), then checks the values, so
-// that a config's unknown keys are reported before its values are judged.
+// that a config's unknown keys are reported before its values are judged (a value check after
+// a bad key is not reported: config/args_reader.h).
 struct ChunkOptions {
   int64_t add_chunk = 65536;
   int64_t search_chunk = 65536;
@@ -636,23 +642,29 @@ class IvfPqBackend final : public FaissBackend {
 
 #endif  // OML_HAVE_FAISS
 
-// Registers backend `name` whose args are read into Options; built as Backend with Faiss, a
-// ConfigError without it (the args are checked alike in both builds).
+// Registers backend `name` whose args are read into Options and built as Backend. Without Faiss
+// the args are read alike and the parse then reports that the build has no Faiss.
 template <class Options, class Backend>
 void add_kind(Registries& registries, const std::string& name) {
   registries.retrieval_backends.add(
       name,
-      [name](const config::Node& args, const BackendContext& context) -> std::shared_ptr<RetrievalBackend> {
+      [](config::ArgsReader& reader) {
         Options options;
-        config::MapReader reader(args, "retrieval backend '" + name + "' args");
-        options.read(reader, "retrieval backend '" + name + "'");
+        options.read(reader, reader.component());
+        if (!OML_HAVE_FAISS) {
+          throw ConfigError(reader.component() +
+                            ": this oml-cpp was built without Faiss; install libfaiss-dev (scripts/setup.sh) "
+                            "and rebuild, or use retrieval_backend: {name: exact}");
+        }
+        return options;
+      },
+      [name](const Options& options, const BackendContext& context) -> std::shared_ptr<RetrievalBackend> {
 #if OML_HAVE_FAISS
         return std::make_shared<Backend>(name, options, context.seed, context.cuda_device);
 #else
+        (void)options;
         (void)context;
-        throw ConfigError("retrieval backend '" + name +
-                          "': this oml-cpp was built without Faiss; install libfaiss-dev (scripts/setup.sh) "
-                          "and rebuild, or use retrieval_backend: {name: exact}");
+        throw InternalError("retrieval backend '" + name + "' built without Faiss: its parse refuses it");
 #endif
       },
       Options::kHelp);

@@ -5,7 +5,8 @@
 #include <utility>
 
 #include "oml/common/error.h"
-#include "oml/config/reader.h"
+#include "oml/config/args_reader.h"
+#include "oml/config/argument_error.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/postprocessor.h"
 
@@ -170,20 +171,28 @@ std::shared_ptr<Postprocessor> make_constant_thresholding(const ConstantThreshol
   return std::make_shared<ConstantThresholding>(options);
 }
 
+void check_options(const AdaptiveThresholdingOptions& options) {
+  config::check_argument(options.n_std > 0.0, "postprocessor 'adaptive_thresholding'", "n_std",
+                         "n_std must be > 0, got ", options.n_std);
+}
+
 std::shared_ptr<Postprocessor> make_adaptive_thresholding(const AdaptiveThresholdingOptions& options) {
-  OML_CHECK(options.n_std > 0.0, ConfigError,
-            "postprocessor 'adaptive_thresholding': n_std must be > 0, got ", options.n_std);
+  check_options(options);
   return std::make_shared<AdaptiveThresholding>(options);
+}
+
+void check_options(const PairwiseRerankerOptions& options) {
+  const std::string who = "postprocessor 'pairwise_reranker'";
+  config::check_argument(options.top_n > 1, who, "top_n", "top_n must be > 1, got ", options.top_n);
+  config::check_argument(options.batch_size > 0, who, "batch_size", "batch_size must be > 0, got ",
+                         options.batch_size);
 }
 
 std::shared_ptr<Postprocessor> make_pairwise_reranker(const PairwiseRerankerOptions& options,
                                                       PairScorer scorer) {
-  OML_CHECK(options.top_n > 1, ConfigError, "postprocessor 'pairwise_reranker': top_n must be > 1, got ",
-            options.top_n);
-  OML_CHECK(options.batch_size > 0, ConfigError,
-            "postprocessor 'pairwise_reranker': batch_size must be > 0, got ", options.batch_size);
-  OML_CHECK(static_cast<bool>(scorer), ConfigError,
-            "postprocessor 'pairwise_reranker' needs a pairwise model: set `pairwise_model:` in the config");
+  check_options(options);
+  OML_CHECK(static_cast<bool>(scorer), UsageError,
+            "postprocessor 'pairwise_reranker' needs a pairwise model");
   return std::make_shared<PairwiseReranker>(options, std::move(scorer));
 }
 
@@ -191,29 +200,31 @@ void register_builtin_postprocessors(Registries& registries) {
   auto& registry = registries.postprocessors;
   registry.add(
       "constant_thresholding",
-      [](const config::Node& args, const PostprocessorContext&) -> std::shared_ptr<Postprocessor> {
+      [](config::ArgsReader& reader) {
         ConstantThresholdingOptions options;
-        config::MapReader reader(args, "postprocessor 'constant_thresholding' args");
         reader.required("th", options.th);
-        reader.finish();
+        return options;
+      },
+      [](const ConstantThresholdingOptions& options, const PostprocessorContext&) {
         return make_constant_thresholding(options);
       },
       "th (required): keep retrieved items with distance < th");
   registry.add(
       "adaptive_thresholding",
-      [](const config::Node& args, const PostprocessorContext&) -> std::shared_ptr<Postprocessor> {
+      [](config::ArgsReader& reader) {
         AdaptiveThresholdingOptions options;
-        config::MapReader reader(args, "postprocessor 'adaptive_thresholding' args");
         reader.required("n_std", options.n_std);
-        reader.finish();
+        reader.check([&] { check_options(options); });
+        return options;
+      },
+      [](const AdaptiveThresholdingOptions& options, const PostprocessorContext&) {
         return make_adaptive_thresholding(options);
       },
       "n_std (required): cut each list at its first gap > n_std x the mean gap");
   registry.add(
       "pairwise_reranker",
-      [](const config::Node& args, const PostprocessorContext& context) -> std::shared_ptr<Postprocessor> {
+      [](config::ArgsReader& reader) {
         PairwiseRerankerOptions options;
-        config::MapReader reader(args, "postprocessor 'pairwise_reranker' args");
         reader.required("top_n", options.top_n);
         reader.optional("batch_size", options.batch_size);
         // The model itself is built by the pipeline and reaches us as context.pairwise_scores.
@@ -222,14 +233,16 @@ void register_builtin_postprocessors(Registries& registries) {
         // loader (num_workers of the config) and progress is the command's --progress.
         reader.take("num_workers");
         reader.take("verbose");
-        reader.finish();
-        if (!context.pairwise_scores) {
-          const std::string where = args.defined() ? args.describe() + ": " : "";
-          throw ConfigError(
-              where +
-              "postprocessor 'pairwise_reranker' needs a pairwise model, but none is configured; "
-              "set `pairwise_model: {name: ..., args: ...}` (see docs/pairwise.md)");
-        }
+        reader.check([&] { check_options(options); });
+        return options;
+      },
+      [](const PairwiseRerankerOptions& options, const PostprocessorContext& context) {
+        // Which pipelines give a pairwise model is the run's business, not the args': a config
+        // without `pairwise_model:` reaches here.
+        config::check_fits(static_cast<bool>(context.pairwise_scores), "postprocessor 'pairwise_reranker'",
+                           "pairwise_model",
+                           "needs a pairwise model, but none is configured; set `pairwise_model: {name: ..., "
+                           "args: ...}` (see docs/pairwise.md)");
         return make_pairwise_reranker(options, context.pairwise_scores);
       },
       "top_n (required, > 1), batch_size = 128: re-score the first top_n items with the pairwise model");

@@ -6,21 +6,28 @@
 
 namespace oml::samplers {
 
-BalanceSampler::BalanceSampler(const data::SamplerContext& context, const BalanceOptions& options)
-    : n_labels_(options.n_labels), n_instances_(options.n_instances), seed_(context.seed) {
-  groups_ = LabelGroups::build(context, name());
-  const int64_t n_labels_total = groups_.count();
-  if (n_labels_ <= 1 || n_labels_ > n_labels_total) {
-    fail_argument(name(), "n_labels", "n_labels must satisfy 1 < n_labels <= ", n_labels_total,
-                  " (the number of labels in ", context.source, "), got ", n_labels_);
-  }
-  if (n_instances_ <= 1) {
-    fail_argument(name(), "n_instances", "n_instances must be > 1 (a batch needs positive pairs), got ",
-                  n_instances_);
+void check_options(const BalanceOptions& options) {
+  const std::string sampler = "balance";
+  if (options.n_labels <= 1)
+    fail_argument(sampler, "n_labels", "n_labels must be > 1, got ", options.n_labels);
+  if (options.n_instances <= 1) {
+    fail_argument(sampler, "n_instances", "n_instances must be > 1 (a batch needs positive pairs), got ",
+                  options.n_instances);
   }
   if (options.epoch_size && *options.epoch_size < 1) {
-    fail_argument(name(), "epoch_size", "epoch_size (batches per epoch) must be >= 1, got ",
+    fail_argument(sampler, "epoch_size", "epoch_size (batches per epoch) must be >= 1, got ",
                   *options.epoch_size);
+  }
+}
+
+BalanceSampler::BalanceSampler(const data::SamplerContext& context, const BalanceOptions& options)
+    : n_labels_(options.n_labels), n_instances_(options.n_instances), seed_(context.seed) {
+  check_options(options);
+  groups_ = LabelGroups::build(context, name());
+  const int64_t n_labels_total = groups_.count();
+  if (n_labels_ > n_labels_total) {
+    fail_fit(name(), "n_labels", "n_labels must satisfy 1 < n_labels <= ", n_labels_total,
+             " (the number of labels in ", context.source, "), got ", n_labels_);
   }
   // Checked after the arguments so that a bad argument is reported first.
   groups_.require_items_per_label(context, name(), 2);

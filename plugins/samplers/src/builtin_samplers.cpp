@@ -1,5 +1,6 @@
 #include "oml/samplers/builtin_samplers.h"
 
+#include "oml/config/args_reader.h"
 #include "oml/registry/registries.h"
 #include "oml/samplers/balance_sampler.h"
 #include "oml/samplers/category_balance_sampler.h"
@@ -10,58 +11,50 @@ namespace oml::samplers {
 
 namespace {
 
-IndexSamplerOptions read_index_options(const config::Node& args, const std::string& name) {
+using SamplerPtr = std::shared_ptr<data::Sampler>;
+
+// sequential and random: `sampler` is the name.
+IndexSamplerOptions parse_index_options(config::ArgsReader& reader, const std::string& sampler) {
   IndexSamplerOptions options;
-  config::MapReader reader(args, "sampler '" + name + "' args");
   reader.optional("batch_size", options.batch_size).optional("drop_last", options.drop_last);
-  reader.finish();
+  reader.check([&] { check_options(options, sampler); });
   return options;
 }
 
-std::shared_ptr<data::Sampler> make_sequential(const config::Node& args,
-                                               const data::SamplerContext& context) {
-  const auto options = read_index_options(args, "sequential");
-  return std::make_shared<SequentialSampler>(context, options);
-}
-
-std::shared_ptr<data::Sampler> make_random(const config::Node& args, const data::SamplerContext& context) {
-  const auto options = read_index_options(args, "random");
-  return std::make_shared<RandomSampler>(context, options);
-}
-
-std::shared_ptr<data::Sampler> make_balance(const config::Node& args, const data::SamplerContext& context) {
+BalanceOptions parse_balance(config::ArgsReader& reader) {
   BalanceOptions options;
-  config::MapReader reader(args, "sampler 'balance' args");
   reader.required("n_labels", options.n_labels)
       .required("n_instances", options.n_instances)
       .optional("epoch_size", options.epoch_size);
-  reader.finish();
-  return std::make_shared<BalanceSampler>(context, options);
+  reader.check([&] { check_options(options); });
+  return options;
 }
 
-std::shared_ptr<data::Sampler> make_category_balance(const config::Node& args,
-                                                     const data::SamplerContext& context) {
+CategoryBalanceOptions parse_category_balance(config::ArgsReader& reader) {
   CategoryBalanceOptions options;
-  config::MapReader reader(args, "sampler 'category_balance' args");
   reader.required("n_categories", options.n_categories)
       .required("n_labels", options.n_labels)
       .required("n_instances", options.n_instances)
       .optional("resample_labels", options.resample_labels)
       .optional("weight_categories", options.weight_categories);
-  reader.finish();
-  return std::make_shared<CategoryBalanceSampler>(context, options);
+  reader.check([&] { check_options(options); });
+  return options;
 }
 
-std::shared_ptr<data::Sampler> make_distinct_category_balance(const config::Node& args,
-                                                              const data::SamplerContext& context) {
+DistinctCategoryBalanceOptions parse_distinct_category_balance(config::ArgsReader& reader) {
   DistinctCategoryBalanceOptions options;
-  config::MapReader reader(args, "sampler 'distinct_category_balance' args");
   reader.required("n_categories", options.n_categories)
       .required("n_labels", options.n_labels)
       .required("n_instances", options.n_instances)
       .required("epoch_size", options.epoch_size);
-  reader.finish();
-  return std::make_shared<DistinctCategoryBalanceSampler>(context, options);
+  reader.check([&] { check_options(options); });
+  return options;
+}
+
+// The build of every built-in sampler: its constructor from the options and the data.
+template <class Sampler, class Options>
+SamplerPtr build(const Options& options, const data::SamplerContext& context) {
+  return std::make_shared<Sampler>(context, options);
 }
 
 std::string origin_of(const std::string& name) {
@@ -75,16 +68,21 @@ std::string origin_of(const std::string& name) {
 
 void register_builtin_samplers(Registries& registries) {
   auto& r = registries.samplers;
-  r.add("sequential", make_sequential,
-        "rows in dataframe order; args: batch_size (default bs_train), drop_last=false");
-  r.add("random", make_random,
-        "a fresh permutation of the rows each epoch; args: batch_size (default bs_train), drop_last=false");
-  r.add("balance", make_balance,
+  r.add(
+      "sequential", [](config::ArgsReader& reader) { return parse_index_options(reader, "sequential"); },
+      build<SequentialSampler, IndexSamplerOptions>,
+      "rows in dataframe order; args: batch_size (default bs_train), drop_last=false");
+  r.add(
+      "random", [](config::ArgsReader& reader) { return parse_index_options(reader, "random"); },
+      build<RandomSampler, IndexSamplerOptions>,
+      "a fresh permutation of the rows each epoch; args: batch_size (default bs_train), drop_last=false");
+  r.add("balance", parse_balance, build<BalanceSampler, BalanceOptions>,
         "P x K batches, no label repeated within an epoch; args: n_labels, n_instances, epoch_size=L//P");
-  r.add("category_balance", make_category_balance,
+  r.add("category_balance", parse_category_balance, build<CategoryBalanceSampler, CategoryBalanceOptions>,
         "C categories x P labels x K items per batch; args: n_categories, n_labels, n_instances, "
         "resample_labels=false, weight_categories=true");
-  r.add("distinct_category_balance", make_distinct_category_balance,
+  r.add("distinct_category_balance", parse_distinct_category_balance,
+        build<DistinctCategoryBalanceSampler, DistinctCategoryBalanceOptions>,
         "C x P x K batches using every label of a category before repeating; args: n_categories, n_labels, "
         "n_instances, epoch_size");
 }
@@ -98,7 +96,7 @@ std::shared_ptr<data::Sampler> build_sampler(const std::optional<config::Compone
   }
   const auto& samplers = registries().samplers;
   samplers.require(*spec);
-  // The registry names the plugin when a factory throws (Registry::create).
+  // The registry names the plugin when its parse or build throws (Registry::create).
   const std::shared_ptr<data::Sampler> sampler = samplers.create(*spec, context);
   OML_CHECK(sampler != nullptr, PluginError, "sampler '", spec->name, "' (", origin_of(spec->name),
             ") returned no sampler");

@@ -7,13 +7,18 @@
 
 namespace oml::samplers {
 
+void check_options(const CategoryBalanceOptions& options) {
+  detail::check_category_options("category_balance", options.n_categories, options.n_labels,
+                                 options.n_instances);
+}
+
 CategoryBalanceSampler::CategoryBalanceSampler(const data::SamplerContext& context,
                                                const CategoryBalanceOptions& options)
     : options_(options), seed_(context.seed) {
+  check_options(options);
   groups_ = LabelGroups::build(context, name());
   categories_ = CategoryGroups::build(context, groups_, name());
-  detail::check_category_args(name(), context, groups_, categories_, options.n_categories, options.n_labels,
-                              options.n_instances);
+  detail::check_category_fit(name(), context, groups_, categories_, options.n_categories, options.n_labels);
   if (!options.resample_labels) {
     detail::require_labels_per_category(name(), context, categories_, options.n_labels,
                                         "; lower n_labels or set resample_labels: true");

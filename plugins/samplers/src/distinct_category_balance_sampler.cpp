@@ -10,15 +10,20 @@ namespace oml::samplers {
 DistinctCategoryBalanceSampler::DistinctCategoryBalanceSampler(const data::SamplerContext& context,
                                                                const DistinctCategoryBalanceOptions& options)
     : options_(options), seed_(context.seed) {
+  check_options(options);
   groups_ = LabelGroups::build(context, name());
   categories_ = CategoryGroups::build(context, groups_, name());
-  detail::check_category_args(name(), context, groups_, categories_, options.n_categories, options.n_labels,
-                              options.n_instances);
+  detail::check_category_fit(name(), context, groups_, categories_, options.n_categories, options.n_labels);
   // A category short of unused labels tops up from its used ones, so it needs P labels in all.
   detail::require_labels_per_category(name(), context, categories_, options.n_labels,
                                       "; every category needs at least n_labels labels");
+}
+
+void check_options(const DistinctCategoryBalanceOptions& options) {
+  const std::string sampler = "distinct_category_balance";
+  detail::check_category_options(sampler, options.n_categories, options.n_labels, options.n_instances);
   if (options.epoch_size < 1) {
-    fail_argument(name(), "epoch_size", "epoch_size (batches per epoch) must be >= 1, got ",
+    fail_argument(sampler, "epoch_size", "epoch_size (batches per epoch) must be >= 1, got ",
                   options.epoch_size);
   }
 }

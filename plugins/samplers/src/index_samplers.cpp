@@ -15,21 +15,26 @@ struct Checked {
 
 Checked check_index_sampler(const std::string& sampler, const data::SamplerContext& context,
                             const IndexSamplerOptions& options) {
+  check_options(options, sampler);
   const int64_t n = static_cast<int64_t>(context.labels.size());
   OML_CHECK(n > 0, DataError, "sampler '", sampler, "': ", context.source, " has no rows to sample");
   if (!options.batch_size && context.default_batch_size <= 0) {
-    fail_argument(sampler, "batch_size",
-                  "batch_size is required (no default batch size, e.g. bs_train, is set)");
+    fail_fit(sampler, "batch_size", "batch_size is required (no default batch size, e.g. bs_train, is set)");
   }
   const int64_t batch_size = options.batch_size.value_or(context.default_batch_size);
-  if (batch_size < 1) fail_argument(sampler, "batch_size", "batch_size must be >= 1, got ", batch_size);
   if (options.drop_last && n < batch_size) {
-    fail_argument(sampler, "batch_size", "with drop_last, batch_size ", batch_size, " is larger than the ", n,
-                  " rows of ", context.source, ", so an epoch would have no batch");
+    fail_fit(sampler, "batch_size", "with drop_last, batch_size ", batch_size, " is larger than the ", n,
+             " rows of ", context.source, ", so an epoch would have no batch");
   }
   return {n, batch_size};
 }
 }  // namespace
+
+void check_options(const IndexSamplerOptions& options, const std::string& sampler) {
+  if (options.batch_size && *options.batch_size < 1) {
+    fail_argument(sampler, "batch_size", "batch_size must be >= 1, got ", *options.batch_size);
+  }
+}
 
 SequentialSampler::SequentialSampler(const data::SamplerContext& context, const IndexSamplerOptions& options)
     : drop_last_(options.drop_last) {

@@ -25,9 +25,11 @@ class MapReader {
   /// `map` may be undefined or null (treated as an empty mapping); anything else but a
   /// mapping is a ConfigError. `what` names the map in messages ("sampler 'balance' args").
   /// With `errors`, a bad value of one key (and every unknown key at finish()) is collected
-  /// there and reading goes on with the next key, the field keeping its default. Without it,
-  /// during an args check (config/args_check.h) the check's list is used.
+  /// there and reading goes on with the next key, the field keeping its default.
   explicit MapReader(Node map, std::string what = "", ErrorList* errors = nullptr);
+  virtual ~MapReader() = default;
+  MapReader(const MapReader&) = default;
+  MapReader& operator=(const MapReader&) = default;
 
   /// Reads `key` into `field` when present; leaves the default when absent or null
   /// (`key: null` / `key: ~` in YAML means "use the default").
@@ -71,21 +73,24 @@ class MapReader {
   MapReader& known(const std::vector<std::string>& keys);
 
   /// Throws ConfigError for the first key that was never taken, listing the accepted keys
-  /// (with an ErrorList: collects one for each such key). The factory's own reader in an args
-  /// check then throws config::ArgsChecked: the check ends here, before anything is built.
+  /// (with an ErrorList: collects one for each such key). Checks once: later calls do nothing.
   void finish() const;
 
   const Node& node() const { return map_; }
 
+ protected:
+  /// Adds a problem to the list (only called with one): ArgsReader adds its origin note.
+  virtual void collect(ConfigError error) const;
+
  private:
-  // Runs `read`: its ConfigError is thrown, or collected in errors_ when there is a list.
+  // Runs `read`: its ConfigError is thrown, or collected when there is a list.
   void guard(const std::function<void()>& read);
 
   Node map_;
   std::string what_;
   std::vector<std::string> accepted_;
   ErrorList* errors_ = nullptr;
-  bool ends_args_check_ = false;
+  mutable bool finished_ = false;
 };
 
 /// A component reference: `{name: balance, args: {n_labels: 8}}`.

@@ -55,7 +55,7 @@ namespace oml::data {
 /// A batch: dataset indices (rows of the sampled split), in the order they are loaded.
 using Batch = std::vector<int64_t>;
 
-/// What a sampler factory receives besides its YAML args.
+/// What a sampler's build receives besides its parsed args.
 struct SamplerContext {
   /// Label of every row of the sampled split, in dataframe order, remapped to 0..L-1.
   std::vector<int64_t> labels;

@@ -13,6 +13,9 @@ struct ArcFaceOptions {
   double smoothing_epsilon = 0.0;  ///< label smoothing, 0 <= eps < 1
 };
 
+/// config::ArgumentError naming the first bad field (in_features and num_classes only when set).
+void check_options(const ArcFaceOptions& options);
+
 /// ArcFace: logits = s * cos(theta + m) for the true class and s * cos(theta) for the others,
 /// theta the angle between the normalised embedding and the normalised class weight
 /// (parameter `weight` [num_classes, in_features]); cross-entropy with targets

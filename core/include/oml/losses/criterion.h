@@ -8,7 +8,7 @@
 
 namespace oml::losses {
 
-/// What a loss factory may need from the pipeline.
+/// What a loss's build may need from the pipeline.
 struct CriterionContext {
   int64_t embedding_size = 0;  ///< the extractor's feat_dim()
   int64_t num_classes = 0;     ///< number of train labels (labels are 0..num_classes-1)

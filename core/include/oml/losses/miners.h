@@ -16,6 +16,8 @@ namespace oml::losses {
 class AllTripletsMiner : public TripletMiner {
  public:
   explicit AllTripletsMiner(int64_t max_output_triplets = 512);
+  /// config::ArgumentError unless max_output_triplets > 0.
+  static void check(int64_t max_output_triplets);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
 
  private:
@@ -37,6 +39,8 @@ using HardnessRange = std::pair<int64_t, int64_t>;
 class NHardTripletsMiner : public TripletMiner {
  public:
   NHardTripletsMiner(HardnessRange positive, HardnessRange negative);
+  /// config::ArgumentError unless both ranges are 1 <= a <= b.
+  static void check(HardnessRange positive, HardnessRange negative);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
 
  private:
@@ -56,6 +60,8 @@ class HardClusterMiner : public TripletMiner {
 class TripletsWithMemoryMiner : public TripletMiner {
  public:
   TripletsWithMemoryMiner(int64_t bank_size_in_batches, int64_t tri_expand_k);
+  /// config::ArgumentError unless both are >= 1.
+  static void check(int64_t bank_size_in_batches, int64_t tri_expand_k);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
 
  private:
@@ -68,6 +74,8 @@ class TripletsWithMemoryMiner : public TripletMiner {
 class MinerWithBank : public TripletMiner {
  public:
   MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner);
+  /// config::ArgumentError unless bank_size_in_batches >= 1.
+  static void check(int64_t bank_size_in_batches);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
 
  private:

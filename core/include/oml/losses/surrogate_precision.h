@@ -12,6 +12,9 @@ struct SurrogatePrecisionOptions {
   int64_t chunk_size = 64;     ///< anchors processed together (memory chunk x B x B)
 };
 
+/// config::ArgumentError naming the first bad field.
+void check_options(const SurrogatePrecisionOptions& options);
+
 /// 1 - smoothed precision@k (docs/metrics.md#metrics's precision@k with ranks replaced by sigmoids):
 /// rank(i, j) = 1 + sum_{l != i, j} sigmoid((d(i,j) - d(i,l)) / t1), hit(i, j) = sigmoid((k + 1/2 -
 /// rank) / t2), precision_i = sum_{j positive} hit(i, j) / min(k, #positives of i); averaged over

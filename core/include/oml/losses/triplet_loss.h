@@ -16,6 +16,9 @@ struct TripletOptions {
   std::string reduction = "mean";      ///< mean | sum
 };
 
+/// config::ArgumentError naming the first bad field.
+void check_options(const TripletOptions& options);
+
 /// relu(margin + d(a,p) - d(a,n)) over the miner's triplets. Logs: `active_tri` (fraction of
 /// triplets with a positive loss), `pos_dist`, `neg_dist` (mean d(a,p), d(a,n)), `n_triplets`.
 class TripletLossWithMinerImpl : public Criterion {

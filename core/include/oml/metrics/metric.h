@@ -10,11 +10,11 @@
 //
 // ## Contract (what an implementation must provide and guarantee)
 //
-// Factory. `Metric`s are built by their factory from the whole `metric_args:` mapping, which
-// all metrics share. A factory reads its own keys through MetricContext::args (reading a key
-// declares it: a key no metric reads is an error that lists every metric's keys), checks their
-// values there — once per run; a bad value is config::fail_argument(...) naming the key — and
-// returns nullptr when the args ask for nothing of it (e.g. an empty list of k values). Keys
+// Parse and build (oml/registry/registry.h). All metrics share one args mapping, `metric_args:`:
+// a metric's parse reads its own keys from it through the shared reader (reading a key declares
+// it: a key no metric reads is an error that lists every metric's keys) and checks their values
+// (a bad value is config::check_argument(...) naming the key). Its build returns nullptr when
+// the options ask for nothing of it (e.g. an empty list of k values); it has no context. Keys
 // are `<metric>_<what>` (`cmc_top_k`) so that metrics do not collide.
 //
 // Names. names() are the key stems the metric reports, fixed at construction: "cmc/1",
@@ -45,20 +45,10 @@
 #include "oml/retrieval/detail/distance_blocks.h"
 #include "oml/retrieval/retrieval_results.h"
 
-namespace oml::config {
-class MapReader;
-}  // namespace oml::config
-
 namespace oml::metrics {
 
 /// The reporting group of every query and of metrics without categories.
 inline const std::string kOverall = "OVERALL";
-
-/// What a metric factory receives besides the `metric_args:` node.
-struct MetricContext {
-  /// The reader of `metric_args:` shared by every metric: read your keys with it.
-  config::MapReader* args = nullptr;
-};
 
 /// The inputs of a pair pass (see Metric::start_pair_pass): the distance engine's view of one
 /// validation.

@@ -23,6 +23,9 @@ struct ConvNetOptions {
   std::string weights;                        ///< file to load ("" = random init)
 };
 
+/// config::ArgumentError naming the first bad field.
+void check_options(const ConvNetOptions& options);
+
 /// Stages of [conv3x3-bn-relu, conv3x3-bn-relu, maxpool2 (all but the last stage)], then
 /// global pooling and a linear projection. Names: `stages.<i>.<j>.*`, `proj.*`.
 class ConvNetImpl : public Extractor {

@@ -23,6 +23,9 @@ struct ExtractorWithMLPOptions {
   std::string weights;  ///< file or zoo name with weights of the whole model (backbone + mlp)
 };
 
+/// config::ArgumentError naming the first bad field.
+void check_options(const ExtractorWithMLPOptions& options);
+
 /// OML's ExtractorWithMLP, with its state dict names, so that its checkpoints (and OML's zoo
 /// model vits16_224_mlp_384_inshop) load here and ours load there with strict=True:
 /// - the backbone under `extractor.` and, for backbones OML wraps (vit, resnet: see

@@ -29,6 +29,8 @@ class PairwiseModel : public torch::nn::Module {
 class LinearSiameseImpl : public PairwiseModel {
  public:
   LinearSiameseImpl(int64_t feat_dim, bool identity_init);
+  /// config::ArgumentError unless feat_dim > 0.
+  static void check(int64_t feat_dim);
   torch::Tensor forward(torch::Tensor x1, torch::Tensor x2) override;
   torch::Tensor predict(torch::Tensor x1, torch::Tensor x2) override { return forward(x1, x2); }
   bool takes_images() const override { return false; }
@@ -59,6 +61,8 @@ class ConcatSiameseImpl : public PairwiseModel {
  public:
   ConcatSiameseImpl(std::shared_ptr<Extractor> extractor, std::vector<int64_t> mlp_hidden_dims,
                     bool use_tta_swap);
+  /// config::ArgumentError unless every hidden size is > 0.
+  static void check(const std::vector<int64_t>& mlp_hidden_dims);
   torch::Tensor forward(torch::Tensor x1, torch::Tensor x2) override;
   torch::Tensor predict(torch::Tensor x1, torch::Tensor x2) override;
   bool takes_images() const override { return true; }

@@ -25,6 +25,10 @@ struct ResNetOptions {
   std::string weights;              ///< file or zoo name (resnet50_imagenet1k_v1, ...); "" = random init
 };
 
+/// config::ArgumentError naming the first bad field (a zoo name for another arch included);
+/// reads no file.
+void check_options(const ResNetOptions& options);
+
 class ResNetImpl : public Extractor {
  public:
   explicit ResNetImpl(ResNetOptions options = {});

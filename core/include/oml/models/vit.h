@@ -26,6 +26,9 @@ struct ViTOptions {
   bool use_multi_scale = false;     ///< mean of the embeddings at scales 1, 1/sqrt(2), 1/2
 };
 
+/// config::ArgumentError for an unknown arch or a zoo name for another arch; reads no file.
+void check_options(const ViTOptions& options);
+
 /// The numbers that make an arch: what DINO's vit_small/vit_base and DINOv2's
 /// vit_small/vit_base/vit_large with their hub settings use.
 struct ViTArch {
@@ -45,7 +48,7 @@ struct ViTArch {
 
 /// vits8 vits16 vitb8 vitb16 vits14 vitb14 vitl14 vits14_reg vitb14_reg vitl14_reg.
 const std::vector<std::string>& vit_arch_names();
-/// ConfigError listing the known names when `name` is not one.
+/// config::ArgumentError (key `arch`) listing the known names when `name` is not one.
 ViTArch vit_arch(const std::string& name);
 
 /// One transformer block. DINO: x + attn(norm1(x)), then x + mlp(norm2(x)); DINOv2 scales each

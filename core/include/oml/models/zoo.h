@@ -31,10 +31,15 @@ std::filesystem::path weights_dir();
 /// The config's `weights_dir` ("" = the default above); commands call it once at start.
 void set_weights_dir(const std::filesystem::path& dir);
 
+/// config::ArgumentError (key `weights`) when `weights` is a zoo name for another extractor or
+/// arch; nothing for a zoo name that fits, a path or "". Reads no file.
+void check_zoo_weights(const std::string& weights, const std::string& extractor, const std::string& arch);
+
 /// `weights` as a file to read: "" and paths stay as they are; a zoo name for `extractor` becomes
 /// <weights_dir>/<file> (also accepted: <weights_dir>/torch/checkpoints/<file>, where OML keeps its
 /// downloads, and the file name of the download URL). ConfigError when the name is for another
-/// extractor or arch; DataError naming the expected path and the URL when the file is missing.
+/// extractor or arch (check_zoo_weights); DataError naming the expected path and the URL when the file is
+/// missing.
 std::string resolve_weights(const std::string& weights, const std::string& extractor,
                             const std::string& arch);
 

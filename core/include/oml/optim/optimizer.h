@@ -1,5 +1,5 @@
 #pragma once
-// Optimizer factories: `optimizer: {name: adam, args: {lr: 1e-4, loss_lr: 1e-2}}`.
+// Optimizers: `optimizer: {name: adam, args: {lr: 1e-4, loss_lr: 1e-2}}`.
 
 #include <torch/types.h>
 

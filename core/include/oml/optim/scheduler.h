@@ -13,7 +13,7 @@ class Optimizer;
 
 namespace oml::optim {
 
-/// What a scheduler factory gets from the pipeline.
+/// What a scheduler's build gets from the pipeline.
 struct SchedulerContext {
   torch::optim::Optimizer* optimizer = nullptr;  ///< required
   int64_t total_steps = 0;  ///< scheduler steps in the whole run (epochs or batches, per interval)

@@ -2,6 +2,7 @@
 // The built-in schedulers. Formulas follow torch.optim.lr_scheduler's closed forms; t is the
 // number of step() calls so far, base the group's lr when the scheduler was built.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@ namespace oml::optim {
 class StepScheduler : public Scheduler {
  public:
   StepScheduler(torch::optim::Optimizer& optimizer, int64_t step_size, double gamma);
+  /// config::ArgumentError unless step_size >= 1.
+  static void check(int64_t step_size);
 
  protected:
   double lr_at(int64_t t, std::size_t, double base) const override;
@@ -27,6 +30,8 @@ class StepScheduler : public Scheduler {
 class MultiStepScheduler : public Scheduler {
  public:
   MultiStepScheduler(torch::optim::Optimizer& optimizer, std::vector<int64_t> milestones, double gamma);
+  /// config::ArgumentError unless the milestones increase.
+  static void check(const std::vector<int64_t>& milestones);
 
  protected:
   double lr_at(int64_t t, std::size_t, double base) const override;
@@ -41,6 +46,8 @@ class MultiStepScheduler : public Scheduler {
 class ExponentialScheduler : public Scheduler {
  public:
   ExponentialScheduler(torch::optim::Optimizer& optimizer, double gamma);
+  /// config::ArgumentError unless gamma > 0.
+  static void check(double gamma);
 
  protected:
   double lr_at(int64_t t, std::size_t, double base) const override;
@@ -57,6 +64,8 @@ class CosineAnnealingScheduler : public Scheduler {
  public:
   CosineAnnealingScheduler(torch::optim::Optimizer& optimizer, int64_t t_max, double eta_min,
                            int64_t warmup_steps, double warmup_start_factor);
+  /// config::ArgumentError naming the first bad argument (t_max only when given).
+  static void check(std::optional<int64_t> t_max, int64_t warmup_steps, double warmup_start_factor);
 
  protected:
   double lr_at(int64_t t, std::size_t, double base) const override;
@@ -74,6 +83,9 @@ class OneCycleScheduler : public Scheduler {
  public:
   OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t total_steps, double pct_start,
                     double div_factor, double final_div_factor);
+  /// config::ArgumentError naming the first bad argument (total_steps only when given).
+  static void check(std::optional<int64_t> total_steps, double pct_start, double div_factor,
+                    double final_div_factor);
 
  protected:
   double lr_at(int64_t t, std::size_t, double base) const override;
@@ -92,6 +104,9 @@ struct PlateauOptions {
   int64_t cooldown = 0;      ///< steps to wait after a reduction
   double min_lr = 0.0;
 };
+
+/// config::ArgumentError naming the first bad field.
+void check_options(const PlateauOptions& options);
 
 /// torch's ReduceLROnPlateau (relative threshold): needs the monitored metric at every step.
 class ReduceOnPlateauScheduler : public Scheduler {

@@ -5,9 +5,11 @@
 //
 //   #include "oml/registry/plugin.h"
 //   static void register_components(oml::Registries& r) {
-//     r.samplers.add("my_sampler", make_my_sampler, "what it does");
+//     r.samplers.add("my_sampler", parse_my_sampler, build_my_sampler, "what it does");
 //   }
 //   OML_PLUGIN("my_plugin", "1.0.0", register_components)
+//
+// Components come in two phases, parse and build, with the contract of oml/registry/registry.h.
 //
 // Loading checks each step and reports which one failed: the file is missing or cannot be
 // opened (with the system's reason), there is no entry point, the plugin was built for another
@@ -22,7 +24,9 @@
 
 /// Bumped whenever Registries or a component interface changes in a way that breaks plugins.
 /// 2: Registries gained `metrics` (the metric interface, oml/metrics/metric.h).
-#define OML_PLUGIN_API_VERSION 2u
+/// 3: components in two phases: add(name, parse, build, help) instead of one factory; metrics
+///    read `metric_args:` in their parse (MetricContext is gone).
+#define OML_PLUGIN_API_VERSION 3u
 
 extern "C" {
 struct OmlPluginInfo {

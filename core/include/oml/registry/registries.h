@@ -40,7 +40,6 @@ struct BackendContext;
 }  // namespace retrieval
 namespace metrics {
 class Metric;
-struct MetricContext;
 }  // namespace metrics
 namespace report {
 class RunLogger;
@@ -62,7 +61,7 @@ struct Registries {
   Registry<std::shared_ptr<retrieval::RetrievalBackend>, retrieval::BackendContext> retrieval_backends{
       "retrieval backend"};
   /// Every registered metric is configured from `metric_args:` (metrics/metric_table.h).
-  Registry<std::shared_ptr<metrics::Metric>, metrics::MetricContext> metrics{"metric"};
+  Registry<std::shared_ptr<metrics::Metric>> metrics{"metric"};
   Registry<std::shared_ptr<report::RunLogger>, report::LoggerContext> loggers{"logger"};
 
   /// Calls `visit(kind_title, infos)` for every registry, in a fixed order (for listings).

@@ -42,7 +42,7 @@ class RunLogger {
   virtual void log_image(const std::string& tag, const EncodedImage& image, int64_t step) = 0;
 };
 
-/// What a logger factory gets besides its args.
+/// What a logger's build gets besides its args.
 struct LoggerContext {
   std::filesystem::path run_dir;  ///< the run directory (created already)
   /// Set when a run is resumed from its checkpoint at this step: anything the logger finds in

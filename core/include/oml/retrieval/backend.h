@@ -30,7 +30,7 @@ class ProcessGroup;
 
 namespace oml::retrieval {
 
-/// What a backend factory may use besides its args.
+/// What a backend's build may use besides its args.
 struct BackendContext {
   uint64_t seed = 42;  ///< seeds training samples (IVF) and level draws (HNSW): same data, same index
   /// The run's GPU (from `accelerator`), -1 = the CPU. With a GPU Faiss in the build

@@ -22,7 +22,7 @@ namespace oml::retrieval {
 using PairScorer = std::function<std::vector<float>(const std::vector<int64_t>& query_ids,
                                                     const std::vector<int64_t>& gallery_ids)>;
 
-/// What a postprocessor factory may use besides its args.
+/// What a postprocessor's build may use besides its args.
 struct PostprocessorContext {
   /// The configured pairwise model as a scorer; empty when the config has no pairwise model.
   PairScorer pairwise_scores;
@@ -57,6 +57,8 @@ std::shared_ptr<Postprocessor> make_constant_thresholding(const ConstantThreshol
 struct AdaptiveThresholdingOptions {
   double n_std = 0.0;
 };
+/// config::ArgumentError unless n_std > 0.
+void check_options(const AdaptiveThresholdingOptions& options);
 std::shared_ptr<Postprocessor> make_adaptive_thresholding(const AdaptiveThresholdingOptions& options);
 
 /// `pairwise_reranker` (docs/metrics.md#pairwise-re-ranking) — re-scores the first min(top_n, R)
@@ -68,6 +70,8 @@ struct PairwiseRerankerOptions {
   int64_t top_n = 5;
   int64_t batch_size = 128;
 };
+/// config::ArgumentError naming the first bad field.
+void check_options(const PairwiseRerankerOptions& options);
 std::shared_ptr<Postprocessor> make_pairwise_reranker(const PairwiseRerankerOptions& options,
                                                       PairScorer scorer);
 

@@ -18,12 +18,6 @@ std::vector<T> without_repeats(const std::vector<T>& values) {
 }
 }  // namespace
 
-config::MapReader& args_of(const MetricContext& context) {
-  OML_ASSERT(context.args != nullptr,
-             "metric factories are called by configure_metrics, which gives the reader");
-  return *context.args;
-}
-
 TopKMetric::TopKMetric(std::string metric, std::vector<int64_t> ks, PerQueryAtK at_k)
     : metric_(std::move(metric)), ks_(std::move(ks)), at_k_(at_k) {}
 
@@ -41,25 +35,30 @@ MetricValues TopKMetric::compute(const MetricInputs& inputs) const {
   return values;
 }
 
-std::shared_ptr<Metric> make_top_k_metric(const MetricContext& context, const std::string& metric,
-                                          std::vector<int64_t> ks, PerQueryAtK at_k) {
+std::vector<int64_t> read_top_k(config::ArgsReader& args, const std::string& metric,
+                                std::vector<int64_t> ks) {
   const std::string key = metric + "_top_k";
-  args_of(context).optional(key, ks);
+  args.optional(key, ks);
   for (const int64_t k : ks) {
     config::check_argument(k >= 1, "metric '" + metric + "'", key, "k values must be positive integers, got ",
                            k);
   }
-  if (ks.empty()) return nullptr;
-  return std::make_shared<TopKMetric>(metric, without_repeats(ks), at_k);
+  return without_repeats(ks);
 }
 
-std::vector<double> read_fractions(const MetricContext& context, const std::string& metric,
+std::shared_ptr<Metric> top_k_metric(const std::string& metric, const std::vector<int64_t>& ks,
+                                     PerQueryAtK at_k) {
+  if (ks.empty()) return nullptr;
+  return std::make_shared<TopKMetric>(metric, ks, at_k);
+}
+
+std::vector<double> read_fractions(config::ArgsReader& args, const std::string& metric,
                                    const std::string& key, const std::string& alias) {
   std::vector<double> values;
   if (alias.empty()) {
-    args_of(context).optional(key, values);
+    args.optional(key, values);
   } else {
-    args_of(context).optional(key, alias, values);
+    args.optional(key, alias, values);
   }
   for (const double v : values) {
     config::check_argument(v >= 0.0 && v <= 1.0, "metric '" + metric + "'", key,

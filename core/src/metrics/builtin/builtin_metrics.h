@@ -6,13 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "oml/config/reader.h"
+#include "oml/config/args_reader.h"
 #include "oml/metrics/metric.h"
+#include "oml/registry/registry.h"
 
 namespace oml::metrics::builtin {
-
-/// The `metric_args:` reader the table passes to every metric factory.
-config::MapReader& args_of(const MetricContext& context);
 
 /// A per-query metric at k (cmc_at_k, precision_at_k, ...).
 using PerQueryAtK = std::vector<double> (*)(const QueryHits& hits, int64_t k);
@@ -31,14 +29,28 @@ class TopKMetric final : public Metric {
   PerQueryAtK at_k_;
 };
 
-/// A TopKMetric over the k values of `<metric>_top_k` (default `ks`), each checked to be a
-/// positive integer; nullptr for an empty list.
-std::shared_ptr<Metric> make_top_k_metric(const MetricContext& context, const std::string& metric,
-                                          std::vector<int64_t> ks, PerQueryAtK at_k);
+/// The k values of `<metric>_top_k` (default `ks`), each checked to be a positive integer,
+/// a repeated value once.
+std::vector<int64_t> read_top_k(config::ArgsReader& args, const std::string& metric, std::vector<int64_t> ks);
+/// A TopKMetric over `ks`; nullptr for an empty list (the config asks nothing of the metric).
+std::shared_ptr<Metric> top_k_metric(const std::string& metric, const std::vector<int64_t>& ks,
+                                     PerQueryAtK at_k);
 
 /// The values of `key` (or of its other name `alias`; default: none), each checked to be a
-/// fraction in [0, 1].
-std::vector<double> read_fractions(const MetricContext& context, const std::string& metric,
+/// fraction in [0, 1], a repeated value once.
+std::vector<double> read_fractions(config::ArgsReader& args, const std::string& metric,
                                    const std::string& key, const std::string& alias = "");
+
+// Each built-in: parse (its keys of `metric_args:`) and build, one file each.
+std::vector<int64_t> parse_cmc(config::ArgsReader& args);
+std::shared_ptr<Metric> build_cmc(const std::vector<int64_t>& ks, const NoContext&);
+std::vector<int64_t> parse_precision(config::ArgsReader& args);
+std::shared_ptr<Metric> build_precision(const std::vector<int64_t>& ks, const NoContext&);
+std::vector<int64_t> parse_map(config::ArgsReader& args);
+std::shared_ptr<Metric> build_map(const std::vector<int64_t>& ks, const NoContext&);
+std::vector<double> parse_fnmr(config::ArgsReader& args);
+std::shared_ptr<Metric> build_fnmr(const std::vector<double>& fmr_vals, const NoContext&);
+std::vector<double> parse_pcf(config::ArgsReader& args);
+std::shared_ptr<Metric> build_pcf(const std::vector<double>& variances, const NoContext&);
 
 }  // namespace oml::metrics::builtin

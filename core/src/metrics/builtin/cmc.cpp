@@ -3,8 +3,10 @@
 
 namespace oml::metrics::builtin {
 
-std::shared_ptr<Metric> make_cmc(const config::Node& /*metric_args*/, const MetricContext& context) {
-  return make_top_k_metric(context, "cmc", {1, 5}, cmc_at_k);
+std::vector<int64_t> parse_cmc(config::ArgsReader& args) { return read_top_k(args, "cmc", {1, 5}); }
+
+std::shared_ptr<Metric> build_cmc(const std::vector<int64_t>& ks, const NoContext&) {
+  return top_k_metric("cmc", ks, cmc_at_k);
 }
 
 }  // namespace oml::metrics::builtin

@@ -62,10 +62,11 @@ class FnmrMetric final : public Metric {
 
 }  // namespace
 
-std::shared_ptr<Metric> make_fnmr(const config::Node& /*metric_args*/, const MetricContext& context) {
-  std::vector<double> fmr_vals = read_fractions(context, "fnmr", "fmr_vals");
+std::vector<double> parse_fnmr(config::ArgsReader& args) { return read_fractions(args, "fnmr", "fmr_vals"); }
+
+std::shared_ptr<Metric> build_fnmr(const std::vector<double>& fmr_vals, const NoContext&) {
   if (fmr_vals.empty()) return nullptr;
-  return std::make_shared<FnmrMetric>(std::move(fmr_vals));
+  return std::make_shared<FnmrMetric>(fmr_vals);
 }
 
 }  // namespace oml::metrics::builtin

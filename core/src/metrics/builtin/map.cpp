@@ -3,8 +3,10 @@
 
 namespace oml::metrics::builtin {
 
-std::shared_ptr<Metric> make_map(const config::Node& /*metric_args*/, const MetricContext& context) {
-  return make_top_k_metric(context, "map", {5}, map_at_k);
+std::vector<int64_t> parse_map(config::ArgsReader& args) { return read_top_k(args, "map", {5}); }
+
+std::shared_ptr<Metric> build_map(const std::vector<int64_t>& ks, const NoContext&) {
+  return top_k_metric("map", ks, map_at_k);
 }
 
 }  // namespace oml::metrics::builtin

@@ -51,11 +51,13 @@ class PcfMetric final : public Metric {
 
 }  // namespace
 
-std::shared_ptr<Metric> make_pcf(const config::Node& /*metric_args*/, const MetricContext& context) {
-  std::vector<double> variances =
-      read_fractions(context, "pcf", "pcf_variance", "pfc_variance");  // OML's config spells it pfc
+std::vector<double> parse_pcf(config::ArgsReader& args) {
+  return read_fractions(args, "pcf", "pcf_variance", "pfc_variance");  // OML's config spells it pfc
+}
+
+std::shared_ptr<Metric> build_pcf(const std::vector<double>& variances, const NoContext&) {
   if (variances.empty()) return nullptr;
-  return std::make_shared<PcfMetric>(std::move(variances));
+  return std::make_shared<PcfMetric>(variances);
 }
 
 }  // namespace oml::metrics::builtin

@@ -3,8 +3,10 @@
 
 namespace oml::metrics::builtin {
 
-std::shared_ptr<Metric> make_precision(const config::Node& /*metric_args*/, const MetricContext& context) {
-  return make_top_k_metric(context, "precision", {5}, precision_at_k);
+std::vector<int64_t> parse_precision(config::ArgsReader& args) { return read_top_k(args, "precision", {5}); }
+
+std::shared_ptr<Metric> build_precision(const std::vector<int64_t>& ks, const NoContext&) {
+  return top_k_metric("precision", ks, precision_at_k);
 }
 
 }  // namespace oml::metrics::builtin

@@ -18,6 +18,10 @@ struct BalanceOptions {
   std::optional<int64_t> epoch_size;
 };
 
+/// config::ArgumentError unless n_labels > 1, n_instances > 1, epoch_size >= 1 when given: what the args
+/// alone can tell (the sampler's parse). What depends on the data is checked when the sampler is built.
+void check_options(const BalanceOptions& options);
+
 /// Each batch takes the next P labels of a shuffled pool of all labels and K items of each
 /// (smart_sample: distinct items, repeats only for labels with fewer than K). When fewer than P
 /// labels of the pool are left unused, the pool refills with all labels, freshly shuffled; with

@@ -20,8 +20,9 @@ void register_builtin_samplers(Registries& registries);
 /// The sampler of a config's `sampler:` slot, built through the registry (built-in or plugin).
 /// `sampler: null` (nullopt) means `random` with context.default_batch_size (bs_train) and
 /// drop_last true. Errors: ConfigError for an unknown name or bad args (with file:line:col),
-/// DataError when the data cannot satisfy the sampler, PluginError when a plugin's factory
-/// fails with anything but an oml error (naming the plugin) or returns no sampler.
+/// DataError when the data cannot satisfy the sampler (an argument that does not fit it placed
+/// at the argument), PluginError when a plugin's sampler fails with anything but an oml error
+/// (naming the plugin) or returns no sampler.
 std::shared_ptr<data::Sampler> build_sampler(const std::optional<config::ComponentSpec>& spec,
                                              const data::SamplerContext& context);
 

@@ -20,6 +20,10 @@ struct CategoryBalanceOptions {
   bool weight_categories = true;
 };
 
+/// config::ArgumentError unless n_categories >= 1, n_labels > 1, n_instances > 1: what the args alone can
+/// tell (the sampler's parse). What depends on the data is checked when the sampler is built.
+void check_options(const CategoryBalanceOptions& options);
+
 /// ceil(L / P) batches per epoch; each picks C distinct categories, then P labels per category
 /// and K items per label (both with smart_sample). Needs the dataframe's category column.
 class CategoryBalanceSampler final : public data::BatchSampler {

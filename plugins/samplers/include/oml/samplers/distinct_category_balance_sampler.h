@@ -19,6 +19,10 @@ struct DistinctCategoryBalanceOptions {
   int64_t epoch_size = 0;    ///< batches per epoch; >= 1 (required, as in OML)
 };
 
+/// config::ArgumentError unless n_categories >= 1, n_labels > 1, n_instances > 1, epoch_size >= 1: what the
+/// args alone can tell (the sampler's parse). What depends on the data is checked when the sampler is built.
+void check_options(const DistinctCategoryBalanceOptions& options);
+
 /// Each batch draws C distinct categories (uniformly) among those with unused labels, then P
 /// unused labels of each; a category with fewer than P unused labels gives all of them plus
 /// distinct used ones. When fewer than C categories have unused labels, every label becomes

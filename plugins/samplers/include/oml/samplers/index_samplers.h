@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "oml/data/sampler.h"
 
@@ -17,6 +18,10 @@ struct IndexSamplerOptions {
   std::optional<int64_t> batch_size;
   bool drop_last = false;
 };
+
+/// config::ArgumentError unless batch_size >= 1 when given: what the args alone can tell (the
+/// sampler's parse). What depends on the data is checked when the sampler is built.
+void check_options(const IndexSamplerOptions& options, const std::string& sampler);
 
 /// Rows 0..n-1 in dataframe order, every epoch.
 class SequentialSampler final : public data::IndexSampler {

@@ -12,11 +12,19 @@
 
 namespace oml::samplers {
 
-/// Throws config::ArgumentError "sampler '<sampler>': <message>" about argument `key`; the
-/// registry that builds the sampler puts the argument's file:line:column in front.
+/// Throws config::ArgumentError "sampler '<sampler>': <message>" about argument `key`, wrong
+/// whatever the data (a sampler's check_options, run by its parse); the registry puts the
+/// argument's file:line:column in front.
 template <class... Args>
 [[noreturn]] void fail_argument(const std::string& sampler, const std::string& key, const Args&... message) {
   config::fail_argument("sampler '" + sampler + "'", key, message...);
+}
+
+/// Throws config::ArgumentMismatch (a DataError) "sampler '<sampler>': <message>": argument
+/// `key` does not fit the data the sampler is built on; placed like fail_argument.
+template <class... Args>
+[[noreturn]] void fail_fit(const std::string& sampler, const std::string& key, const Args&... message) {
+  config::fail_fit("sampler '" + sampler + "'", key, message...);
 }
 
 /// Rows of each label. Labels are numbered by group 0..L-1 in ascending label order.
