@@ -75,11 +75,13 @@ class NdcgMetric final : public oml::metrics::Metric {
 std::vector<int64_t> parse_ndcg(oml::config::ArgsReader& args) {
   std::vector<int64_t> ks;  // default: off, so loading the plugin changes no other run
   args.optional("ndcg_top_k", ks);
-  for (const int64_t k : ks) {
-    // Points at metric_args.ndcg_top_k in the user's config (file:line:column).
-    oml::config::check_argument(k >= 1, "metric 'ndcg'", "ndcg_top_k",
-                                "k values must be positive integers, got ", k);
-  }
+  args.check([&] {  // value checks: collected, and skipped when the key itself read badly
+    for (const int64_t k : ks) {
+      // Points at metric_args.ndcg_top_k in the user's config (file:line:column).
+      oml::config::check_argument(k >= 1, "metric 'ndcg'", "ndcg_top_k",
+                                  "k values must be positive integers, got ", k);
+    }
+  });
   std::sort(ks.begin(), ks.end());  // a k listed twice is reported once: stems must be unique
   ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
   return ks;

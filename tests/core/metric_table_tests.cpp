@@ -126,6 +126,15 @@ TEST_CASE("Bad metric args are config errors that point at the key", "[metrics]"
   SECTION("a value of the wrong type") {
     CHECK_THROWS_WITH(table("{cmc_top_k: [one]}"), Contains("metric_args.cmc_top_k[0]"));
   }
+  SECTION("a key no metric reads is nobody's: not blamed on a plugin metric") {
+    register_scripted_metric();
+    try {
+      table("{cmc_topk: [1]}");
+      FAIL("no error");
+    } catch (const ConfigError& e) {
+      for (const auto& line : e.context()) CHECK_THAT(line, !Contains("comes from"));
+    }
+  }
   SECTION("a key no metric reads lists every metric's keys") {
     CHECK_THROWS_WITH(table("{cmc_topk: [1]}"),
                       Contains("metrics.yaml:1:15: metric_args.cmc_topk") &&

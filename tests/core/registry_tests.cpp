@@ -400,3 +400,43 @@ TEST_CASE("A plugin's parse that throws a foreign exception is a plugin error, r
       Contains("sampler 'fixture_foreign_parse' from plugin 'good_fixture'") &&
           Contains("failed while reading its args: parse went wrong"));
 }
+
+TEST_CASE("A nested component's mistake does not hide its owner's, and a typo hides no value check's place",
+          "[registry]") {
+  oml::register_core_components();
+  const auto problems = [](const std::string& yaml) {
+    const auto doc = Document::from_string("c: " + yaml + "\n", "n.yaml");
+    oml::config::ErrorList errors;
+    const auto spec = parse_component(doc.root()["c"], "c");
+    if (spec.name == "norm_resize_center_crop") {
+      (void)oml::registries().transforms.parse(spec, errors);
+    } else {
+      (void)oml::registries().losses.parse(spec, errors);
+    }
+    std::string all;
+    try {
+      errors.throw_if_any();
+    } catch (const oml::ConfigError& e) {
+      all = e.what();
+      for (const auto& line : e.context()) all += "\n" + line;
+    }
+    return std::make_pair(errors.size(), all);
+  };
+  // The loss's own reduction and its miner's cap: both reported.
+  const auto [count, text] = problems(
+      "{name: triplet_with_miner, args: {reduction: avg, miner: {name: all_triplets, args: "
+      "{max_output_triplets: "
+      "0}}}}");
+  INFO(text);
+  CHECK(count == 2);
+  CHECK_THAT(text,
+             Contains("c.args.reduction: loss 'triplet_with_miner': reduction must be 'mean' or 'sum'") &&
+                 Contains("c.args.miner.args.max_output_triplets"));
+  // A misspelt key is reported as such, not as the default it left failing a value check.
+  const auto [typo_count, typo] =
+      problems("{name: norm_resize_center_crop, args: {im_size: 200, crop_sise: 180}}");
+  INFO(typo);
+  CHECK(typo_count == 1);
+  CHECK_THAT(typo,
+             Contains("unknown key 'crop_sise'") && Contains("did you mean 'crop_size'") && !Contains("224"));
+}

@@ -24,6 +24,17 @@ void check_clean_error(const CommandResult& r) {
 }
 
 std::string plugin_arg(const std::string& name) { return "--plugin " + quote(oml::test::fixture_path(name)); }
+
+// Each of `places` occurs in `text`, each after the one before.
+void check_in_order(const std::string& text, const std::vector<std::string>& places) {
+  std::size_t at = 0;
+  for (const std::string& place : places) {
+    INFO(place);
+    const std::size_t found = text.find(place, at);
+    CHECK(found != std::string::npos);
+    if (found != std::string::npos) at = found;
+  }
+}
 }  // namespace
 
 TEST_CASE("Every command prints help and version and exits 0", "[cli]") {
@@ -227,14 +238,7 @@ TEST_CASE("Every mistake of a config is reported at once, by line", "[cli][confi
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err,
              StartsWith("oml-train: config error: 5 problems in the config (all of them, by place):\n"));
-  std::size_t at = 0;
-  for (const char* place :
-       {"five.yaml:1:7", "five.yaml:2:1", "five.yaml:3:13", "five.yaml:4:", "five.yaml:5:"}) {
-    INFO(place);
-    const std::size_t found = r.err.find(place, at);
-    CHECK(found != std::string::npos);  // present, and after the previous one
-    if (found != std::string::npos) at = found;
-  }
+  check_in_order(r.err, {"five.yaml:1:7", "five.yaml:2:1", "five.yaml:3:13", "five.yaml:4:", "five.yaml:5:"});
   CHECK_THAT(r.err, Contains("did you mean 'bs_train'") && Contains("did you mean 'balance'"));
   check_clean_error(r);
 }
@@ -259,17 +263,10 @@ TEST_CASE("Mistakes inside components' args are reported with the rest, nested o
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err,
              StartsWith("oml-train: config error: 7 problems in the config (all of them, by place):\n"));
-  std::size_t at = 0;
-  for (const char* place :
-       {"args.yaml:1:7: seed", "args.yaml:2:50: extractor.args.gem: unknown key 'gem'",
-        "args.yaml:7:19: criterion.args.miner.name: unknown miner 'hard_triplet'",
-        "args.yaml:8:36: optimizer.args.lr:", "args.yaml:9:17: sampler.name: unknown sampler",
-        "args.yaml:10:", "args.yaml:11:"}) {
-    INFO(place);
-    const std::size_t found = r.err.find(place, at);
-    CHECK(found != std::string::npos);  // present, and after the previous one
-    if (found != std::string::npos) at = found;
-  }
+  check_in_order(r.err, {"args.yaml:1:7: seed", "args.yaml:2:50: extractor.args.gem: unknown key 'gem'",
+                         "args.yaml:7:19: criterion.args.miner.name: unknown miner 'hard_triplet'",
+                         "args.yaml:8:36: optimizer.args.lr:",
+                         "args.yaml:9:17: sampler.name: unknown sampler", "args.yaml:10:", "args.yaml:11:"});
   CHECK_THAT(r.err, Contains("unknown key 'archh'") && Contains("missing required key 'top_n'") &&
                         Contains("did you mean 'hard_triplets'"));
   CHECK_THAT(r.err, !Contains("n_labelz"));  // the args of an unknown sampler are not judged
@@ -297,19 +294,14 @@ TEST_CASE("Six mistakes, one in a plugin component's args, are reported together
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err,
              StartsWith("oml-train: config error: 6 problems in the config (all of them, by place):\n"));
-  std::size_t at = 0;
-  for (const char* place :
-       {"six.yaml:2:7: seed", "six.yaml:3:13: max_epochs",
-        "six.yaml:4:57: extractor.args.gem_p: extractor 'resnet': gem_p must be > 0",
-        "six.yaml:7:60: criterion.args.miner.args.n_positive: miner 'n_hard_triplets': n_positive must be",
-        "six.yaml:8:41: optimizer.args.nesterov: optimizer 'sgd': nesterov needs momentum > 0",
-        "six.yaml:9:53: sampler.args.n_labels: sampler 'frequency_balance': n_labels must be > 1, got 1",
-        "(sampler 'frequency_balance' comes from plugin 'frequency_sampler'"}) {
-    INFO(place);
-    const std::size_t found = r.err.find(place, at);
-    CHECK(found != std::string::npos);  // present, and after the previous one
-    if (found != std::string::npos) at = found;
-  }
+  check_in_order(
+      r.err,
+      {"six.yaml:2:7: seed", "six.yaml:3:13: max_epochs",
+       "six.yaml:4:57: extractor.args.gem_p: extractor 'resnet': gem_p must be > 0",
+       "six.yaml:7:60: criterion.args.miner.args.n_positive: miner 'n_hard_triplets': n_positive must be",
+       "six.yaml:8:41: optimizer.args.nesterov: optimizer 'sgd': nesterov needs momentum > 0",
+       "six.yaml:9:53: sampler.args.n_labels: sampler 'frequency_balance': n_labels must be > 1, got 1",
+       "(sampler 'frequency_balance' comes from plugin 'frequency_sampler'"});
   check_clean_error(r);
 }
 

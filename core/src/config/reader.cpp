@@ -115,15 +115,19 @@ ArgsReader::ArgsReader(const Node& args, std::string component, ErrorList& error
 void ArgsReader::begin(std::string component) {
   component_ = std::move(component);
   errors_at_start_ = errors_.size();
+  own_problems_ = 0;
+  shared_ = true;
 }
 
 void ArgsReader::collect(ConfigError error) const {
+  ++own_problems_;
   if (!origin_note_.empty()) error.add_context(origin_note_);
   errors_.add(error);
 }
 
 void ArgsReader::check(const std::function<void()>& check) {
-  if (!ok()) return;
+  if (!shared_) finish();
+  if (!keys_ok()) return;
   try {
     check();
   } catch (const ArgumentError& e) {
@@ -137,7 +141,7 @@ void ArgsReader::check(const std::function<void()>& check) {
 
 std::optional<ComponentSpec> ArgsReader::nested_spec(const std::string& key, const std::string& fallback) {
   std::optional<ComponentSpec> spec;
-  errors_.check([&] {
+  custom([&] {
     const Node node = take(key);
     if (node.defined() && !node.is_null()) {
       spec = parse_component(node, component_ + " " + key);

@@ -179,12 +179,15 @@ void add_oml(TransformRegistry& t, OmlOptions defaults, ArgSpec spec, std::strin
     if (spec.crop_size) r.optional("crop_size", o.crop_size);
     if (spec.min_scale) r.optional("min_scale", o.min_scale);
     if (spec.norm) read_normalisation(r, o.norm);
-    const config::Node& args = r.node();
-    if (spec.im_size) check_positive(args, "im_size", o.im_size);
-    if (spec.crop_size) check_positive(args, "crop_size", o.crop_size);
-    if (spec.min_scale && !(o.min_scale > 0 && o.min_scale <= 1)) {
-      args["min_scale"].fail("expected a fraction in (0, 1], got " + std::to_string(o.min_scale));
-    }
+    r.check([&] {
+      const config::Node& args = r.node();
+      if (spec.norm) check_normalisation(args, o.norm);
+      if (spec.im_size) check_positive(args, "im_size", o.im_size);
+      if (spec.crop_size) check_positive(args, "crop_size", o.crop_size);
+      if (spec.min_scale && !(o.min_scale > 0 && o.min_scale <= 1)) {
+        args["min_scale"].fail("expected a fraction in (0, 1], got " + std::to_string(o.min_scale));
+      }
+    });
     return o;
   };
   t.add(name, parse, build_oml, std::move(help));
@@ -301,14 +304,7 @@ void register_oml_transforms(Registries& registries) {
   albu_clip.norm = clip_norm();
   add_oml(t, albu_clip, clip, "`im_size` (required); norm_resize_albu with CLIP's mean/std" + albu_note);
   t.add(
-      "augs_albu",
-      [](config::ArgsReader& r) {
-        SizedNorm a;
-        r.required("im_size", a.im_size);
-        read_normalisation(r, a.norm);
-        check_positive(r.node(), "im_size", a.im_size);
-        return a;
-      },
+      "augs_albu", [](config::ArgsReader& r) { return parse_sized_norm(r, /*im_size_required=*/true); },
       [](const SizedNorm& a, const NoContext&) { return make_augs_albu(a); },
       "`im_size` (required), `mean`, `std`; OML's CUB/CARS training augmentations (albumentations-style, "
       "matched in distribution: docs/data.md#augs_albu)");

@@ -247,27 +247,25 @@ struct CropArgs {
 Normalisation parse_norm(config::ArgsReader& r) {
   Normalisation n;
   read_normalisation(r, n);
+  r.check([&] { check_normalisation(r.node(), n); });
   return n;
 }
 
-SizedNorm parse_sized(config::ArgsReader& r) {
-  SizedNorm a;
-  r.optional("im_size", a.im_size);
-  read_normalisation(r, a.norm);
-  check_positive(r.node(), "im_size", a.im_size);
-  return a;
-}
+SizedNorm parse_sized(config::ArgsReader& r) { return parse_sized_norm(r, /*im_size_required=*/false); }
 
 CropArgs parse_center_crop(config::ArgsReader& r) {
   CropArgs a;
   r.optional("im_size", a.im_size).optional("crop_size", a.crop_size);
   read_normalisation(r, a.norm);
-  check_positive(r.node(), "im_size", a.im_size);
-  check_positive(r.node(), "crop_size", a.crop_size);
-  if (a.crop_size > a.im_size) {
-    r.node()["crop_size"].fail("expected crop_size <= im_size (" + std::to_string(a.im_size) + "), got " +
-                               std::to_string(a.crop_size));
-  }
+  r.check([&] {
+    check_normalisation(r.node(), a.norm);
+    check_positive(r.node(), "im_size", a.im_size);
+    check_positive(r.node(), "crop_size", a.crop_size);
+    if (a.crop_size > a.im_size) {
+      r.node()["crop_size"].fail("expected crop_size <= im_size (" + std::to_string(a.im_size) + "), got " +
+                                 std::to_string(a.crop_size));
+    }
+  });
   return a;
 }
 
@@ -282,19 +280,22 @@ AugsOptions parse_augs(config::ArgsReader& r) {
       .optional("contrast", o.contrast)
       .optional("saturation", o.saturation);
   read_normalisation(r, o.norm);
-  const config::Node& args = r.node();
-  check_positive(args, "im_size", o.im_size);
-  if (!(o.min_scale > 0 && o.min_scale <= 1)) {
-    args["min_scale"].fail("expected a fraction in (0, 1], got " + std::to_string(o.min_scale));
-  }
-  if (!(o.min_ratio > 0 && o.min_ratio <= o.max_ratio)) {
-    args["min_ratio"].fail("expected 0 < min_ratio <= max_ratio, got " + std::to_string(o.min_ratio) +
-                           " and " + std::to_string(o.max_ratio));
-  }
-  check_range(args, "hflip_p", o.hflip_p, 0, 1);
-  check_range(args, "brightness", o.brightness, 0, 1);
-  check_range(args, "contrast", o.contrast, 0, 1);
-  check_range(args, "saturation", o.saturation, 0, 1);
+  r.check([&] {
+    const config::Node& args = r.node();
+    check_normalisation(args, o.norm);
+    check_positive(args, "im_size", o.im_size);
+    if (!(o.min_scale > 0 && o.min_scale <= 1)) {
+      args["min_scale"].fail("expected a fraction in (0, 1], got " + std::to_string(o.min_scale));
+    }
+    if (!(o.min_ratio > 0 && o.min_ratio <= o.max_ratio)) {
+      args["min_ratio"].fail("expected 0 < min_ratio <= max_ratio, got " + std::to_string(o.min_ratio) +
+                             " and " + std::to_string(o.max_ratio));
+    }
+    check_range(args, "hflip_p", o.hflip_p, 0, 1);
+    check_range(args, "brightness", o.brightness, 0, 1);
+    check_range(args, "contrast", o.contrast, 0, 1);
+    check_range(args, "saturation", o.saturation, 0, 1);
+  });
   return o;
 }
 

@@ -11,7 +11,9 @@ namespace oml::data::detail {
 
 void read_normalisation(config::MapReader& reader, Normalisation& norm) {
   reader.optional("mean", norm.mean).optional("std", norm.std);
-  const config::Node& args = reader.node();
+}
+
+void check_normalisation(const config::Node& args, const Normalisation& norm) {
   if (norm.mean.size() != 3)
     args["mean"].fail("expected 3 values (R, G, B), got " + std::to_string(norm.mean.size()));
   if (norm.std.size() != 3)
@@ -19,6 +21,17 @@ void read_normalisation(config::MapReader& reader, Normalisation& norm) {
   for (double s : norm.std) {
     if (!(s > 0)) args["std"].fail("expected positive values, got " + std::to_string(s));
   }
+}
+
+SizedNorm parse_sized_norm(config::ArgsReader& reader, bool im_size_required) {
+  SizedNorm a;
+  im_size_required ? reader.required("im_size", a.im_size) : reader.optional("im_size", a.im_size);
+  read_normalisation(reader, a.norm);
+  reader.check([&] {
+    check_normalisation(reader.node(), a.norm);
+    check_positive(reader.node(), "im_size", a.im_size);
+  });
+  return a;
 }
 
 void check_positive(const config::Node& args, const std::string& key, int64_t value) {

@@ -30,8 +30,11 @@ struct Normalisation {
 inline constexpr std::array<double, 3> kClipMean{0.48145466, 0.4578275, 0.40821073};
 inline constexpr std::array<double, 3> kClipStd{0.26862954, 0.26130258, 0.27577711};
 
-/// Reads `mean` and `std` (3 values each, std > 0).
+/// Reads `mean` and `std`.
 void read_normalisation(config::MapReader& reader, Normalisation& norm);
+/// ConfigError at the key unless `mean` and `std` have 3 values each and std > 0 (the value
+/// checks below run in a parse's ArgsReader::check, after every key is read).
+void check_normalisation(const config::Node& args, const Normalisation& norm);
 void check_positive(const config::Node& args, const std::string& key, int64_t value);
 void check_range(const config::Node& args, const std::string& key, double value, double lo, double hi);
 std::string describe_norm(const Normalisation& n);
@@ -64,6 +67,9 @@ struct SizedNorm {
   int im_size = 224;
   Normalisation norm;
 };
+
+/// Reads `im_size` (required, or over the default 224) and mean/std, and checks them.
+SizedNorm parse_sized_norm(config::ArgsReader& reader, bool im_size_required);
 
 /// augs_albu (albu_augs.cpp).
 std::shared_ptr<Transform> make_augs_albu(const SizedNorm& args);

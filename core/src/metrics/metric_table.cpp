@@ -168,8 +168,13 @@ MetricTable configure_metrics(const config::Node& metric_args) {
   const auto& registry = registries().metrics;
   const std::vector<ComponentInfo> infos = registry.infos();
   std::vector<decltype(registries().metrics)::Parsed> parsed;
-  for (const ComponentInfo& info : infos) parsed.push_back(registry.parse_shared(info.name, reader));
-  reader.finish();
+  bool read_all = true;
+  for (const ComponentInfo& info : infos)
+    parsed.push_back(registry.parse_shared(info.name, reader, read_all));
+  // Keys no metric reads; not when a metric's parse stopped early (its keys would look unknown).
+  reader.begin("metric_args");
+  reader.set_origin_note("");
+  if (read_all) reader.finish();
   errors.throw_if_any();
   std::vector<MetricTable::Entry> entries;
   std::map<std::string, const MetricTable::Entry*> owner;  // stem -> the metric reporting it

@@ -55,40 +55,28 @@ struct SiameseArgs {
 
 void register_builtin_models(Registries& reg) {
   reg.extractors.add(
-      "resnet",
-      [](config::ArgsReader& r) {
-        ResNetOptions o;
+      "resnet", config::checked_parse<ResNetOptions>([](config::ArgsReader& r, ResNetOptions& o) {
         r.optional("arch", o.arch).optional("gem_p", o.gem_p).optional("remove_fc", o.remove_fc);
         r.optional("normalise_features", o.normalise_features).optional("num_classes", o.num_classes);
         r.optional("weights", o.weights);
-        r.check([&] { check_options(o); });
-        return o;
-      },
+      }),
       [](const ResNetOptions& o, const NoContext&) -> std::shared_ptr<Extractor> { return ResNet(o).ptr(); },
       "torchvision-compatible ResNet (resnet18..152), optional GeM pooling");
   reg.extractors.add(
-      "vit",
-      [](config::ArgsReader& r) {
-        ViTOptions o;
+      "vit", config::checked_parse<ViTOptions>([](config::ArgsReader& r, ViTOptions& o) {
         r.optional("arch", o.arch).optional("weights", o.weights);
         r.optional("normalise_features", o.normalise_features).optional("use_multi_scale", o.use_multi_scale);
-        r.check([&] { check_options(o); });
-        return o;
-      },
+      }),
       [](const ViTOptions& o, const NoContext&) -> std::shared_ptr<Extractor> { return ViT(o).ptr(); },
       "DINO / DINOv2 vision transformer as OML's ViTExtractor (vits16, vits14_reg, ...); OML's zoo weights");
   reg.extractors.add(
-      "conv_net",
-      [](config::ArgsReader& r) {
-        ConvNetOptions o;
+      "conv_net", config::checked_parse<ConvNetOptions>([](config::ArgsReader& r, ConvNetOptions& o) {
         r.optional("in_channels", o.in_channels)
             .optional("channels", o.channels)
             .optional("feat_dim", o.feat_dim);
         r.optional("gem_p", o.gem_p).optional("normalise_features", o.normalise_features);
         r.optional("weights", o.weights);
-        r.check([&] { check_options(o); });
-        return o;
-      },
+      }),
       [](const ConvNetOptions& o, const NoContext&) -> std::shared_ptr<Extractor> {
         return ConvNet(o).ptr();
       },
@@ -104,7 +92,10 @@ void register_builtin_models(Registries& reg) {
         r.optional("weights", a.mlp.weights);
         r.check([&] {
           check_options(a.mlp);
-          check_zoo_weights(a.mlp.weights, "extractor_with_mlp", mlp_arch(a.backbone, a.mlp.mlp_features));
+          // The zoo entry names the backbone's arch: judged once the backbone parsed.
+          if (a.backbone.ok()) {
+            check_zoo_weights(a.mlp.weights, "extractor_with_mlp", mlp_arch(a.backbone, a.mlp.mlp_features));
+          }
         });
         return a;
       },

@@ -21,15 +21,14 @@ struct Common {
 
 void read_common(config::ArgsReader& r, Common& c) { r.optional("lr", c.lr).optional("loss_lr", c.loss_lr); }
 
-void check_common(const std::string& who, const Common& c) {
+// lr and loss_lr > 0, and `non_negative` >= 0 (LibTorch rejects these too, but its messages
+// name neither the optimizer nor the key).
+void check_values(const std::string& who, const Common& c,
+                  std::initializer_list<std::pair<const char*, double>> non_negative) {
   config::check_argument(c.lr > 0, who, "lr", "lr must be > 0, got ", c.lr);
   config::check_argument(!c.loss_lr || *c.loss_lr > 0, who, "loss_lr", "loss_lr must be > 0, got ",
                          c.loss_lr.value_or(0.0));
-}
-
-// LibTorch rejects these too, but its messages name neither the optimizer nor the key.
-void check_non_negative(const std::string& who, std::initializer_list<std::pair<const char*, double>> args) {
-  for (const auto& [key, value] : args) {
+  for (const auto& [key, value] : non_negative) {
     config::check_argument(value >= 0, who, key, key, " must be >= 0, got ", value);
   }
 }
@@ -110,9 +109,8 @@ void register_builtin_optim(Registries& reg) {
         r.optional("momentum", a.momentum).optional("dampening", a.dampening);
         r.optional("weight_decay", a.weight_decay).optional("nesterov", a.nesterov);
         r.check([&] {
-          check_common(r.component(), a.common);
-          check_non_negative(
-              r.component(),
+          check_values(
+              r.component(), a.common,
               {{"momentum", a.momentum}, {"dampening", a.dampening}, {"weight_decay", a.weight_decay}});
           config::check_argument(!a.nesterov || (a.momentum > 0 && a.dampening == 0), r.component(),
                                  "nesterov", "nesterov needs momentum > 0 and dampening 0, got momentum ",
@@ -139,14 +137,13 @@ void register_builtin_optim(Registries& reg) {
           r.optional("betas", a.betas).optional("eps", a.eps).optional("weight_decay", a.weight_decay);
           r.optional("amsgrad", a.amsgrad);
           r.check([&] {
-            check_common(r.component(), a.common);
+            check_values(r.component(), a.common, {{"eps", a.eps}, {"weight_decay", a.weight_decay}});
             config::check_argument(a.betas.size() == 2, r.component(), "betas",
                                    "expected two numbers [beta1, beta2], got ", a.betas.size());
             for (const double beta : a.betas) {
               config::check_argument(beta >= 0 && beta < 1, r.component(), "betas",
                                      "betas must be in [0, 1), got ", beta);
             }
-            check_non_negative(r.component(), {{"eps", a.eps}, {"weight_decay", a.weight_decay}});
           });
           return a;
         },
@@ -176,11 +173,11 @@ void register_builtin_optim(Registries& reg) {
         r.optional("alpha", a.alpha).optional("eps", a.eps).optional("weight_decay", a.weight_decay);
         r.optional("momentum", a.momentum).optional("centered", a.centered);
         r.check([&] {
-          check_common(r.component(), a.common);
-          check_non_negative(r.component(), {{"alpha", a.alpha},
-                                             {"eps", a.eps},
-                                             {"weight_decay", a.weight_decay},
-                                             {"momentum", a.momentum}});
+          check_values(r.component(), a.common,
+                       {{"alpha", a.alpha},
+                        {"eps", a.eps},
+                        {"weight_decay", a.weight_decay},
+                        {"momentum", a.momentum}});
         });
         return a;
       },
@@ -202,11 +199,11 @@ void register_builtin_optim(Registries& reg) {
         r.optional("lr_decay", a.lr_decay).optional("weight_decay", a.weight_decay);
         r.optional("initial_accumulator_value", a.initial_accumulator_value).optional("eps", a.eps);
         r.check([&] {
-          check_common(r.component(), a.common);
-          check_non_negative(r.component(), {{"lr_decay", a.lr_decay},
-                                             {"weight_decay", a.weight_decay},
-                                             {"initial_accumulator_value", a.initial_accumulator_value},
-                                             {"eps", a.eps}});
+          check_values(r.component(), a.common,
+                       {{"lr_decay", a.lr_decay},
+                        {"weight_decay", a.weight_decay},
+                        {"initial_accumulator_value", a.initial_accumulator_value},
+                        {"eps", a.eps}});
         });
         return a;
       },
@@ -302,13 +299,10 @@ void register_builtin_optim(Registries& reg) {
       "one-cycle policy (warm up to the optimizer's lr, anneal down)");
   reg.schedulers.add(
       "reduce_on_plateau",
-      [](config::ArgsReader& r) {
-        PlateauOptions o;
+      config::checked_parse<PlateauOptions>([](config::ArgsReader& r, PlateauOptions& o) {
         r.optional("mode", o.mode).optional("factor", o.factor).optional("patience", o.patience);
         r.optional("threshold", o.threshold).optional("cooldown", o.cooldown).optional("min_lr", o.min_lr);
-        r.check([&] { check_options(o); });
-        return o;
-      },
+      }),
       [](const PlateauOptions& o, const SchedulerContext& ctx) -> std::shared_ptr<Scheduler> {
         return std::make_shared<ReduceOnPlateauScheduler>(optimizer_of(ctx, "reduce_on_plateau"), o);
       },

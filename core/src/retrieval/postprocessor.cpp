@@ -211,31 +211,27 @@ void register_builtin_postprocessors(Registries& registries) {
       "th (required): keep retrieved items with distance < th");
   registry.add(
       "adaptive_thresholding",
-      [](config::ArgsReader& reader) {
-        AdaptiveThresholdingOptions options;
-        reader.required("n_std", options.n_std);
-        reader.check([&] { check_options(options); });
-        return options;
-      },
+      config::checked_parse<AdaptiveThresholdingOptions>(
+          [](config::ArgsReader& reader, AdaptiveThresholdingOptions& options) {
+            reader.required("n_std", options.n_std);
+          }),
       [](const AdaptiveThresholdingOptions& options, const PostprocessorContext&) {
         return make_adaptive_thresholding(options);
       },
       "n_std (required): cut each list at its first gap > n_std x the mean gap");
   registry.add(
       "pairwise_reranker",
-      [](config::ArgsReader& reader) {
-        PairwiseRerankerOptions options;
-        reader.required("top_n", options.top_n);
-        reader.optional("batch_size", options.batch_size);
-        // The model itself is built by the pipeline and reaches us as context.pairwise_scores.
-        reader.take("pairwise_model");
-        // OML's loader and progress-bar settings: the pairs are read by the pipeline's own
-        // loader (num_workers of the config) and progress is the command's --progress.
-        reader.take("num_workers");
-        reader.take("verbose");
-        reader.check([&] { check_options(options); });
-        return options;
-      },
+      config::checked_parse<PairwiseRerankerOptions>(
+          [](config::ArgsReader& reader, PairwiseRerankerOptions& options) {
+            reader.required("top_n", options.top_n);
+            reader.optional("batch_size", options.batch_size);
+            // The model itself is built by the pipeline and reaches us as context.pairwise_scores.
+            reader.take("pairwise_model");
+            // OML's loader and progress-bar settings: the pairs are read by the pipeline's own
+            // loader (num_workers of the config) and progress is the command's --progress.
+            reader.take("num_workers");
+            reader.take("verbose");
+          }),
       [](const PairwiseRerankerOptions& options, const PostprocessorContext& context) {
         // Which pipelines give a pairwise model is the run's business, not the args': a config
         // without `pairwise_model:` reaches here.

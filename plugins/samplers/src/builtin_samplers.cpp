@@ -21,34 +21,25 @@ IndexSamplerOptions parse_index_options(config::ArgsReader& reader, const std::s
   return options;
 }
 
-BalanceOptions parse_balance(config::ArgsReader& reader) {
-  BalanceOptions options;
+void read_balance(config::ArgsReader& reader, BalanceOptions& options) {
   reader.required("n_labels", options.n_labels)
       .required("n_instances", options.n_instances)
       .optional("epoch_size", options.epoch_size);
-  reader.check([&] { check_options(options); });
-  return options;
 }
 
-CategoryBalanceOptions parse_category_balance(config::ArgsReader& reader) {
-  CategoryBalanceOptions options;
+void read_category_balance(config::ArgsReader& reader, CategoryBalanceOptions& options) {
   reader.required("n_categories", options.n_categories)
       .required("n_labels", options.n_labels)
       .required("n_instances", options.n_instances)
       .optional("resample_labels", options.resample_labels)
       .optional("weight_categories", options.weight_categories);
-  reader.check([&] { check_options(options); });
-  return options;
 }
 
-DistinctCategoryBalanceOptions parse_distinct_category_balance(config::ArgsReader& reader) {
-  DistinctCategoryBalanceOptions options;
+void read_distinct_category_balance(config::ArgsReader& reader, DistinctCategoryBalanceOptions& options) {
   reader.required("n_categories", options.n_categories)
       .required("n_labels", options.n_labels)
       .required("n_instances", options.n_instances)
       .required("epoch_size", options.epoch_size);
-  reader.check([&] { check_options(options); });
-  return options;
 }
 
 // The build of every built-in sampler: its constructor from the options and the data.
@@ -76,12 +67,14 @@ void register_builtin_samplers(Registries& registries) {
       "random", [](config::ArgsReader& reader) { return parse_index_options(reader, "random"); },
       build<RandomSampler, IndexSamplerOptions>,
       "a fresh permutation of the rows each epoch; args: batch_size (default bs_train), drop_last=false");
-  r.add("balance", parse_balance, build<BalanceSampler, BalanceOptions>,
+  r.add("balance", config::checked_parse<BalanceOptions>(read_balance), build<BalanceSampler, BalanceOptions>,
         "P x K batches, no label repeated within an epoch; args: n_labels, n_instances, epoch_size=L//P");
-  r.add("category_balance", parse_category_balance, build<CategoryBalanceSampler, CategoryBalanceOptions>,
+  r.add("category_balance", config::checked_parse<CategoryBalanceOptions>(read_category_balance),
+        build<CategoryBalanceSampler, CategoryBalanceOptions>,
         "C categories x P labels x K items per batch; args: n_categories, n_labels, n_instances, "
         "resample_labels=false, weight_categories=true");
-  r.add("distinct_category_balance", parse_distinct_category_balance,
+  r.add("distinct_category_balance",
+        config::checked_parse<DistinctCategoryBalanceOptions>(read_distinct_category_balance),
         build<DistinctCategoryBalanceSampler, DistinctCategoryBalanceOptions>,
         "C x P x K batches using every label of a category before repeating; args: n_categories, n_labels, "
         "n_instances, epoch_size");

@@ -39,16 +39,23 @@ class ArgsReader : public MapReader {
   ErrorList& errors() const { return errors_; }
   /// True while no problem of these args (or of a nested component's) has been recorded.
   bool ok() const { return errors_.size() == errors_at_start_; }
+  /// True while none of this component's own keys read badly (nested components aside).
+  bool keys_ok() const { return own_problems_ == 0; }
 
-  /// Runs `check` (value checks of options already read, throwing ConfigError, typically
-  /// config::check_argument) when every key so far read well, and collects what it throws: an
-  /// ArgumentError placed at its argument. After a bad key the check would judge a default, not
-  /// what the user wrote, so it is skipped.
+  /// Ends the reading and checks the values: call it once every key is read. It first reports
+  /// the keys never read as unknown (finish(); not on a reader shared by several components),
+  /// then runs `check` (value checks of the options, throwing ConfigError, typically
+  /// config::check_argument) when every key of this component read well, and collects what it
+  /// throws: an ArgumentError placed at its argument. After a bad or misspelt key the check
+  /// would judge a default, not what the user wrote, so it is skipped (a nested component's
+  /// problems do not skip it; a check that needs a nested component's options tests
+  /// `parsed.ok()`).
   void check(const std::function<void()>& check);
 
   /// Parses the nested component at `key` (`miner: {name: ..., args: {...}}`) with `registry`
   /// into the same error list. When the key is absent or null: `fallback` with no args, or, with
-  /// no fallback, a missing-key error. Build it with `registry.build(parsed, context)`.
+  /// no fallback, a missing-key error. Build it with `registry.build(parsed, context)` in the
+  /// owner's build.
   template <class Registry>
   typename Registry::Parsed nested(const Registry& registry, const std::string& key,
                                    const std::string& fallback = "") {
@@ -67,6 +74,25 @@ class ArgsReader : public MapReader {
   std::string origin_note_;
   ErrorList& errors_;
   std::size_t errors_at_start_;
+  mutable std::size_t own_problems_ = 0;
+  bool shared_ = false;  ///< begin() was called: several components read this mapping
 };
+
+/// The parse of a component whose options struct has a `check_options(const Options&)` (found in
+/// the struct's namespace): `read(reader, options)` reads the keys over the struct's defaults,
+/// then the values are checked (ArgsReader::check).
+///
+///   registry.add("contrastive", config::checked_parse<ContrastiveOptions>(
+///       [](config::ArgsReader& r, ContrastiveOptions& o) { r.optional("pos_margin", o.pos_margin); }),
+///       build_contrastive, "help");
+template <class Options, class Read>
+auto checked_parse(Read read) {
+  return [read](ArgsReader& reader) {
+    Options options;
+    read(reader, options);
+    reader.check([&] { check_options(options); });
+    return options;
+  };
+}
 
 }  // namespace oml::config

@@ -60,6 +60,13 @@ class MapReader {
     return *this;
   }
 
+  /// Runs a read of its own (take() and as<T>() of keys the typed reads do not cover): its
+  /// ConfigError is thrown, or collected like a key's when the reader has an ErrorList.
+  MapReader& custom(const std::function<void()>& read) {
+    guard(read);
+    return *this;
+  }
+
   /// The raw child node (undefined when absent); marks the key as known.
   Node take(const std::string& key);
   /// take() of whichever of `key` and `alias` is given (undefined when neither); both is a

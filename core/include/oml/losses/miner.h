@@ -25,7 +25,9 @@ struct PairSet {
 };
 
 /// Base of every miner (the registry's product). A miner produces either triplets
-/// (TripletMiner) or pairs (PairMiner); losses check which one they were given.
+/// (TripletMiner) or pairs (PairMiner); losses check which one they were given. Building a
+/// miner is cheap and touches nothing (no files, no devices, no randomness): a loss's parse
+/// builds its `miner:` to learn which kind it is.
 class Miner {
  public:
   virtual ~Miner() = default;

@@ -30,6 +30,7 @@
 // caller the same way for every kind, built-in or plugin (see parse() and build()).
 
 #include <any>
+#include <exception>
 #include <functional>
 #include <map>
 #include <string>
@@ -168,14 +169,15 @@ class Registry {
 
   /// parse() of `name` for components that share one args mapping (the metrics read their keys
   /// from `metric_args:`): the parse reads through `reader`, whose owner calls finish() once
-  /// every component has read its keys. Problems go to the reader's error list.
-  Parsed parse_shared(const std::string& name, config::ArgsReader& reader) const {
+  /// every component has read its keys. Problems go to the reader's error list. `read_all` is
+  /// set false when the parse threw before it returned (it may have left keys unread).
+  Parsed parse_shared(const std::string& name, config::ArgsReader& reader, bool& read_all) const {
     Parsed parsed{config::ComponentSpec{name, reader.node(), reader.node()}, {}};
     if (!reader.errors().check([&] { require(parsed.spec); })) return parsed;
     const Entry& entry = entries_.find(name)->second;
     reader.begin(kind_ + " '" + name + "'");
     reader.set_origin_note(detail::origin_note(kind_, entry.info));
-    parse_into(entry, reader, parsed);
+    if (!parse_into(entry, reader, parsed)) read_all = false;
     return parsed;
   }
 
@@ -198,14 +200,13 @@ class Registry {
       DataError placed = config::place_argument_error<DataError>(parsed.spec.args, e);
       detail::add_origin_context(placed, kind_, entry.info);
       throw placed;
-    } catch (Error& e) {
-      detail::add_origin_context(e, kind_, entry.info);
-      throw;
-    } catch (const std::exception& e) {
-      detail::throw_foreign_error(kind_, entry.info, e.what(), "while being built");
+    } catch (const config::ArgumentError& e) {
+      // Against the contract (its parse should have found it), but the user still gets the place.
+      ConfigError placed = config::place_argument_error<ConfigError>(parsed.spec.args, e);
+      detail::add_origin_context(placed, kind_, entry.info);
+      throw placed;
     } catch (...) {
-      detail::throw_foreign_error(kind_, entry.info, "an exception that is not a std::exception",
-                                  "while being built");
+      rethrow_with_origin(entry, std::current_exception(), "while being built");
     }
   }
 
@@ -240,7 +241,7 @@ class Registry {
         return true;
       } catch (const ConfigError&) {
         // A check that failed after a key read badly judged a default: the key's error says it.
-        if (reader.ok()) throw;
+        if (reader.keys_ok()) throw;
       }
     } catch (const config::ArgumentError& e) {
       ConfigError placed = config::place_argument_error<ConfigError>(parsed.spec.args, e);
@@ -249,16 +250,26 @@ class Registry {
     } catch (ConfigError& e) {
       detail::add_origin_context(e, kind_, entry.info);
       errors.add(e);
+    } catch (...) {
+      rethrow_with_origin(entry, std::current_exception(), "while reading its args");
+    }
+    return false;
+  }
+
+  // What a phase of `entry` threw, on its way to the caller: an oml error with the plugin's
+  // origin line; anything else as PluginError (plugin) or InternalError (built-in).
+  [[noreturn]] void rethrow_with_origin(const Entry& entry, const std::exception_ptr& thrown,
+                                        const std::string& during) const {
+    try {
+      std::rethrow_exception(thrown);
     } catch (Error& e) {
       detail::add_origin_context(e, kind_, entry.info);
       throw;
     } catch (const std::exception& e) {
-      detail::throw_foreign_error(kind_, entry.info, e.what(), "while reading its args");
+      detail::throw_foreign_error(kind_, entry.info, e.what(), during);
     } catch (...) {
-      detail::throw_foreign_error(kind_, entry.info, "an exception that is not a std::exception",
-                                  "while reading its args");
+      detail::throw_foreign_error(kind_, entry.info, "an exception that is not a std::exception", during);
     }
-    return false;
   }
 
   std::string kind_;

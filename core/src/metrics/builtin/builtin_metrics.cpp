@@ -39,10 +39,12 @@ std::vector<int64_t> read_top_k(config::ArgsReader& args, const std::string& met
                                 std::vector<int64_t> ks) {
   const std::string key = metric + "_top_k";
   args.optional(key, ks);
-  for (const int64_t k : ks) {
-    config::check_argument(k >= 1, "metric '" + metric + "'", key, "k values must be positive integers, got ",
-                           k);
-  }
+  args.check([&] {
+    for (const int64_t k : ks) {
+      config::check_argument(k >= 1, "metric '" + metric + "'", key,
+                             "k values must be positive integers, got ", k);
+    }
+  });
   return without_repeats(ks);
 }
 
@@ -60,10 +62,12 @@ std::vector<double> read_fractions(config::ArgsReader& args, const std::string& 
   } else {
     args.optional(key, alias, values);
   }
-  for (const double v : values) {
-    config::check_argument(v >= 0.0 && v <= 1.0, "metric '" + metric + "'", key,
-                           "expected fractions in [0, 1], got ", v);
-  }
+  args.check([&] {
+    for (const double v : values) {
+      config::check_argument(v >= 0.0 && v <= 1.0, "metric '" + metric + "'", key,
+                             "expected fractions in [0, 1], got ", v);
+    }
+  });
   return without_repeats(values);
 }
 
