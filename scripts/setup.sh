@@ -8,7 +8,7 @@ set -euo pipefail
 #   --libtorch    which LibTorch to build against: the torch wheel's (default), Debian 12's 1.13
 #                 (libtorch-dev), or both (what CI builds).
 # OML_VENV (default /opt/oml-cpp/venv) is the virtual environment; the wheels are pinned in
-# scripts/requirements.txt.
+# scripts/requirements.txt (and, with --with-tests, scripts/requirements-tests.txt).
 with_tests=0
 libtorch=wheel
 while [ $# -gt 0 ]; do
@@ -100,4 +100,17 @@ else
   [ -x "$venv/bin/python" ] || $SUDO /usr/bin/python3 -m venv "$venv"
   $SUDO "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   $SUDO cp "$requirements" "$stamp"
+fi
+
+# The tests' Python references (pytorch-metric-learning, ...), on top of the pinned torch.
+tests_requirements="$root/scripts/requirements-tests.txt"
+tests_stamp="$venv/.oml-requirements-tests"
+if [ "$with_tests" = 1 ]; then
+  if [ -f "$tests_stamp" ] && cmp -s "$tests_requirements" "$tests_stamp"; then
+    echo "setup: $venv has the tests' pinned references"
+  else
+    echo "setup: installing the tests' pinned references into $venv"
+    $SUDO "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$tests_requirements"
+    $SUDO cp "$tests_requirements" "$tests_stamp"
+  fi
 fi

@@ -5,6 +5,7 @@
 #include "oml/config/args_reader.h"
 #include "oml/losses/arcface.h"
 #include "oml/losses/miners.h"
+#include "oml/losses/pair_losses.h"
 #include "oml/losses/surrogate_precision.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/registry/registries.h"
@@ -19,9 +20,17 @@ using ParsedMiner = MinerRegistry::Parsed;
 ParsedMiner triplet_miner(config::ArgsReader& r, const std::string& fallback) {
   ParsedMiner parsed = r.nested(registries().miners, "miner", fallback);
   r.check([&] {
-    // Which kind of sets a miner produces is a property of the built object; miners hold
-    // nothing until they mine, so building one here to look costs nothing and touches nothing.
-    if (!parsed.ok() || std::dynamic_pointer_cast<TripletMiner>(registries().miners.build(parsed))) return;
+    if (!parsed.ok()) return;
+    // Which kind of sets a miner produces is a property of the built object. A miner holds and
+    // touches nothing until it mines (the contract in oml/losses/miner.h), so building one here
+    // to look is still a pure parse; a build that fails anyway is reported by the loss's build.
+    std::shared_ptr<Miner> miner;
+    try {
+      miner = registries().miners.build(parsed);
+    } catch (const std::exception&) {
+      return;
+    }
+    if (std::dynamic_pointer_cast<TripletMiner>(miner)) return;
     const config::Node node = r.node()["miner"];
     throw ConfigError((node.defined() ? node.describe() + ": " : "") + r.component() +
                       " needs a triplet miner, but miner '" + parsed.spec.name + "' produces pairs");
@@ -69,7 +78,7 @@ void register_builtin_losses(Registries& reg) {
       "triplet_with_miner",
       [](config::ArgsReader& r) {
         TripletArgs a;
-        r.errors().check([&] {  // `margin: null` is the soft margin, not the default
+        r.custom([&] {  // `margin: null` is the soft margin, not the default
           const config::Node margin = r.take("margin");
           if (margin.defined()) a.loss.margin = margin.as<std::optional<double>>();
         });
@@ -85,14 +94,10 @@ void register_builtin_losses(Registries& reg) {
       },
       "triplet loss (margin or soft) over the triplets of a miner");
   reg.losses.add(
-      "arcface",
-      [](config::ArgsReader& r) {
-        ArcFaceOptions o;
+      "arcface", config::checked_parse<ArcFaceOptions>([](config::ArgsReader& r, ArcFaceOptions& o) {
         r.optional("in_features", o.in_features).optional("num_classes", o.num_classes).optional("m", o.m);
         r.optional("s", o.s).optional("smoothing_epsilon", o.smoothing_epsilon);
-        r.check([&] { check_options(o); });
-        return o;
-      },
+      }),
       [](ArcFaceOptions o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
         if (o.in_features == 0) o.in_features = ctx.embedding_size;
         if (o.num_classes == 0) {
@@ -105,19 +110,35 @@ void register_builtin_losses(Registries& reg) {
       "additive angular margin softmax with trainable class weights");
   reg.losses.add(
       "surrogate_precision",
-      [](config::ArgsReader& r) {
-        SurrogatePrecisionOptions o;
-        r.optional("k", o.k)
-            .optional("temperature1", o.temperature1)
-            .optional("temperature2", o.temperature2);
-        r.optional("chunk_size", o.chunk_size);
-        r.check([&] { check_options(o); });
-        return o;
-      },
+      config::checked_parse<SurrogatePrecisionOptions>(
+          [](config::ArgsReader& r, SurrogatePrecisionOptions& o) {
+            r.optional("k", o.k)
+                .optional("temperature1", o.temperature1)
+                .optional("temperature2", o.temperature2);
+            r.optional("chunk_size", o.chunk_size);
+          }),
       [](const SurrogatePrecisionOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
         return SurrogatePrecision(o).ptr();
       },
       "1 - smoothed precision@k");
+  reg.losses.add(
+      "contrastive",
+      config::checked_parse<ContrastiveOptions>([](config::ArgsReader& r, ContrastiveOptions& o) {
+        r.optional("pos_margin", o.pos_margin).optional("neg_margin", o.neg_margin);
+      }),
+      [](const ContrastiveOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return ContrastiveLoss(o).ptr();
+      },
+      "PML's ContrastiveLoss: positive pairs pulled within pos_margin, negatives pushed past neg_margin");
+  reg.losses.add(
+      "multi_similarity",
+      config::checked_parse<MultiSimilarityOptions>([](config::ArgsReader& r, MultiSimilarityOptions& o) {
+        r.optional("alpha", o.alpha).optional("beta", o.beta).optional("base", o.base);
+      }),
+      [](const MultiSimilarityOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return MultiSimilarityLoss(o).ptr();
+      },
+      "PML's MultiSimilarityLoss on cosine similarities (alpha, beta, base)");
 
   reg.miners.add(
       "all_triplets",
@@ -141,8 +162,8 @@ void register_builtin_losses(Registries& reg) {
       "n_hard_triplets",
       [](config::ArgsReader& r) {
         NHardArgs a;
-        r.errors().check([&] { a.positive = hardness(r.take("n_positive"), a.positive); });
-        r.errors().check([&] { a.negative = hardness(r.take("n_negative"), a.negative); });
+        r.custom([&] { a.positive = hardness(r.take("n_positive"), a.positive); });
+        r.custom([&] { a.negative = hardness(r.take("n_negative"), a.negative); });
         r.check([&] { NHardTripletsMiner::check(a.positive, a.negative); });
         return a;
       },

@@ -1,0 +1,63 @@
+#pragma once
+// pytorch-metric-learning's pair losses, equal to PML 2.8's defaults (docs/models.md#losses-criterion):
+//
+//   criterion: {name: contrastive, args: {pos_margin: 0, neg_margin: 1}}
+//   criterion: {name: multi_similarity, args: {alpha: 2, beta: 50, base: 0.5}}
+//
+// Both use every pair of the batch (PML without a miner: each ordered pair (i, j), i != j, once
+// per direction) and compute in float32 under autocast, like the other built-in losses.
+
+#include "oml/losses/criterion.h"
+
+namespace oml::losses {
+
+/// PML's ContrastiveLoss with its default distance, LpDistance(normalize_embeddings=True, p=2):
+/// d = Euclidean distance of the L2-normalised embeddings;
+/// loss = mean over positive pairs with d > pos_margin of (d - pos_margin)
+///      + mean over negative pairs with d < neg_margin of (neg_margin - d)
+/// (PML's AvgNonZeroReducer per term; a term without such pairs is 0).
+/// Logs: `pos_loss`, `neg_loss` (the two terms).
+struct ContrastiveOptions {
+  double pos_margin = 0.0;
+  double neg_margin = 1.0;
+};
+
+/// config::ArgumentError naming the first bad field (margins >= 0).
+void check_options(const ContrastiveOptions& options);
+
+class ContrastiveLossImpl : public Criterion {
+ public:
+  explicit ContrastiveLossImpl(ContrastiveOptions options = {});
+  LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  ContrastiveOptions options_;
+};
+TORCH_MODULE(ContrastiveLoss);
+
+/// PML's MultiSimilarityLoss with its default distance, CosineSimilarity: s = cosine similarity;
+/// per anchor i, with P(i) its positives (same label, j != i) and N(i) its negatives,
+/// loss_i = 1/alpha log(1 + sum_{P(i)} exp(-alpha (s_ij - base)))
+///        + 1/beta  log(1 + sum_{N(i)} exp( beta (s_ij - base)))
+/// (a term over an empty set is 0); the loss is the mean over all anchors (PML's MeanReducer).
+/// Logs: `pos_loss`, `neg_loss` (the two terms, averaged over anchors).
+struct MultiSimilarityOptions {
+  double alpha = 2.0;
+  double beta = 50.0;
+  double base = 0.5;
+};
+
+/// config::ArgumentError naming the first bad field (alpha, beta > 0).
+void check_options(const MultiSimilarityOptions& options);
+
+class MultiSimilarityLossImpl : public Criterion {
+ public:
+  explicit MultiSimilarityLossImpl(MultiSimilarityOptions options = {});
+  LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  MultiSimilarityOptions options_;
+};
+TORCH_MODULE(MultiSimilarityLoss);
+
+}  // namespace oml::losses

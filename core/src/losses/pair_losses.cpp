@@ -1,0 +1,103 @@
+#include "oml/losses/pair_losses.h"
+
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "oml/common/autocast.h"
+#include "oml/common/error.h"
+#include "oml/config/argument_error.h"
+
+namespace oml::losses {
+namespace {
+
+namespace F = torch::nn::functional;
+
+// The pairs PML forms from labels: positives (same label, i != j) and negatives, both ordered.
+struct PairMasks {
+  torch::Tensor positive, negative;
+};
+
+PairMasks pair_masks(const torch::Tensor& labels, const std::string& who) {
+  const auto same = labels.unsqueeze(0) == labels.unsqueeze(1);
+  const auto eye = torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
+  PairMasks masks{same & ~eye, ~same};
+  // Without a positive pair the loss would only push items apart: a batch a P x K sampler never
+  // gives (and PML's ContrastiveLoss would return 0 for a single pair of each kind).
+  OML_CHECK(masks.positive.any().item<bool>(), DataError, who, ": no item of the batch (", labels.size(0),
+            " items) has another item with its label — use a sampler such as 'balance'");
+  return masks;
+}
+
+torch::Tensor unit_rows(const torch::Tensor& embeddings) {
+  return F::normalize(embeddings, F::NormalizeFuncOptions().p(2).dim(1));
+}
+
+// PML's AvgNonZeroReducer: the mean of the positive values, 0 (attached to the graph) for none.
+torch::Tensor mean_of_positive(const torch::Tensor& values, const torch::Tensor& embeddings) {
+  const auto kept = values.masked_select(values > 0);
+  return kept.numel() > 0 ? kept.mean() : (embeddings * 0).sum();
+}
+
+// PML's lmu.logsumexp(x, keep_mask, add_one=True) per row: log(1 + sum_{mask} exp(x)), 0 for a
+// row with an empty mask.
+torch::Tensor log_one_plus_sum_exp(const torch::Tensor& x, const torch::Tensor& mask) {
+  const auto masked = x.masked_fill(~mask, std::numeric_limits<float>::lowest());
+  const auto with_one = torch::cat({masked, torch::zeros({x.size(0), 1}, x.options())}, 1);
+  return torch::logsumexp(with_one, 1).masked_fill(~mask.any(1), 0);
+}
+
+}  // namespace
+
+void check_options(const ContrastiveOptions& o) {
+  const std::string who = "loss 'contrastive'";
+  config::check_argument(o.pos_margin >= 0, who, "pos_margin", "pos_margin must be >= 0, got ", o.pos_margin);
+  config::check_argument(o.neg_margin >= 0, who, "neg_margin", "neg_margin must be >= 0, got ", o.neg_margin);
+}
+
+ContrastiveLossImpl::ContrastiveLossImpl(ContrastiveOptions options) : options_(options) { check_options(options_); }
+
+LossOutput ContrastiveLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
+  const torch::Tensor embeddings = float32_input(input);
+  check_batch(embeddings, labels, "contrastive");
+  const PairMasks masks = pair_masks(labels, "contrastive");
+  const auto e = unit_rows(embeddings);
+  const auto d = pairwise_distances(e, e);
+  const auto pos = mean_of_positive(torch::relu(d.masked_select(masks.positive) - options_.pos_margin), embeddings);
+  const auto neg = mean_of_positive(torch::relu(options_.neg_margin - d.masked_select(masks.negative)), embeddings);
+  LossOutput out;
+  out.loss = pos + neg;
+  out.logs["pos_loss"] = pos.item<double>();
+  out.logs["neg_loss"] = neg.item<double>();
+  return out;
+}
+
+void check_options(const MultiSimilarityOptions& o) {
+  const std::string who = "loss 'multi_similarity'";
+  config::check_argument(o.alpha > 0, who, "alpha", "alpha must be > 0, got ", o.alpha);
+  config::check_argument(o.beta > 0, who, "beta", "beta must be > 0, got ", o.beta);
+}
+
+MultiSimilarityLossImpl::MultiSimilarityLossImpl(MultiSimilarityOptions options) : options_(options) {
+  check_options(options_);
+}
+
+LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;
+  const torch::Tensor embeddings = float32_input(input);
+  check_batch(embeddings, labels, "multi_similarity");
+  const PairMasks masks = pair_masks(labels, "multi_similarity");
+  const auto e = unit_rows(embeddings);
+  const auto s = torch::mm(e, e.t());
+  const double alpha = options_.alpha, beta = options_.beta, base = options_.base;
+  const auto pos = log_one_plus_sum_exp(alpha * (base - s), masks.positive) / alpha;
+  const auto neg = log_one_plus_sum_exp(beta * (s - base), masks.negative) / beta;
+  LossOutput out;
+  out.loss = (pos + neg).mean();
+  out.logs["pos_loss"] = pos.mean().item<double>();
+  out.logs["neg_loss"] = neg.mean().item<double>();
+  return out;
+}
+
+}  // namespace oml::losses
