@@ -43,7 +43,8 @@ void export_references(const TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("PML's contrastive and multi-similarity losses: value and gradient equal to PML's", "[losses][pml]") {
+TEST_CASE("PML's contrastive and multi-similarity losses: value and gradient equal to PML's",
+          "[losses][pml]") {
   TempDir dir;
   export_references(dir);
   for (const auto& [name, yaml] : kCases) {
@@ -59,7 +60,8 @@ TEST_CASE("PML's contrastive and multi-similarity losses: value and gradient equ
       CHECK(out.loss.item<double>() == Approx(expected).margin(1e-5));
       CHECK(max_abs_diff(embeddings.grad(), expected_grad) <= 1e-5);
       // The logged terms add up to the loss.
-      CHECK(out.logs.at("pos_loss") + out.logs.at("neg_loss") == Approx(out.loss.item<double>()).margin(1e-6));
+      CHECK(out.logs.at("pos_loss") + out.logs.at("neg_loss") ==
+            Approx(out.loss.item<double>()).margin(1e-6));
     }
   }
 }
@@ -81,8 +83,9 @@ TEST_CASE("PML's pair losses compute in float32 under bf16 autocast", "[losses][
 }
 
 TEST_CASE("PML's pair losses check their args and their batches", "[losses][pml]") {
-  CHECK_THROWS_WITH(criterion("{name: contrastive, args: {neg_margin: -1}}"),
-                    Contains("pml.yaml:1:51: criterion.args.neg_margin: loss 'contrastive': neg_margin must be >= 0"));
+  CHECK_THROWS_WITH(
+      criterion("{name: contrastive, args: {neg_margin: -1}}"),
+      Contains("pml.yaml:1:51: criterion.args.neg_margin: loss 'contrastive': neg_margin must be >= 0"));
   CHECK_THROWS_WITH(criterion("{name: multi_similarity, args: {alpha: 0, beta: 1}}"),
                     Contains("criterion.args.alpha") && Contains("alpha must be > 0"));
   CHECK_THROWS_WITH(criterion("{name: multi_similarity, args: {gamma: 1}}"), Contains("unknown key 'gamma'"));

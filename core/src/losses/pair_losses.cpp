@@ -20,7 +20,8 @@ struct PairMasks {
 
 PairMasks pair_masks(const torch::Tensor& labels, const std::string& who) {
   const auto same = labels.unsqueeze(0) == labels.unsqueeze(1);
-  const auto eye = torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
+  const auto eye =
+      torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
   PairMasks masks{same & ~eye, ~same};
   // Without a positive pair the loss would only push items apart: a batch a P x K sampler never
   // gives (and PML's ContrastiveLoss would return 0 for a single pair of each kind).
@@ -55,7 +56,9 @@ void check_options(const ContrastiveOptions& o) {
   config::check_argument(o.neg_margin >= 0, who, "neg_margin", "neg_margin must be >= 0, got ", o.neg_margin);
 }
 
-ContrastiveLossImpl::ContrastiveLossImpl(ContrastiveOptions options) : options_(options) { check_options(options_); }
+ContrastiveLossImpl::ContrastiveLossImpl(ContrastiveOptions options) : options_(options) {
+  check_options(options_);
+}
 
 LossOutput ContrastiveLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
@@ -64,8 +67,10 @@ LossOutput ContrastiveLossImpl::forward(const torch::Tensor& input, const torch:
   const PairMasks masks = pair_masks(labels, "contrastive");
   const auto e = unit_rows(embeddings);
   const auto d = pairwise_distances(e, e);
-  const auto pos = mean_of_positive(torch::relu(d.masked_select(masks.positive) - options_.pos_margin), embeddings);
-  const auto neg = mean_of_positive(torch::relu(options_.neg_margin - d.masked_select(masks.negative)), embeddings);
+  const auto pos =
+      mean_of_positive(torch::relu(d.masked_select(masks.positive) - options_.pos_margin), embeddings);
+  const auto neg =
+      mean_of_positive(torch::relu(options_.neg_margin - d.masked_select(masks.negative)), embeddings);
   LossOutput out;
   out.loss = pos + neg;
   out.logs["pos_loss"] = pos.item<double>();
