@@ -23,6 +23,10 @@ const std::vector<std::pair<std::string, std::string>> kCases{
     {"contrastive_margins", "{name: contrastive, args: {pos_margin: 0.25, neg_margin: 0.8}}"},
     {"multi_similarity", "{name: multi_similarity}"},
     {"multi_similarity_args", "{name: multi_similarity, args: {alpha: 3, beta: 40, base: 0.4}}"},
+    {"supcon", "{name: supcon}"},
+    {"supcon_temperature", "{name: supcon, args: {temperature: 0.5}}"},
+    {"ntxent", "{name: ntxent}"},
+    {"ntxent_temperature", "{name: ntxent, args: {temperature: 0.2}}"},
 };
 
 std::shared_ptr<oml::losses::Criterion> criterion(const std::string& yaml) {
@@ -43,7 +47,7 @@ void export_references(const TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("PML's contrastive and multi-similarity losses: value and gradient equal to PML's",
+TEST_CASE("PML's contrastive, multi-similarity, supcon and ntxent losses: value and gradient equal to PML's",
           "[losses][pml]") {
   TempDir dir;
   export_references(dir);
@@ -59,9 +63,11 @@ TEST_CASE("PML's contrastive and multi-similarity losses: value and gradient equ
       out.loss.backward();
       CHECK(out.loss.item<double>() == Approx(expected).margin(1e-5));
       CHECK(max_abs_diff(embeddings.grad(), expected_grad) <= 1e-5);
-      // The logged terms add up to the loss.
-      CHECK(out.logs.at("pos_loss") + out.logs.at("neg_loss") ==
-            Approx(out.loss.item<double>()).margin(1e-6));
+      // The logged terms of contrastive and multi-similarity add up to the loss.
+      if (out.logs.count("pos_loss") > 0) {
+        CHECK(out.logs.at("pos_loss") + out.logs.at("neg_loss") ==
+              Approx(out.loss.item<double>()).margin(1e-6));
+      }
     }
   }
 }
@@ -89,6 +95,8 @@ TEST_CASE("PML's pair losses check their args and their batches", "[losses][pml]
   CHECK_THROWS_WITH(criterion("{name: multi_similarity, args: {alpha: 0, beta: 1}}"),
                     Contains("criterion.args.alpha") && Contains("alpha must be > 0"));
   CHECK_THROWS_WITH(criterion("{name: multi_similarity, args: {gamma: 1}}"), Contains("unknown key 'gamma'"));
+  CHECK_THROWS_WITH(criterion("{name: ntxent, args: {temperature: 0}}"),
+                    Contains("criterion.args.temperature: loss 'ntxent': temperature must be > 0"));
   // A batch without a positive pair: a data error, not a silent push-apart-only step.
   const auto loss = criterion("{name: contrastive}");
   CHECK_THROWS_AS(loss->forward(torch::randn({4, 3}), torch::arange(4)), oml::DataError);

@@ -19,6 +19,10 @@ CASES = {
     "contrastive_margins": (losses.ContrastiveLoss, {"pos_margin": 0.25, "neg_margin": 0.8}),
     "multi_similarity": (losses.MultiSimilarityLoss, {}),
     "multi_similarity_args": (losses.MultiSimilarityLoss, {"alpha": 3.0, "beta": 40.0, "base": 0.4}),
+    "supcon": (losses.SupConLoss, {}),
+    "supcon_temperature": (losses.SupConLoss, {"temperature": 0.5}),
+    "ntxent": (losses.NTXentLoss, {}),
+    "ntxent_temperature": (losses.NTXentLoss, {"temperature": 0.2}),
 }
 SEEDS = [0, 1, 2]
 

@@ -105,4 +105,56 @@ LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const to
   return out;
 }
 
+void check_options(const TemperatureOptions& o, const std::string& loss) {
+  config::check_argument(o.temperature > 0, "loss '" + loss + "'", "temperature",
+                         "temperature must be > 0, got ", o.temperature);
+}
+
+SupConLossImpl::SupConLossImpl(TemperatureOptions options) : options_(options) {
+  check_options(options_, "supcon");
+}
+
+LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;
+  const torch::Tensor embeddings = float32_input(input);
+  check_batch(embeddings, labels, "supcon");
+  const PairMasks masks = pair_masks(labels, "supcon");
+  const auto e = unit_rows(embeddings);
+  const auto s = torch::mm(e, e.t()) / options_.temperature;
+  const auto others = masks.positive | masks.negative;  // every k != i
+  const auto log_denominator =
+      torch::logsumexp(s.masked_fill(~others, std::numeric_limits<float>::lowest()), 1, /*keepdim=*/true);
+  const auto positive = masks.positive.to(s.scalar_type());
+  const auto mean_log_prob =
+      (positive * (s - log_denominator)).sum(1) / (positive.sum(1) + std::numeric_limits<float>::min());
+  LossOutput out;
+  out.loss = mean_of_positive(-mean_log_prob, embeddings);
+  return out;
+}
+
+NTXentLossImpl::NTXentLossImpl(TemperatureOptions options) : options_(options) {
+  check_options(options_, "ntxent");
+}
+
+LossOutput NTXentLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;
+  const torch::Tensor embeddings = float32_input(input);
+  check_batch(embeddings, labels, "ntxent");
+  const PairMasks masks = pair_masks(labels, "ntxent");
+  const auto e = unit_rows(embeddings);
+  const auto s = torch::mm(e, e.t()) / options_.temperature;
+  const auto pairs = masks.positive.nonzero();  // (anchor, positive), row-major as PML's torch.where
+  const auto anchors = pairs.select(1, 0), positives = pairs.select(1, 1);
+  const auto pos = s.index({anchors, positives});
+  const auto neg =
+      s.index_select(0, anchors)
+          .masked_fill(~masks.negative.index_select(0, anchors), std::numeric_limits<float>::lowest());
+  const auto max_val = torch::max(pos, std::get<0>(neg.max(1))).detach();
+  const auto numerator = torch::exp(pos - max_val);
+  const auto denominator = torch::exp(neg - max_val.unsqueeze(1)).sum(1) + numerator;
+  LossOutput out;
+  out.loss = (-torch::log(numerator / denominator + std::numeric_limits<float>::min())).mean();
+  return out;
+}
+
 }  // namespace oml::losses

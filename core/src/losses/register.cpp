@@ -53,6 +53,16 @@ HardnessRange hardness(const config::Node& node, HardnessRange fallback) {
   return {1, node.as<int64_t>()};
 }
 
+// The parse of supcon and ntxent: a temperature over PML's default for `loss`.
+auto temperature_parse(const std::string& loss, double fallback) {
+  return [loss, fallback](config::ArgsReader& r) {
+    TemperatureOptions o{fallback};
+    r.optional("temperature", o.temperature);
+    r.check([&] { check_options(o, loss); });
+    return o;
+  };
+}
+
 struct TripletArgs {
   TripletOptions loss;
   ParsedMiner miner;
@@ -139,6 +149,18 @@ void register_builtin_losses(Registries& reg) {
         return MultiSimilarityLoss(o).ptr();
       },
       "PML's MultiSimilarityLoss on cosine similarities (alpha, beta, base)");
+  reg.losses.add(
+      "supcon", temperature_parse("supcon", 0.1),
+      [](const TemperatureOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return SupConLoss(o).ptr();
+      },
+      "PML's SupConLoss (supervised contrastive) on cosine similarities; temperature (0.1)");
+  reg.losses.add(
+      "ntxent", temperature_parse("ntxent", 0.07),
+      [](const TemperatureOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return NTXentLoss(o).ptr();
+      },
+      "PML's NTXentLoss (InfoNCE over every positive pair) on cosine similarities; temperature (0.07)");
 
   reg.miners.add(
       "all_triplets",

@@ -3,8 +3,10 @@
 //
 //   criterion: {name: contrastive, args: {pos_margin: 0, neg_margin: 1}}
 //   criterion: {name: multi_similarity, args: {alpha: 2, beta: 50, base: 0.5}}
+//   criterion: {name: supcon, args: {temperature: 0.1}}
+//   criterion: {name: ntxent, args: {temperature: 0.07}}
 //
-// Both use every pair of the batch (PML without a miner: each ordered pair (i, j), i != j, once
+// All use every pair of the batch (PML without a miner: each ordered pair (i, j), i != j, once
 // per direction) and compute in float32 under autocast, like the other built-in losses.
 
 #include "oml/losses/criterion.h"
@@ -59,5 +61,39 @@ class MultiSimilarityLossImpl : public Criterion {
   MultiSimilarityOptions options_;
 };
 TORCH_MODULE(MultiSimilarityLoss);
+
+/// The temperature of the softmax losses below (PML's `temperature`).
+struct TemperatureOptions {
+  double temperature = 0.1;
+};
+
+/// config::ArgumentError unless temperature > 0; `loss` names the loss in the message.
+void check_options(const TemperatureOptions& options, const std::string& loss);
+
+/// PML's SupConLoss with its default distance, CosineSimilarity: with s = cosine / temperature,
+/// loss_i = -mean over positives j of (s_ij - log sum_{k != i} exp(s_ik)); the loss is the mean
+/// over the anchors with a positive (PML's AvgNonZeroReducer). Temperature 0.1 by default.
+class SupConLossImpl : public Criterion {
+ public:
+  explicit SupConLossImpl(TemperatureOptions options = {});
+  LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  TemperatureOptions options_;
+};
+TORCH_MODULE(SupConLoss);
+
+/// PML's NTXentLoss (InfoNCE) with CosineSimilarity: per positive pair (a, p), with s = cosine /
+/// temperature, -log(exp(s_ap) / (exp(s_ap) + sum over a's negatives n of exp(s_an))); the loss
+/// is the mean over all positive pairs (PML's MeanReducer). Temperature 0.07 by default.
+class NTXentLossImpl : public Criterion {
+ public:
+  explicit NTXentLossImpl(TemperatureOptions options = {0.07});
+  LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  TemperatureOptions options_;
+};
+TORCH_MODULE(NTXentLoss);
 
 }  // namespace oml::losses
