@@ -34,6 +34,24 @@ torch::Tensor unit_rows(const torch::Tensor& embeddings) {
   return F::normalize(embeddings, F::NormalizeFuncOptions().p(2).dim(1));
 }
 
+// A batch as the pair losses use it: float32 embeddings (under autocast too), their L2-normalised
+// rows and PML's pair masks. The caller holds a Float32Guard for the whole forward.
+struct PairBatch {
+  torch::Tensor embeddings, unit;
+  PairMasks masks;
+
+  /// Cosine similarities of every pair [B, B] (PML's CosineSimilarity).
+  torch::Tensor cosine() const { return torch::mm(unit, unit.t()); }
+};
+
+PairBatch pair_batch(const torch::Tensor& input, const torch::Tensor& labels, const std::string& who) {
+  torch::Tensor embeddings = float32_input(input);
+  check_batch(embeddings, labels, who);
+  PairMasks masks = pair_masks(labels, who);
+  torch::Tensor unit = unit_rows(embeddings);
+  return {std::move(embeddings), std::move(unit), std::move(masks)};
+}
+
 // PML's AvgNonZeroReducer: the mean of the positive values, 0 (attached to the graph) for none.
 torch::Tensor mean_of_positive(const torch::Tensor& values, const torch::Tensor& embeddings) {
   const auto kept = values.masked_select(values > 0);
@@ -62,15 +80,14 @@ ContrastiveLossImpl::ContrastiveLossImpl(ContrastiveOptions options) : options_(
 
 LossOutput ContrastiveLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
-  const torch::Tensor embeddings = float32_input(input);
-  check_batch(embeddings, labels, "contrastive");
-  const PairMasks masks = pair_masks(labels, "contrastive");
-  const auto e = unit_rows(embeddings);
+  const PairBatch b = pair_batch(input, labels, "contrastive");
+  const auto& e = b.unit;
+  const auto& masks = b.masks;
   const auto d = pairwise_distances(e, e);
   const auto pos =
-      mean_of_positive(torch::relu(d.masked_select(masks.positive) - options_.pos_margin), embeddings);
+      mean_of_positive(torch::relu(d.masked_select(masks.positive) - options_.pos_margin), b.embeddings);
   const auto neg =
-      mean_of_positive(torch::relu(options_.neg_margin - d.masked_select(masks.negative)), embeddings);
+      mean_of_positive(torch::relu(options_.neg_margin - d.masked_select(masks.negative)), b.embeddings);
   LossOutput out;
   out.loss = pos + neg;
   out.logs["pos_loss"] = pos.item<double>();
@@ -90,11 +107,9 @@ MultiSimilarityLossImpl::MultiSimilarityLossImpl(MultiSimilarityOptions options)
 
 LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
-  const torch::Tensor embeddings = float32_input(input);
-  check_batch(embeddings, labels, "multi_similarity");
-  const PairMasks masks = pair_masks(labels, "multi_similarity");
-  const auto e = unit_rows(embeddings);
-  const auto s = torch::mm(e, e.t());
+  const PairBatch b = pair_batch(input, labels, "multi_similarity");
+  const auto& masks = b.masks;
+  const auto s = b.cosine();
   const double alpha = options_.alpha, beta = options_.beta, base = options_.base;
   const auto pos = log_one_plus_sum_exp(alpha * (base - s), masks.positive) / alpha;
   const auto neg = log_one_plus_sum_exp(beta * (s - base), masks.negative) / beta;
@@ -116,11 +131,9 @@ SupConLossImpl::SupConLossImpl(TemperatureOptions options) : options_(options) {
 
 LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
-  const torch::Tensor embeddings = float32_input(input);
-  check_batch(embeddings, labels, "supcon");
-  const PairMasks masks = pair_masks(labels, "supcon");
-  const auto e = unit_rows(embeddings);
-  const auto s = torch::mm(e, e.t()) / options_.temperature;
+  const PairBatch b = pair_batch(input, labels, "supcon");
+  const auto& masks = b.masks;
+  const auto s = b.cosine() / options_.temperature;
   const auto others = masks.positive | masks.negative;  // every k != i
   const auto log_denominator =
       torch::logsumexp(s.masked_fill(~others, std::numeric_limits<float>::lowest()), 1, /*keepdim=*/true);
@@ -128,7 +141,7 @@ LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tens
   const auto mean_log_prob =
       (positive * (s - log_denominator)).sum(1) / (positive.sum(1) + std::numeric_limits<float>::min());
   LossOutput out;
-  out.loss = mean_of_positive(-mean_log_prob, embeddings);
+  out.loss = mean_of_positive(-mean_log_prob, b.embeddings);
   return out;
 }
 
@@ -138,11 +151,9 @@ NTXentLossImpl::NTXentLossImpl(TemperatureOptions options) : options_(options) {
 
 LossOutput NTXentLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
-  const torch::Tensor embeddings = float32_input(input);
-  check_batch(embeddings, labels, "ntxent");
-  const PairMasks masks = pair_masks(labels, "ntxent");
-  const auto e = unit_rows(embeddings);
-  const auto s = torch::mm(e, e.t()) / options_.temperature;
+  const PairBatch b = pair_batch(input, labels, "ntxent");
+  const auto& masks = b.masks;
+  const auto s = b.cosine() / options_.temperature;
   const auto pairs = masks.positive.nonzero();  // (anchor, positive), row-major as PML's torch.where
   const auto anchors = pairs.select(1, 0), positives = pairs.select(1, 1);
   const auto pos = s.index({anchors, positives});
