@@ -1,0 +1,50 @@
+// Per-step time of the losses from pytorch-metric-learning (forward + backward of the loss alone,
+// on a fixed batch of embeddings): the C++ side of bench/losses_python.py, which times PML's own
+// classes on the same shapes. Compare the two in one session (docs/benchmarks.md#pml-losses).
+//
+//   bench_losses [threads] [batch] [dim] [steps]      (defaults: 0 = all cores, 160, 128, 50)
+//
+// The batch is P x K = batch / 10 labels x 10 items. Prints the median ms per step of each loss.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "oml/config/document.h"
+#include "oml/losses/criterion.h"
+#include "oml/registry/registries.h"
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 0;
+  const int64_t batch = argc > 2 ? std::atoll(argv[2]) : 160;
+  const int64_t dim = argc > 3 ? std::atoll(argv[3]) : 128;
+  const int steps = argc > 4 ? std::atoi(argv[4]) : 50;
+  if (threads > 0) torch::set_num_threads(threads);
+  oml::cli::register_builtins();
+  torch::manual_seed(0);
+  const auto labels = torch::arange(batch / 10).repeat_interleave(10);
+  const auto base = torch::randn({labels.size(0), dim});
+  std::printf("batch %lld x %lld, %d intra-op threads, median of %d steps (forward + backward)\n",
+              static_cast<long long>(labels.size(0)), static_cast<long long>(dim), torch::get_num_threads(), steps);
+  for (const std::string name : {"contrastive", "multi_similarity", "supcon", "ntxent"}) {
+    const auto doc = oml::config::Document::from_string("criterion: {name: " + name + "}\n", "bench.yaml");
+    const auto loss = oml::registries().losses.create(
+        oml::config::parse_component(doc.root()["criterion"], "criterion"), oml::losses::CriterionContext{});
+    std::vector<double> ms;
+    for (int step = -3; step < steps; ++step) {  // three warm-up steps
+      const auto embeddings = base.clone().requires_grad_(true);
+      const auto start = std::chrono::steady_clock::now();
+      loss->forward(embeddings, labels).loss.backward();
+      const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+      if (step >= 0) ms.push_back(took.count());
+    }
+    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+    std::printf("  %-18s %8.3f ms/step\n", name.c_str(), ms[ms.size() / 2]);
+  }
+  return 0;
+}

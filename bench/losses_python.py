@@ -1,0 +1,39 @@
+"""PML's side of bench/losses.cpp: per-step time (forward + backward of the loss alone) of
+pytorch-metric-learning's ContrastiveLoss, MultiSimilarityLoss, SupConLoss and NTXentLoss with
+their defaults, on the same shapes. Run it beside bench_losses in one session.
+
+    python bench/losses_python.py [threads] [batch] [dim] [steps]   (0 = all cores, 160, 128, 50)
+"""
+import statistics
+import sys
+import time
+
+import torch
+from pytorch_metric_learning import losses
+
+
+def main():
+    args = [int(a) for a in sys.argv[1:]] + [0, 160, 128, 50][len(sys.argv) - 1:]
+    threads, batch, dim, steps = args[:4]
+    if threads > 0:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    labels = torch.arange(batch // 10).repeat_interleave(10)
+    base = torch.randn(len(labels), dim)
+    print(f"batch {len(labels)} x {dim}, {torch.get_num_threads()} intra-op threads, "
+          f"median of {steps} steps (forward + backward)")
+    for name, loss in [("contrastive", losses.ContrastiveLoss()),
+                       ("multi_similarity", losses.MultiSimilarityLoss()),
+                       ("supcon", losses.SupConLoss()), ("ntxent", losses.NTXentLoss())]:
+        times = []
+        for step in range(-3, steps):
+            embeddings = base.clone().requires_grad_(True)
+            start = time.perf_counter()
+            loss(embeddings, labels).backward()
+            if step >= 0:
+                times.append((time.perf_counter() - start) * 1000)
+        print(f"  {name:<18} {statistics.median(times):8.3f} ms/step")
+
+
+if __name__ == "__main__":
+    main()
