@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   const auto labels = torch::arange(batch / 10).repeat_interleave(10);
   const auto base = torch::randn({labels.size(0), dim});
   std::printf("batch %lld x %lld, %d intra-op threads, median of %d steps (forward + backward)\n",
-              static_cast<long long>(labels.size(0)), static_cast<long long>(dim), torch::get_num_threads(), steps);
+              static_cast<long long>(labels.size(0)), static_cast<long long>(dim), torch::get_num_threads(),
+              steps);
   for (const std::string name : {"contrastive", "multi_similarity", "supcon", "ntxent"}) {
     const auto doc = oml::config::Document::from_string("criterion: {name: " + name + "}\n", "bench.yaml");
     const auto loss = oml::registries().losses.create(

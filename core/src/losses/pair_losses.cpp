@@ -58,12 +58,12 @@ torch::Tensor mean_of_positive(const torch::Tensor& values, const torch::Tensor&
   return kept.numel() > 0 ? kept.mean() : (embeddings * 0).sum();
 }
 
-// PML's lmu.logsumexp(x, keep_mask, add_one=True) per row: log(1 + sum_{mask} exp(x)), 0 for a
-// row with an empty mask.
-torch::Tensor log_one_plus_sum_exp(const torch::Tensor& x, const torch::Tensor& mask) {
-  const auto masked = x.masked_fill(~mask, std::numeric_limits<float>::lowest());
-  const auto with_one = torch::cat({masked, torch::zeros({x.size(0), 1}, x.options())}, 1);
-  return torch::logsumexp(with_one, 1).masked_fill(~mask.any(1), 0);
+// PML's lmu.logsumexp(x, keep_mask, add_one) per row [B]: log(sum_{mask} exp(x)), with a 1
+// added inside the log when `add_one`; 0 for a row with an empty mask.
+torch::Tensor masked_logsumexp(const torch::Tensor& x, const torch::Tensor& mask, bool add_one) {
+  auto masked = x.masked_fill(~mask, std::numeric_limits<float>::lowest());
+  if (add_one) masked = torch::cat({masked, torch::zeros({x.size(0), 1}, x.options())}, 1);
+  return torch::logsumexp(masked, 1).masked_fill(~mask.any(1), 0);
 }
 
 }  // namespace
@@ -111,8 +111,8 @@ LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const to
   const auto& masks = b.masks;
   const auto s = b.cosine();
   const double alpha = options_.alpha, beta = options_.beta, base = options_.base;
-  const auto pos = log_one_plus_sum_exp(alpha * (base - s), masks.positive) / alpha;
-  const auto neg = log_one_plus_sum_exp(beta * (s - base), masks.negative) / beta;
+  const auto pos = masked_logsumexp(alpha * (base - s), masks.positive, /*add_one=*/true) / alpha;
+  const auto neg = masked_logsumexp(beta * (s - base), masks.negative, /*add_one=*/true) / beta;
   LossOutput out;
   out.loss = (pos + neg).mean();
   out.logs["pos_loss"] = pos.mean().item<double>();
@@ -135,8 +135,7 @@ LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tens
   const auto& masks = b.masks;
   const auto s = b.cosine() / options_.temperature;
   const auto others = masks.positive | masks.negative;  // every k != i
-  const auto log_denominator =
-      torch::logsumexp(s.masked_fill(~others, std::numeric_limits<float>::lowest()), 1, /*keepdim=*/true);
+  const auto log_denominator = masked_logsumexp(s, others, /*add_one=*/false).unsqueeze(1);
   const auto positive = masks.positive.to(s.scalar_type());
   const auto mean_log_prob =
       (positive * (s - log_denominator)).sum(1) / (positive.sum(1) + std::numeric_limits<float>::min());
