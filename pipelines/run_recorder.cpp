@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "oml/common/logging.h"
+#include "oml/io/pending_files.h"
 #include "oml/report/html_report.h"
 #include "retrieval_grids.h"
 #include "run_context.h"
@@ -16,18 +17,71 @@ namespace {
 constexpr int64_t kWorstQueriesPerGrid = 6;
 }  // namespace
 
+// How long the interrupt's thread waits for the training thread to leave the logger before it
+// gives up marking the run KILLED (the process ends either way).
+constexpr auto kInterruptWait = std::chrono::seconds(3);
+
 RunRecorder::RunRecorder(const config::RunConfig& config, const RunContext& context, const fs::path& run_dir,
-                         bool has_validation, std::optional<int64_t> resumed_at_step)
+                         RecorderOptions options)
     : active_(context.is_main()),
       run_dir_(run_dir),
       log_images_(config.log_images),
       checkpoint_metric_(config.metric_for_checkpointing),
       visualization_(metrics::visualization_options(config.metric_args)),
       maximise_(config.mode_for_checkpointing == config::CheckpointMode::max) {
-  logger_ = report::make_run_logger(config.logger, report::LoggerContext{run_dir, resumed_at_step}, active_);
+  report::LoggerContext logger_context;
+  logger_context.run_dir = run_dir;
+  logger_context.run_name = run_dir.filename().string();
+  logger_context.tags = config.tags;
+  if (!config.postfix.empty()) logger_context.tags.push_back(config.postfix);
+  logger_context.config_yaml = std::move(options.config_yaml);
+  logger_context.resumed_at_step = options.resumed_at_step;
+  logger_context.resumed_run_id = std::move(options.resumed_logger_run_id);
+  logger_ = report::make_run_logger(config.logger, logger_context, active_);
   if (!active_) return;
   train_log_.emplace(run_dir / "train.jsonl");
-  if (has_validation) metrics_log_.emplace(run_dir / "metrics.jsonl");
+  if (options.has_validation) metrics_log_.emplace(run_dir / "metrics.jsonl");
+  interrupt_hook_ = std::make_unique<io::InterruptHook>([this](int) {
+    std::unique_lock<std::timed_mutex> lock(logger_mutex_, std::defer_lock);
+    if (lock.try_lock_for(kInterruptWait)) end_logger_run(report::RunStatus::killed);
+  });
+  if (fs::exists(run_dir / "config.yaml"))
+    with_logger([&](report::RunLogger& logger) { logger.log_file(run_dir / "config.yaml", "config.yaml"); });
+}
+
+RunRecorder::~RunRecorder() {
+  interrupt_hook_.reset();  // from here on an interrupt finds no hook of ours
+  if (!active_) return;
+  const std::lock_guard<std::timed_mutex> lock(logger_mutex_);
+  try {
+    end_logger_run(report::RunStatus::failed);
+  } catch (const std::exception& e) {
+    log::warn(std::string("the logger failed to end its run: ") + e.what());
+  }
+}
+
+void RunRecorder::end_logger_run(report::RunStatus status) {
+  if (ended_) return;
+  ended_ = true;
+  logger_->finish(status);
+}
+
+void RunRecorder::with_logger(const std::function<void(report::RunLogger&)>& work) {
+  if (!active_) return;
+  const std::lock_guard<std::timed_mutex> lock(logger_mutex_);
+  if (ended_) return;
+  best_effort("the logger", [&] { work(*logger_); });
+}
+
+std::string RunRecorder::logger_run_id() const { return active_ ? logger_->run_id() : std::string(); }
+
+void RunRecorder::end_of_epoch() {
+  with_logger([](report::RunLogger& logger) { logger.flush(); });
+}
+
+void RunRecorder::checkpoint_written(const fs::path& path) {
+  with_logger(
+      [&](report::RunLogger& logger) { logger.log_file(path, "checkpoints/" + path.filename().string()); });
 }
 
 void RunRecorder::best_effort(const std::string& what, const std::function<void()>& work) {
@@ -46,10 +100,10 @@ void RunRecorder::train_step(const nlohmann::json& record) {
   if (!active_) return;
   train_log_->write(record);
   const int64_t step = record.value("step", int64_t{0});
-  best_effort("the logger", [&] {
+  with_logger([&](report::RunLogger& logger) {
     for (const auto& item : record.items()) {
       if (item.key() == "epoch" || item.key() == "step" || !item.value().is_number()) continue;
-      logger_->log_scalar("train/" + item.key(), item.value().get<double>(), step);
+      logger.log_scalar("train/" + item.key(), item.value().get<double>(), step);
     }
   });
 }
@@ -59,8 +113,8 @@ void RunRecorder::validation(int64_t epoch, int64_t step, const metrics::Embeddi
   if (!active_) return;
   if (metrics_log_)
     metrics_log_->write(nlohmann::json{{"epoch", epoch}, {"step", step}, {"metrics", result.metrics}});
-  best_effort("the logger", [&] {
-    for (const auto& [key, value] : result.metrics) logger_->log_scalar(key, value, step);
+  with_logger([&](report::RunLogger& logger) {
+    for (const auto& [key, value] : result.metrics) logger.log_scalar(key, value, step);
   });
   if (log_images_)
     best_effort("drawing the worst-query grids", [&] { record_grids(epoch, step, result, split); });
@@ -80,13 +134,20 @@ void RunRecorder::record_grids(int64_t epoch, int64_t step, const metrics::Embed
     if (result.per_query.count(key) && !visualization_.excludes(key)) request.metrics = {key};
     const auto grids = draw_grids(result, split, request);
     save_grids(grids, report::grid_folder(run_dir_, epoch + 1));
-    for (const auto& grid : grids) logger_->log_image("retrieval/" + grid.name, grid.image, step);
+    with_logger([&](report::RunLogger& logger) {
+      for (const auto& grid : grids) logger.log_image("retrieval/" + grid.name, grid.image, step);
+    });
   }
 }
 
 void RunRecorder::finish() {
   if (!active_) return;
   write_report();
+  const fs::path report = run_dir_ / "report.html";
+  if (fs::exists(report))
+    with_logger([&](report::RunLogger& logger) { logger.log_file(report, "report.html"); });
+  const std::lock_guard<std::timed_mutex> lock(logger_mutex_);
+  best_effort("the logger", [&] { end_logger_run(report::RunStatus::finished); });
 }
 
 void RunRecorder::write_report() {

@@ -7,10 +7,17 @@
 // metrics.jsonl are the run's record: failing to write them ends the run. The logger, the grids
 // and the report are views of it: their failures are warnings and training goes on.
 //
-//   RunRecorder recorder(cfg, ctx, paths.root, has_validation);
+//   RunRecorder recorder(cfg, ctx, paths.root, {has_validation, config_yaml});
 //   recorder.train_step(record);                      // {"epoch", "step", "loss", "lr", ...}
 //   recorder.validation(epoch, step, result, split);  // rank 0's metrics result
+//   recorder.checkpoint_written(path);                // offers it to the logger
+//   recorder.end_of_epoch();                          // the logger flushes
 //   recorder.finish();
+//
+// The logger's run ends FINISHED at finish(), FAILED when the recorder is destroyed without it
+// (the command is ending with an error) and KILLED on SIGINT/SIGTERM (an io::InterruptHook).
+// Every logger call holds one lock, so the interrupt's thread never enters the logger while
+// the training thread is inside it.
 //
 // Any pipeline (extractor, pairwise) uses it the same way. A pipeline that wants only the
 // logger: report::make_run_logger(cfg.logger, {run_dir}, ctx.is_main()).
@@ -18,6 +25,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
@@ -33,17 +41,33 @@ namespace oml::data {
 struct DataSplit;
 }  // namespace oml::data
 
+namespace oml::io {
+class InterruptHook;
+}  // namespace oml::io
+
 namespace oml::pipelines {
 
 struct RunContext;
 
+/// What a recorder needs to know about its run besides the config.
+struct RecorderOptions {
+  bool has_validation = false;  ///< writes metrics.jsonl
+  std::string config_yaml;      ///< the resolved config (what config.yaml holds)
+  /// The run continues from its checkpoint at this step (the logger drops what the killed
+  /// process logged after it) ...
+  std::optional<int64_t> resumed_at_step;
+  /// ... and continues the checkpoint's tracker run (io::ResumeState::logger_run_id).
+  std::optional<std::string> resumed_logger_run_id;
+};
+
 class RunRecorder {
  public:
-  /// `resumed_at_step`: the run continues from its checkpoint at this step (the logger drops
-  /// what the killed process logged after it).
   RunRecorder(const config::RunConfig& config, const RunContext& context,
-              const std::filesystem::path& run_dir, bool has_validation,
-              std::optional<int64_t> resumed_at_step = {});
+              const std::filesystem::path& run_dir, RecorderOptions options);
+  /// Ends the logger's run as FAILED unless finish() was called.
+  ~RunRecorder();
+  RunRecorder(const RunRecorder&) = delete;
+  RunRecorder& operator=(const RunRecorder&) = delete;
 
   /// One line of train.jsonl; every number in it but epoch/step also becomes "train/<key>".
   void train_step(const nlohmann::json& record);
@@ -51,11 +75,15 @@ class RunRecorder {
   /// one scalar per metric key, grids when log_images, then report.html.
   void validation(int64_t epoch, int64_t step, const metrics::EmbeddingMetricsResult& result,
                   const data::DataSplit& split);
-  /// Rewrites report.html (end of training).
+  /// After an epoch's checkpoints and validation: the logger flushes what it has.
+  void end_of_epoch();
+  /// A checkpoint was written at `path` (offered to the logger as "checkpoints/<file name>").
+  void checkpoint_written(const std::filesystem::path& path);
+  /// Rewrites report.html and ends the logger's run as FINISHED (end of training).
   void finish();
 
-  /// The logger, for anything else a pipeline wants to plot (a NullLogger on ranks other than 0).
-  report::RunLogger& logger() { return *logger_; }
+  /// The logger's id of this run, for checkpoints ("" on other ranks or when it has none).
+  std::string logger_run_id() const;
 
  private:
   void write_report();
@@ -63,6 +91,10 @@ class RunRecorder {
                     const data::DataSplit& split);
   /// Runs `work`; a failure (full disk, unwritable file) is a warning, never the end of training.
   void best_effort(const std::string& what, const std::function<void()>& work);
+  /// best_effort on the logger, holding logger_mutex_.
+  void with_logger(const std::function<void(report::RunLogger&)>& work);
+  /// Ends the logger's run once (`ended_` guards it); called with logger_mutex_ held.
+  void end_logger_run(report::RunStatus status);
 
   bool active_;
   std::filesystem::path run_dir_;
@@ -71,6 +103,9 @@ class RunRecorder {
   metrics::VisualizationOptions visualization_;
   bool maximise_;
   std::shared_ptr<report::RunLogger> logger_;
+  std::timed_mutex logger_mutex_;
+  bool ended_ = false;
+  std::unique_ptr<io::InterruptHook> interrupt_hook_;
   std::optional<JsonlWriter> train_log_;
   std::optional<JsonlWriter> metrics_log_;
   std::set<std::string> warned_;

@@ -177,6 +177,7 @@ RestoredState restore_checkpoint(const std::string& path, const config::RunConfi
   RestoredState restored;
   const io::ResumeState& r = *resumed.resume;
   restored.position = {r.sampler_epoch, r.sampler_batch, resumed.step};
+  restored.logger_run_id = r.logger_run_id;
   restored.position_is_global = r.sampler_consumed.has_value();
   if (restored.position_is_global) {
     restored.position.consumed = *r.sampler_consumed;
@@ -229,9 +230,14 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
   }
   step_ = start_.step;
   claim_run_directory(resumed_run);
-  recorder_ = std::make_unique<RunRecorder>(
-      config_, context_, paths_.root, options_.has_validation,
-      options_.resume_from.empty() ? std::nullopt : std::optional<int64_t>(start_.step));
+  RecorderOptions recording;
+  recording.has_validation = options_.has_validation;
+  recording.config_yaml = resolved_yaml_;
+  if (!options_.resume_from.empty()) {
+    recording.resumed_at_step = start_.step;
+    if (!resumed_logger_run_id_.empty()) recording.resumed_logger_run_id = resumed_logger_run_id_;
+  }
+  recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, std::move(recording));
 
   // Gradient synchronisation (a no-op in a single process); every rank starts from rank 0's
   // parameters and buffers, as PyTorch's DDP does at construction.
@@ -292,6 +298,7 @@ void Trainer::restore(const std::string& path) {
   const RestoredState restored = restore_checkpoint(path, config_, parts_, scheduler_.get(), scaler_.get());
   start_ = restored.position;
   if (restored.best) best_ = restored.best;
+  resumed_logger_run_id_ = restored.logger_run_id;
   const int64_t world = context_.world_size();
   if (!restored.position_is_global) {
     // An earlier build counted only this rank-world's steps and did not name the world.
@@ -473,8 +480,10 @@ void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& n
   resume.sampler_world_size = next.epoch_world_size;
   resume.rng = optim::save_rng_state();
   if (scaler_) resume.grad_scaler = scaler_->state();
+  resume.logger_run_id = recorder_->logger_run_id();
   checkpoint.resume = std::move(resume);
   io::save_checkpoint(paths_.checkpoints / name, checkpoint);
+  recorder_->checkpoint_written(paths_.checkpoints / name);
 }
 
 std::map<std::string, double> Trainer::with_best(std::map<std::string, double> metrics) const {
@@ -524,6 +533,7 @@ void Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
   save_checkpoint("last.ckpt", next, with_best(last_metrics_));
   // Logs, logger, grids and report after the checkpoints: a failure there never costs them.
   if (validated) recorder_->validation(epoch, step_, *validated, *hooks.validation_split);
+  recorder_->end_of_epoch();
   context_.group->barrier();
 }
 

@@ -131,6 +131,7 @@ struct RestoredState {
   /// epoch_world_size are then left at their defaults).
   bool position_is_global = true;
   std::optional<double> best;  ///< the run's best value of metric_for_checkpointing so far
+  std::string logger_run_id;   ///< the tracker run to continue ("" for none)
 };
 
 /// Reads the checkpoint at `path` into `parts` (the model's and the criterion's tensors, the
@@ -222,6 +223,7 @@ class Trainer {
   std::vector<std::pair<std::string, at::Tensor>> buffers_;
   std::optional<double> best_;
   std::map<std::string, double> last_metrics_, best_metrics_;
+  std::string resumed_logger_run_id_;  ///< the checkpoint's tracker run, when resumed
 };
 
 }  // namespace oml::pipelines

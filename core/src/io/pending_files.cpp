@@ -23,6 +23,11 @@ namespace {
 std::mutex g_mutex;
 std::map<const PendingFile*, fs::path> g_pending;
 
+// Guards g_hooks (separately: a hook may take a while, and publish() must not wait for it).
+std::mutex g_hooks_mutex;
+std::map<uint64_t, std::function<void(int)>> g_hooks;
+uint64_t g_next_hook = 0;
+
 int g_interrupt_pipe[2] = {-1, -1};
 std::string g_command;
 
@@ -59,8 +64,19 @@ int remove_pending_locked() {
   return existed;
 }
 
+void run_interrupt_hooks(int signo) {
+  const std::lock_guard<std::mutex> lock(g_hooks_mutex);
+  for (const auto& [id, hook] : g_hooks) {
+    try {
+      hook(signo);
+    } catch (...) {  // the process is ending: a hook's failure must not stop the cleanup
+    }
+  }
+}
+
 [[noreturn]] void clean_up_and_exit(int signo) {
   g_mutex.lock();  // kept: no rename starts after this, and the one running has finished
+  run_interrupt_hooks(signo);
   const int removed = remove_pending_locked();
   const char* abbrev = sigabbrev_np(signo);
   ::oml::detail::write_fully(
@@ -90,6 +106,17 @@ PendingFile::PendingFile(fs::path path) : path_(std::move(path)) {
 PendingFile::~PendingFile() {
   const std::lock_guard<std::mutex> lock(g_mutex);
   g_pending.erase(this);
+}
+
+InterruptHook::InterruptHook(std::function<void(int signo)> hook) {
+  const std::lock_guard<std::mutex> lock(g_hooks_mutex);
+  id_ = g_next_hook++;
+  g_hooks.emplace(id_, std::move(hook));
+}
+
+InterruptHook::~InterruptHook() {
+  const std::lock_guard<std::mutex> lock(g_hooks_mutex);
+  g_hooks.erase(id_);
 }
 
 void publish(const std::function<void()>& step) {

@@ -1,11 +1,90 @@
 #include "oml/report/run_logger.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
 
 #include "oml/registry/registries.h"
 #include "oml/report/tensorboard_writer.h"
 
 namespace oml::report {
+
+namespace {
+
+// YAML 1.2 core schema, as PyYAML/OmegaConf users expect to see their values again.
+nlohmann::json scalar_as_json(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!") return text;  // quoted: a string whatever it looks like
+  static const std::regex null_re("~|null|Null|NULL|");
+  static const std::regex true_re("true|True|TRUE");
+  static const std::regex false_re("false|False|FALSE");
+  static const std::regex int_re("[-+]?[0-9]+");
+  static const std::regex float_re(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (std::regex_match(text, null_re)) return nullptr;
+  if (std::regex_match(text, true_re)) return true;
+  if (std::regex_match(text, false_re)) return false;
+  try {
+    if (std::regex_match(text, int_re)) return std::stoll(text);
+    if (std::regex_match(text, float_re)) return std::stod(text);
+  } catch (const std::out_of_range&) {
+    return text;  // beyond int64/double: kept as written
+  }
+  return text;
+}
+
+nlohmann::json yaml_as_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = yaml_as_json(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : node) out.push_back(yaml_as_json(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar:
+      return scalar_as_json(node);
+    default:
+      return nullptr;
+  }
+}
+
+void flatten_into(const nlohmann::json& value, const std::string& path, const std::string& separator,
+                  std::vector<std::pair<std::string, std::string>>& out) {
+  if (value.is_object() && !value.empty()) {
+    for (const auto& item : value.items())
+      flatten_into(item.value(), path.empty() ? item.key() : path + separator + item.key(), separator, out);
+    return;
+  }
+  out.emplace_back(path, value.is_string() ? value.get<std::string>() : value.dump());
+}
+
+}  // namespace
+
+std::string run_status_name(RunStatus status) {
+  switch (status) {
+    case RunStatus::finished:
+      return "FINISHED";
+    case RunStatus::failed:
+      return "FAILED";
+    case RunStatus::killed:
+      return "KILLED";
+  }
+  return "FAILED";
+}
+
+nlohmann::json config_as_json(const std::string& yaml) { return yaml_as_json(YAML::Load(yaml)); }
+
+std::vector<std::pair<std::string, std::string>> flatten_config(const nlohmann::json& config,
+                                                                const std::string& separator) {
+  std::vector<std::pair<std::string, std::string>> out;
+  flatten_into(config, "", separator, out);
+  return out;
+}
 
 std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::ComponentSpec>& spec,
                                            const LoggerContext& context, bool writer) {

@@ -14,6 +14,7 @@
 // process with 128 + the signal (130, 143). SIGKILL cannot be caught: what it leaves is removed
 // by remove_stale_temporaries (atomic_file.h) when the run is resumed or the conversion repeated.
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -31,6 +32,22 @@ class PendingFile {
 
  private:
   std::filesystem::path path_;
+};
+
+/// Work to do when an interrupt ends the process, before the pending files are removed: a
+/// tracker marks its run KILLED. Registered for the hook's lifetime; hooks run on the cleanup's
+/// thread in the order registered, with the signal's number, while other threads still run (so
+/// a hook locks what it shares with them). A hook must be quick (a few seconds at most), must not
+/// publish() or create a PendingFile, and its exceptions are swallowed.
+class InterruptHook {
+ public:
+  explicit InterruptHook(std::function<void(int signo)> hook);
+  ~InterruptHook();
+  InterruptHook(const InterruptHook&) = delete;
+  InterruptHook& operator=(const InterruptHook&) = delete;
+
+ private:
+  uint64_t id_;
 };
 
 /// Runs `step` (the renames that publish a result) so that an interrupt's cleanup happens
