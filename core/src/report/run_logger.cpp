@@ -6,8 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "oml/common/logging.h"
+#include "oml/config/argument_error.h"
 #include "oml/registry/registries.h"
 #include "oml/report/tensorboard_writer.h"
+#include "oml/report/wandb_run.h"
 
 namespace oml::report {
 
@@ -94,17 +97,16 @@ std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::Component
 
 void require_logger(const config::ComponentSpec& spec) {
   const auto& loggers = registries().loggers;
-  static const std::map<std::string, std::string> kServices{{"wandb", "Weights & Biases"},
-                                                            {"neptune", "Neptune"},
-                                                            {"clearml", "ClearML"},
-                                                            {"mlflow", "an MLflow tracking server"}};
+  static const std::map<std::string, std::string> kServices{
+      {"neptune", "Neptune"}, {"clearml", "ClearML"}, {"mlflow", "an MLflow tracking server"}};
   const auto service = kServices.find(spec.name);
   if (!loggers.contains(spec.name) && service != kServices.end()) {
     const config::Node name = spec.node.is_map() ? spec.node["name"] : spec.node;
     name.fail("logger '" + spec.name + "' sends the run to " + service->second +
-              ", a network service that oml-cpp does not talk to (it runs offline); use the default "
-              "logger: {name: tensorboard} (TensorBoard files in the run directory; plus train.jsonl, "
-              "metrics.jsonl and report.html), or logger: null");
+              ", a network service that oml-cpp does not talk to; use the default logger: {name: "
+              "tensorboard} (TensorBoard files in the run directory; plus train.jsonl, metrics.jsonl and "
+              "report.html), logger: {name: wandb} (an offline W&B run that `wandb sync` uploads), or "
+              "logger: null");
   }
   loggers.require(spec);
 }
@@ -124,6 +126,52 @@ void register_builtin_loggers(Registries& registries) {
             context.resumed_at_step);
       },
       "subdir = tensorboard: TensorBoard event files (scalars, retrieval grids) under the run directory");
+  registry.add(
+      "wandb",
+      [](config::ArgsReader& reader) {
+        WandbOptions options;
+        std::string mode = "offline";
+        bool offline = true;
+        reader.optional("project", options.project)
+            .optional("entity", options.entity)
+            .optional("name", options.name)
+            .optional("id", "version", options.id)
+            .optional("tags", options.tags)
+            .optional("notes", options.notes)
+            .optional("group", options.group)
+            .optional("job_type", options.job_type)
+            .optional("prefix", options.prefix)
+            .optional("save_dir", "dir", options.save_dir)
+            .optional("offline", offline)
+            .optional("mode", mode)
+            .custom([&] {
+              // Lightning's log_model: true (at the end) or "all" (as written); both upload the
+              // checkpoints' last versions here.
+              const config::Node node = reader.take("log_model");
+              if (node.is_null()) return;
+              options.log_model = node.as<std::string>() == "all" || node.as<bool>();
+            });
+        reader.check([&] {
+          config::check_argument(mode == "offline" || mode == "online" || mode == "disabled",
+                                 "logger 'wandb'", "mode", "must be offline, online or disabled, got '", mode,
+                                 "'");
+        });
+        options.online_requested = mode == "online" || !offline;
+        options.disabled = mode == "disabled";
+        return options;
+      },
+      [](const WandbOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
+        if (options.disabled) return std::make_shared<NullLogger>();
+        if (options.online_requested)
+          log::info(
+              "wandb: oml-cpp writes W&B runs offline (it does not talk to W&B's servers); "
+              "`wandb sync` uploads the run");
+        return std::make_shared<WandbOfflineRun>(options, context, config_as_json(context.config_yaml));
+      },
+      "project = uncategorized, entity, name, id, tags, notes, group, job_type, prefix, save_dir, log_model "
+      "= "
+      "false, mode = offline: a Weights & Biases offline run under <run dir>/wandb/ that `wandb sync` "
+      "uploads (docs/reports.md#weights--biases)");
   registry.add(
       "none", no_args,
       [](NoOptions, const LoggerContext&) -> std::shared_ptr<RunLogger> {
