@@ -30,8 +30,8 @@ namespace {
 
 // Scores (query, gallery) pairs with the model: smaller = more alike (PairwiseModel::predict).
 retrieval::PairScorer pair_scorer(models::PairwiseModel& model, std::shared_ptr<const data::Dataset> inputs,
-                                  const RunContext& context, uint64_t seed) {
-  return [&model, inputs = std::move(inputs), device = context.device, precision = context.precision, seed](
+                                  const RunContext& context, config::Precision precision, uint64_t seed) {
+  return [&model, inputs = std::move(inputs), device = context.device, precision, seed](
              const std::vector<int64_t>& query_ids, const std::vector<int64_t>& gallery_ids) {
     auto stack = [&](const std::vector<int64_t>& ids) {
       std::vector<at::Tensor> items;
@@ -90,9 +90,13 @@ std::shared_ptr<const data::Dataset> pairwise_inputs(
 namespace {
 
 std::shared_ptr<retrieval::Postprocessor> build_pairwise_postprocessor(const config::RunConfig& config,
-                                                                       retrieval::PairScorer scorer) {
+                                                                       retrieval::PairScorer scorer,
+                                                                       retrieval::PairScorer half_scorer = {},
+                                                                       std::string half_precision = "") {
   retrieval::PostprocessorContext context;
   context.pairwise_scores = std::move(scorer);
+  context.half_precision_scores = std::move(half_scorer);
+  context.half_precision = std::move(half_precision);
   return registries().postprocessors.create(require_component(config, config.postprocessor, "postprocessor"),
                                             context);
 }
@@ -110,8 +114,13 @@ metrics::EmbeddingMetricsResult pairwise_validation_metrics(
     const config::RunConfig& config, const RunContext& context, const metrics::MetricTable& table,
     models::PairwiseModel& model, const std::shared_ptr<const data::Dataset>& inputs,
     const at::Tensor& embeddings, const data::DataSplit& split, std::map<std::string, double>& before) {
+  const auto seed = static_cast<uint64_t>(config.seed);
+  // OML's use_fp16: float16 autocast on CUDA; on the CPU the half precision autocast has is bfloat16.
+  const bool cuda = context.device.is_cuda();
   const auto postprocessor = build_pairwise_postprocessor(
-      config, pair_scorer(model, inputs, context, static_cast<uint64_t>(config.seed)));
+      config, pair_scorer(model, inputs, context, context.precision, seed),
+      pair_scorer(model, inputs, context, cuda ? config::Precision::fp16 : config::Precision::bf16, seed),
+      cuda ? "float16" : "bfloat16");
 
   const metrics::EmbeddingSet set = embedding_set(embeddings, split);
   const auto backend = build_retrieval_backend(config);

@@ -35,15 +35,17 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   // hours on large datasets: the extractor's weights, the postprocessor, the model, the
   // sampler, the optimizer, the metric args and the checkpoint metric (the Trainer's constructor).
   require_trained_extractor(cfg);
-  if (cfg.freeze_n_epochs != 0) {
-    cfg.source["freeze_n_epochs"].fail(
-        "the pairwise pipeline keeps its extractor frozen throughout and trains only the pairwise "
-        "model; freeze_n_epochs applies to extractor training");
-  }
   const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
   if (has_validation) check_pairwise_postprocessor(cfg);
 
   auto model = build_pairwise_model(cfg, ctx);
+  // OML's freeze_n_epochs here freezes the pairwise model's own backbone (not the retrieval
+  // extractor, which is frozen throughout): only its head trains in the first epochs.
+  if (cfg.freeze_n_epochs != 0 && !model->freezable()) {
+    cfg.source["freeze_n_epochs"].fail("pairwise model '" + cfg.pairwise_model->name +
+                                       "' has no backbone to freeze; freeze_n_epochs needs concat_siamese "
+                                       "(its extractor is frozen during the first freeze_n_epochs epochs)");
+  }
   const auto sampler = build_train_sampler(cfg, dataframe);
   losses::PairsMiner miner(cfg.hard_pairs_mining);
   auto optimizer = build_optimizer(cfg, *model, nullptr);
@@ -76,6 +78,8 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
 
   // ---- the pipeline's share of the loop ------------------------------------------------------
   TrainingHooks hooks;
+  if (cfg.freeze_n_epochs != 0)
+    hooks.on_epoch_start = [&](int64_t epoch) { model->set_backbone_frozen(epoch < cfg.freeze_n_epochs); };
   hooks.step = [&](const data::LoadedBatch& batch) {
     // Pairs come from the extractor's embeddings: hard pairs are the ones it gets wrong.
     const losses::PairSet pairs = miner.mine(train_embeddings.index_select(0, batch.indices), batch.labels);

@@ -56,6 +56,7 @@ data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require
   options.dataset_root = root;
   options.require_paths = require_paths;
   options.check_files = require_paths;
+  options.warnings = config.show_dataset_warnings;
   return data::Dataframe::read(csv, options);
 }
 

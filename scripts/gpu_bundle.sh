@@ -6,28 +6,34 @@
 #              only used where the machine's is older) and check.sh: the GPU tests, ViT-S/16 bf16
 #              and resnet18 throughput, oml-cpp against PyTorch eager on that GPU (~60 MB);
 #   .gpudata/  Fashion-MNIST's IDX files and default_job.sh: the default job on accelerator: cuda
-#              (~30 MB; separate because a device call carries at most 64 MiB).
+#              (~30 MB; separate because a device call carries at most 64 MiB);
+#   .gpuoml/   the first 3000 + 3000 Fashion-MNIST images as converted PNGs (~3 MB) and
+#              oml_configs.sh: OML's 17 pipeline configs (tests/fixtures/oml_configs) exactly as
+#              shipped -- gpu, their precision and batch sizes -- with only dataset_root, the weights
+#              paths, devices=1 (one GPU) and max_steps=1 set; small enough to go with .gpu in one call.
 # There, from a checkout of the same commit: `bash .gpu/check.sh`, then `bash .gpudata/default_job.sh`
-# (it reuses what check.sh unpacked under /tmp/oml-gpu). Both write their logs to $OUT (default
-# /tmp/oml-gpu/out). The binaries run against the GPU machine's own torch, which must be the
+# or `bash .gpuoml/oml_configs.sh` (they reuse what check.sh unpacked under /tmp/oml-gpu). All write
+# their logs to $OUT (default /tmp/oml-gpu/out). OML_GPU_BENCH=0 leaves check.sh's benchmarks out. The binaries run against the GPU machine's own torch, which must be the
 # version built against here (a C++ ABI: scripts/requirements.txt).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
 cd "$root"
-cmake --build "$build" --target oml_gpu_tests oml_ddp_worker oml-train oml-convert bench_precision
+cmake --build "$build" --target oml_gpu_tests oml_ddp_worker oml-train oml-validate oml-predict oml-convert \
+  bench_precision
 # Only a bundle this script made (its marker inside) is replaced; any other folder of that name is
 # the user's.
-for dir in .gpu .gpudata; do
+for dir in .gpu .gpudata .gpuoml; do
   if [ -e "$dir" ] && [ ! -f "$dir/.oml-gpu-bundle" ]; then
     echo "gpu_bundle: $root/$dir exists and was not made by this script; move it away first" >&2
     exit 2
   fi
 done
-rm -rf .gpu .gpudata
-mkdir -p .gpu/bin .gpudata
-touch .gpu/.oml-gpu-bundle .gpudata/.oml-gpu-bundle
-bins=(tests/oml_gpu_tests tests/oml_ddp_worker pipelines/oml-train pipelines/oml-convert bench/bench_precision)
+rm -rf .gpu .gpudata .gpuoml
+mkdir -p .gpu/bin .gpudata .gpuoml
+touch .gpu/.oml-gpu-bundle .gpudata/.oml-gpu-bundle .gpuoml/.oml-gpu-bundle
+bins=(tests/oml_gpu_tests tests/oml_ddp_worker pipelines/oml-train pipelines/oml-validate pipelines/oml-predict
+  pipelines/oml-convert bench/bench_precision)
 for b in "${bins[@]}"; do cp "$build/$b" .gpu/bin/; done
 cp -L "$build/core/liboml_core.so.0" .gpu/bin/
 
@@ -78,6 +84,7 @@ nvidia-smi -L
 "$B/oml-train" --version
 echo "== 1. the GPU tests"
 (cd /tmp && "$B/oml_gpu_tests" --durations yes 2>&1 | tee "$OUT/gpu_tests.log")
+[ "${OML_GPU_BENCH:-1}" = 1 ] || exit 0
 echo "== 2. ViT-S/16 224 px bf16, batch 32, oml-cpp and PyTorch eager alternating"
 vit='{name: vit, args: {arch: vits16}}'
 for round in 1 2 3; do
@@ -101,4 +108,62 @@ start=$(date +%s%N)
 echo "default job on cuda: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms"
 grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/logs/*/metrics.jsonl
 JOB
-du -sh .gpu .gpudata
+# OML's configs as shipped: the converted subset travels as PNGs (IDX files of the whole set are
+# ten times larger), regrouped there by the tests' own script.
+subset=$staging/fashion_mnist_3000
+"$build/pipelines/oml-convert" fashion-mnist --src /usr/share/datasets/fashion-mnist --dst "$subset" \
+  --limit 3000 --progress quiet > /dev/null
+tar -C "$staging" -cf .gpuoml/fashion_mnist_3000.tar fashion_mnist_3000
+cat > .gpuoml/oml_configs.sh <<'OML'
+# OML's pipeline configs exactly as shipped (accelerator gpu, their precision, batch and image
+# sizes); set: dataset_root, the weights paths, devices=1 (one GPU here), max_steps=1.
+set -u
+[ -f /tmp/oml-gpu/env.sh ] || { echo "run .gpu/check.sh on this machine first" >&2; exit 3; }
+. /tmp/oml-gpu/env.sh
+W=/tmp/oml-gpu/oml_configs
+rm -rf "$W" && mkdir -p "$W/weights" "$W/cwd/data" "$W/logs"
+tar -xf .gpuoml/fashion_mnist_3000.tar -C "$W"
+"$PY" tests/python/oml_shaped_dataset.py "$W/fashion_mnist_3000" "$W/data_root" || exit 4
+ls "$W"/fashion_mnist_3000/images/val/*.png | head -12 | xargs -I{} ln -s {} "$W/cwd/data/"
+# Random ViT-S/16 weights under OML's zoo files (the configs name them; nothing is downloaded).
+"$PY" - "$W/weights" <<'PYW' || exit 5
+import sys, torch
+sys.path.insert(0, "tests/python")
+from vit_reference import VisionTransformer, randomise
+torch.manual_seed(0)
+model = VisionTransformer("vits16").eval()
+randomise(model)
+for name in ["vits16_dino", "vits16_cub", "vits16_cars", "vits16_sop", "vits16_inshop"]:
+    torch.save(model.state_dict(), f"{sys.argv[1]}/{name}.ckpt")
+PYW
+C=$PWD/tests/fixtures/oml_configs/pipelines
+E=$C/features_extraction
+P=$C/postprocessing/pairwise_postprocessing
+run() {  # run COMMAND CONFIG [--set ...]
+  local command=$1 config=$2; shift 2
+  local sets="--set devices=1"
+  grep -q '^dataset_root:' "$config" && sets="$sets --set dataset_root=$W/data_root"
+  [ "$command" = oml-train ] && sets="$sets --set max_steps=1"
+  local name; name=$(basename "$config" .yaml)
+  local start; start=$(date +%s%N)
+  (cd "$W/cwd" && OML_WEIGHTS_DIR="$W/weights" "$B/$command" --config "$config" $sets "$@" --progress quiet) \
+    > "$OUT/oml_$name.log" 2>&1
+  local rc=$?
+  echo "$name: $command exit $rc, $(( ($(date +%s%N) - start) / 1000000 )) ms $(grep -o 'OVERALL/cmc/1 *[0-9.]*' "$OUT/oml_$name.log" | tail -1)"
+  [ $rc = 0 ] || tail -3 "$OUT/oml_$name.log"
+}
+for d in cub cars sop inshop; do
+  run oml-train "$E/extractor_$d/train_$d.yaml"
+  run oml-validate "$E/extractor_$d/val_$d.yaml"
+  run oml-predict "$E/extractor_$d/predict_$d.yaml"
+done
+run oml-train "$E/configs_experimental/train_inshop_with_mlp.yaml"
+run oml-train "$P/extractor_train.yaml" --set logs_root="$W/logs/extractor"
+extractor=$(ls "$W"/logs/extractor/*/checkpoints/best.ckpt | head -1)
+run oml-validate "$P/extractor_validate.yaml" --set weights="$extractor"
+run oml-train "$P/postprocessor_train.yaml" --set extractor_weights="$extractor" --set logs_root="$W/logs/postprocessor"
+postprocessor=$(ls "$W"/logs/postprocessor/*/checkpoints/best.ckpt | head -1)
+run oml-validate "$P/postprocessor_validate.yaml" --set extractor_weights="$extractor" \
+  --set postprocessor_weights="$postprocessor"
+OML
+du -sh .gpu .gpudata .gpuoml

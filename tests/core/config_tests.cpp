@@ -387,6 +387,49 @@ TEST_CASE("precision takes Lightning's spellings, and 16 on the CPU says to use 
   CHECK_THROWS_WITH(parse("precision: [16]\n"), Contains("expected a precision"));
 }
 
+TEST_CASE(
+    "OML's keys for prediction and post-processing: bs, extractor_weights, postprocessor_weights, "
+    "show_dataset_warnings; a pairwise config is the pairwise pipeline without saying so",
+    "[config]") {
+  auto parse = [](const std::string& text, std::vector<std::string> overrides = {}) {
+    return oml::config::parse_run_config(Document::from_string(text, "run.yaml", overrides).root());
+  };
+  // OML's predict configs' batch size.
+  CHECK(parse("bs: 64\n").batch_size_inference == 64);
+  CHECK(parse("").batch_size_inference == 128);
+  CHECK_THROWS_WITH(parse("bs: 0\n"), Contains("run.yaml:1:5: bs: expected a positive integer, got 0"));
+  CHECK_THROWS_WITH(parse("bs: 8\nbatch_size_inference: 8\n"),
+                    Contains("bs") && Contains("batch_size_inference"));
+  // The weights keys OML's pairwise configs interpolate: a --set reaches every place naming them.
+  const std::string pairwise =
+      "extractor_weights: /path/to/extractor.ckpt\npostprocessor_weights: /path/to/postprocessor.ckpt\n"
+      "extractor:\n  name: vit\n  args: {arch: vits16, weights: \"${extractor_weights}\"}\n"
+      "postprocessor:\n  name: pairwise_reranker\n  args:\n    top_n: 5\n    use_fp16: true\n"
+      "    pairwise_model:\n      name: concat_siamese\n      args:\n        weights: "
+      "${postprocessor_weights}\n"
+      "        extractor: {name: vit, args: {arch: vits16}}\n";
+  const auto validate = parse(pairwise, {"extractor_weights=/w/e.ckpt", "postprocessor_weights=/w/p.ckpt"});
+  CHECK(validate.extractor_weights == "/w/e.ckpt");
+  CHECK(validate.postprocessor_weights == "/w/p.ckpt");
+  CHECK(validate.extractor->args["weights"].as<std::string>() == "/w/e.ckpt");
+  // The re-ranker's model named only inside the postprocessor (OML's postprocessor_validate.yaml)
+  // is the pipeline's pairwise model, and such a config without a loss is the pairwise pipeline.
+  REQUIRE(validate.pairwise_model);
+  CHECK(validate.pairwise_model->name == "concat_siamese");
+  CHECK(validate.pairwise_model->args["weights"].as<std::string>() == "/w/p.ckpt");
+  CHECK(validate.pipeline == oml::config::Pipeline::pairwise);
+  // An extractor config (a loss) stays the extractor pipeline; `pipeline:` always wins.
+  CHECK(parse("criterion: {name: arcface}\npairwise_model: {name: linear_siamese}\n").pipeline ==
+        oml::config::Pipeline::extractor);
+  CHECK(parse("pipeline: extractor\npairwise_model: {name: linear_siamese}\n").pipeline ==
+        oml::config::Pipeline::extractor);
+  CHECK(parse("pairwise_model: {name: linear_siamese}\n").pipeline == oml::config::Pipeline::pairwise);
+  CHECK(parse("").pipeline == oml::config::Pipeline::extractor);
+  // OML's train.py flag for the dataframe's warnings.
+  CHECK(parse("").show_dataset_warnings);
+  CHECK_FALSE(parse("show_dataset_warnings: false\n").show_dataset_warnings);
+}
+
 TEST_CASE("A resolved config dumps to YAML that parses to the same typed config", "[config]") {
   const std::string text =
       "pipeline: extractor\nseed: 3\ndataset_root: /d\nlogs_root: ${dataset_root}/logs\n"

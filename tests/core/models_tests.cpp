@@ -162,6 +162,50 @@ TEST_CASE("A common key prefix such as module. is stripped when loading", "[mode
                                 oml::io::state_dict(*source).at("proj.weight")) == 0);
 }
 
+TEST_CASE(
+    "concat_siamese has OML's head (Linear, Sigmoid, Dropout; a last Linear without bias) and freezes "
+    "its backbone as OML's IFreezable",
+    "[models][pairwise]") {
+  ConvNetOptions small;
+  small.channels = {4};
+  auto extractor = ConvNet(small).ptr();
+  ConcatSiamese concat(extractor, std::vector<int64_t>{8}, false);
+  const auto params = oml::io::state_dict(*concat);
+  // OML's keys: torchvision's MLP numbers Linear 0, Sigmoid 1, Dropout 2, Linear 3.
+  REQUIRE(params.count("head.0.weight"));
+  CHECK(params.at("head.0.weight").sizes() == torch::IntArrayRef({8, extractor->feat_dim()}));
+  CHECK(params.at("head.0.bias").sizes() == torch::IntArrayRef({8}));
+  CHECK(params.at("head.3.weight").sizes() == torch::IntArrayRef({1, 8}));
+  CHECK_FALSE(params.count("head.3.bias"));
+  const auto i1 = torch::rand({3, 3, 8, 8}), i2 = torch::rand({3, 3, 8, 8});
+  {
+    torch::NoGradGuard no_grad;
+    concat->eval();
+    const auto embedding = extractor->forward(torch::cat({i1, i2}, 2));
+    const auto expected =
+        torch::sigmoid(embedding.matmul(params.at("head.0.weight").t()) + params.at("head.0.bias"))
+            .matmul(params.at("head.3.weight").t())
+            .squeeze(1);
+    CHECK(oml::test::max_abs_diff(concat->forward(i1, i2), expected) < 1e-6);
+  }
+  concat->train();
+  CHECK(concat->freezable());
+  const auto grads_of = [&](bool frozen) {
+    concat->zero_grad();
+    concat->set_backbone_frozen(frozen);
+    concat->forward(i1, i2).sum().backward();
+    bool backbone = false, head = true;
+    for (const auto& p : extractor->parameters())
+      backbone = backbone || (p.grad().defined() && p.grad().abs().sum().item<double>() > 0);
+    for (const auto& p : concat->named_parameters())
+      if (p.key().rfind("head.", 0) == 0) head = head && p.value().grad().defined();
+    return std::make_pair(backbone, head);
+  };
+  CHECK(grads_of(true) == std::make_pair(false, true));  // frozen: only the head learns
+  CHECK(grads_of(false) == std::make_pair(true, true));
+  CHECK_FALSE(LinearSiamese(4, true)->freezable());
+}
+
 TEST_CASE("Pairwise models score pairs so that smaller means more similar", "[models][pairwise]") {
   torch::NoGradGuard no_grad;
   LinearSiamese linear(4, true);

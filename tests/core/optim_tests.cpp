@@ -278,8 +278,8 @@ TEST_CASE("Resuming from a checkpoint whose config or position is damaged is exi
     oml::io::Checkpoint ckpt;
     ckpt.state_dict = oml::io::state_dict(*toy.model);
     ckpt.config = config_yaml;
-    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch,        0,
-                                       save_rng_state(),           0,  1,  c10::IValue()};
+    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch,         0,
+                                       save_rng_state(),           0,  1,  c10::IValue(), ""};
     const auto path = (dir / "last.ckpt").string();
     oml::io::save_checkpoint(path, ckpt);
     return path;
@@ -323,7 +323,7 @@ TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[
   oml::io::Checkpoint ckpt;
   ckpt.state_dict = oml::io::state_dict(*model);
   ckpt.resume = oml::io::ResumeState{
-      save_optimizer_state(*opt), sched.state(), {}, 0, 5, save_rng_state(), 10, 2, c10::IValue()};
+      save_optimizer_state(*opt), sched.state(), {}, 0, 5, save_rng_state(), 10, 2, c10::IValue(), ""};
   oml::io::save_checkpoint(dir / "last.ckpt", ckpt);
   const auto uninterrupted = run_steps(model, *opt, sched, 4);
 

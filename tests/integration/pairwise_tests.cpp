@@ -343,10 +343,11 @@ TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pa
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("OVERALL/cmc/10"));
   }
-  SECTION("freeze_n_epochs, which only extractor training has") {
+  SECTION("freeze_n_epochs with a pairwise model that has no backbone to freeze") {
     const auto r = train_with(pairwise_train_config(dir / "logs", "freeze_n_epochs: 1\n"));
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Contains("freeze_n_epochs") && Contains("frozen throughout"));
+    CHECK_THAT(r.err, Contains("freeze_n_epochs") && Contains("has no backbone to freeze") &&
+                          Contains("concat_siamese"));
   }
   CHECK_FALSE(fs::exists(dir / "logs" / "pairwise" / "checkpoints"));
   CHECK_FALSE(fs::exists(dir / "logs" / "cache"));  // no embedding pass ran

@@ -19,12 +19,14 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kLogger =
-    "logger: {name: wandb, args: {project: oml-tests, entity: team, name: first try, tags: [a, b], notes: some "
+    "logger: {name: wandb, args: {project: oml-tests, entity: team, name: first try, tags: [a, b], notes: "
+    "some "
     "notes, group: g1, job_type: train, log_model: true}}\n";
 
 oml::test::CommandResult train(const TempDir& dir, const std::string& extra, const std::string& args = "") {
   write_file(dir / "train.yaml", oml::test::train_config(dir / "logs", kLogger + extra));
-  return run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --progress quiet " + args);
+  return run_oml("oml-train",
+                 "--config " + quote((dir / "train.yaml").string()) + " --progress quiet " + args);
 }
 
 fs::path offline_run(const fs::path& run) {
@@ -133,8 +135,8 @@ TEST_CASE("logger: wandb writes an offline run that W&B reads: run, config, hist
   CHECK(fs::file_size(folder / "files" / image.at("path").get<std::string>()) == image.at("size"));
 
   const auto paths = file_paths(logged);
-  for (const char* name : {"oml/config.yaml", "oml/report.html", "oml/checkpoints/last.ckpt",
-                           "oml/checkpoints/best.ckpt"}) {
+  for (const char* name :
+       {"oml/config.yaml", "oml/report.html", "oml/checkpoints/last.ckpt", "oml/checkpoints/best.ckpt"}) {
     INFO(name);
     CHECK(std::count(paths.begin(), paths.end(), name) == 1);
     CHECK(fs::exists(folder / "files" / name));
@@ -203,11 +205,12 @@ TEST_CASE("A W&B run ends with the exit code of how training ended", "[wandb][in
   SECTION("Ctrl-C: exit code 130, the steps logged so far kept") {
     write_file(dir / "train.yaml", oml::test::train_config(dir / "logs", kLogger));
     const fs::path last = dir / "logs" / "run" / "checkpoints" / "last.ckpt";
-    const std::string script = "set -m; " + quote(command_path("oml-train")) + " --config " +
-                               quote((dir / "train.yaml").string()) +
-                               " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 1200); do "
-                               "if [ -f " +
-                               quote(last.string()) + " ]; then break; fi; sleep 0.05; done; kill -INT $pid; wait $pid; echo status=$?";
+    const std::string script =
+        "set -m; " + quote(command_path("oml-train")) + " --config " + quote((dir / "train.yaml").string()) +
+        " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 1200); do "
+        "if [ -f " +
+        quote(last.string()) +
+        " ]; then break; fi; sleep 0.05; done; kill -INT $pid; wait $pid; echo status=$?";
     const auto r = oml::test::run("bash -c " + quote(script), 120);
     CHECK_THAT(r.out, EndsWith("status=130\n"));
     const nlohmann::json logged = read_with_wandb(offline_run(dir / "logs" / "run"));
@@ -218,8 +221,9 @@ TEST_CASE("A W&B run ends with the exit code of how training ended", "[wandb][in
 
 TEST_CASE("The wandb logger's args are checked with the config", "[wandb][integration]") {
   TempDir dir;
-  write_file(dir / "train.yaml",
-             oml::test::train_config(dir / "logs", "logger: {name: wandb, args: {projekt: x, mode: cloud}}\n"));
+  write_file(
+      dir / "train.yaml",
+      oml::test::train_config(dir / "logs", "logger: {name: wandb, args: {projekt: x, mode: cloud}}\n"));
   const auto r = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("logger.args.projekt") && Contains("did you mean 'project'"));

@@ -145,28 +145,32 @@ std::string converter_stamp() {
 
 }  // namespace
 
+fs::path fashion_mnist_subset(int limit) {
+  const fs::path data = fs::path(OML_BUILD_DIR) / "tests" / "data";
+  fs::create_directories(data);
+  const std::string name = "fashion_mnist_" + std::to_string(limit);
+  const fs::path dst = data / name;
+  const fs::path stamp = dst / "converted_by";
+  const std::string expected = converter_stamp();
+  const FileLock lock(data / (name + ".lock"));
+  if (!fs::exists(stamp) || read_file(stamp) != expected) {
+    // Converted aside and renamed: a killed conversion never leaves a subset that looks done.
+    const fs::path staging = data / (name + ".partial");
+    fs::remove_all(staging);
+    const auto r = run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
+                                              quote(staging.string()) + " --limit " + std::to_string(limit) +
+                                              " --progress quiet");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    write_file(staging / "converted_by", expected);
+    fs::remove_all(dst);
+    fs::rename(staging, dst);
+  }
+  return dst;
+}
+
 const fs::path& fashion_mnist_subset() {
-  static const fs::path root = [] {
-    const fs::path data = fs::path(OML_BUILD_DIR) / "tests" / "data";
-    fs::create_directories(data);
-    const fs::path dst = data / "fashion_mnist_300";
-    const fs::path stamp = dst / "converted_by";
-    const std::string expected = converter_stamp();
-    const FileLock lock(data / "fashion_mnist_300.lock");
-    if (!fs::exists(stamp) || read_file(stamp) != expected) {
-      // Converted aside and renamed: a killed conversion never leaves a subset that looks done.
-      const fs::path staging = data / "fashion_mnist_300.partial";
-      fs::remove_all(staging);
-      const auto r = run_oml("oml-convert", "fashion-mnist --src /usr/share/datasets/fashion-mnist --dst " +
-                                                quote(staging.string()) + " --limit 300 --progress quiet");
-      INFO(r.err);
-      REQUIRE(r.exit_code == 0);
-      write_file(staging / "converted_by", expected);
-      fs::remove_all(dst);
-      fs::rename(staging, dst);
-    }
-    return dst;
-  }();
+  static const fs::path root = fashion_mnist_subset(300);
   return root;
 }
 

@@ -67,6 +67,8 @@ std::string quote(const std::string& text);
 /// one converts under a file lock and the others wait for it and reuse the result (reconverted
 /// when oml-convert was rebuilt). Read-only: tests must not write into it.
 const fs::path& fashion_mnist_subset();
+/// The same for the first `limit` train and `limit` test images (build/tests/data/fashion_mnist_<limit>).
+fs::path fashion_mnist_subset(int limit);
 
 /// max |a - b| (both converted to double on CPU).
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b);

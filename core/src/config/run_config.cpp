@@ -209,11 +209,14 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
       .optional("log_images", c.log_images)
       .optional("hard_pairs_mining", c.hard_pairs_mining)
       .optional("embeddings_cache_dir", c.embeddings_cache_dir)
-      .optional("batch_size_inference", c.batch_size_inference)
+      .optional("batch_size_inference", "bs", c.batch_size_inference)
       .optional("embeddings", c.embeddings)
       .optional("data_dir", c.data_dir)
       .optional("save_dir", c.save_dir)
       .optional("weights", c.weights)
+      .optional("extractor_weights", c.extractor_weights)
+      .optional("postprocessor_weights", c.postprocessor_weights)
+      .optional("show_dataset_warnings", c.show_dataset_warnings)
       .optional("weights_dir", c.weights_dir);
   const std::vector<std::pair<const char*, std::optional<ComponentSpec>*>> components{
       {"transforms_train", &c.transforms_train},
@@ -235,6 +238,19 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   } else {
     c.logger = ComponentSpec{"tensorboard", Node(), Node()};
   }
+  // OML's pairwise validation config names the re-ranker's model only inside the postprocessor
+  // (postprocessor.args.pairwise_model): it is the pipeline's pairwise model then.
+  if (!c.pairwise_model && c.postprocessor && c.postprocessor->name == "pairwise_reranker" &&
+      c.postprocessor->args.is_map() && !c.postprocessor->args["pairwise_model"].is_null()) {
+    check([&] {
+      c.pairwise_model =
+          parse_component(c.postprocessor->args["pairwise_model"], "postprocessor.args.pairwise_model");
+    });
+  }
+  // OML picks the pipeline by the script a config is run with (train.py, train_postprocessor.py);
+  // here a config without `pipeline:` that trains or validates a pairwise model and no loss is
+  // the pairwise pipeline.
+  if (!r.has("pipeline") && c.pairwise_model && !c.criterion) c.pipeline = Pipeline::pairwise;
   check([&] { c.retrieval_backend = parse_retrieval_backend(r.take("retrieval_backend"), c.report_recall); });
   check([&] { c.scheduling = parse_scheduling(r.take("scheduling")); });
   c.metric_args = r.take("metric_args");
@@ -293,7 +309,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   positive("bs_val", c.bs_val);
   positive("max_epochs", c.max_epochs);
   positive("valid_period", c.valid_period);
-  positive("batch_size_inference", c.batch_size_inference);
+  positive(root["bs"].is_null() ? "batch_size_inference" : "bs", c.batch_size_inference);
   require(!c.max_steps || *c.max_steps >= 1, "max_steps", "expected a positive integer or null");
   require(c.num_threads >= 0, "num_threads", "expected 0 (automatic) or a positive integer");
   require(c.num_workers >= 0 && c.num_workers <= data::kMaxLoaderWorkers, "num_workers",

@@ -122,12 +122,12 @@ void remap_train_labels(DataSplit& split) {
 }
 
 // Rule 9: a label with several categories is a warning; the first category wins.
-void build_label2category(DataSplit& split, const std::string& file, const char* split_name) {
+void build_label2category(DataSplit& split, const std::string& file, const char* split_name, bool warn) {
   if (!split.has_categories()) return;
   std::set<int64_t> warned;
   for (std::size_t i = 0; i < split.size(); ++i) {
     const auto inserted = split.label2category.emplace(split.labels[i], split.categories[i]);
-    if (!inserted.second && inserted.first->second != split.categories[i] &&
+    if (warn && !inserted.second && inserted.first->second != split.categories[i] &&
         warned.insert(split.original_labels[i]).second) {
       log::warn(file + ":" + std::to_string(split.lines[i]) + ": " + split_name + " label " +
                 std::to_string(split.original_labels[i]) + " has several categories ('" +
@@ -296,8 +296,8 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file,
   }
 
   remap_train_labels(df.train_);
-  build_label2category(df.train_, file, "train");
-  build_label2category(df.validation_, file, "validation");
+  build_label2category(df.train_, file, "train", options.warnings);
+  build_label2category(df.validation_, file, "validation", options.warnings);
   if (!df.validation_.empty()) check_queries_have_gallery(df.validation_, file);
   if (has_paths && options.check_files) check_files_exist({&df.train_, &df.validation_}, file);
   return df;

@@ -61,21 +61,33 @@ ConcatSiameseImpl::ConcatSiameseImpl(std::shared_ptr<Extractor> extractor,
   namespace nn = torch::nn;
   check(mlp_hidden_dims);
   register_module("extractor", extractor_);
+  // OML's head: torchvision.ops.MLP(feat_dim, [*hidden, 1], activation_layer=Sigmoid, dropout=0.5)
+  // with the last Linear's bias and the last Dropout removed; the indices of its layers are the
+  // keys of OML's state dicts.
   head_ = nn::Sequential();
   int64_t in = extractor_->feat_dim();
   for (std::size_t i = 0; i < mlp_hidden_dims.size(); ++i) {
     head_->push_back(nn::Linear(in, mlp_hidden_dims[i]));
-    head_->push_back(nn::ReLU());
+    head_->push_back(nn::Sigmoid());
+    head_->push_back(nn::Dropout(0.5));
     in = mlp_hidden_dims[i];
   }
-  head_->push_back(nn::Linear(in, 1));
+  head_->push_back(nn::Linear(nn::LinearOptions(in, 1).bias(false)));
   register_module("head", head_);
 }
 
 torch::Tensor ConcatSiameseImpl::forward(torch::Tensor x1, torch::Tensor x2) {
   check_pair(x1, x2, "concat_siamese");
   OML_CHECK(x1.dim() == 4, DataError, "concat_siamese expects images [B, C, H, W], got ", x1.sizes());
-  return head_->forward(extractor_->forward(torch::cat({x1, x2}, /*dim=*/2))).squeeze(1);
+  const torch::Tensor stacked = torch::cat({x1, x2}, /*dim=*/2);
+  torch::Tensor embedding;
+  if (backbone_frozen_) {
+    const torch::NoGradGuard no_grad;
+    embedding = extractor_->forward(stacked);
+  } else {
+    embedding = extractor_->forward(stacked);
+  }
+  return head_->forward(embedding).squeeze(1);
 }
 
 torch::Tensor ConcatSiameseImpl::predict(torch::Tensor x1, torch::Tensor x2) {

@@ -98,8 +98,8 @@ std::vector<ScannedRecord> scan(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   OML_CHECK(in, DataError, "cannot open the W&B run file '", path.string(), "'");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  OML_CHECK(bytes.size() >= kFileHeaderSize && bytes.compare(0, kFileHeaderSize, file_header()) == 0, DataError,
-            path.string(), ": not a W&B run file (no ':W&B' header of version 0)");
+  OML_CHECK(bytes.size() >= kFileHeaderSize && bytes.compare(0, kFileHeaderSize, file_header()) == 0,
+            DataError, path.string(), ": not a W&B run file (no ':W&B' header of version 0)");
   std::vector<ScannedRecord> records;
   std::string pending;
   bool in_record = false;
@@ -116,8 +116,8 @@ std::vector<ScannedRecord> scan(const fs::path& path) {
     const auto type = static_cast<uint8_t>(bytes[at + 6]);
     if (at + kRecordHeaderSize + size > bytes.size()) break;
     const char* data = bytes.data() + at + kRecordHeaderSize;
-    OML_CHECK(crc == chunk_crc(type, data, size), DataError, path.string(), ": the checksum of the chunk at byte ",
-              at, " does not match (a damaged file)");
+    OML_CHECK(crc == chunk_crc(type, data, size), DataError, path.string(),
+              ": the checksum of the chunk at byte ", at, " does not match (a damaged file)");
     OML_CHECK(type >= kFull && type <= kLast && (type == kFull || type == kFirst) != in_record, DataError,
               path.string(), ": chunk of type ", static_cast<int>(type), " at byte ", at, " out of order");
     at += kRecordHeaderSize + size;
@@ -182,8 +182,8 @@ void flatten(const nlohmann::json& value, const std::string& path, wandb::Config
 std::string media_name(const std::string& tag, int64_t step) {
   std::string name = tag;
   std::replace_if(
-      name.begin(), name.end(), [](char c) { return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-'); },
-      '_');
+      name.begin(), name.end(),
+      [](char c) { return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-'); }, '_');
   return name + "_" + std::to_string(step) + ".png";
 }
 
@@ -196,7 +196,8 @@ void copy_replacing(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-WandbOfflineRun::WandbOfflineRun(WandbOptions options, const LoggerContext& context, const nlohmann::json& config)
+WandbOfflineRun::WandbOfflineRun(WandbOptions options, const LoggerContext& context,
+                                 const nlohmann::json& config)
     : options_(std::move(options)), start_time_s_(unix_time_s()) {
   const fs::path root =
       (options_.save_dir.empty() ? context.run_dir : context.run_dir / options_.save_dir) / "wandb";
@@ -349,7 +350,7 @@ void WandbOfflineRun::log_image(const std::string& tag, const EncodedImage& imag
   }
   announce_file(path, /*media=*/true);
   // W&B's reference to an image file (wandb.Image's JSON form).
-  row_[key(tag)] = {{"_type", "image-file"}, {"format", "png"},          {"path", path},
+  row_[key(tag)] = {{"_type", "image-file"}, {"format", "png"},        {"path", path},
                     {"width", image.width},  {"height", image.height}, {"size", image.png.size()}};
 }
 
@@ -439,7 +440,8 @@ void WandbOfflineRun::finish(RunStatus status) {
   out_.flush();
   finished_ = true;
   OML_CHECK(out_, RuntimeError, "cannot write the W&B run file '", log_path_.string(), "'");
-  log::info("wandb: offline run " + id_ + " " + (status == RunStatus::finished ? "finished" : "ended " + run_status_name(status)) +
+  log::info("wandb: offline run " + id_ + " " +
+            (status == RunStatus::finished ? "finished" : "ended " + run_status_name(status)) +
             "; upload it with `wandb sync " + dir_.string() + "`");
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "oml/common/error.h"
+#include "oml/common/logging.h"
 #include "oml/config/args_reader.h"
 #include "oml/config/argument_error.h"
 #include "oml/registry/registries.h"
@@ -225,6 +226,7 @@ void register_builtin_postprocessors(Registries& registries) {
           [](config::ArgsReader& reader, PairwiseRerankerOptions& options) {
             reader.required("top_n", options.top_n);
             reader.optional("batch_size", options.batch_size);
+            reader.optional("use_fp16", options.use_fp16);
             // The model itself is built by the pipeline and reaches us as context.pairwise_scores.
             reader.take("pairwise_model");
             // OML's loader and progress-bar settings: the pairs are read by the pipeline's own
@@ -239,9 +241,16 @@ void register_builtin_postprocessors(Registries& registries) {
                            "pairwise_model",
                            "needs a pairwise model, but none is configured; set `pairwise_model: {name: ..., "
                            "args: ...}` (see docs/pairwise.md)");
+        if (options.use_fp16 && context.half_precision_scores) {
+          if (context.half_precision != "float16")
+            log::info("pairwise_reranker: use_fp16 scores in " + context.half_precision +
+                      " here (float16 autocast needs CUDA)");
+          return make_pairwise_reranker(options, context.half_precision_scores);
+        }
         return make_pairwise_reranker(options, context.pairwise_scores);
       },
-      "top_n (required, > 1), batch_size = 128: re-score the first top_n items with the pairwise model");
+      "top_n (required, > 1), batch_size = 128, use_fp16 = false: re-score the first top_n items with the "
+      "pairwise model (use_fp16: under float16 autocast on CUDA, bfloat16 on the CPU)");
 }
 
 }  // namespace oml::retrieval

@@ -100,11 +100,19 @@ struct RunConfig {
   std::optional<ComponentSpec> pairwise_model;
   bool hard_pairs_mining = true;
   std::string embeddings_cache_dir;
-  int64_t batch_size_inference = 128;
-  std::string embeddings;  ///< validation on precomputed embeddings (.pt / .npy)
-  std::string data_dir;    ///< prediction input folder
-  std::string save_dir;    ///< prediction output folder
-  std::string weights;     ///< checkpoint for validation / prediction
+  int64_t batch_size_inference = 128;  ///< also OML's `bs` (its predict configs' batch size)
+  std::string embeddings;              ///< validation on precomputed embeddings (.pt / .npy)
+  std::string data_dir;                ///< prediction input folder
+  std::string save_dir;                ///< prediction output folder
+  std::string weights;                 ///< checkpoint for validation / prediction
+  /// OML's pairwise post-processing configs name the extractor's and the re-ranker's weights in
+  /// these two keys and use them through `${extractor_weights}` / `${postprocessor_weights}`:
+  /// kept as given (read where the interpolations point), so that a user's `--set
+  /// extractor_weights=...` reaches every place that names it.
+  std::string extractor_weights, postprocessor_weights;
+  /// OML's `show_dataset_warnings` (default true): false silences the dataframe's warnings
+  /// (labels with several categories), as OML's `verbose=False` does.
+  bool show_dataset_warnings = true;
   /// Folder where zoo names (`weights: vits16_dino`) are looked up; "" = $OML_WEIGHTS_DIR, else
   /// ~/.cache/oml (oml/models/zoo.h).
   std::string weights_dir;

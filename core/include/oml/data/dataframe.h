@@ -58,6 +58,8 @@ struct DataframeOptions {
   bool require_paths = true;
   /// Check up front that every image file exists (rule 7).
   bool check_files = true;
+  /// Warn about labels with several categories (rule 9; OML's `show_dataset_warnings`).
+  bool warnings = true;
 };
 
 class Dataframe {

@@ -22,6 +22,11 @@ class PairwiseModel : public torch::nn::Module {
   virtual torch::Tensor forward(torch::Tensor x1, torch::Tensor x2) = 0;
   virtual torch::Tensor predict(torch::Tensor x1, torch::Tensor x2) = 0;
   virtual bool takes_images() const = 0;
+  /// Whether the model has a backbone that `freeze_n_epochs` can freeze (OML's IFreezable).
+  virtual bool freezable() const { return false; }
+  /// While frozen, forward runs the backbone without gradients, so only the head trains (OML's
+  /// `train_backbone = False`). Only called on freezable models.
+  virtual void set_backbone_frozen(bool frozen) { (void)frozen; }
 };
 
 /// `linear_siamese(feat_dim, identity_init = true)`: ||P x1 - P x2||_2 + b on embeddings. With
@@ -56,7 +61,9 @@ TORCH_MODULE(TrivialDistanceSiamese);
 
 /// `concat_siamese(extractor, mlp_hidden_dims, use_tta_swap)`: the two images stacked along the
 /// height go through one extractor, an MLP head maps the embedding to a logit; predict = sigmoid
-/// of it, averaged over both orders of the pair when use_tta_swap.
+/// of it, averaged over both orders of the pair when use_tta_swap. The head is OML's
+/// (torchvision's MLP with Sigmoid activations): Linear, Sigmoid, Dropout(0.5) per hidden size,
+/// then a Linear to one logit without bias — so OML's checkpoints load (head.0, head.3, ...).
 class ConcatSiameseImpl : public PairwiseModel {
  public:
   ConcatSiameseImpl(std::shared_ptr<Extractor> extractor, std::vector<int64_t> mlp_hidden_dims,
@@ -66,11 +73,14 @@ class ConcatSiameseImpl : public PairwiseModel {
   torch::Tensor forward(torch::Tensor x1, torch::Tensor x2) override;
   torch::Tensor predict(torch::Tensor x1, torch::Tensor x2) override;
   bool takes_images() const override { return true; }
+  bool freezable() const override { return true; }
+  void set_backbone_frozen(bool frozen) override { backbone_frozen_ = frozen; }
 
  private:
   std::shared_ptr<Extractor> extractor_;
   torch::nn::Sequential head_{nullptr};
   bool use_tta_swap_;
+  bool backbone_frozen_ = false;
 };
 TORCH_MODULE(ConcatSiamese);
 

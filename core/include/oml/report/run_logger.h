@@ -3,7 +3,7 @@
 // component of the config (docs/reports.md). Built-in: `tensorboard` (the default) writes TensorBoard
 // event files into the run directory; `none` (or `logger: null`) records nothing.
 //
-//   auto logger = report::make_run_logger(cfg.logger, {run_dir, ctx.is_main()});
+//   auto logger = report::make_run_logger(cfg.logger, report::LoggerContext{run_dir}, ctx.is_main());
 //   logger->log_scalar("train/loss", 0.42, step);
 //
 // Contract for a logger (built-in or from a plugin, registered in registries().loggers):

@@ -26,6 +26,10 @@ using PairScorer = std::function<std::vector<float>(const std::vector<int64_t>& 
 struct PostprocessorContext {
   /// The configured pairwise model as a scorer; empty when the config has no pairwise model.
   PairScorer pairwise_scores;
+  /// The same model under half-precision autocast (OML's `use_fp16`), and which half it is:
+  /// "float16" on CUDA, "bfloat16" on the CPU (float16 autocast needs CUDA). Empty: none.
+  PairScorer half_precision_scores;
+  std::string half_precision;
 };
 
 /// Contract for every postprocessor.
@@ -69,6 +73,7 @@ std::shared_ptr<Postprocessor> make_adaptive_thresholding(const AdaptiveThreshol
 struct PairwiseRerankerOptions {
   int64_t top_n = 5;
   int64_t batch_size = 128;
+  bool use_fp16 = false;  ///< OML's: score under half-precision autocast (context.half_precision_scores)
 };
 /// config::ArgumentError naming the first bad field.
 void check_options(const PairwiseRerankerOptions& options);
