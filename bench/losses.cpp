@@ -4,7 +4,9 @@
 //
 //   bench_losses [threads] [batch] [dim] [steps]      (defaults: 0 = all cores, 160, 128, 50)
 //
-// The batch is P x K = batch / 10 labels x 10 items. Prints the median ms per step of each loss.
+// The batch is P x K = batch / 10 labels x 10 items; the losses with class weights have
+// kNumClasses classes (the batch's labels among them), their weights' gradient included in the
+// backward. Prints the median ms per step of each loss.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -19,6 +21,12 @@
 #include "oml/losses/criterion.h"
 #include "oml/registry/registries.h"
 
+namespace {
+
+constexpr int64_t kNumClasses = 100;  // also in bench/losses_python.py
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 0;
   const int64_t batch = argc > 2 ? std::atoll(argv[2]) : 160;
@@ -32,10 +40,13 @@ int main(int argc, char** argv) {
   std::printf("batch %lld x %lld, %d intra-op threads, median of %d steps (forward + backward)\n",
               static_cast<long long>(labels.size(0)), static_cast<long long>(dim), torch::get_num_threads(),
               steps);
-  for (const std::string name : {"contrastive", "multi_similarity", "supcon", "ntxent"}) {
+  const oml::losses::CriterionContext context{dim, kNumClasses};
+  for (const std::string name :
+       {"contrastive", "multi_similarity", "supcon", "ntxent", "circle", "proxy_anchor", "proxy_nca",
+        "soft_triple", "cosface", "sub_center_arcface"}) {
     const auto doc = oml::config::Document::from_string("criterion: {name: " + name + "}\n", "bench.yaml");
     const auto loss = oml::registries().losses.create(
-        oml::config::parse_component(doc.root()["criterion"], "criterion"), oml::losses::CriterionContext{});
+        oml::config::parse_component(doc.root()["criterion"], "criterion"), context);
     std::vector<double> ms;
     for (int step = -3; step < steps; ++step) {  // three warm-up steps
       const auto embeddings = base.clone().requires_grad_(true);

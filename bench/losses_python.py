@@ -1,6 +1,8 @@
 """PML's side of bench/losses.cpp: per-step time (forward + backward of the loss alone) of
-pytorch-metric-learning's ContrastiveLoss, MultiSimilarityLoss, SupConLoss and NTXentLoss with
-their defaults, on the same shapes. Run it beside bench_losses in one session.
+pytorch-metric-learning's ContrastiveLoss, MultiSimilarityLoss, SupConLoss, NTXentLoss,
+CircleLoss, ProxyAnchorLoss, ProxyNCALoss, SoftTripleLoss, CosFaceLoss and SubCenterArcFaceLoss
+with their defaults, on the same shapes (NUM_CLASSES classes for the losses with class weights,
+whose gradient the backward computes too). Run it beside bench_losses in one session.
 
     python bench/losses_python.py [threads] [batch] [dim] [steps]   (0 = all cores, 160, 128, 50)
 """
@@ -10,6 +12,8 @@ import time
 
 import torch
 from pytorch_metric_learning import losses
+
+NUM_CLASSES = 100  # also in bench/losses.cpp
 
 
 def main():
@@ -22,9 +26,16 @@ def main():
     base = torch.randn(len(labels), dim)
     print(f"batch {len(labels)} x {dim}, {torch.get_num_threads()} intra-op threads, "
           f"median of {steps} steps (forward + backward)")
+    sizes = {"num_classes": NUM_CLASSES, "embedding_size": dim}
     for name, loss in [("contrastive", losses.ContrastiveLoss()),
                        ("multi_similarity", losses.MultiSimilarityLoss()),
-                       ("supcon", losses.SupConLoss()), ("ntxent", losses.NTXentLoss())]:
+                       ("supcon", losses.SupConLoss()), ("ntxent", losses.NTXentLoss()),
+                       ("circle", losses.CircleLoss()),
+                       ("proxy_anchor", losses.ProxyAnchorLoss(**sizes)),
+                       ("proxy_nca", losses.ProxyNCALoss(**sizes)),
+                       ("soft_triple", losses.SoftTripleLoss(**sizes)),
+                       ("cosface", losses.CosFaceLoss(**sizes)),
+                       ("sub_center_arcface", losses.SubCenterArcFaceLoss(**sizes))]:
         times = []
         for step in range(-3, steps):
             embeddings = base.clone().requires_grad_(True)

@@ -7,11 +7,14 @@
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/config/argument_error.h"
+#include "pml_support.h"
 
 namespace oml::losses {
 namespace {
 
-namespace F = torch::nn::functional;
+using detail::masked_logsumexp;
+using detail::mean_of_positive;
+using detail::unit_rows;
 
 // The pairs PML forms from labels: positives (same label, i != j) and negatives, both ordered.
 struct PairMasks {
@@ -30,10 +33,6 @@ PairMasks pair_masks(const torch::Tensor& labels, const std::string& who) {
   return masks;
 }
 
-torch::Tensor unit_rows(const torch::Tensor& embeddings) {
-  return F::normalize(embeddings, F::NormalizeFuncOptions().p(2).dim(1));
-}
-
 // A batch as the pair losses use it: float32 embeddings (under autocast too), their L2-normalised
 // rows and PML's pair masks. The caller holds a Float32Guard for the whole forward.
 struct PairBatch {
@@ -50,20 +49,6 @@ PairBatch pair_batch(const torch::Tensor& input, const torch::Tensor& labels, co
   PairMasks masks = pair_masks(labels, who);
   torch::Tensor unit = unit_rows(embeddings);
   return {std::move(embeddings), std::move(unit), std::move(masks)};
-}
-
-// PML's AvgNonZeroReducer: the mean of the positive values, 0 (attached to the graph) for none.
-torch::Tensor mean_of_positive(const torch::Tensor& values, const torch::Tensor& embeddings) {
-  const auto kept = values.masked_select(values > 0);
-  return kept.numel() > 0 ? kept.mean() : (embeddings * 0).sum();
-}
-
-// PML's lmu.logsumexp(x, keep_mask, add_one) per row [B]: log(sum_{mask} exp(x)), with a 1
-// added inside the log when `add_one`; 0 for a row with an empty mask.
-torch::Tensor masked_logsumexp(const torch::Tensor& x, const torch::Tensor& mask, bool add_one) {
-  auto masked = x.masked_fill(~mask, std::numeric_limits<float>::lowest());
-  if (add_one) masked = torch::cat({masked, torch::zeros({x.size(0), 1}, x.options())}, 1);
-  return torch::logsumexp(masked, 1).masked_fill(~mask.any(1), 0);
 }
 
 }  // namespace
@@ -164,6 +149,37 @@ LossOutput NTXentLossImpl::forward(const torch::Tensor& input, const torch::Tens
   const auto denominator = torch::exp(neg - max_val.unsqueeze(1)).sum(1) + numerator;
   LossOutput out;
   out.loss = (-torch::log(numerator / denominator + std::numeric_limits<float>::min())).mean();
+  return out;
+}
+
+void check_options(const CircleOptions& o) {
+  const std::string who = "loss 'circle'";
+  config::check_argument(o.m >= 0 && o.m < 1, who, "m", "m must be in [0, 1), got ", o.m);
+  config::check_argument(o.gamma > 0, who, "gamma", "gamma must be > 0, got ", o.gamma);
+}
+
+CircleLossImpl::CircleLossImpl(CircleOptions options) : options_(options) { check_options(options_); }
+
+LossOutput CircleLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;
+  const PairBatch b = pair_batch(input, labels, "circle");
+  const auto& masks = b.masks;
+  const auto s = b.cosine();
+  const double gamma = options_.gamma, m = options_.m;
+  // PML's op = 1 + m, on = -m, delta_p = 1 - m, delta_n = m; the weights are detached. Written
+  // in PML's order of operations: the logits reach gamma * 2, where float32 rounding shows.
+  const auto detached = s.detach();
+  const auto pos_logits = -gamma * torch::relu((1 + m) - detached) * (s - (1 - m));
+  const auto neg_logits = gamma * torch::relu(detached - (-m)) * (s - m);
+  const auto logits = torch::where(masks.positive, pos_logits,
+                                   torch::where(masks.negative, neg_logits, torch::zeros_like(s)));
+  const auto lse_pos = masked_logsumexp(logits, masks.positive, /*add_one=*/false);
+  const auto lse_neg = masked_logsumexp(logits, masks.negative, /*add_one=*/false);
+  const auto counted = masks.positive.any(1) & masks.negative.any(1);
+  const auto per_anchor =
+      torch::softplus(lse_pos + lse_neg, /*beta=*/1, /*threshold=*/20) * counted.to(s.scalar_type());
+  LossOutput out;
+  out.loss = mean_of_positive(per_anchor, b.embeddings);
   return out;
 }
 

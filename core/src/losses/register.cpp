@@ -4,8 +4,10 @@
 
 #include "oml/config/args_reader.h"
 #include "oml/losses/arcface.h"
+#include "oml/losses/margin_softmax_losses.h"
 #include "oml/losses/miners.h"
 #include "oml/losses/pair_losses.h"
+#include "oml/losses/proxy_losses.h"
 #include "oml/losses/surrogate_precision.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/registry/registries.h"
@@ -61,6 +63,24 @@ auto temperature_parse(const std::string& loss, double fallback) {
     r.check([&] { check_options(o, loss); });
     return o;
   };
+}
+
+// The build of a loss with class weights: num_classes and embedding_size left at 0 are the run's
+// (the train labels, the extractor's size), as arcface's.
+template <class Options>
+Options with_run_sizes(Options o, const CriterionContext& ctx, const std::string& name) {
+  if (o.embedding_size == 0) o.embedding_size = ctx.embedding_size;
+  if (o.num_classes == 0) {
+    o.num_classes = ctx.num_classes;
+    config::check_fits(o.num_classes >= 2, "loss '" + name + "'", "num_classes", "the training set has ",
+                       o.num_classes, " label(s); a loss with class proxies needs at least 2");
+  }
+  return o;
+}
+
+template <class Options>
+void read_class_sizes(config::ArgsReader& r, Options& o) {
+  r.optional("num_classes", o.num_classes).optional("embedding_size", o.embedding_size);
 }
 
 struct TripletArgs {
@@ -162,6 +182,64 @@ void register_builtin_losses(Registries& reg) {
       },
       "PML's NTXentLoss (InfoNCE over every positive pair) on cosine similarities; temperature (0.07)");
 
+  reg.losses.add(
+      "circle", config::checked_parse<CircleOptions>([](config::ArgsReader& r, CircleOptions& o) {
+        r.optional("m", o.m).optional("gamma", o.gamma);
+      }),
+      [](const CircleOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return CircleLoss(o).ptr();
+      },
+      "PML's CircleLoss on cosine similarities (m, gamma)");
+  reg.losses.add(
+      "proxy_anchor",
+      config::checked_parse<ProxyAnchorOptions>([](config::ArgsReader& r, ProxyAnchorOptions& o) {
+        read_class_sizes(r, o);
+        r.optional("margin", o.margin).optional("alpha", o.alpha);
+      }),
+      [](const ProxyAnchorOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
+        return ProxyAnchorLoss(with_run_sizes(o, ctx, "proxy_anchor")).ptr();
+      },
+      "PML's ProxyAnchorLoss: a trainable proxy per class, cosine similarities (margin, alpha)");
+  reg.losses.add(
+      "proxy_nca", config::checked_parse<ProxyNCAOptions>([](config::ArgsReader& r, ProxyNCAOptions& o) {
+        read_class_sizes(r, o);
+        r.optional("softmax_scale", o.softmax_scale);
+      }),
+      [](const ProxyNCAOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
+        return ProxyNCALoss(with_run_sizes(o, ctx, "proxy_nca")).ptr();
+      },
+      "PML's ProxyNCALoss: softmax over squared distances to a trainable proxy per class (softmax_scale)");
+  reg.losses.add(
+      "soft_triple",
+      config::checked_parse<SoftTripleOptions>([](config::ArgsReader& r, SoftTripleOptions& o) {
+        read_class_sizes(r, o);
+        r.optional("centers_per_class", o.centers_per_class).optional("la", o.la);
+        r.optional("gamma", o.gamma).optional("margin", o.margin);
+      }),
+      [](const SoftTripleOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
+        return SoftTripleLoss(with_run_sizes(o, ctx, "soft_triple")).ptr();
+      },
+      "PML's SoftTripleLoss: several trainable centres per class (centers_per_class, la, gamma, margin)");
+  reg.losses.add(
+      "cosface", config::checked_parse<CosFaceOptions>([](config::ArgsReader& r, CosFaceOptions& o) {
+        read_class_sizes(r, o);
+        r.optional("margin", o.margin).optional("scale", o.scale);
+      }),
+      [](const CosFaceOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
+        return CosFaceLoss(with_run_sizes(o, ctx, "cosface")).ptr();
+      },
+      "PML's CosFaceLoss: cosine classifier with an additive cosine margin (margin, scale)");
+  reg.losses.add(
+      "sub_center_arcface",
+      config::checked_parse<SubCenterArcFaceOptions>([](config::ArgsReader& r, SubCenterArcFaceOptions& o) {
+        read_class_sizes(r, o);
+        r.optional("margin", o.margin).optional("scale", o.scale).optional("sub_centers", o.sub_centers);
+      }),
+      [](const SubCenterArcFaceOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
+        return SubCenterArcFaceLoss(with_run_sizes(o, ctx, "sub_center_arcface")).ptr();
+      },
+      "PML's SubCenterArcFaceLoss: ArcFace over the nearest of sub_centers weights per class (margin in "
+      "degrees)");
   reg.miners.add(
       "all_triplets",
       [](config::ArgsReader& r) {

@@ -5,6 +5,7 @@
 //   criterion: {name: multi_similarity, args: {alpha: 2, beta: 50, base: 0.5}}
 //   criterion: {name: supcon, args: {temperature: 0.1}}
 //   criterion: {name: ntxent, args: {temperature: 0.07}}
+//   criterion: {name: circle, args: {m: 0.4, gamma: 80}}
 //
 // All use every pair of the batch (PML without a miner: each ordered pair (i, j), i != j, once
 // per direction) and compute in float32 under autocast, like the other built-in losses.
@@ -95,5 +96,31 @@ class NTXentLossImpl : public Criterion {
   TemperatureOptions options_;
 };
 TORCH_MODULE(NTXentLoss);
+
+/// PML's CircleLoss with its default distance, CosineSimilarity: with s_p, s_n the cosine
+/// similarities of an anchor's positive and negative pairs, and the weights computed without
+/// gradient (detached, as in PML and the paper),
+///   logit_p = -gamma * relu(1 + m - s_p) * (s_p - (1 - m)),
+///   logit_n =  gamma * relu(s_n + m) * (s_n - m),
+///   loss_i  = softplus(logsumexp over i's positives of logit_p + logsumexp over i's negatives of logit_n)
+/// (torch's softplus: linear above 20); an anchor without a positive or a negative contributes 0,
+/// and the loss is the mean of the positive per-anchor values (PML's AvgNonZeroReducer).
+struct CircleOptions {
+  double m = 0.4;       ///< relaxation: the optimum is s_p = 1 - m, s_n = m; 0 <= m < 1
+  double gamma = 80.0;  ///< scale of the similarities, > 0
+};
+
+/// config::ArgumentError naming the first bad field.
+void check_options(const CircleOptions& options);
+
+class CircleLossImpl : public Criterion {
+ public:
+  explicit CircleLossImpl(CircleOptions options = {});
+  LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  CircleOptions options_;
+};
+TORCH_MODULE(CircleLoss);
 
 }  // namespace oml::losses
