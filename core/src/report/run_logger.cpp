@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "oml/registry/registries.h"
+#include "oml/report/mlflow_logger.h"
 #include "oml/report/tensorboard_writer.h"
 
 namespace oml::report {
@@ -94,10 +95,8 @@ std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::Component
 
 void require_logger(const config::ComponentSpec& spec) {
   const auto& loggers = registries().loggers;
-  static const std::map<std::string, std::string> kServices{{"wandb", "Weights & Biases"},
-                                                            {"neptune", "Neptune"},
-                                                            {"clearml", "ClearML"},
-                                                            {"mlflow", "an MLflow tracking server"}};
+  static const std::map<std::string, std::string> kServices{
+      {"wandb", "Weights & Biases"}, {"neptune", "Neptune"}, {"clearml", "ClearML"}};
   const auto service = kServices.find(spec.name);
   if (!loggers.contains(spec.name) && service != kServices.end()) {
     const config::Node name = spec.node.is_map() ? spec.node["name"] : spec.node;
@@ -124,6 +123,19 @@ void register_builtin_loggers(Registries& registries) {
             context.resumed_at_step);
       },
       "subdir = tensorboard: TensorBoard event files (scalars, retrieval grids) under the run directory");
+  registry.add(
+      "mlflow", read_mlflow_options,
+      [](const MlflowOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
+        return std::make_shared<MlflowLogger>(options, context);
+      },
+      "experiment_name = $MLFLOW_EXPERIMENT_NAME or lightning_logs, tracking_uri = $MLFLOW_TRACKING_URI or "
+      "file:<save_dir> (http(s)://host:port: a tracking server; file:path or a path: MLflow's file store, "
+      "relative "
+      "to the run directory), run_name = the run directory's name, tags = {}, save_dir = ./mlruns, log_model "
+      "= "
+      "false (true: checkpoints at the end; all: each one), prefix = '', artifact_location = '', run_id = "
+      "$MLFLOW_RUN_ID or a new run: Lightning's MLFlowLogger (params, tags, metrics, config.yaml, "
+      "report.html)");
   registry.add(
       "none", no_args,
       [](NoOptions, const LoggerContext&) -> std::shared_ptr<RunLogger> {
