@@ -43,6 +43,8 @@ constexpr auto kFinishCap = std::chrono::seconds(120);
 // Retries after a failure wait 0.25 s, doubling up to 8 s.
 constexpr auto kFirstBackoff = std::chrono::milliseconds(250);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(8000);
+// How long a few metric values wait for more before they are sent.
+constexpr auto kLinger = std::chrono::milliseconds(1000);
 // A run whose every request is refused (4xx) this many times in a row is given up.
 constexpr int kMaxRefusals = 20;
 // pending.jsonl starts again once nothing waits and it has this many lines.
@@ -302,6 +304,8 @@ class MlflowLogger::Impl {
     if (!thread_.joinable()) return;
     const auto start = Clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
+    finishing_ = true;
+    cv_.notify_all();
     auto deadline = start + kFinishWait;
     uint64_t done = done_seq_;
     while (!queue_.empty() && !given_up_) {
@@ -454,6 +458,13 @@ class MlflowLogger::Impl {
           // fall through: start the run first
         } else {
           cv_.wait(lock, [&] { return stopped_ || !queue_.empty(); });
+          // A few values (one step's) wait up to kLinger for the next ones: one request a second
+          // while training streams, not one per step (a tracking server on the same cores costs
+          // CPU per request). Files, params, a status and a finishing run go at once.
+          cv_.wait_for(lock, kLinger, [&] {
+            return stopped_ || finishing_ || queue_.size() >= mlflow::kMaxMetricsPerBatch ||
+                   queue_.front().kind != Op::metric;
+          });
           if (stopped_) return;
           batch = take_batch(limit);
         }
@@ -673,6 +684,7 @@ class MlflowLogger::Impl {
   bool continued_ = false;
   bool first_contact_done_ = false;
   bool stopped_ = false;
+  bool finishing_ = false;  ///< finish() waits: nothing lingers
   bool given_up_ = false;
   int failures_ = 0;  ///< transient failures in a row
   std::size_t dropped_ = 0;

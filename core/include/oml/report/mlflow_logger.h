@@ -10,8 +10,8 @@
 // MLflow's own client reads. The training thread only queues: a background thread sends, in
 // batches within MLflow's limits, retrying with backoff while the server cannot be reached or
 // answers 408/429/5xx. Everything queued is also appended to <run>/mlflow/pending.jsonl until it
-// is sent, so a run killed while the server was away sends it when resumed. finish() waits a
-// few seconds at most.
+// is sent, so a run killed while the server was away sends it when resumed. finish() waits 5 s for
+// what is left (longer only while the server keeps taking it, up to 2 minutes; never for KILLED).
 
 #include <cstdint>
 #include <filesystem>
