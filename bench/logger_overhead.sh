@@ -48,12 +48,11 @@ trap 'exit 130' INT TERM  # so that the EXIT trap stops the server
 
 # A local tracking server on a free port, in a session of its own (killed as a group at the end).
 port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-set -m
+# (No job control here: setsid then runs in the background job's own process, so $! is the server.)
 MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false setsid "$venv/bin/mlflow" server --host 127.0.0.1 --port "$port" \
   --workers 1 --backend-store-uri "sqlite:///$logs/mlflow.db" --artifacts-destination "$logs/artifacts" \
   --serve-artifacts > "$logs/server.log" 2>&1 < /dev/null &
 server_pid=$!
-set +m
 for _ in $(seq 1200); do curl -s -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.1; done
 curl -s -o /dev/null "http://127.0.0.1:$port/health" || { echo "logger_overhead.sh: mlflow server did not start:" >&2; tail -5 "$logs/server.log" >&2; exit 1; }
 
