@@ -9,6 +9,7 @@
 #include "oml/common/logging.h"
 #include "oml/config/argument_error.h"
 #include "oml/registry/registries.h"
+#include "oml/report/mlflow_logger.h"
 #include "oml/report/tensorboard_writer.h"
 #include "oml/report/wandb_run.h"
 
@@ -98,15 +99,15 @@ std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::Component
 void require_logger(const config::ComponentSpec& spec) {
   const auto& loggers = registries().loggers;
   static const std::map<std::string, std::string> kServices{
-      {"neptune", "Neptune"}, {"clearml", "ClearML"}, {"mlflow", "an MLflow tracking server"}};
+      {"neptune", "Neptune"}, {"clearml", "ClearML"}};
   const auto service = kServices.find(spec.name);
   if (!loggers.contains(spec.name) && service != kServices.end()) {
     const config::Node name = spec.node.is_map() ? spec.node["name"] : spec.node;
     name.fail("logger '" + spec.name + "' sends the run to " + service->second +
               ", a network service that oml-cpp does not talk to; use the default logger: {name: "
               "tensorboard} (TensorBoard files in the run directory; plus train.jsonl, metrics.jsonl and "
-              "report.html), logger: {name: wandb} (an offline W&B run that `wandb sync` uploads), or "
-              "logger: null");
+              "report.html), logger: {name: wandb} (an offline W&B run that `wandb sync` uploads), "
+              "logger: {name: mlflow} (an MLflow server or file store), or logger: null");
   }
   loggers.require(spec);
 }
@@ -172,6 +173,19 @@ void register_builtin_loggers(Registries& registries) {
       "= "
       "false, mode = offline: a Weights & Biases offline run under <run dir>/wandb/ that `wandb sync` "
       "uploads (docs/reports.md#weights--biases)");
+  registry.add(
+      "mlflow", read_mlflow_options,
+      [](const MlflowOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
+        return std::make_shared<MlflowLogger>(options, context);
+      },
+      "experiment_name = $MLFLOW_EXPERIMENT_NAME or lightning_logs, tracking_uri = $MLFLOW_TRACKING_URI or "
+      "file:<save_dir> (http(s)://host:port: a tracking server; file:path or a path: MLflow's file store, "
+      "relative "
+      "to the run directory), run_name = the run directory's name, tags = {}, save_dir = ./mlruns, log_model "
+      "= "
+      "false (true: checkpoints at the end; all: each one), prefix = '', artifact_location = '', run_id = "
+      "$MLFLOW_RUN_ID or a new run: Lightning's MLFlowLogger (params, tags, metrics, config.yaml, "
+      "report.html)");
   registry.add(
       "none", no_args,
       [](NoOptions, const LoggerContext&) -> std::shared_ptr<RunLogger> {

@@ -1,7 +1,8 @@
 #pragma once
 // Where a run's numbers and pictures go besides train.jsonl / metrics.jsonl: the `logger:`
 // component of the config (docs/reports.md). Built-in: `tensorboard` (the default) writes TensorBoard
-// event files into the run directory; `none` (or `logger: null`) records nothing.
+// event files into the run directory; `mlflow` sends the run to MLflow (mlflow_logger.h); `none`
+// (or `logger: null`) records nothing.
 //
 //   auto logger = report::make_run_logger(cfg.logger, report::LoggerContext{run_dir}, ctx.is_main());
 //   logger->log_scalar("train/loss", 0.42, step);
@@ -111,11 +112,11 @@ std::vector<std::pair<std::string, std::string>> flatten_config(const nlohmann::
                                                                 const std::string& separator);
 
 /// Checks that the logger `spec` names is registered (Registry::require). OML's loggers that need a
-/// network service — wandb, neptune, clearml, mlflow — get a ConfigError saying that they are not
+/// network service — wandb, neptune, clearml — get a ConfigError saying that they are not
 /// available offline and what is, instead of "unknown logger" (unless a plugin registered one).
 void require_logger(const config::ComponentSpec& spec);
 
-/// Registers `tensorboard` and `none`.
+/// Registers `tensorboard`, `mlflow` (oml/report/mlflow_logger.h) and `none`.
 void register_builtin_loggers(Registries& registries);
 
 }  // namespace oml::report
