@@ -126,7 +126,8 @@ TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown n
   CHECK(parse("logger: {name: none}\n").logger->name == "none");
 
   TempDir dir;
-  const report::LoggerContext context{dir.path(), std::nullopt};  // a new run, not resumed
+  report::LoggerContext context;  // a new run, not resumed
+  context.run_dir = dir.path();
   CHECK(dynamic_cast<report::TensorBoardWriter*>(report::make_run_logger(absent.logger, context).get()) !=
         nullptr);
   CHECK(report::find_event_files(dir / "tensorboard").size() == 1);
@@ -135,8 +136,8 @@ TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown n
   CHECK(dynamic_cast<report::NullLogger*>(report::make_run_logger(std::nullopt, context).get()));
   // Only the writing rank creates files.
   TempDir other;
-  CHECK(dynamic_cast<report::NullLogger*>(
-      report::make_run_logger(absent.logger, {other.path(), std::nullopt}, false).get()));
+  context.run_dir = other.path();
+  CHECK(dynamic_cast<report::NullLogger*>(report::make_run_logger(absent.logger, context, false).get()));
   CHECK(report::find_event_files(other / "tensorboard").empty());
 
   const auto subdir = parse("logger: {name: tensorboard, args: {subdir: ''}}\n");
