@@ -76,6 +76,16 @@ std::vector<ZooEntry> make_entries() {
     out.push_back({"sber_" + arch, "vit_clip", arch, "sber_" + arch + ".ckpt",
                    sber + "/" + repo + "/resolve/main/pytorch_model.bin", hash, ""});
   }
+  // UNICOM (DeepGlint), OML's ViTUnicomExtractor: the zoo names are the arch names; float16 state
+  // dicts that OML keeps under their own file names (it checks their sha256, not an md5).
+  const std::string deepglint = "https://github.com/deepglint/unicom/releases/download";
+  for (const auto& [arch, release, file] : std::vector<std::array<std::string, 3>>{
+           {"vitb32_unicom", "b32", "FP16-ViT-B-32.pt"},
+           {"vitb16_unicom", "b16", "FP16-ViT-B-16.pt"},
+           {"vitl14_unicom", "l14", "FP16-ViT-L-14.pt"},
+           {"vitl14_336px_unicom", "l14_336px", "FP16-ViT-L-14-336px.pt"}}) {
+    out.push_back({arch, "vit_unicom", arch, file, deepglint + "/" + release + "/" + file, "", ""});
+  }
   // torchvision's ImageNet classifiers (OML fetches them through torchvision; the file name
   // carries torchvision's own hash prefix).
   for (const auto& [arch, file] :
