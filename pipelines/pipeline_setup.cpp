@@ -13,7 +13,6 @@
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/metrics/metric_table.h"
 #include "oml/models/extractor.h"
-#include "oml/models/vit.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
@@ -133,9 +132,11 @@ std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& conf
 std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
                                                                 const RunContext& context) {
   auto extractor = build_extractor(config);
-  if (!config.weights.empty() && std::dynamic_pointer_cast<models::ViTImpl>(extractor)) {
-    // A DINO/DINOv2 file, an OML .ckpt, a zoo name or an oml-cpp checkpoint, as OML reads them.
-    std::dynamic_pointer_cast<models::ViTImpl>(extractor)->load_weights(config.weights);
+  if (const auto reader = std::dynamic_pointer_cast<models::OmlWeightsReader>(extractor);
+      reader && !config.weights.empty()) {
+    // A published file of the model's family, an OML .ckpt, a zoo name or an oml-cpp checkpoint,
+    // as OML reads them (vit, vit_clip).
+    reader->load_weights(config.weights);
     log::info("loaded extractor weights from " + config.weights);
   } else if (!config.weights.empty()) {
     if (!fs::exists(config.weights))

@@ -10,6 +10,8 @@
 #include "oml/models/pairwise_model.h"
 #include "oml/models/resnet.h"
 #include "oml/models/vit.h"
+#include "oml/models/vit_clip.h"
+#include "oml/models/vit_unicom.h"
 #include "oml/models/zoo.h"
 #include "oml/registry/registries.h"
 
@@ -23,6 +25,8 @@ std::string mlp_arch(const ParsedExtractor& backbone, const std::vector<int64_t>
   std::string arch = "an unnamed backbone";
   if (const auto* vit = std::any_cast<ViTOptions>(&backbone.options)) arch = vit->arch;
   if (const auto* resnet = std::any_cast<ResNetOptions>(&backbone.options)) arch = resnet->arch;
+  if (const auto* clip = std::any_cast<ViTClipOptions>(&backbone.options)) arch = clip->arch;
+  if (const auto* unicom = std::any_cast<ViTUnicomOptions>(&backbone.options)) arch = unicom->arch;
   std::vector<std::string> sizes;
   for (const int64_t f : features) sizes.push_back(std::to_string(f));
   return arch + " + mlp_features [" + join(sizes) + "]";
@@ -69,6 +73,27 @@ void register_builtin_models(Registries& reg) {
       }),
       [](const ViTOptions& o, const NoContext&) -> std::shared_ptr<Extractor> { return ViT(o).ptr(); },
       "DINO / DINOv2 vision transformer as OML's ViTExtractor (vits16, vits14_reg, ...); OML's zoo weights");
+  reg.extractors.add(
+      "vit_clip", config::checked_parse<ViTClipOptions>([](config::ArgsReader& r, ViTClipOptions& o) {
+        r.required("arch", o.arch).optional("weights", o.weights);
+        r.optional("normalise_features", o.normalise_features);
+      }),
+      [](const ViTClipOptions& o, const NoContext&) -> std::shared_ptr<Extractor> {
+        return ViTClip(o).ptr();
+      },
+      "CLIP's image tower as OML's ViTCLIPExtractor (vitb16_224, vitb32_224, vitl14_224, vitl14_336); "
+      "OpenAI's and Sber's zoo weights");
+  reg.extractors.add(
+      "vit_unicom", config::checked_parse<ViTUnicomOptions>([](config::ArgsReader& r, ViTUnicomOptions& o) {
+        r.required("arch", o.arch).optional("weights", o.weights);
+        r.required("normalise_features", o.normalise_features)
+            .optional("use_gradient_ckpt", o.use_gradient_ckpt);
+      }),
+      [](const ViTUnicomOptions& o, const NoContext&) -> std::shared_ptr<Extractor> {
+        return ViTUnicom(o).ptr();
+      },
+      "UNICOM's vision transformer as OML's ViTUnicomExtractor (vitb32_unicom, ..., vitl14_336px_unicom); "
+      "UNICOM's zoo weights");
   reg.extractors.add(
       "conv_net", config::checked_parse<ConvNetOptions>([](config::ArgsReader& r, ConvNetOptions& o) {
         r.optional("in_channels", o.in_channels)

@@ -4,13 +4,13 @@
 
 #include <cmath>
 
+#include "attention.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 #include "oml/config/argument_error.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/zoo.h"
-#include "torch_compat.h"
 
 namespace oml::models {
 namespace {
@@ -127,26 +127,7 @@ ViTBlockImpl::ViTBlockImpl(int64_t dim, int64_t num_heads, bool layer_scale) : n
 }
 
 torch::Tensor ViTBlockImpl::attention(const torch::Tensor& x) {
-  const int64_t batch = x.size(0), tokens = x.size(1), dim = x.size(2);
-  // Inference: ATen's fused multi-head attention (projections, scaled scores, softmax and the
-  // weighted sum in one call). It has no backward and no autocast rule, hence only without
-  // autograd and autocast, with the weights' dtype.
-  const bool fused =
-      !torch::GradMode::is_enabled() && !torch_compat::autocast_enabled(c10::DeviceType::CUDA) &&
-      !torch_compat::autocast_enabled(c10::DeviceType::CPU) && x.scalar_type() == qkv_->weight.scalar_type();
-  if (fused) {
-    return std::get<0>(at::_native_multi_head_attention(x, x, x, dim, num_heads_, qkv_->weight, qkv_->bias,
-                                                        proj_->weight, proj_->bias, {},
-                                                        /*need_weights=*/false));
-  }
-  const int64_t head_dim = dim / num_heads_;
-  // [B, N, 3, heads, head_dim] -> [3, B, heads, N, head_dim]
-  const auto qkv = qkv_(x).reshape({batch, tokens, 3, num_heads_, head_dim}).permute({2, 0, 3, 1, 4});
-  const auto q = qkv[0], k = qkv[1], v = qkv[2];
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-  const auto weights = torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1);
-  const auto out = torch::matmul(weights, v).transpose(1, 2).reshape({batch, tokens, dim});
-  return proj_(out);
+  return detail::self_attention(x, qkv_->weight, qkv_->bias, proj_->weight, proj_->bias, num_heads_);
 }
 
 torch::Tensor ViTBlockImpl::forward(const torch::Tensor& x) {

@@ -1,5 +1,7 @@
 #include "oml/models/zoo.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <mutex>
 
@@ -53,6 +55,37 @@ std::vector<ZooEntry> make_entries() {
        "vits16_224_mlp_384_inshop.ckpt", kOmlStorage + "/inshop/vits16_224_mlp_384_inshop.ckpt", "35244966",
        "use extractor: {name: vit, args: {arch: vits16}} and mlp_features: [384]"},
   };
+  // CLIP's image towers (OML's ViTCLIPExtractor.pretrained_models): OpenAI's TorchScript archives
+  // and Sber's ruCLIP state dicts (whole models: the loader takes their `visual.` part).
+  const std::string openai = "https://openaipublic.azureedge.net/clip/models";
+  const std::string sber = "https://huggingface.co/sberbank-ai";
+  for (const auto& [arch, file, hash] : std::vector<std::array<std::string, 3>>{
+           {"vitb16_224", "5806e77cd80f8b59890b7e101eabd078d9fb84e6937f9e85e4ecb61988df416f/ViT-B-16.pt",
+            "44c3d804ecac03d9545ac1a3adbca3a6"},
+           {"vitb32_224", "40d365715913c9da98579312b702a82c18be219cc2a73407c4526f58eba950af/ViT-B-32.pt",
+            "3ba34e387b24dfe590eeb1ae6a8a122b"},
+           {"vitl14_224", "b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836/ViT-L-14.pt",
+            "096db1af569b284eb76b3881534822d9"}}) {
+    out.push_back(
+        {"openai_" + arch, "vit_clip", arch, "openai_" + arch + ".ckpt", openai + "/" + file, hash, ""});
+  }
+  for (const auto& [arch, repo, hash] : std::vector<std::array<std::string, 3>>{
+           {"vitb16_224", "ruclip-vit-base-patch16-224", "7882e07674d78c674e33cb892a68bbfc"},
+           {"vitb32_224", "ruclip-vit-base-patch32-224", "e2c4dab46a3cfa608bdd762973e90d32"},
+           {"vitl14_224", "ruclip-vit-large-patch14-224", "9b4a1cd25d15bad4ffd2ba6e34b8a67c"}}) {
+    out.push_back({"sber_" + arch, "vit_clip", arch, "sber_" + arch + ".ckpt",
+                   sber + "/" + repo + "/resolve/main/pytorch_model.bin", hash, ""});
+  }
+  // UNICOM (DeepGlint), OML's ViTUnicomExtractor: the zoo names are the arch names; float16 state
+  // dicts that OML keeps under their own file names (it checks their sha256, not an md5).
+  const std::string deepglint = "https://github.com/deepglint/unicom/releases/download";
+  for (const auto& [arch, release, file] : std::vector<std::array<std::string, 3>>{
+           {"vitb32_unicom", "b32", "FP16-ViT-B-32.pt"},
+           {"vitb16_unicom", "b16", "FP16-ViT-B-16.pt"},
+           {"vitl14_unicom", "l14", "FP16-ViT-L-14.pt"},
+           {"vitl14_336px_unicom", "l14_336px", "FP16-ViT-L-14-336px.pt"}}) {
+    out.push_back({arch, "vit_unicom", arch, file, deepglint + "/" + release + "/" + file, "", ""});
+  }
   // torchvision's ImageNet classifiers (OML fetches them through torchvision; the file name
   // carries torchvision's own hash prefix).
   for (const auto& [arch, file] :
@@ -144,9 +177,14 @@ std::string resolve_weights(const std::string& weights, const std::string& extra
   }
   check_zoo_weights(weights, extractor, arch);
   const fs::path dir = weights_dir();
-  const std::string url_file = entry->url.substr(entry->url.rfind('/') + 1);
-  for (const fs::path& candidate :
-       {dir / entry->file, dir / "torch" / "checkpoints" / entry->file, dir / url_file}) {
+  std::vector<fs::path> candidates = {dir / entry->file, dir / "torch" / "checkpoints" / entry->file};
+  // The download's own name, unless other entries' downloads share it (Sber's are all
+  // pytorch_model.bin): then it could be another arch's file.
+  const auto url_file = [](const ZooEntry& e) { return e.url.substr(e.url.rfind('/') + 1); };
+  const auto same_name = std::count_if(zoo_entries().begin(), zoo_entries().end(),
+                                       [&](const ZooEntry& e) { return url_file(e) == url_file(*entry); });
+  if (same_name == 1) candidates.push_back(dir / url_file(*entry));
+  for (const fs::path& candidate : candidates) {
     if (fs::is_regular_file(candidate)) return candidate.string();
   }
   DataError error("weights '" + weights + "': file " + (dir / entry->file).string() +

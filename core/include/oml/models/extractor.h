@@ -45,6 +45,16 @@ class Extractor : public torch::nn::Module {
   virtual std::string oml_module_attribute() const { return ""; }
 };
 
+/// An extractor that reads weights files the way its OML class does (zoo names, OML's .ckpt
+/// prefixes, the published formats of its family) implements this too: the top-level `weights:`
+/// of oml-validate and oml-predict then goes through load_weights() instead of the generic strict
+/// state-dict loader (oml/io/state_dict.h). Errors are DataErrors naming the file.
+class OmlWeightsReader {
+ public:
+  virtual ~OmlWeightsReader() = default;
+  virtual void load_weights(const std::string& weights) = 0;
+};
+
 /// Divides each row by its L2 norm, treating the norm as a constant for autograd (OML's
 /// behaviour: the gradient is not projected onto the sphere's tangent space).
 torch::Tensor normalise_detached(const torch::Tensor& features);

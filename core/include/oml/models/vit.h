@@ -68,7 +68,7 @@ class ViTBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ViTBlock);
 
-class ViTImpl : public Extractor {
+class ViTImpl : public Extractor, public OmlWeightsReader {
  public:
   explicit ViTImpl(ViTOptions options = {});
 
@@ -82,7 +82,7 @@ class ViTImpl : public Extractor {
   /// Loads `weights` (a file or a zoo name) as OML's ViTExtractor does: a published DINO/DINOv2
   /// state dict, an OML/Lightning .ckpt (backbone found by its `norm.bias`, the rest dropped) or
   /// an oml-cpp checkpoint; strict. DataError naming the file on any mismatch.
-  void load_weights(const std::string& weights);
+  void load_weights(const std::string& weights) override;
 
   const ViTOptions& options() const { return options_; }
   const ViTArch& arch() const { return arch_; }

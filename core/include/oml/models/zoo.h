@@ -12,7 +12,7 @@ namespace oml::models {
 
 struct ZooEntry {
   std::string name;       ///< `vits16_dino`, `resnet50_imagenet1k_v1`, ...
-  std::string extractor;  ///< registry name of the extractor it fits: vit | resnet
+  std::string extractor;  ///< registry name of the extractor it fits: vit | vit_clip | resnet | ...
   std::string arch;       ///< arch it was trained with
   std::string file;       ///< file name in the weights folder (OML's own name for it)
   std::string url;        ///< where to download it from

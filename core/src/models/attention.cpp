@@ -1,0 +1,35 @@
+#include "attention.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "torch_compat.h"
+
+namespace oml::models::detail {
+
+torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_weight,
+                             const torch::Tensor& in_bias, const torch::Tensor& out_weight,
+                             const torch::Tensor& out_bias, int64_t num_heads) {
+  const int64_t batch = x.size(0), tokens = x.size(1), dim = x.size(2);
+  const bool fused =
+      !torch::GradMode::is_enabled() && !torch_compat::autocast_enabled(c10::DeviceType::CUDA) &&
+      !torch_compat::autocast_enabled(c10::DeviceType::CPU) && x.scalar_type() == in_weight.scalar_type();
+  if (fused) {
+    const auto bias = in_bias.defined() ? in_bias : torch::zeros({3 * dim}, in_weight.options());
+    return std::get<0>(at::_native_multi_head_attention(x, x, x, dim, num_heads, in_weight, bias, out_weight,
+                                                        out_bias, {}, /*need_weights=*/false));
+  }
+  const int64_t head_dim = dim / num_heads;
+  // [B, N, 3, heads, head_dim] -> [3, B, heads, N, head_dim]
+  const auto qkv = torch::nn::functional::linear(x, in_weight, in_bias)
+                       .reshape({batch, tokens, 3, num_heads, head_dim})
+                       .permute({2, 0, 3, 1, 4});
+  const auto q = qkv[0], k = qkv[1], v = qkv[2];
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  const auto weights = torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1);
+  const auto out = torch::matmul(weights, v).transpose(1, 2).reshape({batch, tokens, dim});
+  return torch::nn::functional::linear(out, out_weight, out_bias);
+}
+
+}  // namespace oml::models::detail
