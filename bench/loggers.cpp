@@ -2,8 +2,8 @@
 // the default job (7 scalars of train.jsonl: loss, lr, samples/s and the loss's 4 logs), an
 // end-of-epoch flush every 375 steps, timed on the calling thread; the sending of the mlflow
 // logger happens on its own thread and is not in the figure (bench/logger_overhead.sh measures the
-// whole step). Loggers: tensorboard, mlflow into a file store, mlflow to a server that cannot be
-// reached (queue + pending.jsonl only), and mlflow to --server URI when given.
+// whole step). Loggers: tensorboard, wandb (an offline run), mlflow into a file store, mlflow to a server
+// that cannot be reached (queue + pending.jsonl only), and mlflow to --server URI when given.
 //
 //   bench_loggers [steps] [server URI]      (defaults: 10000, none)
 //
@@ -22,6 +22,7 @@
 
 #include "oml/report/mlflow_logger.h"
 #include "oml/report/tensorboard_writer.h"
+#include "oml/report/wandb_run.h"
 
 namespace fs = std::filesystem;
 
@@ -75,6 +76,10 @@ int main(int argc, char** argv) {
       return std::make_shared<oml::report::MlflowLogger>(options, c);
     };
   };
+  time_logger("wandb_offline", steps, [](const Context& c) {
+    return std::make_shared<oml::report::WandbOfflineRun>(oml::report::WandbOptions{}, c,
+                                                          oml::report::config_as_json(c.config_yaml));
+  });
   time_logger("mlflow_file", steps, mlflow("file:./ml-runs"));
   time_logger("mlflow_unreachable", steps, mlflow("http://127.0.0.1:9"));
   if (!server.empty()) time_logger("mlflow_server", steps, mlflow(server));

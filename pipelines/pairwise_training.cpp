@@ -72,8 +72,12 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   train_inputs->reserve_cache(cfg.cache_size);
   std::shared_ptr<const data::Dataset> val_inputs;
   if (has_validation) {
-    val_inputs = pairwise_inputs(cfg, *model, dataframe.validation(), val_embeddings, cfg.transforms_val,
-                                 "transforms_val");
+    // OML's train_postprocessor.py validates with transforms_extraction; transforms_val wins here
+    // when given.
+    const bool own = cfg.transforms_val.has_value() || !cfg.transforms_extraction.has_value();
+    val_inputs = pairwise_inputs(cfg, *model, dataframe.validation(), val_embeddings,
+                                 own ? cfg.transforms_val : cfg.transforms_extraction,
+                                 own ? "transforms_val" : "transforms_extraction");
   }
 
   // ---- the pipeline's share of the loop ------------------------------------------------------

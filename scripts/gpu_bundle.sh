@@ -2,12 +2,13 @@
 # The GPU check for a GPU machine that cannot build oml-cpp (no Debian packages, no package
 # mirror) but has Python's torch 2.11.0+cu130 -- the machines this project is lent. It packs what
 # this machine built (build/, the wheel's LibTorch 2.11 with CUDA) into two folders to copy there:
-#   .gpu/      the binaries, the Debian libraries they load (xz, without glibc; GCC 12's libstdc++
+#   .gpu/      the binaries (stripped), the Debian libraries they load (xz, without glibc; GCC 12's libstdc++
 #              only used where the machine's is older) and check.sh: the GPU tests, ViT-S/16 bf16
 #              and resnet18 throughput, oml-cpp against PyTorch eager on that GPU (~60 MB);
 #   .gpudata/  Fashion-MNIST's IDX files and default_job.sh: the default job on accelerator: cuda
 #              (~30 MB; separate because a device call carries at most 64 MiB);
-#   .gpuoml/   the first 3000 + 3000 Fashion-MNIST images as converted PNGs (~3 MB) and
+#   .gpuoml/   Fashion-MNIST regrouped for OML's samplers (tests/python/oml_shaped_dataset.py:
+#              its dataframes and the 2,600 PNGs they name, ~2 MB) and
 #              oml_configs.sh: OML's 17 pipeline configs (tests/fixtures/oml_configs) exactly as
 #              shipped -- gpu, their precision and batch sizes -- with only dataset_root, the weights
 #              paths, devices=1 (one GPU) and max_steps=1 set; small enough to go with .gpu in one call.
@@ -51,7 +52,10 @@ for b in .gpu/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
       *) cp -L "$lib" "$staging/lib/" ;;
     esac
   done
-tar -C "$staging" -c lib std | xz -9 -T0 > .gpu/libs.tar.xz
+# The binaries go into the same archive, stripped (a device call carries 64 MiB in all).
+mv .gpu/bin "$staging/bin"
+strip --strip-unneeded "$staging"/bin/*
+tar -C "$staging" -c lib std bin | xz -9 -T0 > .gpu/libs.tar.xz
 
 cat > .gpu/env.sh <<'ENV'
 # Sourced by check.sh and default_job.sh: the bundle unpacked under /tmp/oml-gpu, run against
@@ -63,7 +67,7 @@ site=$("$PY" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch._
 B=/tmp/oml-gpu/bin
 if [ -f .gpu/libs.tar.xz ]; then
   rm -rf /tmp/oml-gpu/lib /tmp/oml-gpu/std "$B" && mkdir -p "$B"
-  tar -xJf .gpu/libs.tar.xz -C /tmp/oml-gpu && cp .gpu/bin/* "$B/"
+  tar -xJf .gpu/libs.tar.xz -C /tmp/oml-gpu
 fi
 [ -x "$B/oml-train" ] || { echo "the bundle is not unpacked here: run .gpu/check.sh first" >&2; exit 3; }
 lp=$B:/tmp/oml-gpu/lib
@@ -110,10 +114,14 @@ grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/logs/*/metrics.jsonl
 JOB
 # OML's configs as shipped: the converted subset travels as PNGs (IDX files of the whole set are
 # ten times larger), regrouped there by the tests' own script.
+# Only the images the regrouped dataframes name travel (xz: a device call carries 64 MiB in all).
 subset=$staging/fashion_mnist_3000
 "$build/pipelines/oml-convert" fashion-mnist --src /usr/share/datasets/fashion-mnist --dst "$subset" \
   --limit 3000 --progress quiet > /dev/null
-tar -C "$staging" -cf .gpuoml/fashion_mnist_3000.tar fashion_mnist_3000
+python3 tests/python/oml_shaped_dataset.py "$subset" "$staging/shaped"
+tail -n +2 "$staging/shaped/df.csv" | cut -d, -f2 | sort -u > "$staging/named"
+tar -c -C "$subset" -T "$staging/named" -C "$staging/shaped" df.csv df_with_bboxes.csv df_no_bboxes.csv |
+  xz -9 -T0 > .gpuoml/oml_data.tar.xz
 cat > .gpuoml/oml_configs.sh <<'OML'
 # OML's pipeline configs exactly as shipped (accelerator gpu, their precision, batch and image
 # sizes); set: dataset_root, the weights paths, devices=1 (one GPU here), max_steps=1.
@@ -122,9 +130,9 @@ set -u
 . /tmp/oml-gpu/env.sh
 W=/tmp/oml-gpu/oml_configs
 rm -rf "$W" && mkdir -p "$W/weights" "$W/cwd/data" "$W/logs"
-tar -xf .gpuoml/fashion_mnist_3000.tar -C "$W"
-"$PY" tests/python/oml_shaped_dataset.py "$W/fashion_mnist_3000" "$W/data_root" || exit 4
-ls "$W"/fashion_mnist_3000/images/val/*.png | head -12 | xargs -I{} ln -s {} "$W/cwd/data/"
+# tests/python/oml_shaped_dataset.py's regrouping, made by gpu_bundle.sh.
+mkdir -p "$W/data_root" && tar -xJf .gpuoml/oml_data.tar.xz -C "$W/data_root" || exit 4
+ls "$W"/data_root/images/val/*.png | head -12 | xargs -I{} ln -s {} "$W/cwd/data/"
 # Random ViT-S/16 weights under OML's zoo files (the configs name them; nothing is downloaded).
 "$PY" - "$W/weights" <<'PYW' || exit 5
 import sys, torch
@@ -135,6 +143,10 @@ model = VisionTransformer("vits16").eval()
 randomise(model)
 for name in ["vits16_dino", "vits16_cub", "vits16_cars", "vits16_sop", "vits16_inshop"]:
     torch.save(model.state_dict(), f"{sys.argv[1]}/{name}.ckpt")
+from vit_clip_reference import Clip, randomise as randomise_clip
+clip = Clip("vitb16_224").eval()
+randomise_clip(clip)
+torch.save(clip.visual.state_dict(), f"{sys.argv[1]}/openai_vitb16_224.ckpt")
 PYW
 C=$PWD/tests/fixtures/oml_configs/pipelines
 E=$C/features_extraction
@@ -158,6 +170,7 @@ for d in cub cars sop inshop; do
   run oml-predict "$E/extractor_$d/predict_$d.yaml"
 done
 run oml-train "$E/configs_experimental/train_inshop_with_mlp.yaml"
+run oml-train "$E/configs_experimental/train_inshop_arcface.yaml"
 run oml-train "$P/extractor_train.yaml" --set logs_root="$W/logs/extractor"
 extractor=$(ls "$W"/logs/extractor/*/checkpoints/best.ckpt | head -1)
 run oml-validate "$P/extractor_validate.yaml" --set weights="$extractor"

@@ -11,15 +11,16 @@
 //
 // The data is Fashion-MNIST regrouped to the shape OML's samplers ask for (up to 150 labels per
 // batch, 3 to 5 categories of 30+ labels): each train label is 6 images of one class, its
-// category the class; validation labels are 4 test images each (tests/python/oml_shaped_dataset.py). Weights are random ViT-S/16
-// weights under the zoo names the configs use, in a folder named by $OML_WEIGHTS_DIR (oml-cpp
-// never downloads). Training runs every config's own batch size, image size and precision, so
-// these cases take minutes on a CPU.
+// category the class; validation labels are 4 test images each (tests/python/oml_shaped_dataset.py). Weights
+// are random ViT-S/16 weights under the zoo names the configs use, in a folder named by $OML_WEIGHTS_DIR
+// (oml-cpp never downloads). Training runs every config's own batch size, image size and precision, so these
+// cases take minutes on a CPU.
 #include <torch/torch.h>
 
 #include <regex>
 
 #include "oml/models/vit.h"
+#include "oml/models/vit_clip.h"
 #include "oml/models/zoo.h"
 #include "pipeline_fixtures.h"
 
@@ -53,7 +54,19 @@ const std::map<std::string, std::string> kSmallerBatch{
     {"train_inshop_with_mlp.yaml", "--set sampler.args.n_labels=2"},  // 3 x 20 x 6 -> 3 x 2 x 6
     {"extractor_train.yaml", "--set sampler.args.n_labels=10"},       // 150 x 4 -> 10 x 4
     {"postprocessor_train.yaml", "--set sampler.args.n_labels=5"},    // 30 x 4 pairs -> 5 x 4
+    {"train_inshop_arcface.yaml", "--set bs_train=8"},                // ViT-B/16, 128 -> 8
 };
+
+// Random weights of CLIP's ViT-B/16 image tower under the zoo file of openai_vitb16_224.
+void clip_zoo_weights(const fs::path& dir) {
+  torch::manual_seed(6);
+  oml::models::ViTClipOptions options;
+  options.arch = "vitb16_224";
+  const oml::models::ViTClip model(options);
+  const auto entry = oml::models::find_zoo_entry("openai_vitb16_224");
+  REQUIRE(entry);
+  oml::test::write_state_dict_file(dir / entry->file, *model);
+}
 
 // Random ViT-S/16 weights under the zoo files of `names` (one file, linked under the others).
 fs::path zoo_weights(const fs::path& dir, const std::vector<std::string>& names) {
@@ -78,8 +91,8 @@ bool has_line(const std::string& text, const std::string& pattern) {
 
 // One OML config as shipped, run by `command` from `cwd` (its relative paths are the cwd's):
 // dataset_root and accelerator set, precision 16 made bf16, training stopped after one step.
-oml::test::CommandResult run_shipped(const std::string& command, const std::string& config, const fs::path& cwd,
-                                     const fs::path& data, const fs::path& weights_dir,
+oml::test::CommandResult run_shipped(const std::string& command, const std::string& config,
+                                     const fs::path& cwd, const fs::path& data, const fs::path& weights_dir,
                                      const std::string& extra = "") {
   const fs::path file = oml::test::source_path("tests/fixtures/oml_configs/" + config);
   const std::string text = read_file(file);
@@ -89,9 +102,10 @@ oml::test::CommandResult run_shipped(const std::string& command, const std::stri
   if (command == "oml-train") sets += " --set max_steps=1";
   if (const auto smaller = kSmallerBatch.find(file.filename().string()); smaller != kSmallerBatch.end())
     sets += " " + smaller->second;
-  const std::string line = "cd " + quote(cwd.string()) + " && OML_WEIGHTS_DIR=" + quote(weights_dir.string()) +
-                           " " + quote(command_path(command)) + " --config " + quote(file.string()) + sets +
-                           " " + extra + " --progress quiet";
+  const std::string line = "cd " + quote(cwd.string()) +
+                           " && OML_WEIGHTS_DIR=" + quote(weights_dir.string()) + " " +
+                           quote(command_path(command)) + " --config " + quote(file.string()) + sets + " " +
+                           extra + " --progress quiet";
   auto r = oml::test::run(line, 1800);
   INFO(config << "\n" << r.err);
   CHECK(r.exit_code == 0);
@@ -138,7 +152,8 @@ void run_benchmark(const std::string& dataset, const std::string& short_name) {
   const fs::path run = trained_run(f.cwd / "logs" / dataset);
   CHECK(fs::exists(run / "wandb"));
 
-  const auto validated = run_shipped("oml-validate", folder + "val_" + short_name + ".yaml", f.cwd, f.data, f.weights);
+  const auto validated =
+      run_shipped("oml-validate", folder + "val_" + short_name + ".yaml", f.cwd, f.data, f.weights);
   CHECK_THAT(validated.err + validated.out, Contains("OVERALL/cmc/1"));
 
   run_shipped("oml-predict", folder + "predict_" + short_name + ".yaml", f.cwd, f.data, f.weights);
@@ -151,7 +166,8 @@ TEST_CASE("OML's CUB configs run as shipped: train_cub, val_cub, predict_cub", "
   run_benchmark("CUB_200_2011", "cub");
 }
 
-TEST_CASE("OML's CARS configs run as shipped: train_cars, val_cars, predict_cars", "[integration][oml_configs]") {
+TEST_CASE("OML's CARS configs run as shipped: train_cars, val_cars, predict_cars",
+          "[integration][oml_configs]") {
   run_benchmark("CARS196", "cars");
 }
 
@@ -160,8 +176,9 @@ TEST_CASE("OML's SOP configs run as shipped: train_sop (2 ranks, 16 -> bf16), va
   run_benchmark("Stanford_Online_Products", "sop");
 }
 
-TEST_CASE("OML's InShop configs run as shipped: train_inshop (2 ranks, 16 -> bf16), val_inshop, predict_inshop",
-          "[integration][oml_configs]") {
+TEST_CASE(
+    "OML's InShop configs run as shipped: train_inshop (2 ranks, 16 -> bf16), val_inshop, predict_inshop",
+    "[integration][oml_configs]") {
   run_benchmark("DeepFashion_InShop", "inshop");
 }
 
@@ -177,27 +194,40 @@ TEST_CASE("OML's pairwise post-processing configs run as shipped, each on the we
   const std::string extractor_weights = " --set extractor_weights=" + quote(extractor.string());
 
   // OML's extractor_validate.yaml names the extractor in `weights:` ("specify path to an extractor").
-  const auto validated = run_shipped("oml-validate", folder + "extractor_validate.yaml", f.cwd, f.data, f.weights,
-                                     "--set weights=" + quote(extractor.string()));
+  const auto validated = run_shipped("oml-validate", folder + "extractor_validate.yaml", f.cwd, f.data,
+                                     f.weights, "--set weights=" + quote(extractor.string()));
   CHECK_THAT(validated.err + validated.out, Contains("OVERALL/cmc/1"));
 
-  const auto trained = run_shipped("oml-train", folder + "postprocessor_train.yaml", f.cwd, f.data, f.weights,
-                                   extractor_weights + " --set logs_root=" +
-                                       quote((f.dir / "postprocessor_logs").string()));
+  const auto trained =
+      run_shipped("oml-train", folder + "postprocessor_train.yaml", f.cwd, f.data, f.weights,
+                  extractor_weights + " --set logs_root=" + quote((f.dir / "postprocessor_logs").string()));
   // use_fp16 on a CPU: bfloat16, said once.
   CHECK_THAT(trained.err, Contains("use_fp16 scores in bfloat16"));
   const fs::path postprocessor = trained_run(f.dir / "postprocessor_logs") / "checkpoints" / "best.ckpt";
 
-  const auto reranked = run_shipped("oml-validate", folder + "postprocessor_validate.yaml", f.cwd, f.data, f.weights,
-                                    extractor_weights + " --set postprocessor_weights=" + quote(postprocessor.string()));
+  const auto reranked =
+      run_shipped("oml-validate", folder + "postprocessor_validate.yaml", f.cwd, f.data, f.weights,
+                  extractor_weights + " --set postprocessor_weights=" + quote(postprocessor.string()));
   CHECK_THAT(reranked.err + reranked.out, Contains("OVERALL/cmc/1"));
 }
 
 TEST_CASE("OML's experimental InShop config with an MLP head runs as shipped (2 ranks)",
           "[integration][oml_configs]") {
   Fixture f;
-  run_shipped("oml-train", "pipelines/features_extraction/configs_experimental/train_inshop_with_mlp.yaml", f.cwd,
-              f.data, f.weights);
+  run_shipped("oml-train", "pipelines/features_extraction/configs_experimental/train_inshop_with_mlp.yaml",
+              f.cwd, f.data, f.weights);
+  trained_run(f.cwd / "logs" / "DeepFashion_InShop");
+}
+
+TEST_CASE("OML's experimental InShop config with CLIP's ViT-B/16 and ArcFace runs as shipped",
+          "[integration][oml_configs]") {
+  Fixture f;
+  clip_zoo_weights(f.weights);
+  const auto r =
+      run_shipped("oml-train", "pipelines/features_extraction/configs_experimental/train_inshop_arcface.yaml",
+                  f.cwd, f.data, f.weights);
+  // show_dataset_warnings: False is read (and the dataframe has nothing to warn about).
+  CHECK_THAT(r.err, !Contains("unknown key"));
   trained_run(f.cwd / "logs" / "DeepFashion_InShop");
 }
 

@@ -98,8 +98,7 @@ std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::Component
 
 void require_logger(const config::ComponentSpec& spec) {
   const auto& loggers = registries().loggers;
-  static const std::map<std::string, std::string> kServices{
-      {"neptune", "Neptune"}, {"clearml", "ClearML"}};
+  static const std::map<std::string, std::string> kServices{{"neptune", "Neptune"}, {"clearml", "ClearML"}};
   const auto service = kServices.find(spec.name);
   if (!loggers.contains(spec.name) && service != kServices.end()) {
     const config::Node name = spec.node.is_map() ? spec.node["name"] : spec.node;
