@@ -36,7 +36,19 @@ RunRecorder::RunRecorder(const config::RunConfig& config, const RunContext& cont
   if (!config.postfix.empty()) logger_context.tags.push_back(config.postfix);
   logger_context.config_yaml = std::move(options.config_yaml);
   logger_context.resumed_at_step = options.resumed_at_step;
-  logger_context.resumed_run_id = std::move(options.resumed_logger_run_id);
+  // Checkpoints save "<logger>:<id>": a run resumed with another logger starts a new tracker run
+  // instead of handing W&B an MLflow id (or the other way round).
+  logger_name_ = config.logger ? config.logger->name : "";
+  if (options.resumed_logger_run_id) {
+    const std::string& saved = *options.resumed_logger_run_id;
+    const std::string prefix = logger_name_ + ":";
+    if (saved.rfind(prefix, 0) == 0) {
+      logger_context.resumed_run_id = saved.substr(prefix.size());
+    } else if (active_) {
+      log::info("the checkpoint's tracker run (" + saved + ") is not a '" + logger_name_ +
+                "' run; the logger starts a new one");
+    }
+  }
   logger_ = report::make_run_logger(config.logger, logger_context, active_);
   if (!active_) return;
   train_log_.emplace(run_dir / "train.jsonl");
@@ -73,7 +85,10 @@ void RunRecorder::with_logger(const std::function<void(report::RunLogger&)>& wor
   best_effort("the logger", [&] { work(*logger_); });
 }
 
-std::string RunRecorder::logger_run_id() const { return active_ ? logger_->run_id() : std::string(); }
+std::string RunRecorder::logger_run_id() const {
+  const std::string id = active_ ? logger_->run_id() : std::string();
+  return id.empty() ? id : logger_name_ + ":" + id;
+}
 
 void RunRecorder::end_of_epoch() {
   with_logger([](report::RunLogger& logger) { logger.flush(); });

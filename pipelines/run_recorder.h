@@ -82,7 +82,8 @@ class RunRecorder {
   /// Rewrites report.html and ends the logger's run as FINISHED (end of training).
   void finish();
 
-  /// The logger's id of this run, for checkpoints ("" on other ranks or when it has none).
+  /// The logger's id of this run for checkpoints, as "<logger name>:<id>" ("" on other ranks or
+  /// when it has none).
   std::string logger_run_id() const;
 
  private:
@@ -103,6 +104,7 @@ class RunRecorder {
   metrics::VisualizationOptions visualization_;
   bool maximise_;
   std::shared_ptr<report::RunLogger> logger_;
+  std::string logger_name_;  ///< the config's logger component ("" for none)
   std::timed_mutex logger_mutex_;
   bool ended_ = false;
   std::unique_ptr<io::InterruptHook> interrupt_hook_;

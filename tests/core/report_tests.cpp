@@ -145,6 +145,13 @@ TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown n
   const auto subdir = parse("logger: {name: tensorboard, args: {subdir: ''}}\n");
   report::make_run_logger(subdir.logger, context);
   CHECK(report::find_event_files(dir.path()).size() == 1);
+  // Lightning's name for it, as OML's test configs write it.
+  TempDir lightning;
+  report::LoggerContext lightning_context;
+  lightning_context.run_dir = lightning.path();
+  report::make_run_logger(parse("logger: {name: tensorboard, args: {save_dir: .}}\n").logger,
+                          lightning_context);
+  CHECK(report::find_event_files(lightning.path()).size() == 1);
 
   const auto typo = parse("logger: {name: tensorbord}\n");
   CHECK_THROWS_WITH(cli::check_components(typo), Contains("tensorboard") && Contains("tensorbord"));

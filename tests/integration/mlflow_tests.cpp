@@ -306,7 +306,7 @@ TEST_CASE("The mlflow logger sends params, tags, every value, the files and FINI
   // The checkpoints name the run (so that --resume continues it); nothing waits any more.
   const auto last = oml::io::load_checkpoint(run_dir / "checkpoints" / "last.ckpt");
   REQUIRE(last.resume.has_value());
-  CHECK(last.resume->logger_run_id == run_id);
+  CHECK(last.resume->logger_run_id == "mlflow:" + run_id);
   CHECK(waiting(run_dir) == 0);
   CHECK(fs::is_empty(run_dir / "mlflow" / "files"));
 }
@@ -412,7 +412,7 @@ TEST_CASE("OML's configs/logger/mlflow.yaml writes a file store in the run direc
   CHECK(got["tags"]["run"] == "tag");
   CHECK(got["artifacts"] == json::array({"config.yaml", "report.html"}));
   const auto last = oml::io::load_checkpoint(run_dir / "checkpoints" / "last.ckpt");
-  CHECK(last.resume->logger_run_id == got["run_id"].get<std::string>());
+  CHECK(last.resume->logger_run_id == "mlflow:" + got["run_id"].get<std::string>());
 }
 
 TEST_CASE("MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_NAME stand in for absent args",
@@ -447,7 +447,7 @@ TEST_CASE("Ctrl-C ends the MLflow run KILLED and --resume continues the same run
 
   const auto checkpoint = oml::io::load_checkpoint(run_dir / "checkpoints" / "last.ckpt");
   REQUIRE(checkpoint.resume.has_value());
-  CHECK(checkpoint.resume->logger_run_id == killed["run_id"].get<std::string>());
+  CHECK(checkpoint.resume->logger_run_id == "mlflow:" + killed["run_id"].get<std::string>());
   const auto r = run(quote(command_path("oml-train")) + " --config " + quote((dir / "train.yaml").string()) +
                      " --progress quiet --set max_epochs=" + std::to_string(checkpoint.epoch + 1) +
                      " --resume " + quote((run_dir / "checkpoints" / "last.ckpt").string()));

@@ -169,7 +169,7 @@ TEST_CASE("A resumed run continues its W&B run: one offline run, each step once"
   const fs::path run = dir / "logs" / "run";
   const fs::path folder = offline_run(run);
   const std::string id = read_with_wandb(folder).at("runs")[0].at("run_id");
-  CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").resume->logger_run_id == id);
+  CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").resume->logger_run_id == "wandb:" + id);
   {
     // A process resumed at step 3 and killed after logging two more steps (no exit record).
     oml::report::LoggerContext context;
@@ -191,7 +191,7 @@ TEST_CASE("A resumed run continues its W&B run: one offline run, each step once"
   // The killed process's rows (and the first process's exit) are gone; steps 1..6 once each.
   check_history_matches_logs(logged.at("history"), run);
   CHECK(logged.at("exits") == nlohmann::json({0}));
-  CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").resume->logger_run_id == id);
+  CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").resume->logger_run_id == "wandb:" + id);
 }
 
 TEST_CASE("A W&B run ends with the exit code of how training ended", "[wandb][integration]") {

@@ -117,7 +117,8 @@ void register_builtin_loggers(Registries& registries) {
       "tensorboard",
       [](config::ArgsReader& reader) {
         TensorBoardOptions options;
-        reader.optional("subdir", options.subdir);
+        // Lightning's TensorBoardLogger calls the folder save_dir (OML's test configs: save_dir: ".").
+        reader.optional("subdir", "save_dir", options.subdir);
         return options;
       },
       [](const TensorBoardOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
@@ -125,7 +126,9 @@ void register_builtin_loggers(Registries& registries) {
             options.subdir.empty() ? context.run_dir : context.run_dir / options.subdir,
             context.resumed_at_step);
       },
-      "subdir = tensorboard: TensorBoard event files (scalars, retrieval grids) under the run directory");
+      "subdir (or Lightning's save_dir) = tensorboard: TensorBoard event files (scalars, retrieval grids) "
+      "under "
+      "the run directory");
   registry.add(
       "wandb",
       [](config::ArgsReader& reader) {

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <iterator>
 #include <random>
@@ -215,11 +216,22 @@ WandbOfflineRun::WandbOfflineRun(WandbOptions options, const LoggerContext& cont
         earlier.push_back(entry.path());
     }
     if (!earlier.empty()) {
-      reopen(*std::max_element(earlier.begin(), earlier.end()), context.resumed_at_step.value_or(0));
-      return;
+      const fs::path dir = *std::max_element(earlier.begin(), earlier.end());
+      try {
+        reopen(dir, context.resumed_at_step.value_or(0));
+        return;
+      } catch (const DataError& e) {
+        // A damaged file (a crash before its first record was whole) must not stop the resume.
+        log::warn(std::string("wandb: cannot continue ") + dir.string() + " (" + e.what() +
+                  "); a new offline run with the same id is written");
+        out_.close();
+        record_number_ = 0;
+        summary_ = nlohmann::json::object();
+      }
     }
-    log::warn("wandb: the offline run " + id_ + " this run continues is not under " + root.string() +
-              "; a new offline run with that id is written (wandb sync resumes the run from it)");
+    if (earlier.empty())
+      log::warn("wandb: the offline run " + id_ + " this run continues is not under " + root.string() +
+                "; a new offline run with that id is written (wandb sync resumes the run from it)");
   } else {
     id_ = options_.id.empty() ? random_id() : options_.id;
   }
@@ -298,6 +310,17 @@ void WandbOfflineRun::reopen(const fs::path& dir, int64_t resumed_at_step) {
   offset_ = keep_end;
   out_.open(log_path_, std::ios::binary | std::ios::app);
   OML_CHECK(out_, RuntimeError, "cannot append to the W&B run file '", log_path_.string(), "'");
+  // _runtime goes on from the last kept row's, as one run's clock.
+  for (int64_t i = kept - 1; i >= 0; --i) {
+    wandb::Record record;
+    record.ParseFromString(records[static_cast<std::size_t>(i)].data);
+    if (!record.has_history()) continue;
+    for (const auto& item : record.history().item()) {
+      const std::string key = item.nested_key_size() > 0 ? item.nested_key(0) : item.key();
+      if (key == "_runtime") start_time_s_ -= std::strtod(item.value_json().c_str(), nullptr);
+    }
+    break;
+  }
   // The summary the killed process would have written: the last kept row's values.
   for (int64_t i = kept - 1; i >= 0; --i) {
     wandb::Record record;
@@ -396,6 +419,7 @@ void WandbOfflineRun::write_row() {
   add("_runtime", value_json(now - start_time_s_));
   add("_timestamp", value_json(now));
   append(record);
+  out_.flush();  // a row is whole on disk once its step is over, whatever ends the process later
   summary_["_step"] = *row_step_;
   row_ = nlohmann::json::object();
   row_step_.reset();

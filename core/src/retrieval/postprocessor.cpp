@@ -1,6 +1,7 @@
 // The built-in postprocessors: constant_thresholding, adaptive_thresholding, pairwise_reranker.
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <numeric>
 #include <utility>
 
@@ -242,9 +243,12 @@ void register_builtin_postprocessors(Registries& registries) {
                            "needs a pairwise model, but none is configured; set `pairwise_model: {name: ..., "
                            "args: ...}` (see docs/pairwise.md)");
         if (options.use_fp16 && context.half_precision_scores) {
+          static std::once_flag said;  // the postprocessor is built for every validation
           if (context.half_precision != "float16")
-            log::info("pairwise_reranker: use_fp16 scores in " + context.half_precision +
-                      " here (float16 autocast needs CUDA)");
+            std::call_once(said, [&] {
+              log::info("pairwise_reranker: use_fp16 scores in " + context.half_precision +
+                        " here (float16 autocast needs CUDA)");
+            });
           return make_pairwise_reranker(options, context.half_precision_scores);
         }
         return make_pairwise_reranker(options, context.pairwise_scores);

@@ -44,8 +44,8 @@ struct ResumeState {
   std::optional<int64_t> sampler_consumed;
   std::optional<int64_t> sampler_world_size;
   c10::IValue grad_scaler;  ///< GradScaler::state() of a float16 run; None otherwise
-  /// The run's id at its tracker (report::RunLogger::run_id: an MLflow run id, a W&B run id);
-  /// empty when the logger has none. Saved as resume.logger_run_id (a string) when set.
+  /// The run's id at its tracker as "<logger>:<id>" (report::RunLogger::run_id: "wandb:3k9x0q2a",
+  /// "mlflow:<run id>"); empty when the logger has none. Saved as resume.logger_run_id when set.
   std::string logger_run_id;
 };
 

@@ -14,8 +14,9 @@
 //   - a logger never stops training: its errors are oml::RuntimeError, which the caller turns
 //     into one warning; a tracker that cannot reach its server buffers and retries instead;
 //   - finish(status) is called once, last: FINISHED after training, FAILED when the command ends
-//     with an error, KILLED on SIGINT/SIGTERM (from the interrupt cleanup's thread, while the
-//     training thread is stopped; it must return within a few seconds).
+//     with an error, KILLED on SIGINT/SIGTERM (from the interrupt cleanup's thread, with the
+//     recorder's lock held so that the training thread is not inside the logger; it must return
+//     within a few seconds).
 
 #include <cstdint>
 #include <filesystem>
@@ -43,7 +44,7 @@ struct EncodedImage {
   int channels = 3;  ///< 3 RGB, 4 RGBA, 1 grey
 };
 
-/// How a run ended, as the trackers name it (MLflow's RunStatus; W&B's exit code 0, 1 or 128 + signal).
+/// How a run ended, as the trackers name it (MLflow's RunStatus; W&B's exit code 0, 1 or 130).
 enum class RunStatus { finished, failed, killed };
 
 /// "FINISHED", "FAILED", "KILLED".

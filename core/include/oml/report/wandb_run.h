@@ -11,8 +11,9 @@
 //
 // The record log is W&B's datastore format (LevelDB's log format: 32 KiB blocks of records, each
 // with a CRC-32 of its type and data, behind a 7-byte ":W&B" header), holding Record protocol
-// buffers with W&B's field numbers (src/report/wandb_record.proto). Records are written as they
-// come and flushed at each epoch's end, so a killed run keeps what it logged; a run resumed from
+// buffers with W&B's field numbers (src/report/wandb_record.proto). A step's row is written and
+// flushed when the next step begins (and at each epoch's end), so a killed run keeps every step but
+// the one it was in (Ctrl-C/SIGTERM: that one too); a run resumed from
 // a checkpoint reopens its offline run (found by the id the checkpoint names), cuts the records
 // the killed process wrote after the checkpoint's step and appends to it, so that one
 // `wandb sync` uploads one run whose history has each step once.
