@@ -5,11 +5,15 @@
 #include <fstream>
 #include <iterator>
 
+#include "little_endian.h"
 #include "oml/common/error.h"
 
 namespace oml::report {
 
 namespace {
+
+using detail::get_le;
+using detail::put_le;
 
 // Reflected Castagnoli polynomial.
 constexpr uint32_t kPolynomial = 0x82F63B78u;
@@ -26,17 +30,6 @@ const std::array<uint32_t, 256>& crc_table() {
     return t;
   }();
   return table;
-}
-
-void put_le(std::string& out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xffu));
-}
-
-uint64_t get_le(const std::string& in, std::size_t at, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i)
-    value |= static_cast<uint64_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
-  return value;
 }
 
 }  // namespace

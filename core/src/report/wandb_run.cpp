@@ -12,6 +12,7 @@
 #include <iterator>
 #include <random>
 
+#include "little_endian.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/version.h"
@@ -22,6 +23,9 @@ namespace oml::report {
 namespace fs = std::filesystem;
 
 namespace {
+
+using detail::get_le;
+using detail::put_le;
 
 // W&B's datastore (wandb/sdk/internal/datastore.py): LevelDB's log format behind its own header.
 constexpr char kIdent[] = ":W&B";
@@ -42,17 +46,6 @@ uint32_t chunk_crc(uint8_t type, const char* data, std::size_t size) {
   crc = ::crc32(crc, &type, 1);
   crc = ::crc32(crc, reinterpret_cast<const Bytef*>(data), static_cast<uInt>(size));
   return static_cast<uint32_t>(crc);
-}
-
-void put_le(std::string& out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xffu));
-}
-
-uint64_t get_le(const std::string& in, std::size_t at, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i)
-    value |= static_cast<uint64_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
-  return value;
 }
 
 std::string file_header() {
