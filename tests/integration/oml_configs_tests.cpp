@@ -36,12 +36,15 @@ namespace {
 
 // Fashion-MNIST regrouped as described above (tests/python/oml_shaped_dataset.py, which the GPU
 // check uses too).
-// `train_labels_per_class` (default 40) thins the train split where no sampler needs all of it.
-fs::path oml_shaped_dataset(const fs::path& root, int train_labels_per_class = 40) {
+// `train_labels_per_class` (default 40) and `validation_labels_per_class` (default 5) thin the
+// splits where no sampler needs all of them.
+fs::path oml_shaped_dataset(const fs::path& root, int train_labels_per_class = 40,
+                            int validation_labels_per_class = 5) {
   const fs::path subset = oml::test::fashion_mnist_subset(3000);
   const auto r = oml::test::run(
       oml::test::python() + " " + quote(oml::test::source_path("tests/python/oml_shaped_dataset.py")) + " " +
-      quote(subset.string()) + " " + quote(root.string()) + " " + std::to_string(train_labels_per_class));
+      quote(subset.string()) + " " + quote(root.string()) + " " + std::to_string(train_labels_per_class) +
+      " " + std::to_string(validation_labels_per_class));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   return root;
@@ -127,8 +130,8 @@ fs::path trained_run(const fs::path& logs) {
 }
 
 struct Fixture {
-  explicit Fixture(int train_labels_per_class = 40)
-      : data(oml_shaped_dataset(dir / "data_root", train_labels_per_class)) {
+  explicit Fixture(int train_labels_per_class = 40, int validation_labels_per_class = 5)
+      : data(oml_shaped_dataset(dir / "data_root", train_labels_per_class, validation_labels_per_class)) {
     init();
   }
   TempDir dir;
@@ -189,25 +192,40 @@ TEST_CASE(
   run_benchmark("DeepFashion_InShop", "inshop");
 }
 
-TEST_CASE("OML's pairwise post-processing configs run as shipped, each on the weights the one before made",
-          "[integration][oml_configs][pairwise]") {
-  // The re-ranker's runs embed the whole dataframe with the ViT first (224 px on 2 CPU cores):
-  // 2 train labels a class instead of 40 keep the case within CI's 10 minutes; every sampler here
-  // (10 x 4, 5 x 4 pairs on the command line) still finds its labels.
-  Fixture f(2);
-  const std::string folder = "pipelines/postprocessing/pairwise_postprocessing/";
-  // extractor_train -> extractor_validate (weights) -> postprocessor_train (extractor_weights) ->
-  // postprocessor_validate (extractor_weights + postprocessor_weights).
+// OML's pairwise folder is a chain: extractor_train -> extractor_validate (weights) ->
+// postprocessor_train (extractor_weights) -> postprocessor_validate (extractor_weights +
+// postprocessor_weights). Two cases, each within CI's 10 minutes: the re-ranker's runs embed the
+// whole dataframe with the ViT (224 px on 2 CPU cores) and score top_n = 5 pairs of every query
+// with concat_siamese (a ViT on two images), so its half starts from the random ViT-S/16 weights
+// the fixture writes, a state dict as good a baseline extractor as a checkpoint. 2 train labels a
+// class instead of 40, and 2 validation labels instead of 5 (1 for the re-ranker: 40 queries, 200
+// pairs a run); every sampler here (10 x 4, 5 x 4 pairs on the command line) still finds its labels.
+const char* const kPairwiseFolder = "pipelines/postprocessing/pairwise_postprocessing/";
+
+TEST_CASE(
+    "OML's pairwise extractor configs run as shipped: extractor_train, then extractor_validate on its "
+    "checkpoint",
+    "[integration][oml_configs][pairwise]") {
+  Fixture f(2, 2);
+  const std::string folder = kPairwiseFolder;
   run_shipped("oml-train", folder + "extractor_train.yaml", f.cwd, f.data, f.weights,
               "--set logs_root=" + quote((f.dir / "extractor_logs").string()));
   const fs::path extractor = trained_run(f.dir / "extractor_logs") / "checkpoints" / "best.ckpt";
-  const std::string extractor_weights = " --set extractor_weights=" + quote(extractor.string());
 
   // OML's extractor_validate.yaml names the extractor in `weights:` ("specify path to an extractor").
   const auto validated = run_shipped("oml-validate", folder + "extractor_validate.yaml", f.cwd, f.data,
                                      f.weights, "--set weights=" + quote(extractor.string()));
   CHECK_THAT(validated.err + validated.out, Contains("OVERALL/cmc/1"));
+}
 
+TEST_CASE(
+    "OML's pairwise re-ranker configs run as shipped: postprocessor_train, then postprocessor_validate on "
+    "its checkpoint",
+    "[integration][oml_configs][pairwise]") {
+  Fixture f(2, 1);
+  const std::string folder = kPairwiseFolder;
+  const std::string extractor_weights =
+      " --set extractor_weights=" + quote((f.weights / "vits16_random.pth").string());
   const auto trained =
       run_shipped("oml-train", folder + "postprocessor_train.yaml", f.cwd, f.data, f.weights,
                   extractor_weights + " --set logs_root=" + quote((f.dir / "postprocessor_logs").string()));

@@ -1,14 +1,14 @@
 """Fashion-MNIST regrouped to the shape of OML's pipeline configs (their samplers ask for up to
 150 labels per batch, and 3 to 5 categories of 30+ labels each).
 
-    python oml_shaped_dataset.py SUBSET OUT [TRAIN_LABELS_PER_CLASS]
+    python oml_shaped_dataset.py SUBSET OUT [TRAIN_LABELS_PER_CLASS [VALIDATION_LABELS_PER_CLASS]]
 
 SUBSET is an oml-convert'ed Fashion-MNIST folder (df.csv + images/, at least 240 train and 20
 test images of every class: `oml-convert fashion-mnist --limit 3000`). OUT gets images/ (a link
 to SUBSET's) and the same dataframe under every name OML's configs read (df.csv,
 df_with_bboxes.csv, df_no_bboxes.csv): each train label is 6 train images of one class, 40
-labels per class (or TRAIN_LABELS_PER_CLASS); each validation label is 4 test images of one class (query and gallery), 5
-per class; the category of a label is its class's name. Used by
+labels per class (or TRAIN_LABELS_PER_CLASS); each validation label is 4 test images of one
+class (query and gallery), 5 per class (or VALIDATION_LABELS_PER_CLASS); the category of a label is its class's name. Used by
 tests/integration/oml_configs_tests.cpp and by the GPU check (scripts/gpu_bundle.sh).
 """
 
@@ -22,7 +22,8 @@ TRAIN_LABELS_PER_CLASS, TRAIN_IMAGES_PER_LABEL = 40, 6
 VALIDATION_LABELS_PER_CLASS, VALIDATION_IMAGES_PER_LABEL = 5, 4
 
 
-def main(subset, out, train_labels_per_class=TRAIN_LABELS_PER_CLASS):
+def main(subset, out, train_labels_per_class=TRAIN_LABELS_PER_CLASS,
+         validation_labels_per_class=VALIDATION_LABELS_PER_CLASS):
     by_split = {"train": defaultdict(list), "validation": defaultdict(list)}
     with open(os.path.join(subset, "df.csv")) as f:
         for row in csv.DictReader(f):
@@ -31,7 +32,7 @@ def main(subset, out, train_labels_per_class=TRAIN_LABELS_PER_CLASS):
     label = 0
     for split, labels, images, flags in [
         ("train", train_labels_per_class, TRAIN_IMAGES_PER_LABEL, ("", "")),
-        ("validation", VALIDATION_LABELS_PER_CLASS, VALIDATION_IMAGES_PER_LABEL, ("True", "True")),
+        ("validation", validation_labels_per_class, VALIDATION_IMAGES_PER_LABEL, ("True", "True")),
     ]:
         for c, name in enumerate(CLASSES):
             paths = by_split[split][c]
@@ -52,4 +53,4 @@ def main(subset, out, train_labels_per_class=TRAIN_LABELS_PER_CLASS):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], *(int(n) for n in sys.argv[3:4]))
+    main(sys.argv[1], sys.argv[2], *(int(n) for n in sys.argv[3:5]))

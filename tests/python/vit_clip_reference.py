@@ -64,9 +64,12 @@ class ResidualAttentionBlock(nn.Module):
         )
         self.ln_2 = LayerNorm(d_model)
 
+    # OML's model.py asks for no attention weights; export() traces with them (see there).
+    need_weights = False
+
     def forward(self, x):
         y = self.ln_1(x)
-        x = x + self.attn(y, y, y, need_weights=False)[0]
+        x = x + self.attn(y, y, y, need_weights=self.need_weights)[0]
         return x + self.mlp(self.ln_2(x))
 
 
@@ -225,8 +228,17 @@ def export(out: Path, arch: str, all_forms: bool):
         torch.save(expected, out / f"{arch}_expected.pt")
         torch.save(normalise(expected), out / f"{arch}_expected_normalised.pt")
 
-        # OpenAI's files: a TorchScript archive of the whole model, traced, in float16.
+        # OpenAI's files: a TorchScript archive of the whole model, traced, in float16. OpenAI
+        # traced with PyTorch 1.7, whose attention is bmm + softmax; PyTorch >= 2.0 traces
+        # need_weights=False as aten::scaled_dot_product_attention, an operator LibTorch 1.13 cannot
+        # load. Tracing with the weights asked for records 1.7's operators (same values).
+        for block in clip.modules():
+            if isinstance(block, ResidualAttentionBlock):
+                block.need_weights = True
         traced = torch.jit.trace(clip, (images[:1],))
+        for block in clip.modules():
+            if isinstance(block, ResidualAttentionBlock):
+                block.need_weights = False
         half_like_openai(traced)
         torch.jit.save(traced, out / f"{arch}_jit.pt")
         jit_visual = oml_extractor(arch, out / f"{arch}_jit.pt", jitted=True)
