@@ -110,7 +110,13 @@ TEST_CASE("Out-of-range backend args fail with the limit", "[retrieval][backends
   CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 0}}"), Contains("nbits must be in [1, 16]"));
   CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {nlist: 8, nprobe: 9}}"),
                     Contains("nprobe 9 is larger than nlist 8"));
-  CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {ef_search: 0}}"), Contains("ef_search must be >= 1"));
+  CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {ef_search: -1}}"), Contains("ef_search must be >= 1"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf, args: {target_recall: 1.5}}"),
+                    Contains("target_recall must be in (0, 1] (or 0: the fixed defaults), got 1.5"));
+  CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {tune_queries: 0}}"),
+                    Contains("tune_queries must be >= 1, got 0"));
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {refine: 65}}"),
+                    Contains("refine must be in [1, 64]"));
   CHECK_THROWS_AS(backend("{name: faiss_hnsw, args: {M: 1}}"), ConfigError);
 }
 
@@ -321,4 +327,83 @@ TEST_CASE("A Faiss backend answers a share of the queries as it answers them amo
     }
   }
   at::set_num_threads(threads);
+}
+
+TEST_CASE("target_recall chooses the search parameters that reach it; explicit ones win",
+          "[retrieval][backends][faiss]") {
+  if (refused_without_faiss("{name: faiss_ivf}")) return;
+  // Many small classes (5 items each): a query's top 10 reaches into neighbouring classes, where
+  // the fixed defaults (nlist 102, nprobe 6 here) lose neighbours.
+  const auto items = clustered(4000, 32, 800, 1.0, 31);
+  const auto recall_of = [&](const retrieval::RetrievalResults& found) {
+    return retrieval::measure_recall(found, items, items, top(10), 1000, 7).recall;
+  };
+  for (const char* yaml : {"{name: faiss_ivf}", "{name: faiss_hnsw, args: {M: 4, ef_construction: 16}}",
+                           "{name: faiss_ivf_pq}"}) {
+    INFO(yaml);
+    const auto b = backend(yaml);
+    const auto found = b->search(items, items, top(10));
+    const auto tuned = b->tuned_recall();
+    REQUIRE(tuned.has_value());
+    CHECK(tuned->k == 10);
+    CHECK(tuned->queries == 1000);
+    CHECK(tuned->recall >= 0.95);
+    // Measured on the real queries (gallery items here too, another sample): near the target.
+    CHECK(recall_of(found) >= 0.93);
+  }
+
+  // A higher target probes more lists and finds more.
+  const auto strict = backend("{name: faiss_ivf, args: {target_recall: 0.995}}");
+  const auto loose = backend("{name: faiss_ivf, args: {target_recall: 0.7}}");
+  const double strict_recall = recall_of(strict->search(items, items, top(10)));
+  const double loose_recall = recall_of(loose->search(items, items, top(10)));
+  CHECK(strict_recall >= 0.98);
+  CHECK(loose_recall < strict_recall);
+  CHECK(loose->tuned_recall()->recall >= 0.7);
+
+  // target_recall: 0 is the fixed default (nprobe = nlist / 16 = 6), and an explicit nprobe wins
+  // over any target: the same lists, nothing tuned.
+  const auto fixed = backend("{name: faiss_ivf, args: {target_recall: 0}}");
+  const auto explicit_nprobe = backend("{name: faiss_ivf, args: {nprobe: 6, target_recall: 0.99}}");
+  const auto a = fixed->search(items, items, top(10));
+  const auto b = explicit_nprobe->search(items, items, top(10));
+  CHECK(a.retrieved == b.retrieved);
+  CHECK_FALSE(fixed->tuned_recall().has_value());
+  CHECK_FALSE(explicit_nprobe->tuned_recall().has_value());
+  CHECK(recall_of(a) < 0.95);  // what the fixed defaults lose on this data
+  CHECK_THAT(explicit_nprobe->describe(), Contains("nprobe=6") && !Contains("target_recall"));
+  CHECK_THAT(backend("{name: faiss_ivf}")->describe(),
+             Contains("nprobe=by target_recall") && Contains("target_recall=0.95"));
+
+  // Out of reach (1-bit codes, no re-ranking): every list probed, said, no error.
+  const auto coarse =
+      backend("{name: faiss_ivf_pq, args: {m: 2, nbits: 1, refine: 1, target_recall: 0.999}}");
+  const auto found = coarse->search(items, items, top(10));
+  CHECK(found.num_queries() == 4000);
+  REQUIRE(coarse->tuned_recall().has_value());
+  CHECK(coarse->tuned_recall()->recall < 0.999);
+}
+
+TEST_CASE("Validation metrics report the recall target_recall reached",
+          "[retrieval][backends][metrics][faiss]") {
+  if (refused_without_faiss("{name: faiss_ivf}")) return;
+  const auto items = clustered(2000, 16, 400, 1.0, 32);
+  metrics::EmbeddingSet set;
+  set.embeddings = items.embeddings;
+  set.labels = items.labels;
+  set.is_query.assign(2000, 1);
+  set.is_gallery.assign(2000, 1);
+  const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
+  metrics::EmbeddingMetricsOptions options;
+  options.metrics = metrics::configure_metrics(document.root());
+  const auto exact_backend = backend("{name: exact}");
+  options.backend = exact_backend.get();
+  const auto exact = metrics::compute_embedding_metrics(set, options);
+  const auto ivf = backend("{name: faiss_ivf}");
+  options.backend = ivf.get();
+  const auto tuned = metrics::compute_embedding_metrics(set, options);
+  CHECK(tuned.metrics.at("OVERALL/knn_recall/5") == ivf->tuned_recall()->recall);
+  CHECK(tuned.metrics.at("OVERALL/knn_recall/5") >= 0.95);
+  CHECK(tuned.metrics.at("OVERALL/cmc/1") == Approx(exact.metrics.at("OVERALL/cmc/1")).margin(0.01));
+  CHECK(tuned.metrics.at("OVERALL/map/5") == Approx(exact.metrics.at("OVERALL/map/5")).margin(0.01));
 }

@@ -152,6 +152,9 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
                                         " (exact top-", recall.k, " of ", recall.queries,
                                         " random queries)"));
       }
+    } else if (const auto tuned = backend.tuned_recall()) {
+      // The recall target_recall reached (gallery items as queries), the same on every rank.
+      result.metrics[retrieval::recall_metric_key(tuned->k)] = tuned->recall;
     }
   } else if (split_knn) {
     result.retrieval = retrieval::retrieve_knn_sharded(*options.group, queries, gallery, knn);

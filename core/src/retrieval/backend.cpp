@@ -89,6 +89,16 @@ void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q, 
   append_list(out, ignored, q, candidates, top_k);
 }
 
+double list_recall(const RetrievalResults& approximate, int64_t a, const RetrievalResults& exact, int64_t e) {
+  if (exact.size(e) == 0) return 1.0;
+  const std::unordered_set<int64_t> found(approximate.retrieved.begin() + approximate.begin(a),
+                                          approximate.retrieved.begin() + approximate.end(a));
+  int64_t hits = 0;
+  for (int64_t j = exact.begin(e); j < exact.end(e); ++j)
+    hits += static_cast<int64_t>(found.count(exact.retrieved[j]));
+  return static_cast<double>(hits) / static_cast<double>(exact.size(e));
+}
+
 }  // namespace detail
 
 // --- recall ---------------------------------------------------------------------------------
@@ -129,18 +139,7 @@ RecallEstimate measure_recall(const RetrievalResults& approximate, const ItemSet
                                      : retrieve_knn(subset, gallery, exact_options);
 
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t q = chosen[i];
-    if (exact.size(i) == 0) {
-      sum += 1.0;
-      continue;
-    }
-    const std::unordered_set<int64_t> found(approximate.retrieved.begin() + approximate.begin(q),
-                                            approximate.retrieved.begin() + approximate.end(q));
-    int64_t hits = 0;
-    for (int64_t j = exact.begin(i); j < exact.end(i); ++j) hits += found.count(exact.retrieved[j]);
-    sum += static_cast<double>(hits) / static_cast<double>(exact.size(i));
-  }
+  for (int64_t i = 0; i < n; ++i) sum += detail::list_recall(approximate, chosen[i], exact, i);
   RecallEstimate estimate;
   estimate.k = options.top_k;
   estimate.queries = n;

@@ -34,4 +34,8 @@ void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q, 
 void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q,
                  std::vector<std::pair<double, int64_t>>& candidates, int64_t top_k);
 
+/// |approximate list of row `a` ∩ exact list of row `e`| / |exact list|; 1 for an empty exact
+/// list. The recall measure_recall() and the backends' target_recall average.
+double list_recall(const RetrievalResults& approximate, int64_t a, const RetrievalResults& exact, int64_t e);
+
 }  // namespace oml::retrieval::detail

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -65,6 +66,9 @@ namespace {
 constexpr int64_t kMaxHnswM = 256;
 constexpr int64_t kMaxPqBits = 16;
 constexpr int64_t kMaxRefine = 64;
+constexpr int64_t kDefaultRefine = 4;      // faiss_ivf_pq's refine when target_recall is off
+constexpr int64_t kDefaultEfSearch = 128;  // faiss_hnsw's ef_search when target_recall is off
+constexpr int64_t kMinTunedEfSearch = 16;
 constexpr int64_t kMaxAutoNlist = 4096;
 constexpr int64_t kMaxAutoNprobe = 16;
 constexpr int64_t kFlatRefine = 2;
@@ -93,6 +97,27 @@ struct ChunkOptions {
   }
 };
 
+// target_recall: a search parameter left at 0 (IVF's nprobe, HNSW's ef_search, IVF-PQ's refine)
+// is chosen for each gallery as the smallest that reaches recall@k >= target_recall against the
+// exact k-NN, measured on `tune_queries` gallery items (a seeded sample) searched as queries, each
+// ignoring itself. A function of the gallery, the args and the seed, never of the queries, so ranks
+// that search shares of the queries choose alike. 0 = off: the fixed defaults of the help texts.
+struct TuneOptions {
+  double target_recall = 0.95;
+  int64_t tune_queries = 1000;
+
+  void read(config::MapReader& reader) {
+    reader.optional("target_recall", target_recall).optional("tune_queries", tune_queries);
+  }
+  void check(const std::string& who) const {
+    config::check_argument(target_recall >= 0.0 && target_recall <= 1.0, who, "target_recall",
+                           "target_recall must be in (0, 1] (or 0: the fixed defaults), got ", target_recall);
+    config::check_argument(tune_queries >= 1, who, "tune_queries", "tune_queries must be >= 1, got ",
+                           tune_queries);
+  }
+  bool on() const { return target_recall > 0.0; }
+};
+
 // faiss_flat: exhaustive IndexFlatL2.
 struct FlatOptions {
   static constexpr const char* kHelp =
@@ -110,9 +135,11 @@ struct FlatOptions {
 // faiss_ivf: IVF-Flat (0 = chosen from the gallery size, see resolve_ivf).
 struct IvfOptions {
   static constexpr const char* kHelp =
-      "IVF-Flat: nlist = 2 sqrt(G) (at most G / 39 and 4096), nprobe = nlist / 16 (at most 16), train_size "
+      "IVF-Flat: nlist = 2 sqrt(G) (at most G / 39 and 4096), nprobe chosen to reach target_recall = 0.95 "
+      "(recall@k on tune_queries = 1000 gallery items; target_recall 0: nlist / 16, at most 16), train_size "
       "= 40 nlist, scan = blas (probed lists as GEMM blocks; faiss: Faiss's own scan); approximate";
   ChunkOptions chunks;
+  TuneOptions tune;
   int64_t nlist = 0;
   int64_t nprobe = 0;
   int64_t train_size = 0;
@@ -121,14 +148,16 @@ struct IvfOptions {
   // The IVF keys, shared with IVF-PQ (which has no `scan`).
   void read_lists(config::MapReader& reader) {
     chunks.read(reader);
+    tune.read(reader);
     reader.optional("nlist", nlist).optional("nprobe", nprobe).optional("train_size", train_size);
   }
   void check_lists(const std::string& who) const {
     chunks.check(who);
+    tune.check(who);
     config::check_argument(nlist >= 0, who, "nlist", "nlist must be >= 1 (or 0: from the gallery size), got ",
                            nlist);
     config::check_argument(nprobe >= 0, who, "nprobe",
-                           "nprobe must be >= 1 (or 0: nlist / 16, at most 16), got ", nprobe);
+                           "nprobe must be >= 1 (or 0: chosen by target_recall), got ", nprobe);
     config::check_argument(nlist == 0 || nprobe <= nlist, who, "nprobe", "nprobe ", nprobe,
                            " is larger than nlist ", nlist, " (at most every list can be probed)");
     config::check_argument(train_size >= 0, who, "train_size",
@@ -153,33 +182,40 @@ struct IvfOptions {
 // faiss_hnsw: an HNSW graph.
 struct HnswOptions {
   static constexpr const char* kHelp =
-      "HNSW graph: M = 32, ef_construction = 64, ef_search = 128; approximate";
+      "HNSW graph: M = 32, ef_construction = 64, ef_search chosen to reach target_recall = 0.95 (as "
+      "faiss_ivf; target_recall 0: 128); approximate";
   ChunkOptions chunks;
+  TuneOptions tune;
   int64_t M = 32;  // links per node
   int64_t ef_construction = 64;
-  int64_t ef_search = 128;
+  int64_t ef_search = 0;  // 0 = chosen by target_recall (128 without)
 
   void read(config::MapReader& reader, const std::string& who) {
     chunks.read(reader);
+    tune.read(reader);
     reader.optional("M", M).optional("ef_construction", ef_construction).optional("ef_search", ef_search);
     reader.finish();
     chunks.check(who);
+    tune.check(who);
     config::check_argument(M >= 2 && M <= kMaxHnswM, who, "M", "M must be in [2, ", kMaxHnswM, "], got ", M);
     config::check_argument(ef_construction >= 1, who, "ef_construction", "ef_construction must be >= 1, got ",
                            ef_construction);
-    config::check_argument(ef_search >= 1, who, "ef_search", "ef_search must be >= 1, got ", ef_search);
+    config::check_argument(ef_search >= 0, who, "ef_search",
+                           "ef_search must be >= 1 (or 0: chosen by target_recall), got ", ef_search);
   }
 };
 
 // faiss_ivf_pq: IVF with product quantisation.
 struct IvfPqOptions {
   static constexpr const char* kHelp =
-      "IVF with product quantisation: nlist, nprobe as faiss_ivf, m = D / 4, nbits = 8, refine = 4 "
-      "(re-rank refine x k candidates exactly); approximate, small index";
+      "IVF with product quantisation: nlist, nprobe, target_recall as faiss_ivf, m = D / 4, nbits = 8, "
+      "refine = 4 (re-rank refine x k candidates exactly; raised by target_recall when every list probed "
+      "falls short); approximate, small index";
   IvfOptions ivf;
-  int64_t m = 0;       // sub-quantizers, 0 = the largest divisor of D that is <= D / 4
-  int64_t nbits = 8;   // bits per sub-quantizer code
-  int64_t refine = 4;  // re-rank refine x k candidates by exact distances (1 = off)
+  int64_t m = 0;      // sub-quantizers, 0 = the largest divisor of D that is <= D / 4
+  int64_t nbits = 8;  // bits per sub-quantizer code
+  int64_t refine =
+      0;  // re-rank refine x k candidates by exact distances (1 = off; 0 = 4, raised by target_recall)
 
   void read(config::MapReader& reader, const std::string& who) {
     ivf.read_lists(reader);
@@ -189,8 +225,8 @@ struct IvfPqOptions {
     config::check_argument(m >= 0, who, "m", "m must be >= 1 (or 0: D / 4), got ", m);
     config::check_argument(nbits >= 1 && nbits <= kMaxPqBits, who, "nbits", "nbits must be in [1, ",
                            kMaxPqBits, "], got ", nbits);
-    config::check_argument(refine >= 1 && refine <= kMaxRefine, who, "refine", "refine must be in [1, ",
-                           kMaxRefine, "] (1: no re-ranking), got ", refine);
+    config::check_argument(refine >= 0 && refine <= kMaxRefine, who, "refine", "refine must be in [1, ",
+                           kMaxRefine, "] (1: no re-ranking; 0: 4, raised by target_recall), got ", refine);
   }
 };
 
@@ -203,15 +239,26 @@ struct IvfPqOptions {
   return out;
 }
 
+// " target_recall=0.95" where a parameter is left to it, else "".
+[[maybe_unused]] std::string tune_text(const TuneOptions& tune, bool chosen_by_it) {
+  if (!tune.on() || !chosen_by_it) return "";
+  return " target_recall=" + ::oml::detail::concat(tune.target_recall);
+}
+
 struct IvfLists {
   int64_t nlist = 0;
-  int64_t nprobe = 0;
+  int64_t nprobe = 0;  // as given (0: auto), or as resolved: where target_recall starts from
   int64_t train_size = 0;
+  bool nprobe_tuned = false;  // target_recall chooses nprobe
 
   std::string describe() const {
-    return param("nlist", nlist) + param("nprobe", nprobe) + param("train_size", train_size);
+    return param("nlist", nlist) +
+           (nprobe_tuned ? std::string(" nprobe=by target_recall") : param("nprobe", nprobe)) +
+           param("train_size", train_size);
   }
 };
+
+[[maybe_unused]] bool tunes_nprobe(const IvfOptions& o) { return o.nprobe == 0 && o.tune.on(); }
 
 // Unused (but still compiled) in a build without Faiss.
 [[maybe_unused]] IvfLists resolve_ivf(const IvfOptions& o, const std::string& who, int64_t g) {
@@ -233,11 +280,13 @@ struct IvfLists {
     const auto by_size = static_cast<int64_t>(std::llround(2.0 * std::sqrt(static_cast<double>(g))));
     r.nlist = std::max<int64_t>(1, std::min({by_size, g / 39, kMaxAutoNlist}));
   }
-  // nlist / 16, at most 16: the scanned share of the gallery is 1/16 for small galleries and
-  // falls as 8 / sqrt(G) beyond 16,384 items (2.5 % at 10^5, 0.8 % at 10^6); recall is
-  // measured per run (report_recall).
+  // Without target_recall: nlist / 16, at most 16 — the scanned share of the gallery is 1/16 for
+  // small galleries and falls as 8 / sqrt(G) beyond 16,384 items (2.5 % at 10^5, 0.8 % at 10^6),
+  // a time budget whose recall depends on the data. With it (the default) this is only where the
+  // choice starts from (FaissBackend::tune).
   r.nprobe =
       o.nprobe > 0 ? std::min(o.nprobe, r.nlist) : std::clamp<int64_t>(r.nlist / 16, 1, kMaxAutoNprobe);
+  r.nprobe_tuned = tunes_nprobe(o);
   if (o.train_size > 0) {
     if (o.train_size < r.nlist) {
       throw SettingError(arg_path("train_size"),
@@ -302,6 +351,73 @@ void for_each_row_chunk(const at::Tensor& rows, int64_t chunk, Fn&& fn) {
   }
 }
 
+// The seeded sample of `n` of `ng` rows (partial Fisher-Yates), ascending so that a memory-mapped
+// gallery is read in order. `purpose` separates the streams (training, tuning).
+std::vector<int64_t> sample_rows(int64_t ng, int64_t n, uint64_t seed, uint64_t purpose) {
+  std::vector<int64_t> rows(static_cast<std::size_t>(ng));
+  for (int64_t i = 0; i < ng; ++i) rows[i] = i;
+  std::mt19937_64 rng(derive_seed(seed, {purpose}));
+  n = std::min(n, ng);
+  for (int64_t i = 0; i < n; ++i) {
+    std::uniform_int_distribution<int64_t> pick(i, ng - 1);
+    std::swap(rows[i], rows[pick(rng)]);
+  }
+  rows.resize(static_cast<std::size_t>(n));
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+// A search parameter target_recall chooses: its name, the range searched, how a value is applied
+// (to the built index, or to the re-ranking factor).
+struct Knob {
+  const char* name;
+  int64_t low;
+  int64_t high;
+  std::function<void(int64_t)> set;
+};
+
+// Leaves `knob` at the smallest value in [low, high] whose recall() reaches `target` — doubling
+// from `low`, then halving the gap down to 1/16 of the value (recall rises with each of these
+// parameters; the last 6 % are not worth more searches) — or at `high` when none does.
+struct Raised {
+  int64_t value = 0;    // the value left set
+  double recall = 0.0;  // the recall at it
+};
+Raised raise_until(const Knob& knob, double target, const std::function<double()>& recall) {
+  int64_t below = knob.low - 1;  // largest value known to fall short
+  int64_t value = knob.low;
+  double reached = 0.0;
+  while (true) {
+    knob.set(value);
+    reached = recall();
+    if (reached >= target || value >= knob.high) break;
+    below = value;
+    value = std::min(knob.high, value * 2);
+  }
+  if (reached < target) return {value, reached};
+  while (value - below > std::max<int64_t>(1, value / 16)) {
+    const int64_t middle = below + (value - below) / 2;
+    knob.set(middle);
+    const double at_middle = recall();
+    if (at_middle >= target) {
+      value = middle;
+      reached = at_middle;
+    } else {
+      below = middle;
+    }
+  }
+  knob.set(value);
+  return {value, reached};
+}
+
+// IVF's nprobe where target_recall chooses it: from 1 to every list.
+std::vector<Knob> nprobe_knob(faiss::Index& index, const IvfOptions& o) {
+  auto* ivf = dynamic_cast<faiss::IndexIVF*>(&index);
+  if (o.nprobe > 0 || ivf == nullptr) return {};
+  return {Knob{"nprobe", 1, static_cast<int64_t>(ivf->nlist),
+               [ivf](int64_t value) { ivf->nprobe = static_cast<std::size_t>(value); }}};
+}
+
 // An index of one kind for one gallery, before the gallery is added.
 struct PlannedIndex {
   std::unique_ptr<faiss::Index> index;
@@ -314,10 +430,15 @@ struct PlannedIndex {
 // (below) says how its index is made and searched.
 class FaissBackend : public RetrievalBackend {
  public:
-  FaissBackend(std::string name, ChunkOptions chunks, uint64_t seed, int cuda_device)
-      : name_(std::move(name)), chunks_(chunks), seed_(seed), cuda_device_(cuda_device) {}
+  FaissBackend(std::string name, ChunkOptions chunks, TuneOptions tune, uint64_t seed, int cuda_device)
+      : name_(std::move(name)), chunks_(chunks), tune_(tune), seed_(seed), cuda_device_(cuda_device) {}
 
   std::string name() const override { return name_; }
+
+  std::optional<RecallEstimate> tuned_recall() const override {
+    const std::lock_guard<std::mutex> lock(tuned_mutex_);
+    return tuned_;
+  }
 
   RetrievalResults search(const ItemSet& queries, const ItemSet& gallery,
                           const KnnOptions& options) const override {
@@ -338,10 +459,13 @@ class FaissBackend : public RetrievalBackend {
     log::info("k-NN with " + planned.description + " over " + std::to_string(ng) + " gallery items");
     try {
       const auto start = std::chrono::steady_clock::now();
-      const std::unique_ptr<faiss::Index> index = build(std::move(planned), g);
+      std::unique_ptr<faiss::Index> index = build(std::move(planned), g);
+      int64_t refine = this->refine();
+      if (tune_.on()) tune(*index, refine, g, gallery, options);
+      index = place_on_device(std::move(index));
       const auto built = std::chrono::steady_clock::now();
       if (options.on_progress) options.on_progress(0, nq);
-      search_index(*index, q, g, ignored, options, out);
+      search_index(*index, q, g, ignored, options, refine, out);
       const auto searched = std::chrono::steady_clock::now();
       log::info(::oml::detail::concat(
           name_, ": index built in ", std::chrono::duration<double>(built - start).count(), " s, ", nq,
@@ -357,16 +481,31 @@ class FaissBackend : public RetrievalBackend {
   /// not fit this gallery).
   virtual PlannedIndex plan(int64_t ng, int64_t dim) const = 0;
 
-  /// Searches the filled `index`: by default Faiss's search of refine() x k candidates per
-  /// query, re-ranked by exact distances when refine() > 1.
+  /// Searches the filled `index`: by default Faiss's search of refine x k candidates per
+  /// query, re-ranked by exact distances when refine > 1.
   virtual void search_index(const faiss::Index& index, const at::Tensor& q, const at::Tensor& g,
-                            const IgnoredPairs& ignored, const KnnOptions& options,
+                            const IgnoredPairs& ignored, const KnnOptions& options, int64_t refine,
                             RetrievalResults& out) const {
-    search_refined(index, q, g, ignored, options, refine(), out);
+    search_refined(index, q, g, ignored, options, refine, out);
   }
 
-  /// Candidates per wanted neighbour that Faiss returns for exact re-ranking (1: none).
+  /// Candidates per wanted neighbour that Faiss returns for exact re-ranking (1: none), before
+  /// target_recall raises it.
   virtual int64_t refine() const { return 1; }
+
+  /// What a user can change when target_recall is out of reach of the index.
+  virtual std::string reach_hint() const { return "use exact"; }
+
+  /// The parameters of the built CPU `index` (or `refine`) that target_recall chooses for
+  /// `top_k` over `ng` items, in the order they are raised (the next only when the previous falls
+  /// short over its whole range); none where the args set them.
+  virtual std::vector<Knob> knobs(faiss::Index& index, int64_t& refine, int64_t ng, int64_t top_k) const {
+    (void)index;
+    (void)refine;
+    (void)ng;
+    (void)top_k;
+    return {};
+  }
 
   /// Faiss's IVF settings that are ours: its seed, and our own training sample.
   void configure_ivf(faiss::IndexIVF& ivf, int64_t nprobe) const {
@@ -395,7 +534,59 @@ class FaissBackend : public RetrievalBackend {
     for_each_row_chunk(g, chunks_.add_chunk, [&](int64_t begin, int64_t end) {
       index.add(end - begin, g.data_ptr<float>() + begin * g.size(1));
     });
-    return place_on_device(std::move(planned.index));
+    return std::move(planned.index);
+  }
+
+  // target_recall (TuneOptions): chooses the knobs on the CPU index before it moves to a GPU,
+  // logs the choice and keeps the recall reached for tuned_recall().
+  void tune(faiss::Index& index, int64_t& refine, const at::Tensor& g, const ItemSet& gallery,
+            const KnnOptions& options) const {
+    const int64_t ng = g.size(0);
+    const std::vector<Knob> knobs = this->knobs(index, refine, ng, options.top_k);
+    if (knobs.empty()) return;
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<int64_t> rows = sample_rows(ng, tune_.tune_queries, seed_, 0x74756e65ULL);
+    const auto n = static_cast<int64_t>(rows.size());
+    ItemSet probe;
+    probe.embeddings = at::empty({n, g.size(1)}, at::kFloat);
+    io::gather_rows(g, rows.data(), rows.size(), probe.embeddings.data_ptr<float>());
+    for (const int64_t row : rows) {
+      probe.labels.push_back(gallery.labels[row]);
+      probe.ids.push_back(gallery.ids[row]);  // each ignores itself, as a validation query does
+      if (!gallery.sequences.empty()) probe.sequences.push_back(gallery.sequences[row]);
+    }
+    KnnOptions quiet = options;
+    quiet.on_progress = nullptr;
+    const RetrievalResults exact = retrieve_knn(probe, gallery, quiet);
+    const IgnoredPairs ignored(probe, gallery);
+    const auto recall = [&] {
+      RetrievalResults found = results_skeleton(probe, gallery, ignored);
+      search_index(index, probe.embeddings, g, ignored, quiet, refine, found);
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) sum += list_recall(found, i, exact, i);
+      return n > 0 ? sum / static_cast<double>(n) : 1.0;
+    };
+    double reached = 0.0;
+    std::string chosen;
+    for (const Knob& knob : knobs) {
+      const Raised raised = raise_until(knob, tune_.target_recall, recall);
+      reached = raised.recall;
+      chosen += ::oml::detail::concat(" ", knob.name, "=", raised.value);
+      if (reached >= tune_.target_recall) break;
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string measured = ::oml::detail::concat("recall@", options.top_k, " ", reached, " on ", n,
+                                                       " gallery items searched as queries, ", seconds, " s");
+    if (reached >= tune_.target_recall) {
+      log::info(::oml::detail::concat(name_, ": target_recall ", tune_.target_recall, " chose", chosen, " (",
+                                      measured, ")"));
+    } else {
+      log::warn(::oml::detail::concat(name_, ": target_recall ", tune_.target_recall,
+                                      " is out of reach of this index: at", chosen, " ", measured, "; ",
+                                      reach_hint()));
+    }
+    const std::lock_guard<std::mutex> lock(tuned_mutex_);
+    tuned_ = RecallEstimate{options.top_k, n, reached};
   }
 
   // The built index on the run's GPU where the build has GPU Faiss (trained and filled on the
@@ -427,18 +618,9 @@ class FaissBackend : public RetrievalBackend {
 
   // k-means (and PQ codebooks) on a seeded sample of gallery rows, read in ascending order.
   void train(faiss::Index& index, const at::Tensor& g, int64_t train_size) const {
-    const int64_t ng = g.size(0);
     const int64_t dim = g.size(1);
-    std::vector<int64_t> rows(static_cast<std::size_t>(ng));
-    for (int64_t i = 0; i < ng; ++i) rows[i] = i;
-    std::mt19937_64 rng(derive_seed(seed_, {0x74726169ULL}));
-    const int64_t n = std::min(train_size, ng);
-    for (int64_t i = 0; i < n; ++i) {
-      std::uniform_int_distribution<int64_t> pick(i, ng - 1);
-      std::swap(rows[i], rows[pick(rng)]);
-    }
-    rows.resize(static_cast<std::size_t>(n));
-    std::sort(rows.begin(), rows.end());
+    const std::vector<int64_t> rows = sample_rows(g.size(0), train_size, seed_, 0x74726169ULL);
+    const auto n = static_cast<int64_t>(rows.size());
     std::vector<float> sample(static_cast<std::size_t>(n * dim));
     io::gather_rows(g, rows.data(), rows.size(), sample.data());  // a mapped gallery stays unmapped
     index.train(n, sample.data());
@@ -488,8 +670,11 @@ class FaissBackend : public RetrievalBackend {
 
   std::string name_;
   ChunkOptions chunks_;
+  TuneOptions tune_;
   uint64_t seed_;
   int cuda_device_;
+  mutable std::mutex tuned_mutex_;
+  mutable std::optional<RecallEstimate> tuned_;
 #if OML_HAVE_FAISS_GPU
   mutable std::shared_ptr<faiss::gpu::StandardGpuResources> gpu_resources_;
 #endif
@@ -498,7 +683,7 @@ class FaissBackend : public RetrievalBackend {
 class FlatBackend final : public FaissBackend {
  public:
   FlatBackend(std::string name, FlatOptions o, uint64_t seed, int cuda)
-      : FaissBackend(std::move(name), o.chunks, seed, cuda) {}
+      : FaissBackend(std::move(name), o.chunks, TuneOptions{0.0, 1}, seed, cuda) {}
 
  protected:
   PlannedIndex plan(int64_t, int64_t dim) const override {
@@ -513,10 +698,12 @@ class FlatBackend final : public FaissBackend {
 class IvfBackend final : public FaissBackend {
  public:
   IvfBackend(std::string name, IvfOptions o, uint64_t seed, int cuda)
-      : FaissBackend(std::move(name), o.chunks, seed, cuda), options_(o) {}
+      : FaissBackend(std::move(name), o.chunks, o.tune, seed, cuda), options_(o) {}
 
   std::string describe() const override {
-    return name() + IvfLists{options_.nlist, options_.nprobe, options_.train_size}.describe() + scan_text();
+    return name() +
+           IvfLists{options_.nlist, options_.nprobe, options_.train_size, tunes_nprobe(options_)}.describe() +
+           scan_text() + tune_text(options_.tune, options_.nprobe == 0);
   }
 
  protected:
@@ -530,7 +717,7 @@ class IvfBackend final : public FaissBackend {
   }
 
   void search_index(const faiss::Index& index, const at::Tensor& q, const at::Tensor& g,
-                    const IgnoredPairs& ignored, const KnnOptions& options,
+                    const IgnoredPairs& ignored, const KnnOptions& options, int64_t refine,
                     RetrievalResults& out) const override {
     // The blocked scan reads the CPU index's lists; an index on a GPU searches there.
     const auto* cpu_ivf = dynamic_cast<const faiss::IndexIVF*>(&index);
@@ -538,7 +725,11 @@ class IvfBackend final : public FaissBackend {
       scan_ivf_flat(*cpu_ivf, q, ignored, options, out);
       return;
     }
-    FaissBackend::search_index(index, q, g, ignored, options, out);
+    FaissBackend::search_index(index, q, g, ignored, options, refine, out);
+  }
+
+  std::vector<Knob> knobs(faiss::Index& index, int64_t&, int64_t, int64_t) const override {
+    return nprobe_knob(index, options_);
   }
 
  private:
@@ -578,7 +769,7 @@ class IvfBackend final : public FaissBackend {
 class HnswBackend final : public FaissBackend {
  public:
   HnswBackend(std::string name, HnswOptions o, uint64_t seed, int cuda)
-      : FaissBackend(std::move(name), o.chunks, seed, cuda), options_(o) {}
+      : FaissBackend(std::move(name), o.chunks, o.tune, seed, cuda), options_(o) {}
 
   std::string describe() const override { return name() + params(); }
   // Measured (docs/ddp.md): HNSW threads insert nodes concurrently, so its graph depends on
@@ -590,14 +781,28 @@ class HnswBackend final : public FaissBackend {
     auto hnsw =
         std::make_unique<faiss::IndexHNSWFlat>(static_cast<FaissId>(dim), static_cast<int>(options_.M));
     hnsw->hnsw.efConstruction = static_cast<int>(options_.ef_construction);
-    hnsw->hnsw.efSearch = static_cast<int>(options_.ef_search);
+    hnsw->hnsw.efSearch = static_cast<int>(options_.ef_search > 0 ? options_.ef_search : kDefaultEfSearch);
     return {std::move(hnsw), name() + params(), 0};
+  }
+
+  std::string reach_hint() const override {
+    return "a larger M or ef_construction builds a graph that reaches more, or use exact";
+  }
+
+  // ef_search where target_recall chooses it: from 16 to the gallery size.
+  std::vector<Knob> knobs(faiss::Index& index, int64_t&, int64_t ng, int64_t) const override {
+    auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(&index);
+    if (options_.ef_search > 0 || hnsw == nullptr) return {};
+    return {Knob{"ef_search", kMinTunedEfSearch, std::max(kMinTunedEfSearch, ng),
+                 [hnsw](int64_t value) { hnsw->hnsw.efSearch = static_cast<int>(value); }}};
   }
 
  private:
   std::string params() const {
+    const bool tuned = options_.ef_search == 0 && options_.tune.on();
     return param("M", options_.M) + param("ef_construction", options_.ef_construction) +
-           param("ef_search", options_.ef_search);
+           (tuned ? std::string(" ef_search=by target_recall") : param("ef_search", options_.ef_search)) +
+           tune_text(options_.tune, tuned);
   }
 
   HnswOptions options_;
@@ -606,11 +811,14 @@ class HnswBackend final : public FaissBackend {
 class IvfPqBackend final : public FaissBackend {
  public:
   IvfPqBackend(std::string name, IvfPqOptions o, uint64_t seed, int cuda)
-      : FaissBackend(std::move(name), o.ivf.chunks, seed, cuda), options_(o) {}
+      : FaissBackend(std::move(name), o.ivf.chunks, o.ivf.tune, seed, cuda), options_(o) {}
 
   std::string describe() const override {
-    return name() + IvfLists{options_.ivf.nlist, options_.ivf.nprobe, options_.ivf.train_size}.describe() +
-           codes(options_.m);
+    return name() +
+           IvfLists{options_.ivf.nlist, options_.ivf.nprobe, options_.ivf.train_size,
+                    tunes_nprobe(options_.ivf)}
+               .describe() +
+           codes(options_.m) + tune_text(options_.ivf.tune, options_.ivf.nprobe == 0 || options_.refine == 0);
   }
 
  protected:
@@ -630,11 +838,24 @@ class IvfPqBackend final : public FaissBackend {
     return {std::move(index), name() + r.describe() + codes(pq.m), r.train_size};
   }
   // PQ distances are approximate: re-rank refine x k candidates by exact distances.
-  int64_t refine() const override { return options_.refine; }
+  int64_t refine() const override { return options_.refine > 0 ? options_.refine : kDefaultRefine; }
+
+  std::string reach_hint() const override {
+    return "finer codes (a larger m or nbits), refine left to target_recall (0), or faiss_ivf / exact";
+  }
+
+  // nprobe first; where every list probed falls short (PQ's codes lose too much), refine.
+  std::vector<Knob> knobs(faiss::Index& index, int64_t& refine, int64_t, int64_t) const override {
+    std::vector<Knob> out = nprobe_knob(index, options_.ivf);
+    if (options_.refine == 0) {
+      out.push_back(Knob{"refine", kDefaultRefine, kMaxRefine, [&refine](int64_t value) { refine = value; }});
+    }
+    return out;
+  }
 
  private:
   std::string codes(int64_t m) const {
-    return param("m", m) + param("nbits", options_.nbits) + param("refine", options_.refine);
+    return param("m", m) + param("nbits", options_.nbits) + param("refine", refine());
   }
 
   IvfPqOptions options_;

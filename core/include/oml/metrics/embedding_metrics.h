@@ -11,7 +11,8 @@
 //
 // The top-k come from options.backend (default `exact`); with an approximate backend and
 // options.report_recall = N, its recall@k against exact search on N random queries is reported
-// as "OVERALL/knn_recall/<k>" next to the metrics.
+// as "OVERALL/knn_recall/<k>" next to the metrics; without it, the recall the backend's
+// target_recall reached while choosing its search parameters (RetrievalBackend::tuned_recall).
 //
 // Under DDP the ranks' rows are merged (and de-duplicated) first, so every rank holds all rows.
 // With `options.group` the ranks then share the k-NN (oml/retrieval/sharded_knn.h): every rank
@@ -49,7 +50,8 @@ struct EmbeddingMetricsOptions {
   /// with a metric over all pairs (fnmr@fmr) is a ConfigError.
   const retrieval::RetrievalBackend* backend = nullptr;
   /// With an approximate backend: the exact top-k of this many random queries, and their
-  /// recall@k as OVERALL/knn_recall/<k> in `metrics` (0: not measured). Seeded by recall_seed.
+  /// recall@k as OVERALL/knn_recall/<k> in `metrics` (0: not measured; the backend's
+  /// tuned_recall() is reported there instead where it has one). Seeded by recall_seed.
   int64_t report_recall = 0;
   uint64_t recall_seed = 42;
   ProgressCallback on_progress;  ///< k-NN progress (queries done, total)

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "oml/retrieval/knn.h"
@@ -38,6 +39,13 @@ struct BackendContext {
   /// are copied to this GPU once built and searched there — written for CUDA builds, untested.
   /// Without it the backends run on the CPU and log so once.
   int cuda_device = -1;
+};
+
+/// recall@k of an approximate retrieval, measured against the exact one.
+struct RecallEstimate {
+  int64_t k = 0;        ///< top_k of the retrieval compared
+  int64_t queries = 0;  ///< queries sampled
+  double recall = 1.0;  ///< mean over the sampled queries of |approx ∩ exact| / |exact|
 };
 
 /// Contract for every backend.
@@ -70,6 +78,11 @@ class RetrievalBackend {
     (void)num_threads;
     return true;
   }
+  /// The recall its last search() reached where it chose its search parameters by measurement
+  /// (the Faiss backends' `target_recall`: recall@top_k against the exact lists of a seeded
+  /// sample of gallery items searched as queries); nullopt where it did not. A function of the
+  /// gallery, the args and the seed, so the ranks that each search a share of the queries agree.
+  virtual std::optional<RecallEstimate> tuned_recall() const { return std::nullopt; }
   /// Registered name ("faiss_ivf").
   virtual std::string name() const = 0;
   /// The name with the effective parameters, for logs ("faiss_ivf nlist=4000 nprobe=32").
@@ -81,13 +94,6 @@ std::shared_ptr<RetrievalBackend> make_exact_backend();
 
 /// Whether this oml-cpp was built with Faiss (the faiss_* backends work).
 bool built_with_faiss();
-
-/// recall@k of an approximate retrieval, measured against the exact one.
-struct RecallEstimate {
-  int64_t k = 0;        ///< top_k of the retrieval compared
-  int64_t queries = 0;  ///< queries sampled
-  double recall = 1.0;  ///< mean over the sampled queries of |approx ∩ exact| / |exact|
-};
 
 /// Samples `sample` queries (all when fewer; seeded, without replacement), retrieves their exact
 /// top-k (retrieve_knn, same options) and compares with `approximate` (the backend's results
