@@ -68,7 +68,6 @@ constexpr int64_t kMaxPqBits = 16;
 constexpr int64_t kMaxRefine = 64;
 constexpr int64_t kDefaultRefine = 4;      // faiss_ivf_pq's refine when target_recall is off
 constexpr int64_t kDefaultEfSearch = 128;  // faiss_hnsw's ef_search when target_recall is off
-constexpr int64_t kMinTunedEfSearch = 16;
 constexpr int64_t kMaxAutoNlist = 4096;
 constexpr int64_t kMaxAutoNprobe = 16;
 constexpr int64_t kFlatRefine = 2;
@@ -98,10 +97,13 @@ struct ChunkOptions {
 };
 
 // target_recall: a search parameter left at 0 (IVF's nprobe, HNSW's ef_search, IVF-PQ's refine)
-// is chosen for each gallery as the smallest that reaches recall@k >= target_recall against the
-// exact k-NN, measured on `tune_queries` gallery items (a seeded sample) searched as queries, each
-// ignoring itself. A function of the gallery, the args and the seed, never of the queries, so ranks
-// that search shares of the queries choose alike. 0 = off: the fixed defaults of the help texts.
+// is chosen for each gallery as the smallest value, from the fixed default up, that reaches
+// recall@k >= target_recall against the exact k-NN, measured on `tune_queries` gallery items (a
+// seeded sample) searched as queries, each ignoring itself. Never below the fixed defaults: an
+// average recall hides queries that lose everything (an HNSW search stuck in another cluster
+// misses all its neighbours), and the defaults keep those rare — measured, docs/benchmarks.md.
+// A function of the gallery, the args and the seed, never of the queries, so ranks that search
+// shares of the queries choose alike. 0 = off: the fixed defaults of the help texts.
 struct TuneOptions {
   double target_recall = 0.95;
   int64_t tune_queries = 1000;
@@ -260,6 +262,11 @@ struct IvfLists {
 
 [[maybe_unused]] bool tunes_nprobe(const IvfOptions& o) { return o.nprobe == 0 && o.tune.on(); }
 
+// nlist / 16, at most 16: nprobe without target_recall, and where target_recall starts.
+[[maybe_unused]] int64_t fixed_default_nprobe(int64_t nlist) {
+  return std::clamp<int64_t>(nlist / 16, 1, kMaxAutoNprobe);
+}
+
 // Unused (but still compiled) in a build without Faiss.
 [[maybe_unused]] IvfLists resolve_ivf(const IvfOptions& o, const std::string& who, int64_t g) {
   IvfLists r;
@@ -284,8 +291,7 @@ struct IvfLists {
   // small galleries and falls as 8 / sqrt(G) beyond 16,384 items (2.5 % at 10^5, 0.8 % at 10^6),
   // a time budget whose recall depends on the data. With it (the default) this is only where the
   // choice starts from (FaissBackend::tune).
-  r.nprobe =
-      o.nprobe > 0 ? std::min(o.nprobe, r.nlist) : std::clamp<int64_t>(r.nlist / 16, 1, kMaxAutoNprobe);
+  r.nprobe = o.nprobe > 0 ? std::min(o.nprobe, r.nlist) : fixed_default_nprobe(r.nlist);
   r.nprobe_tuned = tunes_nprobe(o);
   if (o.train_size > 0) {
     if (o.train_size < r.nlist) {
@@ -410,11 +416,12 @@ Raised raise_until(const Knob& knob, double target, const std::function<double()
   return {value, reached};
 }
 
-// IVF's nprobe where target_recall chooses it: from 1 to every list.
+// IVF's nprobe where target_recall chooses it: from the fixed default to every list.
 std::vector<Knob> nprobe_knob(faiss::Index& index, const IvfOptions& o) {
   auto* ivf = dynamic_cast<faiss::IndexIVF*>(&index);
   if (o.nprobe > 0 || ivf == nullptr) return {};
-  return {Knob{"nprobe", 1, static_cast<int64_t>(ivf->nlist),
+  const auto nlist = static_cast<int64_t>(ivf->nlist);
+  return {Knob{"nprobe", fixed_default_nprobe(nlist), nlist,
                [ivf](int64_t value) { ivf->nprobe = static_cast<std::size_t>(value); }}};
 }
 
@@ -789,11 +796,11 @@ class HnswBackend final : public FaissBackend {
     return "a larger M or ef_construction builds a graph that reaches more, or use exact";
   }
 
-  // ef_search where target_recall chooses it: from 16 to the gallery size.
+  // ef_search where target_recall chooses it: from the fixed default (128) to the gallery size.
   std::vector<Knob> knobs(faiss::Index& index, int64_t&, int64_t ng, int64_t) const override {
     auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(&index);
     if (options_.ef_search > 0 || hnsw == nullptr) return {};
-    return {Knob{"ef_search", kMinTunedEfSearch, std::max(kMinTunedEfSearch, ng),
+    return {Knob{"ef_search", std::min(kDefaultEfSearch, ng), std::max(kDefaultEfSearch, ng),
                  [hnsw](int64_t value) { hnsw->hnsw.efSearch = static_cast<int>(value); }}};
   }
 
