@@ -244,6 +244,8 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
     early_stopping_ = std::make_unique<EarlyStopping>(*stopping);
   }
 
+  // Built before restore(), which continues a precision 16 run's loss scale from its checkpoint.
+  if (context_.precision == config::Precision::fp16) scaler_ = std::make_unique<optim::GradScaler>();
   batch_trace_ = BatchTrace::from_environment(context_.rank(), context_.world_size());
   fs::path resumed_run;
   if (!options_.resume_from.empty()) {
@@ -275,7 +277,6 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
 
   // float16 needs loss scaling (CUDA only: the config rejects 16 on the CPU); bfloat16 has
   // float32's exponent range and needs none.
-  if (context_.precision == config::Precision::fp16) scaler_ = std::make_unique<optim::GradScaler>();
   if (context_.precision != config::Precision::fp32) {
     log::info("precision " + config::precision_name(context_.precision) + ": " +
               (context_.precision == config::Precision::bf16 ? "bfloat16" : "float16") +

@@ -230,8 +230,8 @@ class Trainer {
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<BatchTrace> batch_trace_;  ///< OML_TRACE_BATCHES only
   std::unique_ptr<distributed::GradientSync> gradient_sync_;
-  /// precision 16 only (CUDA): the dynamic loss scale. Not in checkpoints: a resumed run starts
-  /// again from the initial scale and finds its level within a few skipped steps.
+  /// precision 16 only (CUDA): the dynamic loss scale; in checkpoints (resume.grad_scaler), so a
+  /// resumed run continues with the scale it had.
   std::unique_ptr<optim::GradScaler> scaler_;
   std::unique_ptr<EarlyStopping> early_stopping_;  ///< `early_stopping:` only
   std::vector<std::pair<std::string, at::Tensor>> buffers_;
