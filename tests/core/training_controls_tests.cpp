@@ -28,7 +28,10 @@ std::string parse_error(const std::string& yaml) {
   try {
     parse(yaml);
   } catch (const oml::ConfigError& e) {
-    return e.what();
+    // Several problems: what() counts them, the context lines give each.
+    std::string text = e.what();
+    for (const std::string& line : e.context()) text += "\n" + line;
+    return text;
   }
   FAIL("no ConfigError for:\n" << yaml);
   return "";

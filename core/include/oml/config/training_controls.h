@@ -1,5 +1,5 @@
 #pragma once
-// Lightning's training controls (docs/training.md#training-controls), under Lightning's names:
+// Lightning's training controls (docs/training.md#training-controls-lightnings), under Lightning's names:
 // top-level keys of the config, or inside OML's `lightning_trainer_extra_args: {...}` (which OML
 // passes to `pl.Trainer(**...)`). Parsed once here; the Trainer acts on the typed values.
 
