@@ -86,6 +86,19 @@ data::Dataframe read_training_dataframe(const config::RunConfig& config) {
   if (dataframe.train().empty()) {
     throw DataError(dataframe.file() + ": has no rows with split 'train'; training needs some");
   }
+  // limit_val_batches: the first batches of the validation loader (bs_val rows each, in the
+  // dataframe's order), as Lightning's; 0 batches leave nothing to validate.
+  const config::BatchLimit& limit = config.controls.limit_val_batches;
+  const std::size_t rows = dataframe.validation().size();
+  if (limit.limits() && rows > 0) {
+    const auto bs = static_cast<std::size_t>(config.bs_val);
+    const auto batches = static_cast<int64_t>((rows + bs - 1) / bs);
+    const int64_t kept = limit.apply(batches, "limit_val_batches");
+    dataframe.keep_first_validation_rows(std::min(rows, static_cast<std::size_t>(kept) * bs));
+    log::info("limit_val_batches: validating on " + std::to_string(kept) + " of " + std::to_string(batches) +
+              " batches (" + std::to_string(dataframe.validation().size()) + " of " + std::to_string(rows) +
+              " validation rows)");
+  }
   return dataframe;
 }
 
@@ -168,6 +181,12 @@ void check_monitor_metric(const config::RunConfig& config, const std::vector<std
         "scheduling", "this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
   }
   check_metric_key("scheduling.monitor_metric", config.scheduling.monitor_metric, overall_keys);
+}
+
+void check_early_stopping_metric(const config::RunConfig& config,
+                                 const std::vector<std::string>& overall_keys) {
+  if (config.controls.early_stopping)
+    check_metric_key("early_stopping.monitor", config.controls.early_stopping->monitor, overall_keys);
 }
 
 std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const config::RunConfig& config) {

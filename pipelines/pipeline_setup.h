@@ -96,5 +96,8 @@ void use_retrieval_backend(const config::RunConfig& config, const retrieval::Ret
 void check_checkpoint_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);
 /// Same for scheduling.monitor_metric (required by schedulers that monitor a metric).
 void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);
+/// Same for early_stopping.monitor (when early stopping is configured).
+void check_early_stopping_metric(const config::RunConfig& config,
+                                 const std::vector<std::string>& overall_keys);
 
 }  // namespace oml::pipelines

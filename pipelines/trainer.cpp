@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "batch_trace.h"
+#include "early_stopping.h"
 #include "embedding.h"
 #include "oml/common/autocast.h"
 #include "oml/common/logging.h"
@@ -23,6 +24,7 @@
 #include "oml/io/state_dict.h"
 #include "oml/losses/criterion.h"
 #include "oml/metrics/embedding_metrics.h"
+#include "oml/optim/clipping.h"
 #include "oml/optim/grad_scaler.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
@@ -100,6 +102,12 @@ double samples_per_second(int64_t samples, std::chrono::steady_clock::time_point
   return seconds > 0 ? static_cast<double>(samples) / seconds : 0.0;
 }
 
+std::vector<std::string> metric_names(const std::map<std::string, double>& metrics) {
+  std::vector<std::string> names;
+  for (const auto& kv : metrics) names.push_back(kv.first);
+  return names;
+}
+
 /// "loss 0.2130 lr 1.00e-03 850 img/s" for progress bars.
 std::string step_status(double loss, double lr, double samples_per_s) {
   char status[96];
@@ -152,7 +160,7 @@ void check_same_components(const std::string& checkpoint_yaml, const std::string
 
 RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
                                  const TrainingParts& parts, optim::Scheduler* scheduler,
-                                 optim::GradScaler* scaler) {
+                                 optim::GradScaler* scaler, EarlyStopping* early_stopping) {
   const io::Checkpoint resumed = io::load_checkpoint(path);
   if (!resumed.resume) {
     throw DataError("checkpoint '" + path +
@@ -169,6 +177,9 @@ RestoredState restore_checkpoint(const std::string& path, const config::RunConfi
     // A precision 16 run continues with its scale; one resumed from a bf16/fp32 run's checkpoint
     // (no scaler state) starts from the initial scale, as a new run would.
     if (scaler && !resumed.resume->grad_scaler.isNone()) scaler->load_state(resumed.resume->grad_scaler);
+    // Likewise early stopping: a run that had none starts counting now.
+    if (early_stopping && !resumed.resume->early_stopping.isNone())
+      early_stopping->load_state(resumed.resume->early_stopping);
     optim::load_rng_state(resumed.resume->rng);
   } catch (Error& e) {
     e.add_context("(in the resume state of checkpoint " + path + ")");  // the loaders do not know the file
@@ -208,7 +219,8 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
   // ConfigError otherwise) before anything runs.
   share_ = std::make_unique<ddp::DDPSamplerWrapper>(parts_.sampler, ddp::sampler_options(config_.ddp),
                                                     context_.rank(), context_.world_size(), config_.seed);
-  steps_per_epoch_ = share_->size();
+  const int64_t accumulate = config_.controls.accumulate_grad_batches;
+  steps_per_epoch_ = (limited_epoch_batches() + accumulate - 1) / accumulate;  // the last group steps too
   scheduler_ = build_scheduler(config_, *parts_.optimizer, steps_per_epoch_);
 
   // Config mistakes surface before anything is written or trained.
@@ -221,7 +233,19 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
     }
     check_monitor_metric(config_, options_.metric_keys);
   }
+  if (const auto& stopping = config_.controls.early_stopping) {
+    if (!options_.has_validation) {
+      throw SettingError(
+          "early_stopping",
+          "early stopping monitors a validation metric, but nothing is validated (the dataframe "
+          "has no validation rows, or limit_val_batches leaves none)");
+    }
+    check_early_stopping_metric(config_, options_.metric_keys);
+    early_stopping_ = std::make_unique<EarlyStopping>(*stopping);
+  }
 
+  // Built before restore(), which continues a precision 16 run's loss scale from its checkpoint.
+  if (context_.precision == config::Precision::fp16) scaler_ = std::make_unique<optim::GradScaler>();
   batch_trace_ = BatchTrace::from_environment(context_.rank(), context_.world_size());
   fs::path resumed_run;
   if (!options_.resume_from.empty()) {
@@ -253,7 +277,6 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
 
   // float16 needs loss scaling (CUDA only: the config rejects 16 on the CPU); bfloat16 has
   // float32's exponent range and needs none.
-  if (context_.precision == config::Precision::fp16) scaler_ = std::make_unique<optim::GradScaler>();
   if (context_.precision != config::Precision::fp32) {
     log::info("precision " + config::precision_name(context_.precision) + ": " +
               (context_.precision == config::Precision::bf16 ? "bfloat16" : "float16") +
@@ -295,7 +318,8 @@ void Trainer::claim_run_directory(const fs::path& resumed_run) {
 }
 
 void Trainer::restore(const std::string& path) {
-  const RestoredState restored = restore_checkpoint(path, config_, parts_, scheduler_.get(), scaler_.get());
+  const RestoredState restored =
+      restore_checkpoint(path, config_, parts_, scheduler_.get(), scaler_.get(), early_stopping_.get());
   start_ = restored.position;
   if (restored.best) best_ = restored.best;
   resumed_logger_run_id_ = restored.logger_run_id;
@@ -339,11 +363,16 @@ ddp::EpochPosition Trainer::resumed_epoch_position() const {
 
 bool Trainer::reached_max_steps() const { return config_.max_steps && step_ >= *config_.max_steps; }
 
+int64_t Trainer::limited_epoch_batches() const {
+  return config_.controls.limit_train_batches.apply(share_->size(), "limit_train_batches");
+}
+
 void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const TrainingHooks& hooks) {
   OML_ASSERT(hooks.step, "a trainer needs a step function");
   OML_ASSERT(!options_.has_validation || (hooks.validate && hooks.validation_split),
              "a run with validation rows needs a validate hook and its split");
   const int64_t world = context_.world_size();
+  const int64_t accumulate = config_.controls.accumulate_grad_batches;
   bool stop = false;
   // A run resumed from a checkpoint written at max_steps has nothing left to do.
   for (int64_t epoch = start_.epoch; epoch < config_.max_epochs && !stop && !reached_max_steps(); ++epoch) {
@@ -356,20 +385,39 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     const bool resumed = epoch == start_.epoch;
     const ddp::EpochPosition from = resumed ? resumed_epoch_position() : ddp::EpochPosition{epoch, 0, world};
     std::vector<data::Batch> batches = share_->batches_from(from);
-    const auto epoch_steps = static_cast<int64_t>(batches.size());  // the same on every rank
+    // limit_train_batches counts from the epoch's start, resumed or not (the same on every rank).
+    const int64_t done_before = from.consumed / share_->items_per_step();
+    const int64_t left = std::max<int64_t>(0, limited_epoch_batches() - done_before);
+    if (static_cast<int64_t>(batches.size()) > left) batches.resize(static_cast<std::size_t>(left));
+    const auto epoch_batches = static_cast<int64_t>(batches.size());
     data::Loader loader(train_inputs, std::move(batches), training_loader_options(config_, epoch));
     Progress progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.max_epochs),
-                      epoch_steps, "step");
+                      epoch_batches, "batch");
     int64_t batches_done = 0;
+    // The batches of the current optimizer step: their mean loss and their samples are logged.
+    double step_loss = 0;
+    int64_t step_batches = 0, step_samples = 0;
     auto step_start = std::chrono::steady_clock::now();
     while (auto batch = loader.next()) {
       if (batch_trace_) batch_trace_->record(epoch, step_ + 1, batch->indices);
+      // Lightning steps after every accumulate_grad_batches-th batch and after the epoch's last.
+      const bool first = step_batches == 0;
+      const bool last = step_batches + 1 == accumulate || batches_done + 1 == epoch_batches;
       std::map<std::string, double> logs;
-      const double mean_loss = run_step(*batch, hooks, epoch, logs);
+      step_loss += accumulate_batch(*batch, hooks, epoch, first, last, logs);
       ++batches_done;
-
+      ++step_batches;
+      step_samples += batch->indices.size(0) * world;
+      if (!last) {
+        progress.advance(1, "");
+        continue;
+      }
+      optimizer_step(logs);
+      const double mean_loss = step_loss / static_cast<double>(step_batches);
       const double lr = parts_.optimizer->param_groups().at(0).options().get_lr();
-      const double samples_per_s = samples_per_second(batch->indices.size(0) * world, step_start);
+      const double samples_per_s = samples_per_second(step_samples, step_start);
+      step_loss = 0;
+      step_batches = step_samples = 0;
       if (context_.is_main()) {
         nlohmann::json record{{"loss", mean_loss}, {"samples_per_s", samples_per_s}};
         for (const auto& kv : logs) record[kv.first] = kv.second;
@@ -391,19 +439,20 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     // checkpoints the same model that a single process would load from best.ckpt.
     if (world > 1) distributed::broadcast_from_rank0(*context_.group, buffers_);
     TrainingPosition next{epoch + 1, 0, step_, 0, world};
-    if (batches_done < epoch_steps) {
-      // Stopped inside the epoch (max_steps): each of the `world` ranks took batches_done steps,
-      // together the next batches_done x items_per_step items of the global order.
+    if (batches_done < epoch_batches) {
+      // Stopped inside the epoch (max_steps, after an optimizer step): each of the `world` ranks
+      // took batches_done batches, together the next batches_done x items_per_step items of the
+      // global order.
       next = {epoch, (resumed ? start_.batch : 0) + batches_done, step_,
               from.consumed + batches_done * share_->items_per_step(), from.world_size};
     }
-    end_epoch(epoch, next, stop, hooks);
+    if (end_epoch(epoch, next, stop, hooks)) stop = true;
   }
   finish();
 }
 
-double Trainer::run_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
-                         std::map<std::string, double>& logs) {
+double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
+                                 bool first, bool last, std::map<std::string, double>& logs) {
   // Mixed precision: autocast around the forward and the loss only, never around backward or
   // the optimizer. Parameters, their gradients and the optimizer state stay float32.
   losses::LossOutput out;
@@ -413,11 +462,23 @@ double Trainer::run_step(const data::LoadedBatch& batch, const TrainingHooks& ho
   }
   const double mean_loss = mean_finite_loss(out.loss, epoch);
 
-  optim::zero_grad(*parts_.optimizer);
+  if (first) optim::zero_grad(*parts_.optimizer);
+  // Lightning divides every batch's loss by accumulate_grad_batches (the epoch's last, shorter
+  // group's too): the step's gradient is the mean of its batches' when they all count.
+  const int64_t accumulate = config_.controls.accumulate_grad_batches;
+  at::Tensor loss = accumulate > 1 ? out.loss / static_cast<double>(accumulate) : out.loss;
+  // Batches before a step's last keep their gradients on this rank (no communication); the
+  // last one's backward all-reduces everything accumulated, once (GradientSync's contract).
+  gradient_sync_->accumulate_locally(!last);
   // The only backward() of training; GradientSync's hooks all-reduce buckets. Under fp16 the
   // loss is scaled so that small gradients survive float16.
-  (scaler_ ? scaler_->scale(out.loss) : out.loss).backward();
-  gradient_sync_->finish();
+  (scaler_ ? scaler_->scale(loss) : loss).backward();
+  if (last) gradient_sync_->finish();
+  logs = std::move(out.logs);
+  return mean_loss;
+}
+
+void Trainer::optimizer_step(std::map<std::string, double>& logs) {
   bool apply = true;
   if (scaler_) {
     // Every rank holds the same averaged gradients, so every rank takes the same decision.
@@ -428,11 +489,17 @@ double Trainer::run_step(const data::LoadedBatch& batch, const TrainingHooks& ho
                 " skipped so far); the scale is lowered");
     }
   }
+  // As Lightning: on the unscaled, synchronised gradients, right before the step.
+  const auto& controls = config_.controls;
+  if (apply && controls.gradient_clip_val) {
+    optim::clip_gradients(optimized_parameters(*parts_.optimizer), *controls.gradient_clip_val,
+                          controls.gradient_clip_algorithm);
+  }
   if (apply) parts_.optimizer->step();
   if (scaler_) {
     scaler_->update();
-    out.logs["amp_scale"] = scaler_->current_scale();
-    out.logs["amp_skipped_steps"] = static_cast<double>(scaler_->skipped_steps());
+    logs["amp_scale"] = scaler_->current_scale();
+    logs["amp_skipped_steps"] = static_cast<double>(scaler_->skipped_steps());
   }
   ++step_;
   const auto& scheduling = config_.scheduling;
@@ -440,8 +507,6 @@ double Trainer::run_step(const data::LoadedBatch& batch, const TrainingHooks& ho
       step_ % scheduling.scheduler_frequency == 0) {
     scheduler_->step();
   }
-  logs = std::move(out.logs);
-  return mean_loss;
 }
 
 double Trainer::mean_finite_loss(const at::Tensor& loss, int64_t epoch) const {
@@ -480,6 +545,7 @@ void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& n
   resume.sampler_world_size = next.epoch_world_size;
   resume.rng = optim::save_rng_state();
   if (scaler_) resume.grad_scaler = scaler_->state();
+  if (early_stopping_) resume.early_stopping = early_stopping_->state();
   resume.logger_run_id = recorder_->logger_run_id();
   checkpoint.resume = std::move(resume);
   io::save_checkpoint(paths_.checkpoints / name, checkpoint);
@@ -493,12 +559,13 @@ std::map<std::string, double> Trainer::with_best(std::map<std::string, double> m
   return metrics;
 }
 
-void Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping,
+bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping,
                         const TrainingHooks& hooks) {
   const auto& scheduling = config_.scheduling;
   const bool per_step = scheduling.scheduler_interval == config::SchedulerInterval::step;
 
   const bool last_epoch = epoch + 1 == config_.max_epochs || stopping;
+  bool early_stopped = false;
   std::optional<metrics::EmbeddingMetricsResult> validated;
   if (options_.has_validation && ((epoch + 1) % config_.valid_period == 0 || last_epoch)) {
     validated = hooks.validate();
@@ -508,16 +575,31 @@ void Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
     last_metrics_ = nlohmann::json::parse(context_.from_rank0(json)).get<std::map<std::string, double>>();
     const std::string& key = config_.metric_for_checkpointing;
     if (!last_metrics_.count(key)) {
-      std::vector<std::string> keys;
-      for (const auto& kv : last_metrics_) keys.push_back(kv.first);
-      throw SettingError("metric_for_checkpointing",
-                         "'" + key + "' is not among the computed metrics: " + join(keys));
+      throw SettingError("metric_for_checkpointing", "'" + key + "' is not among the computed metrics: " +
+                                                         join(metric_names(last_metrics_)));
     }
     if (context_.is_main())
       print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
     if (scheduler_ && !per_step && scheduler_->requires_metric()) {
       // reduce_on_plateau steps with the monitored value at validation epochs.
       scheduler_->step(last_metrics_.at(scheduling.monitor_metric));
+    }
+    // As Lightning's EarlyStopping at the end of validation (every rank decides alike: the
+    // metrics are rank 0's). Its state goes into this epoch's checkpoints below.
+    if (early_stopping_) {
+      const auto monitored = last_metrics_.find(early_stopping_->monitor());
+      if (monitored == last_metrics_.end()) {
+        throw SettingError("early_stopping.monitor",
+                           "'" + early_stopping_->monitor() +
+                               "' is not among the computed metrics: " + join(metric_names(last_metrics_)));
+      }
+      if (early_stopping_->update(monitored->second)) {
+        early_stopped = true;
+        if (context_.is_main()) {
+          log::info("early stopping after epoch " + std::to_string(epoch + 1) + ": " +
+                    early_stopping_->reason());
+        }
+      }
     }
     const double value = last_metrics_.at(key);
     if (improves(best_, value, config_.mode_for_checkpointing == config::CheckpointMode::max)) {
@@ -535,6 +617,7 @@ void Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
   if (validated) recorder_->validation(epoch, step_, *validated, *hooks.validation_split);
   recorder_->end_of_epoch();
   context_.group->barrier();
+  return early_stopped;
 }
 
 void Trainer::finish() {

@@ -6,18 +6,20 @@
 //
 //   for each epoch from the resume position:
 //     model.train(); hooks.on_epoch_start(epoch)            // e.g. (un)freezing a backbone
-//     for each remaining batch of the sampler's epoch:
+//     for each remaining batch of the sampler's epoch (up to limit_train_batches):
 //       loss = hooks.step(batch)                            // the pipeline's forward
 //       mean loss over the ranks; stop on NaN/Inf naming the step (before the step is applied)
-//       zero_grad; backward; gradient sync; optimizer step; per-step scheduler
-//       log (train.jsonl, logger, progress with throughput); stop at max_steps
+//       zero_grad (first batch of a step); backward of loss / accumulate_grad_batches
+//       every accumulate_grad_batches-th batch and the epoch's last one:
+//         gradient sync (one all-reduce per step); clipping; optimizer step; per-step scheduler
+//         log (train.jsonl, logger, progress with throughput); stop at max_steps
 //     broadcast BatchNorm buffers from rank 0
 //     validate when due (hooks.validate), best.ckpt on improvement, last.ckpt always,
-//     per-epoch schedulers, barrier
+//     early stopping, per-epoch schedulers, barrier
 //
 // What neighbouring features add has one place each:
 //   - a forward under autocast (mixed precision, `precision:`): an AutocastGuard around
-//     `hooks.step` in Trainer::run_step, plus the GradScaler for float16;
+//     `hooks.step` in Trainer::accumulate_batch, plus the GradScaler for float16;
 //   - gradient communication (compression, overlap): the GradientSync the Trainer owns;
 //   - where a run resumes (also on another number of ranks): TrainingPosition, restored in the
 //     constructor and written into every checkpoint by save_checkpoint; fit() takes each epoch
@@ -74,6 +76,7 @@ namespace oml::pipelines {
 
 struct RunContext;
 class BatchTrace;
+class EarlyStopping;
 class RunRecorder;
 
 /// Where the run writes: logs_root/run_name (or the resumed run's directory) and its checkpoints.
@@ -113,8 +116,9 @@ struct TrainerOptions {
 /// of optimizer steps taken. Checkpoints store the position to continue from.
 struct TrainingPosition {
   int64_t epoch = 0;
-  /// Steps of `epoch` taken so far, by every run that worked on it (for messages; an epoch
-  /// continued on another number of ranks mixes steps of both worlds).
+  /// Batches of `epoch` taken so far, by every run that worked on it (for messages; an epoch
+  /// continued on another number of ranks mixes batches of both worlds). A run stops inside an
+  /// epoch only after an optimizer step (max_steps), so no accumulated gradient is ever lost.
   int64_t batch = 0;
   int64_t step = 0;
   /// Items of the epoch's global order consumed by all ranks together, and the number of ranks
@@ -136,14 +140,16 @@ struct RestoredState {
 
 /// Reads the checkpoint at `path` into `parts` (the model's and the criterion's tensors, the
 /// optimizer's state), `scheduler` (null: none), `scaler` (null: none; a checkpoint of a run
-/// without one leaves it at its initial scale) and the random generator, after checking that
+/// without one leaves it at its initial scale), `early_stopping` (null: none; likewise) and the
+/// random generator, after checking that
 /// its run used the optimizer and scheduler kinds `config` names. DataError when the file is
 /// not a checkpoint with resume state or its state does not fit; ConfigError when the kinds
 /// differ. The Trainer's constructor calls it before touching the run directory (and the fuzz
 /// tests call it on damaged checkpoints).
 RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
                                  const TrainingParts& parts, optim::Scheduler* scheduler,
-                                 optim::GradScaler* scaler = nullptr);
+                                 optim::GradScaler* scaler = nullptr,
+                                 EarlyStopping* early_stopping = nullptr);
 
 /// The pipeline's share of the loop.
 struct TrainingHooks {
@@ -181,12 +187,18 @@ class Trainer {
   void fit(std::shared_ptr<const data::Dataset> train_inputs, const TrainingHooks& hooks);
 
  private:
-  /// One optimizer step on `batch`; returns the mean loss over the ranks.
-  double run_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
-                  std::map<std::string, double>& logs);
+  /// Forward and backward of one batch of an optimizer step (`first` and `last` of its
+  /// accumulate_grad_batches batches: zero_grad before the first, gradient sync after the
+  /// last); returns the batch's mean loss over the ranks.
+  double accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
+                          bool first, bool last, std::map<std::string, double>& logs);
+  /// After the last batch of a step: clipping, the optimizer step, the per-step scheduler.
+  void optimizer_step(std::map<std::string, double>& logs);
+  /// Batches of every epoch on this rank after limit_train_batches.
+  int64_t limited_epoch_batches() const;
   /// Validation, checkpoints (holding `next`) and schedulers after `epoch`'s batches (all of
-  /// them, or up to max_steps when `stopping`).
-  void end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping, const TrainingHooks& hooks);
+  /// them, or up to max_steps when `stopping`). Returns true when early stopping ends the run.
+  bool end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping, const TrainingHooks& hooks);
   void finish();
   bool reached_max_steps() const;
   double mean_finite_loss(const at::Tensor& loss, int64_t epoch) const;
@@ -208,7 +220,8 @@ class Trainer {
   std::shared_ptr<optim::Scheduler> scheduler_;
   /// This rank's share of the sampler's epochs (the config's ddp: keys).
   std::unique_ptr<ddp::DDPSamplerWrapper> share_;
-  /// Steps per epoch on this run's number of ranks (the scheduler's horizon).
+  /// Optimizer steps per epoch on this run's number of ranks, after limit_train_batches and
+  /// accumulate_grad_batches (the scheduler's horizon).
   int64_t steps_per_epoch_ = 0;
   TrainingPosition start_;
   int64_t step_ = 0;
@@ -217,9 +230,10 @@ class Trainer {
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<BatchTrace> batch_trace_;  ///< OML_TRACE_BATCHES only
   std::unique_ptr<distributed::GradientSync> gradient_sync_;
-  /// precision 16 only (CUDA): the dynamic loss scale. Not in checkpoints: a resumed run starts
-  /// again from the initial scale and finds its level within a few skipped steps.
+  /// precision 16 only (CUDA): the dynamic loss scale; in checkpoints (resume.grad_scaler), so a
+  /// resumed run continues with the scale it had.
   std::unique_ptr<optim::GradScaler> scaler_;
+  std::unique_ptr<EarlyStopping> early_stopping_;  ///< `early_stopping:` only
   std::vector<std::pair<std::string, at::Tensor>> buffers_;
   std::optional<double> best_;
   std::map<std::string, double> last_metrics_, best_metrics_;

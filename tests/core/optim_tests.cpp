@@ -55,7 +55,8 @@ TEST_CASE("Optimizers give the loss parameters their own learning rate", "[optim
   oml::register_core_components();
   Toy toy;
   OptimizerContext ctx{toy.model->parameters(), {toy.loss_weight}};
-  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) {
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "asgd",
+                           "rprop", "nadam", "radam"}) {
     INFO(name);
     auto opt = oml::registries().optimizers.create(
         spec(std::string("c: {name: ") + name + ", args: {lr: 0.5, loss_lr: 0.25}}\n"), ctx);
@@ -65,6 +66,16 @@ TEST_CASE("Optimizers give the loss parameters their own learning rate", "[optim
   }
   CHECK_THROWS_WITH(oml::registries().optimizers.create(spec("c: {name: adam, args: {betas: [0.9]}}\n"), ctx),
                     Contains("betas"));
+  CHECK_THROWS_WITH(
+      oml::registries().optimizers.create(spec("c: {name: nadam, args: {betas: [0.9]}}\n"), ctx),
+      Contains("c.args.betas"));
+  CHECK_THROWS_WITH(
+      oml::registries().optimizers.create(spec("c: {name: rprop, args: {etas: [1.5, 0.5]}}\n"), ctx),
+      Contains("c.args.etas"));
+  CHECK_THROWS_WITH(oml::registries().optimizers.create(spec("c: {name: adadelta, args: {rho: 2}}\n"), ctx),
+                    Contains("c.args.rho"));
+  CHECK_THROWS_WITH(oml::registries().optimizers.create(spec("c: {name: radam, args: {lr: 0}}\n"), ctx),
+                    Contains("c.args.lr"));
 }
 
 TEST_CASE("Bad optimizer and scheduler arguments point at their key", "[optim][schedulers]") {
@@ -123,6 +134,14 @@ TEST_CASE("Bad optimizer and scheduler arguments point at their key", "[optim][s
   CHECK_THAT(scheduler_error("{name: cosine_annealing, args: {warmup_steps: 10, T_max: 0}}"),
              Contains("c.args.T_max") && Contains("T_max must be >= 1, got 0"));
   CHECK_THAT(scheduler_error("{name: one_cycle, args: {pct_start: 1}}"), Contains("c.args.pct_start"));
+  CHECK_THAT(scheduler_error("{name: one_cycle, args: {anneal_strategy: exp}}"),
+             Contains("c.args.anneal_strategy"));
+  CHECK_THAT(scheduler_error("{name: cyclic, args: {max_lr: 0.1}}"),
+             Contains("missing required key 'base_lr'"));
+  CHECK_THAT(scheduler_error("{name: cyclic, args: {base_lr: 0.01, max_lr: 0.1, mode: sine}}"),
+             Contains("c.args.mode"));
+  CHECK_THAT(scheduler_error("{name: linear, args: {start_factor: 0}}"), Contains("c.args.start_factor"));
+  CHECK_THAT(scheduler_error("{name: polynomial, args: {total_iters: 0}}"), Contains("c.args.total_iters"));
   CHECK_THAT(scheduler_error("{name: one_cycle, args: {final_div_factor: 0}}"),
              Contains("c.args.final_div_factor"));
   CHECK_THAT(scheduler_error("{name: reduce_on_plateau, args: {mode: up}}"), Contains("c.args.mode"));
@@ -144,7 +163,7 @@ TEST_CASE("Closed-form schedulers follow their formulas", "[optim][schedulers]")
   check_close(lrs_over(cosine, 7), {0.1, 0.55, 1, (1 + c) / 2, 0.5, (1 - c) / 2, 0, 0});
   torch::optim::SGD sgd4(toy.model->parameters(), torch::optim::SGDOptions(1.0));
   // torch.optim.lr_scheduler.OneCycleLR(total_steps=10, pct_start=0.3): up for 2 steps, down for 7.
-  OneCycleScheduler cycle(sgd4, 10, 0.3, 25, 1e4);
+  OneCycleScheduler cycle(sgd4, 10, OneCycleOptions{});
   const auto lrs = lrs_over(cycle, 9);
   CHECK(lrs[0] == Approx(0.04));
   CHECK(lrs[1] == Approx(0.04 + (1 - 0.04) / 2));

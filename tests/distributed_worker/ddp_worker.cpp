@@ -35,6 +35,7 @@ struct Args {
   double timeout_s = 60;
   int victim = 1;
   int64_t steps = 5, batch = 12;
+  int64_t accumulate = 1;  ///< train: micro-batches per optimizer step (accumulate_grad_batches)
   double bucket_mb = 25;
   int64_t check_every = 0;
   std::string compression = "none";
@@ -159,7 +160,8 @@ int run_sharded_backend(dist::ProcessGroup& g, const Args& a) {
 }
 
 int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
-  OML_CHECK(a.batch % g->size() == 0, UsageError, "--batch must be divisible by the world size");
+  OML_CHECK(a.accumulate >= 1 && a.batch % (g->size() * a.accumulate) == 0, UsageError,
+            "--batch must be divisible by the world size x --accumulate");
   torch::manual_seed(100 + g->rank());  // different on purpose: the broadcast must fix it
   const torch::Device device = device_of(a);
   TinyNet net;
@@ -177,24 +179,33 @@ int run_train(const std::shared_ptr<dist::ProcessGroup>& g, const Args& a) {
   trained.push_back(class_weights);
   torch::optim::SGD optimizer(trained, torch::optim::SGDOptions(0.1).momentum(0.9));
   std::ostringstream log;
-  const int64_t local = a.batch / g->size();
+  // Each step's global batch goes as --accumulate micro-batches, each split over the ranks: rank
+  // r takes rows [m x micro + r x local, +local) of micro-batch m.
+  const int64_t micro = a.batch / a.accumulate;
+  const int64_t local = micro / g->size();
   for (int64_t step = 0; step < a.steps; ++step) {
-    auto [x, y] = global_batch(step, a.batch);
-    x = x.narrow(0, g->rank() * local, local).to(device);
-    y = y.narrow(0, g->rank() * local, local).to(device);
-    torch::Tensor loss = torch::cross_entropy_loss(net->forward(x).matmul(class_weights.t()), y);
-    // `partial` gets a gradient on rank 0 only; it is not optimised, so its mean gradient
-    // over ranks is 2 * [1, 2, 3] / W at every step.
-    if (g->rank() == 0) loss = loss + (partial * partial).sum();
+    auto [all_x, all_y] = global_batch(step, a.batch);
     optimizer.zero_grad();
     partial.mutable_grad() = torch::Tensor();
-    loss.backward();
-    sync.finish();
+    for (int64_t m = 0; m < a.accumulate; ++m) {
+      const torch::Tensor x = all_x.narrow(0, m * micro + g->rank() * local, local).to(device);
+      const torch::Tensor y = all_y.narrow(0, m * micro + g->rank() * local, local).to(device);
+      torch::Tensor loss = torch::cross_entropy_loss(net->forward(x).matmul(class_weights.t()), y);
+      // `partial` gets a gradient on rank 0 only; it is not optimised, so its mean gradient
+      // over ranks is 2 * [1, 2, 3] / W at every step.
+      if (g->rank() == 0) loss = loss + (partial * partial).sum();
+      // As the Trainer: loss / N, local backward for all but the step's last micro-batch.
+      const bool last = m + 1 == a.accumulate;
+      sync.accumulate_locally(!last);
+      (loss / static_cast<double>(a.accumulate)).backward();
+      if (last) sync.finish();
+    }
     optimizer.step();
     if (step == 0) log << "partial_grad " << partial.grad().sum().item<double>() << "\n";
   }
   log << "unused_grad_defined " << net->unused->weight.grad().defined() << "\n";
   log << "buckets " << sync.bucket_count() << "\n";
+  log << "synchronised_steps " << sync.steps() << "\n";
   write_text(a, g->rank(), log.str());
   for (auto& t : trained) t = t.detach().cpu();
   torch::save(trained, a.out + "/rank" + std::to_string(g->rank()) + ".pt");
@@ -249,6 +260,7 @@ int main(int argc, char** argv) {
       ("victim", po::value(&args.victim)->default_value(1), "rank that fails / differs")
       ("steps", po::value(&args.steps)->default_value(5), "training steps")
       ("batch", po::value(&args.batch)->default_value(12), "global batch size")
+      ("accumulate", po::value(&args.accumulate)->default_value(1), "train: micro-batches per step")
       ("bucket-mb", po::value(&args.bucket_mb)->default_value(25), "ddp.bucket_mb")
       ("check-every", po::value(&args.check_every)->default_value(0), "ddp.check_params_every")
       ("compression", po::value(&args.compression)->default_value("none"), "ddp.gradient_compression")

@@ -193,6 +193,37 @@ TEST_CASE("W ranks with batch B/W train the same weights as one process with bat
   }
 }
 
+TEST_CASE(
+    "W ranks accumulating micro-batches train the same weights as one process, all-reducing once per step",
+    "[ddp][accumulate]") {
+  const std::vector<torch::Tensor> reference = single_process_weights();
+  for (const auto& [world, accumulate] : std::vector<std::pair<int, int>>{{1, 2}, {2, 2}, {3, 2}, {2, 3}}) {
+    INFO(world << " rank(s), " << accumulate << " micro-batches per step");
+    TempDir dir;
+    const auto r =
+        run_worker("--nproc-per-node " + std::to_string(world) + " --scenario train --steps 6 --batch 12" +
+                   " --accumulate " + std::to_string(accumulate) +
+                   " --bucket-mb 0.0002 --check-every 1 --out " + quote(dir.path().string()));
+    INFO(describe(r));
+    REQUIRE(r.exit_code == 0);
+    std::vector<torch::Tensor> rank0;
+    torch::load(rank0, (dir / "rank0.pt").string());
+    REQUIRE(rank0.size() == reference.size());
+    for (std::size_t i = 0; i < reference.size(); ++i)
+      CHECK(oml::test::max_abs_diff(rank0[i], reference[i]) < 1e-5);
+    for (int rank = 0; rank < world; ++rank) {
+      const std::string log = rank_file(dir, rank);
+      CHECK_THAT(log, Contains("unused_grad_defined 0"));
+      if (world > 1) {
+        // One finish() (one round of bucket all-reduces) per optimizer step, none per micro-batch.
+        CHECK_THAT(log, Contains("synchronised_steps 6"));
+        const double partial = std::stod(log.substr(log.find("partial_grad ") + 13));
+        CHECK(partial == Approx(12.0 / world));
+      }
+    }
+  }
+}
+
 TEST_CASE("A compressed all-reduce gives the float32 mean within the 16-bit type's rounding", "[ddp]") {
   using oml::test::ddp::compressed_input;
   for (const std::string compression : {"bf16", "fp16"}) {

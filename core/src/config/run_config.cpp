@@ -204,7 +204,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
       .optional("freeze_n_epochs", c.freeze_n_epochs)
       .optional("max_epochs", c.max_epochs)
       .optional("max_steps", c.max_steps)
-      .optional("valid_period", c.valid_period)
+      .optional("valid_period", "check_val_every_n_epoch", c.valid_period)
       .optional("metric_for_checkpointing", c.metric_for_checkpointing)
       .optional("log_images", c.log_images)
       .optional("hard_pairs_mining", c.hard_pairs_mining)
@@ -256,6 +256,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   c.metric_args = r.take("metric_args");
   check([&] { c.ddp = parse_ddp(r.take("ddp")); });
   check([&] { hydra_run_dir = read_hydra_block(r.take("hydra"), c.notices); });
+  c.controls = parse_training_controls(r, c.valid_period, errors);
   r.finish();
 
   if (!precision.is_null()) {
@@ -308,7 +309,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   positive("bs_train", c.bs_train);
   positive("bs_val", c.bs_val);
   positive("max_epochs", c.max_epochs);
-  positive("valid_period", c.valid_period);
+  positive(root["valid_period"].is_null() ? "check_val_every_n_epoch" : "valid_period", c.valid_period);
   positive(root["bs"].is_null() ? "batch_size_inference" : "bs", c.batch_size_inference);
   require(!c.max_steps || *c.max_steps >= 1, "max_steps", "expected a positive integer or null");
   require(c.num_threads >= 0, "num_threads", "expected 0 (automatic) or a positive integer");

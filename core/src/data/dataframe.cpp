@@ -21,6 +21,26 @@ int64_t DataSplit::num_labels() const {
   return static_cast<int64_t>(std::set<int64_t>(labels.begin(), labels.end()).size());
 }
 
+void DataSplit::keep_first(std::size_t rows) {
+  if (rows >= size()) return;
+  const auto cut = [rows](auto& column) {
+    if (column.size() > rows) column.resize(rows);
+  };
+  cut(paths);
+  cut(labels);
+  cut(original_labels);
+  cut(categories);
+  cut(sequences);
+  cut(is_query);
+  cut(is_gallery);
+  cut(bboxes);
+  cut(lines);
+  const std::set<int64_t> kept(labels.begin(), labels.end());
+  for (auto it = label2category.begin(); it != label2category.end();) {
+    it = kept.count(it->first) ? std::next(it) : label2category.erase(it);
+  }
+}
+
 namespace {
 
 constexpr std::size_t kMaxListed = 20;  // missing files / offending rows listed in one message

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -200,6 +201,11 @@ struct GradientSync::State {
   std::size_t next_launch = 0;
   int64_t steps = 0;
   std::string late_gradient;  // a gradient that arrived after its bucket was sent
+  // Gradient accumulation: while `local`, hooks leave gradients to autograd (no bucket); the
+  // local sums are then moved into `stash` (per slot, undefined for none) and sent with the
+  // next backward's gradients.
+  std::atomic<bool> local{false};
+  std::vector<at::Tensor> stash;
   std::mutex mutex;
 
   void reset_step() {
@@ -308,6 +314,7 @@ struct GradientSync::State {
       return;
     }
     target.copy_(grad);
+    if (stash[id].defined()) target.add_(stash[id]);
     has_grad[id] = 1;
     if (--b.missing == 0) launch_ready();
   }
@@ -361,6 +368,7 @@ GradientSync::GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors par
     st.buckets.push_back(std::move(b));
   }
   st.has_grad.assign(st.slots.size(), 0);
+  st.stash.resize(st.slots.size());
   st.reset_step();
   if (options.compression != GradientCompression::none) {
     st.comm = std::make_unique<State::Communicator>();
@@ -374,7 +382,7 @@ GradientSync::GradientSync(std::shared_ptr<ProcessGroup> group, NamedTensors par
     at::Tensor& p = st.slots[id].param;
     st.slots[id].hook = p.register_hook([weak, id](const at::Tensor& grad) -> at::Tensor {
       const auto state = weak.lock();
-      if (!state) return grad;
+      if (!state || state->local) return grad;
       state->on_gradient(id, grad);
       // The averaged gradient is added in finish(); AccumulateGrad must not add the local one.
       return torch::zeros({}, grad.options()).expand(grad.sizes());
@@ -409,7 +417,14 @@ void GradientSync::finish() {
   // bucket in the same order.
   for (std::size_t b = st.next_launch; b < st.buckets.size(); ++b) {
     for (int64_t id : st.buckets[b].members) {
-      if (!st.has_grad[id]) st.slice(st.slots[id]).zero_();
+      if (st.has_grad[id]) continue;
+      // Only an accumulated gradient (none in this backward) is sent as it is.
+      if (st.stash[id].defined()) {
+        st.slice(st.slots[id]).view(st.slots[id].param.sizes()).copy_(st.stash[id]);
+        st.has_grad[id] = 1;
+      } else {
+        st.slice(st.slots[id]).zero_();
+      }
     }
     st.buckets[b].missing = 0;
   }
@@ -438,11 +453,27 @@ void GradientSync::finish() {
     }
   }
   st.reset_step();
+  for (auto& t : st.stash) t = at::Tensor();
   ++st.steps;
   if (st.options.check_params_every > 0 && st.steps % st.options.check_params_every == 0) {
     NamedTensors params;
     for (const auto& s : st.slots) params.emplace_back(s.name, s.param);
     check_identical_across_ranks(*st.group, params);
+  }
+}
+
+void GradientSync::accumulate_locally(bool local) {
+  State& st = *state_;
+  if (st.group->size() == 1) return;  // no hooks: backward always accumulates locally
+  std::lock_guard<std::mutex> lock(st.mutex);
+  const bool was_local = st.local.exchange(local);
+  if (local || !was_local) return;
+  // The local sums leave `.grad` for the stash; finish() writes the mean of the sums back.
+  for (std::size_t i = 0; i < st.slots.size(); ++i) {
+    at::Tensor& grad = st.slots[i].param.mutable_grad();
+    if (!grad.defined()) continue;
+    st.stash[i] = grad.detach();
+    grad = at::Tensor();
   }
 }
 

@@ -96,6 +96,7 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
     resume.insert("sampler", sampler);
     if (r.rng.defined()) resume.insert("rng", r.rng.contiguous());
     if (!r.grad_scaler.isNone()) resume.insert("grad_scaler", r.grad_scaler);
+    if (!r.early_stopping.isNone()) resume.insert("early_stopping", r.early_stopping);
     if (!r.logger_run_id.empty()) resume.insert("logger_run_id", r.logger_run_id);
     out.insert("resume", resume);
   }
@@ -143,6 +144,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     }
     if (resume.has("rng")) r.rng = resume.tensor("rng");
     if (resume.has("grad_scaler")) r.grad_scaler = resume.get("grad_scaler");
+    if (resume.has("early_stopping")) r.early_stopping = resume.get("early_stopping");
     if (resume.has("logger_run_id")) {
       const auto id = resume.get("logger_run_id");
       OML_CHECK(id.isString(), DataError, file, ": entry 'resume.logger_run_id' must be a string");

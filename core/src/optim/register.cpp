@@ -2,8 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <map>
+
 #include "oml/config/args_reader.h"
 #include "oml/config/argument_error.h"
+#include "oml/optim/formula_optimizers.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/schedulers.h"
 #include "oml/registry/registries.h"
@@ -88,10 +92,140 @@ struct CosineArgs {
   int64_t warmup_steps = 0;
 };
 
-struct OneCycleArgs {
-  std::optional<int64_t> total_steps;  ///< default: the run's scheduler steps
-  double pct_start = 0.3, div_factor = 25, final_div_factor = 1e4;
+struct LinearArgs {
+  double start_factor = 1.0 / 3, end_factor = 1.0;
+  int64_t total_iters = 5;
 };
+
+struct PolynomialArgs {
+  int64_t total_iters = 5;
+  double power = 1.0;
+};
+
+// ---- the optimizers LibTorch lacks (formula_optimizers.h) -----------------------------------
+
+// What a FormulaOptimizer's args become: torch.optim's hyper-parameters by name, tuples split
+// into their two names (betas -> beta1, beta2), flags as 0/1.
+struct FormulaArgs {
+  Common common;
+  std::map<std::string, double> values;
+};
+
+// One torch.optim argument: a number, a flag, or a two-number tuple read into two names.
+struct FormulaArg {
+  std::string name;
+  std::vector<double> defaults;      ///< one value, or two for a tuple
+  std::vector<std::string> parts{};  ///< a tuple's two names (empty: the value's name is `name`)
+  bool flag = false;
+};
+
+void read_formula_args(config::ArgsReader& r, const std::vector<FormulaArg>& spec, FormulaArgs& a) {
+  read_common(r, a.common);
+  for (const FormulaArg& arg : spec) {
+    if (arg.flag) {
+      bool value = arg.defaults[0] != 0;
+      r.optional(arg.name, value);
+      a.values[arg.name] = value ? 1.0 : 0.0;
+    } else if (arg.parts.empty()) {
+      double value = arg.defaults[0];
+      r.optional(arg.name, value);
+      a.values[arg.name] = value;
+    } else {
+      std::vector<double> pair = arg.defaults;
+      r.optional(arg.name, pair);
+      if (pair.size() != 2) pair.resize(2, std::nan(""));  // reported by the check below
+      a.values[arg.parts[0]] = pair[0];
+      a.values[arg.parts[1]] = pair[1];
+    }
+  }
+}
+
+// The value checks torch.optim's constructors make (lr > 0 as for the other optimizers here).
+void check_formula_args(const std::string& who, const std::string& name, const FormulaArgs& a) {
+  check_values(who, a.common, {});
+  const auto& v = a.values;
+  const auto non_negative = [&](const char* key) {
+    config::check_argument(v.at(key) >= 0, who, key, key, " must be >= 0, got ", v.at(key));
+  };
+  const auto beta = [&](const char* part) {
+    config::check_argument(v.at(part) >= 0 && v.at(part) < 1, who, "betas",
+                           "expected two numbers [beta1, beta2] in [0, 1), got ", part, " = ", v.at(part));
+  };
+  if (v.count("weight_decay")) non_negative("weight_decay");
+  if (v.count("eps")) non_negative("eps");
+  if (v.count("beta1")) {
+    beta("beta1");
+    beta("beta2");
+  }
+  if (name == "adadelta") {
+    config::check_argument(v.at("rho") >= 0 && v.at("rho") <= 1, who, "rho", "rho must be in [0, 1], got ",
+                           v.at("rho"));
+  } else if (name == "nadam") {
+    non_negative("momentum_decay");
+  } else if (name == "rprop") {
+    config::check_argument(0 < v.at("etaminus") && v.at("etaminus") < 1 && 1 < v.at("etaplus"), who, "etas",
+                           "expected [etaminus, etaplus] with 0 < etaminus < 1 < etaplus, got [",
+                           v.at("etaminus"), ", ", v.at("etaplus"), "]");
+    config::check_argument(0 <= v.at("step_size_min") && v.at("step_size_min") <= v.at("step_size_max"), who,
+                           "step_sizes", "expected [min, max] with 0 <= min <= max, got [",
+                           v.at("step_size_min"), ", ", v.at("step_size_max"), "]");
+  }
+}
+
+// A FormulaOptimizer with its rule fixed, constructible as build() constructs LibTorch's.
+template <const UpdateRule& rule>
+class RuleOptimizer : public FormulaOptimizer {
+ public:
+  RuleOptimizer(std::vector<torch::optim::OptimizerParamGroup> groups, const NamedOptions& defaults)
+      : FormulaOptimizer(std::move(groups), defaults, rule) {}
+};
+
+template <const UpdateRule& rule>
+void add_formula_optimizer(Registries& reg, const std::string& name, double default_lr,
+                           std::vector<FormulaArg> spec, const std::string& help) {
+  reg.optimizers.add(
+      name,
+      [name, default_lr, spec](config::ArgsReader& r) {
+        FormulaArgs a;
+        a.common = {default_lr, std::nullopt};
+        read_formula_args(r, spec, a);
+        r.check([&] { check_formula_args(r.component(), name, a); });
+        return a;
+      },
+      [name](const FormulaArgs& a, const OptimizerContext& ctx) -> OptimizerPtr {
+        auto values = a.values;
+        values["lr"] = a.common.lr;
+        return build<RuleOptimizer<rule>>(ctx, NamedOptions(values), a.common, name);
+      },
+      help);
+}
+
+void register_formula_optimizers(Registries& reg) {
+  const FormulaArg weight_decay{"weight_decay", {0.0}};
+  const FormulaArg maximize{"maximize", {0.0}, {}, true};
+  const FormulaArg betas{"betas", {0.9, 0.999}, {"beta1", "beta2"}};
+  const FormulaArg decoupled{"decoupled_weight_decay", {0.0}, {}, true};
+  add_formula_optimizer<adadelta_rule>(reg, "adadelta", 1.0,
+                                       {{"rho", {0.9}}, {"eps", {1e-6}}, weight_decay, maximize},
+                                       "Adadelta (torch.optim.Adadelta)");
+  add_formula_optimizer<adamax_rule>(reg, "adamax", 2e-3, {betas, {"eps", {1e-8}}, weight_decay, maximize},
+                                     "Adamax: Adam with the infinity norm (torch.optim.Adamax)");
+  add_formula_optimizer<asgd_rule>(
+      reg, "asgd", 1e-2, {{"lambd", {1e-4}}, {"alpha", {0.75}}, {"t0", {1e6}}, weight_decay, maximize},
+      "averaged SGD (torch.optim.ASGD)");
+  add_formula_optimizer<rprop_rule>(reg, "rprop", 1e-2,
+                                    {{"etas", {0.5, 1.2}, {"etaminus", "etaplus"}},
+                                     {"step_sizes", {1e-6, 50}, {"step_size_min", "step_size_max"}},
+                                     maximize},
+                                    "resilient backpropagation (torch.optim.Rprop)");
+  add_formula_optimizer<nadam_rule>(
+      reg, "nadam", 2e-3,
+      {betas, {"eps", {1e-8}}, weight_decay, {"momentum_decay", {4e-3}}, decoupled, maximize},
+      "Adam with Nesterov momentum (torch.optim.NAdam)");
+  add_formula_optimizer<radam_rule>(reg, "radam", 1e-3,
+                                    {betas, {"eps", {1e-8}}, weight_decay, decoupled, maximize},
+                                    "rectified Adam (torch.optim.RAdam)");
+}
 
 torch::optim::Optimizer& optimizer_of(const SchedulerContext& ctx, const std::string& name) {
   OML_ASSERT(ctx.optimizer != nullptr, "scheduler '", name, "' built without an optimizer");
@@ -216,6 +350,7 @@ void register_builtin_optim(Registries& reg) {
         return build<torch::optim::Adagrad>(ctx, o, a.common, "adagrad");
       },
       "Adagrad");
+  register_formula_optimizers(reg);
 
   reg.schedulers.add(
       "step",
@@ -281,22 +416,67 @@ void register_builtin_optim(Registries& reg) {
   reg.schedulers.add(
       "one_cycle",
       [](config::ArgsReader& r) {
-        OneCycleArgs a;
-        r.optional("total_steps", a.total_steps).optional("pct_start", a.pct_start);
-        r.optional("div_factor", a.div_factor).optional("final_div_factor", a.final_div_factor);
-        r.check(
-            [&] { OneCycleScheduler::check(a.total_steps, a.pct_start, a.div_factor, a.final_div_factor); });
-        return a;
+        OneCycleOptions o;
+        r.optional("max_lr", o.max_lr)
+            .optional("total_steps", o.total_steps)
+            .optional("pct_start", o.pct_start);
+        r.optional("anneal_strategy", o.anneal_strategy).optional("cycle_momentum", o.cycle_momentum);
+        r.optional("base_momentum", o.base_momentum).optional("max_momentum", o.max_momentum);
+        r.optional("div_factor", o.div_factor).optional("final_div_factor", o.final_div_factor);
+        r.optional("three_phase", o.three_phase);
+        r.check([&] { OneCycleScheduler::check(o); });
+        return o;
       },
-      [](const OneCycleArgs& a, const SchedulerContext& ctx) -> std::shared_ptr<Scheduler> {
-        const int64_t total = a.total_steps.value_or(ctx.total_steps);
+      [](const OneCycleOptions& o, const SchedulerContext& ctx) -> std::shared_ptr<Scheduler> {
+        const int64_t total = o.total_steps.value_or(ctx.total_steps);
         config::check_fits(
             total >= 2, "scheduler 'one_cycle'", "total_steps", "the run has ", total,
             " scheduler step(s) and a cycle needs at least 2; train longer or set total_steps");
-        return std::make_shared<OneCycleScheduler>(optimizer_of(ctx, "one_cycle"), total, a.pct_start,
-                                                   a.div_factor, a.final_div_factor);
+        return std::make_shared<OneCycleScheduler>(optimizer_of(ctx, "one_cycle"), total, o);
       },
-      "one-cycle policy (warm up to the optimizer's lr, anneal down)");
+      "one-cycle policy (torch's OneCycleLR: warm up to max_lr, anneal down; momentum the other way)");
+  reg.schedulers.add(
+      "cyclic",
+      [](config::ArgsReader& r) {
+        CyclicOptions o;
+        r.required("base_lr", o.base_lr).required("max_lr", o.max_lr);
+        r.optional("step_size_up", o.step_size_up).optional("step_size_down", o.step_size_down);
+        r.optional("mode", o.mode).optional("gamma", o.gamma).optional("scale_mode", o.scale_mode);
+        r.optional("cycle_momentum", o.cycle_momentum).optional("base_momentum", o.base_momentum);
+        r.optional("max_momentum", o.max_momentum);
+        r.check([&] { CyclicScheduler::check(o); });
+        return o;
+      },
+      [](const CyclicOptions& o, const SchedulerContext& ctx) -> std::shared_ptr<Scheduler> {
+        return std::make_shared<CyclicScheduler>(optimizer_of(ctx, "cyclic"), o);
+      },
+      "cyclical lr between base_lr and max_lr (torch's CyclicLR)");
+  reg.schedulers.add(
+      "linear",
+      [](config::ArgsReader& r) {
+        LinearArgs a;
+        r.optional("start_factor", a.start_factor).optional("end_factor", a.end_factor);
+        r.optional("total_iters", a.total_iters);
+        r.check([&] { LinearScheduler::check(a.start_factor, a.end_factor, a.total_iters); });
+        return a;
+      },
+      [](const LinearArgs& a, const SchedulerContext& ctx) -> std::shared_ptr<Scheduler> {
+        return std::make_shared<LinearScheduler>(optimizer_of(ctx, "linear"), a.start_factor, a.end_factor,
+                                                 a.total_iters);
+      },
+      "linear warm-up: lr x start_factor to lr x end_factor over total_iters steps (torch's LinearLR)");
+  reg.schedulers.add(
+      "polynomial",
+      [](config::ArgsReader& r) {
+        PolynomialArgs a;
+        r.optional("total_iters", a.total_iters).optional("power", a.power);
+        r.check([&] { PolynomialScheduler::check(a.total_iters); });
+        return a;
+      },
+      [](const PolynomialArgs& a, const SchedulerContext& ctx) -> std::shared_ptr<Scheduler> {
+        return std::make_shared<PolynomialScheduler>(optimizer_of(ctx, "polynomial"), a.total_iters, a.power);
+      },
+      "lr x (1 - t / total_iters)^power (torch's PolynomialLR)");
   reg.schedulers.add(
       "reduce_on_plateau",
       config::checked_parse<PlateauOptions>([](config::ArgsReader& r, PlateauOptions& o) {

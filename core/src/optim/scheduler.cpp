@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "oml/common/error.h"
+#include "oml/optim/formula_optimizers.h"
 
 namespace oml::optim {
 
@@ -24,7 +25,37 @@ void Scheduler::advance(std::optional<double>) {
 }
 
 void Scheduler::apply() {
-  for (std::size_t g = 0; g < base_lrs_.size(); ++g) set_lr(g, lr_at(step_, g, base_lrs_[g]));
+  for (std::size_t g = 0; g < base_lrs_.size(); ++g) {
+    set_lr(g, lr_at(step_, g, base_lrs_[g]));
+    if (const auto momentum = momentum_at(step_, g)) set_momentum(g, *momentum);
+  }
+}
+
+bool Scheduler::has_momentum(const torch::optim::Optimizer& optimizer) {
+  const torch::optim::OptimizerOptions& o = optimizer.defaults();
+  if (const auto* named = dynamic_cast<const NamedOptions*>(&o)) return named->values().count("beta1") > 0;
+  return dynamic_cast<const torch::optim::SGDOptions*>(&o) ||
+         dynamic_cast<const torch::optim::RMSpropOptions*>(&o) ||
+         dynamic_cast<const torch::optim::AdamOptions*>(&o) ||
+         dynamic_cast<const torch::optim::AdamWOptions*>(&o);
+}
+
+void Scheduler::set_momentum(std::size_t group, double momentum) {
+  torch::optim::OptimizerOptions& o = optimizer_.param_groups()[group].options();
+  if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&o)) {
+    sgd->momentum(momentum);
+  } else if (auto* rmsprop = dynamic_cast<torch::optim::RMSpropOptions*>(&o)) {
+    rmsprop->momentum(momentum);
+  } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&o)) {
+    adam->betas({momentum, std::get<1>(adam->betas())});
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&o)) {
+    adamw->betas({momentum, std::get<1>(adamw->betas())});
+  } else if (auto* named = dynamic_cast<NamedOptions*>(&o)) {
+    OML_ASSERT(named->values().count("beta1"), "set_momentum on an optimizer without one");
+    named->set("beta1", momentum);
+  } else {
+    OML_ASSERT(false, "set_momentum on an optimizer without one");
+  }
 }
 
 void Scheduler::set_lr(std::size_t group, double lr) {
@@ -91,7 +122,10 @@ void Scheduler::load_state(const c10::IValue& state) {
   const int64_t step = state_integer(dict, "step");
   base_lrs_ = std::move(base);
   step_ = step;
-  for (std::size_t g = 0; g < current.size(); ++g) set_lr(g, current[g]);
+  for (std::size_t g = 0; g < current.size(); ++g) {
+    set_lr(g, current[g]);
+    if (const auto momentum = momentum_at(step_, g)) set_momentum(g, *momentum);
+  }
   load_extra(dict);
 }
 

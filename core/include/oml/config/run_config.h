@@ -14,6 +14,7 @@
 #include "oml/config/options.h"
 #include "oml/config/precision.h"
 #include "oml/config/reader.h"
+#include "oml/config/training_controls.h"
 
 namespace oml::config {
 
@@ -80,7 +81,11 @@ struct RunConfig {
   int64_t freeze_n_epochs = 0;
   int64_t max_epochs = 1;
   std::optional<int64_t> max_steps;
+  /// Validate after every valid_period-th epoch and after the last one (OML's name; Lightning's
+  /// `check_val_every_n_epoch` is read into it).
   int64_t valid_period = 1;
+  /// Lightning's accumulate_grad_batches, gradient clipping, limit_*_batches and early stopping.
+  TrainingControls controls;
   /// `metric_args:` as written (undefined when absent). Every registered metric, plugins'
   /// included, reads its keys from it: metrics::configure_metrics (oml/metrics/metric_table.h)
   /// checks it once plugins are loaded.

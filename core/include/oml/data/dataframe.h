@@ -49,6 +49,8 @@ struct DataSplit {
   bool has_bboxes() const { return !bboxes.empty(); }
   /// Number of distinct labels.
   int64_t num_labels() const;
+  /// Keeps the first `rows` rows (every column; label2category of the labels left).
+  void keep_first(std::size_t rows);
 };
 
 struct DataframeOptions {
@@ -76,6 +78,8 @@ class Dataframe {
   const std::string& file() const { return file_; }
   /// Total number of rows.
   std::size_t size() const { return train_.size() + validation_.size(); }
+  /// Keeps the validation split's first `rows` rows (limit_val_batches).
+  void keep_first_validation_rows(std::size_t rows) { validation_.keep_first(rows); }
 
  private:
   std::string file_;

@@ -23,6 +23,12 @@
 //  - Call `finish()` after every backward, on every rank (it is collective). A backward
 //    without `finish()` leaves the gradients local and the next finish() throws InternalError.
 //  - With world size 1 no hook is installed and `finish()` does nothing.
+//  - Gradient accumulation (accumulate_grad_batches), as PyTorch DDP's no_sync(): between
+//    `accumulate_locally(true)` and `accumulate_locally(false)` backward adds its gradients to
+//    `.grad` on this rank only, as in a single process, and finish() is not called. The first
+//    backward after `accumulate_locally(false)` sends each parameter's local sum together with
+//    its own gradient, so after its finish() `.grad` = the mean over ranks of everything
+//    accumulated: one all-reduce per optimizer step.
 //  - With `compression` bf16 or fp16 (ddp.gradient_compression), float32 buckets travel in the
 //    16-bit type (all_reduce_mean below): the mean is then within two roundings to that type of
 //    the exact one, and identical on every rank. The collectives run on one communication
@@ -92,6 +98,10 @@ class GradientSync {
   /// Waits for every bucket (launching those whose parameters got no gradient), averages and
   /// writes `.grad`. Collective.
   void finish();
+
+  /// Switches local accumulation on (backward keeps its gradients on this rank) or off (the next
+  /// backward's finish() averages them with everything accumulated since). See the contract.
+  void accumulate_locally(bool local);
 
   /// Broadcasts the registered parameters and `extra` (e.g. buffers) from rank 0.
   void broadcast_from_rank0(const NamedTensors& extra = {});

@@ -44,6 +44,9 @@ struct ResumeState {
   std::optional<int64_t> sampler_consumed;
   std::optional<int64_t> sampler_world_size;
   c10::IValue grad_scaler;  ///< GradScaler::state() of a float16 run; None otherwise
+  /// EarlyStopping::state() of a run with `early_stopping:` (best score, validations without
+  /// improvement, as Lightning's callback state); None otherwise.
+  c10::IValue early_stopping;
   /// The run's id at its tracker as "<logger>:<id>" (report::RunLogger::run_id: "wandb:3k9x0q2a",
   /// "mlflow:<run id>"); empty when the logger has none. Saved as resume.logger_run_id when set.
   std::string logger_run_id;

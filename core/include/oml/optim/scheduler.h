@@ -26,7 +26,9 @@ struct SchedulerContext {
 ///   pipeline's `scheduling.scheduler_interval` says) and sets the new lrs; schedulers with
 ///   `requires_metric()` need the monitored metric's value (UsageError without it);
 /// - `state()` / `load_state()` round-trip everything needed to continue identically
-///   (a dict of numbers and lists, stored in checkpoints).
+///   (a dict of numbers and lists, stored in checkpoints);
+/// - schedulers that cycle momentum (momentum_at() returns a value) set it with the lr: SGD's
+///   and RMSprop's `momentum`, beta1 of the Adam family, as torch's CyclicLR / OneCycleLR.
 class Scheduler {
  public:
   explicit Scheduler(torch::optim::Optimizer& optimizer);
@@ -46,6 +48,8 @@ class Scheduler {
  protected:
   /// Closed-form schedulers return the lr of `group` at `step`; stateful ones override advance().
   virtual double lr_at(int64_t step, std::size_t group, double base_lr) const = 0;
+  /// The momentum of `group` at `step` for schedulers that cycle it; nullopt: left alone.
+  virtual std::optional<double> momentum_at(int64_t, std::size_t) const { return std::nullopt; }
   virtual void advance(std::optional<double> metric);
   /// Extra state of stateful schedulers.
   virtual void save_extra(c10::impl::GenericDict& out) const {}
@@ -59,6 +63,10 @@ class Scheduler {
   static double state_number(const c10::IValue& value, const std::string& key, bool finite = true);
   void apply();
   void set_lr(std::size_t group, double lr);
+  /// Whether the optimizer has a momentum torch's schedulers cycle (`momentum` or `betas` in
+  /// its defaults): sgd, rmsprop, adam, adamw, adamax, nadam, radam.
+  static bool has_momentum(const torch::optim::Optimizer& optimizer);
+  void set_momentum(std::size_t group, double momentum);
 
   torch::optim::Optimizer& optimizer_;
   std::vector<double> base_lrs_;

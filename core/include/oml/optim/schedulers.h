@@ -76,24 +76,118 @@ class CosineAnnealingScheduler : public Scheduler {
   double eta_min_, warmup_start_factor_;
 };
 
-/// torch's OneCycleLR with cosine annealing: from max_lr / div_factor up to max_lr over the
-/// first pct_start of total_steps, then down to max_lr / (div_factor * final_div_factor).
-/// max_lr is each group's lr at construction (scaled groups keep their ratio).
+/// torch's OneCycleLR options (its argument names; `max_lr` absent: each group's lr at
+/// construction, so scaled groups keep their ratio).
+struct OneCycleOptions {
+  std::optional<double> max_lr;
+  std::optional<int64_t> total_steps;  ///< default: the run's scheduler steps
+  double pct_start = 0.3;
+  std::string anneal_strategy = "cos";  ///< cos or linear
+  bool cycle_momentum = true;
+  double base_momentum = 0.85, max_momentum = 0.95;
+  double div_factor = 25, final_div_factor = 1e4;
+  bool three_phase = false;
+};
+
+/// torch's OneCycleLR: from max_lr / div_factor up to max_lr over the first pct_start of
+/// total_steps, then down to max_lr / (div_factor * final_div_factor) (three_phase: back to the
+/// initial lr first, then down), annealing by cosine or linearly; momentum (or beta1) cycles the
+/// other way between max_momentum and base_momentum. After total_steps the lr stays where it is
+/// (torch raises instead).
 class OneCycleScheduler : public Scheduler {
  public:
-  OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t total_steps, double pct_start,
-                    double div_factor, double final_div_factor);
+  OneCycleScheduler(torch::optim::Optimizer& optimizer, int64_t total_steps, OneCycleOptions options);
   /// config::ArgumentError naming the first bad argument (total_steps only when given).
-  static void check(std::optional<int64_t> total_steps, double pct_start, double div_factor,
-                    double final_div_factor);
+  static void check(const OneCycleOptions& options);
 
  protected:
   double lr_at(int64_t t, std::size_t, double base) const override;
+  std::optional<double> momentum_at(int64_t t, std::size_t) const override;
   const char* kind() const override { return "one_cycle"; }
 
  private:
+  struct Phase {
+    double end_step;
+    int start_lr, end_lr;  ///< 0: initial lr, 1: max lr, 2: min lr
+    bool momentum_up;      ///< from base to max momentum (else max to base); third phase: constant
+    bool momentum_constant = false;
+  };
+  /// The phase of step t and how far into it (torch's pct).
+  std::pair<const Phase*, double> phase_at(int64_t t) const;
+  double anneal(double start, double end, double pct) const;
+
   int64_t total_steps_;
-  double pct_start_, div_factor_, final_div_factor_;
+  OneCycleOptions options_;
+  std::vector<Phase> phases_;
+};
+
+/// torch's CyclicLR: the lr goes between base_lr and max_lr in cycles of step_size_up +
+/// step_size_down steps, scaled per `mode` (triangular: 1; triangular2: halved every cycle;
+/// exp_range: gamma^t); with cycle_momentum, momentum (or beta1) goes the other way between
+/// max_momentum and base_momentum. Every group gets base_lr at construction, as in torch.
+struct CyclicOptions {
+  double base_lr = 0, max_lr = 0;
+  int64_t step_size_up = 2000;
+  std::optional<int64_t> step_size_down;  ///< default: step_size_up
+  std::string mode = "triangular";
+  double gamma = 1.0;
+  std::string scale_mode;  ///< cycle or iterations; default: the mode's (exp_range: iterations)
+  bool cycle_momentum = true;
+  double base_momentum = 0.8, max_momentum = 0.9;
+};
+
+class CyclicScheduler : public Scheduler {
+ public:
+  CyclicScheduler(torch::optim::Optimizer& optimizer, CyclicOptions options);
+  /// config::ArgumentError naming the first bad argument.
+  static void check(const CyclicOptions& options);
+
+ protected:
+  double lr_at(int64_t t, std::size_t, double) const override;
+  std::optional<double> momentum_at(int64_t t, std::size_t) const override;
+  const char* kind() const override { return "cyclic"; }
+
+ private:
+  /// The position in the cycle (torch's scale_factor, 0 at base, 1 at the peak) and the scale
+  /// of the cycle's height at step t.
+  std::pair<double, double> shape_at(int64_t t) const;
+
+  CyclicOptions options_;
+  double total_size_, step_ratio_;
+};
+
+/// torch's LinearLR (a linear warm-up): base x (start_factor + (end_factor - start_factor) x
+/// min(t, total_iters) / total_iters).
+class LinearScheduler : public Scheduler {
+ public:
+  LinearScheduler(torch::optim::Optimizer& optimizer, double start_factor, double end_factor,
+                  int64_t total_iters);
+  /// config::ArgumentError naming the first bad argument.
+  static void check(double start_factor, double end_factor, int64_t total_iters);
+
+ protected:
+  double lr_at(int64_t t, std::size_t, double base) const override;
+  const char* kind() const override { return "linear"; }
+
+ private:
+  double start_factor_, end_factor_;
+  int64_t total_iters_;
+};
+
+/// torch's PolynomialLR: base x (1 - min(t, total_iters) / total_iters)^power.
+class PolynomialScheduler : public Scheduler {
+ public:
+  PolynomialScheduler(torch::optim::Optimizer& optimizer, int64_t total_iters, double power);
+  /// config::ArgumentError unless total_iters >= 1.
+  static void check(int64_t total_iters);
+
+ protected:
+  double lr_at(int64_t t, std::size_t, double base) const override;
+  const char* kind() const override { return "polynomial"; }
+
+ private:
+  int64_t total_iters_;
+  double power_;
 };
 
 struct PlateauOptions {

@@ -1,0 +1,19 @@
+#pragma once
+// Gradient clipping (`gradient_clip_val`, `gradient_clip_algorithm`), as Lightning applies it
+// before each optimizer step: torch.nn.utils.clip_grad_norm_(parameters, val, norm_type=2) or
+// clip_grad_value_(parameters, val) over every parameter the optimizer updates.
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "oml/config/training_controls.h"
+
+namespace oml::optim {
+
+/// Clips the gradients of `parameters` in place (those without one are skipped); returns the
+/// total 2-norm of the gradients before clipping (norm) or 0 (value).
+double clip_gradients(const std::vector<at::Tensor>& parameters, double clip_val,
+                      config::GradientClipAlgorithm algorithm);
+
+}  // namespace oml::optim

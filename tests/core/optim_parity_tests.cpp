@@ -1,0 +1,244 @@
+// The optimizers and schedulers LibTorch lacks, against torch.optim itself:
+// tests/python/optim_reference.py runs each case on the same parameters with the same gradients
+// (or, for schedulers, the same optimizer) for 100 steps; oml-cpp builds the same component from
+// the same args through the registry and must agree at every step to 1e-6. Gradient clipping is
+// compared with torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
+#include <torch/torch.h>
+
+#include "oml/config/document.h"
+#include "oml/io/torch_file.h"
+#include "oml/optim/clipping.h"
+#include "oml/optim/optimizer.h"
+#include "oml/optim/resume.h"
+#include "oml/optim/scheduler.h"
+#include "oml/registry/registries.h"
+#include "support/support.h"
+
+using oml::test::max_abs_diff;
+using oml::test::TempDir;
+
+namespace {
+
+constexpr int kSteps = 100;
+constexpr int kParameters = 2;  // optim_reference.py's SHAPES
+
+// The `optimizer:` of each case of optim_reference.py's OPTIMIZERS, as a user writes it.
+const std::vector<std::pair<std::string, std::string>> kOptimizerCases{
+    {"adadelta", "{name: adadelta}"},
+    {"adadelta_args", "{name: adadelta, args: {lr: 0.5, rho: 0.8, eps: 1.0e-5, weight_decay: 0.1}}"},
+    {"adamax", "{name: adamax}"},
+    {"adamax_args",
+     "{name: adamax, args: {lr: 0.01, betas: [0.8, 0.99], weight_decay: 0.05, maximize: true}}"},
+    {"asgd", "{name: asgd}"},
+    {"asgd_args", "{name: asgd, args: {lr: 0.05, lambd: 1.0e-3, alpha: 0.5, t0: 20, weight_decay: 0.01}}"},
+    {"rprop", "{name: rprop}"},
+    {"rprop_args", "{name: rprop, args: {lr: 0.05, etas: [0.4, 1.5], step_sizes: [1.0e-4, 0.2]}}"},
+    {"nadam", "{name: nadam}"},
+    {"nadam_args",
+     "{name: nadam, args: {lr: 0.01, betas: [0.85, 0.99], weight_decay: 0.1, momentum_decay: 8.0e-3}}"},
+    {"nadam_decoupled", "{name: nadam, args: {weight_decay: 0.1, decoupled_weight_decay: true}}"},
+    {"radam", "{name: radam}"},
+    {"radam_args", "{name: radam, args: {lr: 0.01, betas: [0.8, 0.9], eps: 1.0e-6, weight_decay: 0.1}}"},
+    {"radam_decoupled", "{name: radam, args: {weight_decay: 0.1, decoupled_weight_decay: true}}"},
+};
+
+// The schedulers of optim_reference.py's SCHEDULERS: the optimizer, the scheduler, and whether
+// the momentum (or beta1) is recorded.
+struct SchedulerCase {
+  std::string name, optimizer, scheduler;
+  bool momentum;
+};
+const std::vector<SchedulerCase> kSchedulerCases{
+    {"cyclic", "{name: sgd, args: {lr: 0.1}}",
+     "{name: cyclic, args: {base_lr: 0.01, max_lr: 0.1, step_size_up: 10}}", true},
+    {"cyclic_triangular2", "{name: sgd, args: {lr: 0.1, momentum: 0.5}}",
+     "{name: cyclic, args: {base_lr: 0.01, max_lr: 0.1, step_size_up: 7, step_size_down: 5, mode: "
+     "triangular2}}",
+     true},
+    {"cyclic_exp_range", "{name: adam, args: {lr: 0.1}}",
+     "{name: cyclic, args: {base_lr: 0.001, max_lr: 0.01, step_size_up: 8, mode: exp_range, gamma: 0.98, "
+     "base_momentum: 0.7, max_momentum: 0.95}}",
+     true},
+    {"cyclic_no_momentum", "{name: adagrad, args: {lr: 0.1}}",
+     "{name: cyclic, args: {base_lr: 0.01, max_lr: 0.05, step_size_up: 20, cycle_momentum: false}}", false},
+    {"one_cycle", "{name: sgd, args: {lr: 0.1, momentum: 0.9}}",
+     "{name: one_cycle, args: {max_lr: 0.1, total_steps: 100}}", true},
+    {"one_cycle_linear", "{name: adam, args: {lr: 0.1}}",
+     "{name: one_cycle, args: {max_lr: 0.05, total_steps: 120, pct_start: 0.25, anneal_strategy: linear, "
+     "div_factor: 10, final_div_factor: 100}}",
+     true},
+    {"one_cycle_three_phase", "{name: sgd, args: {lr: 0.1, momentum: 0.9}}",
+     "{name: one_cycle, args: {max_lr: 0.2, total_steps: 100, three_phase: true, base_momentum: 0.8, "
+     "max_momentum: 0.9}}",
+     true},
+    {"linear", "{name: sgd, args: {lr: 0.1}}", "{name: linear}", false},
+    {"linear_args", "{name: sgd, args: {lr: 0.1}}",
+     "{name: linear, args: {start_factor: 0.25, end_factor: 0.75, total_iters: 40}}", false},
+    {"polynomial", "{name: sgd, args: {lr: 0.1}}", "{name: polynomial}", false},
+    {"polynomial_args", "{name: sgd, args: {lr: 0.1}}",
+     "{name: polynomial, args: {total_iters: 60, power: 2}}", false},
+};
+
+oml::config::ComponentSpec spec(const std::string& yaml) {
+  static std::vector<oml::config::Document> keep;  // nodes refer to their document
+  keep.push_back(oml::config::Document::from_string("c: " + yaml + "\n", "parity.yaml"));
+  return oml::config::parse_component(keep.back().root()["c"], "c");
+}
+
+std::shared_ptr<torch::optim::Optimizer> optimizer(const std::string& yaml,
+                                                   const std::vector<torch::Tensor>& params) {
+  oml::register_core_components();
+  return oml::registries().optimizers.create(spec(yaml), oml::optim::OptimizerContext{params, {}});
+}
+
+void export_references(const TempDir& dir) {
+  const std::string script = oml::test::source_path("tests/python/optim_reference.py");
+  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " export " +
+                                     oml::test::quote(dir.path().string()));
+  INFO("optim_reference.py failed\n" << result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+}
+
+// Exported once per test process (the script takes seconds), removed at exit.
+const TempDir& references() {
+  static const TempDir dir;
+  static const bool exported = (export_references(dir), true);
+  (void)exported;
+  return dir;
+}
+
+torch::Tensor load(const std::string& name) { return oml::io::load_tensor(references() / (name + ".pt")); }
+
+// The case's starting parameters (fresh leaves) and gradients.
+struct OptimizerRun {
+  std::vector<torch::Tensor> params, grads, trajectory;
+
+  explicit OptimizerRun(const std::string& name) {
+    for (int i = 0; i < kParameters; ++i) {
+      const std::string suffix = "_" + std::to_string(i);
+      params.push_back(load(name + "_start" + suffix).clone().requires_grad_(true));
+      grads.push_back(load(name + "_grads" + suffix));
+      trajectory.push_back(load(name + "_trajectory" + suffix));
+    }
+  }
+
+  void step(torch::optim::Optimizer& opt, int t) {
+    for (int i = 0; i < kParameters; ++i) params[i].mutable_grad() = grads[i][t].clone();
+    opt.step();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("adadelta, adamax, asgd, rprop, nadam and radam follow torch.optim for 100 steps to 1e-6",
+          "[optim][parity]") {
+  for (const auto& [name, yaml] : kOptimizerCases) {
+    INFO(name << ": " << yaml);
+    OptimizerRun run(name);
+    const auto opt = optimizer(yaml, run.params);
+    double worst = 0;
+    for (int t = 0; t < kSteps; ++t) {
+      run.step(*opt, t);
+      for (int i = 0; i < kParameters; ++i)
+        worst = std::max(worst, max_abs_diff(run.params[i], run.trajectory[i][t]));
+    }
+    CHECK(worst <= 1e-6);
+    // Parameters actually moved (a no-op optimizer would fail the comparison above too, unless
+    // torch's did not move either).
+    CHECK(max_abs_diff(run.params[0], load(name + "_start_0")) > 1e-4);
+  }
+}
+
+TEST_CASE("The new optimizers' state saved at step 50 continues exactly as the uninterrupted run",
+          "[optim][resume]") {
+  for (const auto& [name, yaml] : kOptimizerCases) {
+    INFO(name);
+    OptimizerRun uninterrupted(name), resumed(name);
+    const auto first = optimizer(yaml, uninterrupted.params);
+    for (int t = 0; t < kSteps / 2; ++t) uninterrupted.step(*first, t);
+    const torch::Tensor state = oml::optim::save_optimizer_state(*first);
+    for (int i = 0; i < kParameters; ++i) resumed.params[i].detach().copy_(uninterrupted.params[i].detach());
+    for (int t = kSteps / 2; t < kSteps; ++t) uninterrupted.step(*first, t);
+
+    // A fresh optimizer (another process) over the restored parameters.
+    const auto second = optimizer(yaml, resumed.params);
+    oml::optim::load_optimizer_state(*second, state);
+    for (int t = kSteps / 2; t < kSteps; ++t) resumed.step(*second, t);
+    for (int i = 0; i < kParameters; ++i) CHECK(torch::equal(resumed.params[i], uninterrupted.params[i]));
+  }
+}
+
+TEST_CASE("The new optimizers' state does not load into another optimizer kind", "[optim][resume]") {
+  OptimizerRun run("nadam");
+  const auto nadam = optimizer("{name: nadam}", run.params);
+  run.step(*nadam, 0);
+  const auto sgd = optimizer("{name: sgd}", run.params);
+  CHECK_THROWS_AS(oml::optim::load_optimizer_state(*sgd, oml::optim::save_optimizer_state(*nadam)),
+                  oml::DataError);
+}
+
+TEST_CASE("cyclic, one_cycle, linear and polynomial follow torch.optim.lr_scheduler for 100 steps to 1e-6",
+          "[optim][schedulers][parity]") {
+  for (const auto& c : kSchedulerCases) {
+    INFO(c.name << ": " << c.scheduler);
+    torch::Tensor param = torch::zeros({3}, torch::requires_grad());
+    const auto opt = optimizer(c.optimizer, {param});
+    oml::optim::SchedulerContext context;
+    context.optimizer = opt.get();
+    context.total_steps = kSteps;
+    const auto scheduler = oml::registries().schedulers.create(spec(c.scheduler), context);
+    const torch::Tensor lrs = load(c.name + "_lrs");
+    const torch::Tensor momenta = c.momentum ? load(c.name + "_momenta") : torch::Tensor();
+    const auto momentum = [&] {
+      const auto& options = opt->param_groups()[0].options();
+      if (const auto* sgd = dynamic_cast<const torch::optim::SGDOptions*>(&options)) return sgd->momentum();
+      return std::get<0>(dynamic_cast<const torch::optim::AdamOptions&>(options).betas());
+    };
+    for (int t = 0; t <= kSteps; ++t) {
+      INFO("step " << t);
+      CHECK(scheduler->lrs()[0] == Approx(lrs[t].item<double>()).margin(1e-6));
+      if (c.momentum) CHECK(momentum() == Approx(momenta[t].item<double>()).margin(1e-6));
+      if (t < kSteps) {
+        param.mutable_grad() = torch::ones({3});
+        opt->step();
+        scheduler->step();
+      }
+    }
+  }
+}
+
+TEST_CASE("Schedulers that cycle momentum refuse an optimizer without one, as torch's",
+          "[optim][schedulers]") {
+  torch::Tensor param = torch::zeros({3}, torch::requires_grad());
+  const auto adagrad = optimizer("{name: adagrad}", {param});
+  oml::optim::SchedulerContext context;
+  context.optimizer = adagrad.get();
+  context.total_steps = kSteps;
+  for (const char* yaml : {"{name: cyclic, args: {base_lr: 0.01, max_lr: 0.1}}", "{name: one_cycle}"}) {
+    INFO(yaml);
+    CHECK_THROWS_WITH(oml::registries().schedulers.create(spec(yaml), context),
+                      Catch::Matchers::Contains("cycle_momentum: false"));
+  }
+}
+
+TEST_CASE("Gradient clipping equals torch.nn.utils.clip_grad_norm_ and clip_grad_value_",
+          "[optim][clipping]") {
+  const auto params_with_grads = [] {
+    std::vector<torch::Tensor> params;
+    for (int i = 0; i < kParameters; ++i) {
+      const torch::Tensor grad = load("clip_grads_" + std::to_string(i));
+      params.push_back(torch::zeros_like(grad).requires_grad_(true));
+      params.back().mutable_grad() = grad.clone();
+    }
+    return params;
+  };
+  auto by_norm = params_with_grads();
+  const double total = oml::optim::clip_gradients(by_norm, 1.5, oml::config::GradientClipAlgorithm::norm);
+  CHECK(total == Approx(load("clip_total_norm").item<double>()).epsilon(1e-6));
+  auto by_value = params_with_grads();
+  oml::optim::clip_gradients(by_value, 0.5, oml::config::GradientClipAlgorithm::value);
+  for (int i = 0; i < kParameters; ++i) {
+    CHECK(max_abs_diff(by_norm[i].grad(), load("clip_norm_" + std::to_string(i))) <= 1e-6);
+    CHECK(max_abs_diff(by_value[i].grad(), load("clip_value_" + std::to_string(i))) <= 1e-6);
+  }
+}

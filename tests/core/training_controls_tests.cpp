@@ -1,0 +1,152 @@
+// Lightning's training controls as the config reads them (top level and OML's
+// lightning_trainer_extra_args), BatchLimit's arithmetic and the EarlyStopping callback.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+
+#include "early_stopping.h"
+#include "oml/common/error.h"
+#include "oml/config/document.h"
+#include "oml/config/run_config.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using oml::config::BatchLimit;
+using oml::config::CheckpointMode;
+using oml::config::EarlyStoppingOptions;
+using oml::pipelines::EarlyStopping;
+
+namespace {
+
+oml::config::RunConfig parse(const std::string& yaml) {
+  const auto doc = oml::config::Document::from_string(yaml, "controls.yaml");
+  return oml::config::parse_run_config(doc.root());
+}
+
+std::string parse_error(const std::string& yaml) {
+  try {
+    parse(yaml);
+  } catch (const oml::ConfigError& e) {
+    // Several problems: what() counts them, the context lines give each.
+    std::string text = e.what();
+    for (const std::string& line : e.context()) text += "\n" + line;
+    return text;
+  }
+  FAIL("no ConfigError for:\n" << yaml);
+  return "";
+}
+
+// The index (1-based) of the update that stops, or 0.
+int stops_at(EarlyStopping& stopping, const std::vector<double>& values) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (stopping.update(values[i])) return static_cast<int>(i + 1);
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("Training controls have Lightning's defaults and are read at the top level or in the extra args",
+          "[config][controls]") {
+  const auto defaults = parse("max_epochs: 1\n");
+  CHECK(defaults.controls.accumulate_grad_batches == 1);
+  CHECK_FALSE(defaults.controls.gradient_clip_val);
+  CHECK_FALSE(defaults.controls.limit_train_batches.limits());
+  CHECK_FALSE(defaults.controls.early_stopping);
+  CHECK(defaults.valid_period == 1);
+
+  const auto top = parse(
+      "accumulate_grad_batches: 4\ngradient_clip_val: 0.5\ngradient_clip_algorithm: value\n"
+      "limit_train_batches: 10\nlimit_val_batches: 0.25\ncheck_val_every_n_epoch: 3\n"
+      "early_stopping: {monitor: OVERALL/cmc/1, mode: max}\n");
+  CHECK(top.controls.accumulate_grad_batches == 4);
+  CHECK(*top.controls.gradient_clip_val == 0.5);
+  CHECK(top.controls.gradient_clip_algorithm == oml::config::GradientClipAlgorithm::value);
+  CHECK_FALSE(top.controls.limit_train_batches.is_fraction);
+  CHECK(top.controls.limit_train_batches.value == 10);
+  CHECK(top.controls.limit_val_batches.is_fraction);
+  CHECK(top.valid_period == 3);
+  REQUIRE(top.controls.early_stopping);
+  CHECK(top.controls.early_stopping->monitor == "OVERALL/cmc/1");
+  CHECK(top.controls.early_stopping->mode == CheckpointMode::max);
+  CHECK(top.controls.early_stopping->patience == 3);  // Lightning's default
+
+  const auto extra = parse(
+      "lightning_trainer_extra_args: {accumulate_grad_batches: 2, gradient_clip_val: 0, limit_train_batches: "
+      "1.0, "
+      "check_val_every_n_epoch: 2}\n");
+  CHECK(extra.controls.accumulate_grad_batches == 2);
+  CHECK_FALSE(extra.controls.gradient_clip_val);  // 0: no clipping, as Lightning
+  CHECK_FALSE(extra.controls.limit_train_batches.limits());
+  CHECK(extra.valid_period == 2);
+}
+
+TEST_CASE("Bad training controls are config errors naming their key", "[config][controls]") {
+  CHECK_THAT(parse_error("accumulate_grad_batches: 0\n"), Contains("accumulate_grad_batches"));
+  CHECK_THAT(parse_error("limit_train_batches: 0\n"), Contains("limit_train_batches") && Contains("nothing"));
+  CHECK_THAT(parse_error("limit_val_batches: -2\n"), Contains("limit_val_batches"));
+  CHECK_THAT(parse_error("gradient_clip_algorithm: l2\n"), Contains("norm, value"));
+  CHECK_THAT(parse_error("early_stopping: {monitor: x, mode: up}\n"), Contains("early_stopping.mode"));
+  CHECK_THAT(parse_error("early_stopping: {monitor: x, min_delta: -1}\n"), Contains("min_delta"));
+  CHECK_THAT(parse_error("valid_period: 2\ncheck_val_every_n_epoch: 2\n"),
+             Contains("another name of 'valid_period'"));
+  CHECK_THAT(parse_error("lightning_trainer_extra_args: {max_time: 3}\n"),
+             Contains("'max_time' is not a Lightning Trainer argument") && Contains("limit_val_batches"));
+  CHECK_THAT(parse_error("lightning_trainer_extra_args: {limit_train_batch: 3}\n"),
+             Contains("did you mean 'limit_train_batches'"));
+  CHECK_THAT(parse_error("limit_val_batches: 1\nlightning_trainer_extra_args: {limit_val_batches: 2}\n"),
+             Contains("'limit_val_batches' is also given at controls.yaml:1"));
+  // Several problems are reported together.
+  const std::string all =
+      parse_error("accumulate_grad_batches: -1\nlightning_trainer_extra_args: {devices: 2}\n");
+  CHECK_THAT(all, Contains("accumulate_grad_batches") && Contains("'devices'"));
+}
+
+TEST_CASE("BatchLimit takes min(batches, N) of an int and int(batches x f) of a float, as Lightning",
+          "[config][controls]") {
+  CHECK(BatchLimit{false, 5}.apply(37, "limit_train_batches") == 5);
+  CHECK(BatchLimit{false, 50}.apply(37, "limit_train_batches") == 37);
+  CHECK(BatchLimit{true, 0.25}.apply(37, "limit_train_batches") == 9);
+  CHECK(BatchLimit{true, 1.0}.apply(37, "limit_train_batches") == 37);
+  CHECK(BatchLimit{true, 0.0}.apply(37, "limit_val_batches") == 0);
+  CHECK_THROWS_WITH(BatchLimit({true, 0.01}).apply(37, "limit_train_batches"),
+                    Contains("limit_train_batches") && Contains("less than one batch"));
+}
+
+TEST_CASE("EarlyStopping counts validations without an improvement beyond min_delta, as Lightning's",
+          "[controls][early_stopping]") {
+  EarlyStoppingOptions max{"OVERALL/cmc/1", 2, CheckpointMode::max, 0.05};
+  EarlyStopping on_max(max);
+  // 0.5 improves (from -inf); 0.54 is within min_delta; 0.6 improves; 0.62, 0.6 do not: stop.
+  CHECK(stops_at(on_max, {0.5, 0.54, 0.6, 0.62, 0.6, 0.9}) == 5);
+  CHECK_THAT(on_max.reason(),
+             Contains("Monitored metric OVERALL/cmc/1 did not improve in the last 2 records. "
+                      "Best score: 0.600. Signaling Trainer to stop."));
+
+  EarlyStopping on_min({"loss", 1, CheckpointMode::min, 0.0});
+  CHECK(stops_at(on_min, {3, 2, 1, 1}) == 4);  // equal is no improvement
+
+  EarlyStopping patience_zero({"loss", 0, CheckpointMode::min, 0.0});
+  CHECK(stops_at(patience_zero, {3, 4}) == 2);
+
+  EarlyStopping not_finite({"loss", 5, CheckpointMode::min, 0.0});
+  CHECK(stops_at(not_finite, {3, std::numeric_limits<double>::quiet_NaN()}) == 2);
+  CHECK_THAT(not_finite.reason(), Contains("is not finite. Previous best value was 3.000"));
+}
+
+TEST_CASE("EarlyStopping's state survives a round trip, and a damaged one is a DataError",
+          "[controls][early_stopping]") {
+  EarlyStoppingOptions options{"m", 3, CheckpointMode::max, 0.0};
+  EarlyStopping first(options);
+  CHECK(stops_at(first, {0.5, 0.4, 0.3}) == 0);  // two without improvement
+  EarlyStopping resumed(options);
+  resumed.load_state(first.state());
+  CHECK(resumed.update(0.45));  // the third: stops, as `first` would
+  CHECK(first.update(0.45));
+
+  c10::impl::GenericDict damaged(c10::StringType::get(), c10::AnyType::get());
+  damaged.insert("best_score", 0.5);
+  CHECK_THROWS_AS(resumed.load_state(damaged), oml::DataError);
+  CHECK_THROWS_AS(resumed.load_state(c10::IValue(3)), oml::DataError);
+}

@@ -1,0 +1,259 @@
+// Lightning's training controls in real oml-train runs on the Fashion-MNIST subset:
+// accumulate_grad_batches, gradient clipping, limit_train_batches / limit_val_batches,
+// check_val_every_n_epoch, early stopping, and OML's lightning_trainer_extra_args.
+#include <torch/torch.h>
+
+#include "integration/pipeline_fixtures.h"
+#include "oml/io/checkpoint.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using namespace oml::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A run whose loss is a mean of per-image terms: the backbone is frozen (eval mode, so its
+// BatchNorm uses running statistics), the MLP head has no batch-dependent layer, ArcFace is a
+// mean cross-entropy, and the random sampler's batches of 2B are pairs of consecutive batches of
+// B. Accumulating two batches of B is then one batch of 2B, up to float rounding.
+std::string per_image_config(const fs::path& logs, int64_t bs_train, const std::string& extra) {
+  return "pipeline: extractor\nseed: 5\nnum_threads: 1\nnum_workers: 1\n"
+         "dataset_root: " +
+         fashion_mnist_subset().string() + "\nlogs_root: " + logs.string() +
+         "\nrun_name: run\n"
+         "transforms_train: {name: norm}\ntransforms_val: {name: norm}\n"
+         "sampler: null\nbs_train: " +
+         std::to_string(bs_train) +
+         "\nextractor: {name: extractor_with_mlp, args: {extractor: {name: conv_net, args: {channels: [8, "
+         "16, "
+         "16], feat_dim: 16}}, mlp_features: [16], train_backbone: false}}\n"
+         "criterion: {name: arcface, args: {m: 0.3, s: 16}}\n"
+         "optimizer: {name: sgd, args: {lr: 0.5}}\n"
+         "bs_val: 64\n"
+         "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]}\n" +
+         (extra.find("max_epochs:") == std::string::npos ? "max_epochs: 2\n" : "") + extra;
+}
+
+struct Run {
+  CommandResult result;
+  fs::path dir;  ///< the run directory (logs/run)
+};
+
+Run train(const TempDir& tmp, const std::string& name, const std::string& yaml,
+          const std::string& args = "") {
+  const fs::path config = tmp / (name + ".yaml");
+  write_file(config, yaml);
+  Run run{run_oml("oml-train", "--config " + quote(config.string()) + " " + args, 600), tmp / name / "run"};
+  return run;
+}
+
+Run train_ok(const TempDir& tmp, const std::string& name, const std::string& yaml,
+             const std::string& args = "") {
+  Run run = train(tmp, name, yaml, args);
+  INFO(name << ":\n" << run.result.out << run.result.err);
+  REQUIRE(run.result.exit_code == 0);
+  return run;
+}
+
+oml::io::StateDict last_weights(const Run& run) {
+  return oml::io::load_checkpoint(run.dir / "checkpoints" / "last.ckpt").state_dict;
+}
+
+double max_difference(const oml::io::StateDict& a, const oml::io::StateDict& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (const auto& [key, tensor] : a) {
+    INFO(key);
+    REQUIRE(b.count(key) == 1);
+    if (tensor.is_floating_point()) worst = std::max(worst, max_abs_diff(tensor, b.at(key)));
+  }
+  return worst;
+}
+
+std::vector<int64_t> logged_steps(const Run& run) {
+  std::vector<int64_t> steps;
+  for (const auto& record : read_jsonl(run.dir / "train.jsonl"))
+    steps.push_back(record.at("step").get<int64_t>());
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "accumulate_grad_batches: 2 batches of B train the same weights as batches of 2B (a per-image mean loss)",
+    "[pipelines][integration][controls]") {
+  TempDir tmp;
+  // 6 batches of 8 per epoch, stepping every 2, against 3 batches of 16.
+  const Run accumulated = train_ok(
+      tmp, "accumulated",
+      per_image_config(tmp / "accumulated", 8, "accumulate_grad_batches: 2\nlimit_train_batches: 6\n"));
+  const Run whole = train_ok(tmp, "whole", per_image_config(tmp / "whole", 16, "limit_train_batches: 3\n"));
+  CHECK(logged_steps(accumulated) == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(logged_steps(whole) == logged_steps(accumulated));
+  CHECK(max_difference(last_weights(accumulated), last_weights(whole)) < 1e-5);
+  // And training did something: the head moved away from a run without accumulation's weights.
+  const Run unaccumulated =
+      train_ok(tmp, "unaccumulated", per_image_config(tmp / "unaccumulated", 8, "limit_train_batches: 6\n"));
+  CHECK(max_difference(last_weights(unaccumulated), last_weights(whole)) > 1e-4);
+}
+
+TEST_CASE("accumulate_grad_batches steps after the epoch's last batch too, and works across two ranks",
+          "[pipelines][integration][controls][ddp]") {
+  TempDir tmp;
+  // 5 batches, 2 per step: steps after batches 2, 4 and 5 (Lightning's last, shorter group).
+  const Run odd = train_ok(
+      tmp, "odd", per_image_config(tmp / "odd", 8, "accumulate_grad_batches: 2\nlimit_train_batches: 5\n"));
+  CHECK(logged_steps(odd) == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(oml::io::load_checkpoint(odd.dir / "checkpoints" / "last.ckpt").step == 6);
+  // check_params_every: 1 fails the run if the ranks' parameters ever differ after a step.
+  const Run ranks = train_ok(
+      tmp, "ranks", train_config(tmp / "ranks", "accumulate_grad_batches: 2\nddp: {check_params_every: 1}\n"),
+      "--nproc-per-node 2");
+  const auto steps = read_jsonl(ranks.dir / "train.jsonl");
+  REQUIRE_FALSE(steps.empty());
+  CHECK(oml::io::load_checkpoint(ranks.dir / "checkpoints" / "last.ckpt").step ==
+        static_cast<int64_t>(steps.size()));
+}
+
+TEST_CASE(
+    "gradient_clip_val bounds each step as clip_grad_norm_ / clip_grad_value_ do; a huge one changes nothing",
+    "[pipelines][integration][controls]") {
+  TempDir tmp;
+  const Run start =
+      train_ok(tmp, "start", per_image_config(tmp / "start", 8, "limit_train_batches: 2\nmax_epochs: 1\n"));
+  const fs::path weights = start.dir / "checkpoints" / "last.ckpt";
+  // From trained weights with the backbone training too (its BatchNorm statistics move anyway,
+  // so only parameters are compared), lr 1 and 3 steps.
+  const auto from_start = [&](const std::string& name, const std::string& extra) {
+    std::string yaml = per_image_config(tmp / name, 8, "limit_train_batches: 3\nmax_epochs: 1\n" + extra);
+    const std::string frozen = "mlp_features: [16], train_backbone: false}}";
+    yaml.replace(yaml.find(frozen), frozen.size(), "mlp_features: [16], weights: " + weights.string() + "}}");
+    yaml.replace(yaml.find("lr: 0.5"), 7, "lr: 1.0");
+    return last_weights(train_ok(tmp, name, yaml));
+  };
+  const auto trained = oml::io::load_checkpoint(weights).state_dict;
+  const auto parameter_change = [&](const oml::io::StateDict& after, bool norm) {
+    double max = 0, squares = 0;
+    for (const auto& [key, tensor] : after) {
+      if (key.find("running_") != std::string::npos || key.find("num_batches") != std::string::npos) continue;
+      const auto delta = (tensor - trained.at(key)).to(torch::kDouble);
+      max = std::max(max, delta.abs().max().item<double>());
+      squares += delta.pow(2).sum().item<double>();
+    }
+    return norm ? std::sqrt(squares) : max;
+  };
+  const auto plain = from_start("plain", "");
+  CHECK(parameter_change(plain, false) > 1e-3);
+  // Each step moves every parameter by at most lr x val (value), or all of them together by at
+  // most lr x val in 2-norm (norm); ArcFace's weights are clipped with them but not compared.
+  CHECK(parameter_change(from_start("value", "gradient_clip_val: 1.0e-4\ngradient_clip_algorithm: value\n"),
+                         false) <= 3 * 1e-4 + 1e-7);
+  CHECK(parameter_change(from_start("norm", "gradient_clip_val: 1.0e-4\n"), true) <= 3 * 1e-4 + 1e-7);
+  const auto huge = from_start("huge", "lightning_trainer_extra_args: {gradient_clip_val: 1.0e+9}\n");
+  CHECK(max_difference(huge, plain) == 0.0);
+}
+
+TEST_CASE("limit_train_batches and limit_val_batches count batches (an int) or a fraction of them (a float)",
+          "[pipelines][integration][controls]") {
+  TempDir tmp;
+  // The subset's 300 train images in batches of 8: 37 per epoch.
+  const Run count = train_ok(
+      tmp, "count", per_image_config(tmp / "count", 8, "limit_train_batches: 4\nlimit_val_batches: 1\n"));
+  CHECK(logged_steps(count) == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK_THAT(count.result.out + count.result.err,
+             Contains("validating on 1 of 5 batches (64 of 300 validation rows)"));
+  CHECK(read_jsonl(count.dir / "metrics.jsonl").size() == 2);
+
+  const Run fraction =
+      train_ok(tmp, "fraction",
+               per_image_config(tmp / "fraction", 8,
+                                "max_epochs: 1\nlimit_train_batches: 0.25\nlimit_val_batches: 0.5\n"));
+  CHECK(logged_steps(fraction).size() == 9);  // int(37 x 0.25)
+  CHECK_THAT(fraction.result.out + fraction.result.err, Contains("validating on 2 of 5 batches"));
+
+  const Run no_validation = train_ok(
+      tmp, "none",
+      per_image_config(tmp / "none", 8, "max_epochs: 1\nlimit_train_batches: 1\nlimit_val_batches: 0\n"));
+  CHECK_FALSE(fs::exists(no_validation.dir / "checkpoints" / "best.ckpt"));
+
+  const Run too_small =
+      train(tmp, "small", per_image_config(tmp / "small", 8, "limit_train_batches: 0.01\n"));
+  CHECK(too_small.result.exit_code == 2);
+  CHECK_THAT(too_small.result.err, Contains("limit_train_batches") && Contains("less than one batch"));
+}
+
+TEST_CASE("check_val_every_n_epoch is valid_period, also inside lightning_trainer_extra_args",
+          "[pipelines][integration][controls]") {
+  TempDir tmp;
+  // Validation after epochs 2 and 3 (the last one is always validated).
+  const Run run = train_ok(tmp, "period",
+                           per_image_config(tmp / "period", 8,
+                                            "max_epochs: 3\nlimit_train_batches: 1\n"
+                                            "lightning_trainer_extra_args: {check_val_every_n_epoch: 2}\n"));
+  const auto records = read_jsonl(run.dir / "metrics.jsonl");
+  CHECK(records.size() == 2);
+}
+
+TEST_CASE(
+    "early_stopping stops after `patience` validations without improvement, says why, and resumes its count",
+    "[pipelines][integration][controls]") {
+  TempDir tmp;
+  // min_delta 1: a cmc@1 in [0, 1] never improves on the first value by more than 1.
+  const std::string stopping =
+      "limit_train_batches: 1\nearly_stopping: {monitor: OVERALL/cmc/1, mode: max, patience: 2, min_delta: "
+      "1.0}\n";
+  const Run run = train_ok(tmp, "stop", per_image_config(tmp / "stop", 8, stopping + "max_epochs: 10\n"));
+  const std::string output = run.result.out + run.result.err;
+  CHECK_THAT(output,
+             Contains("early stopping after epoch 3: Monitored metric OVERALL/cmc/1 did not improve in the "
+                      "last 2 records. Best score: "));
+  CHECK(read_jsonl(run.dir / "metrics.jsonl").size() == 3);
+  CHECK(oml::io::load_checkpoint(run.dir / "checkpoints" / "last.ckpt").epoch == 3);
+
+  // Stopped by max_epochs after one validation without improvement, then resumed: the count
+  // continues from the checkpoint, so one more validation stops it.
+  train_ok(tmp, "first", per_image_config(tmp / "resumed", 8, stopping + "max_epochs: 2\n"));
+  const fs::path last = tmp / "resumed" / "run" / "checkpoints" / "last.ckpt";
+  const Run resumed =
+      train_ok(tmp, "second", per_image_config(tmp / "resumed", 8, stopping + "max_epochs: 10\n"),
+               "--resume " + quote(last.string()));
+  CHECK_THAT(resumed.result.out + resumed.result.err, Contains("early stopping after epoch 3"));
+}
+
+TEST_CASE("Bad training controls exit 2 naming each key, all at once", "[pipelines][integration][controls]") {
+  TempDir tmp;
+  const Run bad =
+      train(tmp, "bad",
+            per_image_config(tmp / "bad", 8,
+                             "accumulate_grad_batches: 0\n"
+                             "gradient_clip_algorithm: l2\n"
+                             "limit_val_batches: 1.5\n"
+                             "early_stopping: {patience: 2}\n"
+                             "lightning_trainer_extra_args: {max_time: 10, gradient_clip_val: -1}\n"));
+  CHECK(bad.result.exit_code == 2);
+  const std::string& err = bad.result.err;
+  CHECK_THAT(err, Contains("accumulate_grad_batches") && Contains("expected a positive number of batches"));
+  CHECK_THAT(err, Contains("gradient_clip_algorithm") && Contains("expected one of norm, value, got 'l2'"));
+  CHECK_THAT(err, Contains("limit_val_batches") && Contains("[0.0, 1.0]"));
+  CHECK_THAT(err, Contains("missing required key 'monitor'"));
+  CHECK_THAT(err, Contains("'max_time' is not a Lightning Trainer argument oml-cpp supports") &&
+                      Contains("accumulate_grad_batches, check_val_every_n_epoch, gradient_clip_algorithm, "
+                               "gradient_clip_val, limit_train_batches, limit_val_batches"));
+  CHECK_THAT(err, Contains("gradient_clip_val") && Contains("expected a finite number >= 0"));
+
+  const Run twice = train(tmp, "twice",
+                          per_image_config(tmp / "twice", 8,
+                                           "valid_period: 2\naccumulate_grad_batches: 2\n"
+                                           "lightning_trainer_extra_args: {check_val_every_n_epoch: 2, "
+                                           "accumulate_grad_batches: 2, early_stopping: {}}\n"));
+  CHECK(twice.result.exit_code == 2);
+  CHECK_THAT(twice.result.err, Contains("'check_val_every_n_epoch' is also given at") &&
+                                   Contains("'accumulate_grad_batches' is also given at") &&
+                                   Contains("early stopping is a Lightning callback"));
+
+  const Run unknown_metric =
+      train(tmp, "metric", per_image_config(tmp / "metric", 8, "early_stopping: {monitor: OVERALL/cmc/7}\n"));
+  CHECK(unknown_metric.result.exit_code == 2);
+  CHECK_THAT(unknown_metric.result.err, Contains("early_stopping.monitor") && Contains("OVERALL/cmc/7"));
+}
