@@ -14,6 +14,8 @@
 //     -> autocast_enabled / set_autocast_enabled / autocast_dtype / set_autocast_dtype.
 //   - Optimizer::zero_grad(set_to_none) since 2.0 (1.13 zeroes in place)
 //     -> zero_grad(optimizer): gradients set to none on both, as PyTorch 2.x's default.
+//   - Optimizer::state_ is keyed by the parameter's TensorImpl* since 2.0 (its printed address,
+//     a std::string, in 1.13) -> optimizer_state_key, used by optim/formula_optimizers.cpp.
 //   - logging: c10 logs through glog in Debian's build (C10_USE_GLOG), through its own
 //     minimal logger in the wheel's -> set_library_log_level (common/runtime.cpp calls it).
 //
@@ -25,6 +27,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/macros/Macros.h>
 #include <c10/util/Logging.h>  // glog's or c10's own, by C10_USE_GLOG
+#include <c10/util/string_utils.h>  // c10::guts::to_string (1.13's optimizer state keys)
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
@@ -54,6 +57,15 @@ using C10dBackend = c10d::Backend;
 #else
 using C10dBackend = c10d::ProcessGroup;
 #endif
+
+/// The key of `param`'s entry in torch::optim::Optimizer::state_.
+inline auto optimizer_state_key(const at::Tensor& param) {
+#if OML_TORCH_AT_LEAST(2, 0)
+  return static_cast<void*>(param.unsafeGetTensorImpl());
+#else
+  return c10::guts::to_string(param.unsafeGetTensorImpl());
+#endif
+}
 
 inline bool autocast_enabled(c10::DeviceType device) {
 #if OML_TORCH_AT_LEAST(2, 4)

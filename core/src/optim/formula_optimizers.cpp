@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "oml/common/error.h"
+#include "torch_compat.h"
 
 namespace oml::optim {
 
@@ -135,7 +136,7 @@ torch::Tensor FormulaOptimizer::step(LossClosure closure) {
     for (auto& param : group.params()) {
       if (!param.grad().defined()) continue;  // torch.optim skips parameters without a gradient
       OML_CHECK(!param.grad().is_sparse(), UsageError, "this optimizer does not support sparse gradients");
-      auto& slot = state_[param.unsafeGetTensorImpl()];
+      auto& slot = state_[torch_compat::optimizer_state_key(param)];
       if (!slot) {
         auto fresh = std::make_unique<NamedState>();
         rule_.init_state(param, options, *fresh);
