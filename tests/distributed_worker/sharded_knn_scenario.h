@@ -78,10 +78,13 @@ inline metrics::EmbeddingSet sharded_knn_rows() {
   return set;
 }
 
-/// `metric_args:` of the metrics part; with `fnmr`, also fnmr@fmr (all pairs: no split).
+/// `metric_args:` of the metrics part, PML's k-NN metrics among them (their lists reach max R);
+/// with `fnmr`, also fnmr@fmr (all pairs: no split).
 inline config::Node sharded_knn_metric_args(bool fnmr) {
   const std::string yaml =
-      std::string("metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5, 10]") +
+      std::string(
+          "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5, 10], "
+          "mean_average_precision_at_r: true, r_precision: true, mrr: true, precision_at_1: true") +
       (fnmr ? ", fmr_vals: [0.1, 0.5]" : "") + "}\n";
   return config::Document::from_string(yaml, "sharded_knn.yaml").root()["metric_args"];
 }
