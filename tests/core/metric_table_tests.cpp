@@ -84,7 +84,7 @@ TEST_CASE("Without metric_args the table computes the default cmc, precision and
 TEST_CASE("Every registered metric's keys are exactly the OVERALL keys validation reports", "[metrics]") {
   const auto all = table(
       "{cmc_top_k: [1, 3], precision_top_k: [2], map_top_k: [3], fmr_vals: [0.1, 0.5], pcf_variance: [0.5, "
-      "1]}");
+      "1], mean_average_precision_at_r: true, r_precision: true, mrr: true, precision_at_1: true}");
   const auto generator = at::make_generator<at::CPUGeneratorImpl>(5);
   std::vector<int64_t> labels;
   for (int64_t i = 0; i < 40; ++i) labels.push_back(i % 4);
@@ -104,6 +104,7 @@ TEST_CASE("Every registered metric's keys are exactly the OVERALL keys validatio
   CHECK(result.metrics.count("a/cmc/3") == 1);
   CHECK(result.metrics.count("b/pcf/0.5") == 1);
   CHECK(result.metrics.count("a/fnmr@fmr/0.1") == 0);  // fnmr is reported under OVERALL only
+  CHECK(result.metrics.count("b/mean_average_precision_at_r") == 1);
   // The per-query metrics' values are kept for worst-query reports.
   CHECK(result.per_query.size() == 4);
   CHECK(result.per_query.at("map/3").size() == 40);

@@ -339,3 +339,28 @@ TEST_CASE("Metric keys print fmr and pcf values minimally", "[metrics]") {
   CHECK(metrics::format_key_number(0.001) == "0.001");
   CHECK(metrics::format_key_number(0.3) == "0.3");
 }
+
+TEST_CASE("ndcg@k divides the DCG of the first k by that of a perfect ranking", "[metrics]") {
+  // Four items on a line, labels [0, 1, 0, 0], every item a query and a gallery item.
+  const torch::Tensor embeddings = torch::tensor({0.f, 1.f, 2.f, 10.f}).reshape({4, 1});
+  const metrics::EmbeddingSet set = every_item_both(embeddings, {0, 1, 0, 0});
+  metrics::EmbeddingMetricsOptions options;
+  options.metrics = metric_table("{cmc_top_k: [1], ndcg_top_k: [2]}");
+  const auto result = metrics::compute_embedding_metrics(set, options);
+  // Query 0 retrieves [1 miss, 2 hit], n_gt 2: (1 / log2 3) / (1 + 1 / log2 3); query 2 the
+  // same; query 1 has no ground truth: 0; query 3 retrieves [2 hit, 1 miss]: 1 / (1 + 1 / log2 3).
+  const double ideal = 1 + 1 / std::log2(3.0);
+  const std::vector<double> expected{1 / std::log2(3.0) / ideal, 0, 1 / std::log2(3.0) / ideal, 1 / ideal};
+  check_values(result.per_query.at("ndcg/2"), expected);
+  CHECK(result.metrics.at("OVERALL/ndcg/2") ==
+        Approx((expected[0] + expected[1] + expected[2] + expected[3]) / 4).margin(1e-12));
+  // An empty list: 1 without ground truth, 0 with it; a list cut short keeps the ideal of k.
+  metrics::QueryHits hits;
+  hits.add_query({}, 0);
+  hits.add_query({}, 2);
+  hits.add_query({1}, 3);
+  check_values(metrics::ndcg_at_k(hits, 2), {1.0, 0.0, 1 / ideal});
+  CHECK_THROWS_WITH(
+      metric_table("{ndcg_top_k: [0]}"),
+      Contains("metric_args.ndcg_top_k: metric 'ndcg': k values must be positive integers, got 0"));
+}

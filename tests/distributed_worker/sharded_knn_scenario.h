@@ -78,10 +78,12 @@ inline metrics::EmbeddingSet sharded_knn_rows() {
   return set;
 }
 
-/// `metric_args:` of the metrics part; with `fnmr`, also fnmr@fmr (all pairs: no split).
-inline config::Node sharded_knn_metric_args(bool fnmr) {
+/// `metric_args:` of the metrics part; with `fnmr`, also fnmr@fmr (all pairs: no split); with
+/// `pml`, PML's k-NN metrics (their lists reach max R, so k is then max R rather than 10).
+inline config::Node sharded_knn_metric_args(bool fnmr, bool pml = true) {
   const std::string yaml =
       std::string("metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5, 10]") +
+      (pml ? ", mean_average_precision_at_r: true, r_precision: true, mrr: true, precision_at_1: true" : "") +
       (fnmr ? ", fmr_vals: [0.1, 0.5]" : "") + "}\n";
   return config::Document::from_string(yaml, "sharded_knn.yaml").root()["metric_args"];
 }
@@ -140,7 +142,8 @@ inline std::string sharded_backend_output(const retrieval::RetrievalBackend& bac
                              [&backend](const retrieval::ItemSet& q, const retrieval::ItemSet& g,
                                         const retrieval::KnnOptions& o) { return backend.search(q, g, o); });
   metrics::EmbeddingMetricsOptions metric_options;
-  metric_options.metrics = metrics::configure_metrics(sharded_knn_metric_args(false));
+  // Without PML's metrics: the recall is measured at the lists' k, 10.
+  metric_options.metrics = metrics::configure_metrics(sharded_knn_metric_args(false, false));
   metric_options.backend = &backend;
   metric_options.report_recall = 40;
   metric_options.group = group;

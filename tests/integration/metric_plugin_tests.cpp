@@ -1,5 +1,5 @@
-// A metric from a plugin, used as a user uses it: oml-train --plugin libndcg_metric.so with
-// `metric_for_checkpointing: OVERALL/ndcg/5` chooses best.ckpt by it and records it like a
+// A metric from a plugin, used as a user uses it: oml-train --plugin librecall_metric.so with
+// `metric_for_checkpointing: OVERALL/recall/5` chooses best.ckpt by it and records it like a
 // built-in metric; oml-validate loads it from `plugins:`; config mistakes about it fail early
 // and name the key and the plugin.
 #include <torch/torch.h>
@@ -14,9 +14,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kKey = "OVERALL/ndcg/5";
+const std::string kKey = "OVERALL/recall/5";
 
-std::string plugin_arg() { return "--plugin " + quote(OML_NDCG_PLUGIN) + " "; }
+std::string plugin_arg() { return "--plugin " + quote(OML_RECALL_PLUGIN) + " "; }
 
 // A fixture config (pipeline_fixtures.h) with `metric_args: <metric_args>` instead of its own.
 std::string with_metric_args(std::string config, const std::string& metric_args) {
@@ -26,8 +26,8 @@ std::string with_metric_args(std::string config, const std::string& metric_args)
   return config.replace(at, fixture_args.size(), "metric_args: " + metric_args + "\n");
 }
 
-// The fixture's training config with these metric_args and ndcg@5 choosing best.ckpt.
-std::string ndcg_train_config(const fs::path& logs, const std::string& metric_args) {
+// The fixture's training config with these metric_args and recall@5 choosing best.ckpt.
+std::string recall_train_config(const fs::path& logs, const std::string& metric_args) {
   return with_metric_args(train_config(logs), metric_args) + "metric_for_checkpointing: " + kKey + "\n";
 }
 
@@ -42,8 +42,8 @@ CommandResult train(const fs::path& dir, const std::string& config, const std::s
 TEST_CASE("A plugin metric chooses the best checkpoint and is recorded like a built-in",
           "[pipelines][integration][plugins]") {
   TempDir dir;
-  const auto r = train(dir.path(), ndcg_train_config(dir / "logs", "{cmc_top_k: [1], ndcg_top_k: [5, 10]}"),
-                       plugin_arg());
+  const auto r = train(
+      dir.path(), recall_train_config(dir / "logs", "{cmc_top_k: [1], recall_top_k: [5, 10]}"), plugin_arg());
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const fs::path run = dir / "logs" / "run";
@@ -55,14 +55,14 @@ TEST_CASE("A plugin metric chooses the best checkpoint and is recorded like a bu
   for (const auto& record : records) {
     const auto metrics = record.at("metrics").get<std::map<std::string, double>>();
     REQUIRE(metrics.count(kKey) == 1);
-    CHECK(metrics.count("OVERALL/ndcg/10") == 1);
+    CHECK(metrics.count("OVERALL/recall/10") == 1);
     CHECK(metrics.count("OVERALL/cmc/1") == 1);
     CHECK(metrics.at(kKey) >= 0.0);
     CHECK(metrics.at(kKey) <= 1.0);
     if (best.empty() || metrics.at(kKey) > best.at(kKey)) best = metrics;  // the first maximum
   }
 
-  // best.ckpt holds the metrics of the validation with the highest ndcg@5; last.ckpt carries
+  // best.ckpt holds the metrics of the validation with the highest recall@5; last.ckpt carries
   // that value as the run's best.
   const auto best_checkpoint = oml::io::load_checkpoint(run / "checkpoints" / "best.ckpt");
   check_same_metrics(best, best_checkpoint.metrics);
@@ -78,9 +78,9 @@ TEST_CASE("A plugin metric chooses the best checkpoint and is recorded like a bu
 
   // oml-validate with the plugin listed in the config reproduces the value.
   write_file(dir / "validate.yaml",
-             "plugins: [" + std::string(OML_NDCG_PLUGIN) + "]\n" +
+             "plugins: [" + std::string(OML_RECALL_PLUGIN) + "]\n" +
                  with_metric_args(validate_config(dir / "logs", run / "checkpoints" / "best.ckpt"),
-                                  "{cmc_top_k: [1], ndcg_top_k: [5, 10]}"));
+                                  "{cmc_top_k: [1], recall_top_k: [5, 10]}"));
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.err);
   REQUIRE(validate.exit_code == 0);
@@ -94,22 +94,23 @@ TEST_CASE("Config mistakes about a plugin metric fail before training and name t
           "[pipelines][integration][plugins]") {
   TempDir dir;
   SECTION("its key without the plugin") {
-    const auto r = train(dir.path(), ndcg_train_config(dir / "logs", "{ndcg_top_k: [5]}"), "");
+    const auto r = train(dir.path(), recall_train_config(dir / "logs", "{recall_top_k: [5]}"), "");
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Contains("metric_args.ndcg_top_k") && Contains("unknown key 'ndcg_top_k'"));
+    CHECK_THAT(r.err, Contains("metric_args.recall_top_k") && Contains("unknown key 'recall_top_k'"));
   }
   SECTION("the checkpoint metric without asking for it") {
-    const auto r = train(dir.path(), ndcg_train_config(dir / "logs", "{cmc_top_k: [1]}"), plugin_arg());
+    const auto r = train(dir.path(), recall_train_config(dir / "logs", "{cmc_top_k: [1]}"), plugin_arg());
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("metric_for_checkpointing") && Contains("'" + kKey + "' is not computed") &&
                           Contains("OVERALL/cmc/1"));
   }
   SECTION("a bad value") {
-    const auto r = train(dir.path(), ndcg_train_config(dir / "logs", "{ndcg_top_k: [5, 0]}"), plugin_arg());
+    const auto r =
+        train(dir.path(), recall_train_config(dir / "logs", "{recall_top_k: [5, 0]}"), plugin_arg());
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Contains("train.yaml:") && Contains("metric_args.ndcg_top_k") &&
-                          Contains("metric 'ndcg': k values must be positive integers, got 0") &&
-                          Contains("comes from plugin 'ndcg_metric'") && Contains("libndcg_metric.so"));
+    CHECK_THAT(r.err, Contains("train.yaml:") && Contains("metric_args.recall_top_k") &&
+                          Contains("metric 'recall': k values must be positive integers, got 0") &&
+                          Contains("comes from plugin 'recall_metric'") && Contains("librecall_metric.so"));
   }
   CHECK_FALSE(fs::exists(dir / "logs" / "run" / "train.jsonl"));
 }

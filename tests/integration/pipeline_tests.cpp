@@ -15,6 +15,7 @@
 #include "oml/common/strings.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/npy.h"
+#include "oml/metrics/clustering.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -87,10 +88,25 @@ TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST sub
   CHECK(oml::test::read_file(dir / "logs" / "mine" / "metrics.json") == "{}\n");
 }
 
+namespace {
+// The fixtures' metric_args with PML's AccuracyCalculator metrics added (nmi and ami where the
+// build has Faiss): every rank computes them from the merged embeddings.
+std::string with_pml_metrics(std::string config) {
+  const std::string metric_args = "metric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5]";
+  const auto at = config.find(metric_args);
+  REQUIRE(at != std::string::npos);
+  config.insert(at + metric_args.size(),
+                std::string(", mean_average_precision_at_r: true, r_precision: true, mrr: true, "
+                            "precision_at_1: true") +
+                    (oml::metrics::kmeans_available() ? ", nmi: true, ami: true" : ""));
+  return config;
+}
+}  // namespace
+
 TEST_CASE("Two-rank DDP training checkpoints once and matches single-process validation",
           "[pipelines][ddp][integration]") {
   TempDir dir;
-  write_file(dir / "train.yaml", train_config(dir / "logs"));
+  write_file(dir / "train.yaml", with_pml_metrics(train_config(dir / "logs")));
   const auto train =
       run_oml("oml-train", "--nproc-per-node 2 --config " + quote((dir / "train.yaml").string()));
   INFO(train.err);
@@ -102,10 +118,12 @@ TEST_CASE("Two-rank DDP training checkpoints once and matches single-process val
   // 3 batches per epoch split over 2 ranks (padded): 2 steps per epoch on every rank.
   CHECK(read_jsonl(run / "train.jsonl").size() == 4);
 
-  write_file(dir / "validate.yaml", validate_config(dir / "logs", run / "checkpoints" / "best.ckpt"));
+  write_file(dir / "validate.yaml",
+             with_pml_metrics(validate_config(dir / "logs", run / "checkpoints" / "best.ckpt")));
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.err);
   REQUIRE(validate.exit_code == 0);
+  CHECK(best_metrics(run).count("OVERALL/mean_average_precision_at_r") == 1);
   check_same_metrics(
       best_metrics(run),
       read_json(dir / "logs" / "validation" / "metrics.json").get<std::map<std::string, double>>());

@@ -8,6 +8,7 @@
 
 #include "distributed_worker/sharded_knn_scenario.h"
 #include "oml/io/npy.h"
+#include "oml/metrics/clustering.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
@@ -82,7 +83,11 @@ TEST_CASE("oml-validate --nproc-per-node 2 and 3 write one process's metrics exa
              "dataset_root: " + oml::test::fashion_mnist_subset().string() +
                  "\nlogs_root: " + (dir / "logs").string() + "\nembeddings: " + (dir / "emb.npy").string() +
                  "\nnum_threads: 1" +
-                 "\nmetric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5, 10]}\n");
+                 "\nmetric_args: {cmc_top_k: [1, 5], precision_top_k: [5], map_top_k: [5, 10], " +
+                 // PML's AccuracyCalculator metrics: their lists reach max R; nmi and ami run Faiss's
+                 // k-means on every rank (a build without Faiss refuses them).
+                 "mean_average_precision_at_r: true, r_precision: true, mrr: true, precision_at_1: true" +
+                 (oml::metrics::kmeans_available() ? ", nmi: true, ami: true" : "") + "}\n");
   const std::string config = "--config " + quote((dir / "v.yaml").string());
   std::map<int, std::map<std::string, double>> metrics;
   for (int world : {1, 2, 3}) {
@@ -94,6 +99,9 @@ TEST_CASE("oml-validate --nproc-per-node 2 and 3 write one process's metrics exa
     metrics[world] = read_metrics(dir / "logs" / ("w" + std::to_string(world)) / "metrics.json");
   }
   REQUIRE(metrics[1].count("OVERALL/map/10") == 1);
+  REQUIRE(metrics[1].count("OVERALL/mean_average_precision_at_r") == 1);
+  REQUIRE(metrics[1].count("OVERALL/mrr") == 1);
+  if (oml::metrics::kmeans_available()) REQUIRE(metrics[1].count("OVERALL/ami") == 1);
   CHECK(metrics[2] == metrics[1]);
   CHECK(metrics[3] == metrics[1]);
 }

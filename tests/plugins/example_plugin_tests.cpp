@@ -123,32 +123,33 @@ TEST_CASE("The example plugin's bad arguments point at the config", "[plugins][s
                                              Contains("n_labels must be > 1, got 1"));
 }
 
-TEST_CASE("The example metric plugin computes ndcg@k from the shared retrieval", "[plugins][metrics]") {
+TEST_CASE("The example metric plugin computes recall@k from the shared retrieval", "[plugins][metrics]") {
   oml::cli::register_builtins();
-  REQUIRE(oml::load_plugin(OML_NDCG_PLUGIN).name == "ndcg_metric");
-  // Four items on a line, labels [0, 1, 0, 0], every item a query and a gallery item.
+  REQUIRE(oml::load_plugin(OML_RECALL_PLUGIN).name == "recall_metric");
+  // Five items on a line, labels [0, 1, 0, 0, 0], every item a query and a gallery item.
   oml::metrics::EmbeddingSet set;
-  set.embeddings = torch::tensor({0.f, 1.f, 2.f, 10.f}).reshape({4, 1});
-  set.labels = {0, 1, 0, 0};
-  set.is_query = {1, 1, 1, 1};
-  set.is_gallery = {1, 1, 1, 1};
+  set.embeddings = torch::tensor({0.f, 1.f, 2.f, 10.f, 20.f}).reshape({5, 1});
+  set.labels = {0, 1, 0, 0, 0};
+  set.is_query = {1, 1, 1, 1, 1};
+  set.is_gallery = {1, 1, 1, 1, 1};
   oml::metrics::EmbeddingMetricsOptions options;
-  const auto document = Document::from_string("metric_args: {cmc_top_k: [1], ndcg_top_k: [2]}\n", "cfg.yaml");
+  const auto document =
+      Document::from_string("metric_args: {cmc_top_k: [1], recall_top_k: [2]}\n", "cfg.yaml");
   options.metrics = oml::metrics::configure_metrics(document.root()["metric_args"]);
-  CHECK(options.metrics.overall_keys() ==
-        std::vector<std::string>{"OVERALL/cmc/1", "OVERALL/map/5", "OVERALL/ndcg/2", "OVERALL/precision/5"});
+  CHECK(options.metrics.overall_keys() == std::vector<std::string>{"OVERALL/cmc/1", "OVERALL/map/5",
+                                                                   "OVERALL/precision/5",
+                                                                   "OVERALL/recall/2"});
   const auto result = oml::metrics::compute_embedding_metrics(set, options);
-  // Query 0 retrieves [1 miss, 2 hit], n_gt 2: (1 / log2 3) / (1 + 1 / log2 3); query 2 the
-  // same; query 1 has no ground truth: 0; query 3 retrieves [2 hit, 1 miss]: 1 / (1 + 1 / log2 3).
-  const double ideal = 1 + 1 / std::log2(3.0);
-  const std::vector<double> expected{1 / std::log2(3.0) / ideal, 0, 1 / std::log2(3.0) / ideal, 1 / ideal};
-  const auto& per_query = result.per_query.at("ndcg/2");
-  REQUIRE(per_query.size() == 4);
-  for (std::size_t q = 0; q < 4; ++q) CHECK(per_query[q] == Approx(expected[q]).margin(1e-12));
-  CHECK(result.metrics.at("OVERALL/ndcg/2") ==
-        Approx((expected[0] + expected[1] + expected[2] + expected[3]) / 4).margin(1e-12));
+  // n_gt is 3 for the label-0 items: query 0 retrieves [1 miss, 2 hit] -> 1/3; query 2 [1 miss,
+  // 0 hit] -> 1/3; query 3 [2 hit, 1 miss] -> 1/3; query 4 [3 hit, 2 hit] -> 2/3; query 1 has no
+  // ground truth: 0.
+  const std::vector<double> expected{1.0 / 3, 0, 1.0 / 3, 1.0 / 3, 2.0 / 3};
+  const auto& per_query = result.per_query.at("recall/2");
+  REQUIRE(per_query.size() == 5);
+  for (std::size_t q = 0; q < 5; ++q) CHECK(per_query[q] == Approx(expected[q]).margin(1e-12));
+  CHECK(result.metrics.at("OVERALL/recall/2") == Approx(5.0 / 3 / 5).margin(1e-12));
 
-  const auto bad = Document::from_string("metric_args: {ndcg_top_k: [0]}\n", "cfg.yaml");
+  const auto bad = Document::from_string("metric_args: {recall_top_k: [0]}\n", "cfg.yaml");
   CHECK_THROWS_WITH(oml::metrics::configure_metrics(bad.root()["metric_args"]),
-                    Contains("cfg.yaml:1:27: metric_args.ndcg_top_k: metric 'ndcg'"));
+                    Contains("cfg.yaml:1:29: metric_args.recall_top_k: metric 'recall'"));
 }

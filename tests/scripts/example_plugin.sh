@@ -27,7 +27,7 @@ cmake -S "$src/plugins/examples" -B "$work/plugin-build" "${generator[@]}" \
 cmake --build "$work/plugin-build" >"$work/build.log" 2>&1 || fail "building the example plugin failed"
 lib="$work/plugin-build/libfrequency_sampler.so"
 [ -f "$lib" ] || fail "$lib was not built"
-metric_lib="$work/plugin-build/libndcg_metric.so"
+metric_lib="$work/plugin-build/librecall_metric.so"
 [ -f "$metric_lib" ] || fail "$metric_lib was not built"
 
 oml_sampler="$work/prefix/bin/oml-sampler"
@@ -37,7 +37,7 @@ out=$("$oml_sampler" --plugin "$lib" --list-components) || fail "oml-sampler --p
 grep -q "frequency_balance" <<<"$out" || fail "frequency_balance missing from --list-components: $out"
 grep -q "frequency_sampler" <<<"$out" || fail "the plugin's origin is missing from --list-components"
 out=$("$oml_sampler" --plugin "$metric_lib" --list-components) || fail "oml-sampler --plugin (metric) failed"
-grep -q "ndcg .*ndcg_metric" <<<"$out" || fail "the metric ndcg is missing from --list-components: $out"
+grep -q "recall .*recall_metric" <<<"$out" || fail "the metric recall is missing from --list-components: $out"
 
 # Step 3b: load it from the config's `plugins:` list and name its sampler in `sampler:`.
 cat >"$work/config.yaml" <<YAML

@@ -83,6 +83,14 @@ std::vector<int64_t> sequence_ids_of(const std::vector<std::string>& sequences) 
   return ids;
 }
 
+// The most relevant gallery items any query has (ignored pairs excluded), counted from the
+// labels before the retrieval: metrics that read every list down to R (map@R) need that many.
+int64_t largest_ground_truth(const retrieval::ItemSet& queries, const retrieval::ItemSet& gallery) {
+  const std::vector<int64_t> n_gt =
+      retrieval::count_ground_truth(queries, gallery, retrieval::IgnoredPairs(queries, gallery));
+  return n_gt.empty() ? 0 : *std::max_element(n_gt.begin(), n_gt.end());
+}
+
 }  // namespace
 
 EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
@@ -113,6 +121,8 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   knn.top_k = table.required_top_k();
   if (options.postprocessor != nullptr)
     knn.top_k = std::max(knn.top_k, options.postprocessor->required_top_k());
+  if (table.reads_to_max_ground_truth())
+    knn.top_k = std::max(knn.top_k, largest_ground_truth(queries, gallery));
 
   // The pair passes keep references to these until the metrics are computed.
   std::optional<retrieval::detail::PreparedPair> pair;

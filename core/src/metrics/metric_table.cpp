@@ -75,6 +75,11 @@ int64_t MetricTable::required_top_k() const {
   return top_k;
 }
 
+bool MetricTable::reads_to_max_ground_truth() const {
+  return std::any_of(entries_.begin(), entries_.end(),
+                     [](const Entry& entry) { return entry.metric->reads_to_max_ground_truth(); });
+}
+
 bool MetricTable::needs_pair_pass() const {
   return std::any_of(entries_.begin(), entries_.end(),
                      [](const Entry& entry) { return entry.metric->needs_pair_pass(); });
@@ -93,14 +98,7 @@ std::vector<std::unique_ptr<PairPass>> MetricTable::start_pair_passes(const Pair
 void MetricTable::compute(const MetricInputs& inputs, const std::vector<std::unique_ptr<PairPass>>& passes,
                           std::map<std::string, double>& metrics,
                           std::map<std::string, std::vector<double>>& per_query) const {
-  // Queries per group: OVERALL holds them all, and each category its own.
-  std::map<std::string, std::vector<int64_t>> groups;
-  auto& everyone = groups[kOverall];
-  for (std::size_t q = 0; q < inputs.query_rows.size(); ++q) {
-    everyone.push_back(static_cast<int64_t>(q));
-    if (inputs.per_category)
-      groups[inputs.set.categories[inputs.query_rows[q]]].push_back(static_cast<int64_t>(q));
-  }
+  const std::map<std::string, std::vector<int64_t>> groups = queries_by_group(inputs);
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const Entry& entry = entries_[i];
     const MetricInputs own{inputs.set,          inputs.retrieval,

@@ -1,6 +1,7 @@
 #include "oml/metrics/retrieval_metrics.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "oml/common/error.h"
 #include "oml/retrieval/retrieval_results.h"
@@ -80,6 +81,23 @@ std::vector<double> map_at_k(const QueryHits& hits, int64_t k) {
       sum += static_cast<double>(found) / static_cast<double>(i + 1);
     }
     return found == 0 ? 0.0 : sum / static_cast<double>(found);
+  });
+}
+
+std::vector<double> ndcg_at_k(const QueryHits& hits, int64_t k) {
+  check_k(k, "ndcg");
+  return per_query(hits, k, [k](const uint8_t* g, int64_t top, int64_t n_gt) {
+    if (n_gt == 0) return 0.0;
+    auto discount = [](int64_t i) { return 1.0 / std::log2(static_cast<double>(i + 2)); };
+    double dcg = 0.0;
+    for (int64_t i = 0; i < top; ++i) {
+      if (g[i]) dcg += discount(i);
+    }
+    // The DCG of a perfect ranking: min(n_gt, k) relevant items first (not min(n_gt, k'): a
+    // list cut short by the gallery does not lower the bar).
+    double ideal = 0.0;
+    for (int64_t i = 0; i < std::min(n_gt, k); ++i) ideal += discount(i);
+    return dcg / ideal;
   });
 }
 

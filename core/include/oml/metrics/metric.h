@@ -3,10 +3,12 @@
 // shares between all metrics.
 //
 // Metrics are components of the kind `metrics` (registries().metrics). The built-ins — cmc,
-// precision, map, fnmr, pcf — live in core/src/metrics/builtin/, one file each; plugins
-// register more (docs/plugins.md, plugins/examples/ndcg_metric.cpp). configure_metrics()
-// (metric_table.h) builds every registered metric from the run's `metric_args:` once, into the
-// MetricTable that validation, the checkpoint-metric check and every record of the run read.
+// precision, map, ndcg, fnmr, pcf and pytorch-metric-learning's AccuracyCalculator metrics
+// (mean_average_precision_at_r, r_precision, mrr, precision_at_1, nmi, ami) — live in
+// core/src/metrics/builtin/, one file each; plugins register more (docs/plugins.md,
+// plugins/examples/recall_metric.cpp). configure_metrics() (metric_table.h) builds every
+// registered metric from the run's `metric_args:` once, into the MetricTable that validation,
+// the checkpoint-metric check and every record of the run read.
 //
 // ## Contract (what an implementation must provide and guarantee)
 //
@@ -29,6 +31,9 @@
 // "<category>/<stem>"), or both. It must produce "OVERALL/<stem>" for every stem of names()
 // and no stem that names() does not list: the table checks this and reports a plugin that
 // breaks it as a PluginError. Problems with the data are DataError.
+//
+// Depth. A metric reads the first required_top_k() items of every list, or — with
+// reads_to_max_ground_truth() — the first R, the most relevant items any query has (map@R).
 //
 // Pairs. A metric over every (query, gallery) pair rather than the top-k lists (fnmr@fmr)
 // overrides needs_pair_pass() and start_pair_pass(): its consumer then sees every distance
@@ -97,6 +102,10 @@ class Metric {
   virtual std::vector<std::string> names() const = 0;
   /// The retrieved items per query it reads (cmc@5 reads 5); 0 when it reads no lists.
   virtual int64_t required_top_k() const { return 0; }
+  /// Whether it reads every query's list down to R, the largest number of relevant gallery
+  /// items of any query (map@R; PML's k = "max_bin_count"). R depends on the data, so validation
+  /// counts it from the labels before the retrieval and retrieves max(required_top_k, R).
+  virtual bool reads_to_max_ground_truth() const { return false; }
   /// Whether it needs a pass over every (query, gallery) pair (start_pair_pass).
   virtual bool needs_pair_pass() const { return false; }
   /// Starts the pass whose consumer rides on the retrieval's distance blocks.
@@ -104,6 +113,11 @@ class Metric {
   /// The metric's values for one validation.
   virtual MetricValues compute(const MetricInputs& inputs) const = 0;
 };
+
+/// The queries (indices in query order) of every reporting group: "OVERALL" holds them all and,
+/// with `inputs.per_category`, each category its own. The table averages per-query values over
+/// these; a metric that aggregates itself uses the same groups.
+std::map<std::string, std::vector<int64_t>> queries_by_group(const MetricInputs& inputs);
 
 /// The shortest decimal text that reads back as `value` ("0.01", "0.5", "1"), for key stems.
 std::string format_key_number(double value);

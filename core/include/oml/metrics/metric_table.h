@@ -41,6 +41,9 @@ class MetricTable {
   std::vector<std::string> overall_keys() const;
   /// The retrieved items per query the metrics read (the largest required_top_k, at least 1).
   int64_t required_top_k() const;
+  /// Whether a metric reads every list down to the largest ground-truth count
+  /// (Metric::reads_to_max_ground_truth): validation then retrieves at least that many.
+  bool reads_to_max_ground_truth() const;
   bool needs_pair_pass() const;
   /// `return_only_overall_category: true`: no per-category keys.
   bool only_overall() const { return only_overall_; }

@@ -35,5 +35,8 @@ std::vector<double> cmc_at_k(const QueryHits& hits, int64_t k);
 std::vector<double> precision_at_k(const QueryHits& hits, int64_t k);
 /// map@k = (1/h) sum_{i<=k'} g_i * (sum_{j<=i} g_j) / i with h = hits in the top k' (0 if h = 0).
 std::vector<double> map_at_k(const QueryHits& hits, int64_t k);
+/// ndcg@k = DCG@k / IDCG@k with DCG@k = sum_{i<=k'} g_i / log2(i + 1) and IDCG@k the DCG of
+/// min(n_gt, k) relevant items first; 0 when n_gt = 0 < R (as precision).
+std::vector<double> ndcg_at_k(const QueryHits& hits, int64_t k);
 
 }  // namespace oml::metrics

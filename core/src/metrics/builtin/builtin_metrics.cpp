@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "oml/config/argument_error.h"
+#include "oml/metrics/accuracy_calculator.h"
 
 namespace oml::metrics::builtin {
 
@@ -69,6 +70,33 @@ std::vector<double> read_fractions(config::ArgsReader& args, const std::string& 
     }
   });
   return without_repeats(values);
+}
+
+bool read_switch(config::ArgsReader& args, const std::string& key, const std::string& alias) {
+  bool on = false;
+  if (alias.empty()) {
+    args.optional(key, on);
+  } else {
+    args.optional(key, alias, on);
+  }
+  return on;
+}
+
+AccuracyCalculatorMetric::AccuracyCalculatorMetric(std::string name, PerQueryOfHits per_query)
+    : name_(std::move(name)), per_query_(per_query) {}
+
+MetricValues AccuracyCalculatorMetric::compute(const MetricInputs& inputs) const {
+  const std::vector<double> per_query = per_query_(inputs.hits);
+  MetricValues values;
+  for (const auto& [group, queries] : queries_by_group(inputs))
+    values.values[group + "/" + name_] = mean_with_ground_truth(per_query, queries);
+  return values;
+}
+
+std::shared_ptr<Metric> accuracy_calculator_metric(const std::string& name, bool on,
+                                                   PerQueryOfHits per_query) {
+  if (!on) return nullptr;
+  return std::make_shared<AccuracyCalculatorMetric>(name, per_query);
 }
 
 }  // namespace oml::metrics::builtin

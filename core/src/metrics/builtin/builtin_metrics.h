@@ -1,5 +1,6 @@
 #pragma once
-// What the built-in metrics share: the `metric_args:` reader and per-query metrics at k.
+// What the built-in metrics share: the `metric_args:` reader, per-query metrics at k, and
+// pytorch-metric-learning's AccuracyCalculator metrics averaged over queries with ground truth.
 
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,34 @@ std::shared_ptr<Metric> top_k_metric(const std::string& metric, const std::vecto
 std::vector<double> read_fractions(config::ArgsReader& args, const std::string& metric,
                                    const std::string& key, const std::string& alias = "");
 
+/// The switch `key` (or its other name `alias`, PML's spelling): true asks for the metric; off by
+/// default, so that a run that does not name it computes nothing more.
+bool read_switch(config::ArgsReader& args, const std::string& key, const std::string& alias = "");
+
+/// Per-query values from the relevance flags, NaN for a query without ground truth
+/// (oml/metrics/accuracy_calculator.h).
+using PerQueryOfHits = std::vector<double> (*)(const QueryHits& hits);
+
+/// One of PML's AccuracyCalculator k-NN metrics, reported as "<name>": the mean over the queries
+/// that have ground truth (PML leaves its "lone" queries out), overall and per category. Its
+/// lists reach down to the largest ground-truth count (k = "max_bin_count"). No per-query
+/// values: a query without ground truth has none to show.
+class AccuracyCalculatorMetric final : public Metric {
+ public:
+  AccuracyCalculatorMetric(std::string name, PerQueryOfHits per_query);
+  std::vector<std::string> names() const override { return {name_}; }
+  bool reads_to_max_ground_truth() const override { return true; }
+  MetricValues compute(const MetricInputs& inputs) const override;
+
+ private:
+  std::string name_;
+  PerQueryOfHits per_query_;
+};
+
+/// An AccuracyCalculatorMetric when `on`; nullptr otherwise.
+std::shared_ptr<Metric> accuracy_calculator_metric(const std::string& name, bool on,
+                                                   PerQueryOfHits per_query);
+
 // Each built-in: parse (its keys of `metric_args:`) and build, one file each.
 std::vector<int64_t> parse_cmc(config::ArgsReader& args);
 std::shared_ptr<Metric> build_cmc(const std::vector<int64_t>& ks, const NoContext&);
@@ -52,5 +81,19 @@ std::vector<double> parse_fnmr(config::ArgsReader& args);
 std::shared_ptr<Metric> build_fnmr(const std::vector<double>& fmr_vals, const NoContext&);
 std::vector<double> parse_pcf(config::ArgsReader& args);
 std::shared_ptr<Metric> build_pcf(const std::vector<double>& variances, const NoContext&);
+std::vector<int64_t> parse_ndcg(config::ArgsReader& args);
+std::shared_ptr<Metric> build_ndcg(const std::vector<int64_t>& ks, const NoContext&);
+bool parse_precision_at_1(config::ArgsReader& args);
+std::shared_ptr<Metric> build_precision_at_1(const bool& on, const NoContext&);
+bool parse_r_precision(config::ArgsReader& args);
+std::shared_ptr<Metric> build_r_precision(const bool& on, const NoContext&);
+bool parse_map_at_r(config::ArgsReader& args);
+std::shared_ptr<Metric> build_map_at_r(const bool& on, const NoContext&);
+bool parse_mrr(config::ArgsReader& args);
+std::shared_ptr<Metric> build_mrr(const bool& on, const NoContext&);
+bool parse_nmi(config::ArgsReader& args);
+std::shared_ptr<Metric> build_nmi(const bool& on, const NoContext&);
+bool parse_ami(config::ArgsReader& args);
+std::shared_ptr<Metric> build_ami(const bool& on, const NoContext&);
 
 }  // namespace oml::metrics::builtin

@@ -21,6 +21,24 @@ void register_builtin_metrics(Registries& registries) {
         "fmr_vals=[]: false non-match rate at these false match rates, over all pairs; fnmr@fmr/<fmr>");
   r.add("pcf", builtin::parse_pcf, builtin::build_pcf,
         "pcf_variance=[]: share of principal components explaining more than v of the variance; pcf/<v>");
+  r.add("ndcg", builtin::parse_ndcg, builtin::build_ndcg,
+        "ndcg_top_k=[]: normalised discounted cumulative gain of the first k; ndcg/<k>");
+  // pytorch-metric-learning's AccuracyCalculator metrics, each switched on by its name (PML's
+  // spelling, where it differs, is the key's other name).
+  r.add("precision_at_1", builtin::parse_precision_at_1, builtin::build_precision_at_1,
+        "precision_at_1=false: PML's precision_at_1, the nearest item relevant; precision_at_1");
+  r.add(
+      "r_precision", builtin::parse_r_precision, builtin::build_r_precision,
+      "r_precision=false: PML's r_precision, relevant share of the first R (R: relevant items); r_precision");
+  r.add("mean_average_precision_at_r", builtin::parse_map_at_r, builtin::build_map_at_r,
+        "mean_average_precision_at_r=false: PML's MAP@R, average precision of the first R over R; "
+        "mean_average_precision_at_r");
+  r.add("mrr", builtin::parse_mrr, builtin::build_mrr,
+        "mrr (PML: mean_reciprocal_rank)=false: 1 / rank of the first relevant item within max R; mrr");
+  r.add("nmi", builtin::parse_nmi, builtin::build_nmi,
+        "nmi (PML: NMI)=false: normalized mutual information of labels and Faiss k-means clusters; nmi");
+  r.add("ami", builtin::parse_ami, builtin::build_ami,
+        "ami (PML: AMI)=false: adjusted mutual information of labels and Faiss k-means clusters; ami");
 }
 
 }  // namespace oml::metrics
