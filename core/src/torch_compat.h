@@ -26,7 +26,7 @@
 
 #include <ATen/autocast_mode.h>
 #include <c10/macros/Macros.h>
-#include <c10/util/Logging.h>  // glog's or c10's own, by C10_USE_GLOG
+#include <c10/util/Logging.h>       // glog's or c10's own, by C10_USE_GLOG
 #include <c10/util/string_utils.h>  // c10::guts::to_string (1.13's optimizer state keys)
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
