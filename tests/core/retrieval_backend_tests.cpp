@@ -64,6 +64,16 @@ bool refused_without_faiss(const std::string& yaml) {
   return true;
 }
 
+// A validation set in which every item is a query and a gallery item.
+metrics::EmbeddingSet every_item_query_and_gallery(const retrieval::ItemSet& items) {
+  metrics::EmbeddingSet set;
+  set.embeddings = items.embeddings;
+  set.labels = items.labels;
+  set.is_query.assign(items.labels.size(), 1);
+  set.is_gallery.assign(items.labels.size(), 1);
+  return set;
+}
+
 retrieval::KnnOptions top(int64_t k) {
   retrieval::KnnOptions options;
   options.top_k = k;
@@ -260,12 +270,7 @@ TEST_CASE("Faiss args that do not fit the data fail with the limit before any se
 TEST_CASE("Validation metrics with an approximate backend: recall reported, fnmr refused",
           "[retrieval][backends][metrics][faiss]") {
   if (refused_without_faiss("{name: faiss_ivf, args: {nlist: 20, nprobe: 20}}")) return;
-  const auto items = clustered(1000, 16, 40, 1.0, 8);
-  metrics::EmbeddingSet set;
-  set.embeddings = items.embeddings;
-  set.labels = items.labels;
-  set.is_query.assign(1000, 1);
-  set.is_gallery.assign(1000, 1);
+  const auto set = every_item_query_and_gallery(clustered(1000, 16, 40, 1.0, 8));
   const auto exact_backend = backend("{name: exact}");
   const auto ivf = backend("{name: faiss_ivf, args: {nlist: 20, nprobe: 20}}");
   metrics::EmbeddingMetricsOptions options;
@@ -387,12 +392,7 @@ TEST_CASE("target_recall chooses the search parameters that reach it; explicit o
 TEST_CASE("Validation metrics report the recall target_recall reached",
           "[retrieval][backends][metrics][faiss]") {
   if (refused_without_faiss("{name: faiss_ivf}")) return;
-  const auto items = clustered(2000, 16, 400, 1.0, 32);
-  metrics::EmbeddingSet set;
-  set.embeddings = items.embeddings;
-  set.labels = items.labels;
-  set.is_query.assign(2000, 1);
-  set.is_gallery.assign(2000, 1);
+  const auto set = every_item_query_and_gallery(clustered(2000, 16, 400, 1.0, 32));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
   metrics::EmbeddingMetricsOptions options;
   options.metrics = metrics::configure_metrics(document.root());

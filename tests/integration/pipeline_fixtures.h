@@ -88,13 +88,18 @@ inline std::map<std::string, double> best_metrics(const fs::path& run) {
   return best;
 }
 
+// The same metrics to 1e-6, except nmi / ami to 0.02: their k-means is discontinuous in the
+// embeddings, which differ in the last bits between one process's threads and two ranks' (with
+// Debian's OpenBLAS / oneDNN), and one point changing cluster moves them by a few 1e-3.
 inline void check_same_metrics(const std::map<std::string, double>& a,
                                const std::map<std::string, double>& b) {
   REQUIRE_FALSE(a.empty());
   for (const auto& kv : a) {
     INFO(kv.first);
     REQUIRE(b.count(kv.first) == 1);
-    CHECK(b.at(kv.first) == Approx(kv.second).margin(1e-6));
+    const bool clustering = kv.first.size() > 4 && (kv.first.compare(kv.first.size() - 4, 4, "/nmi") == 0 ||
+                                                    kv.first.compare(kv.first.size() - 4, 4, "/ami") == 0);
+    CHECK(b.at(kv.first) == Approx(kv.second).margin(clustering ? 0.02 : 1e-6));
   }
 }
 
