@@ -392,6 +392,7 @@ TEST_CASE("target_recall chooses the search parameters that reach it; explicit o
 TEST_CASE("Validation metrics report the recall target_recall reached",
           "[retrieval][backends][metrics][faiss]") {
   if (refused_without_faiss("{name: faiss_ivf}")) return;
+  register_core_components();  // the metric kinds configure_metrics reads
   const auto set = every_item_query_and_gallery(clustered(2000, 16, 400, 1.0, 32));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
   metrics::EmbeddingMetricsOptions options;
