@@ -389,7 +389,7 @@ TEST_CASE("precision takes Lightning's spellings, and 16 on the CPU says to use 
 
 TEST_CASE(
     "OML's keys for prediction and post-processing: bs, extractor_weights, postprocessor_weights, "
-    "show_dataset_warnings; a pairwise config is the pairwise pipeline without saying so",
+    "show_dataset_warnings, a pairwise config is the pairwise pipeline without saying so",
     "[config]") {
   auto parse = [](const std::string& text, std::vector<std::string> overrides = {}) {
     return oml::config::parse_run_config(Document::from_string(text, "run.yaml", overrides).root());
@@ -501,7 +501,7 @@ TEST_CASE("defaults: composes the shipped config groups, the config's own keys l
   CHECK(chosen["optimizer"]["args"]["lr"].where() == "--set optimizer.args.lr");
 }
 
-TEST_CASE("defaults: a user's group folders come first; packages, headers, override, optional, nesting",
+TEST_CASE("defaults: a user's group folders come first, packages, headers, override, optional, nesting",
           "[config][defaults]") {
   oml::test::TempDir dir;
   std::filesystem::create_directories(dir / "optimizer");

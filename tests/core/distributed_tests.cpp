@@ -132,7 +132,7 @@ TEST_CASE("A failure record survives its wire form, and other bytes are no recor
   CHECK(FailureRecord::decode("oml-failure 1\n0\n")->what.empty());
 }
 
-TEST_CASE("accelerator cpu uses Gloo; cuda without a GPU is a config error saying which LibTorch this is",
+TEST_CASE("accelerator cpu uses Gloo, cuda without a GPU is a config error saying which LibTorch this is",
           "[ddp]") {
   using oml::config::Accelerator;
   const auto cpu = dist::placement_for(Accelerator::cpu, dist::World{});

@@ -45,7 +45,7 @@ TEST_CASE("A checkpoint keeps its state dict, config, counters and metrics", "[i
 }
 
 TEST_CASE(
-    "A checkpoint's sampler position keeps the items consumed and the world size; older ones have neither",
+    "A checkpoint's sampler position keeps the items consumed and the world size, older ones have neither",
     "[io][resume]") {
   oml::test::TempDir dir;
   oml::io::Checkpoint ckpt;

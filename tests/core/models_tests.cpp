@@ -163,7 +163,7 @@ TEST_CASE("A common key prefix such as module. is stripped when loading", "[mode
 }
 
 TEST_CASE(
-    "concat_siamese has OML's head (Linear, Sigmoid, Dropout; a last Linear without bias) and freezes "
+    "concat_siamese has OML's head (Linear, Sigmoid, Dropout, a last Linear without bias) and freezes "
     "its backbone as OML's IFreezable",
     "[models][pairwise]") {
   ConvNetOptions small;

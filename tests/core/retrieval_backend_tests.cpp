@@ -334,7 +334,7 @@ TEST_CASE("A Faiss backend answers a share of the queries as it answers them amo
   at::set_num_threads(threads);
 }
 
-TEST_CASE("target_recall chooses the search parameters that reach it; explicit ones win",
+TEST_CASE("target_recall chooses the search parameters that reach it, explicit ones win",
           "[retrieval][backends][faiss]") {
   if (refused_without_faiss("{name: faiss_ivf}")) return;
   // Many small classes (5 items each): a query's top 10 reaches into neighbouring classes, where

@@ -308,7 +308,7 @@ std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& y
 }  // namespace
 
 TEST_CASE(
-    "OML's vit_clip config parses as it is; a missing arch or a zoo name for another arch is a config error",
+    "OML's vit_clip config parses as it is, a missing arch or a zoo name for another arch is a config error",
     "[models][vit_clip][registry]") {
   oml::register_core_components();
   // pipelines/features_extraction/configs_experimental/train_inshop_arcface.yaml

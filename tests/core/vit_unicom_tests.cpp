@@ -131,7 +131,7 @@ TEST_CASE(
   python("check", dir, "vitb32_unicom");
 }
 
-TEST_CASE("vit_unicom's archs have UNICOM's shapes; other image sizes, archs and weights are refused by name",
+TEST_CASE("vit_unicom's archs have UNICOM's shapes, other image sizes, archs and weights are refused by name",
           "[models][vit_unicom]") {
   const auto b32 = oml::io::state_dict(*make_unicom("vitb32_unicom"));
   CHECK(b32.at("pos_embed").sizes() == torch::IntArrayRef({1, 49, 768}));
@@ -166,7 +166,7 @@ TEST_CASE("vit_unicom's archs have UNICOM's shapes; other image sizes, archs and
   oml::models::set_weights_dir("");
 }
 
-TEST_CASE("OML's vit_unicom config parses as it is; normalise_features is required as in OML",
+TEST_CASE("OML's vit_unicom config parses as it is, normalise_features is required as in OML",
           "[models][vit_unicom][registry]") {
   oml::register_core_components();
   CHECK(

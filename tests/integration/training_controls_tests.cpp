@@ -117,7 +117,7 @@ TEST_CASE("accumulate_grad_batches steps after the epoch's last batch too, and w
 }
 
 TEST_CASE(
-    "gradient_clip_val bounds each step as clip_grad_norm_ / clip_grad_value_ do; a huge one changes nothing",
+    "gradient_clip_val bounds each step as clip_grad_norm_ / clip_grad_value_ do, a huge one changes nothing",
     "[pipelines][integration][controls]") {
   TempDir tmp;
   const Run start =
