@@ -461,7 +461,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "A link cut while node 0 writes a checkpoint ends every node; last.ckpt is whole and no temporary is "
+    "A link cut while node 0 writes a checkpoint ends every node, last.ckpt is whole and no temporary is "
     "left",
     "[multihost][ddp][integration]") {
   OML_REQUIRE_NAMESPACES();
