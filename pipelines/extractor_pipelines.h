@@ -9,13 +9,18 @@
 // handled by the command before these are called). The command reads and resolves the config
 // once and passes both the document (written into run directories) and the typed config.
 
+#include <memory>
 #include <string>
 
 #include "cli.h"
+#include "oml/data/dataframe.h"
 
 namespace oml::config {
 class Document;
 }  // namespace oml::config
+namespace oml::data {
+class ImageDataset;
+}  // namespace oml::data
 
 namespace oml::pipelines {
 
@@ -31,5 +36,15 @@ int train_pairwise(const config::Document& document, const config::RunConfig& co
 int validate_extractor(const cli::Invocation& invocation, const config::RunConfig& config);
 int validate_pairwise(const cli::Invocation& invocation, const config::RunConfig& config);
 int predict_extractor(const cli::Invocation& invocation, const config::RunConfig& config);
+
+/// What oml-predict (and oml-index, oml-search) embed: the images of `data_dir` (sorted paths),
+/// or else every row of the dataframe in file order, with the prediction transform.
+struct PredictionInput {
+  std::shared_ptr<data::ImageDataset> dataset;
+  /// From a dataframe: its rows (paths; labels as written in `original_labels`, categories
+  /// where it has them); empty for a folder.
+  data::DataSplit rows;
+};
+PredictionInput prediction_input(const config::RunConfig& config);
 
 }  // namespace oml::pipelines

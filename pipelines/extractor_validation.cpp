@@ -77,11 +77,18 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.line < b.line; });
   data::DataSplit out;
   const bool bboxes = dataframe.train().has_bboxes() || dataframe.validation().has_bboxes();
+  const bool categories = dataframe.train().has_categories() || dataframe.validation().has_categories();
   for (const Row& row : rows) {
     out.paths.push_back(row.split->paths[row.index]);
     out.lines.push_back(row.line);
+    // Labels as written in the file (the train split's are remapped to 0..L-1).
+    if (!row.split->original_labels.empty())
+      out.original_labels.push_back(row.split->original_labels[row.index]);
+    if (categories)
+      out.categories.push_back(row.split->has_categories() ? row.split->categories[row.index] : "");
     if (bboxes) out.bboxes.push_back(row.split->has_bboxes() ? row.split->bboxes[row.index] : std::nullopt);
   }
+  if (out.original_labels.size() != out.paths.size()) out.original_labels.clear();
   return out;
 }
 
@@ -223,6 +230,22 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   return 0;
 }
 
+PredictionInput prediction_input(const config::RunConfig& cfg) {
+  auto transform = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
+                                   "transforms_predict");
+  PredictionInput input;
+  if (!cfg.data_dir.empty()) {
+    if (!fs::is_directory(cfg.data_dir))
+      cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
+    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, transform);
+  } else {
+    const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
+    input.rows = all_rows_in_file_order(dataframe);
+    input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform);
+  }
+  return input;
+}
+
 int predict_extractor(const cli::Invocation& invocation, const config::RunConfig& cfg) {
   if (cfg.save_dir.empty()) cfg.source.fail("prediction needs 'save_dir' (where embeddings are written)");
   int64_t retrieve = 0;
@@ -234,17 +257,8 @@ int predict_extractor(const cli::Invocation& invocation, const config::RunConfig
   const CommandOutput output = prediction_output(cfg.save_dir);
   output.check();
   RunContext ctx = start_run(cfg);
-  auto transform = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
-                                   "transforms_predict");
-  std::shared_ptr<data::ImageDataset> dataset;
-  if (!cfg.data_dir.empty()) {
-    if (!fs::is_directory(cfg.data_dir))
-      cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
-    dataset = data::ImageDataset::from_folder(cfg.data_dir, transform);
-  } else {
-    const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
-    dataset = std::make_shared<data::ImageDataset>(all_rows_in_file_order(dataframe), transform);
-  }
+  const PredictionInput input = prediction_input(cfg);
+  const std::shared_ptr<data::ImageDataset>& dataset = input.dataset;
   auto extractor = build_extractor_with_weights(cfg, ctx);
   const at::Tensor embeddings =
       embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.batch_size_inference, "prediction"));

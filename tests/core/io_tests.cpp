@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "oml/common/error.h"
+#include "oml/common/sha256.h"
 #include "oml/io/atomic_file.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/pending_files.h"
@@ -205,4 +206,17 @@ TEST_CASE("Pending files are removed by the interrupt cleanup until they are fin
   oml::io::write_file_atomic(dir / "out.txt", "text");
   CHECK(oml::io::remove_pending_files() == 0);
   CHECK(oml::test::read_file(dir / "out.txt") == "text");
+}
+
+TEST_CASE("sha256 gives sha256sum's digests", "[io][sha256]") {
+  CHECK(oml::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(oml::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // Two blocks: the padding spills into a second one.
+  CHECK(oml::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  oml::test::TempDir dir;
+  std::string big(3 * 1024 * 1024 + 17, 'a');  // more than one read block
+  oml::test::write_file(dir / "big.bin", big);
+  CHECK(oml::sha256_file_hex(dir / "big.bin") == oml::sha256_hex(big));
+  CHECK_THROWS_AS(oml::sha256_file_hex(dir / "missing.bin"), oml::RuntimeError);
 }

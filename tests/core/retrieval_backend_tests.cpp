@@ -13,6 +13,7 @@
 #include "oml/metrics/metric_table.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
+#include "oml/retrieval/gallery_index.h"
 #include "oml/retrieval/sharded_knn.h"
 #include "support/support.h"
 
@@ -407,4 +408,145 @@ TEST_CASE("Validation metrics report the recall target_recall reached",
   CHECK(tuned.metrics.at("OVERALL/knn_recall/5") >= 0.95);
   CHECK(tuned.metrics.at("OVERALL/cmc/1") == Approx(exact.metrics.at("OVERALL/cmc/1")).margin(0.01));
   CHECK(tuned.metrics.at("OVERALL/map/5") == Approx(exact.metrics.at("OVERALL/map/5")).margin(0.01));
+}
+
+// --- gallery indexes (gallery_index.h): built once, searched, written, read, changed ------------
+
+namespace {
+
+// Same lists and distances (to float32 rounding of the same exact distances).
+void check_same_results(const retrieval::RetrievalResults& a, const retrieval::RetrievalResults& b) {
+  REQUIRE(a.num_queries() == b.num_queries());
+  for (int64_t q = 0; q < a.num_queries(); ++q) {
+    INFO("query " << q);
+    REQUIRE(list(a, q) == list(b, q));
+    for (int64_t i = 0; i < a.size(q); ++i) {
+      CHECK(a.distances[a.begin(q) + i] == Approx(b.distances[b.begin(q) + i]).epsilon(1e-5));
+    }
+  }
+}
+
+// Queries that are not gallery items (ids no gallery item has).
+retrieval::ItemSet new_queries(int64_t n, uint64_t seed) {
+  retrieval::ItemSet q = clustered(n, 16, 50, 1.0, seed, /*first_id=*/1000000);
+  return q;
+}
+
+const char* const kIndexKinds[] = {
+    "{name: exact}",
+    "{name: faiss_flat}",
+    "{name: faiss_ivf, args: {nlist: 20}}",
+    "{name: faiss_hnsw}",
+    "{name: faiss_ivf_pq, args: {nlist: 20, m: 4, nbits: 6}}",
+};
+
+}  // namespace
+
+TEST_CASE("A gallery index searches as its backend does, also once written and read back",
+          "[retrieval][backends][gallery_index][faiss]") {
+  const auto gallery = clustered(3000, 16, 50, 1.0, 51);
+  const auto queries = new_queries(300, 52);
+  oml::test::TempDir dir;
+  for (const char* kind : kIndexKinds) {
+    INFO(kind);
+    if (std::string(kind) != "{name: exact}" && refused_without_faiss(kind)) continue;
+    const auto b = backend(kind);
+    const auto index = b->build_index(gallery, top(10));
+    CHECK(index->size() == 3000);
+    const auto searched = index->search(queries, top(10));
+    // The backend's one-off search builds the same index (same seed) and chooses the same
+    // parameters (target_recall measures on the gallery alone) — where builds are reproducible
+    // (HNSW's threads insert concurrently).
+    if (b->deterministic_build(at::get_num_threads())) {
+      check_same_results(searched, b->search(queries, gallery, top(10)));
+    }
+
+    const std::filesystem::path file = dir / "index.faiss";
+    std::filesystem::remove(file);
+    const bool wrote = index->write(file);
+    // exact and faiss_flat keep no file: their embeddings are their index.
+    CHECK(wrote == (std::string(kind) != "{name: exact}" && std::string(kind) != "{name: faiss_flat}"));
+    const auto read =
+        b->load_index(gallery, wrote ? file : std::filesystem::path(), index->search_parameters());
+    CHECK(read->search_parameters() == index->search_parameters());
+    check_same_results(read->search(queries, top(10)), searched);
+  }
+}
+
+TEST_CASE("A gallery index changed by add and remove searches like one over the changed gallery",
+          "[retrieval][backends][gallery_index][faiss]") {
+  const auto gallery = clustered(2000, 16, 50, 1.0, 61);
+  const auto more = clustered(500, 16, 50, 1.0, 62, /*first_id=*/2000);
+  const auto queries = new_queries(200, 63);
+  // The changed gallery: the first 2000 items without every 7th, then the 500 new ones.
+  std::vector<int64_t> removed;
+  for (int64_t i = 0; i < 2000; i += 7) removed.push_back(i);
+  std::vector<int64_t> kept_rows;
+  for (int64_t i = 0; i < 2500; ++i) {
+    if (i >= 2000 || i % 7 != 0) kept_rows.push_back(i);
+  }
+  const auto all = [&] {
+    retrieval::ItemSet s = gallery;
+    s.embeddings = torch::cat({gallery.embeddings, more.embeddings});
+    s.labels.insert(s.labels.end(), more.labels.begin(), more.labels.end());
+    s.ids.insert(s.ids.end(), more.ids.begin(), more.ids.end());
+    return s;
+  }();
+  retrieval::ItemSet changed;
+  changed.embeddings = all.embeddings.index_select(0, torch::tensor(kept_rows, torch::kLong));
+  for (const int64_t i : kept_rows) {
+    changed.labels.push_back(all.labels[i]);
+    changed.ids.push_back(all.ids[i]);
+  }
+  const auto exact = retrieval::retrieve_knn(queries, changed, top(10));
+  // Every list probed, every candidate re-ranked, a wide HNSW search: the changed structures must
+  // give the exact lists, so a wrong position anywhere shows.
+  const char* const complete[] = {
+      "{name: exact}",
+      "{name: faiss_flat}",
+      "{name: faiss_ivf, args: {nlist: 20, nprobe: 20}}",
+      "{name: faiss_hnsw, args: {M: 48, ef_construction: 200, ef_search: 2500}}",
+      "{name: faiss_ivf_pq, args: {nlist: 20, nprobe: 20, m: 8, nbits: 8, refine: 64}}",
+  };
+  for (const char* kind : complete) {
+    INFO(kind);
+    if (std::string(kind) != "{name: exact}" && refused_without_faiss(kind)) continue;
+    const auto b = backend(kind);
+    // Both orders: remove then add, and add then remove (the removed positions are the same).
+    for (const bool add_first : {false, true}) {
+      INFO("add first: " << add_first);
+      auto index = b->build_index(gallery, top(10));
+      if (add_first) index->add(more);
+      index->remove(removed);
+      if (!add_first) index->add(more);
+      REQUIRE(index->size() == static_cast<int64_t>(kept_rows.size()));
+      CHECK(index->gallery().ids == changed.ids);
+      CHECK(torch::equal(index->gallery().embeddings, changed.embeddings));
+      check_same_results(index->search(queries, top(10)), exact);
+      CHECK(b->build_index(gallery, top(10))->remove_updates() ==
+            (std::string(kind).find("hnsw") != std::string::npos ? retrieval::IndexUpdates::kRebuild
+                                                                 : retrieval::IndexUpdates::kIncremental));
+    }
+  }
+}
+
+TEST_CASE("A gallery index refuses a file that is not its own and added rows of another size",
+          "[retrieval][backends][gallery_index][faiss]") {
+  if (refused_without_faiss("{name: faiss_ivf}")) return;
+  const auto gallery = clustered(1000, 16, 20, 1.0, 71);
+  oml::test::TempDir dir;
+  const auto hnsw = backend("{name: faiss_hnsw}")->build_index(gallery, top(5));
+  REQUIRE(hnsw->write(dir / "hnsw.index"));
+  const auto ivf = backend("{name: faiss_ivf}");
+  CHECK_THROWS_WITH(ivf->load_index(gallery, dir / "hnsw.index", {}),
+                    Contains("hnsw.index") && Contains("another kind of Faiss index"));
+  const auto fewer = clustered(900, 16, 20, 1.0, 71);
+  CHECK_THROWS_WITH(backend("{name: faiss_hnsw}")->load_index(fewer, dir / "hnsw.index", {}),
+                    Contains("holds 1000 vectors of dimension 16, the gallery has 900"));
+  oml::test::write_file(dir / "junk.index", "not an index");
+  CHECK_THROWS_AS(ivf->load_index(gallery, dir / "junk.index", {}), DataError);
+  CHECK_THROWS_WITH(ivf->load_index(gallery, {}, {}), Contains("none was given"));
+  const auto wide = clustered(10, 8, 2, 1.0, 72, 5000);
+  CHECK_THROWS_WITH(hnsw->add(wide), Contains("dimension 8") && Contains("16"));
+  CHECK_THROWS_WITH(hnsw->remove({1000}), Contains("position 1000 is not in the gallery of 1000"));
 }

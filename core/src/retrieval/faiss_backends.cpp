@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -33,6 +34,7 @@
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/detail/distance_blocks.h"
 #include "oml/retrieval/detail/inverted_list_scan.h"
+#include "oml/retrieval/gallery_index.h"
 
 #ifndef OML_HAVE_FAISS
 #define OML_HAVE_FAISS 0
@@ -44,6 +46,8 @@
 #include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/impl/FaissException.h>
+#include <faiss/impl/IDSelector.h>
+#include <faiss/index_io.h>
 #include <faiss/invlists/InvertedLists.h>
 #if OML_HAVE_FAISS_GPU
 #include <faiss/gpu/GpuCloner.h>
@@ -432,6 +436,36 @@ struct PlannedIndex {
   int64_t train_size = 0;   // rows of the gallery to train on (an index that needs training)
 };
 
+class FaissBackend;
+
+// A Faiss index over one gallery (gallery_index.h): the CPU index, which add() / remove() change
+// and write() saves, and with GPU Faiss its copy on the GPU, which is searched.
+class FaissGalleryIndex final : public GalleryIndex {
+ public:
+  FaissGalleryIndex(const FaissBackend& backend, ItemSet gallery, std::unique_ptr<faiss::Index> index,
+                    int64_t refine, std::optional<RecallEstimate> tuned);
+
+  RetrievalResults search(const ItemSet& queries, const KnnOptions& options) const override;
+  IndexUpdates remove_updates() const override;
+  bool write(const std::filesystem::path& file) const override;
+  std::map<std::string, int64_t> search_parameters() const override;
+  std::optional<RecallEstimate> tuned_recall() const override { return tuned_; }
+  std::string describe() const override;
+
+ protected:
+  void added(int64_t first) override;
+  void removed(const std::vector<int64_t>& removed) override;
+
+ private:
+  const faiss::Index& searched() const { return on_device_ ? *on_device_ : *index_; }
+
+  const FaissBackend& backend_;
+  std::unique_ptr<faiss::Index> index_;
+  std::unique_ptr<faiss::Index> on_device_;  // null: searched on the CPU
+  int64_t refine_;
+  std::optional<RecallEstimate> tuned_;
+};
+
 // What the Faiss backends share: adding the gallery in chunks, training on a seeded sample,
 // searching in chunks, re-ranking candidates exactly, moving the index to a GPU. Each kind
 // (below) says how its index is made and searched.
@@ -450,37 +484,152 @@ class FaissBackend : public RetrievalBackend {
   RetrievalResults search(const ItemSet& queries, const ItemSet& gallery,
                           const KnnOptions& options) const override {
     OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
-    const at::Tensor q = queries.embeddings.contiguous();
-    const at::Tensor g = gallery.embeddings.contiguous();
-    OML_CHECK(g.size(1) == q.size(1), DataError, "queries have dimension ", q.size(1),
-              " but the gallery has ", g.size(1));
-    const IgnoredPairs ignored(queries, gallery);
-    RetrievalResults out = results_skeleton(queries, gallery, ignored);
-    const int64_t nq = q.size(0);
-    const int64_t ng = g.size(0);
-    if (ng == 0) {
-      out.offsets.assign(static_cast<std::size_t>(nq + 1), 0);
-      return out;
+    const auto start = std::chrono::steady_clock::now();
+    const std::unique_ptr<GalleryIndex> index = build_index(gallery, options);
+    const auto built = std::chrono::steady_clock::now();
+    RetrievalResults out = index->search(queries, options);
+    if (index->size() > 0) {
+      log::info(::oml::detail::concat(
+          name_, ": index built in ", std::chrono::duration<double>(built - start).count(), " s, ",
+          queries.embeddings.size(0), " queries searched in ",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - built).count(), " s"));
     }
+    return out;
+  }
+
+  std::unique_ptr<GalleryIndex> build_index(ItemSet gallery, const KnnOptions& options) const override {
+    OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
+    const at::Tensor g = gallery.embeddings.contiguous();
+    const int64_t ng = g.size(0);
+    if (ng == 0)
+      return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), nullptr, refine(), std::nullopt);
     PlannedIndex planned = plan(ng, g.size(1));
     log::info("k-NN with " + planned.description + " over " + std::to_string(ng) + " gallery items");
     try {
-      const auto start = std::chrono::steady_clock::now();
       std::unique_ptr<faiss::Index> index = build(std::move(planned), g);
       int64_t refine = this->refine();
-      if (tune_.on()) tune(*index, refine, g, gallery, options);
-      index = place_on_device(std::move(index));
-      const auto built = std::chrono::steady_clock::now();
+      std::optional<RecallEstimate> tuned;
+      if (tune_.on()) tuned = tune(*index, refine, g, gallery, options);
+      return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), std::move(index), refine, tuned);
+    } catch (const faiss::FaissException& e) {
+      throw RuntimeError("retrieval backend '" + name_ + "': Faiss failed: " + e.what());
+    }
+  }
+
+  std::unique_ptr<GalleryIndex> load_index(ItemSet gallery, const std::filesystem::path& file,
+                                           const std::map<std::string, int64_t>& parameters) const override {
+    if (file.empty()) {
+      OML_CHECK(!writes_index(), DataError, "retrieval backend '", name_,
+                "' keeps its index in a file of its own, and none was given");
+      // faiss_flat: the embeddings are its index.
+      KnnOptions options;
+      return build_index(std::move(gallery), options);
+    }
+    std::unique_ptr<faiss::Index> index;
+    try {
+      index.reset(faiss::read_index(file.c_str()));
+    } catch (const faiss::FaissException& e) {
+      throw DataError(file.string() + ": not a Faiss index file Faiss can read (" + e.what() + ")");
+    }
+    const int64_t ng = gallery.embeddings.size(0);
+    OML_CHECK(holds_kind(*index), DataError, file.string(), ": holds another kind of Faiss index than '",
+              name_, "' builds");
+    OML_CHECK(index->d == gallery.embeddings.size(1) && index->ntotal == ng, DataError, file.string(),
+              ": holds ", index->ntotal, " vectors of dimension ", index->d, ", the gallery has ", ng, " of ",
+              gallery.embeddings.size(1));
+    int64_t refine = this->refine();
+    apply_parameters(*index, refine, parameters);
+    return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), std::move(index), refine,
+                                               std::nullopt);
+  }
+
+  /// The results of `index` (built over `gallery`) for `queries`.
+  RetrievalResults search_built(const faiss::Index& index, int64_t refine, const ItemSet& queries,
+                                const ItemSet& gallery, const KnnOptions& options) const {
+    OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
+    const at::Tensor q = queries.embeddings.contiguous();
+    const at::Tensor g = gallery.embeddings.contiguous();
+    const IgnoredPairs ignored(queries, gallery);
+    RetrievalResults out = results_skeleton(queries, gallery, ignored);
+    const int64_t nq = q.size(0);
+    if (g.size(0) == 0) {
+      out.offsets.assign(static_cast<std::size_t>(nq + 1), 0);
+      return out;
+    }
+    OML_CHECK(g.size(1) == q.size(1), DataError, "queries have dimension ", q.size(1),
+              " but the gallery has ", g.size(1));
+    try {
       if (options.on_progress) options.on_progress(0, nq);
-      search_index(*index, q, g, ignored, options, refine, out);
-      const auto searched = std::chrono::steady_clock::now();
-      log::info(::oml::detail::concat(
-          name_, ": index built in ", std::chrono::duration<double>(built - start).count(), " s, ", nq,
-          " queries searched in ", std::chrono::duration<double>(searched - built).count(), " s"));
+      search_index(index, q, g, ignored, options, refine, out);
     } catch (const faiss::FaissException& e) {
       throw RuntimeError("retrieval backend '" + name_ + "': Faiss failed: " + e.what());
     }
     return out;
+  }
+
+  /// Whether the index is worth a file of its own (false: faiss_flat, whose index is the
+  /// embeddings).
+  virtual bool writes_index() const { return true; }
+  /// Whether `index` (read from a file) is this kind's.
+  virtual bool holds_kind(const faiss::Index& index) const = 0;
+  /// How remove() follows: in place (flat, IVF), or by building again (HNSW).
+  virtual IndexUpdates remove_updates() const { return IndexUpdates::kIncremental; }
+
+  /// `index` without the rows at `removed` (ascending positions of the gallery before), the
+  /// later rows renumbered to their new positions; `g` is the gallery after.
+  virtual std::unique_ptr<faiss::Index> without_rows(std::unique_ptr<faiss::Index> index,
+                                                     const std::vector<int64_t>& removed,
+                                                     const at::Tensor& g) const {
+    (void)g;
+    const faiss::IDSelectorBatch selector(removed.size(), removed.data());
+    if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(index.get())) {
+      ivf->remove_ids(selector);
+      renumber(*ivf, removed);
+    } else {
+      index->remove_ids(selector);  // IndexFlat: positions shift as the gallery's rows
+    }
+    return index;
+  }
+
+  /// The search parameters of `index` that a saved index keeps (nprobe, ef_search, refine).
+  virtual std::map<std::string, int64_t> parameters(const faiss::Index& index, int64_t refine) const {
+    (void)refine;
+    std::map<std::string, int64_t> out;
+    if (const auto* ivf = dynamic_cast<const faiss::IndexIVF*>(&index)) {
+      out["nprobe"] = static_cast<int64_t>(ivf->nprobe);
+    }
+    if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSW*>(&index)) {
+      out["ef_search"] = hnsw->hnsw.efSearch;
+    }
+    return out;
+  }
+
+  /// Sets the parameters() of a loaded `index`; DataError for one this kind does not have.
+  void apply_parameters(faiss::Index& index, int64_t& refine,
+                        const std::map<std::string, int64_t>& values) const {
+    for (const auto& [key, value] : values) {
+      OML_CHECK(value >= 1, DataError, "search parameter ", key, " must be >= 1, got ", value);
+      auto* ivf = dynamic_cast<faiss::IndexIVF*>(&index);
+      auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(&index);
+      if (key == "nprobe" && ivf != nullptr) {
+        ivf->nprobe = static_cast<std::size_t>(std::min<int64_t>(value, static_cast<int64_t>(ivf->nlist)));
+      } else if (key == "ef_search" && hnsw != nullptr) {
+        hnsw->hnsw.efSearch = static_cast<int>(value);
+      } else if (key == "refine" && parameters(index, refine).count("refine") > 0) {
+        refine = std::min(value, kMaxRefine);
+      } else {
+        throw DataError("search parameter '" + key + "' does not belong to a " + name_ + " index");
+      }
+    }
+  }
+
+  /// A copy of the CPU `index` on the run's GPU where the build has GPU Faiss; null otherwise
+  /// (searched on the CPU).
+  std::unique_ptr<faiss::Index> copy_to_device(const faiss::Index& index) const;
+
+  /// The CPU index rebuilt over `g` with the parameters of `like` (HNSW's remove).
+  std::unique_ptr<faiss::Index> rebuilt(const at::Tensor& g) const {
+    return build(plan(g.size(0), g.size(1)), g);
   }
 
  protected:
@@ -546,11 +695,11 @@ class FaissBackend : public RetrievalBackend {
 
   // target_recall (TuneOptions): chooses the knobs on the CPU index before it moves to a GPU,
   // logs the choice and keeps the recall reached for tuned_recall().
-  void tune(faiss::Index& index, int64_t& refine, const at::Tensor& g, const ItemSet& gallery,
-            const KnnOptions& options) const {
+  std::optional<RecallEstimate> tune(faiss::Index& index, int64_t& refine, const at::Tensor& g,
+                                     const ItemSet& gallery, const KnnOptions& options) const {
     const int64_t ng = g.size(0);
     const std::vector<Knob> knobs = this->knobs(index, refine, ng, options.top_k);
-    if (knobs.empty()) return;
+    if (knobs.empty()) return std::nullopt;
     const auto start = std::chrono::steady_clock::now();
     const std::vector<int64_t> rows = sample_rows(ng, tune_.tune_queries, seed_, 0x74756e65ULL);
     const auto n = static_cast<int64_t>(rows.size());
@@ -594,33 +743,20 @@ class FaissBackend : public RetrievalBackend {
     }
     const std::lock_guard<std::mutex> lock(tuned_mutex_);
     tuned_ = RecallEstimate{options.top_k, n, reached};
+    return tuned_;
   }
 
-  // The built index on the run's GPU where the build has GPU Faiss (trained and filled on the
-  // CPU, then copied: Faiss's cloner copies every kind but HNSW). Written for CUDA builds of
-  // Faiss; untested (Debian's Faiss is CPU-only).
-  std::unique_ptr<faiss::Index> place_on_device(std::unique_ptr<faiss::Index> index) const {
-    if (cuda_device_ < 0) return index;
-#if OML_HAVE_FAISS_GPU
-    if (dynamic_cast<const faiss::IndexHNSW*>(index.get()) != nullptr) {
-      log::info(name_ + ": Faiss has no GPU HNSW index; it searches on the CPU");
-      return index;
+  // The positions stored in IVF lists after `removed` left the gallery: each shifts down by the
+  // number of removed positions below it.
+  static void renumber(faiss::IndexIVF& ivf, const std::vector<int64_t>& removed) {
+    // Built or read, an IVF index keeps its lists in memory (ArrayInvertedLists).
+    auto* lists = dynamic_cast<faiss::ArrayInvertedLists*>(ivf.invlists);
+    OML_ASSERT(lists != nullptr, "IVF lists are expected in memory");
+    for (std::size_t list = 0; list < ivf.nlist; ++list) {
+      for (FaissId& id : lists->ids[list]) {
+        id -= static_cast<FaissId>(std::lower_bound(removed.begin(), removed.end(), id) - removed.begin());
+      }
     }
-    if (!gpu_resources_) gpu_resources_ = std::make_shared<faiss::gpu::StandardGpuResources>();
-    std::unique_ptr<faiss::Index> on_gpu(
-        faiss::gpu::index_cpu_to_gpu(gpu_resources_.get(), cuda_device_, index.get()));
-    log::info(name_ + ": index copied to cuda:" + std::to_string(cuda_device_));
-    return on_gpu;
-#else
-    static std::once_flag said;
-    std::call_once(said, [this] {
-      log::info(name_ +
-                ": searches on the CPU: this Faiss has no GPU support (Debian's libfaiss-dev is "
-                "CPU-only; a Faiss built with CUDA puts the index on cuda:" +
-                std::to_string(cuda_device_) + ")");
-    });
-    return index;
-#endif
   }
 
   // k-means (and PQ codebooks) on a seeded sample of gallery rows, read in ascending order.
@@ -687,6 +823,119 @@ class FaissBackend : public RetrievalBackend {
 #endif
 };
 
+// Trained and filled on the CPU, then copied: Faiss's cloner copies every kind but HNSW. Written
+// for CUDA builds of Faiss; untested (Debian's Faiss is CPU-only).
+std::unique_ptr<faiss::Index> FaissBackend::copy_to_device(const faiss::Index& index) const {
+  if (cuda_device_ < 0) return nullptr;
+#if OML_HAVE_FAISS_GPU
+  if (dynamic_cast<const faiss::IndexHNSW*>(&index) != nullptr) {
+    log::info(name_ + ": Faiss has no GPU HNSW index; it searches on the CPU");
+    return nullptr;
+  }
+  if (!gpu_resources_) gpu_resources_ = std::make_shared<faiss::gpu::StandardGpuResources>();
+  std::unique_ptr<faiss::Index> on_gpu(
+      faiss::gpu::index_cpu_to_gpu(gpu_resources_.get(), cuda_device_, &index));
+  log::info(name_ + ": index copied to cuda:" + std::to_string(cuda_device_));
+  return on_gpu;
+#else
+  (void)index;
+  static std::once_flag said;
+  std::call_once(said, [this] {
+    log::info(name_ +
+              ": searches on the CPU: this Faiss has no GPU support (Debian's libfaiss-dev is "
+              "CPU-only; a Faiss built with CUDA puts the index on cuda:" +
+              std::to_string(cuda_device_) + ")");
+  });
+  return nullptr;
+#endif
+}
+
+// ---- FaissGalleryIndex ------------------------------------------------------------------------
+
+FaissGalleryIndex::FaissGalleryIndex(const FaissBackend& backend, ItemSet gallery,
+                                     std::unique_ptr<faiss::Index> index, int64_t refine,
+                                     std::optional<RecallEstimate> tuned)
+    : GalleryIndex(std::move(gallery)),
+      backend_(backend),
+      index_(std::move(index)),
+      refine_(refine),
+      tuned_(tuned) {
+  if (index_) on_device_ = backend_.copy_to_device(*index_);
+}
+
+RetrievalResults FaissGalleryIndex::search(const ItemSet& queries, const KnnOptions& options) const {
+  if (!index_) {  // an empty gallery: no lists
+    RetrievalResults out = retrieve_knn(queries, gallery(), options);
+    return out;
+  }
+  return backend_.search_built(searched(), refine_, queries, gallery(), options);
+}
+
+IndexUpdates FaissGalleryIndex::remove_updates() const { return backend_.remove_updates(); }
+
+bool FaissGalleryIndex::write(const std::filesystem::path& file) const {
+  if (!index_ || !backend_.writes_index()) return false;
+  try {
+    faiss::write_index(index_.get(), file.c_str());
+  } catch (const faiss::FaissException& e) {
+    throw RuntimeError("cannot write the Faiss index to " + file.string() + ": " + e.what());
+  }
+  return true;
+}
+
+std::map<std::string, int64_t> FaissGalleryIndex::search_parameters() const {
+  return index_ ? backend_.parameters(*index_, refine_) : std::map<std::string, int64_t>{};
+}
+
+std::string FaissGalleryIndex::describe() const {
+  std::string out = backend_.name();
+  for (const auto& [key, value] : search_parameters()) out += " " + key + "=" + std::to_string(value);
+  if (const auto* ivf = dynamic_cast<const faiss::IndexIVF*>(index_.get())) {
+    out += " nlist=" + std::to_string(ivf->nlist);
+  }
+  return out;
+}
+
+void FaissGalleryIndex::added(int64_t first) {
+  const at::Tensor& g = gallery().embeddings;
+  try {
+    if (!index_) {  // the first items of an emptied (or empty) gallery: build as new
+      const std::map<std::string, int64_t> kept = search_parameters();
+      index_ = backend_.rebuilt(g);
+      backend_.apply_parameters(*index_, refine_, kept);
+    } else {
+      OML_ASSERT(index_->ntotal == first, "the Faiss index holds ", index_->ntotal, " rows, the gallery had ",
+                 first);
+      index_->add(g.size(0) - first, g.data_ptr<float>() + first * g.size(1));
+    }
+    on_device_ = backend_.copy_to_device(*index_);
+  } catch (const faiss::FaissException& e) {
+    throw RuntimeError("retrieval backend '" + backend_.name() + "': Faiss failed to add items: " + e.what());
+  }
+}
+
+void FaissGalleryIndex::removed(const std::vector<int64_t>& removed) {
+  if (!index_) return;
+  try {
+    if (size() == 0) {
+      index_.reset();
+      on_device_.reset();
+      return;
+    }
+    if (backend_.remove_updates() == IndexUpdates::kRebuild) {
+      const std::map<std::string, int64_t> kept = search_parameters();
+      index_ = backend_.rebuilt(gallery().embeddings);
+      backend_.apply_parameters(*index_, refine_, kept);
+    } else {
+      index_ = backend_.without_rows(std::move(index_), removed, gallery().embeddings);
+    }
+    on_device_ = backend_.copy_to_device(*index_);
+  } catch (const faiss::FaissException& e) {
+    throw RuntimeError("retrieval backend '" + backend_.name() +
+                       "': Faiss failed to remove items: " + e.what());
+  }
+}
+
 class FlatBackend final : public FaissBackend {
  public:
   FlatBackend(std::string name, FlatOptions o, uint64_t seed, int cuda)
@@ -700,6 +949,10 @@ class FlatBackend final : public FaissBackend {
   // and swaps near-ties; re-ranking its 2 k best by exact distances gives exact's lists, which is
   // what a cross-check of `exact` is for.
   int64_t refine() const override { return kFlatRefine; }
+  bool writes_index() const override { return false; }
+  bool holds_kind(const faiss::Index& index) const override {
+    return dynamic_cast<const faiss::IndexFlatL2*>(&index) != nullptr;
+  }
 };
 
 class IvfBackend final : public FaissBackend {
@@ -737,6 +990,9 @@ class IvfBackend final : public FaissBackend {
 
   std::vector<Knob> knobs(faiss::Index& index, int64_t&, int64_t, int64_t) const override {
     return nprobe_knob(index, options_);
+  }
+  bool holds_kind(const faiss::Index& index) const override {
+    return dynamic_cast<const faiss::IndexIVFFlat*>(&index) != nullptr;
   }
 
  private:
@@ -795,6 +1051,11 @@ class HnswBackend final : public FaissBackend {
   std::string reach_hint() const override {
     return "a larger M or ef_construction builds a graph that reaches more, or use exact";
   }
+  bool holds_kind(const faiss::Index& index) const override {
+    return dynamic_cast<const faiss::IndexHNSWFlat*>(&index) != nullptr;
+  }
+  // Faiss's HNSW cannot unlink nodes: the graph is built again over the remaining items.
+  IndexUpdates remove_updates() const override { return IndexUpdates::kRebuild; }
 
   // ef_search where target_recall chooses it: from the fixed default (128) to the gallery size.
   std::vector<Knob> knobs(faiss::Index& index, int64_t&, int64_t ng, int64_t) const override {
@@ -849,6 +1110,14 @@ class IvfPqBackend final : public FaissBackend {
 
   std::string reach_hint() const override {
     return "finer codes (a larger m or nbits), refine left to target_recall (0), or faiss_ivf / exact";
+  }
+  bool holds_kind(const faiss::Index& index) const override {
+    return dynamic_cast<const faiss::IndexIVFPQ*>(&index) != nullptr;
+  }
+  std::map<std::string, int64_t> parameters(const faiss::Index& index, int64_t refine) const override {
+    std::map<std::string, int64_t> out = FaissBackend::parameters(index, refine);
+    out["refine"] = refine;
+    return out;
   }
 
   // nprobe first; where every list probed falls short (PQ's codes lose too much), refine.

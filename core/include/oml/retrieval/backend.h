@@ -14,6 +14,8 @@
 // registers their names and fails with a ConfigError ("built without Faiss") when one is built.
 
 #include <cstdint>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +64,8 @@ struct RecallEstimate {
 /// changes.) The inputs are checked (validate_item_set) by the caller.
 /// Errors a user can cause are ConfigError (bad args, or args that do not fit the data, such as
 /// nlist > gallery size), thrown before any long work.
+class GalleryIndex;
+
 class RetrievalBackend {
  public:
   virtual ~RetrievalBackend() = default;
@@ -83,6 +87,16 @@ class RetrievalBackend {
   /// sample of gallery items searched as queries); nullopt where it did not. A function of the
   /// gallery, the args and the seed, so the ranks that each search a share of the queries agree.
   virtual std::optional<RecallEstimate> tuned_recall() const { return std::nullopt; }
+  /// An index over `gallery` to search many times (gallery_index.h), its search parameters
+  /// chosen for options.top_k where target_recall chooses them. By default one that calls
+  /// search() over the gallery each time (exact; plugins without an index of their own).
+  virtual std::unique_ptr<GalleryIndex> build_index(ItemSet gallery, const KnnOptions& options) const;
+  /// The index that GalleryIndex::write() wrote into `file` over this `gallery` (the same rows),
+  /// searching with `parameters` (GalleryIndex::search_parameters()). `file` is empty where
+  /// write() wrote nothing: then build_index() with the parameters as given. DataError when the
+  /// file does not hold this kind's index of this gallery.
+  virtual std::unique_ptr<GalleryIndex> load_index(ItemSet gallery, const std::filesystem::path& file,
+                                                   const std::map<std::string, int64_t>& parameters) const;
   /// Registered name ("faiss_ivf").
   virtual std::string name() const = 0;
   /// The name with the effective parameters, for logs ("faiss_ivf nlist=4000 nprobe=32").

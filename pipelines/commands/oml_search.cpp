@@ -1,0 +1,36 @@
+// oml-search: queries against a saved index folder -> their nearest gallery items (docs/serving.md).
+#include <boost/program_options.hpp>
+
+#include "../cli.h"
+#include "../gallery_commands.h"
+#include "oml/common/error.h"
+
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+  oml::cli::CommandSpec spec;
+  spec.name = "oml-search";
+  spec.summary = "search a saved gallery index with new queries (docs/serving.md)";
+  spec.usage =
+      "  oml-search --index DIR (--images FOLDER | --dataframe CSV | --embeddings FILE.npy [--items CSV]) --out DIR\n"
+      "             [--top-k K] [--threshold DISTANCE]";
+  spec.needs_config = false;
+  spec.add_options = [](po::options_description& o) {
+    // clang-format off
+    o.add_options()
+      ("index", po::value<std::string>(), "the index folder (oml-index build)")
+      ("images", po::value<std::string>(), "the queries: a folder of images, embedded by the index's model")
+      ("dataframe", po::value<std::string>(), "the queries: a dataframe's images, embedded by the index's model")
+      ("embeddings", po::value<std::string>(), "the queries as float32 [N, D] embeddings (.npy)")
+      ("items", po::value<std::string>(), "with --embeddings: a CSV naming the queries' paths (column path)")
+      ("out", po::value<std::string>(), "the folder for neighbours.csv, neighbours_ids.npy, neighbours_distances.npy")
+      ("top-k", po::value<int64_t>()->default_value(10), "neighbours per query")
+      ("threshold", po::value<double>(), "keep only neighbours within this distance; a query with none is unknown");
+    // clang-format on
+  };
+  spec.run = [](const oml::cli::Invocation& inv) {
+    OML_CHECK(!inv.config_path, UsageError, "oml-search takes no --config: the index folder keeps its own");
+    return oml::pipelines::search_index(inv);
+  };
+  return oml::cli::run_command(argc, argv, spec);
+}

@@ -1,0 +1,444 @@
+// oml-index and oml-search (gallery_commands.h; docs/serving.md).
+#include "gallery_commands.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <unordered_map>
+
+#include "embedding.h"
+#include "extractor_pipelines.h"
+#include "index_folder.h"
+#include "oml/common/error.h"
+#include "oml/common/logging.h"
+#include "oml/common/sha256.h"
+#include "oml/common/strings.h"
+#include "oml/config/document.h"
+#include "oml/data/csv.h"
+#include "oml/data/dataset.h"
+#include "oml/io/atomic_file.h"
+#include "oml/io/mapped_file.h"
+#include "oml/io/npy.h"
+#include "oml/models/extractor.h"
+#include "oml/retrieval/gallery_index.h"
+#include "pipeline_setup.h"
+#include "progress.h"
+#include "run_context.h"
+#include "run_dir.h"
+
+namespace oml::pipelines {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Embeddings with their item records (ids not yet assigned).
+struct Items {
+  at::Tensor embeddings;  // [N, D] float32
+  IndexedItems records;
+};
+
+std::string option(const cli::Invocation& inv, const char* name) {
+  return inv.vars.count(name) ? inv.vars[name].as<std::string>() : std::string();
+}
+
+std::string read_text_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw UsageError(file.string() + ": cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// --embeddings FILE.npy, with --items CSV (a header naming any of path, label, category; a row per
+// embedding) or without (no paths, no labels).
+Items items_from_embeddings(const std::string& npy, const std::string& items_csv) {
+  if (!fs::is_regular_file(npy)) throw UsageError("--embeddings " + npy + ": no such file");
+  OML_CHECK(fs::path(npy).extension() == ".npy", UsageError, "--embeddings ", npy,
+            ": expected a .npy file of float32 [N, D] (oml-predict writes one)");
+  Items out;
+  out.embeddings = io::map_npy_matrix(npy);
+  const auto n = static_cast<std::size_t>(out.embeddings.size(0));
+  out.records.paths.assign(n, "");
+  out.records.labels.assign(n, std::nullopt);
+  out.records.categories.assign(n, "");
+  if (items_csv.empty()) return out;
+  const std::vector<data::CsvRecord> records = data::parse_csv(read_text_file(items_csv), items_csv);
+  OML_CHECK(!records.empty(), DataError, items_csv, ": empty; expected a header naming path, label and/or category");
+  int path_column = -1, label_column = -1, category_column = -1;
+  const std::vector<std::string>& header = records.front().fields;
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    if (header[c] == "path") path_column = static_cast<int>(c);
+    if (header[c] == "label") label_column = static_cast<int>(c);
+    if (header[c] == "category") category_column = static_cast<int>(c);
+  }
+  OML_CHECK(path_column >= 0 || label_column >= 0 || category_column >= 0, DataError, items_csv,
+            ":1: the header names none of the columns path, label, category");
+  OML_CHECK(records.size() - 1 == n, DataError, items_csv, ": has ", records.size() - 1, " rows, ", npy, " has ", n,
+            " embeddings; expected a row per embedding");
+  for (std::size_t i = 0; i < n; ++i) {
+    const data::CsvRecord& record = records[i + 1];
+    OML_CHECK(record.fields.size() == header.size(), DataError, items_csv, ":", record.line, ": expected ",
+              header.size(), " fields, got ", record.fields.size());
+    if (path_column >= 0) out.records.paths[i] = record.fields[path_column];
+    if (category_column >= 0) out.records.categories[i] = record.fields[category_column];
+    if (label_column >= 0 && !record.fields[label_column].empty()) {
+      const std::string& text = record.fields[label_column];
+      std::size_t used = 0;
+      int64_t label = 0;
+      try {
+        label = std::stoll(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      OML_CHECK(used == text.size() && used > 0, DataError, items_csv, ":", record.line,
+                ": column 'label' must be an integer, got '", text, "'");
+      out.records.labels[i] = label;
+    }
+  }
+  return out;
+}
+
+// The images the config names (data_dir, or its dataframe's rows) through its model.
+Items items_from_images(const config::RunConfig& cfg) {
+  const PredictionInput input = prediction_input(cfg);
+  RunContext ctx = start_run(cfg);
+  auto extractor = build_extractor_with_weights(cfg, ctx);
+  Items out;
+  out.embeddings = embed_dataset(*extractor, input.dataset, ctx, embed_options(cfg, cfg.batch_size_inference, "embedding"));
+  const data::DataSplit& rows = input.dataset->meta();
+  const auto n = static_cast<std::size_t>(out.embeddings.size(0));
+  out.records.paths = rows.paths;
+  out.records.labels.assign(n, std::nullopt);
+  out.records.categories.assign(n, "");
+  for (std::size_t i = 0; i < n && i < input.rows.original_labels.size(); ++i) {
+    out.records.labels[i] = input.rows.original_labels[i];
+  }
+  for (std::size_t i = 0; i < n && i < input.rows.categories.size(); ++i) {
+    out.records.categories[i] = input.rows.categories[i];
+  }
+  return out;
+}
+
+// The config's model file, absolute ("" when the config names none: the extractor's own
+// weights, e.g. a zoo name in its args).
+std::string model_file(const config::RunConfig& cfg) {
+  if (cfg.weights.empty() || !fs::is_regular_file(cfg.weights)) return cfg.weights;
+  return fs::absolute(cfg.weights).lexically_normal().string();
+}
+
+// The index's config with the inputs of this command: the model file it was built with, the
+// images to embed (`--images` FOLDER or `--dataframe` CSV).
+config::RunConfig config_for_images(const cli::Invocation& inv, const IndexVersion& index, const std::string& images,
+                                    const std::string& dataframe) {
+  const IndexManifest& m = index.manifest;
+  std::vector<std::string> overrides;
+  if (!m.weights.empty()) {
+    if (!fs::is_regular_file(m.weights)) {
+      throw DataError(index.dir.string() + ": its model file " + m.weights +
+                      " is gone; images cannot be embedded as the gallery was (use --embeddings, or build the "
+                      "index again)");
+    }
+    if (!m.weights_sha256.empty() && sha256_file_hex(m.weights) != m.weights_sha256) {
+      throw DataError(index.dir.string() + ": its model file " + m.weights +
+                      " has changed since the index was built (sha256 " + m.weights_sha256 +
+                      "); embeddings of new images would not match the gallery's: build the index again");
+    }
+    overrides.push_back("weights=" + m.weights);
+  }
+  if (!images.empty()) {
+    overrides.push_back("data_dir=" + images);
+  } else {
+    const fs::path file = fs::absolute(dataframe);
+    overrides.push_back("data_dir=''");
+    overrides.push_back("dataset_root=" + file.parent_path().string());
+    overrides.push_back("dataframe_name=" + file.filename().string());
+  }
+  const config::Document document =
+      config::Document::from_string(index.config_yaml, (index.version / "config.yaml").string(), overrides);
+  return inv.load_config(document);
+}
+
+// The items a command adds or searches: --embeddings (with --items), --images or --dataframe.
+Items input_items(const cli::Invocation& inv, const IndexVersion& index) {
+  const std::string embeddings = option(inv, "embeddings");
+  const std::string images = option(inv, "images");
+  const std::string dataframe = option(inv, "dataframe");
+  const int given = !embeddings.empty() + !images.empty() + !dataframe.empty();
+  OML_CHECK(given == 1, UsageError,
+            "give the items as exactly one of --embeddings FILE.npy, --images FOLDER, --dataframe CSV");
+  if (!embeddings.empty()) return items_from_embeddings(embeddings, option(inv, "items"));
+  OML_CHECK(option(inv, "items").empty(), UsageError, "--items goes with --embeddings (a dataframe has its own columns)");
+  OML_CHECK(index.manifest.has_model, UsageError, index.dir.string(),
+            " was built from embeddings, without a model to embed images with: give --embeddings");
+  return items_from_images(config_for_images(inv, index, images, dataframe));
+}
+
+void check_dimension(const Items& items, const IndexVersion& index, const std::string& what) {
+  OML_CHECK(items.embeddings.size(1) == index.manifest.dimension, DataError, what, " have dimension ",
+            items.embeddings.size(1), ", the index ", index.dir.string(), " holds embeddings of dimension ",
+            index.manifest.dimension);
+}
+
+// The backend of the index's config, and its index over the current version.
+struct LoadedIndex {
+  IndexVersion version;
+  std::shared_ptr<const retrieval::RetrievalBackend> backend;
+  std::unique_ptr<retrieval::GalleryIndex> index;
+};
+
+LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir) {
+  LoadedIndex out;
+  out.version = read_index_folder(dir);
+  const config::Document document =
+      config::Document::from_string(out.version.config_yaml, (out.version.version / "config.yaml").string());
+  const config::RunConfig cfg = inv.load_config(document);
+  out.backend = build_retrieval_backend(cfg);
+  retrieval::ItemSet gallery = out.version.items.item_set(out.version.embeddings);
+  out.index = out.backend->load_index(std::move(gallery), out.version.index_file(), out.version.manifest.search_parameters);
+  return out;
+}
+
+IndexContents next_contents(const LoadedIndex& loaded) {
+  IndexContents contents;
+  contents.manifest = loaded.version.manifest;
+  contents.items = loaded.version.items;
+  contents.config_yaml = loaded.version.config_yaml;
+  contents.index = loaded.index.get();
+  return contents;
+}
+
+fs::path required_path(const cli::Invocation& inv, const char* name, const char* what) {
+  const std::string value = option(inv, name);
+  OML_CHECK(!value.empty(), UsageError, "--", name, " is required (", what, ")");
+  return value;
+}
+
+std::vector<int64_t> parse_ids(const std::string& text, const std::string& source) {
+  std::vector<int64_t> ids;
+  std::string token;
+  std::istringstream in(text);
+  while (std::getline(in, token, text.find('\n') != std::string::npos ? '\n' : ',')) {
+    std::string t = trim(token);
+    if (t.empty()) continue;
+    std::size_t used = 0;
+    int64_t id = 0;
+    try {
+      id = std::stoll(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    OML_CHECK(used == t.size(), UsageError, source, ": '", t, "' is not an item id (an integer of items.csv's id column)");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+}  // namespace
+
+// --- oml-index build / add / remove / info -------------------------------------------------------
+
+int index_build(const cli::Invocation& inv) {
+  const fs::path out = required_path(inv, "out", "the index folder to write");
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
+    throw UsageError(out.string() +
+                     " exists and is not empty: oml-index build writes a new index folder and never writes over "
+                     "files; choose another --out, or change an index with oml-index add / remove");
+  }
+  const int64_t k = inv.vars["k"].as<int64_t>();
+  OML_CHECK(k >= 1, UsageError, "--k expects the number of neighbours searches ask for (>= 1), got ", k);
+  const config::Document document = inv.load_document();
+  const config::RunConfig cfg = inv.load_config(document);
+  const std::string embeddings = option(inv, "embeddings");
+  OML_CHECK(embeddings.empty() || (option(inv, "images").empty() && option(inv, "dataframe").empty()), UsageError,
+            "give the gallery as --embeddings or through the config (data_dir or the dataframe), not both");
+  OML_CHECK(!embeddings.empty() || option(inv, "items").empty(), UsageError, "--items goes with --embeddings");
+  const auto backend = build_retrieval_backend(cfg);
+
+  IndexContents contents;
+  Items items;
+  if (!embeddings.empty()) {
+    items = items_from_embeddings(embeddings, option(inv, "items"));
+  } else {
+    items = items_from_images(cfg);
+    contents.manifest.has_model = true;
+    contents.manifest.weights = model_file(cfg);
+    if (!contents.manifest.weights.empty() && fs::is_regular_file(contents.manifest.weights)) {
+      contents.manifest.weights_sha256 = sha256_file_hex(contents.manifest.weights);
+    }
+  }
+  const int64_t n = items.embeddings.size(0);
+  OML_CHECK(n > 0, DataError, "the gallery is empty: nothing to index");
+  items.records.ids.resize(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) items.records.ids[static_cast<std::size_t>(i)] = i;
+  retrieval::ItemSet gallery = items.records.item_set(items.embeddings);
+  retrieval::validate_item_set(gallery, "gallery");
+  retrieval::KnnOptions options;
+  options.top_k = k;
+  const std::unique_ptr<retrieval::GalleryIndex> index = backend->build_index(std::move(gallery), options);
+
+  contents.manifest.next_id = n;
+  contents.manifest.tuned = index->tuned_recall();
+  contents.manifest.tuned_for_k = contents.manifest.tuned ? k : 0;
+  contents.items = std::move(items.records);
+  contents.config_yaml = document.dump();
+  contents.index = index.get();
+  create_index_folder(out, std::move(contents));
+  std::cout << "oml-index: " << out.string() << ": " << n << " items of dimension " << index->gallery().embeddings.size(1)
+            << ", " << index->describe() << std::endl;
+  return 0;
+}
+
+int index_add(const cli::Invocation& inv) {
+  const fs::path dir = required_path(inv, "index", "the index folder to change");
+  const IndexWriteLock lock(dir);
+  LoadedIndex loaded = load_index(inv, dir);
+  Items items = input_items(inv, loaded.version);
+  check_dimension(items, loaded.version, "the added embeddings");
+  const int64_t n = items.embeddings.size(0);
+  IndexContents contents = next_contents(loaded);
+  for (int64_t i = 0; i < n; ++i) items.records.ids.push_back(contents.manifest.next_id + i);
+  retrieval::ItemSet added = items.records.item_set(items.embeddings.contiguous());
+  loaded.index->add(added);
+  contents.manifest.next_id += n;
+  contents.items.append(items.records);
+  write_next_version(dir, std::move(contents));
+  std::cout << "oml-index: added " << n << " items (ids " << (n > 0 ? items.records.ids.front() : 0) << ".."
+            << (n > 0 ? items.records.ids.back() : -1) << ") to " << dir.string() << ": " << loaded.index->size()
+            << " items" << std::endl;
+  return 0;
+}
+
+int index_remove(const cli::Invocation& inv) {
+  const fs::path dir = required_path(inv, "index", "the index folder to change");
+  std::vector<int64_t> ids;
+  if (inv.vars.count("ids")) ids = parse_ids(inv.vars["ids"].as<std::string>(), "--ids");
+  if (inv.vars.count("ids-file")) {
+    const std::string file = inv.vars["ids-file"].as<std::string>();
+    const std::vector<int64_t> more = parse_ids(read_text_file(file), file);
+    ids.insert(ids.end(), more.begin(), more.end());
+  }
+  OML_CHECK(!ids.empty(), UsageError, "give the ids to remove with --ids 3,17 or --ids-file FILE (one per line)");
+  const IndexWriteLock lock(dir);
+  LoadedIndex loaded = load_index(inv, dir);
+  std::unordered_map<int64_t, int64_t> position;
+  for (std::size_t i = 0; i < loaded.version.items.size(); ++i) {
+    position[loaded.version.items.ids[i]] = static_cast<int64_t>(i);
+  }
+  std::vector<int64_t> positions;
+  for (const int64_t id : ids) {
+    const auto found = position.find(id);
+    OML_CHECK(found != position.end(), UsageError, "item id ", id, " is not in ", dir.string(),
+              " (its ids are items.csv's id column; nothing was removed)");
+    positions.push_back(found->second);
+  }
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  IndexContents contents = next_contents(loaded);
+  if (loaded.index->remove_updates() == retrieval::IndexUpdates::kRebuild) {
+    log::info(loaded.backend->name() + " cannot remove items in place: its index is built again over the " +
+              std::to_string(loaded.index->size() - static_cast<int64_t>(positions.size())) + " remaining items");
+  }
+  loaded.index->remove(positions);
+  contents.items.remove(positions);
+  write_next_version(dir, std::move(contents));
+  std::cout << "oml-index: removed " << positions.size() << " items from " << dir.string() << ": "
+            << loaded.index->size() << " items" << std::endl;
+  return 0;
+}
+
+int index_info(const cli::Invocation& inv) {
+  const fs::path dir = required_path(inv, "index", "the index folder");
+  const IndexVersion version = read_index_folder(dir);
+  const IndexManifest& m = version.manifest;
+  std::cout << "index:       " << dir.string() << " (" << version.version.filename().string() << ", " << m.created
+            << ")\n"
+            << "items:       " << m.items << " of dimension " << m.dimension << " (next id " << m.next_id << ")\n"
+            << "backend:     " << m.backend << "\n";
+  if (m.tuned) {
+    std::cout << "recall:      " << m.tuned->recall << " at k=" << m.tuned->k << " (target_recall, " << m.tuned->queries
+              << " gallery items searched as queries)\n";
+  }
+  std::cout << "model:       "
+            << (m.has_model ? (m.weights.empty() ? std::string("the config's extractor") : m.weights) : std::string("none (built from embeddings)"))
+            << "\n";
+  if (m.calibration.is_object()) std::cout << "calibration: " << m.calibration.dump() << "\n";
+  std::cout << "written by:  oml-cpp " << m.oml_cpp_version << ", LibTorch " << m.libtorch_version << std::endl;
+  return 0;
+}
+
+// --- oml-search ------------------------------------------------------------------------------------
+
+int search_index(const cli::Invocation& inv) {
+  const fs::path dir = required_path(inv, "index", "the index folder to search");
+  const fs::path out_dir = required_path(inv, "out", "the folder to write the neighbours into");
+  const int64_t k = inv.vars["top-k"].as<int64_t>();
+  OML_CHECK(k >= 1, UsageError, "--top-k expects a number of neighbours >= 1, got ", k);
+  std::optional<double> threshold;
+  if (inv.vars.count("threshold")) {
+    threshold = inv.vars["threshold"].as<double>();
+    OML_CHECK(std::isfinite(*threshold) && *threshold >= 0, UsageError, "--threshold expects a distance >= 0, got ",
+              *threshold);
+  }
+  const CommandOutput output(out_dir, "oml-search",
+                             {"neighbours.csv", "neighbours_ids.npy", "neighbours_distances.npy"});
+  output.check();
+  const LoadedIndex loaded = load_index(inv, dir);
+  Items queries = input_items(inv, loaded.version);
+  check_dimension(queries, loaded.version, "the query embeddings");
+  const int64_t nq = queries.embeddings.size(0);
+  // Queries are not gallery items: ids no gallery item has, so none is ignored.
+  queries.records.ids.resize(static_cast<std::size_t>(nq));
+  for (int64_t i = 0; i < nq; ++i) queries.records.ids[static_cast<std::size_t>(i)] = -1 - i;
+  const retrieval::ItemSet query_set = queries.records.item_set(queries.embeddings);
+  retrieval::validate_item_set(query_set, "queries");
+  retrieval::KnnOptions options;
+  options.top_k = k;
+  options.on_progress = progress_callback("searching", "query");
+  const retrieval::RetrievalResults found = loaded.index->search(query_set, options);
+  found.check_consistent();
+
+  const IndexedItems& gallery = loaded.version.items;
+  at::Tensor ids = at::full({nq, k}, -1, at::kLong);
+  at::Tensor distances = at::full({nq, k}, std::numeric_limits<float>::infinity(), at::kFloat);
+  auto id_rows = ids.accessor<int64_t, 2>();
+  auto distance_rows = distances.accessor<float, 2>();
+  output.claim();
+  int64_t unknown = 0;
+  io::write_stream_atomic(out_dir / "neighbours.csv", [&](std::ostream& csv) {
+    csv << "query,query_path,rank,id,path,label,category,distance\n";
+    char distance[32];
+    for (int64_t q = 0; q < nq; ++q) {
+      int64_t kept = 0;
+      for (int64_t i = 0; i < found.size(q); ++i) {
+        const float d = found.distances[found.begin(q) + i];
+        if (threshold && d > *threshold) break;
+        const auto g = static_cast<std::size_t>(found.retrieved[found.begin(q) + i]);
+        id_rows[q][i] = gallery.ids[g];
+        distance_rows[q][i] = d;
+        std::snprintf(distance, sizeof(distance), "%.9g", d);
+        csv << q << ',' << data::csv_escape(queries.records.paths[static_cast<std::size_t>(q)]) << ',' << i + 1 << ','
+            << gallery.ids[g] << ',' << data::csv_escape(gallery.paths[g]) << ',';
+        if (gallery.labels[g]) csv << *gallery.labels[g];
+        csv << ',' << data::csv_escape(gallery.categories[g]) << ',' << distance << '\n';
+        ++kept;
+      }
+      if (kept == 0) ++unknown;
+    }
+  });
+  io::write_npy(out_dir / "neighbours_ids.npy", ids);
+  io::write_npy(out_dir / "neighbours_distances.npy", distances);
+  std::cout << "oml-search: " << nq << " queries against " << loaded.index->size() << " items ("
+            << loaded.index->describe() << ") -> " << out_dir.string();
+  if (threshold) std::cout << "; " << unknown << " with no item within " << *threshold << " (unknown)";
+  std::cout << std::endl;
+  return 0;
+}
+
+}  // namespace oml::pipelines
