@@ -24,6 +24,7 @@
 #include "oml/io/atomic_file.h"
 #include "oml/io/mapped_file.h"
 #include "oml/io/npy.h"
+#include "oml/metrics/open_set.h"
 #include "oml/models/extractor.h"
 #include "oml/retrieval/gallery_index.h"
 #include "pipeline_setup.h"
@@ -69,7 +70,8 @@ Items items_from_embeddings(const std::string& npy, const std::string& items_csv
   out.records.categories.assign(n, "");
   if (items_csv.empty()) return out;
   const std::vector<data::CsvRecord> records = data::parse_csv(read_text_file(items_csv), items_csv);
-  OML_CHECK(!records.empty(), DataError, items_csv, ": empty; expected a header naming path, label and/or category");
+  OML_CHECK(!records.empty(), DataError, items_csv,
+            ": empty; expected a header naming path, label and/or category");
   int path_column = -1, label_column = -1, category_column = -1;
   const std::vector<std::string>& header = records.front().fields;
   for (std::size_t c = 0; c < header.size(); ++c) {
@@ -79,8 +81,8 @@ Items items_from_embeddings(const std::string& npy, const std::string& items_csv
   }
   OML_CHECK(path_column >= 0 || label_column >= 0 || category_column >= 0, DataError, items_csv,
             ":1: the header names none of the columns path, label, category");
-  OML_CHECK(records.size() - 1 == n, DataError, items_csv, ": has ", records.size() - 1, " rows, ", npy, " has ", n,
-            " embeddings; expected a row per embedding");
+  OML_CHECK(records.size() - 1 == n, DataError, items_csv, ": has ", records.size() - 1, " rows, ", npy,
+            " has ", n, " embeddings; expected a row per embedding");
   for (std::size_t i = 0; i < n; ++i) {
     const data::CsvRecord& record = records[i + 1];
     OML_CHECK(record.fields.size() == header.size(), DataError, items_csv, ":", record.line, ": expected ",
@@ -110,7 +112,8 @@ Items items_from_images(const config::RunConfig& cfg) {
   RunContext ctx = start_run(cfg);
   auto extractor = build_extractor_with_weights(cfg, ctx);
   Items out;
-  out.embeddings = embed_dataset(*extractor, input.dataset, ctx, embed_options(cfg, cfg.batch_size_inference, "embedding"));
+  out.embeddings = embed_dataset(*extractor, input.dataset, ctx,
+                                 embed_options(cfg, cfg.batch_size_inference, "embedding"));
   const data::DataSplit& rows = input.dataset->meta();
   const auto n = static_cast<std::size_t>(out.embeddings.size(0));
   out.records.paths = rows.paths;
@@ -134,15 +137,16 @@ std::string model_file(const config::RunConfig& cfg) {
 
 // The index's config with the inputs of this command: the model file it was built with, the
 // images to embed (`--images` FOLDER or `--dataframe` CSV).
-config::RunConfig config_for_images(const cli::Invocation& inv, const IndexVersion& index, const std::string& images,
-                                    const std::string& dataframe) {
+config::RunConfig config_for_images(const cli::Invocation& inv, const IndexVersion& index,
+                                    const std::string& images, const std::string& dataframe) {
   const IndexManifest& m = index.manifest;
   std::vector<std::string> overrides;
   if (!m.weights.empty()) {
     if (!fs::is_regular_file(m.weights)) {
-      throw DataError(index.dir.string() + ": its model file " + m.weights +
-                      " is gone; images cannot be embedded as the gallery was (use --embeddings, or build the "
-                      "index again)");
+      throw DataError(
+          index.dir.string() + ": its model file " + m.weights +
+          " is gone; images cannot be embedded as the gallery was (use --embeddings, or build the "
+          "index again)");
     }
     if (!m.weights_sha256.empty() && sha256_file_hex(m.weights) != m.weights_sha256) {
       throw DataError(index.dir.string() + ": its model file " + m.weights +
@@ -173,7 +177,8 @@ Items input_items(const cli::Invocation& inv, const IndexVersion& index) {
   OML_CHECK(given == 1, UsageError,
             "give the items as exactly one of --embeddings FILE.npy, --images FOLDER, --dataframe CSV");
   if (!embeddings.empty()) return items_from_embeddings(embeddings, option(inv, "items"));
-  OML_CHECK(option(inv, "items").empty(), UsageError, "--items goes with --embeddings (a dataframe has its own columns)");
+  OML_CHECK(option(inv, "items").empty(), UsageError,
+            "--items goes with --embeddings (a dataframe has its own columns)");
   OML_CHECK(index.manifest.has_model, UsageError, index.dir.string(),
             " was built from embeddings, without a model to embed images with: give --embeddings");
   return items_from_images(config_for_images(inv, index, images, dataframe));
@@ -200,7 +205,8 @@ LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir) {
   const config::RunConfig cfg = inv.load_config(document);
   out.backend = build_retrieval_backend(cfg);
   retrieval::ItemSet gallery = out.version.items.item_set(out.version.embeddings);
-  out.index = out.backend->load_index(std::move(gallery), out.version.index_file(), out.version.manifest.search_parameters);
+  out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
+                                      out.version.manifest.search_parameters);
   return out;
 }
 
@@ -233,7 +239,8 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& sourc
     } catch (const std::exception&) {
       used = 0;
     }
-    OML_CHECK(used == t.size(), UsageError, source, ": '", t, "' is not an item id (an integer of items.csv's id column)");
+    OML_CHECK(used == t.size(), UsageError, source, ": '", t,
+              "' is not an item id (an integer of items.csv's id column)");
     ids.push_back(id);
   }
   return ids;
@@ -247,18 +254,21 @@ int index_build(const cli::Invocation& inv) {
   const fs::path out = required_path(inv, "out", "the index folder to write");
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
-    throw UsageError(out.string() +
-                     " exists and is not empty: oml-index build writes a new index folder and never writes over "
-                     "files; choose another --out, or change an index with oml-index add / remove");
+    throw UsageError(
+        out.string() +
+        " exists and is not empty: oml-index build writes a new index folder and never writes over "
+        "files; choose another --out, or change an index with oml-index add / remove");
   }
   const int64_t k = inv.vars["k"].as<int64_t>();
   OML_CHECK(k >= 1, UsageError, "--k expects the number of neighbours searches ask for (>= 1), got ", k);
   const config::Document document = inv.load_document();
   const config::RunConfig cfg = inv.load_config(document);
   const std::string embeddings = option(inv, "embeddings");
-  OML_CHECK(embeddings.empty() || (option(inv, "images").empty() && option(inv, "dataframe").empty()), UsageError,
+  OML_CHECK(embeddings.empty() || (option(inv, "images").empty() && option(inv, "dataframe").empty()),
+            UsageError,
             "give the gallery as --embeddings or through the config (data_dir or the dataframe), not both");
-  OML_CHECK(!embeddings.empty() || option(inv, "items").empty(), UsageError, "--items goes with --embeddings");
+  OML_CHECK(!embeddings.empty() || option(inv, "items").empty(), UsageError,
+            "--items goes with --embeddings");
   const auto backend = build_retrieval_backend(cfg);
 
   IndexContents contents;
@@ -290,8 +300,8 @@ int index_build(const cli::Invocation& inv) {
   contents.config_yaml = document.dump();
   contents.index = index.get();
   create_index_folder(out, std::move(contents));
-  std::cout << "oml-index: " << out.string() << ": " << n << " items of dimension " << index->gallery().embeddings.size(1)
-            << ", " << index->describe() << std::endl;
+  std::cout << "oml-index: " << out.string() << ": " << n << " items of dimension "
+            << index->gallery().embeddings.size(1) << ", " << index->describe() << std::endl;
   return 0;
 }
 
@@ -310,8 +320,8 @@ int index_add(const cli::Invocation& inv) {
   contents.items.append(items.records);
   write_next_version(dir, std::move(contents));
   std::cout << "oml-index: added " << n << " items (ids " << (n > 0 ? items.records.ids.front() : 0) << ".."
-            << (n > 0 ? items.records.ids.back() : -1) << ") to " << dir.string() << ": " << loaded.index->size()
-            << " items" << std::endl;
+            << (n > 0 ? items.records.ids.back() : -1) << ") to " << dir.string() << ": "
+            << loaded.index->size() << " items" << std::endl;
   return 0;
 }
 
@@ -324,7 +334,8 @@ int index_remove(const cli::Invocation& inv) {
     const std::vector<int64_t> more = parse_ids(read_text_file(file), file);
     ids.insert(ids.end(), more.begin(), more.end());
   }
-  OML_CHECK(!ids.empty(), UsageError, "give the ids to remove with --ids 3,17 or --ids-file FILE (one per line)");
+  OML_CHECK(!ids.empty(), UsageError,
+            "give the ids to remove with --ids 3,17 or --ids-file FILE (one per line)");
   const IndexWriteLock lock(dir);
   LoadedIndex loaded = load_index(inv, dir);
   std::unordered_map<int64_t, int64_t> position;
@@ -343,7 +354,8 @@ int index_remove(const cli::Invocation& inv) {
   IndexContents contents = next_contents(loaded);
   if (loaded.index->remove_updates() == retrieval::IndexUpdates::kRebuild) {
     log::info(loaded.backend->name() + " cannot remove items in place: its index is built again over the " +
-              std::to_string(loaded.index->size() - static_cast<int64_t>(positions.size())) + " remaining items");
+              std::to_string(loaded.index->size() - static_cast<int64_t>(positions.size())) +
+              " remaining items");
   }
   loaded.index->remove(positions);
   contents.items.remove(positions);
@@ -353,23 +365,60 @@ int index_remove(const cli::Invocation& inv) {
   return 0;
 }
 
+int index_calibrate(const cli::Invocation& inv) {
+  const fs::path dir = required_path(inv, "index", "the index folder to calibrate");
+  OML_CHECK(inv.vars.count("target-fmr"), UsageError,
+            "--target-fmr F is required (the false match rate to allow, e.g. 0.001)");
+  const double fmr = inv.vars["target-fmr"].as<double>();
+  OML_CHECK(fmr > 0.0 && fmr < 1.0, UsageError, "--target-fmr must be in (0, 1), got ", fmr);
+  const IndexWriteLock lock(dir);
+  LoadedIndex loaded = load_index(inv, dir);
+  Items items = input_items(inv, loaded.version);
+  check_dimension(items, loaded.version, "the calibration embeddings");
+  const int64_t n = items.embeddings.size(0);
+  for (int64_t i = 0; i < n; ++i) {
+    OML_CHECK(
+        items.records.labels[static_cast<std::size_t>(i)].has_value(), DataError, "calibration item ", i,
+        (items.records.paths[static_cast<std::size_t>(i)].empty()
+             ? std::string()
+             : " (" + items.records.paths[static_cast<std::size_t>(i)] + ")"),
+        " has no label; calibration needs a labelled set (a dataframe's label column, or --items with a "
+        "label column)");
+    items.records.ids.push_back(i);
+  }
+  const metrics::OpenSetThreshold t =
+      metrics::calibrate_open_set(items.records.item_set(items.embeddings.contiguous()), fmr);
+  IndexContents contents = next_contents(loaded);
+  contents.manifest.calibration = {
+      {"target_fmr", t.fmr}, {"threshold", t.threshold},           {"expected_fnmr", t.fnmr},
+      {"items", n},          {"positive_pairs", t.positive_pairs}, {"negative_pairs", t.negative_pairs}};
+  write_next_version(dir, std::move(contents));
+  std::cout << "oml-index: " << dir.string() << ": threshold " << t.threshold << " for fmr " << t.fmr
+            << " (fnmr " << t.fnmr << " on " << n << " calibration items: " << t.positive_pairs
+            << " positive, " << t.negative_pairs << " negative pairs)" << std::endl;
+  return 0;
+}
+
 int index_info(const cli::Invocation& inv) {
   const fs::path dir = required_path(inv, "index", "the index folder");
   const IndexVersion version = read_index_folder(dir);
   const IndexManifest& m = version.manifest;
-  std::cout << "index:       " << dir.string() << " (" << version.version.filename().string() << ", " << m.created
+  std::cout << "index:       " << dir.string() << " (" << version.version.filename().string() << ", "
+            << m.created << ")\n"
+            << "items:       " << m.items << " of dimension " << m.dimension << " (next id " << m.next_id
             << ")\n"
-            << "items:       " << m.items << " of dimension " << m.dimension << " (next id " << m.next_id << ")\n"
             << "backend:     " << m.backend << "\n";
   if (m.tuned) {
-    std::cout << "recall:      " << m.tuned->recall << " at k=" << m.tuned->k << " (target_recall, " << m.tuned->queries
-              << " gallery items searched as queries)\n";
+    std::cout << "recall:      " << m.tuned->recall << " at k=" << m.tuned->k << " (target_recall, "
+              << m.tuned->queries << " gallery items searched as queries)\n";
   }
   std::cout << "model:       "
-            << (m.has_model ? (m.weights.empty() ? std::string("the config's extractor") : m.weights) : std::string("none (built from embeddings)"))
+            << (m.has_model ? (m.weights.empty() ? std::string("the config's extractor") : m.weights)
+                            : std::string("none (built from embeddings)"))
             << "\n";
   if (m.calibration.is_object()) std::cout << "calibration: " << m.calibration.dump() << "\n";
-  std::cout << "written by:  oml-cpp " << m.oml_cpp_version << ", LibTorch " << m.libtorch_version << std::endl;
+  std::cout << "written by:  oml-cpp " << m.oml_cpp_version << ", LibTorch " << m.libtorch_version
+            << std::endl;
   return 0;
 }
 
@@ -380,16 +429,33 @@ int search_index(const cli::Invocation& inv) {
   const fs::path out_dir = required_path(inv, "out", "the folder to write the neighbours into");
   const int64_t k = inv.vars["top-k"].as<int64_t>();
   OML_CHECK(k >= 1, UsageError, "--top-k expects a number of neighbours >= 1, got ", k);
-  std::optional<double> threshold;
-  if (inv.vars.count("threshold")) {
-    threshold = inv.vars["threshold"].as<double>();
-    OML_CHECK(std::isfinite(*threshold) && *threshold >= 0, UsageError, "--threshold expects a distance >= 0, got ",
-              *threshold);
-  }
-  const CommandOutput output(out_dir, "oml-search",
-                             {"neighbours.csv", "neighbours_ids.npy", "neighbours_distances.npy"});
+  const CommandOutput output(
+      out_dir, "oml-search",
+      {"neighbours.csv", "answers.csv", "neighbours_ids.npy", "neighbours_distances.npy"});
   output.check();
   const LoadedIndex loaded = load_index(inv, dir);
+  // --threshold T, else the calibrated one; `--threshold none`: every neighbour.
+  std::optional<double> threshold;
+  const nlohmann::json& calibration = loaded.version.manifest.calibration;
+  const std::string threshold_text = option(inv, "threshold");
+  if (threshold_text.empty() && calibration.is_object()) {
+    threshold = calibration.at("threshold").get<double>();
+    log::info(::oml::detail::concat("open set: neighbours within the calibrated threshold ", *threshold,
+                                    " (fmr ", calibration.at("target_fmr").get<double>(), ", expected fnmr ",
+                                    calibration.at("expected_fnmr").get<double>(),
+                                    "); --threshold none for all"));
+  } else if (!threshold_text.empty() && threshold_text != "none") {
+    std::size_t used = 0;
+    double value = -1;
+    try {
+      value = std::stod(threshold_text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    OML_CHECK(used == threshold_text.size() && std::isfinite(value) && value >= 0, UsageError,
+              "--threshold expects a distance >= 0 or 'none', got '", threshold_text, "'");
+    threshold = value;
+  }
   Items queries = input_items(inv, loaded.version);
   check_dimension(queries, loaded.version, "the query embeddings");
   const int64_t nq = queries.embeddings.size(0);
@@ -423,13 +489,30 @@ int search_index(const cli::Invocation& inv) {
         id_rows[q][i] = gallery.ids[g];
         distance_rows[q][i] = d;
         std::snprintf(distance, sizeof(distance), "%.9g", d);
-        csv << q << ',' << data::csv_escape(queries.records.paths[static_cast<std::size_t>(q)]) << ',' << i + 1 << ','
-            << gallery.ids[g] << ',' << data::csv_escape(gallery.paths[g]) << ',';
+        csv << q << ',' << data::csv_escape(queries.records.paths[static_cast<std::size_t>(q)]) << ','
+            << i + 1 << ',' << gallery.ids[g] << ',' << data::csv_escape(gallery.paths[g]) << ',';
         if (gallery.labels[g]) csv << *gallery.labels[g];
         csv << ',' << data::csv_escape(gallery.categories[g]) << ',' << distance << '\n';
         ++kept;
       }
       if (kept == 0) ++unknown;
+    }
+  });
+  // One line per query: the nearest item kept, or "unknown" where the threshold left none.
+  io::write_stream_atomic(out_dir / "answers.csv", [&](std::ostream& csv) {
+    csv << "query,query_path,answer,id,label,distance\n";
+    char distance[32];
+    for (int64_t q = 0; q < nq; ++q) {
+      csv << q << ',' << data::csv_escape(queries.records.paths[static_cast<std::size_t>(q)]) << ',';
+      if (id_rows[q][0] < 0) {
+        csv << "unknown,,,\n";
+        continue;
+      }
+      const auto g = static_cast<std::size_t>(found.retrieved[found.begin(q)]);
+      std::snprintf(distance, sizeof(distance), "%.9g", distance_rows[q][0]);
+      csv << "known," << gallery.ids[g] << ',';
+      if (gallery.labels[g]) csv << *gallery.labels[g];
+      csv << ',' << distance << '\n';
     }
   });
   io::write_npy(out_dir / "neighbours_ids.npy", ids);

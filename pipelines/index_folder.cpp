@@ -65,7 +65,8 @@ int64_t version_number(const std::string& name) {
 std::string current_version_name(const fs::path& dir) {
   const fs::path current = dir / kCurrent;
   if (!fs::is_regular_file(current)) {
-    throw DataError(dir.string() + ": not an index folder (no " + kCurrent + " file; oml-index build writes one)");
+    throw DataError(dir.string() + ": not an index folder (no " + kCurrent +
+                    " file; oml-index build writes one)");
   }
   std::string name = read_text(current);
   while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
@@ -125,9 +126,9 @@ IndexedItems parse_items(const fs::path& file) {
     }
     items.ids.push_back(parse_integer(record.fields[0], file, record.line, "id"));
     items.paths.push_back(record.fields[1]);
-    items.labels.push_back(record.fields[2].empty()
-                               ? std::nullopt
-                               : std::optional<int64_t>(parse_integer(record.fields[2], file, record.line, "label")));
+    items.labels.push_back(record.fields[2].empty() ? std::nullopt
+                                                    : std::optional<int64_t>(parse_integer(
+                                                          record.fields[2], file, record.line, "label")));
     items.categories.push_back(record.fields[3]);
   }
   return items;
@@ -136,8 +137,8 @@ IndexedItems parse_items(const fs::path& file) {
 // Writes the version folder `name` of `dir` through a temporary sibling renamed into place.
 void write_version_folder(const fs::path& dir, const std::string& name, IndexContents& contents) {
   const retrieval::GalleryIndex& index = *contents.index;
-  OML_ASSERT(static_cast<int64_t>(contents.items.size()) == index.size(), "index folder: ", contents.items.size(),
-             " item records for ", index.size(), " embeddings");
+  OML_ASSERT(static_cast<int64_t>(contents.items.size()) == index.size(),
+             "index folder: ", contents.items.size(), " item records for ", index.size(), " embeddings");
   IndexManifest& manifest = contents.manifest;
   manifest.items = index.size();
   manifest.dimension = index.gallery().embeddings.size(1);
@@ -251,8 +252,9 @@ IndexManifest IndexManifest::from_json(const nlohmann::json& json, const std::st
     }
     const int version = json.at("format_version").get<int>();
     if (version > kFormatVersion) {
-      throw DataError(file + ": format_version " + std::to_string(version) + " is newer than this oml-cpp reads (" +
-                      std::to_string(kFormatVersion) + "); use a newer oml-cpp or build the index again");
+      throw DataError(file + ": format_version " + std::to_string(version) +
+                      " is newer than this oml-cpp reads (" + std::to_string(kFormatVersion) +
+                      "); use a newer oml-cpp or build the index again");
     }
     m.items = json.at("items").get<int64_t>();
     m.dimension = json.at("dimension").get<int64_t>();
@@ -302,10 +304,10 @@ IndexVersion read_index_folder(const fs::path& dir) {
   out.config_yaml = read_text(out.version / kConfig);
   const auto n = static_cast<int64_t>(out.items.size());
   OML_CHECK(out.embeddings.size(0) == n && out.manifest.items == n, DataError, out.version.string(), ": ",
-            kEmbeddings, " has ", out.embeddings.size(0), " rows, ", kItems, " ", n, " items and ", kManifest, " says ",
-            out.manifest.items);
-  OML_CHECK(!out.manifest.index_file || fs::is_regular_file(out.index_file()), DataError, out.version.string(),
-            ": ", kManifest, " names ", kIndexFile, ", which is missing");
+            kEmbeddings, " has ", out.embeddings.size(0), " rows, ", kItems, " ", n, " items and ", kManifest,
+            " says ", out.manifest.items);
+  OML_CHECK(!out.manifest.index_file || fs::is_regular_file(out.index_file()), DataError,
+            out.version.string(), ": ", kManifest, " names ", kIndexFile, ", which is missing");
   return out;
 }
 
@@ -318,7 +320,8 @@ IndexWriteLock::IndexWriteLock(const fs::path& dir) {
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     ::close(fd_);
     fd_ = -1;
-    throw UsageError(dir.string() + ": another oml-index command is changing this index; try again when it ends");
+    throw UsageError(dir.string() +
+                     ": another oml-index command is changing this index; try again when it ends");
   }
 }
 

@@ -38,10 +38,10 @@ namespace oml::pipelines {
 
 /// The gallery items' records (items.csv), one per embedding row.
 struct IndexedItems {
-  std::vector<int64_t> ids;              ///< stable ids: assigned at build (0..N-1) and by add
-  std::vector<std::string> paths;        ///< image paths ("" for an item given as an embedding)
+  std::vector<int64_t> ids;                    ///< stable ids: assigned at build (0..N-1) and by add
+  std::vector<std::string> paths;              ///< image paths ("" for an item given as an embedding)
   std::vector<std::optional<int64_t>> labels;  ///< nullopt: unlabelled
-  std::vector<std::string> categories;   ///< "" : none
+  std::vector<std::string> categories;         ///< "" : none
 
   std::size_t size() const { return ids.size(); }
   void append(const IndexedItems& more);
@@ -56,17 +56,17 @@ struct IndexManifest {
   static constexpr int kFormatVersion = 1;
   int64_t items = 0;
   int64_t dimension = 0;
-  int64_t next_id = 0;                  ///< the id the next added item gets
-  std::string backend;                  ///< the backend as described when written
+  int64_t next_id = 0;                               ///< the id the next added item gets
+  std::string backend;                               ///< the backend as described when written
   std::map<std::string, int64_t> search_parameters;  ///< GalleryIndex::search_parameters()
-  int64_t tuned_for_k = 0;              ///< the k target_recall chose them for (0: not tuned)
-  std::optional<retrieval::RecallEstimate> tuned;  ///< the recall reached at build
-  bool index_file = false;              ///< faiss.index is present
-  bool has_model = false;               ///< built from images through the config's extractor
-  std::string weights;                  ///< its `weights:` file, absolute ("": the extractor's own)
-  std::string weights_sha256;           ///< its SHA-256 when built
-  nlohmann::json calibration;           ///< null, or the open-set threshold (docs/serving.md#calibration)
-  std::string created;                  ///< UTC time of this version
+  int64_t tuned_for_k = 0;                           ///< the k target_recall chose them for (0: not tuned)
+  std::optional<retrieval::RecallEstimate> tuned;    ///< the recall reached at build
+  bool index_file = false;                           ///< faiss.index is present
+  bool has_model = false;                            ///< built from images through the config's extractor
+  std::string weights;         ///< its `weights:` file, absolute ("": the extractor's own)
+  std::string weights_sha256;  ///< its SHA-256 when built
+  nlohmann::json calibration;  ///< null, or the open-set threshold (docs/serving.md#calibration)
+  std::string created;         ///< UTC time of this version
   std::string oml_cpp_version;
   std::string libtorch_version;
 

@@ -11,15 +11,17 @@ namespace po = boost::program_options;
 namespace {
 
 int run_index(const oml::cli::Invocation& inv) {
-  OML_CHECK(inv.vars.count("action"), UsageError, "an ACTION is required: build, add, remove or info");
+  OML_CHECK(inv.vars.count("action"), UsageError,
+            "an ACTION is required: build, add, remove, calibrate or info");
   const std::string action = inv.vars["action"].as<std::string>();
   if (action == "build") return oml::pipelines::index_build(inv);
   OML_CHECK(!inv.config_path, UsageError, "oml-index ", action,
             " takes no --config: the index folder keeps the config it was built with");
   if (action == "add") return oml::pipelines::index_add(inv);
   if (action == "remove") return oml::pipelines::index_remove(inv);
+  if (action == "calibrate") return oml::pipelines::index_calibrate(inv);
   if (action == "info") return oml::pipelines::index_info(inv);
-  throw oml::UsageError("unknown ACTION '" + action + "'; expected build, add, remove or info");
+  throw oml::UsageError("unknown ACTION '" + action + "'; expected build, add, remove, calibrate or info");
 }
 
 }  // namespace
@@ -29,24 +31,32 @@ int main(int argc, char** argv) {
   spec.name = "oml-index";
   spec.summary = "save a gallery for searching, and change it (docs/serving.md)";
   spec.usage =
-      "  oml-index build  --config FILE [--set key=value]... --out DIR [--embeddings FILE.npy [--items CSV]] [--k K]\n"
-      "                   (the gallery: the config's data_dir or dataframe through its model, or --embeddings)\n"
-      "  oml-index add    --index DIR (--images FOLDER | --dataframe CSV | --embeddings FILE.npy [--items CSV])\n"
+      "  oml-index build  --config FILE [--set key=value]... --out DIR [--embeddings FILE.npy [--items CSV]] "
+      "[--k K]\n"
+      "                   (the gallery: the config's data_dir or dataframe through its model, or "
+      "--embeddings)\n"
+      "  oml-index add    --index DIR (--images FOLDER | --dataframe CSV | --embeddings FILE.npy [--items "
+      "CSV])\n"
       "  oml-index remove --index DIR (--ids 3,17,... | --ids-file FILE)\n"
+      "  oml-index calibrate --index DIR --target-fmr F (--dataframe CSV | --images FOLDER | --embeddings "
+      "FILE.npy --items CSV)\n"
+      "                   (a labelled set: the distance threshold at false match rate F, used by "
+      "oml-search)\n"
       "  oml-index info   --index DIR";
   spec.needs_config = false;
   spec.add_options = [](po::options_description& o) {
     // clang-format off
     o.add_options()
-      ("action", po::value<std::string>(), "build | add | remove | info")
+      ("action", po::value<std::string>(), "build | add | remove | calibrate | info")
       ("out", po::value<std::string>(), "build: the index folder to create (must not exist, or be empty)")
       ("index", po::value<std::string>(), "add, remove, info: the index folder")
       ("embeddings", po::value<std::string>(), "the items as float32 [N, D] embeddings (.npy), not images")
       ("items", po::value<std::string>(), "with --embeddings: a CSV whose header names any of path, label, category; a row per embedding")
-      ("images", po::value<std::string>(), "add: a folder of images, embedded by the index's model")
-      ("dataframe", po::value<std::string>(), "add: a dataframe (path, label, category columns) of images, embedded by the index's model")
+      ("images", po::value<std::string>(), "add, calibrate: a folder of images, embedded by the index's model")
+      ("dataframe", po::value<std::string>(), "add, calibrate: a dataframe (path, label, category columns) of images, embedded by the index's model")
       ("ids", po::value<std::string>(), "remove: item ids, comma-separated")
       ("ids-file", po::value<std::string>(), "remove: a file of item ids, one per line")
+      ("target-fmr", po::value<double>(), "calibrate: the false match rate to allow (e.g. 0.001)")
       ("k", po::value<int64_t>()->default_value(10),
        "build: the k of the searches: target_recall chooses the search parameters for recall@k");
     // clang-format on

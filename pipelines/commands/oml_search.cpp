@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   spec.name = "oml-search";
   spec.summary = "search a saved gallery index with new queries (docs/serving.md)";
   spec.usage =
-      "  oml-search --index DIR (--images FOLDER | --dataframe CSV | --embeddings FILE.npy [--items CSV]) --out DIR\n"
+      "  oml-search --index DIR (--images FOLDER | --dataframe CSV | --embeddings FILE.npy [--items CSV]) "
+      "--out DIR\n"
       "             [--top-k K] [--threshold DISTANCE]";
   spec.needs_config = false;
   spec.add_options = [](po::options_description& o) {
@@ -25,7 +26,9 @@ int main(int argc, char** argv) {
       ("items", po::value<std::string>(), "with --embeddings: a CSV naming the queries' paths (column path)")
       ("out", po::value<std::string>(), "the folder for neighbours.csv, neighbours_ids.npy, neighbours_distances.npy")
       ("top-k", po::value<int64_t>()->default_value(10), "neighbours per query")
-      ("threshold", po::value<double>(), "keep only neighbours within this distance; a query with none is unknown");
+      ("threshold", po::value<std::string>(),
+       "keep only neighbours within this distance (default: the index's calibrated threshold, if any; 'none': all); "
+       "a query with none is unknown");
     // clang-format on
   };
   spec.run = [](const oml::cli::Invocation& inv) {

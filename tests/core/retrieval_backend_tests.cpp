@@ -11,6 +11,7 @@
 #include "oml/config/document.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/metrics/metric_table.h"
+#include "oml/metrics/open_set.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/gallery_index.h"
@@ -549,4 +550,53 @@ TEST_CASE("A gallery index refuses a file that is not its own and added rows of 
   const auto wide = clustered(10, 8, 2, 1.0, 72, 5000);
   CHECK_THROWS_WITH(hnsw->add(wide), Contains("dimension 8") && Contains("16"));
   CHECK_THROWS_WITH(hnsw->remove({1000}), Contains("position 1000 is not in the gallery of 1000"));
+}
+
+TEST_CASE("The open-set threshold holds its false match rate on a held-out set",
+          "[retrieval][metrics][open_set]") {
+  // 60 classes; 3000 items calibrate, 2 x 8000 more (the same classes) make 8000 held-out pairs
+  // of two independent items each, so that the held-out matches are binomial.
+  const auto all = clustered(19000, 16, 60, 1.5, 81);
+  retrieval::ItemSet calibration;
+  calibration.embeddings = all.embeddings.narrow(0, 0, 3000).contiguous();
+  calibration.labels.assign(all.labels.begin(), all.labels.begin() + 3000);
+  calibration.ids.assign(all.ids.begin(), all.ids.begin() + 3000);
+  const at::Tensor a = all.embeddings.narrow(0, 3000, 8000).to(torch::kDouble);
+  const at::Tensor b = all.embeddings.narrow(0, 11000, 8000).to(torch::kDouble);
+  const at::Tensor pair_distance = (a - b).norm(2, 1);
+  for (const double fmr : {0.001, 0.01, 0.1}) {
+    INFO("fmr " << fmr);
+    const metrics::OpenSetThreshold t = metrics::calibrate_open_set(calibration, fmr);
+    // On its own set, over every ordered pair of different items: fnmr@fmr's definition.
+    const at::Tensor d =
+        torch::cdist(calibration.embeddings.to(torch::kDouble), calibration.embeddings.to(torch::kDouble));
+    const at::Tensor labels = torch::tensor(calibration.labels, torch::kLong);
+    const at::Tensor same = labels.unsqueeze(0) == labels.unsqueeze(1);
+    const at::Tensor other = ~torch::eye(3000, torch::kBool);
+    const at::Tensor negative = other & ~same;
+    const at::Tensor positive = other & same;
+    const double n_negative = negative.sum().item<double>();
+    CHECK(t.negative_pairs == static_cast<int64_t>(n_negative));
+    CHECK(t.positive_pairs == positive.sum().item<int64_t>());
+    // T lies between the two negative distances around the quantile (each pair counted twice).
+    CHECK((negative & (d < t.threshold)).sum().item<double>() / n_negative ==
+          Approx(fmr).margin(4.0 / n_negative));
+    CHECK((positive & (d >= t.threshold)).sum().item<double>() / positive.sum().item<double>() ==
+          Approx(t.fnmr).margin(1e-12));
+    // Held out: the share of independent negative pairs matched lies in the 99.9 % binomial
+    // interval of the target.
+    int64_t n_out = 0;
+    int64_t matched = 0;
+    for (int64_t i = 0; i < 8000; ++i) {
+      if (all.labels[3000 + i] == all.labels[11000 + i]) continue;
+      ++n_out;
+      matched += pair_distance[i].item<double>() < t.threshold;
+    }
+    const double measured = static_cast<double>(matched) / static_cast<double>(n_out);
+    CHECK(std::abs(measured - fmr) <= 3.29 * std::sqrt(fmr * (1.0 - fmr) / static_cast<double>(n_out)));
+  }
+  retrieval::ItemSet one_label = calibration;
+  std::fill(one_label.labels.begin(), one_label.labels.end(), 3);
+  CHECK_THROWS_WITH(metrics::calibrate_open_set(one_label, 0.01), Contains("single label"));
+  CHECK_THROWS_AS(metrics::calibrate_open_set(calibration, 0.0), UsageError);
 }

@@ -141,6 +141,7 @@ std::vector<double> PairStatistics::finish(const BlockShape& shape) {
     thresholds.push_back(
         interpolate(std::sqrt((*values)[f].lower), std::sqrt((*values)[f].upper), s.positions[f].fraction));
   }
+  thresholds_ = thresholds;
   return s.count_positives(shape, thresholds, num_positive_);
 }
 

@@ -49,6 +49,10 @@ class PairStatistics {
   /// there are no positive or no negative pairs).
   std::vector<double> finish(const retrieval::BlockShape& shape);
 
+  /// The thresholds T per fmr value that finish() found (empty before it, or where it returned
+  /// NaN): the fmr-quantiles of the negative-pair distances.
+  const std::vector<double>& thresholds() const { return thresholds_; }
+
   int64_t num_positive() const { return num_positive_; }
   int64_t num_negative() const { return num_negative_; }
   /// Passes over all pairs made so far (pass 1 included) — for tests and logs.
@@ -59,6 +63,7 @@ class PairStatistics {
   std::unique_ptr<Impl> impl_;
   int64_t num_positive_ = 0;
   int64_t num_negative_ = 0;
+  std::vector<double> thresholds_;
 };
 
 }  // namespace oml::metrics::detail
