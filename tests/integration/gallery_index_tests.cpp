@@ -1,0 +1,312 @@
+// oml-index and oml-search as a user runs them (docs/serving.md): a gallery of images built
+// through a model into an index folder, searched with new images and with embeddings, changed
+// by id, calibrated; bad input exits with 2 and changes nothing; a killed change leaves the
+// index whole.
+#include <torch/torch.h>
+
+#include <csignal>
+#include <sstream>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "oml/data/csv.h"
+#include "oml/io/npy.h"
+#include "oml/models/conv_net.h"
+#include "oml/retrieval/backend.h"
+#include "oml/retrieval/knn.h"
+#include "pipeline_fixtures.h"
+#include "support/support.h"
+
+using Catch::Matchers::Contains;
+using namespace oml::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The subset's rows split into a gallery (`rows` from `first`) and others, as dataframes with
+// absolute paths.
+fs::path subset_rows(const fs::path& dir, const std::string& name, std::size_t first, std::size_t count) {
+  const auto records = oml::data::parse_csv(read_file(fashion_mnist_subset() / "df.csv"), "df.csv");
+  const auto& header = records.front().fields;
+  const auto column = [&](const std::string& key) {
+    return static_cast<std::size_t>(std::find(header.begin(), header.end(), key) - header.begin());
+  };
+  std::ostringstream out;
+  out << "label,path,split,is_query,is_gallery\n";
+  for (std::size_t r = 1 + first; r < records.size() && r < 1 + first + count; ++r) {
+    const auto& f = records[r].fields;
+    out << f[column("label")] << ',' << (fashion_mnist_subset() / f[column("path")]).string()
+        << ",validation,True,True\n";
+  }
+  write_file(dir / name, out.str());
+  return dir / name;
+}
+
+struct Model {
+  fs::path weights;
+  fs::path config;
+};
+
+// A conv net with seeded random weights and a predict config naming it.
+Model model(const fs::path& dir, const std::string& backend = "{name: exact}") {
+  torch::manual_seed(17);
+  oml::models::ConvNetOptions options;
+  options.channels = {8, 16};
+  options.feat_dim = 16;
+  const oml::models::ConvNet net(options);
+  Model m{dir / "model.pth", dir / "predict.yaml"};
+  write_state_dict_file(m.weights, *net);
+  write_file(m.config, "num_threads: 1\nnum_workers: 0\nbatch_size_inference: 64\nweights: " + m.weights.string() +
+                           "\ntransforms_predict: {name: norm}\n"
+                           "extractor: {name: conv_net, args: {channels: [8, 16], feat_dim: 16}}\n"
+                           "retrieval_backend: " +
+                           backend + "\n");
+  return m;
+}
+
+CommandResult build_index(const Model& m, const fs::path& gallery, const fs::path& out, const std::string& extra = "") {
+  return run_oml("oml-index", "build --config " + quote(m.config.string()) + " --set dataset_root=" +
+                                  quote(gallery.parent_path().string()) + " --set dataframe_name=" +
+                                  quote(gallery.filename().string()) + " --out " + quote(out.string()) + " " + extra);
+}
+
+std::vector<std::vector<std::string>> csv_rows(const fs::path& file) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : oml::data::parse_csv(read_file(file), file.string())) rows.push_back(r.fields);
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("oml-index build and oml-search find the exact neighbours of new images", "[serving][integration]") {
+  TempDir dir;
+  const Model m = model(dir.path());
+  const fs::path gallery = subset_rows(dir.path(), "gallery.csv", 0, 200);
+  const fs::path queries = subset_rows(dir.path(), "queries.csv", 200, 40);
+  const auto built = build_index(m, gallery, dir / "index");
+  INFO(built.out << built.err);
+  REQUIRE(built.exit_code == 0);
+  CHECK_THAT(built.out, Contains("200 items of dimension 16"));
+  const auto manifest = read_json(dir / "index" / "v000001" / "manifest.json");
+  CHECK(manifest.at("items") == 200);
+  CHECK(manifest.at("model").at("weights") == fs::absolute(m.weights).string());
+  CHECK(manifest.at("model").at("sha256").get<std::string>().size() == 64);
+  CHECK(read_file(dir / "index" / "CURRENT") == "v000001\n");
+
+  // The queries' embeddings from oml-predict, searched as images and as embeddings.
+  const auto predicted = run_oml("oml-predict", "--config " + quote(m.config.string()) + " --set dataset_root=" +
+                                                    quote(dir.path().string()) +
+                                                    " --set dataframe_name=queries.csv --set save_dir=" +
+                                                    quote((dir / "pred").string()));
+  REQUIRE(predicted.exit_code == 0);
+  const auto by_images = run_oml("oml-search", "--index " + quote((dir / "index").string()) + " --dataframe " +
+                                                   quote(queries.string()) + " --top-k 5 --out " +
+                                                   quote((dir / "s1").string()));
+  INFO(by_images.err);
+  REQUIRE(by_images.exit_code == 0);
+  const auto by_embeddings = run_oml("oml-search", "--index " + quote((dir / "index").string()) + " --embeddings " +
+                                                       quote((dir / "pred" / "embeddings.npy").string()) +
+                                                       " --top-k 5 --out " + quote((dir / "s2").string()));
+  REQUIRE(by_embeddings.exit_code == 0);
+  const at::Tensor ids = oml::io::read_npy(dir / "s1" / "neighbours_ids.npy");
+  CHECK(torch::equal(ids, oml::io::read_npy(dir / "s2" / "neighbours_ids.npy")));
+  CHECK(torch::allclose(oml::io::read_npy(dir / "s1" / "neighbours_distances.npy"),
+                        oml::io::read_npy(dir / "s2" / "neighbours_distances.npy")));
+
+  // Equal to the exact k-NN of the query embeddings against the gallery's (ids = gallery rows).
+  oml::retrieval::ItemSet q, g;
+  q.embeddings = oml::io::read_npy(dir / "pred" / "embeddings.npy");
+  g.embeddings = oml::io::read_npy(dir / "index" / "v000001" / "embeddings.npy");
+  for (int64_t i = 0; i < 40; ++i) q.ids.push_back(-1 - i), q.labels.push_back(0);
+  for (int64_t i = 0; i < 200; ++i) g.ids.push_back(i), g.labels.push_back(0);
+  oml::retrieval::KnnOptions options;
+  options.top_k = 5;
+  const auto exact = oml::retrieval::retrieve_knn(q, g, options);
+  for (int64_t i = 0; i < 40; ++i) {
+    for (int64_t r = 0; r < 5; ++r) CHECK(ids[i][r].item<int64_t>() == exact.retrieved[exact.begin(i) + r]);
+  }
+  // neighbours.csv names the gallery items as items.csv does; answers.csv has every query.
+  const auto rows = csv_rows(dir / "s1" / "neighbours.csv");
+  REQUIRE(rows.size() == 1 + 40 * 5);
+  CHECK(rows[0] == std::vector<std::string>{"query", "query_path", "rank", "id", "path", "label", "category",
+                                            "distance"});
+  const auto items = csv_rows(dir / "index" / "v000001" / "items.csv");
+  const auto first = std::stoll(rows[1][3]);
+  CHECK(rows[1][4] == items[static_cast<std::size_t>(first) + 1][1]);
+  CHECK(rows[1][5] == items[static_cast<std::size_t>(first) + 1][2]);
+  CHECK(csv_rows(dir / "s1" / "answers.csv").size() == 41);
+}
+
+TEST_CASE("oml-index add, remove and calibrate write new versions that search as rebuilt",
+          "[serving][integration][faiss]") {
+  if (!oml::retrieval::built_with_faiss()) return;
+  TempDir dir;
+  // Every list probed: a changed IVF index must find the exact neighbours.
+  const Model m = model(dir.path(), "{name: faiss_ivf, args: {nlist: 4, nprobe: 4}}");
+  const fs::path gallery = subset_rows(dir.path(), "gallery.csv", 0, 200);
+  const fs::path more = subset_rows(dir.path(), "more.csv", 200, 50);
+  const fs::path queries = subset_rows(dir.path(), "queries.csv", 250, 30);
+  const fs::path index = dir / "index";
+  REQUIRE(build_index(m, gallery, index).exit_code == 0);
+  const auto added = run_oml("oml-index", "add --index " + quote(index.string()) + " --dataframe " + quote(more.string()));
+  INFO(added.out << added.err);
+  REQUIRE(added.exit_code == 0);
+  CHECK_THAT(added.out, Contains("added 50 items (ids 200..249)"));
+  const auto removed = run_oml("oml-index", "remove --index " + quote(index.string()) + " --ids 0,7,210");
+  INFO(removed.err);
+  REQUIRE(removed.exit_code == 0);
+  CHECK(read_file(index / "CURRENT") == "v000003\n");
+  CHECK_FALSE(fs::exists(index / "v000001"));  // superseded versions are removed
+  CHECK_FALSE(fs::exists(index / "v000002"));
+  const auto items = csv_rows(index / "v000003" / "items.csv");
+  REQUIRE(items.size() == 1 + 247);
+  CHECK(items[1][0] == "1");
+  CHECK(items.back()[0] == "249");
+
+  // A fresh index of the same 247 images gives the same neighbours (as items.csv rows).
+  write_file(dir / "same.csv", [&] {
+    std::ostringstream out;
+    out << "label,path,split,is_query,is_gallery\n";
+    for (std::size_t r = 1; r < items.size(); ++r) out << items[r][2] << ',' << items[r][1] << ",validation,True,True\n";
+    return out.str();
+  }());
+  REQUIRE(build_index(m, dir / "same.csv", dir / "fresh").exit_code == 0);
+  for (const auto* name : {"index", "fresh"}) {
+    const auto r = run_oml("oml-search", "--index " + quote((dir / name).string()) + " --dataframe " +
+                                             quote(queries.string()) + " --top-k 5 --out " +
+                                             quote((dir / (std::string("s_") + name)).string()));
+    REQUIRE(r.exit_code == 0);
+  }
+  const auto changed = csv_rows(dir / "s_index" / "neighbours.csv");
+  const auto fresh = csv_rows(dir / "s_fresh" / "neighbours.csv");
+  REQUIRE(changed.size() == fresh.size());
+  for (std::size_t i = 1; i < changed.size(); ++i) {
+    CHECK(changed[i][4] == fresh[i][4]);  // the same gallery image at every rank
+    CHECK(std::stod(changed[i][7]) == Approx(std::stod(fresh[i][7])).epsilon(1e-5));
+  }
+
+  // Calibrated: the threshold is stored and applied; `--threshold none` lists everything again.
+  const auto calibrated = run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --dataframe " +
+                                                   quote(gallery.string()) + " --target-fmr 0.01");
+  INFO(calibrated.err);
+  REQUIRE(calibrated.exit_code == 0);
+  const auto manifest = read_json(index / "v000004" / "manifest.json");
+  const double threshold = manifest.at("calibration").at("threshold").get<double>();
+  CHECK(manifest.at("calibration").at("target_fmr").get<double>() == 0.01);
+  const auto open = run_oml("oml-search", "--index " + quote(index.string()) + " --dataframe " + quote(queries.string()) +
+                                              " --top-k 5 --out " + quote((dir / "open").string()));
+  REQUIRE(open.exit_code == 0);
+  CHECK_THAT(open.err + open.out, Contains("calibrated threshold"));
+  for (const auto& row : csv_rows(dir / "open" / "neighbours.csv")) {
+    if (row[0] != "query") CHECK(std::stod(row[7]) <= threshold);
+  }
+  for (const auto& row : csv_rows(dir / "open" / "answers.csv")) {
+    if (row[0] == "query") continue;
+    CHECK((row[2] == "unknown") == (std::stod(changed[1 + 5 * std::stoul(row[0])][7]) > threshold));
+  }
+}
+
+TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index as it was", "[serving][integration]") {
+  TempDir dir;
+  const Model m = model(dir.path());
+  const fs::path gallery = subset_rows(dir.path(), "gallery.csv", 0, 60);
+  const fs::path index = dir / "index";
+  REQUIRE(build_index(m, gallery, index).exit_code == 0);
+  const std::string before = read_file(index / "CURRENT");
+  {  // never over an existing folder
+    const auto r = build_index(m, gallery, index);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("exists and is not empty"));
+  }
+  {  // wrong embedding size
+    oml::io::write_npy(dir / "wide.npy", torch::randn({3, 20}));
+    const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                             quote((dir / "wide.npy").string()) + " --out " + quote((dir / "o").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("dimension 20") && Contains("dimension 16"));
+    CHECK_FALSE(fs::exists(dir / "o" / "neighbours.csv"));
+    const auto a = run_oml("oml-index", "add --index " + quote(index.string()) + " --embeddings " +
+                                            quote((dir / "wide.npy").string()));
+    CHECK(a.exit_code == 2);
+  }
+  {  // unknown id
+    const auto r = run_oml("oml-index", "remove --index " + quote(index.string()) + " --ids 5,999");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("item id 999 is not in") && Contains("nothing was removed"));
+  }
+  {  // not an index
+    const auto r = run_oml("oml-search", "--index " + quote(dir.path().string()) + " --embeddings x.npy --out " +
+                                             quote((dir / "o2").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("not an index folder"));
+  }
+  {  // the model file changed since the build: images would not embed as the gallery did
+    torch::manual_seed(99);
+    oml::models::ConvNetOptions options;
+    options.channels = {8, 16};
+    options.feat_dim = 16;
+    write_state_dict_file(m.weights, *oml::models::ConvNet(options));
+    const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --dataframe " +
+                                             quote(gallery.string()) + " --out " + quote((dir / "o3").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("has changed since the index was built"));
+  }
+  {  // a calibration set without labels
+    oml::io::write_npy(dir / "e.npy", torch::randn({10, 16}));
+    const auto r = run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --embeddings " +
+                                            quote((dir / "e.npy").string()) + " --target-fmr 0.01");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("has no label"));
+  }
+  CHECK(read_file(index / "CURRENT") == before);
+}
+
+TEST_CASE("An oml-index add killed at any moment leaves the index whole", "[serving][integration][faults]") {
+  TempDir dir;
+  const Model m = model(dir.path());
+  const fs::path index = dir / "index";
+  oml::io::write_npy(dir / "g.npy", torch::randn({2000, 16}));
+  oml::io::write_npy(dir / "more.npy", torch::randn({20000, 16}));
+  const auto built = run_oml("oml-index", "build --config " + quote(m.config.string()) + " --embeddings " +
+                                              quote((dir / "g.npy").string()) + " --out " + quote(index.string()));
+  REQUIRE(built.exit_code == 0);
+  // SIGKILL at growing delays: each time the index must read back whole, at the old version or
+  // the new one, and a later change must succeed.
+  int64_t expected = 2000;
+  for (const int delay_ms : {5, 30, 80, 150, 300}) {
+    INFO("killed after " << delay_ms << " ms");
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const std::string cmd = command_path("oml-index");
+      ::execl(cmd.c_str(), cmd.c_str(), "add", "--index", index.c_str(), "--embeddings", (dir / "more.npy").c_str(),
+              "--quiet", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const auto info = run_oml("oml-index", "info --index " + quote(index.string()));
+    INFO(info.err);
+    REQUIRE(info.exit_code == 0);
+    const bool added = info.out.find("items:       " + std::to_string(expected + 20000) + " ") != std::string::npos;
+    CHECK((added || info.out.find("items:       " + std::to_string(expected) + " ") != std::string::npos));
+    if (added) expected += 20000;
+  }
+  const auto search = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                                quote((dir / "g.npy").string()) + " --top-k 1 --out " +
+                                                quote((dir / "s").string()));
+  INFO(search.err);
+  REQUIRE(search.exit_code == 0);
+  // A later change removes what the killed ones left: one version folder remains.
+  REQUIRE(run_oml("oml-index", "remove --index " + quote(index.string()) + " --ids 0").exit_code == 0);
+  int versions = 0;
+  for (const auto& entry : fs::directory_iterator(index)) {
+    const std::string name = entry.path().filename().string();
+    if (name != "CURRENT" && name != ".lock") ++versions;
+  }
+  CHECK(versions == 1);
+}
