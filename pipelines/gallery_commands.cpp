@@ -135,26 +135,10 @@ std::string model_file(const config::RunConfig& cfg) {
   return fs::absolute(cfg.weights).lexically_normal().string();
 }
 
-// The index's config with the inputs of this command: the model file it was built with, the
-// images to embed (`--images` FOLDER or `--dataframe` CSV).
-config::RunConfig config_for_images(const cli::Invocation& inv, const IndexVersion& index,
-                                    const std::string& images, const std::string& dataframe) {
-  const IndexManifest& m = index.manifest;
+// The images of `--images` FOLDER or `--dataframe` CSV through the index's model.
+Items items_from_index_model(const cli::Invocation& inv, const IndexVersion& index, const std::string& images,
+                             const std::string& dataframe) {
   std::vector<std::string> overrides;
-  if (!m.weights.empty()) {
-    if (!fs::is_regular_file(m.weights)) {
-      throw DataError(
-          index.dir.string() + ": its model file " + m.weights +
-          " is gone; images cannot be embedded as the gallery was (use --embeddings, or build the "
-          "index again)");
-    }
-    if (!m.weights_sha256.empty() && sha256_file_hex(m.weights) != m.weights_sha256) {
-      throw DataError(index.dir.string() + ": its model file " + m.weights +
-                      " has changed since the index was built (sha256 " + m.weights_sha256 +
-                      "); embeddings of new images would not match the gallery's: build the index again");
-    }
-    overrides.push_back("weights=" + m.weights);
-  }
   if (!images.empty()) {
     overrides.push_back("data_dir=" + images);
   } else {
@@ -163,9 +147,7 @@ config::RunConfig config_for_images(const cli::Invocation& inv, const IndexVersi
     overrides.push_back("dataset_root=" + file.parent_path().string());
     overrides.push_back("dataframe_name=" + file.filename().string());
   }
-  const config::Document document =
-      config::Document::from_string(index.config_yaml, (index.version / "config.yaml").string(), overrides);
-  return inv.load_config(document);
+  return items_from_images(index_model_config(inv, index, overrides));
 }
 
 // The items a command adds or searches: --embeddings (with --items), --images or --dataframe.
@@ -179,44 +161,13 @@ Items input_items(const cli::Invocation& inv, const IndexVersion& index) {
   if (!embeddings.empty()) return items_from_embeddings(embeddings, option(inv, "items"));
   OML_CHECK(option(inv, "items").empty(), UsageError,
             "--items goes with --embeddings (a dataframe has its own columns)");
-  OML_CHECK(index.manifest.has_model, UsageError, index.dir.string(),
-            " was built from embeddings, without a model to embed images with: give --embeddings");
-  return items_from_images(config_for_images(inv, index, images, dataframe));
+  return items_from_index_model(inv, index, images, dataframe);
 }
 
 void check_dimension(const Items& items, const IndexVersion& index, const std::string& what) {
   OML_CHECK(items.embeddings.size(1) == index.manifest.dimension, DataError, what, " have dimension ",
             items.embeddings.size(1), ", the index ", index.dir.string(), " holds embeddings of dimension ",
             index.manifest.dimension);
-}
-
-// The backend of the index's config, and its index over the current version.
-struct LoadedIndex {
-  IndexVersion version;
-  std::shared_ptr<const retrieval::RetrievalBackend> backend;
-  std::unique_ptr<retrieval::GalleryIndex> index;
-};
-
-LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir) {
-  LoadedIndex out;
-  out.version = read_index_folder(dir);
-  const config::Document document =
-      config::Document::from_string(out.version.config_yaml, (out.version.version / "config.yaml").string());
-  const config::RunConfig cfg = inv.load_config(document);
-  out.backend = build_retrieval_backend(cfg);
-  retrieval::ItemSet gallery = out.version.items.item_set(out.version.embeddings);
-  out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
-                                      out.version.manifest.search_parameters);
-  return out;
-}
-
-IndexContents next_contents(const LoadedIndex& loaded) {
-  IndexContents contents;
-  contents.manifest = loaded.version.manifest;
-  contents.items = loaded.version.items;
-  contents.config_yaml = loaded.version.config_yaml;
-  contents.index = loaded.index.get();
-  return contents;
 }
 
 fs::path required_path(const cli::Invocation& inv, const char* name, const char* what) {
@@ -247,6 +198,51 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& sourc
 }
 
 }  // namespace
+
+config::RunConfig index_model_config(const cli::Invocation& inv, const IndexVersion& index,
+                                     std::vector<std::string> overrides) {
+  const IndexManifest& m = index.manifest;
+  OML_CHECK(m.has_model, UsageError, index.dir.string(),
+            " was built from embeddings, without a model to embed images with: give embeddings");
+  if (!m.weights.empty()) {
+    if (!fs::is_regular_file(m.weights)) {
+      throw DataError(index.dir.string() + ": its model file " + m.weights +
+                      " is gone; images cannot be embedded as the gallery was (give embeddings, or build the "
+                      "index again)");
+    }
+    if (!m.weights_sha256.empty() && sha256_file_hex(m.weights) != m.weights_sha256) {
+      throw DataError(index.dir.string() + ": its model file " + m.weights +
+                      " has changed since the index was built (sha256 " + m.weights_sha256 +
+                      "); embeddings of new images would not match the gallery's: build the index again");
+    }
+    overrides.insert(overrides.begin(), "weights=" + m.weights);
+  }
+  const config::Document document =
+      config::Document::from_string(index.config_yaml, (index.version / "config.yaml").string(), overrides);
+  return inv.load_config(document);
+}
+
+LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir) {
+  LoadedIndex out;
+  out.version = read_index_folder(dir);
+  const config::Document document =
+      config::Document::from_string(out.version.config_yaml, (out.version.version / "config.yaml").string());
+  const config::RunConfig cfg = inv.load_config(document);
+  out.backend = build_retrieval_backend(cfg);
+  retrieval::ItemSet gallery = out.version.items.item_set(out.version.embeddings);
+  out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
+                                      out.version.manifest.search_parameters);
+  return out;
+}
+
+IndexContents next_contents(const LoadedIndex& loaded) {
+  IndexContents contents;
+  contents.manifest = loaded.version.manifest;
+  contents.items = loaded.version.items;
+  contents.config_yaml = loaded.version.config_yaml;
+  contents.index = loaded.index.get();
+  return contents;
+}
 
 // --- oml-index build / add / remove / info -------------------------------------------------------
 

@@ -8,9 +8,35 @@
 //   oml-search          — queries (images, a dataframe, or embeddings) against an index folder
 // Each runs in one process; the index folder's format is index_folder.h.
 
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "cli.h"
+#include "index_folder.h"
+#include "oml/retrieval/gallery_index.h"
 
 namespace oml::pipelines {
+
+/// An index folder's current version with its backend and index, ready to search.
+struct LoadedIndex {
+  IndexVersion version;
+  std::shared_ptr<const retrieval::RetrievalBackend> backend;  ///< from the folder's config
+  std::unique_ptr<retrieval::GalleryIndex> index;
+};
+
+/// Reads the index folder `dir` (index_folder.h) and loads its index with the backend of its
+/// config (plugins it names are loaded).
+LoadedIndex load_index(const cli::Invocation& invocation, const std::filesystem::path& dir);
+
+/// What a change writes as the next version: the loaded one's contents over its (changed) index.
+IndexContents next_contents(const LoadedIndex& loaded);
+
+/// The config the index's gallery was embedded with, its model file checked against the
+/// manifest's SHA-256 (DataError when gone or changed), with `overrides` (key=value) applied.
+config::RunConfig index_model_config(const cli::Invocation& invocation, const IndexVersion& index,
+                                     std::vector<std::string> overrides);
 
 int index_build(const cli::Invocation& invocation);
 int index_add(const cli::Invocation& invocation);

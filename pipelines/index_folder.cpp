@@ -321,7 +321,7 @@ IndexWriteLock::IndexWriteLock(const fs::path& dir) {
     ::close(fd_);
     fd_ = -1;
     throw UsageError(dir.string() +
-                     ": another oml-index command is changing this index; try again when it ends");
+                     ": another oml-index command is changing this index, or oml-serve is serving it (a served index is changed through the server: POST /items, DELETE /items/{id}); try again when it ends");
   }
 }
 

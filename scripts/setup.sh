@@ -29,6 +29,8 @@ packages=(
   python3-venv
   # Gloo's headers: LibTorch's c10d headers include them (docs/building.md#libtorch)
   libgloo-dev
+  # Boost.Program_options (the commands' options); its dependency libboost1.74-dev brings the
+  # header-only Boost.Beast and Boost.Asio that oml-serve is built on
   libyaml-cpp-dev libboost-program-options-dev
   catch2 libopencv-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   zlib1g-dev  # oml-convert reads the gzip'd Fashion-MNIST IDX files
@@ -55,6 +57,9 @@ test_packages=(
   # bench/ann_retrieval_faiss.py: Faiss's Python API, the peer of bench_ann_retrieval
   # (python3-faiss does not pull numpy in by itself)
   python3-faiss python3-numpy
+  # tests/integration/serving_tests.cpp and bench/serve_throughput.sh: a real HTTP client (curl)
+  # and a bounded load generator (ab) against oml-serve
+  curl apache2-utils
 )
 if [ "$with_tests" = 1 ]; then
   packages+=("${test_packages[@]}")

@@ -1,0 +1,199 @@
+#include "gallery_service.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include "oml/common/autocast.h"
+#include "oml/common/error.h"
+#include "oml/common/logging.h"
+#include "oml/data/image.h"
+#include "oml/data/transform.h"
+#include "oml/models/extractor.h"
+#include "pipeline_setup.h"
+#include "run_context.h"
+
+namespace oml::pipelines {
+
+struct GalleryService::Query {
+  at::Tensor embedding;  // [D]
+  int64_t k = 10;
+  std::optional<double> threshold;
+};
+
+GalleryService::GalleryService(const cli::Invocation& invocation, const std::filesystem::path& dir,
+                               ServiceOptions options)
+    : invocation_(invocation), dir_(dir), options_(options) {
+  lock_ = std::make_unique<IndexWriteLock>(dir);  // no oml-index command changes it under the server
+  loaded_ = load_index(invocation_, dir);
+  dimension_ = loaded_.version.manifest.dimension;
+  if (loaded_.version.manifest.has_model) {
+    const config::RunConfig cfg = index_model_config(invocation_, loaded_.version, {});
+    context_ = std::make_unique<RunContext>(start_run(cfg));
+    extractor_ = build_extractor_with_weights(cfg, *context_);
+    extractor_->eval();
+    transform_ = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
+                                 "transforms_predict");
+    embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
+        [this](std::vector<at::Tensor>& images) { return embed_batch(images); }, options_.embed_batch,
+        [](const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes(); });
+  }
+  searcher_ = std::make_unique<MicroBatcher<std::shared_ptr<Query>, SearchAnswer>>(
+      [this](std::vector<std::shared_ptr<Query>>& queries) { return search_batch(queries); }, options_.search_batch);
+}
+
+GalleryService::~GalleryService() {
+  // The batchers first: their workers call into the members below.
+  searcher_.reset();
+  embedder_.reset();
+}
+
+bool GalleryService::has_model() const { return extractor_ != nullptr; }
+
+int64_t GalleryService::size() const {
+  const std::shared_lock<std::shared_mutex> lock(index_mutex_);
+  return loaded_.index->size();
+}
+
+std::string GalleryService::describe() const {
+  const std::shared_lock<std::shared_mutex> lock(index_mutex_);
+  return loaded_.index->describe();
+}
+
+std::vector<at::Tensor> GalleryService::embed_batch(std::vector<at::Tensor>& images) {
+  const torch::NoGradGuard no_grad;
+  at::Tensor embeddings;
+  {
+    const AutocastGuard autocast(context_->precision, context_->device);
+    embeddings = extractor_->forward(torch::stack(images).to(context_->device));
+  }
+  embeddings = embeddings.to(torch::kCPU).to(torch::kFloat).contiguous();
+  std::vector<at::Tensor> out;
+  for (int64_t i = 0; i < embeddings.size(0); ++i) out.push_back(embeddings[i].clone());
+  return out;
+}
+
+at::Tensor GalleryService::embed(const std::string& image_bytes) {
+  OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
+            " was built from embeddings, without a model: send embeddings, not images");
+  const at::Tensor image = data::decode_image(image_bytes, "the request's image");
+  at::Tensor input;
+  try {
+    input = transform_->apply(image, data::RandomKey{});
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DataError("transform " + transform_->describe() + " failed on the request's image: " + e.what());
+  }
+  return embedder_->submit(input);
+}
+
+SearchAnswer GalleryService::search(const at::Tensor& embedding, int64_t k, std::optional<double> threshold) {
+  OML_CHECK(k >= 1 && k <= options_.max_k, UsageError, "k must be in [1, ", options_.max_k, "], got ", k);
+  OML_CHECK(embedding.dim() == 1 && embedding.size(0) == dimension_, DataError, "the embedding has ",
+            embedding.numel(), " values, the index holds embeddings of dimension ", dimension_);
+  const at::Tensor e = embedding.to(torch::kFloat).contiguous();
+  OML_CHECK(at::isfinite(e).all().item<bool>(), DataError, "the embedding contains NaN or infinity");
+  auto query = std::make_shared<Query>();
+  query->embedding = e;
+  query->k = k;
+  query->threshold = threshold;
+  return searcher_->submit(query);
+}
+
+std::vector<SearchAnswer> GalleryService::search_batch(std::vector<std::shared_ptr<Query>>& queries) {
+  retrieval::ItemSet set;
+  std::vector<at::Tensor> rows;
+  int64_t k = 1;
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    rows.push_back(queries[i]->embedding);
+    set.ids.push_back(-1 - static_cast<int64_t>(i));  // not gallery items: nothing is ignored
+    set.labels.push_back(-1);
+    k = std::max(k, queries[i]->k);
+  }
+  set.embeddings = torch::stack(rows).contiguous();
+  retrieval::KnnOptions options;
+  options.top_k = k;
+  const std::shared_lock<std::shared_mutex> lock(index_mutex_);
+  const retrieval::RetrievalResults found = loaded_.index->search(set, options);
+  const IndexedItems& items = loaded_.version.items;
+  const nlohmann::json& calibration = loaded_.version.manifest.calibration;
+  std::vector<SearchAnswer> out(queries.size());
+  for (std::size_t q = 0; q < queries.size(); ++q) {
+    SearchAnswer& answer = out[q];
+    if (queries[q]->threshold) {
+      if (*queries[q]->threshold >= 0) answer.threshold = queries[q]->threshold;
+    } else if (calibration.is_object()) {
+      answer.threshold = calibration.at("threshold").get<double>();
+    }
+    const auto qi = static_cast<int64_t>(q);
+    for (int64_t i = 0; i < std::min(found.size(qi), queries[q]->k); ++i) {
+      const float d = found.distances[found.begin(qi) + i];
+      if (answer.threshold && d > *answer.threshold) break;
+      const auto g = static_cast<std::size_t>(found.retrieved[found.begin(qi) + i]);
+      answer.neighbours.push_back(Neighbour{items.ids[g], items.paths[g], items.labels[g], items.categories[g], d});
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> GalleryService::add(const std::vector<NewItem>& new_items) {
+  OML_CHECK(!new_items.empty(), UsageError, "no items to add");
+  std::vector<at::Tensor> rows;
+  IndexedItems records;
+  for (const NewItem& item : new_items) {
+    OML_CHECK(item.embedding.dim() == 1 && item.embedding.size(0) == dimension_, DataError, "an item's embedding has ",
+              item.embedding.numel(), " values, the index holds embeddings of dimension ", dimension_);
+    rows.push_back(item.embedding.to(torch::kFloat));
+    records.paths.push_back(item.path);
+    records.labels.push_back(item.label);
+    records.categories.push_back(item.category);
+  }
+  const std::unique_lock<std::shared_mutex> lock(index_mutex_);
+  IndexContents contents = next_contents(loaded_);
+  for (std::size_t i = 0; i < new_items.size(); ++i) {
+    records.ids.push_back(contents.manifest.next_id + static_cast<int64_t>(i));
+  }
+  const retrieval::ItemSet added = records.item_set(torch::stack(rows).contiguous());
+  retrieval::validate_item_set(added, "added items");
+  IndexedItems all = contents.items;
+  all.append(records);
+  loaded_.index->add(added);
+  contents.items = all;
+  contents.manifest.next_id += static_cast<int64_t>(new_items.size());
+  persist(contents);
+  loaded_.version.items = std::move(all);
+  loaded_.version.manifest = contents.manifest;
+  return records.ids;
+}
+
+void GalleryService::persist(const IndexContents& contents) {
+  try {
+    write_next_version(dir_, contents);
+  } catch (...) {
+    // The folder still holds the previous version: serve that again, as it is on disk.
+    loaded_ = load_index(invocation_, dir_);
+    throw;
+  }
+}
+
+bool GalleryService::remove(int64_t id) {
+  const std::unique_lock<std::shared_mutex> lock(index_mutex_);
+  const IndexedItems& items = loaded_.version.items;
+  const auto found = std::find(items.ids.begin(), items.ids.end(), id);
+  if (found == items.ids.end()) return false;
+  const int64_t position = found - items.ids.begin();
+  IndexContents contents = next_contents(loaded_);
+  IndexedItems kept = items;
+  kept.remove({position});
+  loaded_.index->remove({position});
+  contents.items = kept;
+  persist(contents);
+  loaded_.version.items = std::move(kept);
+  loaded_.version.manifest = contents.manifest;
+  return true;
+}
+
+}  // namespace oml::pipelines
