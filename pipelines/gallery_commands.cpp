@@ -257,9 +257,15 @@ int index_build(const cli::Invocation& inv) {
   }
   const int64_t k = inv.vars["k"].as<int64_t>();
   OML_CHECK(k >= 1, UsageError, "--k expects the number of neighbours searches ask for (>= 1), got ", k);
-  const config::Document document = inv.load_document();
-  const config::RunConfig cfg = inv.load_config(document);
   const std::string embeddings = option(inv, "embeddings");
+  // A gallery of embeddings needs no model: without --config, the defaults (the exact backend).
+  OML_CHECK(inv.config_path || !embeddings.empty(), UsageError,
+            "--config FILE is required to embed images (its model, transforms and data); a gallery given as "
+            "--embeddings needs none");
+  const config::Document document = inv.config_path
+                                        ? inv.load_document()
+                                        : config::Document::from_string("{}", "<defaults>", inv.overrides);
+  const config::RunConfig cfg = inv.load_config(document);
   OML_CHECK(embeddings.empty() || (option(inv, "images").empty() && option(inv, "dataframe").empty()),
             UsageError,
             "give the gallery as --embeddings or through the config (data_dir or the dataframe), not both");

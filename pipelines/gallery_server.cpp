@@ -51,7 +51,7 @@ struct HttpError : std::runtime_error {
 // ---- Prometheus metrics ----------------------------------------------------------------------
 
 constexpr std::array<double, 14> kLatencyBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                    0.1,    0.25,  0.5,    1.0,   2.5,  5.0,  10.0};
+                                                    0.1,    0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
 
 class ServerMetrics {
  public:
@@ -70,8 +70,8 @@ class ServerMetrics {
     out += "# HELP oml_requests_total Requests answered, by endpoint and HTTP status.\n";
     out += "# TYPE oml_requests_total counter\n";
     for (const auto& [key, n] : requests_) {
-      out += "oml_requests_total{endpoint=\"" + key.first + "\",code=\"" + std::to_string(key.second) + "\"} " +
-             std::to_string(n) + "\n";
+      out += "oml_requests_total{endpoint=\"" + key.first + "\",code=\"" + std::to_string(key.second) +
+             "\"} " + std::to_string(n) + "\n";
     }
     out += "# HELP oml_request_duration_seconds Time from a request read to its response ready.\n";
     out += "# TYPE oml_request_duration_seconds histogram\n";
@@ -82,12 +82,16 @@ class ServerMetrics {
       }
       out += "oml_request_duration_seconds_bucket{endpoint=\"" + endpoint + "\",le=\"+Inf\"} " +
              std::to_string(h.count) + "\n";
-      out += "oml_request_duration_seconds_sum{endpoint=\"" + endpoint + "\"} " + ::oml::detail::concat(h.sum) + "\n";
-      out += "oml_request_duration_seconds_count{endpoint=\"" + endpoint + "\"} " + std::to_string(h.count) + "\n";
+      out += "oml_request_duration_seconds_sum{endpoint=\"" + endpoint + "\"} " +
+             ::oml::detail::concat(h.sum) + "\n";
+      out += "oml_request_duration_seconds_count{endpoint=\"" + endpoint + "\"} " + std::to_string(h.count) +
+             "\n";
     }
     out += "# HELP oml_index_items Items in the served gallery.\n# TYPE oml_index_items gauge\n";
     out += "oml_index_items " + std::to_string(items) + "\n";
-    out += "# HELP oml_index_dimension Embedding dimension of the served gallery.\n# TYPE oml_index_dimension gauge\n";
+    out +=
+        "# HELP oml_index_dimension Embedding dimension of the served gallery.\n# TYPE oml_index_dimension "
+        "gauge\n";
     out += "oml_index_dimension " + std::to_string(dimension) + "\n";
     return out;
   }
@@ -110,7 +114,8 @@ std::string base64_decode(const std::string& text) {
     std::array<int, 256> t{};
     t.fill(-1);
     const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (std::size_t i = 0; i < alphabet.size(); ++i) t[static_cast<unsigned char>(alphabet[i])] = static_cast<int>(i);
+    for (std::size_t i = 0; i < alphabet.size(); ++i)
+      t[static_cast<unsigned char>(alphabet[i])] = static_cast<int>(i);
     t['-'] = 62;  // the URL-safe alphabet too
     t['_'] = 63;
     return t;
@@ -122,7 +127,9 @@ std::string base64_decode(const std::string& text) {
   for (const char c : text) {
     if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
     const int v = table[static_cast<unsigned char>(c)];
-    if (v < 0) throw HttpError(http::status::bad_request, "\"image\" is not base64 (character '" + std::string(1, c) + "')");
+    if (v < 0)
+      throw HttpError(http::status::bad_request,
+                      "\"image\" is not base64 (character '" + std::string(1, c) + "')");
     bits = (bits << 6) | static_cast<uint32_t>(v);
     if (++count == 4) {
       out += static_cast<char>((bits >> 16) & 0xff);
@@ -189,7 +196,8 @@ double parse_number(const std::string& text, const std::string& key) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size() || text.empty()) throw HttpError(http::status::bad_request, key + " must be a number, got '" + text + "'");
+  if (used != text.size() || text.empty())
+    throw HttpError(http::status::bad_request, key + " must be a number, got '" + text + "'");
   return v;
 }
 
@@ -217,7 +225,8 @@ class Router {
     } catch (const ConfigError& e) {
       response = error(request, http::status::bad_request, e.what());
     } catch (const std::exception& e) {
-      log::warn(std::string("oml-serve: ") + request.method_string().to_string() + " " + path + ": " + e.what());
+      log::warn(std::string("oml-serve: ") + request.method_string().to_string() + " " + path + ": " +
+                e.what());
       response = error(request, http::status::internal_server_error, e.what());
     }
     metrics_.observe(endpoint, response.result_int(),
@@ -233,7 +242,8 @@ class Router {
   static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
   static std::string endpoint_name(const std::string& path) {
-    if (path == "/search" || path == "/embed" || path == "/health" || path == "/metrics" || path == "/items") return path;
+    if (path == "/search" || path == "/embed" || path == "/health" || path == "/metrics" || path == "/items")
+      return path;
     if (path.rfind("/items/", 0) == 0) return "/items/{id}";
     return "other";
   }
@@ -248,7 +258,8 @@ class Router {
     return response;
   }
 
-  Response route(const Request& request, const std::string& path, const std::map<std::string, std::string>& params) {
+  Response route(const Request& request, const std::string& path,
+                 const std::map<std::string, std::string>& params) {
     const http::verb method = request.method();
     const auto only = [&](http::verb allowed) {
       if (method != allowed) {
@@ -280,16 +291,19 @@ class Router {
       nlohmann::json body = is_image_body(request) ? nlohmann::json::object() : parse_json(request);
       const at::Tensor embedding = input_embedding(request, body);
       if (path == "/embed") {
-        const std::vector<float> values(embedding.data_ptr<float>(), embedding.data_ptr<float>() + embedding.numel());
+        const std::vector<float> values(embedding.data_ptr<float>(),
+                                        embedding.data_ptr<float>() + embedding.numel());
         return json(request, http::status::ok, {{"embedding", values}, {"dimension", embedding.numel()}});
       }
       int64_t k = options_.default_k;
       std::optional<double> threshold;  // nullopt: the calibrated one
       if (body.contains("k")) k = static_cast<int64_t>(number(body["k"], "k"));
       if (params.count("k")) k = static_cast<int64_t>(parse_number(params.at("k"), "k"));
-      if (body.contains("threshold")) threshold = body["threshold"].is_null() ? -1.0 : number(body["threshold"], "threshold");
+      if (body.contains("threshold"))
+        threshold = body["threshold"].is_null() ? -1.0 : number(body["threshold"], "threshold");
       if (params.count("threshold")) {
-        threshold = params.at("threshold") == "none" ? -1.0 : parse_number(params.at("threshold"), "threshold");
+        threshold =
+            params.at("threshold") == "none" ? -1.0 : parse_number(params.at("threshold"), "threshold");
       }
       const SearchAnswer answer = service_.search(embedding, k, threshold);
       nlohmann::json neighbours = nlohmann::json::array();
@@ -300,19 +314,22 @@ class Router {
                               {"category", n.category},
                               {"distance", n.distance}});
       }
-      return json(request, http::status::ok,
-                  {{"neighbours", neighbours},
-                   {"answer", answer.known() ? "known" : "unknown"},
-                   {"threshold", answer.threshold ? nlohmann::json(*answer.threshold) : nlohmann::json(nullptr)}});
+      return json(
+          request, http::status::ok,
+          {{"neighbours", neighbours},
+           {"answer", answer.known() ? "known" : "unknown"},
+           {"threshold", answer.threshold ? nlohmann::json(*answer.threshold) : nlohmann::json(nullptr)}});
     }
     if (path == "/items") {
       only(http::verb::post);
       nlohmann::json body = parse_json(request);
       std::vector<nlohmann::json> entries;
       if (body.contains("items")) {
-        if (!body["items"].is_array()) throw HttpError(http::status::bad_request, "\"items\" must be an array");
+        if (!body["items"].is_array())
+          throw HttpError(http::status::bad_request, "\"items\" must be an array");
         for (auto& item : body["items"]) {
-          if (!item.is_object()) throw HttpError(http::status::bad_request, "every entry of \"items\" must be an object");
+          if (!item.is_object())
+            throw HttpError(http::status::bad_request, "every entry of \"items\" must be an object");
           entries.push_back(item);
         }
       } else {
@@ -325,7 +342,8 @@ class Router {
         if (entry.contains("path")) item.path = string_field(entry, "path");
         if (entry.contains("category")) item.category = string_field(entry, "category");
         if (entry.contains("label") && !entry["label"].is_null()) {
-          if (!entry["label"].is_number_integer()) throw HttpError(http::status::bad_request, "\"label\" must be an integer");
+          if (!entry["label"].is_number_integer())
+            throw HttpError(http::status::bad_request, "\"label\" must be an integer");
           item.label = entry["label"].get<int64_t>();
         }
         items.push_back(std::move(item));
@@ -343,17 +361,20 @@ class Router {
       } catch (const std::exception&) {
         used = 0;
       }
-      if (used != text.size() || text.empty()) throw HttpError(http::status::bad_request, "'" + text + "' is not an item id");
+      if (used != text.size() || text.empty())
+        throw HttpError(http::status::bad_request, "'" + text + "' is not an item id");
       if (!service_.remove(id)) throw HttpError(http::status::not_found, "no item with id " + text);
       return json(request, http::status::ok, {{"removed", id}, {"items", service_.size()}});
     }
     throw HttpError(http::status::not_found,
-                    "no route " + path + "; the API: GET /health, GET /metrics, POST /search, POST /embed, POST "
-                    "/items, DELETE /items/{id}");
+                    "no route " + path +
+                        "; the API: GET /health, GET /metrics, POST /search, POST /embed, POST "
+                        "/items, DELETE /items/{id}");
   }
 
   static std::string string_field(const nlohmann::json& body, const std::string& key) {
-    if (!body[key].is_string()) throw HttpError(http::status::bad_request, "\"" + key + "\" must be a string");
+    if (!body[key].is_string())
+      throw HttpError(http::status::bad_request, "\"" + key + "\" must be a string");
     return body[key].get<std::string>();
   }
 
@@ -363,22 +384,26 @@ class Router {
     if (is_image_body(request)) return service_.embed(request.body());
     if (body.contains("embedding")) {
       const nlohmann::json& values = body.at("embedding");
-      if (!values.is_array()) throw HttpError(http::status::bad_request, "\"embedding\" must be an array of numbers");
+      if (!values.is_array())
+        throw HttpError(http::status::bad_request, "\"embedding\" must be an array of numbers");
       std::vector<float> v;
       v.reserve(values.size());
       for (const auto& x : values) {
-        if (!x.is_number()) throw HttpError(http::status::bad_request, "\"embedding\" must be an array of numbers");
+        if (!x.is_number())
+          throw HttpError(http::status::bad_request, "\"embedding\" must be an array of numbers");
         v.push_back(x.get<float>());
       }
       return torch::tensor(v, torch::kFloat);
     }
     if (body.contains("image")) {
-      if (!body.at("image").is_string()) throw HttpError(http::status::bad_request, "\"image\" must be a base64 string");
+      if (!body.at("image").is_string())
+        throw HttpError(http::status::bad_request, "\"image\" must be a base64 string");
       return service_.embed(base64_decode(body.at("image").get<std::string>()));
     }
-    throw HttpError(http::status::bad_request,
-                    "give \"embedding\": [numbers] or \"image\": \"<base64>\" (or send the image itself as the body, "
-                    "Content-Type image/jpeg or image/png)");
+    throw HttpError(
+        http::status::bad_request,
+        "give \"embedding\": [numbers] or \"image\": \"<base64>\" (or send the image itself as the body, "
+        "Content-Type image/jpeg or image/png)");
   }
 
   GalleryService& service_;
@@ -409,11 +434,13 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(static_cast<std::uint64_t>(state_.options->max_body_bytes));
     stream_.expires_after(state_.options->timeout);
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
 
   void on_read(beast::error_code ec, std::size_t) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted) {
       return close();
     }
     if (ec == http::error::body_limit) {
@@ -423,7 +450,8 @@ class Session : public std::enable_shared_from_this<Session> {
       head.keep_alive(false);
       send(state_.router->error(head, http::status::payload_too_large,
                                 "the request body is larger than the limit of " +
-                                    std::to_string(state_.options->max_body_bytes) + " bytes (--max-body-mb)"));
+                                    std::to_string(state_.options->max_body_bytes) +
+                                    " bytes (--max-body-mb)"));
       return;
     }
     if (ec) {
@@ -451,8 +479,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void send(Response response) {
     response_ = std::make_shared<Response>(std::move(response));
     stream_.expires_after(state_.options->timeout);
-    http::async_write(stream_, *response_,
-                      beast::bind_front_handler(&Session::on_write, shared_from_this(), response_->need_eof()));
+    http::async_write(
+        stream_, *response_,
+        beast::bind_front_handler(&Session::on_write, shared_from_this(), response_->need_eof()));
   }
 
   void on_write(bool close_after, beast::error_code ec, std::size_t) {
@@ -484,8 +513,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      throw UsageError("cannot listen on " + endpoint.address().to_string() + ":" + std::to_string(endpoint.port()) +
-                       ": " + ec.message() + " (--host, --port)");
+      throw UsageError("cannot listen on " + endpoint.address().to_string() + ":" +
+                       std::to_string(endpoint.port()) + ": " + ec.message() + " (--host, --port)");
     }
   }
 
@@ -500,7 +529,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
  private:
   void accept() {
-    acceptor_.async_accept(asio::make_strand(io_), beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
+    acceptor_.async_accept(asio::make_strand(io_),
+                           beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
   }
   void on_accept(beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
@@ -526,7 +556,8 @@ int serve_index(const cli::Invocation& inv) {
   options.max_body_bytes = static_cast<int64_t>(vars["max-body-mb"].as<double>() * 1024 * 1024);
   options.timeout = std::chrono::seconds(vars["timeout-s"].as<int>());
   options.default_k = vars["top-k"].as<int64_t>();
-  OML_CHECK(options.port >= 0 && options.port <= 65535, UsageError, "--port must be in [0, 65535], got ", options.port);
+  OML_CHECK(options.port >= 0 && options.port <= 65535, UsageError, "--port must be in [0, 65535], got ",
+            options.port);
   OML_CHECK(options.threads >= 1 && options.workers >= 1, UsageError, "--threads and --workers must be >= 1");
   OML_CHECK(options.max_body_bytes >= 1024, UsageError, "--max-body-mb is too small (at least 1 KiB)");
   OML_CHECK(options.timeout.count() >= 1, UsageError, "--timeout-s must be >= 1");
@@ -534,8 +565,8 @@ int serve_index(const cli::Invocation& inv) {
   ServiceOptions service_options;
   service_options.embed_batch.max_batch = vars["max-batch"].as<int64_t>();
   service_options.search_batch.max_batch = vars["max-batch"].as<int64_t>();
-  service_options.embed_batch.max_wait = std::chrono::microseconds(
-      static_cast<int64_t>(vars["max-wait-ms"].as<double>() * 1000));
+  service_options.embed_batch.max_wait =
+      std::chrono::microseconds(static_cast<int64_t>(vars["max-wait-ms"].as<double>() * 1000));
   service_options.search_batch.max_wait = service_options.embed_batch.max_wait;
   OML_CHECK(service_options.embed_batch.max_batch >= 1, UsageError, "--max-batch must be >= 1");
   OML_CHECK(service_options.embed_batch.max_wait.count() >= 0, UsageError, "--max-wait-ms must be >= 0");
@@ -552,7 +583,8 @@ int serve_index(const cli::Invocation& inv) {
   state.router = &router;
   state.workers = &workers;
   state.options = &options;
-  auto listener = std::make_shared<Listener>(io, tcp::endpoint(address, static_cast<unsigned short>(options.port)), state);
+  auto listener = std::make_shared<Listener>(
+      io, tcp::endpoint(address, static_cast<unsigned short>(options.port)), state);
   listener->start();
 
   // SIGTERM / SIGINT: stop accepting, let the requests in flight finish, then stop.

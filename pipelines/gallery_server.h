@@ -26,8 +26,8 @@ namespace oml::pipelines {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;  ///< 0: any free port (the chosen one is printed)
-  int threads = 4;  ///< threads reading and writing connections
+  int port = 8080;   ///< 0: any free port (the chosen one is printed)
+  int threads = 4;   ///< threads reading and writing connections
   int workers = 64;  ///< threads running requests (they wait on the batches)
   int64_t max_body_bytes = 16 * 1024 * 1024;
   std::chrono::seconds timeout{30};  ///< a connection's read or write

@@ -41,7 +41,8 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
         [](const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes(); });
   }
   searcher_ = std::make_unique<MicroBatcher<std::shared_ptr<Query>, SearchAnswer>>(
-      [this](std::vector<std::shared_ptr<Query>>& queries) { return search_batch(queries); }, options_.search_batch);
+      [this](std::vector<std::shared_ptr<Query>>& queries) { return search_batch(queries); },
+      options_.search_batch);
 }
 
 GalleryService::~GalleryService() {
@@ -133,7 +134,8 @@ std::vector<SearchAnswer> GalleryService::search_batch(std::vector<std::shared_p
       const float d = found.distances[found.begin(qi) + i];
       if (answer.threshold && d > *answer.threshold) break;
       const auto g = static_cast<std::size_t>(found.retrieved[found.begin(qi) + i]);
-      answer.neighbours.push_back(Neighbour{items.ids[g], items.paths[g], items.labels[g], items.categories[g], d});
+      answer.neighbours.push_back(
+          Neighbour{items.ids[g], items.paths[g], items.labels[g], items.categories[g], d});
     }
   }
   return out;
@@ -144,8 +146,9 @@ std::vector<int64_t> GalleryService::add(const std::vector<NewItem>& new_items) 
   std::vector<at::Tensor> rows;
   IndexedItems records;
   for (const NewItem& item : new_items) {
-    OML_CHECK(item.embedding.dim() == 1 && item.embedding.size(0) == dimension_, DataError, "an item's embedding has ",
-              item.embedding.numel(), " values, the index holds embeddings of dimension ", dimension_);
+    OML_CHECK(item.embedding.dim() == 1 && item.embedding.size(0) == dimension_, DataError,
+              "an item's embedding has ", item.embedding.numel(),
+              " values, the index holds embeddings of dimension ", dimension_);
     rows.push_back(item.embedding.to(torch::kFloat));
     records.paths.push_back(item.path);
     records.labels.push_back(item.label);

@@ -320,8 +320,10 @@ IndexWriteLock::IndexWriteLock(const fs::path& dir) {
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     ::close(fd_);
     fd_ = -1;
-    throw UsageError(dir.string() +
-                     ": another oml-index command is changing this index, or oml-serve is serving it (a served index is changed through the server: POST /items, DELETE /items/{id}); try again when it ends");
+    throw UsageError(
+        dir.string() +
+        ": another oml-index command is changing this index, or oml-serve is serving it (a served index is "
+        "changed through the server: POST /items, DELETE /items/{id}); try again when it ends");
   }
 }
 

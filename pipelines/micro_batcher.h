@@ -36,7 +36,10 @@ class MicroBatcher {
   using Compatible = std::function<bool(const In& first, const In& other)>;
 
   MicroBatcher(Run run, BatchLimits limits, Compatible compatible = nullptr)
-      : run_(std::move(run)), limits_(limits), compatible_(std::move(compatible)), worker_([this] { work(); }) {}
+      : run_(std::move(run)),
+        limits_(limits),
+        compatible_(std::move(compatible)),
+        worker_([this] { work(); }) {}
 
   ~MicroBatcher() {
     {
@@ -102,7 +105,8 @@ class MicroBatcher {
     for (Pending& p : batch) inputs.push_back(std::move(p.in));
     try {
       std::vector<Out> outputs = run_(inputs);
-      if (outputs.size() != batch.size()) throw std::logic_error("a batch returned the wrong number of outputs");
+      if (outputs.size() != batch.size())
+        throw std::logic_error("a batch returned the wrong number of outputs");
       for (std::size_t i = 0; i < batch.size(); ++i) batch[i].promise.set_value(std::move(outputs[i]));
     } catch (...) {
       for (Pending& p : batch) p.promise.set_exception(std::current_exception());

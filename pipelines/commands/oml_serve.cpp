@@ -10,7 +10,8 @@ namespace po = boost::program_options;
 int main(int argc, char** argv) {
   oml::cli::CommandSpec spec;
   spec.name = "oml-serve";
-  spec.summary = "serve a saved gallery index over HTTP/JSON: search, embed, add and remove items (docs/serving.md)";
+  spec.summary =
+      "serve a saved gallery index over HTTP/JSON: search, embed, add and remove items (docs/serving.md)";
   spec.usage =
       "  oml-serve --index DIR [--host 127.0.0.1] [--port 8080] [--max-batch 32] [--max-wait-ms 2]\n"
       "            [--max-body-mb 16] [--timeout-s 30] [--threads 4] [--workers 64] [--top-k 10]";

@@ -11,76 +11,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "oml/data/csv.h"
 #include "oml/io/npy.h"
 #include "oml/models/conv_net.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
-#include "pipeline_fixtures.h"
-#include "support/support.h"
+#include "serving_fixtures.h"
 
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
 
-namespace {
-
-// The subset's rows split into a gallery (`rows` from `first`) and others, as dataframes with
-// absolute paths.
-fs::path subset_rows(const fs::path& dir, const std::string& name, std::size_t first, std::size_t count) {
-  const auto records = oml::data::parse_csv(read_file(fashion_mnist_subset() / "df.csv"), "df.csv");
-  const auto& header = records.front().fields;
-  const auto column = [&](const std::string& key) {
-    return static_cast<std::size_t>(std::find(header.begin(), header.end(), key) - header.begin());
-  };
-  std::ostringstream out;
-  out << "label,path,split,is_query,is_gallery\n";
-  for (std::size_t r = 1 + first; r < records.size() && r < 1 + first + count; ++r) {
-    const auto& f = records[r].fields;
-    out << f[column("label")] << ',' << (fashion_mnist_subset() / f[column("path")]).string()
-        << ",validation,True,True\n";
-  }
-  write_file(dir / name, out.str());
-  return dir / name;
-}
-
-struct Model {
-  fs::path weights;
-  fs::path config;
-};
-
-// A conv net with seeded random weights and a predict config naming it.
-Model model(const fs::path& dir, const std::string& backend = "{name: exact}") {
-  torch::manual_seed(17);
-  oml::models::ConvNetOptions options;
-  options.channels = {8, 16};
-  options.feat_dim = 16;
-  const oml::models::ConvNet net(options);
-  Model m{dir / "model.pth", dir / "predict.yaml"};
-  write_state_dict_file(m.weights, *net);
-  write_file(m.config, "num_threads: 1\nnum_workers: 0\nbatch_size_inference: 64\nweights: " + m.weights.string() +
-                           "\ntransforms_predict: {name: norm}\n"
-                           "extractor: {name: conv_net, args: {channels: [8, 16], feat_dim: 16}}\n"
-                           "retrieval_backend: " +
-                           backend + "\n");
-  return m;
-}
-
-CommandResult build_index(const Model& m, const fs::path& gallery, const fs::path& out, const std::string& extra = "") {
-  return run_oml("oml-index", "build --config " + quote(m.config.string()) + " --set dataset_root=" +
-                                  quote(gallery.parent_path().string()) + " --set dataframe_name=" +
-                                  quote(gallery.filename().string()) + " --out " + quote(out.string()) + " " + extra);
-}
-
-std::vector<std::vector<std::string>> csv_rows(const fs::path& file) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& r : oml::data::parse_csv(read_file(file), file.string())) rows.push_back(r.fields);
-  return rows;
-}
-
-}  // namespace
-
-TEST_CASE("oml-index build and oml-search find the exact neighbours of new images", "[serving][integration]") {
+TEST_CASE("oml-index build and oml-search find the exact neighbours of new images",
+          "[serving][integration]") {
   TempDir dir;
   const Model m = model(dir.path());
   const fs::path gallery = subset_rows(dir.path(), "gallery.csv", 0, 200);
@@ -96,19 +38,20 @@ TEST_CASE("oml-index build and oml-search find the exact neighbours of new image
   CHECK(read_file(dir / "index" / "CURRENT") == "v000001\n");
 
   // The queries' embeddings from oml-predict, searched as images and as embeddings.
-  const auto predicted = run_oml("oml-predict", "--config " + quote(m.config.string()) + " --set dataset_root=" +
-                                                    quote(dir.path().string()) +
-                                                    " --set dataframe_name=queries.csv --set save_dir=" +
-                                                    quote((dir / "pred").string()));
+  const auto predicted =
+      run_oml("oml-predict",
+              "--config " + quote(m.config.string()) + " --set dataset_root=" + quote(dir.path().string()) +
+                  " --set dataframe_name=queries.csv --set save_dir=" + quote((dir / "pred").string()));
   REQUIRE(predicted.exit_code == 0);
-  const auto by_images = run_oml("oml-search", "--index " + quote((dir / "index").string()) + " --dataframe " +
-                                                   quote(queries.string()) + " --top-k 5 --out " +
-                                                   quote((dir / "s1").string()));
+  const auto by_images =
+      run_oml("oml-search", "--index " + quote((dir / "index").string()) + " --dataframe " +
+                                quote(queries.string()) + " --top-k 5 --out " + quote((dir / "s1").string()));
   INFO(by_images.err);
   REQUIRE(by_images.exit_code == 0);
-  const auto by_embeddings = run_oml("oml-search", "--index " + quote((dir / "index").string()) + " --embeddings " +
-                                                       quote((dir / "pred" / "embeddings.npy").string()) +
-                                                       " --top-k 5 --out " + quote((dir / "s2").string()));
+  const auto by_embeddings =
+      run_oml("oml-search", "--index " + quote((dir / "index").string()) + " --embeddings " +
+                                quote((dir / "pred" / "embeddings.npy").string()) + " --top-k 5 --out " +
+                                quote((dir / "s2").string()));
   REQUIRE(by_embeddings.exit_code == 0);
   const at::Tensor ids = oml::io::read_npy(dir / "s1" / "neighbours_ids.npy");
   CHECK(torch::equal(ids, oml::io::read_npy(dir / "s2" / "neighbours_ids.npy")));
@@ -150,7 +93,8 @@ TEST_CASE("oml-index add, remove and calibrate write new versions that search as
   const fs::path queries = subset_rows(dir.path(), "queries.csv", 250, 30);
   const fs::path index = dir / "index";
   REQUIRE(build_index(m, gallery, index).exit_code == 0);
-  const auto added = run_oml("oml-index", "add --index " + quote(index.string()) + " --dataframe " + quote(more.string()));
+  const auto added =
+      run_oml("oml-index", "add --index " + quote(index.string()) + " --dataframe " + quote(more.string()));
   INFO(added.out << added.err);
   REQUIRE(added.exit_code == 0);
   CHECK_THAT(added.out, Contains("added 50 items (ids 200..249)"));
@@ -169,7 +113,8 @@ TEST_CASE("oml-index add, remove and calibrate write new versions that search as
   write_file(dir / "same.csv", [&] {
     std::ostringstream out;
     out << "label,path,split,is_query,is_gallery\n";
-    for (std::size_t r = 1; r < items.size(); ++r) out << items[r][2] << ',' << items[r][1] << ",validation,True,True\n";
+    for (std::size_t r = 1; r < items.size(); ++r)
+      out << items[r][2] << ',' << items[r][1] << ",validation,True,True\n";
     return out.str();
   }());
   REQUIRE(build_index(m, dir / "same.csv", dir / "fresh").exit_code == 0);
@@ -188,15 +133,17 @@ TEST_CASE("oml-index add, remove and calibrate write new versions that search as
   }
 
   // Calibrated: the threshold is stored and applied; `--threshold none` lists everything again.
-  const auto calibrated = run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --dataframe " +
-                                                   quote(gallery.string()) + " --target-fmr 0.01");
+  const auto calibrated =
+      run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --dataframe " +
+                               quote(gallery.string()) + " --target-fmr 0.01");
   INFO(calibrated.err);
   REQUIRE(calibrated.exit_code == 0);
   const auto manifest = read_json(index / "v000004" / "manifest.json");
   const double threshold = manifest.at("calibration").at("threshold").get<double>();
   CHECK(manifest.at("calibration").at("target_fmr").get<double>() == 0.01);
-  const auto open = run_oml("oml-search", "--index " + quote(index.string()) + " --dataframe " + quote(queries.string()) +
-                                              " --top-k 5 --out " + quote((dir / "open").string()));
+  const auto open =
+      run_oml("oml-search", "--index " + quote(index.string()) + " --dataframe " + quote(queries.string()) +
+                                " --top-k 5 --out " + quote((dir / "open").string()));
   REQUIRE(open.exit_code == 0);
   CHECK_THAT(open.err + open.out, Contains("calibrated threshold"));
   for (const auto& row : csv_rows(dir / "open" / "neighbours.csv")) {
@@ -208,7 +155,8 @@ TEST_CASE("oml-index add, remove and calibrate write new versions that search as
   }
 }
 
-TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index as it was", "[serving][integration]") {
+TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index as it was",
+          "[serving][integration]") {
   TempDir dir;
   const Model m = model(dir.path());
   const fs::path gallery = subset_rows(dir.path(), "gallery.csv", 0, 60);
@@ -223,7 +171,8 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
   {  // wrong embedding size
     oml::io::write_npy(dir / "wide.npy", torch::randn({3, 20}));
     const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
-                                             quote((dir / "wide.npy").string()) + " --out " + quote((dir / "o").string()));
+                                             quote((dir / "wide.npy").string()) + " --out " +
+                                             quote((dir / "o").string()));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("dimension 20") && Contains("dimension 16"));
     CHECK_FALSE(fs::exists(dir / "o" / "neighbours.csv"));
@@ -237,8 +186,8 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     CHECK_THAT(r.err, Contains("item id 999 is not in") && Contains("nothing was removed"));
   }
   {  // not an index
-    const auto r = run_oml("oml-search", "--index " + quote(dir.path().string()) + " --embeddings x.npy --out " +
-                                             quote((dir / "o2").string()));
+    const auto r = run_oml("oml-search", "--index " + quote(dir.path().string()) +
+                                             " --embeddings x.npy --out " + quote((dir / "o2").string()));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("not an index folder"));
   }
@@ -248,8 +197,9 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     options.channels = {8, 16};
     options.feat_dim = 16;
     write_state_dict_file(m.weights, *oml::models::ConvNet(options));
-    const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --dataframe " +
-                                             quote(gallery.string()) + " --out " + quote((dir / "o3").string()));
+    const auto r =
+        run_oml("oml-search", "--index " + quote(index.string()) + " --dataframe " + quote(gallery.string()) +
+                                  " --out " + quote((dir / "o3").string()));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("has changed since the index was built"));
   }
@@ -269,8 +219,9 @@ TEST_CASE("An oml-index add killed at any moment leaves the index whole", "[serv
   const fs::path index = dir / "index";
   oml::io::write_npy(dir / "g.npy", torch::randn({2000, 16}));
   oml::io::write_npy(dir / "more.npy", torch::randn({20000, 16}));
-  const auto built = run_oml("oml-index", "build --config " + quote(m.config.string()) + " --embeddings " +
-                                              quote((dir / "g.npy").string()) + " --out " + quote(index.string()));
+  const auto built =
+      run_oml("oml-index", "build --config " + quote(m.config.string()) + " --embeddings " +
+                               quote((dir / "g.npy").string()) + " --out " + quote(index.string()));
   REQUIRE(built.exit_code == 0);
   // SIGKILL at growing delays: each time the index must read back whole, at the old version or
   // the new one, and a later change must succeed.
@@ -281,8 +232,8 @@ TEST_CASE("An oml-index add killed at any moment leaves the index whole", "[serv
     REQUIRE(pid >= 0);
     if (pid == 0) {
       const std::string cmd = command_path("oml-index");
-      ::execl(cmd.c_str(), cmd.c_str(), "add", "--index", index.c_str(), "--embeddings", (dir / "more.npy").c_str(),
-              "--quiet", static_cast<char*>(nullptr));
+      ::execl(cmd.c_str(), cmd.c_str(), "add", "--index", index.c_str(), "--embeddings",
+              (dir / "more.npy").c_str(), "--quiet", static_cast<char*>(nullptr));
       ::_exit(127);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
@@ -292,7 +243,8 @@ TEST_CASE("An oml-index add killed at any moment leaves the index whole", "[serv
     const auto info = run_oml("oml-index", "info --index " + quote(index.string()));
     INFO(info.err);
     REQUIRE(info.exit_code == 0);
-    const bool added = info.out.find("items:       " + std::to_string(expected + 20000) + " ") != std::string::npos;
+    const bool added =
+        info.out.find("items:       " + std::to_string(expected + 20000) + " ") != std::string::npos;
     CHECK((added || info.out.find("items:       " + std::to_string(expected) + " ") != std::string::npos));
     if (added) expected += 20000;
   }
