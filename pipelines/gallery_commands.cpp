@@ -16,6 +16,7 @@
 #include "index_folder.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/common/numbers.h"
 #include "oml/common/sha256.h"
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
@@ -91,14 +92,8 @@ Items items_from_embeddings(const std::string& npy, const std::string& items_csv
     if (category_column >= 0) out.records.categories[i] = record.fields[category_column];
     if (label_column >= 0 && !record.fields[label_column].empty()) {
       const std::string& text = record.fields[label_column];
-      std::size_t used = 0;
-      int64_t label = 0;
-      try {
-        label = std::stoll(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      OML_CHECK(used == text.size() && used > 0, DataError, items_csv, ":", record.line,
+      const std::optional<int64_t> label = parse_int64(text);
+      OML_CHECK(label.has_value(), DataError, items_csv, ":", record.line,
                 ": column 'label' must be an integer, got '", text, "'");
       out.records.labels[i] = label;
     }
@@ -181,18 +176,12 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& sourc
   std::string token;
   std::istringstream in(text);
   while (std::getline(in, token, text.find('\n') != std::string::npos ? '\n' : ',')) {
-    std::string t = trim(token);
+    const std::string t = trim(token);
     if (t.empty()) continue;
-    std::size_t used = 0;
-    int64_t id = 0;
-    try {
-      id = std::stoll(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    OML_CHECK(used == t.size(), UsageError, source, ": '", t,
+    const std::optional<int64_t> id = parse_int64(t);
+    OML_CHECK(id.has_value(), UsageError, source, ": '", t,
               "' is not an item id (an integer of items.csv's id column)");
-    ids.push_back(id);
+    ids.push_back(*id);
   }
   return ids;
 }
@@ -222,9 +211,10 @@ config::RunConfig index_model_config(const cli::Invocation& inv, const IndexVers
   return inv.load_config(document);
 }
 
-LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir) {
+LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool into_memory) {
   LoadedIndex out;
   out.version = read_index_folder(dir);
+  if (into_memory) out.version.embeddings = out.version.embeddings.clone();
   const config::Document document =
       config::Document::from_string(out.version.config_yaml, (out.version.version / "config.yaml").string());
   const config::RunConfig cfg = inv.load_config(document);
@@ -447,14 +437,8 @@ int search_index(const cli::Invocation& inv) {
                                     calibration.at("expected_fnmr").get<double>(),
                                     "); --threshold none for all"));
   } else if (!threshold_text.empty() && threshold_text != "none") {
-    std::size_t used = 0;
-    double value = -1;
-    try {
-      value = std::stod(threshold_text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    OML_CHECK(used == threshold_text.size() && std::isfinite(value) && value >= 0, UsageError,
+    const std::optional<double> value = parse_double(threshold_text);
+    OML_CHECK(value && std::isfinite(*value) && *value >= 0, UsageError,
               "--threshold expects a distance >= 0 or 'none', got '", threshold_text, "'");
     threshold = value;
   }

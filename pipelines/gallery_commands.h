@@ -27,8 +27,10 @@ struct LoadedIndex {
 };
 
 /// Reads the index folder `dir` (index_folder.h) and loads its index with the backend of its
-/// config (plugins it names are loaded).
-LoadedIndex load_index(const cli::Invocation& invocation, const std::filesystem::path& dir);
+/// config (plugins it names are loaded). The embeddings stay memory-mapped, or with `into_memory`
+/// are read into memory (a server searching them over and over).
+LoadedIndex load_index(const cli::Invocation& invocation, const std::filesystem::path& dir,
+                       bool into_memory = false);
 
 /// What a change writes as the next version: the loaded one's contents over its (changed) index.
 IndexContents next_contents(const LoadedIndex& loaded);

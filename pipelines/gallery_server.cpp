@@ -29,6 +29,7 @@
 #include "gallery_service.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/common/numbers.h"
 #include "oml/common/strings.h"
 
 namespace oml::pipelines {
@@ -189,16 +190,9 @@ double number(const nlohmann::json& value, const std::string& key) {
 }
 
 double parse_number(const std::string& text, const std::string& key) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty())
-    throw HttpError(http::status::bad_request, key + " must be a number, got '" + text + "'");
-  return v;
+  const std::optional<double> value = parse_double(text);
+  if (!value) throw HttpError(http::status::bad_request, key + " must be a number, got '" + text + "'");
+  return *value;
 }
 
 // ---- routes ----------------------------------------------------------------------------------
@@ -354,17 +348,10 @@ class Router {
     if (path.rfind("/items/", 0) == 0) {
       only(http::verb::delete_);
       const std::string text = path.substr(7);
-      std::size_t used = 0;
-      int64_t id = 0;
-      try {
-        id = std::stoll(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != text.size() || text.empty())
-        throw HttpError(http::status::bad_request, "'" + text + "' is not an item id");
-      if (!service_.remove(id)) throw HttpError(http::status::not_found, "no item with id " + text);
-      return json(request, http::status::ok, {{"removed", id}, {"items", service_.size()}});
+      const std::optional<int64_t> id = parse_int64(text);
+      if (!id) throw HttpError(http::status::bad_request, "'" + text + "' is not an item id");
+      if (!service_.remove(*id)) throw HttpError(http::status::not_found, "no item with id " + text);
+      return json(request, http::status::ok, {{"removed", *id}, {"items", service_.size()}});
     }
     throw HttpError(http::status::not_found,
                     "no route " + path +

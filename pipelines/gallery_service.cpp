@@ -27,7 +27,7 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
                                ServiceOptions options)
     : invocation_(invocation), dir_(dir), options_(options) {
   lock_ = std::make_unique<IndexWriteLock>(dir);  // no oml-index command changes it under the server
-  loaded_ = load_index(invocation_, dir);
+  loaded_ = load_index(invocation_, dir, /*into_memory=*/true);
   dimension_ = loaded_.version.manifest.dimension;
   if (loaded_.version.manifest.has_model) {
     const config::RunConfig cfg = index_model_config(invocation_, loaded_.version, {});
@@ -177,7 +177,7 @@ void GalleryService::persist(const IndexContents& contents) {
     write_next_version(dir_, contents);
   } catch (...) {
     // The folder still holds the previous version: serve that again, as it is on disk.
-    loaded_ = load_index(invocation_, dir_);
+    loaded_ = load_index(invocation_, dir_, /*into_memory=*/true);
     throw;
   }
 }

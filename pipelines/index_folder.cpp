@@ -16,6 +16,7 @@
 
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/common/numbers.h"
 #include "oml/data/csv.h"
 #include "oml/io/atomic_file.h"
 #include "oml/io/mapped_file.h"
@@ -97,18 +98,12 @@ std::string items_csv(const IndexedItems& items) {
 }
 
 int64_t parse_integer(const std::string& text, const fs::path& file, int64_t line, const char* column) {
-  std::size_t used = 0;
-  int64_t value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size()) {
+  const std::optional<int64_t> value = parse_int64(text);
+  if (!value) {
     throw DataError(file.string() + ":" + std::to_string(line) + ": column '" + column +
                     "' must be an integer, got '" + text + "'");
   }
-  return value;
+  return *value;
 }
 
 IndexedItems parse_items(const fs::path& file) {

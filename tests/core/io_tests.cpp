@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "oml/common/error.h"
+#include "oml/common/numbers.h"
 #include "oml/common/sha256.h"
 #include "oml/io/atomic_file.h"
 #include "oml/io/checkpoint.h"
@@ -219,4 +220,17 @@ TEST_CASE("sha256 gives sha256sum's digests", "[io][sha256]") {
   oml::test::write_file(dir / "big.bin", big);
   CHECK(oml::sha256_file_hex(dir / "big.bin") == oml::sha256_hex(big));
   CHECK_THROWS_AS(oml::sha256_file_hex(dir / "missing.bin"), oml::RuntimeError);
+}
+
+TEST_CASE("Numbers are read from the whole text or not at all", "[numbers]") {
+  CHECK(oml::parse_int64("42") == 42);
+  CHECK(oml::parse_int64("-7") == -7);
+  CHECK_FALSE(oml::parse_int64("").has_value());
+  CHECK_FALSE(oml::parse_int64("4x").has_value());
+  CHECK_FALSE(oml::parse_int64("3.5").has_value());
+  CHECK_FALSE(oml::parse_int64("99999999999999999999").has_value());  // out of range
+  CHECK(oml::parse_double("0.25") == 0.25);
+  CHECK(oml::parse_double("1e-3") == 0.001);
+  CHECK_FALSE(oml::parse_double("0.5 ").has_value());
+  CHECK_FALSE(oml::parse_double("none").has_value());
 }

@@ -19,7 +19,8 @@ namespace oml::test {
 namespace fs = std::filesystem;
 
 /// `count` rows of the subset from row `first`, as a dataframe with absolute paths.
-inline fs::path subset_rows(const fs::path& dir, const std::string& name, std::size_t first, std::size_t count) {
+inline fs::path subset_rows(const fs::path& dir, const std::string& name, std::size_t first,
+                            std::size_t count) {
   const auto records = oml::data::parse_csv(read_file(fashion_mnist_subset() / "df.csv"), "df.csv");
   const auto& header = records.front().fields;
   const auto column = [&](const std::string& key) {
@@ -51,19 +52,22 @@ inline Model model(const fs::path& dir, const std::string& backend = "{name: exa
   const oml::models::ConvNet net(options);
   Model m{dir / "model.pth", dir / "predict.yaml"};
   write_state_dict_file(m.weights, *net);
-  write_file(m.config, "num_threads: 1\nnum_workers: 0\nbatch_size_inference: 64\nweights: " + m.weights.string() +
-                           "\ntransforms_predict: {name: norm}\n"
-                           "extractor: {name: conv_net, args: {channels: [8, 16], feat_dim: 16}}\n"
-                           "retrieval_backend: " +
-                           backend + "\n");
+  write_file(m.config,
+             "num_threads: 1\nnum_workers: 0\nbatch_size_inference: 64\nweights: " + m.weights.string() +
+                 "\ntransforms_predict: {name: norm}\n"
+                 "extractor: {name: conv_net, args: {channels: [8, 16], feat_dim: 16}}\n"
+                 "retrieval_backend: " +
+                 backend + "\n");
   return m;
 }
 
 /// oml-index build of `gallery` (a dataframe) through `m` into `out`.
-inline CommandResult build_index(const Model& m, const fs::path& gallery, const fs::path& out, const std::string& extra = "") {
-  return run_oml("oml-index", "build --config " + quote(m.config.string()) + " --set dataset_root=" +
-                                  quote(gallery.parent_path().string()) + " --set dataframe_name=" +
-                                  quote(gallery.filename().string()) + " --out " + quote(out.string()) + " " + extra);
+inline CommandResult build_index(const Model& m, const fs::path& gallery, const fs::path& out,
+                                 const std::string& extra = "") {
+  return run_oml("oml-index", "build --config " + quote(m.config.string()) +
+                                  " --set dataset_root=" + quote(gallery.parent_path().string()) +
+                                  " --set dataframe_name=" + quote(gallery.filename().string()) + " --out " +
+                                  quote(out.string()) + " " + extra);
 }
 
 /// A CSV file's records (the header first).
@@ -72,6 +76,5 @@ inline std::vector<std::vector<std::string>> csv_rows(const fs::path& file) {
   for (const auto& r : oml::data::parse_csv(read_file(file), file.string())) rows.push_back(r.fields);
   return rows;
 }
-
 
 }  // namespace oml::test

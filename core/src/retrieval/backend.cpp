@@ -14,17 +14,57 @@
 #include "oml/common/random.h"
 #include "oml/config/reader.h"
 #include "oml/registry/registries.h"
+#include "oml/retrieval/detail/distance_blocks.h"
+#include "oml/retrieval/gallery_index.h"
 #include "oml/retrieval/sharded_knn.h"
 
 namespace oml::retrieval {
 
 namespace {
 
+// `exact` over one gallery searched many times: the gallery's norms, id positions and label
+// counts are computed once (and again after a change), not at every search.
+class ExactGalleryIndex final : public GalleryIndex {
+ public:
+  explicit ExactGalleryIndex(ItemSet gallery)
+      : GalleryIndex(std::move(gallery)),
+        prepared_(std::make_unique<detail::PreparedGallery>(this->gallery())) {}
+
+  RetrievalResults search(const ItemSet& queries, const KnnOptions& options) const override {
+    OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
+    validate_item_set(queries, "query");
+    const detail::PreparedPair pair(queries, *prepared_);
+    const IgnoredPairs ignored(queries, gallery(), prepared_.get());
+    return detail::retrieve_knn_fused(queries, gallery(), pair, ignored, options, {}, prepared_.get());
+  }
+  std::string describe() const override { return "exact"; }
+
+ protected:
+  void added(int64_t) override { prepared_ = std::make_unique<detail::PreparedGallery>(gallery()); }
+  void removed(const std::vector<int64_t>&) override {
+    prepared_ = std::make_unique<detail::PreparedGallery>(gallery());
+  }
+
+ private:
+  std::unique_ptr<detail::PreparedGallery> prepared_;
+};
+
 class ExactBackend final : public RetrievalBackend {
  public:
   RetrievalResults search(const ItemSet& queries, const ItemSet& gallery,
                           const KnnOptions& options) const override {
     return retrieve_knn(queries, gallery, options);
+  }
+  std::unique_ptr<GalleryIndex> build_index(ItemSet gallery, const KnnOptions&) const override {
+    return std::make_unique<ExactGalleryIndex>(std::move(gallery));
+  }
+  std::unique_ptr<GalleryIndex> load_index(ItemSet gallery, const std::filesystem::path& file,
+                                           const std::map<std::string, int64_t>& parameters) const override {
+    OML_CHECK(
+        file.empty() && parameters.empty(), DataError, file.string(),
+        ": the exact backend keeps no index file or search parameters; this index was written by another "
+        "backend");
+    return std::make_unique<ExactGalleryIndex>(std::move(gallery));
   }
   bool exact() const override { return true; }
   std::string name() const override { return "exact"; }

@@ -62,11 +62,10 @@ void validate_item_set(const ItemSet& items, const char* what) {
 
 // --- ignored pairs and ground truth ---------------------------------------------------------
 
-IgnoredPairs::IgnoredPairs(const ItemSet& queries, const ItemSet& gallery) {
-  const auto nq = static_cast<int64_t>(queries.ids.size());
-  const auto ng = static_cast<int64_t>(gallery.ids.size());
-  const bool with_sequences = !queries.sequences.empty() && !gallery.sequences.empty();
+namespace {
 
+std::unordered_map<int64_t, int64_t> positions_of_ids(const ItemSet& gallery) {
+  const auto ng = static_cast<int64_t>(gallery.ids.size());
   std::unordered_map<int64_t, int64_t> position_of_id;
   position_of_id.reserve(static_cast<std::size_t>(ng));
   for (int64_t g = 0; g < ng; ++g) {
@@ -74,6 +73,26 @@ IgnoredPairs::IgnoredPairs(const ItemSet& queries, const ItemSet& gallery) {
     OML_CHECK(fresh, DataError, "gallery dataset index ", gallery.ids[g], " occurs twice (positions ",
               position_of_id[gallery.ids[g]], " and ", g, ")");
   }
+  return position_of_id;
+}
+
+std::unordered_map<int64_t, int64_t> count_labels(const ItemSet& gallery) {
+  std::unordered_map<int64_t, int64_t> label_count;
+  for (const int64_t label : gallery.labels) ++label_count[label];
+  return label_count;
+}
+
+}  // namespace
+
+IgnoredPairs::IgnoredPairs(const ItemSet& queries, const ItemSet& gallery,
+                           const detail::PreparedGallery* prepared) {
+  const auto nq = static_cast<int64_t>(queries.ids.size());
+  const auto ng = static_cast<int64_t>(gallery.ids.size());
+  const bool with_sequences = !queries.sequences.empty() && !gallery.sequences.empty();
+
+  std::unordered_map<int64_t, int64_t> computed;
+  if (prepared == nullptr) computed = positions_of_ids(gallery);
+  const std::unordered_map<int64_t, int64_t>& position_of_id = prepared ? prepared->position_of_id : computed;
   // Per sequence: gallery size and per-label counts, so that n_gt needs no pair listing.
   std::unordered_map<int64_t, int64_t> sequence_size;
   std::map<std::pair<int64_t, int64_t>, int64_t> sequence_label_size;
@@ -112,9 +131,11 @@ IgnoredPairs::IgnoredPairs(const ItemSet& queries, const ItemSet& gallery) {
 }
 
 std::vector<int64_t> count_ground_truth(const ItemSet& queries, const ItemSet& gallery,
-                                        const IgnoredPairs& ignored) {
-  std::unordered_map<int64_t, int64_t> label_count;
-  for (const int64_t label : gallery.labels) ++label_count[label];
+                                        const IgnoredPairs& ignored,
+                                        const detail::PreparedGallery* prepared) {
+  std::unordered_map<int64_t, int64_t> computed;
+  if (prepared == nullptr) computed = count_labels(gallery);
+  const std::unordered_map<int64_t, int64_t>& label_count = prepared ? prepared->label_count : computed;
   std::vector<int64_t> n_gt(queries.labels.size());
   for (std::size_t q = 0; q < n_gt.size(); ++q) {
     const auto found = label_count.find(queries.labels[q]);
@@ -142,35 +163,53 @@ BlockShape choose_block_shape(int64_t num_queries, int64_t num_gallery, const Kn
 
 namespace detail {
 
-PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set) {
+namespace {
+
+// ||row||^2 in double over the raw rows (no [N, D] double copy: a million rows would need 1 GB),
+// in row chunks, so that a memory-mapped set leaves the resident set again behind the scan.
+std::vector<double> squared_norms(const at::Tensor& rows) {
+  const float* data = rows.data_ptr<float>();
+  const int64_t n = rows.size(0);
+  const int64_t dim = rows.size(1);
+  std::vector<double> out(static_cast<std::size_t>(n));
+  constexpr int64_t kChunk = 65536;
+  for (int64_t start = 0; start < n; start += kChunk) {
+    const int64_t stop = std::min(n, start + kChunk);
+    at::parallel_for(start, stop, 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        double sum = 0.0;
+        for (int64_t d = 0; d < dim; ++d) sum += static_cast<double>(data[r * dim + d]) * data[r * dim + d];
+        out[r] = sum;
+      }
+    });
+    io::release_mapped_rows(rows, start, stop);
+  }
+  return out;
+}
+
+}  // namespace
+
+PreparedGallery::PreparedGallery(const ItemSet& gallery_set)
+    : gallery(gallery_set.embeddings.contiguous()),
+      norm2(squared_norms(gallery)),
+      position_of_id(positions_of_ids(gallery_set)),
+      label_count(count_labels(gallery_set)) {}
+
+PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set)
+    : PreparedPair(query_set, gallery_set.embeddings.contiguous(),
+                   squared_norms(gallery_set.embeddings.contiguous())) {}
+
+PreparedPair::PreparedPair(const ItemSet& query_set, const PreparedGallery& prepared)
+    : PreparedPair(query_set, prepared.gallery, prepared.norm2) {}
+
+PreparedPair::PreparedPair(const ItemSet& query_set, at::Tensor gallery_rows, const std::vector<double>& g2) {
   queries = query_set.embeddings.contiguous();
-  gallery = gallery_set.embeddings.contiguous();
+  gallery = std::move(gallery_rows);
   gallery_mapped = io::is_mapped(gallery);
   dim = queries.size(1);
   OML_CHECK(gallery.size(1) == dim, DataError, "queries have dimension ", dim, " but the gallery has ",
             gallery.size(1));
-  // Norms in double over the raw rows (no [N, D] double copy: a million rows would need 1 GB).
-  // In row chunks, so that a memory-mapped gallery leaves the resident set again behind the scan.
-  auto squared_norms = [this](const at::Tensor& rows, std::vector<double>& out) {
-    const float* data = rows.data_ptr<float>();
-    const int64_t n = rows.size(0);
-    out.resize(static_cast<std::size_t>(n));
-    constexpr int64_t kChunk = 65536;
-    for (int64_t start = 0; start < n; start += kChunk) {
-      const int64_t stop = std::min(n, start + kChunk);
-      at::parallel_for(start, stop, 4096, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          double sum = 0.0;
-          for (int64_t d = 0; d < dim; ++d) sum += static_cast<double>(data[r * dim + d]) * data[r * dim + d];
-          out[r] = sum;
-        }
-      });
-      io::release_mapped_rows(rows, start, stop);
-    }
-  };
-  std::vector<double> g2, q2;
-  squared_norms(gallery, g2);
-  squared_norms(queries, q2);
+  const std::vector<double> q2 = squared_norms(queries);
   gallery_norm2.resize(g2.size());
   query_norm2.resize(q2.size());
   query_norm.resize(q2.size());
@@ -384,12 +423,13 @@ namespace detail {
 
 RetrievalResults retrieve_knn_fused(const ItemSet& queries, const ItemSet& gallery, const PreparedPair& pair,
                                     const IgnoredPairs& ignored, const KnnOptions& options,
-                                    const std::vector<BlockConsumer*>& also) {
+                                    const std::vector<BlockConsumer*>& also,
+                                    const PreparedGallery* prepared) {
   OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
   RetrievalResults out;
   const int64_t nq = pair.num_queries();
   const int64_t ng = pair.num_gallery();
-  out.n_gt = count_ground_truth(queries, gallery, ignored);
+  out.n_gt = count_ground_truth(queries, gallery, ignored, prepared);
   out.query_labels = queries.labels;
   out.gallery_labels = gallery.labels;
   out.query_ids = queries.ids;

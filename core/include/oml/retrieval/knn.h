@@ -21,6 +21,10 @@
 
 namespace oml::retrieval {
 
+namespace detail {
+struct PreparedGallery;
+}  // namespace detail
+
 /// One side of the retrieval (queries or gallery). Rows of `embeddings` ([n, D], float32)
 /// match the entries of the vectors.
 struct ItemSet {
@@ -52,7 +56,9 @@ BlockShape choose_block_shape(int64_t num_queries, int64_t num_gallery, const Kn
 /// sequence costs no memory.
 class IgnoredPairs {
  public:
-  IgnoredPairs(const ItemSet& queries, const ItemSet& gallery);
+  /// `prepared`: the gallery's id positions computed once (a gallery index); null: from `gallery`.
+  IgnoredPairs(const ItemSet& queries, const ItemSet& gallery,
+               const detail::PreparedGallery* prepared = nullptr);
 
   bool contains(int64_t q, int64_t g) const {
     return g == self_[q] || (query_sequence_[q] >= 0 && gallery_sequence_[g] == query_sequence_[q]);
@@ -76,9 +82,10 @@ class IgnoredPairs {
 };
 
 /// Number of gallery items with the query's label, ignored pairs excluded (n_gt), computed
-/// from label counts — no Q x G matrix.
+/// from label counts — no Q x G matrix (`prepared`: the gallery's label counts computed once).
 std::vector<int64_t> count_ground_truth(const ItemSet& queries, const ItemSet& gallery,
-                                        const IgnoredPairs& ignored);
+                                        const IgnoredPairs& ignored,
+                                        const detail::PreparedGallery* prepared = nullptr);
 
 /// Top-k retrieval as described above. Throws DataError for inconsistent inputs (sizes,
 /// dimensions, non-finite values), naming the offending row.

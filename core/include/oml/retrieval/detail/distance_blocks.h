@@ -7,6 +7,7 @@
 // the squared distance ||q||^2 + s) and read the block while it is hot in cache.
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -19,9 +20,22 @@ namespace oml::retrieval::detail {
 /// follows.
 double exact_squared_distance(const float* a, const float* b, int64_t dim);
 
+/// The gallery's part of the engine's inputs, computed once for every search of a gallery index
+/// (the exact backend's GalleryIndex): what each retrieve_knn() would otherwise compute again
+/// over the whole gallery (norms, id positions, label counts).
+struct PreparedGallery {
+  explicit PreparedGallery(const ItemSet& gallery);
+  at::Tensor gallery;         ///< [G, D] float32 contiguous
+  std::vector<double> norm2;  ///< ||g||^2 in double
+  std::unordered_map<int64_t, int64_t> position_of_id;
+  std::unordered_map<int64_t, int64_t> label_count;
+};
+
 /// The inputs of the engine, prepared once per retrieval.
 struct PreparedPair {
   PreparedPair(const ItemSet& queries, const ItemSet& gallery);
+  /// The same over a gallery prepared once: only the queries' part is computed.
+  PreparedPair(const ItemSet& queries, const PreparedGallery& gallery);
 
   at::Tensor queries;                ///< [Q, D] float32 contiguous (raw vectors)
   at::Tensor gallery;                ///< [G, D] float32 contiguous (raw vectors)
@@ -44,6 +58,9 @@ struct PreparedPair {
 
   /// ||q - g||^2 in double precision over the raw float vectors.
   double exact_squared_distance(int64_t q, int64_t g) const;
+
+ private:
+  PreparedPair(const ItemSet& queries, at::Tensor gallery_rows, const std::vector<double>& gallery_norm2);
 };
 
 /// Receives the blocks in order: for each query chunk, every gallery tile, then chunk_done.
@@ -64,6 +81,7 @@ void for_each_block(const PreparedPair& pair, const BlockShape& shape,
 /// statistics of fnmr@fmr use this to share the first pass with the retrieval).
 RetrievalResults retrieve_knn_fused(const ItemSet& queries, const ItemSet& gallery, const PreparedPair& pair,
                                     const IgnoredPairs& ignored, const KnnOptions& options,
-                                    const std::vector<BlockConsumer*>& also);
+                                    const std::vector<BlockConsumer*>& also,
+                                    const PreparedGallery* prepared = nullptr);
 
 }  // namespace oml::retrieval::detail
