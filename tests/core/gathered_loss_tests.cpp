@@ -24,7 +24,7 @@ namespace dist = oml::distributed;
 
 namespace {
 
-constexpr int64_t kInputs = 12;     // the "extractor" is one linear layer kInputs -> kFeatures
+constexpr int64_t kInputs = 12;  // the "extractor" is one linear layer kInputs -> kFeatures
 constexpr int64_t kFeatures = 8;
 constexpr int64_t kClasses = 4;
 
@@ -146,13 +146,15 @@ int64_t check_two_ranks_equal_one_process(const std::string& yaml, const torch::
     dist::GradientSync sync(group, mine.parameters());
     const int64_t begin = r == 0 ? 0 : split, end = r == 0 ? split : inputs.size(0);
     const auto embeddings = mine.model->forward(inputs.slice(0, begin, end));
-    const auto step = oml::losses::loss_over_all_ranks(*mine.loss, *group, embeddings, labels.slice(0, begin, end));
+    const auto step =
+        oml::losses::loss_over_all_ranks(*mine.loss, *group, embeddings, labels.slice(0, begin, end));
     step.loss.backward();
     sync.finish();
     results[r] = record(step.loss.item<double>(), mine.parameters());
   });
   for (int r = 0; r < 2; ++r) {
-    INFO("rank " << r << ", rows [" << (r == 0 ? 0 : split) << ", " << (r == 0 ? split : inputs.size(0)) << ")");
+    INFO("rank " << r << ", rows [" << (r == 0 ? 0 : split) << ", " << (r == 0 ? split : inputs.size(0))
+                 << ")");
     check_same_step(results[r], expected);
   }
   int64_t nonzero = 0;
@@ -177,7 +179,8 @@ TEST_CASE("Gathered losses on 2 ranks give one process's loss and gradients with
   // a classification loss with trainable class weights.
   const std::vector<std::string> losses{
       "{name: triplet_with_miner, args: {margin: 0.5, miner: {name: hard_triplets}}}",
-      "{name: triplet_with_miner, args: {margin: 0.5, miner: {name: all_triplets, args: {max_output_triplets: "
+      "{name: triplet_with_miner, args: {margin: 0.5, miner: {name: all_triplets, args: "
+      "{max_output_triplets: "
       "100000}}}}",
       "{name: multi_similarity}",
       "{name: contrastive, args: {pos_margin: 0.1, neg_margin: 1.5}}",
@@ -200,7 +203,8 @@ TEST_CASE("A rank whose own batch has one label still trains on the gathered bat
   torch::manual_seed(5);
   const auto inputs = torch::randn({12, kInputs});
   const std::string yaml = "{name: triplet_with_miner, args: {margin: 0.5, miner: {name: hard_triplets}}}";
-  CHECK_THROWS_AS(criterion(yaml)->forward(torch::randn({4, kFeatures}), labels.slice(0, 0, 4)), oml::DataError);
+  CHECK_THROWS_AS(criterion(yaml)->forward(torch::randn({4, kFeatures}), labels.slice(0, 0, 4)),
+                  oml::DataError);
   CHECK(check_two_ranks_equal_one_process(yaml, inputs, labels, 4) > 0);
 }
 

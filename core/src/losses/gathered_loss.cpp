@@ -29,12 +29,13 @@ struct ScaleGradient : torch::autograd::Function<ScaleGradient> {
 
 GatheredBatch gather_batch(distributed::ProcessGroup& group, const torch::Tensor& embeddings,
                            const torch::Tensor& labels, double gradient_scale) {
-  OML_CHECK(embeddings.dim() == 2, DataError, "ddp.gather_embeddings_for_loss: expected embeddings [B, D], got ",
-            embeddings.sizes());
+  OML_CHECK(embeddings.dim() == 2, DataError,
+            "ddp.gather_embeddings_for_loss: expected embeddings [B, D], got ", embeddings.sizes());
   OML_CHECK(labels.dim() == 1 && labels.size(0) == embeddings.size(0), DataError,
-            "ddp.gather_embeddings_for_loss: expected labels [", embeddings.size(0), "], got ", labels.sizes());
-  OML_CHECK(!labels.is_floating_point(), DataError, "ddp.gather_embeddings_for_loss: labels must be integers, got ",
-            labels.scalar_type());
+            "ddp.gather_embeddings_for_loss: expected labels [", embeddings.size(0), "], got ",
+            labels.sizes());
+  OML_CHECK(!labels.is_floating_point(), DataError,
+            "ddp.gather_embeddings_for_loss: labels must be integers, got ", labels.scalar_type());
   // 16-bit embeddings (autocast) travel and are gathered as float32, which every built-in loss
   // computes in anyway (float32_input): Gloo of LibTorch 1.13 cannot move bfloat16, and the
   // loss sees the values one process's loss would.
