@@ -4,10 +4,12 @@
 
 #include "embedding.h"
 #include "extractor_pipelines.h"
+#include "oml/common/logging.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
 #include "oml/losses/criterion.h"
+#include "oml/losses/gathered_loss.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/models/extractor.h"
 #include "oml/registry/registries.h"
@@ -61,8 +63,18 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
 
   // ---- the pipeline's share of the loop ------------------------------------------------------
   TrainingHooks hooks;
+  // ddp.gather_embeddings_for_loss: the loss sees every rank's rows of the step (one process's
+  // batch of all of them); otherwise this rank's batch only.
+  const bool gather = cfg.ddp.gather_embeddings_for_loss && ctx.world_size() > 1;
+  if (gather) {
+    log::info("ddp.gather_embeddings_for_loss: every rank's loss sees the embeddings and labels of all " +
+              std::to_string(ctx.world_size()) + " ranks' batches of the step");
+  }
   hooks.step = [&](const data::LoadedBatch& batch) {
-    return criterion->forward(extractor->forward(batch.images.to(ctx.device)), batch.labels.to(ctx.device));
+    const torch::Tensor embeddings = extractor->forward(batch.images.to(ctx.device));
+    const torch::Tensor labels = batch.labels.to(ctx.device);
+    if (gather) return losses::loss_over_all_ranks(*criterion, *ctx.group, embeddings, labels);
+    return criterion->forward(embeddings, labels);
   };
   if (freezing.any()) {
     hooks.on_epoch_start = [&](int64_t epoch) { extractor->set_backbone_frozen(freezing.frozen_in(epoch)); };

@@ -327,6 +327,31 @@ TEST_CASE("ddp.gradient_compression: none by default, bf16 and fp16 as written",
   CHECK(!oml::config::from_name<GradientCompression>("bfloat16", oml::config::gradient_compression_names()));
 }
 
+TEST_CASE("ddp.gather_embeddings_for_loss: off by default, a boolean, refused by the pairwise pipeline",
+          "[config][ddp]") {
+  auto parse = [](const std::string& text) {
+    return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());
+  };
+  CHECK_FALSE(parse("seed: 1\n").ddp.gather_embeddings_for_loss);
+  CHECK(parse("ddp: {gather_embeddings_for_loss: true}\n").ddp.gather_embeddings_for_loss);
+  CHECK_THROWS_WITH(parse("ddp: {gather_embeddings_for_loss: maybe}\n"),
+                    Contains("ddp.gather_embeddings_for_loss"));
+  // The pairwise pipeline's mistake is reported with the config's others, at the key.
+  try {
+    parse("pipeline: pairwise\nddp: {gather_embeddings_for_loss: true}\nbs_train: 0\n");
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    std::string all = e.what();
+    for (const auto& line : e.context()) all += "\n" + line;
+    INFO(all);
+    CHECK_THAT(all, Contains("2 problems") && Contains("bs_train"));
+    CHECK_THAT(all, Contains("run.yaml:2:") && Contains("ddp.gather_embeddings_for_loss") &&
+                        Contains("only pipeline: extractor gathers"));
+  }
+  CHECK_FALSE(
+      parse("pipeline: pairwise\nddp: {gather_embeddings_for_loss: false}\n").ddp.gather_embeddings_for_loss);
+}
+
 TEST_CASE(
     "OML's top-level keys: accelerator gpu and auto, devices as a list, find_unused_parameters, tags, "
     "logs_folder",

@@ -334,14 +334,48 @@ TEST_CASE("With no MLflow server training succeeds, warns once and keeps every v
   CHECK(fs::exists(run_dir / "checkpoints" / "last.ckpt"));  // training itself went as always
 }
 
-// Known to fail (hence [!mayfail]: its failures are printed, the run goes on): this case never ran
-// under ctest before 2026-11-27 (a ';' in its name split it). On Ctrl-C the logger stops waiting
-// for the server (finish(KILLED)), so the last steps queued after the restart stay in
-// pending.jsonl instead of reaching MLflow (153 of 155 values here). To do: check that every value
-// is in MLflow or in pending.jsonl, and that --resume sends the rest.
+// The values pending.jsonl still holds for sending (those after its last acknowledgement), by key.
+Series pending_series(const fs::path& run_dir) {
+  uint64_t sent = 0;
+  const auto lines = read_jsonl(run_dir / "mlflow" / "pending.jsonl");
+  for (const auto& line : lines) {
+    if (line.contains("sent")) sent = std::max(sent, line["sent"].get<uint64_t>());
+  }
+  Series series;
+  for (const auto& line : lines) {
+    if (line.value("op", "") == "metric" && line["seq"].get<uint64_t>() > sent)
+      series[line["key"].get<std::string>()].emplace_back(line["step"].get<int64_t>(),
+                                                          line["value"].get<double>());
+  }
+  return series;
+}
+
+// Each value of train.jsonl and metrics.jsonl up to `last_step` is in `where` at least once, at its step.
+void check_each_value_in(const Series& where, const fs::path& run_dir,
+                         int64_t last_step = std::numeric_limits<int64_t>::max()) {
+  for (const auto& [key, values] : logged_series(run_dir)) {
+    INFO(key);
+    REQUIRE(where.count(key) == 1);
+    const auto& there = where.at(key);
+    for (const auto& [step, value] : values) {
+      if (step > last_step) continue;
+      INFO("step " << step);
+      CHECK(std::count_if(there.begin(), there.end(), [&](const auto& v) {
+              return v.first == step && v.second == Approx(value).epsilon(1e-12);
+            }) >= 1);
+    }
+  }
+}
+
+// Ctrl-C gives the logger a few seconds (finish(KILLED)) while training goes on queueing, so the
+// values of the last steps may still wait in pending.jsonl when the process ends: every value is
+// then in MLflow or there, and --resume sends them (those up to the checkpoint; the resumed
+// training logs the later steps again).
 TEST_CASE(
-    "An MLflow server killed and restarted mid-run gets every value once it is back, Ctrl-C ends it KILLED",
-    "[mlflow][integration][!mayfail]") {
+    "An MLflow server killed and restarted mid-run gets every value, Ctrl-C ends it KILLED and --resume "
+    "sends "
+    "what waited",
+    "[mlflow][integration]") {
   TempDir dir;
   MlflowServer server(dir / "server");
   const fs::path run_dir = dir / "logs" / "run";
@@ -363,11 +397,30 @@ TEST_CASE(
   INFO(err);
   CHECK_THAT(err, Contains("cannot be reached") && Contains("answers again") &&
                       Contains("oml-train: interrupted by signal 2 (SIGINT)"));
-  json got = dump_run(server.uri(), "restarted");
-  CHECK(got["status"] == "KILLED");
+  const json killed = dump_run(server.uri(), "restarted");
+  CHECK(killed["status"] == "KILLED");
   // The interrupt may land between a step's train.jsonl line and its logging: the last step aside.
   const int64_t last_step = read_jsonl(train_log).back().at("step").get<int64_t>();
-  check_every_value(got, run_dir, last_step - 1);
+  Series sent_or_waiting = mlflow_series(killed);
+  for (const auto& [key, values] : pending_series(run_dir)) {
+    auto& all = sent_or_waiting[key];
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  check_each_value_in(sent_or_waiting, run_dir, last_step - 1);
+
+  const auto checkpoint = oml::io::load_checkpoint(run_dir / "checkpoints" / "last.ckpt");
+  const auto r = run(quote(command_path("oml-train")) + " --config " + quote((dir / "train.yaml").string()) +
+                         " --progress quiet --set max_epochs=" + std::to_string(checkpoint.epoch + 1) +
+                         " --resume " + quote((run_dir / "checkpoints" / "last.ckpt").string()),
+                     300);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json resumed = dump_run(server.uri(), "restarted");  // the same run, now complete
+  CHECK(resumed["run_id"] == killed["run_id"]);
+  CHECK(resumed["status"] == "FINISHED");
+  // train.jsonl is cut back to the checkpoint and continued: every value of it is in MLflow.
+  check_each_value_in(mlflow_series(resumed), run_dir);
+  CHECK(waiting(run_dir) == 0);
 }
 
 TEST_CASE("Through a proxy that answers every third request with a 500, MLflow gets every value exactly once",
@@ -465,18 +518,7 @@ TEST_CASE("Ctrl-C ends the MLflow run KILLED and --resume continues the same run
   // Every step up to the checkpoint's, then the resumed steps: each value of train.jsonl (which the
   // resume cut back to the checkpoint) is there; the killed process's steps after the checkpoint
   // stay as well (MLflow's metrics are append-only).
-  const Series got = mlflow_series(resumed);
-  for (const auto& [key, values] : logged_series(run_dir)) {
-    INFO(key);
-    REQUIRE(got.count(key) == 1);
-    for (const auto& [step, value] : values) {
-      INFO("step " << step);
-      const auto& sent = got.at(key);
-      CHECK(std::count_if(sent.begin(), sent.end(), [&](const auto& v) {
-              return v.first == step && v.second == Approx(value).epsilon(1e-12);
-            }) >= 1);
-    }
-  }
+  check_each_value_in(mlflow_series(resumed), run_dir);
 }
 
 TEST_CASE("A tracking URI that oml-cpp does not write is a config error naming tracking_uri",

@@ -1,6 +1,7 @@
 // Lightning's training controls in real oml-train runs on the Fashion-MNIST subset:
 // accumulate_grad_batches, gradient clipping, limit_train_batches / limit_val_batches,
-// check_val_every_n_epoch, early stopping, and OML's lightning_trainer_extra_args.
+// check_val_every_n_epoch, early stopping, and OML's lightning_trainer_extra_args; and
+// ddp.gather_embeddings_for_loss, which the same per-image runs compare with one process.
 #include <torch/torch.h>
 
 #include "integration/pipeline_fixtures.h"
@@ -256,4 +257,64 @@ TEST_CASE("Bad training controls exit 2 naming each key, all at once", "[pipelin
       train(tmp, "metric", per_image_config(tmp / "metric", 8, "early_stopping: {monitor: OVERALL/cmc/7}\n"));
   CHECK(unknown_metric.result.exit_code == 2);
   CHECK_THAT(unknown_metric.result.err, Contains("early_stopping.monitor") && Contains("OVERALL/cmc/7"));
+}
+
+TEST_CASE("ddp.gather_embeddings_for_loss: 2 ranks with batch B train as one process with batch 2B",
+          "[pipelines][integration][ddp]") {
+  TempDir tmp;
+  // The per-image run with a loss over every pair of its batch (PML's multi-similarity, which
+  // weighs each pair against the batch's other pairs): without gathering, 2 ranks with batch 8 see
+  // 8 rows each; with it, the 16 rows of the step, which the random sampler deals to the 2 ranks by
+  // alternating positions of the batch of 16 one process takes (docs/ddp.md). (A triplet loss
+  // with hard mining matches too, but this frozen backbone's embeddings start nearly collapsed,
+  // where its Euclidean distances lose digits to cancellation differently for another row order.)
+  const auto config = [&](const std::string& name, int64_t batch, const std::string& extra) {
+    std::string yaml = per_image_config(tmp / name, batch, "limit_train_batches: 4\nmax_epochs: 1\n" + extra);
+    const std::string arcface = "{name: arcface, args: {m: 0.3, s: 16}}";
+    yaml.replace(yaml.find(arcface), arcface.size(), "{name: multi_similarity}");
+    return yaml;
+  };
+  const auto losses = [](const Run& run) {
+    std::vector<double> out;
+    for (const auto& record : read_jsonl(run.dir / "train.jsonl"))
+      out.push_back(record.at("loss").get<double>());
+    return out;
+  };
+  const Run one = train_ok(tmp, "one", config("one", 16, ""));
+  const Run gathered =
+      train_ok(tmp, "gathered", config("gathered", 8, "ddp: {gather_embeddings_for_loss: true}\n"),
+               "--nproc-per-node 2");
+  CHECK_THAT(gathered.result.out + gathered.result.err,
+             Contains("every rank's loss sees the embeddings and labels of all 2 ranks' batches"));
+  const auto expected = losses(one);
+  REQUIRE(expected.size() == 4);
+  const auto got = losses(gathered);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(got[i] == Approx(expected[i]).epsilon(1e-5));
+  }
+  CHECK(max_difference(last_weights(gathered), last_weights(one)) <= 1e-5);
+  // Without gathering each rank mines its own 8 rows: another loss.
+  const Run separate = train_ok(tmp, "separate", config("separate", 8, ""), "--nproc-per-node 2");
+  CHECK(std::abs(losses(separate).at(0) - expected[0]) > 1e-3);
+
+  // With accumulation, bfloat16 autocast and bf16 gradient compression together, the ranks stay
+  // identical (check_params_every: 1 fails the run otherwise), and the first step's loss is one
+  // process's with the same accumulation and autocast (to bfloat16 rounding: compression only
+  // rounds the gradients, which the first loss precedes).
+  const std::string mixed = "accumulate_grad_batches: 2\nprecision: bf16\n";
+  const Run one_mixed = train_ok(tmp, "one_mixed", config("one_mixed", 16, mixed));
+  const Run ranks_mixed =
+      train_ok(tmp, "ranks_mixed",
+               config("ranks_mixed", 8,
+                      mixed + "ddp: {gather_embeddings_for_loss: true, gradient_compression: "
+                              "bf16, check_params_every: 1}\n"),
+               "--nproc-per-node 2");
+  const auto mixed_expected = losses(one_mixed);
+  const auto mixed_got = losses(ranks_mixed);
+  REQUIRE(mixed_got.size() == 2);  // 4 batches, 2 per step
+  REQUIRE(mixed_expected.size() == 2);
+  CHECK(mixed_got[0] == Approx(mixed_expected[0]).epsilon(1e-2));
+  CHECK(std::isfinite(mixed_got[1]));
 }

@@ -71,7 +71,8 @@ DdpOptions parse_ddp(const Node& node) {
       .optional("pad_to_world_size", ddp.pad_to_world_size)
       .optional("bucket_mb", ddp.bucket_mb)
       .optional("timeout_s", ddp.timeout_s)
-      .optional("check_params_every", ddp.check_params_every);
+      .optional("check_params_every", ddp.check_params_every)
+      .optional("gather_embeddings_for_loss", ddp.gather_embeddings_for_loss);
   optional_enum(r, "gradient_compression", ddp.gradient_compression, gradient_compression_names());
   r.finish();
   if (ddp.bucket_mb <= 0) node["bucket_mb"].fail("expected a positive size in MB");
@@ -255,6 +256,13 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   check([&] { c.scheduling = parse_scheduling(r.take("scheduling")); });
   c.metric_args = r.take("metric_args");
   check([&] { c.ddp = parse_ddp(r.take("ddp")); });
+  if (c.pipeline == Pipeline::pairwise && c.ddp.gather_embeddings_for_loss) {
+    check([&] {
+      root["ddp"]["gather_embeddings_for_loss"].fail(
+          "only pipeline: extractor gathers the ranks' embeddings for its loss; the pairwise pipeline "
+          "mines its pairs within each rank's batch (set it to false or remove it)");
+    });
+  }
   check([&] { hydra_run_dir = read_hydra_block(r.take("hydra"), c.notices); });
   c.controls = parse_training_controls(r, c.valid_period, errors);
   r.finish();

@@ -29,6 +29,9 @@ struct DdpOptions {
   int64_t check_params_every = 0;      ///< debug: verify identical parameters every N steps (0: off)
   /// The type gradient buckets are all-reduced in (none: float32; bf16, fp16: half the bytes).
   GradientCompression gradient_compression = GradientCompression::none;
+  /// Every rank's loss sees the embeddings and labels of every rank's batch of the step, as
+  /// PML's DistributedLossWrapper (oml/losses/gathered_loss.h); extractor pipeline only.
+  bool gather_embeddings_for_loss = false;
 };
 
 /// `scheduling:`
