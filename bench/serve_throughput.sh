@@ -79,9 +79,9 @@ measure() {
   for input in embedding image; do
     for c in 1 8 32; do
       if [ $input = embedding ]; then
-        out=$(ab -k -l -q -n "$N" -c $c -T application/json -p "$W/query.json" "http://127.0.0.1:$port/search" 2>&1)
+        out=$(ab -k -l -q -n "$N" -c $c -T application/json -p "$W/query.json" "http://127.0.0.1:$port/search" 2>&1 || true)
       else
-        out=$(ab -k -l -q -n "$N" -c $c -T image/png -p "$image" "http://127.0.0.1:$port/search?k=10" 2>&1)
+        out=$(ab -k -l -q -n "$N" -c $c -T image/png -p "$image" "http://127.0.0.1:$port/search?k=10" 2>&1 || true)
       fi
       failed=$(echo "$out" | awk '/Failed requests/ {print $3}')
       rps=$(echo "$out" | awk '/Requests per second/ {print $4}')
