@@ -217,7 +217,8 @@ TEST_CASE("OML's mlp_arcface checks its args and builds torchvision's MLP under 
       "mlp_features: [512, 256]}}",
       {16, 10, {}});
   std::vector<std::pair<std::string, std::vector<int64_t>>> names;
-  for (const auto& item : loss->named_parameters()) names.emplace_back(item.key(), item.value().sizes().vec());
+  for (const auto& item : loss->named_parameters())
+    names.emplace_back(item.key(), item.value().sizes().vec());
   CHECK(names == std::vector<std::pair<std::string, std::vector<int64_t>>>{{"mlp.0.weight", {512, 384}},
                                                                            {"mlp.0.bias", {512}},
                                                                            {"mlp.3.weight", {256, 512}},

@@ -163,13 +163,14 @@ void register_builtin_losses(Registries& reg) {
       [](const TripletOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
         return TripletLoss(TripletLayout::blocks, o).ptr();
       },
-      "OML's TripletLoss on a batch of triplets given as [anchors; positives; negatives] (no miner)");
+      "OML's TripletLoss (margin, reduction, need_logs) on a batch of triplets stacked as [anchors; "
+      "positives; negatives]; no miner");
   reg.losses.add(
       "triplet_plain", triplet_parse("triplet_plain"),
       [](const TripletOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
         return TripletLoss(TripletLayout::interleaved, o).ptr();
       },
-      "OML's TripletLossPlain on a batch of triplets, rows 3i, 3i+1, 3i+2 (no miner)");
+      "OML's TripletLossPlain (margin, reduction, need_logs): triplet i at rows 3i, 3i+1, 3i+2; no miner");
   reg.losses.add(
       "arcface", config::checked_parse<ArcFaceOptions>([](config::ArgsReader& r, ArcFaceOptions& o) {
         read_arcface(r, o);
@@ -177,7 +178,8 @@ void register_builtin_losses(Registries& reg) {
       [](ArcFaceOptions o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
         return ArcFaceLoss(with_run_sizes(o, ctx, "arcface")).ptr();
       },
-      "additive angular margin softmax with trainable class weights");
+      "OML's ArcFaceLoss: additive angular margin softmax with trainable class weights (in_features, "
+      "num_classes, m, s, smoothing_epsilon, reduction)");
   reg.losses.add(
       "mlp_arcface",
       config::checked_parse<MLPArcFaceOptions>([](config::ArgsReader& r, MLPArcFaceOptions& o) {
@@ -188,7 +190,8 @@ void register_builtin_losses(Registries& reg) {
         o.arcface = with_run_sizes(o.arcface, ctx, "mlp_arcface");
         return MLPArcFaceLoss(o).ptr();
       },
-      "OML's ArcFaceLossWithMLP: torchvision's MLP (mlp_features) in front of arcface");
+      "OML's ArcFaceLossWithMLP: torchvision's MLP (mlp_features) in front of arcface (in_features, "
+      "num_classes, m, s, smoothing_epsilon, reduction)");
   reg.losses.add(
       "surrogate_precision",
       config::checked_parse<SurrogatePrecisionOptions>(
