@@ -48,6 +48,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   losses::CriterionContext criterion_context;
   criterion_context.embedding_size = extractor->feat_dim();
   criterion_context.num_classes = train_split.num_labels();
+  criterion_context.label_categories = train_split.label_category_indices();
   auto criterion =
       registries().losses.create(require_component(cfg, cfg.criterion, "criterion"), criterion_context);
   criterion->to(ctx.device);

@@ -21,6 +21,20 @@ int64_t DataSplit::num_labels() const {
   return static_cast<int64_t>(std::set<int64_t>(labels.begin(), labels.end()).size());
 }
 
+std::vector<int64_t> DataSplit::label_category_indices() const {
+  if (label2category.empty()) return {};
+  std::map<std::string, int64_t> numbers;  // sorted, as OML's sorted(set(label2category.values()))
+  for (const auto& entry : label2category) numbers.emplace(entry.second, 0);
+  int64_t next = 0;
+  for (auto& entry : numbers) entry.second = next++;
+  std::vector<int64_t> out(static_cast<std::size_t>(num_labels()), -1);
+  for (const auto& [label, category] : label2category) {
+    if (label >= 0 && label < static_cast<int64_t>(out.size()))
+      out[static_cast<std::size_t>(label)] = numbers.at(category);
+  }
+  return out;
+}
+
 void DataSplit::keep_first(std::size_t rows) {
   if (rows >= size()) return;
   const auto cut = [rows](auto& column) {

@@ -83,6 +83,41 @@ void read_class_sizes(config::ArgsReader& r, Options& o) {
   r.optional("num_classes", o.num_classes).optional("embedding_size", o.embedding_size);
 }
 
+// The args of OML's arcface and mlp_arcface (mlp_features aside).
+void read_arcface(config::ArgsReader& r, ArcFaceOptions& o) {
+  r.optional("in_features", o.in_features).optional("num_classes", o.num_classes).optional("m", o.m);
+  r.optional("s", o.s).optional("smoothing_epsilon", o.smoothing_epsilon).optional("reduction", o.reduction);
+}
+
+// arcface and mlp_arcface: in_features and num_classes left at 0 are the run's; the train
+// labels' categories (OML's runtime `label2category`) always are.
+ArcFaceOptions with_run_sizes(ArcFaceOptions o, const CriterionContext& ctx, const std::string& name) {
+  if (o.in_features == 0) o.in_features = ctx.embedding_size;
+  if (o.num_classes == 0) {
+    o.num_classes = ctx.num_classes;
+    config::check_fits(o.num_classes >= 2, "loss '" + name + "'", "num_classes", "the training set has ",
+                       o.num_classes, " label(s); a classification loss needs at least 2");
+  }
+  o.label_categories = ctx.label_categories;
+  return o;
+}
+
+// The args of OML's triplet and triplet_plain: margin (null: soft), reduction, need_logs.
+auto triplet_parse(const std::string& loss) {
+  return [loss](config::ArgsReader& r) {
+    TripletOptions o;
+    r.custom([&] {  // `margin: null` is the soft margin, not the default
+      const config::Node margin = r.take("margin");
+      if (margin.defined()) o.margin = margin.as<std::optional<double>>();
+    });
+    r.optional("reduction", o.reduction);
+    bool need_logs = true;  // OML's switch for its per-step logs; they are always recorded here
+    r.optional("need_logs", need_logs);
+    r.check([&] { check_options(o, loss); });
+    return o;
+  };
+}
+
 struct TripletArgs {
   TripletOptions loss;
   ParsedMiner miner;
@@ -124,20 +159,39 @@ void register_builtin_losses(Registries& reg) {
       },
       "triplet loss (margin or soft) over the triplets of a miner");
   reg.losses.add(
+      "triplet", triplet_parse("triplet"),
+      [](const TripletOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return TripletLoss(TripletLayout::blocks, o).ptr();
+      },
+      "OML's TripletLoss (margin, reduction, need_logs) on a batch of triplets stacked as [anchors; "
+      "positives; negatives]; no miner");
+  reg.losses.add(
+      "triplet_plain", triplet_parse("triplet_plain"),
+      [](const TripletOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return TripletLoss(TripletLayout::interleaved, o).ptr();
+      },
+      "OML's TripletLossPlain (margin, reduction, need_logs): triplet i at rows 3i, 3i+1, 3i+2; no miner");
+  reg.losses.add(
       "arcface", config::checked_parse<ArcFaceOptions>([](config::ArgsReader& r, ArcFaceOptions& o) {
-        r.optional("in_features", o.in_features).optional("num_classes", o.num_classes).optional("m", o.m);
-        r.optional("s", o.s).optional("smoothing_epsilon", o.smoothing_epsilon);
+        read_arcface(r, o);
       }),
       [](ArcFaceOptions o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
-        if (o.in_features == 0) o.in_features = ctx.embedding_size;
-        if (o.num_classes == 0) {
-          o.num_classes = ctx.num_classes;
-          config::check_fits(o.num_classes >= 2, "loss 'arcface'", "num_classes", "the training set has ",
-                             o.num_classes, " label(s); a classification loss needs at least 2");
-        }
-        return ArcFaceLoss(o).ptr();
+        return ArcFaceLoss(with_run_sizes(o, ctx, "arcface")).ptr();
       },
-      "additive angular margin softmax with trainable class weights");
+      "OML's ArcFaceLoss: additive angular margin softmax with trainable class weights (in_features, "
+      "num_classes, m, s, smoothing_epsilon, reduction)");
+  reg.losses.add(
+      "mlp_arcface",
+      config::checked_parse<MLPArcFaceOptions>([](config::ArgsReader& r, MLPArcFaceOptions& o) {
+        read_arcface(r, o.arcface);
+        r.required("mlp_features", o.mlp_features);
+      }),
+      [](MLPArcFaceOptions o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
+        o.arcface = with_run_sizes(o.arcface, ctx, "mlp_arcface");
+        return MLPArcFaceLoss(o).ptr();
+      },
+      "OML's ArcFaceLossWithMLP: torchvision's MLP (mlp_features) in front of arcface (in_features, "
+      "num_classes, m, s, smoothing_epsilon, reduction)");
   reg.losses.add(
       "surrogate_precision",
       config::checked_parse<SurrogatePrecisionOptions>(

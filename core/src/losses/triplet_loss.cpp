@@ -14,8 +14,8 @@ torch::Tensor triplet_losses(const torch::Tensor& anchors, const torch::Tensor& 
   return margin ? torch::relu(gap + *margin) : torch::nn::functional::softplus(gap);
 }
 
-void check_options(const TripletOptions& o) {
-  const std::string who = "loss 'triplet_with_miner'";
+void check_options(const TripletOptions& o, const std::string& loss) {
+  const std::string who = "loss '" + loss + "'";
   config::check_argument(o.reduction == "mean" || o.reduction == "sum", who, "reduction",
                          "reduction must be 'mean' or 'sum', got '", o.reduction, "'");
   config::check_argument(!o.margin || *o.margin >= 0, who, "margin",
@@ -45,6 +45,63 @@ LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const t
   out.logs["pos_dist"] = (a - p).norm(2, 1).mean().item<double>();
   out.logs["neg_dist"] = (a - n).norm(2, 1).mean().item<double>();
   out.logs["n_triplets"] = static_cast<double>(t.size());
+  return out;
+}
+
+TripletLossImpl::TripletLossImpl(TripletLayout layout, TripletOptions options)
+    : layout_(layout),
+      options_(std::move(options)),
+      name_(layout == TripletLayout::blocks ? "triplet" : "triplet_plain") {
+  check_options(options_, name_);
+}
+
+LossOutput TripletLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
+  const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
+  const torch::Tensor embeddings = float32_input(input);
+  check_batch(embeddings, labels, name_);
+  const int64_t n = embeddings.size(0) / 3;
+  OML_CHECK(embeddings.size(0) % 3 == 0, DataError, name_,
+            ": expected a batch of triplets (a size divisible by 3), got ", embeddings.size(0), " items");
+  // Row indices of the anchors, positives and negatives.
+  const auto options = torch::TensorOptions().dtype(torch::kLong).device(embeddings.device());
+  torch::Tensor a_rows, p_rows, n_rows;
+  if (layout_ == TripletLayout::blocks) {
+    a_rows = torch::arange(0, n, options);
+    p_rows = torch::arange(n, 2 * n, options);
+    n_rows = torch::arange(2 * n, 3 * n, options);
+  } else {
+    a_rows = torch::arange(0, 3 * n, 3, options);
+    p_rows = torch::arange(1, 3 * n, 3, options);
+    n_rows = torch::arange(2, 3 * n, 3, options);
+  }
+  {
+    const auto la = labels.index_select(0, a_rows.to(labels.device()));
+    const auto lp = labels.index_select(0, p_rows.to(labels.device()));
+    const auto ln = labels.index_select(0, n_rows.to(labels.device()));
+    const auto bad = ((la != lp) | (la == ln)).nonzero();
+    if (bad.size(0) > 0) {
+      const int64_t i = bad[0][0].item<int64_t>();
+      const std::string where = layout_ == TripletLayout::blocks
+                                    ? "rows " + std::to_string(i) + ", " + std::to_string(n + i) + ", " +
+                                          std::to_string(2 * n + i) + " of [anchors; positives; negatives]"
+                                    : "rows " + std::to_string(3 * i) + ".." + std::to_string(3 * i + 2);
+      throw DataError(detail::concat(
+          name_, ": the batch is not made of triplets: triplet ", i, " (", where, ") has labels ",
+          la[i].item<int64_t>(), ", ", lp[i].item<int64_t>(), ", ", ln[i].item<int64_t>(),
+          "; anchor and positive must share a label that the negative lacks (a P x K sampler's batch "
+          "is not triplets: use triplet_with_miner)"));
+    }
+  }
+  const auto a = embeddings.index_select(0, a_rows);
+  const auto p = embeddings.index_select(0, p_rows);
+  const auto ng = embeddings.index_select(0, n_rows);
+  const auto losses = triplet_losses(a, p, ng, options_.margin);
+  LossOutput out;
+  out.loss = options_.reduction == "mean" ? losses.mean() : losses.sum();
+  torch::NoGradGuard no_grad;
+  out.logs["active_tri"] = (losses > 0).to(torch::kDouble).mean().item<double>();
+  out.logs["pos_dist"] = (a - p).norm(2, 1).mean().item<double>();
+  out.logs["neg_dist"] = (a - ng).norm(2, 1).mean().item<double>();
   return out;
 }
 

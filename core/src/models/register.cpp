@@ -65,7 +65,7 @@ void register_builtin_models(Registries& reg) {
         r.optional("weights", o.weights);
       }),
       [](const ResNetOptions& o, const NoContext&) -> std::shared_ptr<Extractor> { return ResNet(o).ptr(); },
-      "torchvision-compatible ResNet (resnet18..152), optional GeM pooling");
+      "torchvision-compatible ResNet (resnet18..152, OML's resnet50_projector), optional GeM pooling");
   reg.extractors.add(
       "vit", config::checked_parse<ViTOptions>([](config::ArgsReader& r, ViTOptions& o) {
         r.optional("arch", o.arch).optional("weights", o.weights);

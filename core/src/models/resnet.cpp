@@ -3,8 +3,10 @@
 #include <torch/torch.h>
 
 #include "oml/common/error.h"
+#include "oml/common/strings.h"
 #include "oml/config/argument_error.h"
 #include "oml/io/state_dict.h"
+#include "oml/io/torch_file.h"
 #include "oml/models/zoo.h"
 
 namespace oml::models {
@@ -78,11 +80,12 @@ struct ArchSpec {
 ArchSpec arch_spec(const std::string& arch) {
   if (arch == "resnet18") return {false, {2, 2, 2, 2}};
   if (arch == "resnet34") return {false, {3, 4, 6, 3}};
-  if (arch == "resnet50") return {true, {3, 4, 6, 3}};
+  if (arch == "resnet50" || arch == "resnet50_projector") return {true, {3, 4, 6, 3}};
   if (arch == "resnet101") return {true, {3, 4, 23, 3}};
   if (arch == "resnet152") return {true, {3, 8, 36, 3}};
-  config::fail_argument("extractor 'resnet'", "arch", "unknown arch '", arch,
-                        "'; expected one of resnet18, resnet34, resnet50, resnet101, resnet152");
+  config::fail_argument(
+      "extractor 'resnet'", "arch", "unknown arch '", arch,
+      "'; expected one of resnet18, resnet34, resnet50, resnet101, resnet152, resnet50_projector");
 }
 
 // torchvision's initialisation, so that a freshly built model trains like a Python one.
@@ -98,6 +101,30 @@ void init_like_torchvision(nn::Module& module) {
   }
 }
 
+// A MoCo training checkpoint (OML's resnet50_moco_v2: moco_v2_800ep_pretrain.pth.tar) holds the
+// query encoder under `module.encoder_q.`, beside the key encoder and the queue: keep the query
+// encoder, as OML's load_moco_weights does. Other files pass unchanged.
+io::StateDict moco_encoder(io::StateDict weights) {
+  const std::string prefix = "module.encoder_q.";
+  io::StateDict encoder;
+  for (const auto& [name, tensor] : weights) {
+    if (name.compare(0, prefix.size(), prefix) == 0) encoder.emplace(name.substr(prefix.size()), tensor);
+  }
+  return encoder.empty() ? weights : encoder;
+}
+
+// The network inside a weights file, found as OML's ResnetExtractor finds it: MoCo's query
+// encoder, then whatever precedes `layer4.` (`model.model.` in OML's Lightning checkpoints,
+// `model.` in an extractor's state dict) is removed and the rest (the criterion's weights) dropped.
+io::StateDict resnet_weights(const std::string& path) {
+  io::StateDict weights = moco_encoder(io::find_state_dict(io::read_torch_file(path), path));
+  const std::string trial_key = "layer4.0.conv1.weight";
+  for (const auto& entry : weights) {
+    if (ends_with(entry.first, trial_key)) return io::select_backbone(weights, trial_key, path);
+  }
+  return weights;  // not a resnet's: load_state_dict says what does not fit
+}
+
 }  // namespace
 
 void check_options(const ResNetOptions& o) {
@@ -105,8 +132,8 @@ void check_options(const ResNetOptions& o) {
   (void)arch_spec(o.arch);
   config::check_argument(!o.gem_p || *o.gem_p > 0, who, "gem_p", "gem_p must be > 0, got ",
                          o.gem_p.value_or(0));
-  config::check_argument(o.num_classes > 0, who, "num_classes", "num_classes must be > 0, got ",
-                         o.num_classes);
+  config::check_argument(o.fc_outputs() > 0, who, "num_classes", "num_classes must be > 0, got ",
+                         o.fc_outputs());
   check_zoo_weights(o.weights, "resnet", o.arch);
 }
 
@@ -120,13 +147,23 @@ ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
   layer2_ = register_module("layer2", make_layer(128, spec.blocks[1], 2));
   layer3_ = register_module("layer3", make_layer(256, spec.blocks[2], 2));
   layer4_ = register_module("layer4", make_layer(512, spec.blocks[3], 2));
-  if (!options_.remove_fc) fc_ = register_module("fc", nn::Linear(in_planes_, options_.num_classes));
+  if (!options_.remove_fc && options_.arch == "resnet50_projector") {
+    // OML's resnet50_projector(): torchvision's resnet50(num_classes=128) whose fc becomes
+    // Sequential(Linear(2048, 2048), ReLU, fc) — names fc.0.*, fc.2.* (MoCo v2's head).
+    projector_ = nn::Sequential(nn::Linear(in_planes_, in_planes_), nn::ReLU(),
+                                nn::Linear(in_planes_, options_.fc_outputs()));
+    register_module("fc", projector_);
+  } else if (!options_.remove_fc) {
+    fc_ = register_module("fc", nn::Linear(in_planes_, options_.fc_outputs()));
+  }
   init_like_torchvision(*this);
   if (!options_.weights.empty()) {
     io::LoadOptions load;
-    // A classifier checkpoint (e.g. torchvision's ImageNet weights) fits a model without fc.
+    // A classifier checkpoint (e.g. torchvision's ImageNet weights) fits a model without fc; so
+    // does a resnet50_projector one (OML loads its head, then drops it).
     if (options_.remove_fc) load.ignore_prefixes.push_back("fc.");
-    io::load_weights(*this, resolve_weights(options_.weights, "resnet", options_.arch), load);
+    const std::string path = resolve_weights(options_.weights, "resnet", options_.arch);
+    io::load_state_dict(*this, resnet_weights(path), path, load);
   }
 }
 
@@ -157,9 +194,10 @@ torch::Tensor ResNetImpl::pooled_features(torch::Tensor images) {
 torch::Tensor ResNetImpl::forward(torch::Tensor images) {
   auto x = pooled_features(std::move(images));
   if (fc_) x = fc_(x);
+  if (projector_) x = projector_->forward(x);
   return options_.normalise_features ? normalise_detached(x) : x;
 }
 
-int64_t ResNetImpl::feat_dim() const { return options_.remove_fc ? in_planes_ : options_.num_classes; }
+int64_t ResNetImpl::feat_dim() const { return options_.remove_fc ? in_planes_ : options_.fc_outputs(); }
 
 }  // namespace oml::models

@@ -86,6 +86,12 @@ std::vector<ZooEntry> make_entries() {
            {"vitl14_336px_unicom", "l14_336px", "FP16-ViT-L-14-336px.pt"}}) {
     out.push_back({arch, "vit_unicom", arch, file, deepglint + "/" + release + "/" + file, "", ""});
   }
+  // MoCo v2's ResNet-50 (OML's ResnetExtractor.pretrained_models): a MoCo training checkpoint,
+  // whose query encoder the resnet extractor takes (resnet.cpp).
+  out.push_back(
+      {"resnet50_moco_v2", "resnet", "resnet50_projector", "moco_v2_800ep_pretrain.pth.tar",
+       "https://dl.fbaipublicfiles.com/moco/moco_checkpoints/moco_v2_800ep/moco_v2_800ep_pretrain.pth.tar",
+       "a04e12f8", ""});
   // torchvision's ImageNet classifiers (OML fetches them through torchvision; the file name
   // carries torchvision's own hash prefix).
   for (const auto& [arch, file] :

@@ -49,6 +49,10 @@ struct DataSplit {
   bool has_bboxes() const { return !bboxes.empty(); }
   /// Number of distinct labels.
   int64_t num_labels() const;
+  /// OML's `label2category` as arcface takes it: for each label 0..num_labels()-1 the index of its
+  /// category, categories numbered in sorted order (-1: a label without one); empty without a
+  /// category column. Meant for the train split, whose labels are 0..L-1.
+  std::vector<int64_t> label_category_indices() const;
   /// Keeps the first `rows` rows (every column; label2category of the labels left).
   void keep_first(std::size_t rows);
 };

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace oml::losses {
 
@@ -12,6 +13,9 @@ namespace oml::losses {
 struct CriterionContext {
   int64_t embedding_size = 0;  ///< the extractor's feat_dim()
   int64_t num_classes = 0;     ///< number of train labels (labels are 0..num_classes-1)
+  /// Category index of each train label (OML's `label2category`, the categories numbered in
+  /// sorted order); empty when the train dataframe has no `category` column.
+  std::vector<int64_t> label_categories{};
 };
 
 /// A loss value plus scalars the training log records per step (train.jsonl), e.g.

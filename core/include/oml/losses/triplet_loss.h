@@ -16,8 +16,8 @@ struct TripletOptions {
   std::string reduction = "mean";      ///< mean | sum
 };
 
-/// config::ArgumentError naming the first bad field.
-void check_options(const TripletOptions& options);
+/// config::ArgumentError naming the first bad field; `loss` names the loss in messages.
+void check_options(const TripletOptions& options, const std::string& loss = "triplet_with_miner");
 
 /// relu(margin + d(a,p) - d(a,n)) over the miner's triplets. Logs: `active_tri` (fraction of
 /// triplets with a positive loss), `pos_dist`, `neg_dist` (mean d(a,p), d(a,n)), `n_triplets`.
@@ -31,6 +31,28 @@ class TripletLossWithMinerImpl : public Criterion {
   TripletOptions options_;
 };
 TORCH_MODULE(TripletLossWithMiner);
+
+/// OML's `TripletLoss` and `TripletLossPlain`: the batch itself is made of triplets, so no miner.
+/// `criterion: {name: triplet, args: {margin: null, reduction: mean}}` takes the batch as
+/// [anchors; positives; negatives], three consecutive blocks of B / 3 rows (what OML's
+/// `TripletLoss(anchor, positive, negative)` is given, stacked); `triplet_plain` takes it as OML's
+/// `TripletLossPlain` does, triplet i at rows 3i (anchor), 3i + 1 (positive), 3i + 2 (negative).
+/// Loss and logs as triplet_with_miner's (without `n_triplets`). The labels only check the batch:
+/// B must be a multiple of 3 and each triplet's anchor and positive must share a label that its
+/// negative lacks (DataError naming the first triplet that does not), which a P x K batch fails.
+enum class TripletLayout { blocks, interleaved };
+
+class TripletLossImpl : public Criterion {
+ public:
+  TripletLossImpl(TripletLayout layout, TripletOptions options = {});
+  LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  TripletLayout layout_;
+  TripletOptions options_;
+  std::string name_;  ///< triplet | triplet_plain (messages)
+};
+TORCH_MODULE(TripletLoss);
 
 /// Loss of a set of triplets given as embeddings (the formula of triplet_with_miner).
 torch::Tensor triplet_losses(const torch::Tensor& anchors, const torch::Tensor& positives,
