@@ -56,8 +56,8 @@ struct NewItem {
 };
 
 struct ServiceOptions {
-  BatchLimits embed_batch{32, std::chrono::microseconds(2000)};
-  BatchLimits search_batch{64, std::chrono::microseconds(1000)};
+  BatchLimits embed_batch{32, std::chrono::microseconds(0)};
+  BatchLimits search_batch{32, std::chrono::microseconds(0)};
   int64_t max_k = 1000;  ///< the largest k a request may ask for
 };
 

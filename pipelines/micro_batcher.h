@@ -6,8 +6,10 @@
 //
 // A worker thread takes the first waiting item, waits at most `max_wait` from its arrival for
 // more, and calls `run` on up to `max_batch` items that are `compatible` with the first (same
-// image size), in arrival order. `run` returns one output per input; an exception from it is
-// rethrown to every caller of that batch. Destruction runs what is waiting, then stops.
+// image size), in arrival order. With max_wait 0 a lone request runs at once, and the requests
+// that arrive while a batch runs make up the next one: batches grow with the load by themselves. `run`
+// returns one output per input; an exception from it is rethrown to every caller of that batch. Destruction
+// runs what is waiting, then stops.
 
 #include <chrono>
 #include <condition_variable>
@@ -26,7 +28,7 @@ namespace oml::pipelines {
 
 struct BatchLimits {
   int64_t max_batch = 32;
-  std::chrono::microseconds max_wait{2000};
+  std::chrono::microseconds max_wait{0};
 };
 
 template <class In, class Out>

@@ -582,7 +582,16 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
       print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
     if (scheduler_ && !per_step && scheduler_->requires_metric()) {
       // reduce_on_plateau steps with the monitored value at validation epochs.
-      scheduler_->step(last_metrics_.at(scheduling.monitor_metric));
+      const auto monitored = last_metrics_.find(scheduling.monitor_metric);
+      if (monitored == last_metrics_.end()) {
+        // Keys outside OVERALL/ (a category's, or a name from another trainer such as OML's
+        // `triplet_loss_epoch`) can only be judged once the metrics exist.
+        throw SettingError("scheduling.monitor_metric",
+                           "'" + scheduling.monitor_metric + "' is not among the validation metrics" +
+                               did_you_mean(scheduling.monitor_metric, metric_names(last_metrics_)) +
+                               "; computed: " + join(metric_names(last_metrics_)));
+      }
+      scheduler_->step(monitored->second);
     }
     // As Lightning's EarlyStopping at the end of validation (every rank decides alike: the
     // metrics are rank 0's). Its state goes into this epoch's checkpoints below.

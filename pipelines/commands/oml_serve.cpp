@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   spec.summary =
       "serve a saved gallery index over HTTP/JSON: search, embed, add and remove items (docs/serving.md)";
   spec.usage =
-      "  oml-serve --index DIR [--host 127.0.0.1] [--port 8080] [--max-batch 32] [--max-wait-ms 2]\n"
+      "  oml-serve --index DIR [--host 127.0.0.1] [--port 8080] [--max-batch 32] [--max-wait-ms 0]\n"
       "            [--max-body-mb 16] [--timeout-s 30] [--threads 4] [--workers 64] [--top-k 10]";
   spec.needs_config = false;
   spec.add_options = [](po::options_description& o) {
@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
       ("host", po::value<std::string>()->default_value("127.0.0.1"), "the address to listen on")
       ("port", po::value<int>()->default_value(8080), "the port (0: a free one, printed)")
       ("max-batch", po::value<int64_t>()->default_value(32), "most requests batched into one forward pass / search")
-      ("max-wait-ms", po::value<double>()->default_value(2.0), "longest a request waits for others to batch with")
+      ("max-wait-ms", po::value<double>()->default_value(0.0),
+       "longest a request waits for others to batch with (0: none; requests that arrive while a batch runs form the next)")
       ("max-body-mb", po::value<double>()->default_value(16.0), "largest request body; larger: 413")
       ("timeout-s", po::value<int>()->default_value(30), "a connection's read or write time limit")
       ("threads", po::value<int>()->default_value(4), "threads reading and writing connections")

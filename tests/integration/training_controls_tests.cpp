@@ -318,3 +318,20 @@ TEST_CASE("ddp.gather_embeddings_for_loss: 2 ranks with batch B train as one pro
   CHECK(mixed_got[0] == Approx(mixed_expected[0]).epsilon(1e-2));
   CHECK(std::isfinite(mixed_got[1]));
 }
+
+TEST_CASE("A monitored metric that validation does not compute is exit 2 naming the key",
+          "[controls][integration]") {
+  TempDir dir;
+  // OML's train_with_bboxes.yaml monitors `triplet_loss_epoch`, a Lightning log of the loss:
+  // not a validation metric here. Keys outside OVERALL/ are judged once the metrics exist.
+  write_file(dir / "t.yaml", train_config(dir / "logs",
+                                          "scheduling: {scheduler: {name: reduce_on_plateau}, "
+                                          "monitor_metric: triplet_loss_epoch}\nmax_epochs: 1\n"));
+  const auto r = run_oml("oml-train", "--config " + quote((dir / "t.yaml").string()));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("scheduling.monitor_metric") &&
+                        Contains("'triplet_loss_epoch' is not among the "
+                                 "validation metrics") &&
+                        Contains("OVERALL/cmc/1"));
+  CHECK(r.err.find("internal error") == std::string::npos);
+}

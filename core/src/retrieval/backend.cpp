@@ -78,10 +78,10 @@ std::shared_ptr<RetrievalBackend> make_exact_backend() { return std::make_shared
 
 namespace detail {
 
-RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery,
-                                  const IgnoredPairs& ignored) {
+RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery, const IgnoredPairs& ignored,
+                                  const PreparedGallery* prepared) {
   RetrievalResults out;
-  out.n_gt = count_ground_truth(queries, gallery, ignored);
+  out.n_gt = count_ground_truth(queries, gallery, ignored, prepared);
   out.query_labels = queries.labels;
   out.gallery_labels = gallery.labels;
   out.query_ids = queries.ids;

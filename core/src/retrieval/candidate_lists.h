@@ -13,8 +13,9 @@ namespace oml::retrieval::detail {
 
 /// Results with n_gt, labels and ids filled and no lists yet (offsets = {0}); append_list()
 /// adds the lists in query order.
-RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery,
-                                  const IgnoredPairs& ignored);
+/// `prepared`: the gallery's label counts computed once (a gallery index).
+RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery, const IgnoredPairs& ignored,
+                                  const PreparedGallery* prepared = nullptr);
 
 /// Candidates to ask an index for, so that top_k remain after the ignored pairs are dropped:
 /// top_k + the most items any query can have ignored in this gallery (itself and the largest

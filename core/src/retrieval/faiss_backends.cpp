@@ -462,6 +462,8 @@ class FaissGalleryIndex final : public GalleryIndex {
   const FaissBackend& backend_;
   std::unique_ptr<faiss::Index> index_;
   std::unique_ptr<faiss::Index> on_device_;  // null: searched on the CPU
+  // The gallery's id positions and label counts, indexed once per gallery, not per search.
+  std::unique_ptr<detail::PreparedGallery> prepared_;
   int64_t refine_;
   std::optional<RecallEstimate> tuned_;
 };
@@ -544,13 +546,15 @@ class FaissBackend : public RetrievalBackend {
   }
 
   /// The results of `index` (built over `gallery`) for `queries`.
+  /// `prepared`: the gallery's ids and labels indexed once (null: here).
   RetrievalResults search_built(const faiss::Index& index, int64_t refine, const ItemSet& queries,
-                                const ItemSet& gallery, const KnnOptions& options) const {
+                                const ItemSet& gallery, const KnnOptions& options,
+                                const detail::PreparedGallery* prepared = nullptr) const {
     OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
     const at::Tensor q = queries.embeddings.contiguous();
     const at::Tensor g = gallery.embeddings.contiguous();
-    const IgnoredPairs ignored(queries, gallery);
-    RetrievalResults out = results_skeleton(queries, gallery, ignored);
+    const IgnoredPairs ignored(queries, gallery, prepared);
+    RetrievalResults out = results_skeleton(queries, gallery, ignored, prepared);
     const int64_t nq = q.size(0);
     if (g.size(0) == 0) {
       out.offsets.assign(static_cast<std::size_t>(nq + 1), 0);
@@ -861,6 +865,7 @@ FaissGalleryIndex::FaissGalleryIndex(const FaissBackend& backend, ItemSet galler
       refine_(refine),
       tuned_(tuned) {
   if (index_) on_device_ = backend_.copy_to_device(*index_);
+  prepared_ = std::make_unique<detail::PreparedGallery>(this->gallery(), /*with_norms=*/false);
 }
 
 RetrievalResults FaissGalleryIndex::search(const ItemSet& queries, const KnnOptions& options) const {
@@ -868,7 +873,7 @@ RetrievalResults FaissGalleryIndex::search(const ItemSet& queries, const KnnOpti
     RetrievalResults out = retrieve_knn(queries, gallery(), options);
     return out;
   }
-  return backend_.search_built(searched(), refine_, queries, gallery(), options);
+  return backend_.search_built(searched(), refine_, queries, gallery(), options, prepared_.get());
 }
 
 IndexUpdates FaissGalleryIndex::remove_updates() const { return backend_.remove_updates(); }
@@ -897,6 +902,7 @@ std::string FaissGalleryIndex::describe() const {
 }
 
 void FaissGalleryIndex::added(int64_t first) {
+  prepared_ = std::make_unique<detail::PreparedGallery>(gallery(), /*with_norms=*/false);
   const at::Tensor& g = gallery().embeddings;
   try {
     if (!index_) {  // the first items of an emptied (or empty) gallery: build as new
@@ -915,6 +921,7 @@ void FaissGalleryIndex::added(int64_t first) {
 }
 
 void FaissGalleryIndex::removed(const std::vector<int64_t>& removed) {
+  prepared_ = std::make_unique<detail::PreparedGallery>(gallery(), /*with_norms=*/false);
   if (!index_) return;
   try {
     if (size() == 0) {

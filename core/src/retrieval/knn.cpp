@@ -189,9 +189,9 @@ std::vector<double> squared_norms(const at::Tensor& rows) {
 
 }  // namespace
 
-PreparedGallery::PreparedGallery(const ItemSet& gallery_set)
+PreparedGallery::PreparedGallery(const ItemSet& gallery_set, bool with_norms)
     : gallery(gallery_set.embeddings.contiguous()),
-      norm2(squared_norms(gallery)),
+      norm2(with_norms ? squared_norms(gallery) : std::vector<double>()),
       position_of_id(positions_of_ids(gallery_set)),
       label_count(count_labels(gallery_set)) {}
 

@@ -24,9 +24,10 @@ double exact_squared_distance(const float* a, const float* b, int64_t dim);
 /// (the exact backend's GalleryIndex): what each retrieve_knn() would otherwise compute again
 /// over the whole gallery (norms, id positions, label counts).
 struct PreparedGallery {
-  explicit PreparedGallery(const ItemSet& gallery);
+  /// `with_norms` false: ids and labels only (the Faiss indexes compute their own distances).
+  explicit PreparedGallery(const ItemSet& gallery, bool with_norms = true);
   at::Tensor gallery;         ///< [G, D] float32 contiguous
-  std::vector<double> norm2;  ///< ||g||^2 in double
+  std::vector<double> norm2;  ///< ||g||^2 in double (empty without norms)
   std::unordered_map<int64_t, int64_t> position_of_id;
   std::unordered_map<int64_t, int64_t> label_count;
 };
