@@ -326,7 +326,7 @@ TEST_CASE("A monitored metric that validation does not compute is exit 2 naming 
   // not a validation metric here. Keys outside OVERALL/ are judged once the metrics exist.
   write_file(dir / "t.yaml", train_config(dir / "logs",
                                           "scheduling: {scheduler: {name: reduce_on_plateau}, "
-                                          "monitor_metric: triplet_loss_epoch}\nmax_epochs: 1\n"));
+                                          "monitor_metric: triplet_loss_epoch}\n"));
   const auto r = run_oml("oml-train", "--config " + quote((dir / "t.yaml").string()));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("scheduling.monitor_metric") &&
