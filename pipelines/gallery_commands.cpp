@@ -238,13 +238,7 @@ IndexContents next_contents(const LoadedIndex& loaded) {
 
 int index_build(const cli::Invocation& inv) {
   const fs::path out = required_path(inv, "out", "the index folder to write");
-  std::error_code ec;
-  if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
-    throw UsageError(
-        out.string() +
-        " exists and is not empty: oml-index build writes a new index folder and never writes over "
-        "files; choose another --out, or change an index with oml-index add / remove");
-  }
+  check_new_index_folder(out);  // before the embedding, not only when writing
   const int64_t k = inv.vars["k"].as<int64_t>();
   OML_CHECK(k >= 1, UsageError, "--k expects the number of neighbours searches ask for (>= 1), got ", k);
   const std::string embeddings = option(inv, "embeddings");

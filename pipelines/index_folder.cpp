@@ -269,6 +269,10 @@ IndexManifest IndexManifest::from_json(const nlohmann::json& json, const std::st
       m.weights_sha256 = json.at("model").at("sha256").get<std::string>();
     }
     m.calibration = json.value("calibration", nlohmann::json(nullptr));
+    if (m.calibration.is_object()) {  // checked here, so that searches read them without a failure
+      for (const char* key : {"threshold", "target_fmr", "expected_fnmr"})
+        (void)m.calibration.at(key).get<double>();
+    }
     m.created = json.value("created", std::string());
     m.oml_cpp_version = json.value("oml_cpp_version", std::string());
     m.libtorch_version = json.value("libtorch_version", std::string());
@@ -326,13 +330,18 @@ IndexWriteLock::~IndexWriteLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
-void create_index_folder(const fs::path& dir, IndexContents contents) {
+void check_new_index_folder(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
     throw UsageError(dir.string() +
                      " exists and is not empty: oml-index build writes a new index folder and never writes "
                      "over files; choose another --out, or change an index with oml-index add / remove");
   }
+}
+
+void create_index_folder(const fs::path& dir, IndexContents contents) {
+  check_new_index_folder(dir);
+  std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create " + dir.string() + ": " + ec.message());
   const IndexWriteLock lock(dir);

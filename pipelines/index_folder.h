@@ -112,8 +112,11 @@ class IndexWriteLock {
   int fd_ = -1;
 };
 
-/// Creates the index folder `dir` (UsageError when it exists and is not empty: an index is
-/// never written over anything) with `contents` as its first version.
+/// UsageError when `dir` exists and is not empty: an index is never written over anything.
+void check_new_index_folder(const std::filesystem::path& dir);
+
+/// Creates the index folder `dir` (check_new_index_folder first) with `contents` as its first
+/// version.
 void create_index_folder(const std::filesystem::path& dir, IndexContents contents);
 
 /// Writes `contents` as the next version of the index folder `dir` (which the caller holds with
