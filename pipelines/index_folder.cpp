@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "oml/common/error.h"
@@ -332,6 +333,15 @@ IndexWriteLock::~IndexWriteLock() {
 
 void check_new_index_folder(const fs::path& dir) {
   std::error_code ec;
+  // What a killed oml-index build left (no CURRENT yet: its lock and temporaries of a dead
+  // process) is removed, so that the build can simply run again.
+  if (fs::is_directory(dir, ec) && !fs::exists(dir / kCurrent, ec)) {
+    io::remove_stale_temporaries(dir);
+    if (fs::exists(dir / ".lock", ec) &&
+        std::distance(fs::directory_iterator(dir, ec), fs::directory_iterator()) == 1) {
+      fs::remove(dir / ".lock", ec);
+    }
+  }
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
     throw UsageError(dir.string() +
                      " exists and is not empty: oml-index build writes a new index folder and never writes "

@@ -168,6 +168,16 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("exists and is not empty"));
   }
+  {  // what a killed build leaves (its lock, a temporary of a dead process) does not block a rerun
+    const fs::path left = dir / "killed_build";
+    fs::create_directories(left / "v000001.tmp-999999-0");
+    write_file(left / ".lock", "");
+    const auto r = build_index(m, gallery, left);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(fs::exists(left / "v000001.tmp-999999-0"));
+    CHECK(read_file(left / "CURRENT") == "v000001\n");
+  }
   {  // wrong embedding size
     oml::io::write_npy(dir / "wide.npy", torch::randn({3, 20}));
     const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
