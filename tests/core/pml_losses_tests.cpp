@@ -13,6 +13,7 @@
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/losses/criterion.h"
+#include "oml/losses/miner.h"
 #include "oml/losses/pair_losses.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
@@ -38,6 +39,20 @@ const std::vector<std::pair<std::string, std::string>> kCases{
     {"ntxent_temperature", "{name: ntxent, args: {temperature: 0.2}}"},
     {"circle", "{name: circle}"},
     {"circle_args", "{name: circle, args: {m: 0.25, gamma: 128}}"},
+    {"contrastive_cosine", "{name: contrastive, args: {distance: cosine, pos_margin: 0.9, neg_margin: 0.1}}"},
+    {"contrastive_raw",
+     "{name: contrastive, args: {distance: euclidean, normalize_embeddings: false, neg_margin: 8}}"},
+    {"contrastive_miner",
+     "{name: contrastive, args: {miner: {name: multi_similarity, args: {epsilon: 0.2, distance: "
+     "euclidean}}}}"},
+    {"multi_similarity_miner", "{name: multi_similarity, args: {miner: {name: multi_similarity}}}"},
+    {"multi_similarity_squared",
+     "{name: multi_similarity, args: {distance: squared_euclidean, base: 1, alpha: 1, beta: 4}}"},
+    {"supcon_euclidean", "{name: supcon, args: {distance: euclidean}}"},
+    {"supcon_miner", "{name: supcon, args: {miner: {name: multi_similarity, args: {epsilon: 0.3}}}}"},
+    {"ntxent_dot", "{name: ntxent, args: {distance: dot, normalize_embeddings: false, temperature: 10}}"},
+    {"ntxent_miner", "{name: ntxent, args: {miner: {name: multi_similarity}}}"},
+    {"circle_miner", "{name: circle, args: {miner: {name: multi_similarity, args: {epsilon: 0.5}}}}"},
 };
 
 // The cases with weights of their own: the `criterion:` and the weights' parameter name. The
@@ -52,6 +67,8 @@ const std::vector<WeightedCase> kWeightedCases{
     {"proxy_nca", "{name: proxy_nca}", "proxies"},
     {"proxy_nca_scale", "{name: proxy_nca, args: {num_classes: 10, embedding_size: 16, softmax_scale: 8}}",
      "proxies"},
+    {"proxy_anchor_euclidean", "{name: proxy_anchor, args: {distance: euclidean, alpha: 8}}", "proxies"},
+    {"proxy_nca_cosine", "{name: proxy_nca, args: {distance: cosine, softmax_scale: 4}}", "proxies"},
     {"cosface", "{name: cosface}", "W"},
     {"cosface_args", "{name: cosface, args: {num_classes: 10, embedding_size: 16, margin: 0.2, scale: 30}}",
      "W"},
@@ -121,6 +138,35 @@ TEST_CASE("PML's contrastive, multi-similarity, supcon and ntxent losses: value 
   }
 }
 
+TEST_CASE("PML's multi-similarity miner selects PML's pairs, with each distance", "[losses][pml]") {
+  oml::register_core_components();
+  TempDir dir;
+  export_references(dir);
+  int checked = 0;
+  for (const auto& [name, yaml] : kCases) {
+    if (yaml.find("miner:") == std::string::npos) continue;
+    const auto doc = oml::config::Document::from_string("criterion: " + yaml + "\n", "pml.yaml");
+    const auto miner =
+        std::dynamic_pointer_cast<oml::losses::PairSelectionMiner>(oml::registries().miners.create(
+            oml::config::parse_component(doc.root()["criterion"]["args"]["miner"], "miner")));
+    REQUIRE(miner != nullptr);
+    for (const int seed : {0, 1, 2}) {
+      const std::string prefix = name + "_" + std::to_string(seed);
+      INFO(prefix << ": " << yaml);
+      const auto expected = oml::io::load_tensor(dir / (prefix + "_mined.pt"));
+      const auto labels = oml::io::load_tensor(dir / (prefix + "_labels.pt"));
+      const auto mined = miner->mine(oml::io::load_tensor(dir / (prefix + "_embeddings.pt")), labels);
+      CHECK(torch::equal(mined.positive, expected[0]));
+      CHECK(torch::equal(mined.negative, expected[1]));
+      // A selection, not every pair: some negatives are left out.
+      const auto negatives = (labels.unsqueeze(0) != labels.unsqueeze(1)).sum();
+      CHECK(mined.negative.sum().item<int64_t>() < negatives.item<int64_t>());
+      ++checked;
+    }
+  }
+  CHECK(checked == 15);
+}
+
 TEST_CASE("PML's proxy and margin softmax losses: value and gradients equal to PML's, its weights loaded",
           "[losses][pml]") {
   TempDir dir;
@@ -185,6 +231,33 @@ TEST_CASE("PML's losses check their args and their batches", "[losses][pml]") {
   const auto loss = criterion("{name: contrastive}");
   CHECK_THROWS_AS(loss->forward(torch::randn({4, 3}), torch::arange(4)), oml::DataError);
   CHECK_THROWS_WITH(loss->forward(torch::randn({4, 3}), torch::arange(4)), Contains("no item of the batch"));
+  // Distances: a name outside the four, a loss PML ties to cosine, cosine without normalising.
+  CHECK_THROWS_WITH(
+      criterion("{name: supcon, args: {distance: manhattan}}"),
+      Contains("criterion.args.distance") &&
+          Contains("expected one of euclidean, squared_euclidean, cosine, dot, got 'manhattan'"));
+  CHECK_THROWS_WITH(criterion("{name: circle, args: {distance: euclidean}}"),
+                    Contains("criterion.args.distance: loss 'circle': distance must be cosine"));
+  CHECK_THROWS_WITH(criterion("{name: ntxent, args: {distance: cosine, normalize_embeddings: false}}"),
+                    Contains("criterion.args.normalize_embeddings") && Contains("use `distance: dot`"));
+  // Miners: a triplet miner is the wrong kind; a bad epsilon names the miner's key.
+  CHECK_THROWS_WITH(criterion("{name: contrastive, args: {miner: {name: hard_triplets}}}"),
+                    Contains("loss 'contrastive' needs a miner that selects pairs (multi_similarity), but "
+                             "miner 'hard_triplets' produces triplets"));
+  CHECK_THROWS_WITH(criterion("{name: supcon, args: {miner: {name: multi_similarity, args: {epsilon: -1}}}}"),
+                    Contains("criterion.args.miner.args.epsilon") && Contains("epsilon must be >= 0"));
+  CHECK_THROWS_WITH(
+      criterion("{name: triplet_with_miner, args: {miner: {name: multi_similarity}}}"),
+      Contains("needs a triplet miner, but miner 'multi_similarity' produces pairs for PML's pair losses"));
+  // A miner that selects nothing hard: PML's zero loss, still attached to the graph.
+  const auto mined =
+      criterion("{name: multi_similarity, args: {miner: {name: multi_similarity, args: {epsilon: 0}}}}");
+  const auto far =
+      torch::tensor({{1.0F, 0.0F}, {1.0F, 0.01F}, {-1.0F, 0.0F}, {-1.0F, 0.01F}}).requires_grad_(true);
+  const auto out = mined->forward(far, torch::tensor({0, 0, 1, 1}));
+  CHECK(out.loss.item<double>() == 0.0);
+  out.loss.backward();
+  CHECK(far.grad().defined());
 }
 
 TEST_CASE("PML's losses with class weights take num_classes and embedding_size from the run",

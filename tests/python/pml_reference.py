@@ -2,11 +2,14 @@
 
     pml_reference.py export DIR   writes, for every case below, the batch (embeddings and labels)
                                   and PML's loss and gradient w.r.t. the embeddings for it:
-                                  DIR/<case>_{embeddings,labels,loss,grad}.pt; for a loss with
+                                  DIR/<case>_{embeddings,labels,loss,grad}.pt; with a miner, the
+                                  pairs it selected: DIR/<case>_mined.pt; for a loss with
                                   weights of its own (proxies, class weights) also the weights PML
                                   initialised and their gradient: DIR/<case>_{weights,weights_grad}.pt
 
-A case is a loss with its args (the same args oml-cpp reads from `criterion.args`) and a seed.
+A case is a loss with its args (the same args oml-cpp reads from `criterion.args`, where
+`distance` / `normalize_embeddings` name PML's distance object and `miner` a PML miner whose
+output is passed to the loss) and a seed.
 Batches are P x K with a few labels of one item (anchors without a positive) mixed in; for the
 losses with class weights the labels are 0..8 of NUM_CLASSES = 10 (class 9 has no item).
 """
@@ -15,7 +18,7 @@ import sys
 from pathlib import Path
 
 import torch
-from pytorch_metric_learning import losses
+from pytorch_metric_learning import distances, losses, miners
 
 NUM_CLASSES, DIM = 10, 16
 SIZES = {"num_classes": NUM_CLASSES, "embedding_size": DIM}
@@ -31,6 +34,26 @@ CASES = {
     "ntxent_temperature": (losses.NTXentLoss, {"temperature": 0.2}),
     "circle": (losses.CircleLoss, {}),
     "circle_args": (losses.CircleLoss, {"m": 0.25, "gamma": 128.0}),
+    # Other distances (PML's margin() and is_inverted) and the multi-similarity miner.
+    "contrastive_cosine": (losses.ContrastiveLoss, {"distance": "cosine", "pos_margin": 0.9, "neg_margin": 0.1}),
+    "contrastive_raw": (
+        losses.ContrastiveLoss,
+        {"distance": "euclidean", "normalize_embeddings": False, "neg_margin": 8.0},
+    ),
+    "contrastive_miner": (
+        losses.ContrastiveLoss,
+        {"miner": {"name": "multi_similarity", "args": {"epsilon": 0.2, "distance": "euclidean"}}},
+    ),
+    "multi_similarity_miner": (losses.MultiSimilarityLoss, {"miner": {"name": "multi_similarity"}}),
+    "multi_similarity_squared": (
+        losses.MultiSimilarityLoss,
+        {"distance": "squared_euclidean", "base": 1.0, "alpha": 1.0, "beta": 4.0},
+    ),
+    "supcon_euclidean": (losses.SupConLoss, {"distance": "euclidean"}),
+    "supcon_miner": (losses.SupConLoss, {"miner": {"name": "multi_similarity", "args": {"epsilon": 0.3}}}),
+    "ntxent_dot": (losses.NTXentLoss, {"distance": "dot", "normalize_embeddings": False, "temperature": 10.0}),
+    "ntxent_miner": (losses.NTXentLoss, {"miner": {"name": "multi_similarity"}}),
+    "circle_miner": (losses.CircleLoss, {"miner": {"name": "multi_similarity", "args": {"epsilon": 0.5}}}),
 }
 # Losses with weights of their own: (class, args, the weights' attribute).
 WEIGHTED_CASES = {
@@ -38,6 +61,8 @@ WEIGHTED_CASES = {
     "proxy_anchor_args": (losses.ProxyAnchorLoss, {"margin": 0.2, "alpha": 16.0}, "proxies"),
     "proxy_nca": (losses.ProxyNCALoss, {}, "proxies"),
     "proxy_nca_scale": (losses.ProxyNCALoss, {"softmax_scale": 8.0}, "proxies"),
+    "proxy_anchor_euclidean": (losses.ProxyAnchorLoss, {"distance": "euclidean", "alpha": 8.0}, "proxies"),
+    "proxy_nca_cosine": (losses.ProxyNCALoss, {"distance": "cosine", "softmax_scale": 4.0}, "proxies"),
     "cosface": (losses.CosFaceLoss, {}, "W"),
     "cosface_args": (losses.CosFaceLoss, {"margin": 0.2, "scale": 30.0}, "W"),
     "sub_center_arcface": (losses.SubCenterArcFaceLoss, {}, "W"),
@@ -54,6 +79,44 @@ WEIGHTED_CASES = {
     ),
 }
 SEEDS = [0, 1, 2]
+
+DISTANCES = {
+    "euclidean": lambda normalize: distances.LpDistance(normalize_embeddings=normalize),
+    "squared_euclidean": lambda normalize: distances.LpDistance(normalize_embeddings=normalize, power=2),
+    "cosine": lambda normalize: distances.CosineSimilarity(),
+    "dot": lambda normalize: distances.DotProductSimilarity(normalize_embeddings=normalize),
+}
+
+
+def pml_args(args: dict) -> dict:
+    """The keyword args of PML's class for oml-cpp's args: `distance` / `normalize_embeddings`
+    become PML's distance object; `miner` is left out (see pml_miner)."""
+    out = {k: v for k, v in args.items() if k not in ("distance", "normalize_embeddings", "miner")}
+    if "distance" in args:
+        out["distance"] = DISTANCES[args["distance"]](args.get("normalize_embeddings", True))
+    return out
+
+
+def pml_miner(args: dict):
+    """PML's miner for oml-cpp's `miner: {name, args}`, or None."""
+    spec = args.get("miner")
+    if spec is None:
+        return None
+    assert spec["name"] == "multi_similarity"
+    return miners.MultiSimilarityMiner(**pml_args(spec.get("args", {})))
+
+
+def compute(loss_fn, args: dict, embeddings, labels, mined_file: Path):
+    """The loss; with a miner, its pairs are also saved as [2, B, B] bool masks (positive, negative)."""
+    miner = pml_miner(args)
+    if miner is None:
+        return loss_fn(embeddings, labels)
+    indices = miner(embeddings, labels)
+    masks = torch.zeros(2, len(labels), len(labels), dtype=torch.bool)
+    masks[0, indices[0], indices[1]] = True
+    masks[1, indices[2], indices[3]] = True
+    torch.save(masks, mined_file)
+    return loss_fn(embeddings, labels, indices)
 
 
 def batch(seed: int, classes: bool = False):
@@ -77,9 +140,9 @@ def export(out: Path):
         for seed in SEEDS:
             embeddings, labels = batch(seed)
             embeddings = embeddings.clone().requires_grad_(True)
-            loss = loss_class(**args)(embeddings, labels)
-            loss.backward()
             case = f"{name}_{seed}"
+            loss = compute(loss_class(**pml_args(args)), args, embeddings, labels, out / f"{case}_mined.pt")
+            loss.backward()
             torch.save(embeddings.detach(), out / f"{case}_embeddings.pt")
             torch.save(labels, out / f"{case}_labels.pt")
             torch.save(loss.detach().reshape(1), out / f"{case}_loss.pt")
@@ -89,12 +152,12 @@ def export(out: Path):
             embeddings, labels = batch(seed, classes=True)
             embeddings = embeddings.clone().requires_grad_(True)
             torch.manual_seed(seed)  # PML's own initialisation of the weights, which oml-cpp loads
-            loss_fn = loss_class(**SIZES, **args)
+            loss_fn = loss_class(**SIZES, **pml_args(args))
             weights = getattr(loss_fn, weights_name)
             initial = weights.detach().clone()
-            loss = loss_fn(embeddings, labels)
-            loss.backward()
             case = f"{name}_{seed}"
+            loss = compute(loss_fn, args, embeddings, labels, out / f"{case}_mined.pt")
+            loss.backward()
             torch.save(embeddings.detach(), out / f"{case}_embeddings.pt")
             torch.save(labels, out / f"{case}_labels.pt")
             torch.save(loss.detach().reshape(1), out / f"{case}_loss.pt")

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <limits>
 #include <set>
 
 #include "oml/common/error.h"
@@ -318,6 +319,41 @@ PairSet PairsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& l
   }
   const auto is_negative = (labels.index_select(0, ids1) != labels.index_select(0, ids2)).to(torch::kFloat);
   return {ids1, ids2, is_negative};
+}
+
+void check_options(const MultiSimilarityMinerOptions& o) {
+  const std::string who = "miner 'multi_similarity'";
+  config::check_argument(o.epsilon >= 0, who, "epsilon", "epsilon must be >= 0, got ", o.epsilon);
+  check_options(
+      o.distance,
+      {DistanceKind::euclidean, DistanceKind::squared_euclidean, DistanceKind::cosine, DistanceKind::dot},
+      who);
+}
+
+MultiSimilarityMiner::MultiSimilarityMiner(MultiSimilarityMinerOptions options) : options_(options) {
+  check_options(options_);
+}
+
+MinedPairs MultiSimilarityMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  check_batch(embeddings, labels, "multi_similarity miner");
+  torch::NoGradGuard no_grad;
+  const Masks all = masks(labels);
+  const Distance distance(options_.distance);
+  const auto values = distance.matrix(embeddings.detach(), embeddings.detach());
+  const auto lowest = std::numeric_limits<float>::lowest(), highest = std::numeric_limits<float>::max();
+  // Per anchor, the closest negative and the farthest positive, as PML finds them by sorting with
+  // the other pairs set to +-max (an anchor without such pairs then selects nothing).
+  const double eps = options_.epsilon;
+  if (distance.larger_is_closer()) {
+    const auto closest_negative = values.masked_fill(~all.negative, lowest).amax(1, true);
+    const auto farthest_positive = values.masked_fill(~all.positive, highest).amin(1, true);
+    return {all.positive & (values - eps < closest_negative),
+            all.negative & (values + eps > farthest_positive)};
+  }
+  const auto closest_negative = values.masked_fill(~all.negative, highest).amin(1, true);
+  const auto farthest_positive = values.masked_fill(~all.positive, lowest).amax(1, true);
+  return {all.positive & (values + eps > closest_negative),
+          all.negative & (values - eps < farthest_positive)};
 }
 
 }  // namespace oml::losses

@@ -14,65 +14,90 @@ namespace {
 
 using detail::masked_logsumexp;
 using detail::mean_of_positive;
-using detail::unit_rows;
 
-// The pairs PML forms from labels: positives (same label, i != j) and negatives, both ordered.
-struct PairMasks {
-  torch::Tensor positive, negative;
-};
-
-PairMasks pair_masks(const torch::Tensor& labels, const std::string& who) {
+// Every pair PML forms from labels: positives (same label, i != j) and negatives, both ordered.
+MinedPairs all_pairs(const torch::Tensor& labels, const std::string& who) {
   const auto same = labels.unsqueeze(0) == labels.unsqueeze(1);
   const auto eye =
       torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
-  PairMasks masks{same & ~eye, ~same};
+  MinedPairs pairs{same & ~eye, ~same};
   // Without a positive pair the loss would only push items apart: a batch a P x K sampler never
   // gives (and PML's ContrastiveLoss would return 0 for a single pair of each kind).
-  OML_CHECK(masks.positive.any().item<bool>(), DataError, who, ": no item of the batch (", labels.size(0),
+  OML_CHECK(pairs.positive.any().item<bool>(), DataError, who, ": no item of the batch (", labels.size(0),
             " items) has another item with its label — use a sampler such as 'balance'");
-  return masks;
+  return pairs;
 }
 
-// A batch as the pair losses use it: float32 embeddings (under autocast too), their L2-normalised
-// rows and PML's pair masks. The caller holds a Float32Guard for the whole forward.
+// A batch as the pair losses use it: float32 embeddings (under autocast too), the distance matrix
+// and the pairs (all of them, or the miner's). The caller holds a Float32Guard for the whole forward.
 struct PairBatch {
-  torch::Tensor embeddings, unit;
-  PairMasks masks;
+  torch::Tensor embeddings, values;
+  MinedPairs pairs;
 
-  /// Cosine similarities of every pair [B, B] (PML's CosineSimilarity).
-  torch::Tensor cosine() const { return torch::mm(unit, unit.t()); }
+  /// PML's GenericPairLoss returns 0 when there is at most one pair of each kind.
+  bool too_few_pairs() const {
+    return pairs.positive.sum().item<int64_t>() <= 1 && pairs.negative.sum().item<int64_t>() <= 1;
+  }
+  /// The zero loss PML returns then, attached to the graph.
+  LossOutput zero(const std::vector<std::string>& log_keys) const {
+    LossOutput out;
+    out.loss = (embeddings * 0).sum();
+    for (const auto& key : log_keys) out.logs[key] = 0.0;
+    return out;
+  }
 };
 
-PairBatch pair_batch(const torch::Tensor& input, const torch::Tensor& labels, const std::string& who) {
+PairBatch pair_batch(const torch::Tensor& input, const torch::Tensor& labels, const Distance& distance,
+                     PairSelectionMiner* miner, const std::string& who) {
   torch::Tensor embeddings = float32_input(input);
   check_batch(embeddings, labels, who);
-  PairMasks masks = pair_masks(labels, who);
-  torch::Tensor unit = unit_rows(embeddings);
-  return {std::move(embeddings), std::move(unit), std::move(masks)};
+  MinedPairs pairs = all_pairs(labels, who);
+  if (miner != nullptr) pairs = miner->mine(embeddings, labels);
+  torch::Tensor values = distance.matrix(embeddings, embeddings);
+  return {std::move(embeddings), std::move(values), std::move(pairs)};
+}
+
+// The distance options of a loss: one of `allowed` kinds, and the loss's name in messages.
+void check_distance(const DistanceOptions& o, const std::string& loss,
+                    std::vector<DistanceKind> allowed = {}) {
+  if (allowed.empty()) {
+    allowed = {DistanceKind::euclidean, DistanceKind::squared_euclidean, DistanceKind::cosine,
+               DistanceKind::dot};
+  }
+  check_options(o, allowed, "loss '" + loss + "'");
 }
 
 }  // namespace
 
 void check_options(const ContrastiveOptions& o) {
   const std::string who = "loss 'contrastive'";
-  config::check_argument(o.pos_margin >= 0, who, "pos_margin", "pos_margin must be >= 0, got ", o.pos_margin);
-  config::check_argument(o.neg_margin >= 0, who, "neg_margin", "neg_margin must be >= 0, got ", o.neg_margin);
+  check_distance(o.distance, "contrastive");
+  // Distances are >= 0, so a negative margin would make its term a constant; similarities may
+  // take any margin (PML's cosine configs use pos_margin 1, neg_margin 0).
+  if (!larger_is_closer(o.distance.kind)) {
+    config::check_argument(o.pos_margin >= 0, who, "pos_margin", "pos_margin must be >= 0, got ",
+                           o.pos_margin);
+    config::check_argument(o.neg_margin >= 0, who, "neg_margin", "neg_margin must be >= 0, got ",
+                           o.neg_margin);
+  }
 }
 
-ContrastiveLossImpl::ContrastiveLossImpl(ContrastiveOptions options) : options_(options) {
+ContrastiveLossImpl::ContrastiveLossImpl(ContrastiveOptions options,
+                                         std::shared_ptr<PairSelectionMiner> miner)
+    : options_(options), miner_(std::move(miner)) {
   check_options(options_);
 }
 
 LossOutput ContrastiveLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
-  const PairBatch b = pair_batch(input, labels, "contrastive");
-  const auto& e = b.unit;
-  const auto& masks = b.masks;
-  const auto d = pairwise_distances(e, e);
-  const auto pos =
-      mean_of_positive(torch::relu(d.masked_select(masks.positive) - options_.pos_margin), b.embeddings);
-  const auto neg =
-      mean_of_positive(torch::relu(options_.neg_margin - d.masked_select(masks.negative)), b.embeddings);
+  const Distance distance(options_.distance);
+  const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "contrastive");
+  if (b.too_few_pairs()) return b.zero({"pos_loss", "neg_loss"});
+  const auto& d = b.values;
+  const auto pos = mean_of_positive(
+      torch::relu(distance.margin(d.masked_select(b.pairs.positive), options_.pos_margin)), b.embeddings);
+  const auto neg = mean_of_positive(
+      torch::relu(distance.margin(options_.neg_margin, d.masked_select(b.pairs.negative))), b.embeddings);
   LossOutput out;
   out.loss = pos + neg;
   out.logs["pos_loss"] = pos.item<double>();
@@ -84,20 +109,25 @@ void check_options(const MultiSimilarityOptions& o) {
   const std::string who = "loss 'multi_similarity'";
   config::check_argument(o.alpha > 0, who, "alpha", "alpha must be > 0, got ", o.alpha);
   config::check_argument(o.beta > 0, who, "beta", "beta must be > 0, got ", o.beta);
+  check_distance(o.distance, "multi_similarity");
 }
 
-MultiSimilarityLossImpl::MultiSimilarityLossImpl(MultiSimilarityOptions options) : options_(options) {
+MultiSimilarityLossImpl::MultiSimilarityLossImpl(MultiSimilarityOptions options,
+                                                 std::shared_ptr<PairSelectionMiner> miner)
+    : options_(options), miner_(std::move(miner)) {
   check_options(options_);
 }
 
 LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
-  const PairBatch b = pair_batch(input, labels, "multi_similarity");
-  const auto& masks = b.masks;
-  const auto s = b.cosine();
+  const Distance distance(options_.distance);
+  const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "multi_similarity");
+  if (b.too_few_pairs()) return b.zero({"pos_loss", "neg_loss"});
   const double alpha = options_.alpha, beta = options_.beta, base = options_.base;
-  const auto pos = masked_logsumexp(alpha * (base - s), masks.positive, /*add_one=*/true) / alpha;
-  const auto neg = masked_logsumexp(beta * (s - base), masks.negative, /*add_one=*/true) / beta;
+  const auto pos =
+      masked_logsumexp(alpha * distance.margin(b.values, base), b.pairs.positive, /*add_one=*/true) / alpha;
+  const auto neg =
+      masked_logsumexp(beta * distance.margin(base, b.values), b.pairs.negative, /*add_one=*/true) / beta;
   LossOutput out;
   out.loss = (pos + neg).mean();
   out.logs["pos_loss"] = pos.mean().item<double>();
@@ -108,20 +138,27 @@ LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const to
 void check_options(const TemperatureOptions& o, const std::string& loss) {
   config::check_argument(o.temperature > 0, "loss '" + loss + "'", "temperature",
                          "temperature must be > 0, got ", o.temperature);
+  check_distance(o.distance, loss);
 }
 
-SupConLossImpl::SupConLossImpl(TemperatureOptions options) : options_(options) {
+SupConLossImpl::SupConLossImpl(TemperatureOptions options, std::shared_ptr<PairSelectionMiner> miner)
+    : options_(options), miner_(std::move(miner)) {
   check_options(options_, "supcon");
 }
 
 LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
-  const PairBatch b = pair_batch(input, labels, "supcon");
-  const auto& masks = b.masks;
-  const auto s = b.cosine() / options_.temperature;
-  const auto others = masks.positive | masks.negative;  // every k != i
+  const Distance distance(options_.distance);
+  const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "supcon");
+  const auto& pairs = b.pairs;
+  // PML: 0 unless there is a positive and a negative pair.
+  if (b.too_few_pairs() || !pairs.positive.any().item<bool>() || !pairs.negative.any().item<bool>()) {
+    return b.zero({});
+  }
+  const auto s = distance.closeness(b.values) / options_.temperature;
+  const auto others = pairs.positive | pairs.negative;  // every k != i, or the miner's pairs
   const auto log_denominator = masked_logsumexp(s, others, /*add_one=*/false).unsqueeze(1);
-  const auto positive = masks.positive.to(s.scalar_type());
+  const auto positive = pairs.positive.to(s.scalar_type());
   const auto mean_log_prob =
       (positive * (s - log_denominator)).sum(1) / (positive.sum(1) + std::numeric_limits<float>::min());
   LossOutput out;
@@ -129,21 +166,26 @@ LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tens
   return out;
 }
 
-NTXentLossImpl::NTXentLossImpl(TemperatureOptions options) : options_(options) {
+NTXentLossImpl::NTXentLossImpl(TemperatureOptions options, std::shared_ptr<PairSelectionMiner> miner)
+    : options_(options), miner_(std::move(miner)) {
   check_options(options_, "ntxent");
 }
 
 LossOutput NTXentLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
-  const PairBatch b = pair_batch(input, labels, "ntxent");
-  const auto& masks = b.masks;
-  const auto s = b.cosine() / options_.temperature;
-  const auto pairs = masks.positive.nonzero();  // (anchor, positive), row-major as PML's torch.where
-  const auto anchors = pairs.select(1, 0), positives = pairs.select(1, 1);
+  const Distance distance(options_.distance);
+  const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "ntxent");
+  const auto& pairs = b.pairs;
+  if (b.too_few_pairs() || !pairs.positive.any().item<bool>() || !pairs.negative.any().item<bool>()) {
+    return b.zero({});
+  }
+  const auto s = distance.closeness(b.values) / options_.temperature;
+  const auto positive_pairs = pairs.positive.nonzero();  // (anchor, positive), row-major as PML's torch.where
+  const auto anchors = positive_pairs.select(1, 0), positives = positive_pairs.select(1, 1);
   const auto pos = s.index({anchors, positives});
   const auto neg =
       s.index_select(0, anchors)
-          .masked_fill(~masks.negative.index_select(0, anchors), std::numeric_limits<float>::lowest());
+          .masked_fill(~pairs.negative.index_select(0, anchors), std::numeric_limits<float>::lowest());
   const auto max_val = torch::max(pos, std::get<0>(neg.max(1))).detach();
   const auto numerator = torch::exp(pos - max_val);
   const auto denominator = torch::exp(neg - max_val.unsqueeze(1)).sum(1) + numerator;
@@ -156,26 +198,31 @@ void check_options(const CircleOptions& o) {
   const std::string who = "loss 'circle'";
   config::check_argument(o.m >= 0 && o.m < 1, who, "m", "m must be in [0, 1), got ", o.m);
   config::check_argument(o.gamma > 0, who, "gamma", "gamma must be > 0, got ", o.gamma);
+  check_distance(o.distance, "circle", {DistanceKind::cosine});
 }
 
-CircleLossImpl::CircleLossImpl(CircleOptions options) : options_(options) { check_options(options_); }
+CircleLossImpl::CircleLossImpl(CircleOptions options, std::shared_ptr<PairSelectionMiner> miner)
+    : options_(options), miner_(std::move(miner)) {
+  check_options(options_);
+}
 
 LossOutput CircleLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
-  const PairBatch b = pair_batch(input, labels, "circle");
-  const auto& masks = b.masks;
-  const auto s = b.cosine();
+  const PairBatch b = pair_batch(input, labels, Distance(options_.distance), miner_.get(), "circle");
+  if (b.too_few_pairs()) return b.zero({});
+  const auto& pairs = b.pairs;
+  const auto& s = b.values;
   const double gamma = options_.gamma, m = options_.m;
   // PML's op = 1 + m, on = -m, delta_p = 1 - m, delta_n = m; the weights are detached. Written
   // in PML's order of operations: the logits reach gamma * 2, where float32 rounding shows.
   const auto detached = s.detach();
   const auto pos_logits = -gamma * torch::relu((1 + m) - detached) * (s - (1 - m));
   const auto neg_logits = gamma * torch::relu(detached - (-m)) * (s - m);
-  const auto logits = torch::where(masks.positive, pos_logits,
-                                   torch::where(masks.negative, neg_logits, torch::zeros_like(s)));
-  const auto lse_pos = masked_logsumexp(logits, masks.positive, /*add_one=*/false);
-  const auto lse_neg = masked_logsumexp(logits, masks.negative, /*add_one=*/false);
-  const auto counted = masks.positive.any(1) & masks.negative.any(1);
+  const auto logits = torch::where(pairs.positive, pos_logits,
+                                   torch::where(pairs.negative, neg_logits, torch::zeros_like(s)));
+  const auto lse_pos = masked_logsumexp(logits, pairs.positive, /*add_one=*/false);
+  const auto lse_neg = masked_logsumexp(logits, pairs.negative, /*add_one=*/false);
+  const auto counted = pairs.positive.any(1) & pairs.negative.any(1);
   const auto per_anchor =
       torch::softplus(lse_pos + lse_neg, /*beta=*/1, /*threshold=*/20) * counted.to(s.scalar_type());
   LossOutput out;

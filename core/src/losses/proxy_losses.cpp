@@ -12,7 +12,9 @@ namespace oml::losses {
 namespace {
 
 using detail::masked_logsumexp;
-using detail::unit_rows;
+
+const std::vector<DistanceKind> kAnyDistance{DistanceKind::euclidean, DistanceKind::squared_euclidean,
+                                             DistanceKind::cosine, DistanceKind::dot};
 
 }  // namespace
 
@@ -21,6 +23,7 @@ void check_options(const ProxyAnchorOptions& o) {
   detail::check_class_sizes(o.num_classes, o.embedding_size, who);
   config::check_argument(o.margin >= 0, who, "margin", "margin must be >= 0, got ", o.margin);
   config::check_argument(o.alpha > 0, who, "alpha", "alpha must be > 0, got ", o.alpha);
+  check_options(o.distance, kAnyDistance, who);
 }
 
 ProxyAnchorLossImpl::ProxyAnchorLossImpl(ProxyAnchorOptions options) : options_(options) {
@@ -35,12 +38,16 @@ LossOutput ProxyAnchorLossImpl::forward(const torch::Tensor& input, const torch:
   const torch::Tensor embeddings = float32_input(input);
   const int64_t num_classes = options_.num_classes;
   detail::check_class_batch(embeddings, labels, options_.embedding_size, num_classes, "proxy_anchor");
-  const auto cos = torch::mm(unit_rows(embeddings), unit_rows(proxies).t());  // [B, C]
+  const Distance distance(options_.distance);
+  const auto cos = distance.matrix(embeddings, proxies);  // [B, C]
   // Per proxy (a row of the transposed [C, B] matrices): its class's items and the others.
   const auto is_class = torch::one_hot(labels.to(torch::kLong), num_classes).to(torch::kBool).t();
   const double alpha = options_.alpha, margin = options_.margin;
-  const auto pos_terms = masked_logsumexp(alpha * (margin - cos).t(), is_class, /*add_one=*/true);
-  const auto neg_terms = masked_logsumexp(alpha * (cos + margin).t(), ~is_class, /*add_one=*/true);
+  // For cosine: alpha (margin - cos) and alpha (cos + margin), PML's margin() in general.
+  const auto pos_terms =
+      masked_logsumexp(alpha * distance.margin(cos, margin).t(), is_class, /*add_one=*/true);
+  const auto neg_terms =
+      masked_logsumexp(alpha * distance.margin(-margin, cos).t(), ~is_class, /*add_one=*/true);
   const int64_t with_positives = is_class.any(1).sum().item<int64_t>();  // >= 1: the batch is not empty
   LossOutput out;
   const auto pos = pos_terms.sum() / static_cast<double>(with_positives);
@@ -56,6 +63,7 @@ void check_options(const ProxyNCAOptions& o) {
   detail::check_class_sizes(o.num_classes, o.embedding_size, who);
   config::check_argument(o.softmax_scale > 0, who, "softmax_scale", "softmax_scale must be > 0, got ",
                          o.softmax_scale);
+  check_options(o.distance, kAnyDistance, who);
 }
 
 ProxyNCALossImpl::ProxyNCALossImpl(ProxyNCAOptions options) : options_(options) {
@@ -69,9 +77,9 @@ LossOutput ProxyNCALossImpl::forward(const torch::Tensor& input, const torch::Te
   const Float32Guard float32;
   const torch::Tensor embeddings = float32_input(input);
   detail::check_class_batch(embeddings, labels, options_.embedding_size, options_.num_classes, "proxy_nca");
-  // PML: LpDistance(power=2) = cdist of the normalised vectors, squared.
-  const auto logits =
-      -options_.softmax_scale * pairwise_distances(unit_rows(embeddings), unit_rows(proxies)).pow(2);
+  // PML's default LpDistance(power=2): the squared distance of the normalised vectors, negated.
+  const Distance distance(options_.distance);
+  const auto logits = options_.softmax_scale * distance.closeness(distance.matrix(embeddings, proxies));
   const auto target = labels.to(torch::kLong).unsqueeze(1);
   const auto log_probability = torch::log_softmax(logits, 1).gather(1, target).squeeze(1);
   // PML takes -log of the softmax and leaves out the items whose probability is exactly 0.
@@ -91,6 +99,7 @@ void check_options(const SoftTripleOptions& o) {
   config::check_argument(o.la > 0, who, "la", "la must be > 0, got ", o.la);
   config::check_argument(o.gamma > 0, who, "gamma", "gamma must be > 0, got ", o.gamma);
   config::check_argument(o.margin >= 0, who, "margin", "margin must be >= 0, got ", o.margin);
+  check_options(o.distance, {DistanceKind::cosine, DistanceKind::dot}, who);
 }
 
 SoftTripleLossImpl::SoftTripleLossImpl(SoftTripleOptions options) : options_(options) {
@@ -106,7 +115,8 @@ LossOutput SoftTripleLossImpl::forward(const torch::Tensor& input, const torch::
   const torch::Tensor embeddings = float32_input(input);
   const int64_t num_classes = options_.num_classes;
   detail::check_class_batch(embeddings, labels, options_.embedding_size, num_classes, "soft_triple");
-  const auto to_centres = torch::mm(unit_rows(embeddings), unit_rows(fc.t()).t())
+  const auto to_centres = Distance(options_.distance)
+                              .matrix(embeddings, fc.t())
                               .view({-1, num_classes, options_.centers_per_class});
   const auto weights = torch::softmax(to_centres * (1.0 / options_.gamma), 2);
   const auto to_classes = (weights * to_centres).sum(2);  // [B, C]

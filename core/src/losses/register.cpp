@@ -2,8 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "oml/config/args_reader.h"
 #include "oml/losses/arcface.h"
+#include "oml/losses/distance.h"
 #include "oml/losses/margin_softmax_losses.h"
 #include "oml/losses/miners.h"
 #include "oml/losses/pair_losses.h"
@@ -18,8 +21,17 @@ namespace {
 using MinerRegistry = decltype(Registries::miners);
 using ParsedMiner = MinerRegistry::Parsed;
 
-// The nested `miner: {name, args}` (`fallback` when absent), which must produce triplets.
-ParsedMiner triplet_miner(config::ArgsReader& r, const std::string& fallback) {
+// What a miner produces, for the message when a loss is given the wrong kind.
+std::string produces(const Miner& miner) {
+  if (dynamic_cast<const TripletMiner*>(&miner) != nullptr) return "triplets";
+  if (dynamic_cast<const PairSelectionMiner*>(&miner) != nullptr) return "pairs for PML's pair losses";
+  return "pairs for pairwise training";
+}
+
+// The nested `miner: {name, args}` (`fallback` when absent), which must be a `Kind` (`needs`
+// says which in the message).
+template <class Kind>
+ParsedMiner miner_of_kind(config::ArgsReader& r, const std::string& fallback, const std::string& needs) {
   ParsedMiner parsed = r.nested(registries().miners, "miner", fallback);
   r.check([&] {
     if (!parsed.ok()) return;
@@ -32,12 +44,50 @@ ParsedMiner triplet_miner(config::ArgsReader& r, const std::string& fallback) {
     } catch (const std::exception&) {
       return;
     }
-    if (std::dynamic_pointer_cast<TripletMiner>(miner)) return;
+    if (std::dynamic_pointer_cast<Kind>(miner)) return;
     const config::Node node = r.node()["miner"];
-    throw ConfigError((node.defined() ? node.describe() + ": " : "") + r.component() +
-                      " needs a triplet miner, but miner '" + parsed.spec.name + "' produces pairs");
+    throw ConfigError((node.defined() ? node.describe() + ": " : "") + r.component() + " needs " + needs +
+                      ", but miner '" + parsed.spec.name + "' produces " + produces(*miner));
   });
   return parsed;
+}
+
+ParsedMiner triplet_miner(config::ArgsReader& r, const std::string& fallback) {
+  return miner_of_kind<TripletMiner>(r, fallback, "a triplet miner");
+}
+
+// The optional `miner:` of PML's pair losses; none: every pair of the batch.
+std::optional<ParsedMiner> pair_selection_miner(config::ArgsReader& r) {
+  const config::Node node = r.node()["miner"];
+  if (!node.defined() || node.is_null()) {
+    r.known({"miner"});
+    return std::nullopt;
+  }
+  return miner_of_kind<PairSelectionMiner>(r, "", "a miner that selects pairs (multi_similarity)");
+}
+
+std::shared_ptr<PairSelectionMiner> build_pair_selection_miner(const std::optional<ParsedMiner>& parsed) {
+  if (!parsed) return nullptr;
+  return std::dynamic_pointer_cast<PairSelectionMiner>(registries().miners.build(*parsed));
+}
+
+// A PML pair loss's args: its own (`read`), `distance`, `normalize_embeddings` and `miner`.
+template <class Options>
+struct PairLossArgs {
+  Options loss;
+  std::optional<ParsedMiner> miner;
+};
+
+template <class Options, class Read, class Check>
+auto pair_loss_parse(Options defaults, Read read, Check check) {
+  return [defaults, read, check](config::ArgsReader& r) {
+    PairLossArgs<Options> a{defaults, std::nullopt};
+    read(r, a.loss);
+    read_distance(r, a.loss.distance);
+    a.miner = pair_selection_miner(r);
+    r.check([&] { check(a.loss); });
+    return a;
+  };
 }
 
 std::shared_ptr<TripletMiner> build_triplet_miner(const ParsedMiner& parsed) {
@@ -53,16 +103,6 @@ HardnessRange hardness(const config::Node& node, HardnessRange fallback) {
     return {v[0], v[1]};
   }
   return {1, node.as<int64_t>()};
-}
-
-// The parse of supcon and ntxent: a temperature over PML's default for `loss`.
-auto temperature_parse(const std::string& loss, double fallback) {
-  return [loss, fallback](config::ArgsReader& r) {
-    TemperatureOptions o{fallback};
-    r.optional("temperature", o.temperature);
-    r.check([&] { check_options(o, loss); });
-    return o;
-  };
 }
 
 // The build of a loss with class weights: num_classes and embedding_size left at 0 are the run's
@@ -207,68 +247,91 @@ void register_builtin_losses(Registries& reg) {
       "1 - smoothed precision@k");
   reg.losses.add(
       "contrastive",
-      config::checked_parse<ContrastiveOptions>([](config::ArgsReader& r, ContrastiveOptions& o) {
-        r.optional("pos_margin", o.pos_margin).optional("neg_margin", o.neg_margin);
-      }),
-      [](const ContrastiveOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
-        return ContrastiveLoss(o).ptr();
+      pair_loss_parse(
+          ContrastiveOptions{},
+          [](config::ArgsReader& r, ContrastiveOptions& o) {
+            r.optional("pos_margin", o.pos_margin).optional("neg_margin", o.neg_margin);
+          },
+          [](const ContrastiveOptions& o) { check_options(o); }),
+      [](const PairLossArgs<ContrastiveOptions>& a, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return ContrastiveLoss(a.loss, build_pair_selection_miner(a.miner)).ptr();
       },
-      "PML's ContrastiveLoss: positive pairs pulled within pos_margin, negatives pushed past neg_margin");
+      "PML's ContrastiveLoss: positive pairs pulled within pos_margin, negatives pushed past neg_margin "
+      "(distance, miner)");
   reg.losses.add(
       "multi_similarity",
-      config::checked_parse<MultiSimilarityOptions>([](config::ArgsReader& r, MultiSimilarityOptions& o) {
-        r.optional("alpha", o.alpha).optional("beta", o.beta).optional("base", o.base);
-      }),
-      [](const MultiSimilarityOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
-        return MultiSimilarityLoss(o).ptr();
+      pair_loss_parse(
+          MultiSimilarityOptions{},
+          [](config::ArgsReader& r, MultiSimilarityOptions& o) {
+            r.optional("alpha", o.alpha).optional("beta", o.beta).optional("base", o.base);
+          },
+          [](const MultiSimilarityOptions& o) { check_options(o); }),
+      [](const PairLossArgs<MultiSimilarityOptions>& a,
+         const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return MultiSimilarityLoss(a.loss, build_pair_selection_miner(a.miner)).ptr();
       },
-      "PML's MultiSimilarityLoss on cosine similarities (alpha, beta, base)");
+      "PML's MultiSimilarityLoss, cosine similarities by default (alpha, beta, base, distance, miner)");
+  const auto read_temperature = [](config::ArgsReader& r, TemperatureOptions& o) {
+    r.optional("temperature", o.temperature);
+  };
   reg.losses.add(
-      "supcon", temperature_parse("supcon", 0.1),
-      [](const TemperatureOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
-        return SupConLoss(o).ptr();
+      "supcon",
+      pair_loss_parse(TemperatureOptions{0.1}, read_temperature,
+                      [](const TemperatureOptions& o) { check_options(o, "supcon"); }),
+      [](const PairLossArgs<TemperatureOptions>& a, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return SupConLoss(a.loss, build_pair_selection_miner(a.miner)).ptr();
       },
-      "PML's SupConLoss (supervised contrastive) on cosine similarities; temperature (0.1)");
+      "PML's SupConLoss (supervised contrastive), cosine similarities by default; temperature (0.1), "
+      "distance, miner");
   reg.losses.add(
-      "ntxent", temperature_parse("ntxent", 0.07),
-      [](const TemperatureOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
-        return NTXentLoss(o).ptr();
+      "ntxent",
+      pair_loss_parse(TemperatureOptions{0.07}, read_temperature,
+                      [](const TemperatureOptions& o) { check_options(o, "ntxent"); }),
+      [](const PairLossArgs<TemperatureOptions>& a, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return NTXentLoss(a.loss, build_pair_selection_miner(a.miner)).ptr();
       },
-      "PML's NTXentLoss (InfoNCE over every positive pair) on cosine similarities; temperature (0.07)");
-
+      "PML's NTXentLoss (InfoNCE over every positive pair), cosine similarities by default; temperature "
+      "(0.07), distance, miner");
   reg.losses.add(
-      "circle", config::checked_parse<CircleOptions>([](config::ArgsReader& r, CircleOptions& o) {
-        r.optional("m", o.m).optional("gamma", o.gamma);
-      }),
-      [](const CircleOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
-        return CircleLoss(o).ptr();
+      "circle",
+      pair_loss_parse(
+          CircleOptions{},
+          [](config::ArgsReader& r, CircleOptions& o) { r.optional("m", o.m).optional("gamma", o.gamma); },
+          [](const CircleOptions& o) { check_options(o); }),
+      [](const PairLossArgs<CircleOptions>& a, const CriterionContext&) -> std::shared_ptr<Criterion> {
+        return CircleLoss(a.loss, build_pair_selection_miner(a.miner)).ptr();
       },
-      "PML's CircleLoss on cosine similarities (m, gamma)");
+      "PML's CircleLoss on cosine similarities (m, gamma, miner)");
   reg.losses.add(
       "proxy_anchor",
       config::checked_parse<ProxyAnchorOptions>([](config::ArgsReader& r, ProxyAnchorOptions& o) {
         read_class_sizes(r, o);
         r.optional("margin", o.margin).optional("alpha", o.alpha);
+        read_distance(r, o.distance);
       }),
       [](const ProxyAnchorOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
         return ProxyAnchorLoss(with_run_sizes(o, ctx, "proxy_anchor")).ptr();
       },
-      "PML's ProxyAnchorLoss: a trainable proxy per class, cosine similarities (margin, alpha)");
+      "PML's ProxyAnchorLoss: a trainable proxy per class, cosine similarities by default (margin, alpha, "
+      "distance)");
   reg.losses.add(
       "proxy_nca", config::checked_parse<ProxyNCAOptions>([](config::ArgsReader& r, ProxyNCAOptions& o) {
         read_class_sizes(r, o);
         r.optional("softmax_scale", o.softmax_scale);
+        read_distance(r, o.distance);
       }),
       [](const ProxyNCAOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
         return ProxyNCALoss(with_run_sizes(o, ctx, "proxy_nca")).ptr();
       },
-      "PML's ProxyNCALoss: softmax over squared distances to a trainable proxy per class (softmax_scale)");
+      "PML's ProxyNCALoss: softmax over squared distances to a trainable proxy per class (softmax_scale, "
+      "distance)");
   reg.losses.add(
       "soft_triple",
       config::checked_parse<SoftTripleOptions>([](config::ArgsReader& r, SoftTripleOptions& o) {
         read_class_sizes(r, o);
         r.optional("centers_per_class", o.centers_per_class).optional("la", o.la);
         r.optional("gamma", o.gamma).optional("margin", o.margin);
+        read_distance(r, o.distance);
       }),
       [](const SoftTripleOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
         return SoftTripleLoss(with_run_sizes(o, ctx, "soft_triple")).ptr();
@@ -278,6 +341,7 @@ void register_builtin_losses(Registries& reg) {
       "cosface", config::checked_parse<CosFaceOptions>([](config::ArgsReader& r, CosFaceOptions& o) {
         read_class_sizes(r, o);
         r.optional("margin", o.margin).optional("scale", o.scale);
+        read_distance(r, o.distance);
       }),
       [](const CosFaceOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
         return CosFaceLoss(with_run_sizes(o, ctx, "cosface")).ptr();
@@ -288,6 +352,7 @@ void register_builtin_losses(Registries& reg) {
       config::checked_parse<SubCenterArcFaceOptions>([](config::ArgsReader& r, SubCenterArcFaceOptions& o) {
         read_class_sizes(r, o);
         r.optional("margin", o.margin).optional("scale", o.scale).optional("sub_centers", o.sub_centers);
+        read_distance(r, o.distance);
       }),
       [](const SubCenterArcFaceOptions& o, const CriterionContext& ctx) -> std::shared_ptr<Criterion> {
         return SubCenterArcFaceLoss(with_run_sizes(o, ctx, "sub_center_arcface")).ptr();
@@ -356,6 +421,18 @@ void register_builtin_losses(Registries& reg) {
         return std::make_shared<MinerWithBank>(a.bank_size_in_batches, build_triplet_miner(a.miner));
       },
       "runs another miner on the batch plus a bank of past batches");
+  reg.miners.add(
+      "multi_similarity",
+      config::checked_parse<MultiSimilarityMinerOptions>(
+          [](config::ArgsReader& r, MultiSimilarityMinerOptions& o) {
+            r.optional("epsilon", o.epsilon);
+            read_distance(r, o.distance);
+          }),
+      [](const MultiSimilarityMinerOptions& o, const NoContext&) -> std::shared_ptr<Miner> {
+        return std::make_shared<MultiSimilarityMiner>(o);
+      },
+      "PML's MultiSimilarityMiner: the pairs harder than the closest negative / farthest positive by "
+      "epsilon (distance), for the pair losses");
   reg.miners.add(
       "pairs",
       [](config::ArgsReader& r) {

@@ -13,6 +13,7 @@
 // autocast, like the other built-in losses. (The project's own `arcface`, OML's, is in arcface.h.)
 
 #include "oml/losses/criterion.h"
+#include "oml/losses/distance.h"
 
 namespace oml::losses {
 
@@ -20,10 +21,11 @@ namespace oml::losses {
 /// theta_c the angle between the embedding and class c's column of `W`.
 /// Logs: `accuracy` (argmax of the cosines).
 struct CosFaceOptions {
-  int64_t num_classes = 0;     ///< 0: the number of train labels
-  int64_t embedding_size = 0;  ///< 0: the extractor's embedding size
-  double margin = 0.35;        ///< subtracted from the true class's cosine, >= 0
-  double scale = 64.0;         ///< > 0
+  int64_t num_classes = 0;                         ///< 0: the number of train labels
+  int64_t embedding_size = 0;                      ///< 0: the extractor's embedding size
+  double margin = 0.35;                            ///< subtracted from the true class's cosine, >= 0
+  double scale = 64.0;                             ///< > 0
+  DistanceOptions distance{DistanceKind::cosine};  ///< cosine only (PML asserts it); accepted for PML configs
 };
 
 /// config::ArgumentError naming the first bad field (num_classes and embedding_size only when set).
@@ -52,11 +54,12 @@ TORCH_MODULE(CosFaceLoss);
 /// PML's get_outliers (dropping items far from their class's dominant sub-centre) is not here.
 /// Logs: `accuracy` (argmax of the class cosines).
 struct SubCenterArcFaceOptions {
-  int64_t num_classes = 0;     ///< 0: the number of train labels
-  int64_t embedding_size = 0;  ///< 0: the extractor's embedding size
-  double margin = 28.6;        ///< additive angular margin in degrees, in [0, 180)
-  double scale = 64.0;         ///< > 0
-  int64_t sub_centers = 3;     ///< >= 1
+  int64_t num_classes = 0;                         ///< 0: the number of train labels
+  int64_t embedding_size = 0;                      ///< 0: the extractor's embedding size
+  double margin = 28.6;                            ///< additive angular margin in degrees, in [0, 180)
+  double scale = 64.0;                             ///< > 0
+  int64_t sub_centers = 3;                         ///< >= 1
+  DistanceOptions distance{DistanceKind::cosine};  ///< cosine only (PML asserts it); accepted for PML configs
 };
 
 /// config::ArgumentError naming the first bad field (num_classes and embedding_size only when set).

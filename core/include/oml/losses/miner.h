@@ -24,8 +24,15 @@ struct PairSet {
   torch::Tensor is_negative;  ///< [P] float
 };
 
-/// Base of every miner (the registry's product). A miner produces either triplets
-/// (TripletMiner) or pairs (PairMiner); losses check which one they were given. Building a
+/// The pairs PML's pair losses use (PML's (a1, p, a2, n) indices tuple) as masks over the batch.
+struct MinedPairs {
+  torch::Tensor positive;  ///< [B, B] bool: (anchor, positive) pairs
+  torch::Tensor negative;  ///< [B, B] bool: (anchor, negative) pairs
+};
+
+/// Base of every miner (the registry's product). A miner produces triplets (TripletMiner),
+/// pairs for pairwise training (PairMiner) or pairs for PML's pair losses (PairSelectionMiner);
+/// losses check which one they were given. Building a
 /// miner is cheap and touches nothing (no files, no devices, no randomness): a loss's parse
 /// builds its `miner:` to learn which kind it is.
 class Miner {
@@ -47,6 +54,14 @@ class TripletMiner : public Miner {
 class PairMiner : public Miner {
  public:
   virtual PairSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
+};
+
+/// Contract: `mine(embeddings [B, D], labels [B])` marks positive pairs only where the labels are
+/// equal and i != j, negative pairs only where they differ. It may mark none (nothing in the batch
+/// is hard): the loss is then 0, as PML's. Runs without gradient, like PML's miners.
+class PairSelectionMiner : public Miner {
+ public:
+  virtual MinedPairs mine(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
 };
 
 }  // namespace oml::losses

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "oml/losses/distance.h"
 #include "oml/losses/miner.h"
 
 namespace oml::losses {
@@ -93,6 +94,26 @@ class PairsMiner : public PairMiner {
 
  private:
   bool hard_;
+};
+
+/// PML's MultiSimilarityMiner (with its default distance, cosine): for an anchor i, with s its
+/// similarities, the positives j with s_ij - epsilon < max over i's negatives, and the negatives j
+/// with s_ij + epsilon > min over i's positives (for a distance: d_ij + epsilon > min over the
+/// negatives, d_ij - epsilon < max over the positives).
+struct MultiSimilarityMinerOptions {
+  double epsilon = 0.1;
+  DistanceOptions distance{DistanceKind::cosine};
+};
+/// config::ArgumentError naming the first bad field (epsilon >= 0).
+void check_options(const MultiSimilarityMinerOptions& options);
+
+class MultiSimilarityMiner : public PairSelectionMiner {
+ public:
+  explicit MultiSimilarityMiner(MultiSimilarityMinerOptions options = {});
+  MinedPairs mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+
+ private:
+  MultiSimilarityMinerOptions options_;
 };
 
 }  // namespace oml::losses

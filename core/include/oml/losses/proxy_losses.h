@@ -12,6 +12,7 @@
 // autocast, like the other built-in losses.
 
 #include "oml/losses/criterion.h"
+#include "oml/losses/distance.h"
 
 namespace oml::losses {
 
@@ -25,10 +26,11 @@ namespace oml::losses {
 /// loss = pos_loss + neg_loss. Logs: `pos_loss`, `neg_loss`.
 /// Parameter `proxies` [num_classes, embedding_size], initialised as PML (Kaiming normal, fan out).
 struct ProxyAnchorOptions {
-  int64_t num_classes = 0;     ///< 0: the number of train labels
-  int64_t embedding_size = 0;  ///< 0: the extractor's embedding size
-  double margin = 0.1;         ///< >= 0
-  double alpha = 32.0;         ///< > 0
+  int64_t num_classes = 0;                         ///< 0: the number of train labels
+  int64_t embedding_size = 0;                      ///< 0: the extractor's embedding size
+  double margin = 0.1;                             ///< >= 0
+  double alpha = 32.0;                             ///< > 0
+  DistanceOptions distance{DistanceKind::cosine};  ///< any; with a distance PML's margin() turns the terms
 };
 
 /// config::ArgumentError naming the first bad field (num_classes and embedding_size only when set).
@@ -57,6 +59,8 @@ struct ProxyNCAOptions {
   int64_t num_classes = 0;     ///< 0: the number of train labels
   int64_t embedding_size = 0;  ///< 0: the extractor's embedding size
   double softmax_scale = 1.0;  ///< > 0
+  DistanceOptions distance{
+      DistanceKind::squared_euclidean};  ///< any; a similarity enters as is, a distance negated
 };
 
 /// config::ArgumentError naming the first bad field (num_classes and embedding_size only when set).
@@ -89,6 +93,7 @@ struct SoftTripleOptions {
   double la = 20.0;                ///< scale of the class similarities (lambda), > 0
   double gamma = 0.1;              ///< temperature of the softmax over a class's centres, > 0
   double margin = 0.01;            ///< subtracted from the true class's similarity (delta), >= 0
+  DistanceOptions distance{DistanceKind::cosine};  ///< cosine or dot (PML asserts a similarity)
 };
 
 /// config::ArgumentError naming the first bad field (num_classes and embedding_size only when set).
