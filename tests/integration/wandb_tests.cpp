@@ -202,20 +202,23 @@ TEST_CASE("A W&B run ends with the exit code of how training ended", "[wandb][in
     CHECK_THAT(r.err, Contains("loss became"));
     CHECK(read_with_wandb(offline_run(dir / "logs" / "run")).at("exits") == nlohmann::json({1}));
   }
-  SECTION("Ctrl-C: exit code 130, the steps logged so far kept") {
-    write_file(dir / "train.yaml", oml::test::train_config(dir / "logs", kLogger));
-    const fs::path last = dir / "logs" / "run" / "checkpoints" / "last.ckpt";
-    const std::string script =
-        "set -m; " + quote(command_path("oml-train")) + " --config " + quote((dir / "train.yaml").string()) +
-        " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 1200); do "
-        "if [ -f " +
-        quote(last.string()) +
-        " ]; then break; fi; sleep 0.05; done; kill -INT $pid; wait $pid; echo status=$?";
-    const auto r = oml::test::run("bash -c " + quote(script), 120);
-    CHECK_THAT(r.out, EndsWith("status=130\n"));
-    const nlohmann::json logged = read_with_wandb(offline_run(dir / "logs" / "run"));
-    CHECK(logged.at("exits") == nlohmann::json({130}));
-    CHECK(logged.at("history").size() >= 3);  // at least the first epoch's steps
+  // Ctrl-C and SIGTERM (a scheduler's stop): the run's exit code is the process's, 128 + signal.
+  for (const auto& [signal, code] : {std::pair<std::string, int>{"INT", 130}, {"TERM", 143}}) {
+    DYNAMIC_SECTION("SIG" << signal << ": exit code " << code << ", the steps logged so far kept") {
+      write_file(dir / "train.yaml", oml::test::train_config(dir / "logs", kLogger));
+      const fs::path last = dir / "logs" / "run" / "checkpoints" / "last.ckpt";
+      const std::string script = "set -m; " + quote(command_path("oml-train")) + " --config " +
+                                 quote((dir / "train.yaml").string()) +
+                                 " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 1200); do "
+                                 "if [ -f " +
+                                 quote(last.string()) + " ]; then break; fi; sleep 0.05; done; kill -" +
+                                 signal + " $pid; wait $pid; echo status=$?";
+      const auto r = oml::test::run("bash -c " + quote(script), 120);
+      CHECK_THAT(r.out, EndsWith("status=" + std::to_string(code) + "\n"));
+      const nlohmann::json logged = read_with_wandb(offline_run(dir / "logs" / "run"));
+      CHECK(logged.at("exits") == nlohmann::json({code}));
+      CHECK(logged.at("history").size() >= 3);  // at least the first epoch's steps
+    }
   }
 }
 

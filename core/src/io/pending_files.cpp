@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <map>
@@ -74,7 +75,10 @@ void run_interrupt_hooks(int signo) {
   }
 }
 
+std::atomic<int> g_interrupt_signal{0};
+
 [[noreturn]] void clean_up_and_exit(int signo) {
+  g_interrupt_signal = signo;
   g_mutex.lock();  // kept: no rename starts after this, and the one running has finished
   run_interrupt_hooks(signo);
   const int removed = remove_pending_locked();
@@ -107,6 +111,8 @@ PendingFile::~PendingFile() {
   const std::lock_guard<std::mutex> lock(g_mutex);
   g_pending.erase(this);
 }
+
+int interrupt_signal() { return g_interrupt_signal; }
 
 InterruptHook::InterruptHook(std::function<void(int signo)> hook) {
   const std::lock_guard<std::mutex> lock(g_hooks_mutex);

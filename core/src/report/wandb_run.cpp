@@ -1,5 +1,6 @@
 #include "oml/report/wandb_run.h"
 
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -15,6 +16,7 @@
 #include "little_endian.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
+#include "oml/io/pending_files.h"
 #include "oml/version.h"
 #include "wandb_record.pb.h"
 
@@ -37,9 +39,14 @@ constexpr int64_t kRecordHeaderSize = 7;
 enum ChunkType : uint8_t { kFull = 1, kFirst = 2, kMiddle = 3, kLast = 4 };
 // What W&B 0.29-0.31 write as the lowest reader version of the format.
 constexpr char kMinConsumer[] = "0.70.0";
-// Exit codes as a process would end: 1 for an error, 128 + SIGINT for an interrupt.
+// Exit codes as the process ends: 1 for an error, 128 + the signal for an interrupt (130 for
+// Ctrl-C, 143 for SIGTERM).
 constexpr int kFailedExitCode = 1;
-constexpr int kKilledExitCode = 130;
+
+int killed_exit_code() {
+  const int signo = io::interrupt_signal();
+  return 128 + (signo != 0 ? signo : SIGINT);
+}
 
 uint32_t chunk_crc(uint8_t type, const char* data, std::size_t size) {
   uLong crc = ::crc32(0L, Z_NULL, 0);
@@ -448,7 +455,7 @@ void WandbOfflineRun::finish(RunStatus status) {
   exit.mutable_control()->set_always_send(true);
   exit.mutable_exit()->set_exit_code(status == RunStatus::finished ? 0
                                      : status == RunStatus::failed ? kFailedExitCode
-                                                                   : kKilledExitCode);
+                                                                   : killed_exit_code());
   exit.mutable_exit()->set_runtime(static_cast<int32_t>(runtime_s()));
   append(exit);
   wandb::Record final_record;

@@ -58,6 +58,10 @@ void publish(const std::function<void()>& step);
 /// for tests.
 int remove_pending_files();
 
+/// The signal whose cleanup is running (SIGINT, SIGTERM), 0 while none is: an interrupt hook that
+/// records how the process ends (a tracker's exit code 128 + signal) reads it.
+int interrupt_signal();
+
 /// Returns at once, unless an interrupt's cleanup has begun: then it waits for the end of the
 /// process. The command's edge calls it before it prints an error or exits, so that an error
 /// caused by the cleanup itself (a worker thread's folder removed under it) is never reported.

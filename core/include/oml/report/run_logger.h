@@ -44,7 +44,8 @@ struct EncodedImage {
   int channels = 3;  ///< 3 RGB, 4 RGBA, 1 grey
 };
 
-/// How a run ended, as the trackers name it (MLflow's RunStatus; W&B's exit code 0, 1 or 130).
+/// How a run ended, as the trackers name it (MLflow's RunStatus; W&B's exit code 0, 1, or 128 +
+/// the signal for killed: 130 after Ctrl-C, 143 after SIGTERM).
 enum class RunStatus { finished, failed, killed };
 
 /// "FINISHED", "FAILED", "KILLED".
