@@ -11,14 +11,16 @@
 
 namespace oml::losses {
 
-void check_options(const DistanceOptions& o, const std::vector<DistanceKind>& allowed, const std::string& who) {
+void check_options(const DistanceOptions& o, const std::vector<DistanceKind>& allowed,
+                   const std::string& who) {
   if (std::find(allowed.begin(), allowed.end(), o.kind) == allowed.end()) {
     std::string names;
     for (const DistanceKind kind : allowed) names += (names.empty() ? "" : ", ") + to_string(kind);
     config::fail_argument(who, "distance", "distance must be ", allowed.size() == 1 ? "" : "one of ", names,
                           " (as in pytorch-metric-learning), got ", to_string(o.kind));
   }
-  config::check_argument(o.kind != DistanceKind::cosine || o.normalize_embeddings, who, "normalize_embeddings",
+  config::check_argument(o.kind != DistanceKind::cosine || o.normalize_embeddings, who,
+                         "normalize_embeddings",
                          "the cosine distance always normalises the embeddings; use `distance: dot` with "
                          "normalize_embeddings: false for raw inner products");
 }
@@ -28,7 +30,8 @@ void read_distance(config::ArgsReader& r, DistanceOptions& o) {
     const config::Node node = r.take("distance");
     if (!node.defined() || node.is_null()) return;
     const auto kind = parse_distance_kind(node.as<std::string>());
-    if (!kind) node.fail("expected one of " + distance_kind_names() + ", got '" + node.as<std::string>() + "'");
+    if (!kind)
+      node.fail("expected one of " + distance_kind_names() + ", got '" + node.as<std::string>() + "'");
     o.kind = *kind;
   });
   r.optional("normalize_embeddings", o.normalize_embeddings);

@@ -54,9 +54,7 @@ class Distance {
   torch::Tensor margin(double x, const torch::Tensor& y) const { return larger_is_closer() ? y - x : x - y; }
   /// The values with "larger is closer" whatever the kind (distances negated), as PML's softmax
   /// losses use them.
-  torch::Tensor closeness(const torch::Tensor& values) const {
-    return larger_is_closer() ? values : -values;
-  }
+  torch::Tensor closeness(const torch::Tensor& values) const { return larger_is_closer() ? values : -values; }
   const DistanceOptions& options() const { return options_; }
 
  private:
