@@ -23,6 +23,7 @@
 #include "oml/models/extractor.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
+#include "oml/retrieval/distance_space.h"
 #include "oml/retrieval/postprocessor.h"
 #include "pipeline_setup.h"
 #include "progress.h"
@@ -131,17 +132,19 @@ GridRequest grid_request_from(const cli::Invocation& invocation) {
 void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t k,
                       const config::RunConfig& cfg, const retrieval::RetrievalBackend& backend) {
   retrieval::ItemSet items;
-  items.embeddings = embeddings;
+  items.embeddings = embeddings;  // in the configured distance's space below
   const int64_t n = embeddings.size(0);
   items.labels.assign(static_cast<std::size_t>(n), 0);
   items.ids.resize(static_cast<std::size_t>(n));
   std::iota(items.ids.begin(), items.ids.end(), int64_t{0});
   retrieval::validate_item_set(items, "predicted");
+  items = retrieval::to_engine_space(std::move(items), cfg.retrieval_distance);
   retrieval::KnnOptions options;
   options.top_k = k;
   options.on_progress = progress_callback("k-NN", "item");
-  const retrieval::RetrievalResults found = backend.search(items, items, options);
+  retrieval::RetrievalResults found = backend.search(items, items, options);
   found.check_consistent();
+  retrieval::convert_distances(found, cfg.retrieval_distance);
   if (cfg.report_recall > 0 && !backend.exact()) {
     const auto recall = retrieval::measure_recall(found, items, items, options, cfg.report_recall,
                                                   static_cast<uint64_t>(cfg.seed));

@@ -27,6 +27,7 @@
 #include "oml/io/npy.h"
 #include "oml/metrics/open_set.h"
 #include "oml/models/extractor.h"
+#include "oml/retrieval/distance_space.h"
 #include "oml/retrieval/gallery_index.h"
 #include "pipeline_setup.h"
 #include "progress.h"
@@ -219,10 +220,25 @@ LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool int
       config::Document::from_string(out.version.config_yaml, (out.version.version / "config.yaml").string());
   const config::RunConfig cfg = inv.load_config(document);
   out.backend = build_retrieval_backend(cfg);
+  out.distance = cfg.retrieval_distance;
+  // embeddings.npy holds the rows as the index searches them (index_build): no second normalising.
   retrieval::ItemSet gallery = out.version.items.item_set(out.version.embeddings);
   out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
                                       out.version.manifest.search_parameters);
   return out;
+}
+
+retrieval::RetrievalResults LoadedIndex::search(retrieval::ItemSet queries,
+                                                const retrieval::KnnOptions& options) const {
+  retrieval::RetrievalResults found =
+      index->search(retrieval::to_engine_space(std::move(queries), distance), options);
+  found.check_consistent();
+  retrieval::convert_distances(found, distance);
+  return found;
+}
+
+void LoadedIndex::add(retrieval::ItemSet rows) {
+  index->add(retrieval::to_engine_space(std::move(rows), distance));
 }
 
 IndexContents next_contents(const LoadedIndex& loaded) {
@@ -277,7 +293,9 @@ int index_build(const cli::Invocation& inv) {
   retrieval::validate_item_set(gallery, "gallery");
   retrieval::KnnOptions options;
   options.top_k = k;
-  const std::unique_ptr<retrieval::GalleryIndex> index = backend->build_index(std::move(gallery), options);
+  // The index (and embeddings.npy, its rows) in the space where the distance is Euclidean.
+  const std::unique_ptr<retrieval::GalleryIndex> index =
+      backend->build_index(retrieval::to_engine_space(std::move(gallery), cfg.retrieval_distance), options);
 
   contents.manifest.next_id = n;
   contents.manifest.tuned = index->tuned_recall();
@@ -300,8 +318,7 @@ int index_add(const cli::Invocation& inv) {
   const int64_t n = items.embeddings.size(0);
   IndexContents contents = next_contents(loaded);
   for (int64_t i = 0; i < n; ++i) items.records.ids.push_back(contents.manifest.next_id + i);
-  retrieval::ItemSet added = items.records.item_set(items.embeddings.contiguous());
-  loaded.index->add(added);
+  loaded.add(items.records.item_set(items.embeddings.contiguous()));
   contents.manifest.next_id += n;
   contents.items.append(items.records);
   write_next_version(dir, std::move(contents));
@@ -372,8 +389,12 @@ int index_calibrate(const cli::Invocation& inv) {
         "label column)");
     items.records.ids.push_back(i);
   }
-  const metrics::OpenSetThreshold t =
-      metrics::calibrate_open_set(items.records.item_set(items.embeddings.contiguous()), fmr);
+  // Calibrated where the index searches, the threshold then in the distance's units (a monotone
+  // map: the same pairs fall on each side of it).
+  metrics::OpenSetThreshold t = metrics::calibrate_open_set(
+      retrieval::to_engine_space(items.records.item_set(items.embeddings.contiguous()), loaded.distance),
+      fmr);
+  t.threshold = retrieval::from_engine_distance(t.threshold, loaded.distance);
   IndexContents contents = next_contents(loaded);
   contents.manifest.calibration = {
       {"target_fmr", t.fmr}, {"threshold", t.threshold},           {"expected_fnmr", t.fnmr},
@@ -447,8 +468,7 @@ int search_index(const cli::Invocation& inv) {
   retrieval::KnnOptions options;
   options.top_k = k;
   options.on_progress = progress_callback("searching", "query");
-  const retrieval::RetrievalResults found = loaded.index->search(query_set, options);
-  found.check_consistent();
+  const retrieval::RetrievalResults found = loaded.search(query_set, options);
 
   const IndexedItems& gallery = loaded.version.items;
   at::Tensor ids = at::full({nq, k}, -1, at::kLong);

@@ -15,15 +15,25 @@
 
 #include "cli.h"
 #include "index_folder.h"
+#include "oml/common/distance_kind.h"
 #include "oml/retrieval/gallery_index.h"
 
 namespace oml::pipelines {
 
 /// An index folder's current version with its backend and index, ready to search.
+/// Its embeddings and index are in the engines' space of the config's `retrieval_backend.distance`
+/// (oml/retrieval/distance_space.h: unit rows for cosine); search() and add() take raw embeddings
+/// and search() answers in the distance's units, as validation does.
 struct LoadedIndex {
   IndexVersion version;
   std::shared_ptr<const retrieval::RetrievalBackend> backend;  ///< from the folder's config
   std::unique_ptr<retrieval::GalleryIndex> index;
+  DistanceKind distance = DistanceKind::euclidean;  ///< the config's retrieval_backend.distance
+
+  /// The index's top-k of raw query embeddings, distances in `distance`'s units.
+  retrieval::RetrievalResults search(retrieval::ItemSet queries, const retrieval::KnnOptions& options) const;
+  /// Appends raw embeddings (GalleryIndex::add in the index's space).
+  void add(retrieval::ItemSet rows);
 };
 
 /// Reads the index folder `dir` (index_folder.h) and loads its index with the backend of its

@@ -118,7 +118,7 @@ std::vector<SearchAnswer> GalleryService::search_batch(std::vector<std::shared_p
   retrieval::KnnOptions options;
   options.top_k = k;
   const std::shared_lock<std::shared_mutex> lock(index_mutex_);
-  const retrieval::RetrievalResults found = loaded_.index->search(set, options);
+  const retrieval::RetrievalResults found = loaded_.search(std::move(set), options);
   const IndexedItems& items = loaded_.version.items;
   const nlohmann::json& calibration = loaded_.version.manifest.calibration;
   std::vector<SearchAnswer> out(queries.size());
@@ -163,7 +163,7 @@ std::vector<int64_t> GalleryService::add(const std::vector<NewItem>& new_items) 
   retrieval::validate_item_set(added, "added items");
   IndexedItems all = contents.items;
   all.append(records);
-  loaded_.index->add(added);
+  loaded_.add(added);
   contents.items = all;
   contents.manifest.next_id += static_cast<int64_t>(new_items.size());
   persist(contents);

@@ -219,6 +219,7 @@ void check_retrieval_backend(const config::RunConfig& config) {
 void use_retrieval_backend(const config::RunConfig& config, const retrieval::RetrievalBackend& backend,
                            metrics::EmbeddingMetricsOptions& options) {
   options.backend = &backend;
+  options.distance = config.retrieval_distance;
   options.report_recall = backend.exact() ? 0 : config.report_recall;
   options.recall_seed = static_cast<uint64_t>(config.seed);
 }

@@ -5,16 +5,19 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
+#include "oml/config/run_config.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/metrics/metric_table.h"
 #include "oml/metrics/open_set.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/gallery_index.h"
+#include "oml/retrieval/postprocessor.h"
 #include "oml/retrieval/sharded_knn.h"
 #include "support/support.h"
 
@@ -599,4 +602,95 @@ TEST_CASE("The open-set threshold holds its false match rate on a held-out set",
   std::fill(one_label.labels.begin(), one_label.labels.end(), 3);
   CHECK_THROWS_WITH(metrics::calibrate_open_set(one_label, 0.01), Contains("single label"));
   CHECK_THROWS_AS(metrics::calibrate_open_set(calibration, 0.0), UsageError);
+}
+
+// The retrieval distances (oml/retrieval/distance_space.h): every list and value against a
+// brute-force ranking in double precision of the kind's own formula.
+TEST_CASE("Retrieval by squared Euclidean and cosine distance: the brute-force lists and values",
+          "[retrieval][distance]") {
+  register_core_components();
+  const auto items = clustered(300, 12, 15, 2.0, 21);
+  const auto set = every_item_query_and_gallery(items);
+  const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
+  metrics::EmbeddingMetricsOptions options;
+  options.metrics = metrics::configure_metrics(document.root());
+  const auto raw = items.embeddings.to(torch::kDouble);
+  const auto unit = raw / raw.norm(2, {1}, true);
+  const std::vector<std::pair<DistanceKind, torch::Tensor>> kinds{
+      {DistanceKind::squared_euclidean, torch::cdist(raw, raw).pow(2)},
+      {DistanceKind::cosine, 1.0 - torch::mm(unit, unit.t())},
+  };
+  for (const auto& [kind, all] : kinds) {
+    INFO(to_string(kind));
+    options.distance = kind;
+    const auto result = metrics::compute_embedding_metrics(set, options).retrieval;
+    const auto matrix = all.clone();
+    matrix.fill_diagonal_(std::numeric_limits<double>::infinity());  // never the query itself
+    const auto [expected_values, expected_positions] = matrix.topk(5, 1, /*largest=*/false);
+    for (int64_t q = 0; q < 300; ++q) {
+      REQUIRE(result.size(q) == 5);
+      for (int64_t i = 0; i < 5; ++i) {
+        CHECK(result.retrieved[result.begin(q) + i] == expected_positions[q][i].item<int64_t>());
+        CHECK(result.distances[result.begin(q) + i] ==
+              Approx(expected_values[q][i].item<double>()).margin(1e-5).epsilon(1e-5));
+      }
+    }
+  }
+  // Squared Euclidean orders as Euclidean does: the same lists and metrics.
+  options.distance = DistanceKind::euclidean;
+  const auto euclidean = metrics::compute_embedding_metrics(set, options);
+  options.distance = DistanceKind::squared_euclidean;
+  const auto squared = metrics::compute_embedding_metrics(set, options);
+  CHECK(euclidean.retrieval.retrieved == squared.retrieval.retrieved);
+  CHECK(euclidean.metrics == squared.metrics);
+}
+
+TEST_CASE("A Faiss backend retrieves by cosine distance as exact search does",
+          "[retrieval][distance][faiss]") {
+  if (refused_without_faiss("{name: faiss_flat}")) return;
+  const auto set = every_item_query_and_gallery(clustered(800, 16, 30, 1.5, 22));
+  const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
+  metrics::EmbeddingMetricsOptions options;
+  options.metrics = metrics::configure_metrics(document.root());
+  options.distance = DistanceKind::cosine;
+  const auto exact = metrics::compute_embedding_metrics(set, options);
+  for (const std::string yaml : {"{name: faiss_flat}", "{name: faiss_ivf, args: {nlist: 16, nprobe: 16}}"}) {
+    INFO(yaml);
+    const auto faiss = backend(yaml);
+    options.backend = faiss.get();
+    const auto found = metrics::compute_embedding_metrics(set, options);
+    CHECK(found.retrieval.retrieved == exact.retrieval.retrieved);
+    for (std::size_t i = 0; i < exact.retrieval.distances.size(); ++i) {
+      CHECK(found.retrieval.distances[i] == Approx(exact.retrieval.distances[i]).margin(1e-5));
+    }
+    CHECK(found.metrics.at("OVERALL/cmc/1") == exact.metrics.at("OVERALL/cmc/1"));
+  }
+}
+
+TEST_CASE("A cosine threshold is a cosine distance; retrieval refuses dot", "[retrieval][distance][config]") {
+  register_core_components();
+  // constant_thresholding keeps the items closer than th, in the configured distance's units.
+  const auto set = every_item_query_and_gallery(clustered(200, 8, 10, 1.0, 23));
+  const auto document = config::Document::from_string("{cmc_top_k: [1, 5]}", "m.yaml");
+  metrics::EmbeddingMetricsOptions options;
+  options.metrics = metrics::configure_metrics(document.root());
+  options.distance = DistanceKind::cosine;
+  const auto threshold = retrieval::make_constant_thresholding({0.01});
+  options.postprocessor = threshold.get();
+  const auto kept = metrics::compute_embedding_metrics(set, options).retrieval;
+  REQUIRE(!kept.distances.empty());
+  for (const float d : kept.distances) CHECK(d < 0.01F);
+
+  const auto config = [](const std::string& backend_yaml) {
+    const auto doc = config::Document::from_string(
+        "dataset_root: /data\nretrieval_backend: " + backend_yaml + "\n", "run.yaml");
+    return config::parse_run_config(doc.root());
+  };
+  CHECK(config("{name: exact, distance: cosine}").retrieval_distance == DistanceKind::cosine);
+  CHECK(config("{name: exact}").retrieval_distance == DistanceKind::euclidean);
+  CHECK_THROWS_WITH(config("{name: exact, distance: dot}"),
+                    Contains("run.yaml:2:44") &&
+                        Contains("expected euclidean, squared_euclidean or cosine, got 'dot'") &&
+                        Contains("retrieval needs a distance"));
+  CHECK_THROWS_WITH(config("{name: faiss_ivf, distance: angular}"), Contains("got 'angular'"));
 }

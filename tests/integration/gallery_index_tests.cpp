@@ -272,3 +272,80 @@ TEST_CASE("An oml-index add killed at any moment leaves the index whole", "[serv
   }
   CHECK(versions == 1);
 }
+
+TEST_CASE(
+    "An index under the cosine distance answers cosine neighbours, also after add, and calibrates in its "
+    "units",
+    "[serving][integration][distance]") {
+  TempDir dir;
+  // Clustered embeddings with labels, of varied norms (cosine ignores them, Euclidean would not).
+  torch::manual_seed(31);
+  const int64_t n = 300, dim = 12;
+  const auto labels = torch::randint(0, 20, {n});
+  const auto centres = torch::randn({20, dim});
+  const auto raw =
+      ((centres.index_select(0, labels) + 0.4 * torch::randn({n, dim})) * torch::rand({n, 1}).mul(5).add(0.2))
+          .contiguous();
+  const auto rows = [&](int64_t first, int64_t count) { return raw.narrow(0, first, count).contiguous(); };
+  oml::io::write_npy(dir / "gallery.npy", rows(0, 150));
+  oml::io::write_npy(dir / "more.npy", rows(150, 50));
+  oml::io::write_npy(dir / "queries.npy", rows(200, 40));
+  oml::io::write_npy(dir / "calibration.npy", rows(200, 100));
+  write_file(dir / "calibration.csv", [&] {
+    std::ostringstream out;
+    out << "label\n";
+    for (int64_t i = 200; i < 300; ++i) out << labels[i].item<int64_t>() << '\n';
+    return out.str();
+  }());
+  const fs::path index = dir / "index";
+  const std::string cosine = " --set 'retrieval_backend={name: exact, distance: cosine}'";
+  const auto built = run_oml("oml-index", "build --embeddings " + quote((dir / "gallery.npy").string()) +
+                                              " --out " + quote(index.string()) + cosine);
+  INFO(built.out << built.err);
+  REQUIRE(built.exit_code == 0);
+  const auto added = run_oml("oml-index", "add --index " + quote(index.string()) + " --embeddings " +
+                                              quote((dir / "more.npy").string()));
+  INFO(added.err);
+  REQUIRE(added.exit_code == 0);
+  // The index keeps the rows as it searches them: unit rows.
+  const at::Tensor stored = oml::io::read_npy(index / "v000002" / "embeddings.npy");
+  CHECK(torch::allclose(stored.norm(2, {1}), torch::ones({200}), 1e-5, 1e-5));
+
+  const auto searched = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                                  quote((dir / "queries.npy").string()) +
+                                                  " --top-k 5 --out " + quote((dir / "s").string()));
+  INFO(searched.err);
+  REQUIRE(searched.exit_code == 0);
+  // Brute force in double: 1 - cos of the raw rows; ids are the gallery rows (0..199 in order).
+  const auto q = rows(200, 40).to(torch::kDouble), g = rows(0, 200).to(torch::kDouble);
+  const auto cos = torch::mm(q / q.norm(2, {1}, true), (g / g.norm(2, {1}, true)).t());
+  const auto [expected_distances, expected_ids] = (1.0 - cos).topk(5, 1, /*largest=*/false);
+  const at::Tensor ids = oml::io::read_npy(dir / "s" / "neighbours_ids.npy");
+  const at::Tensor distances = oml::io::read_npy(dir / "s" / "neighbours_distances.npy");
+  CHECK(torch::equal(ids, expected_ids));
+  CHECK(torch::allclose(distances.to(torch::kDouble), expected_distances, 1e-5, 1e-6));
+
+  // Calibrated in cosine distances: a threshold in [0, 2], and "unknown" exactly past it.
+  const auto calibrated =
+      run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --embeddings " +
+                               quote((dir / "calibration.npy").string()) + " --items " +
+                               quote((dir / "calibration.csv").string()) + " --target-fmr 0.05");
+  INFO(calibrated.err);
+  REQUIRE(calibrated.exit_code == 0);
+  const double threshold =
+      read_json(index / "v000003" / "manifest.json").at("calibration").at("threshold").get<double>();
+  CHECK(threshold > 0.0);
+  CHECK(threshold < 2.0);
+  const auto open = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                              quote((dir / "queries.npy").string()) + " --top-k 5 --out " +
+                                              quote((dir / "open").string()));
+  REQUIRE(open.exit_code == 0);
+  int64_t unknown = 0;
+  for (const auto& row : csv_rows(dir / "open" / "answers.csv")) {
+    if (row[0] == "query") continue;
+    const bool beyond = expected_distances[std::stoll(row[0])][0].item<double>() > threshold;
+    CHECK((row[2] == "unknown") == beyond);
+    unknown += beyond ? 1 : 0;
+  }
+  CHECK(unknown < 40);
+}

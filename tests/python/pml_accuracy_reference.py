@@ -23,6 +23,9 @@ Cases (each with three seeds):
               by gallery position on both sides.
   split       separate queries and gallery (ref_includes_query=False), a query label absent
               from the gallery.
+  cosine      as random and split, retrieved by cosine similarity (PML's knn_func =
+              CustomKNN(CosineSimilarity())); oml-cpp validates them with
+              `retrieval_backend.distance: cosine`.
   categories  as random, with three categories: per category, PML on that category's queries
               against the whole gallery (the gallery reordered so that they come first, as
               ref_includes_query needs; no ties, so the order changes no list) with k = the
@@ -35,7 +38,9 @@ from pathlib import Path
 
 import torch
 from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
+from pytorch_metric_learning.distances import CosineSimilarity
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+from pytorch_metric_learning.utils.inference import CustomKNN
 
 METRICS = [
     "precision_at_1",
@@ -81,8 +86,8 @@ def ties_case(seed):
     return embeddings, labels
 
 
-def calculator(k="max_bin_count"):
-    return AccuracyCalculator(include=tuple(METRICS), k=k, device=CPU)
+def calculator(k="max_bin_count", knn_func=None):
+    return AccuracyCalculator(include=tuple(METRICS), k=k, device=CPU, knn_func=knn_func)
 
 
 def values_of(result):
@@ -123,6 +128,20 @@ def split(out, case, seed):
     check_k_none(result, query, query_labels, reference, reference_labels, False)
     is_query = torch.arange(len(labels)) < num_queries
     save(out, case, embeddings, labels, is_query, ~is_query, values_of(result))
+
+
+def cosine(out, case, seed):
+    # Every row both, then separate queries and gallery, by cosine similarity.
+    embeddings, labels = random_case(seed)
+    by_cosine = calculator(knn_func=CustomKNN(CosineSimilarity()))
+    ones = torch.ones(len(labels), dtype=torch.bool)
+    save(out, f"{case}_both", embeddings, labels, ones, ones, values_of(by_cosine.get_accuracy(embeddings, labels)))
+    num_queries = 80
+    query, query_labels = embeddings[:num_queries], labels[:num_queries]
+    reference, reference_labels = embeddings[num_queries:], labels[num_queries:]
+    result = by_cosine.get_accuracy(query, query_labels, reference, reference_labels, False)
+    is_query = torch.arange(len(labels)) < num_queries
+    save(out, f"{case}_split", embeddings, labels, is_query, ~is_query, values_of(result))
 
 
 def categories(out, case, seed):
@@ -170,6 +189,7 @@ def export(out: Path):
         every_row_both(out, f"ties_{seed}", *ties_case(seed))
         split(out, f"split_{seed}", seed)
         categories(out, f"categories_{seed}", seed)
+        cosine(out, f"cosine_{seed}", seed)
 
 
 def main():

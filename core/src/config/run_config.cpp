@@ -42,10 +42,13 @@ void optional_enum(MapReader& reader, const std::string& key, Enum& field,
   if (!node.is_null()) field = parse_enum<Enum>(node, names, aliases);
 }
 
-// `retrieval_backend:` is a component with one key of its own next to name and args.
-std::optional<ComponentSpec> parse_retrieval_backend(const Node& node, int64_t& report_recall) {
+// `retrieval_backend:` is a component with two keys of its own next to name and args.
+std::optional<ComponentSpec> parse_retrieval_backend(const Node& node, int64_t& report_recall,
+                                                     DistanceKind& distance) {
   if (node.is_null()) return std::nullopt;
-  if (!node.is_map()) node.fail("expected {name: ..., args: {...}, report_recall: N} for retrieval_backend");
+  if (!node.is_map()) {
+    node.fail("expected {name: ..., args: {...}, distance: ..., report_recall: N} for retrieval_backend");
+  }
   MapReader reader(node, "retrieval_backend");
   ComponentSpec spec;
   reader.required("name", spec.name);
@@ -54,6 +57,19 @@ std::optional<ComponentSpec> parse_retrieval_backend(const Node& node, int64_t& 
     spec.args.fail("expected a mapping of arguments for retrieval backend '" + spec.name + "'");
   }
   reader.optional("report_recall", report_recall);
+  reader.custom([&] {
+    const Node given = reader.take("distance");
+    if (!given.defined() || given.is_null()) return;
+    const std::string name = given.as<std::string>();
+    const std::optional<DistanceKind> kind = parse_distance_kind(name);
+    if (!kind || !retrieval_supports(*kind)) {
+      given.fail("expected euclidean, squared_euclidean or cosine, got '" + name + "'" +
+                 (kind ? " (a similarity for the losses: retrieval needs a distance; for normalised "
+                         "embeddings `cosine` orders as `dot` does)"
+                       : ""));
+    }
+    distance = *kind;
+  });
   spec.node = node;
   reader.finish();
   if (report_recall < 0) {
@@ -252,7 +268,10 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   // here a config without `pipeline:` that trains or validates a pairwise model and no loss is
   // the pairwise pipeline.
   if (!r.has("pipeline") && c.pairwise_model && !c.criterion) c.pipeline = Pipeline::pairwise;
-  check([&] { c.retrieval_backend = parse_retrieval_backend(r.take("retrieval_backend"), c.report_recall); });
+  check([&] {
+    c.retrieval_backend =
+        parse_retrieval_backend(r.take("retrieval_backend"), c.report_recall, c.retrieval_distance);
+  });
   check([&] { c.scheduling = parse_scheduling(r.take("scheduling")); });
   c.metric_args = r.take("metric_args");
   check([&] { c.ddp = parse_ddp(r.take("ddp")); });

@@ -15,6 +15,7 @@
 #include "oml/metrics/retrieval_metrics.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/detail/distance_blocks.h"
+#include "oml/retrieval/distance_space.h"
 #include "oml/retrieval/knn.h"
 #include "oml/retrieval/postprocessor.h"
 #include "oml/retrieval/sharded_knn.h"
@@ -110,8 +111,11 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   const std::vector<int64_t> sequence_ids = sequence_ids_of(set.sequences);
   std::vector<int64_t> query_rows;
   std::vector<int64_t> gallery_rows;
-  const retrieval::ItemSet queries = select_rows(set, set.is_query, sequence_ids, query_rows);
-  const retrieval::ItemSet gallery = select_rows(set, set.is_gallery, sequence_ids, gallery_rows);
+  // The engines search the vectors in which the configured distance is a Euclidean order.
+  const retrieval::ItemSet queries =
+      retrieval::to_engine_space(select_rows(set, set.is_query, sequence_ids, query_rows), options.distance);
+  const retrieval::ItemSet gallery = retrieval::to_engine_space(
+      select_rows(set, set.is_gallery, sequence_ids, gallery_rows), options.distance);
   retrieval::validate_item_set(queries, "query");
   retrieval::validate_item_set(gallery, "gallery");
 
@@ -188,6 +192,8 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
         retrieval::detail::retrieve_knn_fused(queries, gallery, *pair, *ignored, knn, consumers);
   }
 
+  // From here on (postprocessor thresholds, metrics, reports) distances are the configured kind's.
+  retrieval::convert_distances(result.retrieval, options.distance);
   if (options.postprocessor != nullptr) {
     result.retrieval = options.postprocessor->process(result.retrieval);
     result.retrieval.check_consistent();

@@ -1,6 +1,7 @@
 #pragma once
-// Which distance the embeddings are compared with (docs/models.md#distances-and-miners-of-pmls-losses):
-// the names PML's losses and miners take as `distance:`. Retrieval and the metrics are Euclidean.
+// Which distance the embeddings are compared with: the names PML's losses and miners take as
+// `distance:` (docs/models.md#distances-and-miners-of-pmls-losses) and retrieval as
+// `retrieval_backend.distance` (docs/metrics.md#distances; all but dot).
 //
 //   euclidean          |a - b|                 PML's LpDistance()
 //   squared_euclidean  |a - b|^2               PML's LpDistance(power=2)
@@ -30,5 +31,9 @@ std::string distance_kind_names();
 constexpr bool larger_is_closer(DistanceKind kind) {
   return kind == DistanceKind::cosine || kind == DistanceKind::dot;
 }
+
+/// The distances retrieval, the metrics and the indexes offer (oml/retrieval/distance_space.h):
+/// all but dot, a similarity whose order no Euclidean engine gives.
+constexpr bool retrieval_supports(DistanceKind kind) { return kind != DistanceKind::dot; }
 
 }  // namespace oml

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/common/distance_kind.h"
 #include "oml/config/document.h"
 #include "oml/config/options.h"
 #include "oml/config/precision.h"
@@ -105,6 +106,9 @@ struct RunConfig {
   std::optional<ComponentSpec> retrieval_backend;
   /// `retrieval_backend.report_recall`: queries whose exact top-k measure the backend's recall (0: off).
   int64_t report_recall = 0;
+  /// `retrieval_backend.distance`: what retrieval, metrics and thresholds measure
+  /// (oml/retrieval/distance_space.h); euclidean by default, as OML.
+  DistanceKind retrieval_distance = DistanceKind::euclidean;
   std::optional<ComponentSpec> pairwise_model;
   bool hard_pairs_mining = true;
   std::string embeddings_cache_dir;

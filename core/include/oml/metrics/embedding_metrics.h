@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/common/distance_kind.h"
 #include "oml/common/progress_callback.h"
 #include "oml/metrics/embedding_set.h"
 #include "oml/metrics/metric_table.h"
@@ -46,6 +47,9 @@ struct EmbeddingMetricsOptions {
   MetricTable metrics;                                      ///< which metrics (configure_metrics)
   double memory_budget_mb = 128;                            ///< one distance block, see KnnOptions
   const retrieval::Postprocessor* postprocessor = nullptr;  ///< applied before the metrics
+  /// What the retrieval measures (oml/retrieval/distance_space.h): the results' distances, the
+  /// postprocessor's thresholds and the ranking are in its units. Not dot.
+  DistanceKind distance = DistanceKind::euclidean;
   /// Who finds the top-k (retrieval/backend.h); null: `exact`. A backend other than `exact`
   /// with a metric over all pairs (fnmr@fmr) is a ConfigError.
   const retrieval::RetrievalBackend* backend = nullptr;

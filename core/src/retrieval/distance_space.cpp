@@ -1,0 +1,50 @@
+#include "oml/retrieval/distance_space.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "oml/common/error.h"
+
+namespace oml::retrieval {
+
+ItemSet to_engine_space(ItemSet items, DistanceKind kind) {
+  OML_ASSERT(retrieval_supports(kind), "retrieval does not support distance ", to_string(kind));
+  if (kind == DistanceKind::cosine) {
+    // x / max(||x||, 1e-12), as PML's distances (F.normalize) and the losses normalise.
+    const at::Tensor rows = items.embeddings.to(at::kFloat);
+    items.embeddings = rows / rows.norm(2, {1}, /*keepdim=*/true).clamp_min(1e-12);
+  }
+  return items;
+}
+
+double from_engine_distance(double euclidean, DistanceKind kind) {
+  switch (kind) {
+    case DistanceKind::squared_euclidean:
+      return euclidean * euclidean;
+    case DistanceKind::cosine:
+      // ||a - b||^2 = 2 - 2 cos for unit vectors.
+      return euclidean * euclidean / 2.0;
+    default:
+      return euclidean;
+  }
+}
+
+double to_engine_distance(double value, DistanceKind kind) {
+  switch (kind) {
+    case DistanceKind::squared_euclidean:
+      return std::sqrt(std::max(value, 0.0));
+    case DistanceKind::cosine:
+      return std::sqrt(std::max(2.0 * value, 0.0));
+    default:
+      return value;
+  }
+}
+
+void convert_distances(RetrievalResults& results, DistanceKind kind) {
+  if (kind == DistanceKind::euclidean) return;
+  for (float& d : results.distances) d = static_cast<float>(from_engine_distance(d, kind));
+}
+
+}  // namespace oml::retrieval
