@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.h"
@@ -41,10 +42,24 @@ int main(int argc, char** argv) {
               static_cast<long long>(labels.size(0)), static_cast<long long>(dim), torch::get_num_threads(),
               steps);
   const oml::losses::CriterionContext context{dim, kNumClasses};
-  for (const std::string name :
-       {"contrastive", "multi_similarity", "supcon", "ntxent", "circle", "proxy_anchor", "proxy_nca",
-        "soft_triple", "cosface", "sub_center_arcface"}) {
-    const auto doc = oml::config::Document::from_string("criterion: {name: " + name + "}\n", "bench.yaml");
+  // (what is printed, the criterion): each loss with its defaults, then PML's usual pairing of the
+  // multi-similarity loss with its miner, and a loss under another distance.
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"contrastive", "{name: contrastive}"},
+      {"multi_similarity", "{name: multi_similarity}"},
+      {"supcon", "{name: supcon}"},
+      {"ntxent", "{name: ntxent}"},
+      {"circle", "{name: circle}"},
+      {"proxy_anchor", "{name: proxy_anchor}"},
+      {"proxy_nca", "{name: proxy_nca}"},
+      {"soft_triple", "{name: soft_triple}"},
+      {"cosface", "{name: cosface}"},
+      {"sub_center_arcface", "{name: sub_center_arcface}"},
+      {"multi_similarity+miner", "{name: multi_similarity, args: {miner: {name: multi_similarity}}}"},
+      {"contrastive cosine", "{name: contrastive, args: {distance: cosine, pos_margin: 1, neg_margin: 0}}"},
+  };
+  for (const auto& [name, yaml] : cases) {
+    const auto doc = oml::config::Document::from_string("criterion: " + yaml + "\n", "bench.yaml");
     const auto loss = oml::registries().losses.create(
         oml::config::parse_component(doc.root()["criterion"], "criterion"), context);
     std::vector<double> ms;
@@ -56,7 +71,7 @@ int main(int argc, char** argv) {
       if (step >= 0) ms.push_back(took.count());
     }
     std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    std::printf("  %-18s %8.3f ms/step\n", name.c_str(), ms[ms.size() / 2]);
+    std::printf("  %-22s %8.3f ms/step\n", name.c_str(), ms[ms.size() / 2]);
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 """PML's side of bench/losses.cpp: per-step time (forward + backward of the loss alone) of
 pytorch-metric-learning's ContrastiveLoss, MultiSimilarityLoss, SupConLoss, NTXentLoss,
 CircleLoss, ProxyAnchorLoss, ProxyNCALoss, SoftTripleLoss, CosFaceLoss and SubCenterArcFaceLoss
-with their defaults, on the same shapes (NUM_CLASSES classes for the losses with class weights,
+with their defaults, MultiSimilarityLoss with its MultiSimilarityMiner and ContrastiveLoss with
+CosineSimilarity, on the same shapes (NUM_CLASSES classes for the losses with class weights,
 whose gradient the backward computes too). Run it beside bench_losses in one session.
 
     python bench/losses_python.py [threads] [batch] [dim] [steps]   (0 = all cores, 160, 128, 50)
@@ -11,7 +12,7 @@ import sys
 import time
 
 import torch
-from pytorch_metric_learning import losses
+from pytorch_metric_learning import distances, losses, miners
 
 NUM_CLASSES = 100  # also in bench/losses.cpp
 
@@ -27,7 +28,7 @@ def main():
     print(f"batch {len(labels)} x {dim}, {torch.get_num_threads()} intra-op threads, "
           f"median of {steps} steps (forward + backward)")
     sizes = {"num_classes": NUM_CLASSES, "embedding_size": dim}
-    for name, loss in [("contrastive", losses.ContrastiveLoss()),
+    for case in [("contrastive", losses.ContrastiveLoss()),
                        ("multi_similarity", losses.MultiSimilarityLoss()),
                        ("supcon", losses.SupConLoss()), ("ntxent", losses.NTXentLoss()),
                        ("circle", losses.CircleLoss()),
@@ -35,15 +36,23 @@ def main():
                        ("proxy_nca", losses.ProxyNCALoss(**sizes)),
                        ("soft_triple", losses.SoftTripleLoss(**sizes)),
                        ("cosface", losses.CosFaceLoss(**sizes)),
-                       ("sub_center_arcface", losses.SubCenterArcFaceLoss(**sizes))]:
+                       ("sub_center_arcface", losses.SubCenterArcFaceLoss(**sizes)),
+                       ("multi_similarity+miner", losses.MultiSimilarityLoss(), miners.MultiSimilarityMiner()),
+                       ("contrastive cosine", losses.ContrastiveLoss(
+                           pos_margin=1, neg_margin=0, distance=distances.CosineSimilarity()))]:
+        loss, miner = (case[1], case[2]) if len(case) == 3 else (case[1], None)
+        name = case[0]
         times = []
         for step in range(-3, steps):
             embeddings = base.clone().requires_grad_(True)
             start = time.perf_counter()
-            loss(embeddings, labels).backward()
+            if miner is None:
+                loss(embeddings, labels).backward()
+            else:  # the miner's time counts, as in a training step
+                loss(embeddings, labels, miner(embeddings, labels)).backward()
             if step >= 0:
                 times.append((time.perf_counter() - start) * 1000)
-        print(f"  {name:<18} {statistics.median(times):8.3f} ms/step")
+        print(f"  {name:<22} {statistics.median(times):8.3f} ms/step")
 
 
 if __name__ == "__main__":
