@@ -143,6 +143,9 @@ TEST_CASE("logger: wandb writes an offline run that W&B reads: run, config, hist
   }
   CHECK(oml::test::read_file(folder / "files" / "oml" / "config.yaml") ==
         oml::test::read_file(run / "config.yaml"));
+  // The final checkpoint is the run file itself (a hard link: no copy on the training thread).
+  CHECK(fs::equivalent(folder / "files" / "oml" / "checkpoints" / "last.ckpt",
+                       run / "checkpoints" / "last.ckpt"));
   CHECK(logged.at("exits") == nlohmann::json({0}));
   CHECK(logged.at("record_types").back() == "final");
   // Records are numbered 1, 2, 3, ...

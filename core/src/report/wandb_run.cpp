@@ -188,10 +188,18 @@ std::string media_name(const std::string& tag, int64_t step) {
   return name + "_" + std::to_string(step) + ".png";
 }
 
+// `to` becomes `from` as it is now. A hard link where it can (the run folder's files live on the
+// checkpoints' file system): O(1) on the training thread however large the checkpoint, and safe
+// because checkpoints and report.html are replaced by a rename, never rewritten in place; a copy
+// elsewhere.
 void copy_replacing(const fs::path& from, const fs::path& to) {
   fs::create_directories(to.parent_path());
   const fs::path tmp = to.string() + ".tmp";
-  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
+  std::error_code ignored;
+  fs::remove(tmp, ignored);  // a killed process's leftover
+  std::error_code error;
+  fs::create_hard_link(from, tmp, error);
+  if (error) fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
   fs::rename(tmp, to);
 }
 
