@@ -189,6 +189,7 @@ RestoredState restore_checkpoint(const std::string& path, const config::RunConfi
   const io::ResumeState& r = *resumed.resume;
   restored.position = {r.sampler_epoch, r.sampler_batch, resumed.step};
   restored.logger_run_id = r.logger_run_id;
+  restored.training_time_s = r.training_time_s.value_or(0.0);
   restored.position_is_global = r.sampler_consumed.has_value();
   if (restored.position_is_global) {
     restored.position.consumed = *r.sampler_consumed;
@@ -323,6 +324,7 @@ void Trainer::restore(const std::string& path) {
   start_ = restored.position;
   if (restored.best) best_ = restored.best;
   resumed_logger_run_id_ = restored.logger_run_id;
+  time_before_ = restored.training_time_s;
   const int64_t world = context_.world_size();
   if (!restored.position_is_global) {
     // An earlier build counted only this rank-world's steps and did not name the world.
@@ -363,6 +365,24 @@ ddp::EpochPosition Trainer::resumed_epoch_position() const {
 
 bool Trainer::reached_max_steps() const { return config_.max_steps && step_ >= *config_.max_steps; }
 
+double Trainer::training_time_s() const {
+  return time_before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - fit_start_).count();
+}
+
+bool Trainer::reached_max_time() const {
+  const std::optional<double>& limit = config_.controls.max_time_s;
+  if (!limit) return false;
+  const double elapsed = training_time_s();
+  const std::string decided = context_.from_rank0(elapsed >= *limit ? "1" : "0");
+  if (decided != "1") return false;
+  if (context_.is_main()) {
+    log::info(::oml::detail::concat("max_time reached: trained for ", static_cast<int64_t>(elapsed), " s of ",
+                                    static_cast<int64_t>(*limit),
+                                    " s (lightning's max_time); stopping after step ", step_));
+  }
+  return true;
+}
+
 int64_t Trainer::limited_epoch_batches() const {
   return config_.controls.limit_train_batches.apply(share_->size(), "limit_train_batches");
 }
@@ -374,6 +394,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
   const int64_t world = context_.world_size();
   const int64_t accumulate = config_.controls.accumulate_grad_batches;
   bool stop = false;
+  fit_start_ = std::chrono::steady_clock::now();  // max_time counts training, not the setup before
   // A run resumed from a checkpoint written at max_steps has nothing left to do.
   for (int64_t epoch = start_.epoch; epoch < config_.max_epochs && !stop && !reached_max_steps(); ++epoch) {
     parts_.model->train();
@@ -427,7 +448,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         recorder_->train_step(record);
       }
       progress.advance(1, step_status(mean_loss, lr, samples_per_s));
-      if (reached_max_steps()) {
+      if (reached_max_steps() || reached_max_time()) {
         stop = true;
         break;
       }
@@ -440,7 +461,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     if (world > 1) distributed::broadcast_from_rank0(*context_.group, buffers_);
     TrainingPosition next{epoch + 1, 0, step_, 0, world};
     if (batches_done < epoch_batches) {
-      // Stopped inside the epoch (max_steps, after an optimizer step): each of the `world` ranks
+      // Stopped inside the epoch (max_steps or max_time, after an optimizer step): each of the `world` ranks
       // took batches_done batches, together the next batches_done x items_per_step items of the
       // global order.
       next = {epoch, (resumed ? start_.batch : 0) + batches_done, step_,
@@ -547,6 +568,7 @@ void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& n
   if (scaler_) resume.grad_scaler = scaler_->state();
   if (early_stopping_) resume.early_stopping = early_stopping_->state();
   resume.logger_run_id = recorder_->logger_run_id();
+  resume.training_time_s = training_time_s();
   checkpoint.resume = std::move(resume);
   io::save_checkpoint(paths_.checkpoints / name, checkpoint);
   recorder_->checkpoint_written(paths_.checkpoints / name);

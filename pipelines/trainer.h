@@ -26,6 +26,7 @@
 //     (a resumed one's rest too) from this rank's DDPSamplerWrapper.
 // docs/training.md describes the loop for users and for authors of new pipelines.
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -136,6 +137,7 @@ struct RestoredState {
   bool position_is_global = true;
   std::optional<double> best;  ///< the run's best value of metric_for_checkpointing so far
   std::string logger_run_id;   ///< the tracker run to continue ("" for none)
+  double training_time_s = 0;  ///< seconds trained before (max_time counts them); 0 if not kept
 };
 
 /// Reads the checkpoint at `path` into `parts` (the model's and the criterion's tensors, the
@@ -201,6 +203,11 @@ class Trainer {
   bool end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping, const TrainingHooks& hooks);
   void finish();
   bool reached_max_steps() const;
+  /// Seconds this run has trained: the resumed checkpoint's plus this process's since fit().
+  double training_time_s() const;
+  /// Whether `max_time` is reached after a step; every rank gets rank 0's answer (Lightning's
+  /// Timer broadcasts it too), so all stop at the same step. Collective when max_time is set.
+  bool reached_max_time() const;
   double mean_finite_loss(const at::Tensor& loss, int64_t epoch) const;
   void save_checkpoint(const std::string& name, const TrainingPosition& next,
                        const std::map<std::string, double>& metrics) const;
@@ -238,6 +245,8 @@ class Trainer {
   std::optional<double> best_;
   std::map<std::string, double> last_metrics_, best_metrics_;
   std::string resumed_logger_run_id_;  ///< the checkpoint's tracker run, when resumed
+  double time_before_ = 0;             ///< training_time_s of the resumed checkpoint
+  std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace oml::pipelines

@@ -80,6 +80,13 @@ TEST_CASE("Training controls have Lightning's defaults and are read at the top l
   CHECK_FALSE(extra.controls.gradient_clip_val);  // 0: no clipping, as Lightning
   CHECK_FALSE(extra.controls.limit_train_batches.limits());
   CHECK(extra.valid_period == 2);
+
+  // max_time as OML's test configs give it, Lightning's "DD:HH:MM:SS", or timedelta's arguments.
+  CHECK_FALSE(defaults.controls.max_time_s);
+  CHECK(*parse("lightning_trainer_extra_args: {max_time: \"00:12:00:00\"}\n").controls.max_time_s == 43200);
+  CHECK(*parse("max_time: \"01:02:03:04\"\n").controls.max_time_s == 86400 + 7200 + 180 + 4);
+  CHECK(*parse("max_time: {hours: 1, minutes: 30}\n").controls.max_time_s == 5400);
+  CHECK(*parse("max_time: {seconds: 0.5}\n").controls.max_time_s == 0.5);
 }
 
 TEST_CASE("Bad training controls are config errors naming their key", "[config][controls]") {
@@ -91,8 +98,16 @@ TEST_CASE("Bad training controls are config errors naming their key", "[config][
   CHECK_THAT(parse_error("early_stopping: {monitor: x, min_delta: -1}\n"), Contains("min_delta"));
   CHECK_THAT(parse_error("valid_period: 2\ncheck_val_every_n_epoch: 2\n"),
              Contains("another name of 'valid_period'"));
-  CHECK_THAT(parse_error("lightning_trainer_extra_args: {max_time: 3}\n"),
-             Contains("'max_time' is not a Lightning Trainer argument") && Contains("limit_val_batches"));
+  CHECK_THAT(parse_error("lightning_trainer_extra_args: {detect_anomaly: true}\n"),
+             Contains("'detect_anomaly' is not a Lightning Trainer argument") &&
+                 Contains("limit_val_batches") && Contains("max_time"));
+  CHECK_THAT(
+      parse_error("lightning_trainer_extra_args: {max_time: 3}\n"),
+      Contains("lightning_trainer_extra_args.max_time") && Contains("DD:HH:MM:SS") && Contains("got '3'"));
+  CHECK_THAT(parse_error("max_time: '00:01:00'\n"), Contains("got '00:01:00'"));
+  CHECK_THAT(parse_error("max_time: '00:-1:00:00'\n"), Contains("DD:HH:MM:SS"));
+  CHECK_THAT(parse_error("max_time: '00:00:00:00'\n"), Contains("expected a positive duration"));
+  CHECK_THAT(parse_error("max_time: {hour: 1}\n"), Contains("max_time.hour") && Contains("got 'hour'"));
   CHECK_THAT(parse_error("lightning_trainer_extra_args: {limit_train_batch: 3}\n"),
              Contains("did you mean 'limit_train_batches'"));
   CHECK_THAT(parse_error("limit_val_batches: 1\nlightning_trainer_extra_args: {limit_val_batches: 2}\n"),

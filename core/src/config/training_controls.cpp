@@ -70,6 +70,47 @@ EarlyStoppingOptions parse_early_stopping(const Node& node) {
   return o;
 }
 
+// Lightning's max_time: "DD:HH:MM:SS" (exactly four integers, as Lightning splits it) or the
+// keyword arguments of Python's timedelta. Seconds, > 0.
+double parse_max_time(const Node& node) {
+  double seconds = 0;
+  if (node.is_map()) {
+    static const std::map<std::string, double> units{
+        {"weeks", 604800.0}, {"days", 86400.0},      {"hours", 3600.0},     {"minutes", 60.0},
+        {"seconds", 1.0},    {"milliseconds", 1e-3}, {"microseconds", 1e-6}};
+    for (const std::string& key : node.keys()) {
+      const auto unit = units.find(key);
+      if (unit == units.end()) {
+        node.key_node(key).fail(
+            "expected a timedelta argument (weeks, days, hours, minutes, seconds, "
+            "milliseconds, microseconds), got '" +
+            key + "'");
+      }
+      seconds += node[key].as<double>() * unit->second;
+    }
+  } else {
+    const std::string text = node.as<std::string>();
+    std::vector<int64_t> fields;
+    bool ok = true;
+    std::stringstream parts(text);
+    for (std::string part; ok && std::getline(parts, part, ':');) {
+      const std::string field = trim(part);
+      ok = is_integer_literal(field) && field[0] != '-' && field.size() <= 9;
+      if (ok) fields.push_back(std::stoll(field));
+    }
+    if (!ok || fields.size() != 4) {
+      node.fail(
+          "expected \"DD:HH:MM:SS\" (Lightning's max_time, e.g. \"00:12:00:00\" for 12 hours) or "
+          "{days: ..., hours: ...}, got '" +
+          text + "'");
+    }
+    seconds = static_cast<double>(fields[0]) * 86400 + static_cast<double>(fields[1]) * 3600 +
+              static_cast<double>(fields[2]) * 60 + static_cast<double>(fields[3]);
+  }
+  if (!(seconds > 0) || !std::isfinite(seconds)) node.fail("expected a positive duration");
+  return seconds;
+}
+
 using ControlReader = std::function<void(const Node&, TrainingControls&, int64_t& valid_period)>;
 
 // Every control by its Lightning name. check_val_every_n_epoch is OML's valid_period.
@@ -104,6 +145,7 @@ const std::map<std::string, ControlReader>& control_readers() {
        }},
       {"limit_val_batches",
        [](const Node& n, TrainingControls& c, int64_t&) { c.limit_val_batches = parse_batch_limit(n); }},
+      {"max_time", [](const Node& n, TrainingControls& c, int64_t&) { c.max_time_s = parse_max_time(n); }},
       {"check_val_every_n_epoch",
        [](const Node& n, TrainingControls&, int64_t& valid_period) {
          const auto period = n.as<int64_t>();

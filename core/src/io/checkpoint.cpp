@@ -98,6 +98,7 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
     if (!r.grad_scaler.isNone()) resume.insert("grad_scaler", r.grad_scaler);
     if (!r.early_stopping.isNone()) resume.insert("early_stopping", r.early_stopping);
     if (!r.logger_run_id.empty()) resume.insert("logger_run_id", r.logger_run_id);
+    if (r.training_time_s) resume.insert("training_time_s", *r.training_time_s);
     out.insert("resume", resume);
   }
   write_torch_file(path, out);
@@ -149,6 +150,12 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
       const auto id = resume.get("logger_run_id");
       OML_CHECK(id.isString(), DataError, file, ": entry 'resume.logger_run_id' must be a string");
       r.logger_run_id = id.toStringRef();
+    }
+    if (resume.has("training_time_s")) {
+      const auto seconds = resume.get("training_time_s");
+      OML_CHECK(seconds.isDouble() && seconds.toDouble() >= 0, DataError, file,
+                ": entry 'resume.training_time_s' must be a number of seconds >= 0");
+      r.training_time_s = seconds.toDouble();
     }
     ckpt.resume = std::move(r);
   }

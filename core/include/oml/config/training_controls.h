@@ -53,6 +53,10 @@ struct TrainingControls {
   BatchLimit limit_train_batches;  ///< per rank and epoch
   BatchLimit limit_val_batches;    ///< of the validation loader (bs_val rows each); 0: no validation
   std::optional<EarlyStoppingOptions> early_stopping;
+  /// Lightning's `max_time` ("DD:HH:MM:SS" or {days, hours, minutes, seconds, ...}), in seconds:
+  /// training stops after the optimizer step at which it has run this long (resumed runs count
+  /// their earlier time), validates and writes its checkpoints as at an epoch's end.
+  std::optional<double> max_time_s;
 };
 
 /// The keys `lightning_trainer_extra_args` accepts (Lightning Trainer arguments oml-cpp has).

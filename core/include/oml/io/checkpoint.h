@@ -50,6 +50,9 @@ struct ResumeState {
   /// The run's id at its tracker as "<logger>:<id>" (report::RunLogger::run_id: "wandb:3k9x0q2a",
   /// "mlflow:<run id>"); empty when the logger has none. Saved as resume.logger_run_id when set.
   std::string logger_run_id;
+  /// Seconds the run has trained so far, over all its processes (Lightning's Timer state, which
+  /// `max_time` counts against); absent in checkpoints of runs that did not keep it.
+  std::optional<double> training_time_s;
 };
 
 struct Checkpoint {
