@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Per-step cost of the run's logger on the default job (configs/fashion_mnist/train_extractor.yaml):
-# the same training steps with logger none, tensorboard (the default), mlflow into a file store
+# the same training steps with logger none, tensorboard (the default), wandb (an offline run), mlflow into a file store
 # (OML's configs/logger/mlflow.yaml: file:./ml-runs in the run directory) and mlflow to a local
 # `mlflow server` (SQLite store, proxied artifacts; started here), alternating over rounds (these
 # machines drift by ±20 % over minutes: compare medians of alternating rounds).
@@ -53,6 +53,7 @@ MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false setsid "$venv/bin/mlflow" server --host
   --workers 1 --backend-store-uri "sqlite:///$logs/mlflow.db" --artifacts-destination "$logs/artifacts" \
   --serve-artifacts > "$logs/server.log" 2>&1 < /dev/null &
 server_pid=$!
+disown "$server_pid" 2>/dev/null || true  # its kill at the end is ours: no "Killed" report from bash
 for _ in $(seq 1200); do curl -s -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.1; done
 curl -s -o /dev/null "http://127.0.0.1:$port/health" || { echo "logger_overhead.sh: mlflow server did not start:" >&2; tail -5 "$logs/server.log" >&2; exit 1; }
 
@@ -75,8 +76,9 @@ run() {
     awk '{ t += 160 / $1; n++ } END { printf "%.2f\n", 1000 * t / n }'
 }
 
-names=(none tensorboard mlflow_file mlflow_server)
-loggers=("null" "{name: tensorboard}" "{name: mlflow, args: {experiment_name: bench, tracking_uri: 'file:./ml-runs'}}"
+names=(none tensorboard wandb mlflow_file mlflow_server)
+loggers=("null" "{name: tensorboard}" "{name: wandb, args: {project: bench}}"
+         "{name: mlflow, args: {experiment_name: bench, tracking_uri: 'file:./ml-runs'}}"
          "{name: mlflow, args: {experiment_name: bench, tracking_uri: 'http://127.0.0.1:$port'}}")
 declare -A figures=()
 for r in $(seq 1 "$rounds"); do
