@@ -378,7 +378,7 @@ bool Trainer::reached_max_time() const {
   if (context_.is_main()) {
     log::info(::oml::detail::concat("max_time reached: trained for ", static_cast<int64_t>(elapsed), " s of ",
                                     static_cast<int64_t>(*limit),
-                                    " s (lightning's max_time); stopping after step ", step_));
+                                    " s (Lightning's max_time); stopping after step ", step_));
   }
   return true;
 }
