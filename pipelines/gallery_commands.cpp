@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <unordered_map>
 
@@ -21,6 +22,7 @@
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
 #include "oml/data/csv.h"
+#include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/io/atomic_file.h"
 #include "oml/io/mapped_file.h"
@@ -33,6 +35,7 @@
 #include "progress.h"
 #include "run_context.h"
 #include "run_dir.h"
+#include "search_reranking.h"
 
 namespace oml::pipelines {
 
@@ -44,6 +47,7 @@ namespace {
 struct Items {
   at::Tensor embeddings;  // [N, D] float32
   IndexedItems records;
+  data::DataSplit images;  // the rows' images (paths, boxes) when they were embedded from images
 };
 
 std::string option(const cli::Invocation& inv, const char* name) {
@@ -112,6 +116,7 @@ Items items_from_images(const config::RunConfig& cfg) {
                                  embed_options(cfg, cfg.batch_size_inference, "embedding"));
   const data::DataSplit& rows = input.dataset->meta();
   const auto n = static_cast<std::size_t>(out.embeddings.size(0));
+  out.images = rows;
   out.records.paths = rows.paths;
   out.records.labels.assign(n, std::nullopt);
   out.records.categories.assign(n, "");
@@ -431,6 +436,57 @@ int index_info(const cli::Invocation& inv) {
 
 // --- oml-search ------------------------------------------------------------------------------------
 
+namespace {
+
+// --rerank: the re-ranker and what it reads, checked before any query is embedded.
+std::unique_ptr<SearchReranker> search_reranker(const cli::Invocation& inv, const LoadedIndex& loaded) {
+  const std::string file = option(inv, "rerank");
+  if (file.empty()) {
+    OML_CHECK(inv.overrides.empty(), UsageError,
+              "--set changes keys of the --rerank config; without --rerank oml-search has no config (the "
+              "index folder keeps its own)");
+    return nullptr;
+  }
+  auto reranker = std::make_unique<SearchReranker>(inv, file);
+  if (reranker->takes_images()) {
+    OML_CHECK(
+        option(inv, "embeddings").empty(), UsageError, "--rerank ", file, ": its pairwise model '",
+        reranker->model_name(),
+        "' reads the images of both sides, and --embeddings gives none for the queries: give the queries "
+        "as --images FOLDER or --dataframe CSV (or re-rank with a model that reads embeddings, such as "
+        "linear_siamese)");
+    const IndexedItems& items = loaded.version.items;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      OML_CHECK(!items.paths[i].empty(), DataError, (loaded.version.version / "items.csv").string(),
+                ": item ", items.ids[i], " has no path; --rerank's pairwise model '", reranker->model_name(),
+                "' reads the gallery's images (an index built from --embeddings needs --items with a path "
+                "column)");
+    }
+  }
+  // The re-ranker learned to correct one extractor's rankings; another's are not what it saw.
+  const IndexManifest& m = loaded.version.manifest;
+  const std::string weights = reranker->extractor_weights();
+  if (!weights.empty() && !m.weights_sha256.empty() && fs::is_regular_file(weights) &&
+      sha256_file_hex(weights) != m.weights_sha256) {
+    log::warn("--rerank " + file + " names the extractor weights " + weights +
+              ", the index was embedded with " + m.weights +
+              " (another file): the pairwise model was trained over another extractor's results");
+  }
+  return reranker;
+}
+
+// The index's gallery as the re-ranker's model reads it: position g's image or embedding.
+PairInput gallery_inputs(const SearchReranker& reranker, const LoadedIndex& loaded) {
+  if (!reranker.takes_images()) return SearchReranker::embedding_inputs(loaded.index->gallery().embeddings);
+  data::DataSplit rows;
+  rows.paths = loaded.version.items.paths;
+  rows.lines.resize(rows.paths.size());
+  std::iota(rows.lines.begin(), rows.lines.end(), int64_t{2});  // items.csv's lines, after its header
+  return reranker.image_inputs(rows);
+}
+
+}  // namespace
+
 int search_index(const cli::Invocation& inv) {
   const fs::path dir = required_path(inv, "index", "the index folder to search");
   const fs::path out_dir = required_path(inv, "out", "the folder to write the neighbours into");
@@ -457,6 +513,7 @@ int search_index(const cli::Invocation& inv) {
               "--threshold expects a distance >= 0 or 'none', got '", threshold_text, "'");
     threshold = value;
   }
+  const std::unique_ptr<SearchReranker> reranker = search_reranker(inv, loaded);
   Items queries = input_items(inv, loaded.version);
   check_dimension(queries, loaded.version, "the query embeddings");
   const int64_t nq = queries.embeddings.size(0);
@@ -466,9 +523,28 @@ int search_index(const cli::Invocation& inv) {
   const retrieval::ItemSet query_set = queries.records.item_set(queries.embeddings);
   retrieval::validate_item_set(query_set, "queries");
   retrieval::KnnOptions options;
-  options.top_k = k;
+  options.top_k = reranker ? reranker->retrieve_k(k) : k;
   options.on_progress = progress_callback("searching", "query");
   const retrieval::RetrievalResults found = loaded.search(query_set, options);
+  // The lists written: the index's, or re-ranked (scores in place of distances).
+  retrieval::RetrievalResults listed;
+  if (reranker) {
+    // A model that reads embeddings reads the rows as the index holds them (embeddings.npy: unit
+    // rows under cosine), the queries' likewise.
+    const PairInput query_inputs =
+        reranker->takes_images() ? reranker->image_inputs(queries.images)
+                                 : SearchReranker::embedding_inputs(
+                                       retrieval::to_engine_space(query_set, loaded.distance).embeddings);
+    listed = reranker->rerank(found, query_inputs, gallery_inputs(*reranker, loaded));
+    listed.check_consistent();
+  }
+  const retrieval::RetrievalResults& lists = reranker ? listed : found;
+  // Open set: a query is unknown when its nearest item by embedding distance lies beyond the
+  // threshold. Without re-ranking a list is cut at the threshold; a re-ranked list is written whole
+  // (its scores are not distances the threshold was calibrated on).
+  const auto unknown_query = [&](int64_t q) {
+    return found.size(q) == 0 || (threshold && found.distances[found.begin(q)] > *threshold);
+  };
 
   const IndexedItems& gallery = loaded.version.items;
   at::Tensor ids = at::full({nq, k}, -1, at::kLong);
@@ -481,11 +557,14 @@ int search_index(const cli::Invocation& inv) {
     csv << "query,query_path,rank,id,path,label,category,distance\n";
     char distance[32];
     for (int64_t q = 0; q < nq; ++q) {
-      int64_t kept = 0;
-      for (int64_t i = 0; i < found.size(q); ++i) {
-        const float d = found.distances[found.begin(q) + i];
-        if (threshold && d > *threshold) break;
-        const auto g = static_cast<std::size_t>(found.retrieved[found.begin(q) + i]);
+      if (unknown_query(q)) {
+        ++unknown;
+        continue;
+      }
+      for (int64_t i = 0; i < std::min(k, lists.size(q)); ++i) {
+        const float d = lists.distances[lists.begin(q) + i];
+        if (!reranker && threshold && d > *threshold) break;
+        const auto g = static_cast<std::size_t>(lists.retrieved[lists.begin(q) + i]);
         id_rows[q][i] = gallery.ids[g];
         distance_rows[q][i] = d;
         std::snprintf(distance, sizeof(distance), "%.9g", d);
@@ -493,12 +572,10 @@ int search_index(const cli::Invocation& inv) {
             << i + 1 << ',' << gallery.ids[g] << ',' << data::csv_escape(gallery.paths[g]) << ',';
         if (gallery.labels[g]) csv << *gallery.labels[g];
         csv << ',' << data::csv_escape(gallery.categories[g]) << ',' << distance << '\n';
-        ++kept;
       }
-      if (kept == 0) ++unknown;
     }
   });
-  // One line per query: the nearest item kept, or "unknown" where the threshold left none.
+  // One line per query: the first item listed, or "unknown".
   io::write_stream_atomic(out_dir / "answers.csv", [&](std::ostream& csv) {
     csv << "query,query_path,answer,id,label,distance\n";
     char distance[32];
@@ -508,7 +585,7 @@ int search_index(const cli::Invocation& inv) {
         csv << "unknown,,,\n";
         continue;
       }
-      const auto g = static_cast<std::size_t>(found.retrieved[found.begin(q)]);
+      const auto g = static_cast<std::size_t>(lists.retrieved[lists.begin(q)]);
       std::snprintf(distance, sizeof(distance), "%.9g", distance_rows[q][0]);
       csv << "known," << gallery.ids[g] << ',';
       if (gallery.labels[g]) csv << *gallery.labels[g];
@@ -518,7 +595,9 @@ int search_index(const cli::Invocation& inv) {
   io::write_npy(out_dir / "neighbours_ids.npy", ids);
   io::write_npy(out_dir / "neighbours_distances.npy", distances);
   std::cout << "oml-search: " << nq << " queries against " << loaded.index->size() << " items ("
-            << loaded.index->describe() << ") -> " << out_dir.string();
+            << loaded.index->describe() << ")";
+  if (reranker) std::cout << ", re-ranked by " << reranker->model_name();
+  std::cout << " -> " << out_dir.string();
   if (threshold) std::cout << "; " << unknown << " with no item within " << *threshold << " (unknown)";
   std::cout << std::endl;
   return 0;

@@ -29,22 +29,23 @@ void require_trained_extractor(const config::RunConfig& config) {
 namespace {
 
 // Scores (query, gallery) pairs with the model: smaller = more alike (PairwiseModel::predict).
-retrieval::PairScorer pair_scorer(models::PairwiseModel& model, std::shared_ptr<const data::Dataset> inputs,
-                                  const RunContext& context, config::Precision precision, uint64_t seed) {
-  return [&model, inputs = std::move(inputs), device = context.device, precision, seed](
-             const std::vector<int64_t>& query_ids, const std::vector<int64_t>& gallery_ids) {
-    auto stack = [&](const std::vector<int64_t>& ids) {
+retrieval::PairScorer pair_scorer(models::PairwiseModel& model, PairInput query_input,
+                                  PairInput gallery_input, const RunContext& context,
+                                  config::Precision precision) {
+  return [&model, query_input = std::move(query_input), gallery_input = std::move(gallery_input),
+          device = context.device,
+          precision](const std::vector<int64_t>& query_ids, const std::vector<int64_t>& gallery_ids) {
+    auto stack = [&](const PairInput& input, const std::vector<int64_t>& ids) {
       std::vector<at::Tensor> items;
       items.reserve(ids.size());
-      // Validation transforms are deterministic; the key only makes the call well-defined.
-      for (int64_t id : ids) items.push_back(inputs->load(id, data::RandomKey{seed, 0, id}));
+      for (int64_t id : ids) items.push_back(input(id));
       return torch::stack(items).to(device);
     };
     torch::NoGradGuard no_grad;
     at::Tensor scores;
     {
       const AutocastGuard autocast(precision, device);
-      scores = model.predict(stack(query_ids), stack(gallery_ids));
+      scores = model.predict(stack(query_input, query_ids), stack(gallery_input, gallery_ids));
     }
     scores = scores.to(torch::kCPU).to(torch::kFloat).contiguous();
     return std::vector<float>(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
@@ -103,6 +104,20 @@ std::shared_ptr<retrieval::Postprocessor> build_pairwise_postprocessor(const con
 
 }  // namespace
 
+std::shared_ptr<retrieval::Postprocessor> pairwise_postprocessor(const config::RunConfig& config,
+                                                                 const RunContext& context,
+                                                                 models::PairwiseModel& model,
+                                                                 PairInput query_input,
+                                                                 PairInput gallery_input) {
+  // OML's use_fp16: float16 autocast on CUDA; on the CPU the half precision autocast has is bfloat16.
+  const bool cuda = context.device.is_cuda();
+  return build_pairwise_postprocessor(
+      config, pair_scorer(model, query_input, gallery_input, context, context.precision),
+      pair_scorer(model, query_input, gallery_input, context,
+                  cuda ? config::Precision::fp16 : config::Precision::bf16),
+      cuda ? "float16" : "bfloat16");
+}
+
 void check_pairwise_postprocessor(const config::RunConfig& config) {
   build_pairwise_postprocessor(
       config, [](const std::vector<int64_t>&, const std::vector<int64_t>&) -> std::vector<float> {
@@ -115,12 +130,12 @@ metrics::EmbeddingMetricsResult pairwise_validation_metrics(
     models::PairwiseModel& model, const std::shared_ptr<const data::Dataset>& inputs,
     const at::Tensor& embeddings, const data::DataSplit& split, std::map<std::string, double>& before) {
   const auto seed = static_cast<uint64_t>(config.seed);
-  // OML's use_fp16: float16 autocast on CUDA; on the CPU the half precision autocast has is bfloat16.
-  const bool cuda = context.device.is_cuda();
-  const auto postprocessor = build_pairwise_postprocessor(
-      config, pair_scorer(model, inputs, context, context.precision, seed),
-      pair_scorer(model, inputs, context, cuda ? config::Precision::fp16 : config::Precision::bf16, seed),
-      cuda ? "float16" : "bfloat16");
+  // Queries and gallery items are rows of one split. Validation transforms are deterministic; the
+  // key only makes the call well-defined.
+  const PairInput input = [inputs, seed](int64_t row) {
+    return inputs->load(row, data::RandomKey{seed, 0, row});
+  };
+  const auto postprocessor = pairwise_postprocessor(config, context, model, input, input);
 
   const metrics::EmbeddingSet set = embedding_set(embeddings, split);
   const auto backend = build_retrieval_backend(config);

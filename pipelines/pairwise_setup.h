@@ -3,6 +3,8 @@
 // extractor's cached embeddings, the pairwise model and what it reads (images or embeddings),
 // and validation as metrics before and after re-ranking (docs/pairwise.md).
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +22,9 @@ struct DataSplit;
 namespace oml::models {
 class PairwiseModel;
 }  // namespace oml::models
+namespace oml::retrieval {
+class Postprocessor;
+}  // namespace oml::retrieval
 
 namespace oml::pipelines {
 
@@ -50,6 +55,21 @@ void require_trained_extractor(const config::RunConfig& config);
 /// args (an unknown name, `top_n: 1`) fail before the embeddings are computed and before any
 /// training, not at the first validation. Throws ConfigError naming the key.
 void check_pairwise_postprocessor(const config::RunConfig& config);
+
+/// What the pairwise model reads for one side of a pair: the input of row `row` (an image through
+/// its transform, or an embedding), on the CPU.
+using PairInput = std::function<at::Tensor(int64_t row)>;
+
+/// The config's `postprocessor` (normally `pairwise_reranker`) scoring each (query, gallery) pair
+/// of the results it processes with `model`: the query's input is query_input(query id), the
+/// gallery item's gallery_input(gallery id) (RetrievalResults::query_ids / gallery_ids); with
+/// OML's use_fp16 under half-precision autocast (float16 on CUDA, bfloat16 on the CPU). `model`
+/// must outlive it and be in eval mode while it runs. ConfigError naming the key for bad args.
+std::shared_ptr<retrieval::Postprocessor> pairwise_postprocessor(const config::RunConfig& config,
+                                                                 const RunContext& context,
+                                                                 models::PairwiseModel& model,
+                                                                 PairInput query_input,
+                                                                 PairInput gallery_input);
 
 /// The metrics of `table` on the validation split re-ranked by the config's postprocessor
 /// (normally `pairwise_reranker`) using `model` on `inputs` (standard keys), plus the

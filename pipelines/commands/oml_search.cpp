@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   spec.usage =
       "  oml-search --index DIR (--images FOLDER | --dataframe CSV | --embeddings FILE.npy [--items CSV]) "
       "--out DIR\n"
-      "             [--top-k K] [--threshold DISTANCE]";
+      "             [--top-k K] [--threshold DISTANCE|none] [--rerank PAIRWISE.yaml [--set key=value]...]";
   spec.needs_config = false;
   spec.add_options = [](po::options_description& o) {
     // clang-format off
@@ -28,7 +28,11 @@ int main(int argc, char** argv) {
       ("top-k", po::value<int64_t>()->default_value(10), "neighbours per query")
       ("threshold", po::value<std::string>(),
        "keep only neighbours within this distance (default: the index's calibrated threshold, if any; 'none': all); "
-       "a query with none is unknown");
+       "a query with none is unknown")
+      ("rerank", po::value<std::string>(),
+       "re-rank each query's top results with a trained pairwise model: a pairwise config (oml-validate's, or "
+       "OML's postprocessor_validate.yaml) naming pairwise_model with its weights and postprocessor "
+       "(pairwise_reranker: top_n, batch_size, use_fp16); --set overrides its keys");
     // clang-format on
   };
   spec.run = [](const oml::cli::Invocation& inv) {

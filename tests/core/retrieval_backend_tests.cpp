@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
@@ -532,6 +533,41 @@ TEST_CASE("A gallery index changed by add and remove searches like one over the 
                                                                  : retrieval::IndexUpdates::kIncremental));
     }
   }
+}
+
+TEST_CASE("A faiss_ivf index keeps its lists' scan between searches and makes it again on add and remove",
+          "[retrieval][backends][gallery_index][faiss]") {
+  // 3 of 20 lists probed: the lists searched are the index's own, so a scan kept from before a
+  // change (stale list sizes or norms, or pointers into moved lists) would differ from the same
+  // index read back from its file, whose scan is made anew.
+  if (refused_without_faiss("{name: faiss_ivf}")) return;
+  const auto gallery = clustered(2000, 16, 50, 1.0, 91);
+  const auto more = clustered(500, 16, 50, 1.0, 92, /*first_id=*/2000);
+  const auto queries = new_queries(200, 93);
+  std::vector<int64_t> removed;
+  for (int64_t i = 0; i < 2500; i += 5) removed.push_back(i);
+  oml::test::TempDir dir;
+  const auto b = backend("{name: faiss_ivf, args: {nlist: 20, nprobe: 3}}");
+  const auto index = b->build_index(gallery, top(10));
+  const auto read_back = [&](const char* name) {
+    REQUIRE(index->write(dir / name));
+    return b->load_index(index->gallery(), dir / name, index->search_parameters());
+  };
+  const auto searched = index->search(queries, top(10));
+  check_same_results(searched, read_back("built.index")->search(queries, top(10)));
+  check_same_results(index->search(queries, top(10)), searched);  // the kept scan, searched again
+  index->add(more);
+  check_same_results(index->search(queries, top(10)), read_back("added.index")->search(queries, top(10)));
+  index->remove(removed);
+  REQUIRE(index->size() == 2000);
+  const auto changed = index->search(queries, top(10));
+  check_same_results(changed, read_back("removed.index")->search(queries, top(10)));
+  // Searches share the kept scan: four threads at once find what one finds alone.
+  std::vector<retrieval::RetrievalResults> concurrent(4);
+  std::vector<std::thread> threads;
+  for (auto& out : concurrent) threads.emplace_back([&] { out = index->search(queries, top(10)); });
+  for (auto& t : threads) t.join();
+  for (const auto& out : concurrent) check_same_results(out, changed);
 }
 
 TEST_CASE("A gallery index refuses a file that is not its own and added rows of another size",

@@ -438,6 +438,14 @@ struct PlannedIndex {
 
 class FaissBackend;
 
+// What a kind keeps of a built index between its searches, so that a search does not redo it:
+// IVF-Flat's list scanner with the norms of every list item (O(G D) to compute, against the
+// O(nprobe G / nlist D) of scanning one query's lists). It may point into the index's lists, so it is
+// made again whenever the index changes; searches only read it, so several may share it.
+struct SearchState {
+  virtual ~SearchState() = default;
+};
+
 // A Faiss index over one gallery (gallery_index.h): the CPU index, which add() / remove() change
 // and write() saves, and with GPU Faiss its copy on the GPU, which is searched.
 class FaissGalleryIndex final : public GalleryIndex {
@@ -458,10 +466,16 @@ class FaissGalleryIndex final : public GalleryIndex {
 
  private:
   const faiss::Index& searched() const { return on_device_ ? *on_device_ : *index_; }
+  // After index_ or on_device_ changed: the search state made again for the searched index.
+  void index_changed();
 
   const FaissBackend& backend_;
   std::unique_ptr<faiss::Index> index_;
   std::unique_ptr<faiss::Index> on_device_;  // null: searched on the CPU
+  // The searched index's search state (null: the kind keeps none, or the index is empty). Made
+  // only by the constructor, added() and removed(), which the owner runs alone (gallery_index.h:
+  // searches are const and may run at once; a change does not run beside them).
+  std::unique_ptr<SearchState> state_;
   // The gallery's id positions and label counts, indexed once per gallery, not per search.
   std::unique_ptr<detail::PreparedGallery> prepared_;
   int64_t refine_;
@@ -546,10 +560,12 @@ class FaissBackend : public RetrievalBackend {
   }
 
   /// The results of `index` (built over `gallery`) for `queries`.
-  /// `prepared`: the gallery's ids and labels indexed once (null: here).
+  /// `prepared`: the gallery's ids and labels indexed once (null: here); `state`: search_state()
+  /// of `index` as it is now (null: made for this search where the kind needs one).
   RetrievalResults search_built(const faiss::Index& index, int64_t refine, const ItemSet& queries,
                                 const ItemSet& gallery, const KnnOptions& options,
-                                const detail::PreparedGallery* prepared = nullptr) const {
+                                const detail::PreparedGallery* prepared = nullptr,
+                                const SearchState* state = nullptr) const {
     OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
     const at::Tensor q = queries.embeddings.contiguous();
     const at::Tensor g = gallery.embeddings.contiguous();
@@ -564,11 +580,17 @@ class FaissBackend : public RetrievalBackend {
               " but the gallery has ", g.size(1));
     try {
       if (options.on_progress) options.on_progress(0, nq);
-      search_index(index, q, g, ignored, options, refine, out);
+      search_index(index, q, g, ignored, options, refine, state, out);
     } catch (const faiss::FaissException& e) {
       throw RuntimeError("retrieval backend '" + name_ + "': Faiss failed: " + e.what());
     }
     return out;
+  }
+
+  /// What this kind keeps of the filled `index` between searches (SearchState); null: nothing.
+  virtual std::unique_ptr<SearchState> search_state(const faiss::Index& index) const {
+    (void)index;
+    return nullptr;
   }
 
   /// Whether the index is worth a file of its own (false: faiss_flat, whose index is the
@@ -642,10 +664,11 @@ class FaissBackend : public RetrievalBackend {
   virtual PlannedIndex plan(int64_t ng, int64_t dim) const = 0;
 
   /// Searches the filled `index`: by default Faiss's search of refine x k candidates per
-  /// query, re-ranked by exact distances when refine > 1.
+  /// query, re-ranked by exact distances when refine > 1. `state`: search_state(index), or null.
   virtual void search_index(const faiss::Index& index, const at::Tensor& q, const at::Tensor& g,
                             const IgnoredPairs& ignored, const KnnOptions& options, int64_t refine,
-                            RetrievalResults& out) const {
+                            const SearchState* state, RetrievalResults& out) const {
+    (void)state;
     search_refined(index, q, g, ignored, options, refine, out);
   }
 
@@ -719,9 +742,11 @@ class FaissBackend : public RetrievalBackend {
     quiet.on_progress = nullptr;
     const RetrievalResults exact = retrieve_knn(probe, gallery, quiet);
     const IgnoredPairs ignored(probe, gallery);
+    // The knobs change how the index is searched, not its lists: one state serves every try.
+    const std::unique_ptr<SearchState> state = search_state(index);
     const auto recall = [&] {
       RetrievalResults found = results_skeleton(probe, gallery, ignored);
-      search_index(index, probe.embeddings, g, ignored, quiet, refine, found);
+      search_index(index, probe.embeddings, g, ignored, quiet, refine, state.get(), found);
       double sum = 0.0;
       for (int64_t i = 0; i < n; ++i) sum += list_recall(found, i, exact, i);
       return n > 0 ? sum / static_cast<double>(n) : 1.0;
@@ -866,14 +891,18 @@ FaissGalleryIndex::FaissGalleryIndex(const FaissBackend& backend, ItemSet galler
       tuned_(tuned) {
   if (index_) on_device_ = backend_.copy_to_device(*index_);
   prepared_ = std::make_unique<detail::PreparedGallery>(this->gallery(), /*with_norms=*/false);
+  index_changed();
 }
+
+void FaissGalleryIndex::index_changed() { state_ = index_ ? backend_.search_state(searched()) : nullptr; }
 
 RetrievalResults FaissGalleryIndex::search(const ItemSet& queries, const KnnOptions& options) const {
   if (!index_) {  // an empty gallery: no lists
     RetrievalResults out = retrieve_knn(queries, gallery(), options);
     return out;
   }
-  return backend_.search_built(searched(), refine_, queries, gallery(), options, prepared_.get());
+  return backend_.search_built(searched(), refine_, queries, gallery(), options, prepared_.get(),
+                               state_.get());
 }
 
 IndexUpdates FaissGalleryIndex::remove_updates() const { return backend_.remove_updates(); }
@@ -902,6 +931,8 @@ std::string FaissGalleryIndex::describe() const {
 }
 
 void FaissGalleryIndex::added(int64_t first) {
+  // The state may point into lists the change reallocates: gone before, made again after.
+  state_.reset();
   prepared_ = std::make_unique<detail::PreparedGallery>(gallery(), /*with_norms=*/false);
   const at::Tensor& g = gallery().embeddings;
   try {
@@ -915,12 +946,14 @@ void FaissGalleryIndex::added(int64_t first) {
       index_->add(g.size(0) - first, g.data_ptr<float>() + first * g.size(1));
     }
     on_device_ = backend_.copy_to_device(*index_);
+    index_changed();
   } catch (const faiss::FaissException& e) {
     throw RuntimeError("retrieval backend '" + backend_.name() + "': Faiss failed to add items: " + e.what());
   }
 }
 
 void FaissGalleryIndex::removed(const std::vector<int64_t>& removed) {
+  state_.reset();  // as in added()
   prepared_ = std::make_unique<detail::PreparedGallery>(gallery(), /*with_norms=*/false);
   if (!index_) return;
   try {
@@ -937,6 +970,7 @@ void FaissGalleryIndex::removed(const std::vector<int64_t>& removed) {
       index_ = backend_.without_rows(std::move(index_), removed, gallery().embeddings);
     }
     on_device_ = backend_.copy_to_device(*index_);
+    index_changed();
   } catch (const faiss::FaissException& e) {
     throw RuntimeError("retrieval backend '" + backend_.name() +
                        "': Faiss failed to remove items: " + e.what());
@@ -983,16 +1017,33 @@ class IvfBackend final : public FaissBackend {
     return {std::move(ivf), name() + r.describe() + scan_text(), r.train_size};
   }
 
+  // The scanner with its lists' norms (InvertedListScanner), for the blocked scan.
+  struct ListScan final : SearchState {
+    explicit ListScan(InvertedListScanner s) : scanner(std::move(s)) {}
+    InvertedListScanner scanner;
+  };
+
+  std::unique_ptr<SearchState> search_state(const faiss::Index& index) const override {
+    const auto* cpu_ivf = dynamic_cast<const faiss::IndexIVF*>(&index);
+    if (!options_.blas_scan || cpu_ivf == nullptr) return nullptr;
+    return std::make_unique<ListScan>(list_scanner(*cpu_ivf));
+  }
+
   void search_index(const faiss::Index& index, const at::Tensor& q, const at::Tensor& g,
                     const IgnoredPairs& ignored, const KnnOptions& options, int64_t refine,
-                    RetrievalResults& out) const override {
+                    const SearchState* state, RetrievalResults& out) const override {
     // The blocked scan reads the CPU index's lists; an index on a GPU searches there.
     const auto* cpu_ivf = dynamic_cast<const faiss::IndexIVF*>(&index);
     if (options_.blas_scan && cpu_ivf != nullptr) {
-      scan_ivf_flat(*cpu_ivf, q, ignored, options, out);
+      const auto* kept = dynamic_cast<const ListScan*>(state);
+      if (kept != nullptr) {
+        scan_ivf_flat(*cpu_ivf, kept->scanner, q, ignored, options, out);
+      } else {
+        scan_ivf_flat(*cpu_ivf, list_scanner(*cpu_ivf), q, ignored, options, out);
+      }
       return;
     }
-    FaissBackend::search_index(index, q, g, ignored, options, refine, out);
+    FaissBackend::search_index(index, q, g, ignored, options, refine, state, out);
   }
 
   std::vector<Knob> knobs(faiss::Index& index, int64_t&, int64_t, int64_t) const override {
@@ -1005,20 +1056,25 @@ class IvfBackend final : public FaissBackend {
  private:
   std::string scan_text() const { return options_.blas_scan ? " scan=blas" : " scan=faiss"; }
 
-  // IVF-Flat with the probed lists scanned by InvertedListScanner: Faiss's coarse quantizer picks
-  // the lists (as in its own search), the vectors are read from Faiss's inverted lists in place.
-  void scan_ivf_flat(const faiss::IndexIVF& ivf, const at::Tensor& q, const IgnoredPairs& ignored,
-                     const KnnOptions& options, RetrievalResults& out) const {
+  // The scanner of `ivf`'s lists as they are now: the vectors are read from Faiss's inverted lists
+  // in place, so it lasts until the lists change.
+  static InvertedListScanner list_scanner(const faiss::IndexIVF& ivf) {
     static_assert(std::is_same_v<FaissId, int64_t>, "Faiss ids are read as gallery positions");
-    const int64_t dim = q.size(1);
-    const int64_t nq = q.size(0);
     std::vector<InvertedList> lists(ivf.nlist);
     for (std::size_t l = 0; l < ivf.nlist; ++l) {
       // IVF-Flat stores each item's float vector as its code.
       lists[l] = {static_cast<int64_t>(ivf.invlists->list_size(l)),
                   reinterpret_cast<const float*>(ivf.invlists->get_codes(l)), ivf.invlists->get_ids(l)};
     }
-    const InvertedListScanner scanner(std::move(lists), dim);
+    return InvertedListScanner(std::move(lists), static_cast<int64_t>(ivf.d));
+  }
+
+  // IVF-Flat with the probed lists scanned by `scanner` (list_scanner(ivf)): Faiss's coarse
+  // quantizer picks the lists, as in its own search.
+  void scan_ivf_flat(const faiss::IndexIVF& ivf, const InvertedListScanner& scanner, const at::Tensor& q,
+                     const IgnoredPairs& ignored, const KnnOptions& options, RetrievalResults& out) const {
+    const int64_t dim = q.size(1);
+    const int64_t nq = q.size(0);
     const auto nprobe = static_cast<int64_t>(ivf.nprobe);
     std::vector<float> coarse_distances;
     std::vector<FaissId> probes;
