@@ -683,6 +683,7 @@ TEST_CASE("Retrieval by squared Euclidean and cosine distance: the brute-force l
 
 TEST_CASE("A Faiss backend retrieves by cosine distance as exact search does",
           "[retrieval][distance][faiss]") {
+  register_core_components();
   if (refused_without_faiss("{name: faiss_flat}")) return;
   const auto set = every_item_query_and_gallery(clustered(800, 16, 30, 1.5, 22));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
@@ -703,7 +704,8 @@ TEST_CASE("A Faiss backend retrieves by cosine distance as exact search does",
   }
 }
 
-TEST_CASE("A cosine threshold is a cosine distance; retrieval refuses dot", "[retrieval][distance][config]") {
+TEST_CASE("A cosine threshold is a cosine distance, and retrieval refuses dot",
+          "[retrieval][distance][config]") {
   register_core_components();
   // constant_thresholding keeps the items closer than th, in the configured distance's units.
   const auto set = every_item_query_and_gallery(clustered(200, 8, 10, 1.0, 23));
