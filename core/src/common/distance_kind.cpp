@@ -29,6 +29,15 @@ std::optional<DistanceKind> parse_distance_kind(const std::string& name) {
   return std::nullopt;
 }
 
+const std::vector<DistanceKind>& all_distance_kinds() {
+  static const std::vector<DistanceKind> kinds = [] {
+    std::vector<DistanceKind> out;
+    for (const auto& [kind, name] : kNames) out.push_back(kind);
+    return out;
+  }();
+  return kinds;
+}
+
 std::string distance_kind_names() {
   std::string out;
   for (const auto& [k, name] : kNames) out += (out.empty() ? "" : ", ") + std::string(name);

@@ -11,8 +11,8 @@
 
 namespace oml::losses {
 
-void check_options(const DistanceOptions& o, const std::vector<DistanceKind>& allowed,
-                   const std::string& who) {
+void check_options(const DistanceOptions& o, const std::string& who,
+                   const std::vector<DistanceKind>& allowed) {
   if (std::find(allowed.begin(), allowed.end(), o.kind) == allowed.end()) {
     std::string names;
     for (const DistanceKind kind : allowed) names += (names.empty() ? "" : ", ") + to_string(kind);

@@ -39,7 +39,7 @@ void check_options(const CosFaceOptions& o) {
   detail::check_class_sizes(o.num_classes, o.embedding_size, who);
   config::check_argument(o.margin >= 0, who, "margin", "margin must be >= 0, got ", o.margin);
   config::check_argument(o.scale > 0, who, "scale", "scale must be > 0, got ", o.scale);
-  check_options(o.distance, {DistanceKind::cosine}, who);
+  check_options(o.distance, who, {DistanceKind::cosine});
 }
 
 CosFaceLossImpl::CosFaceLossImpl(CosFaceOptions options) : options_(options) {
@@ -70,7 +70,7 @@ void check_options(const SubCenterArcFaceOptions& o) {
   config::check_argument(o.scale > 0, who, "scale", "scale must be > 0, got ", o.scale);
   config::check_argument(o.sub_centers >= 1, who, "sub_centers", "sub_centers must be >= 1, got ",
                          o.sub_centers);
-  check_options(o.distance, {DistanceKind::cosine}, who);
+  check_options(o.distance, who, {DistanceKind::cosine});
 }
 
 SubCenterArcFaceLossImpl::SubCenterArcFaceLossImpl(SubCenterArcFaceOptions options) : options_(options) {

@@ -324,10 +324,7 @@ PairSet PairsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& l
 void check_options(const MultiSimilarityMinerOptions& o) {
   const std::string who = "miner 'multi_similarity'";
   config::check_argument(o.epsilon >= 0, who, "epsilon", "epsilon must be >= 0, got ", o.epsilon);
-  check_options(
-      o.distance,
-      {DistanceKind::euclidean, DistanceKind::squared_euclidean, DistanceKind::cosine, DistanceKind::dot},
-      who);
+  check_options(o.distance, who);
 }
 
 MultiSimilarityMiner::MultiSimilarityMiner(MultiSimilarityMinerOptions options) : options_(options) {

@@ -38,6 +38,10 @@ struct PairBatch {
   bool too_few_pairs() const {
     return pairs.positive.sum().item<int64_t>() <= 1 && pairs.negative.sum().item<int64_t>() <= 1;
   }
+  /// PML's softmax losses (supcon, ntxent) are 0 also without a positive or without a negative pair.
+  bool lacks_a_kind() const {
+    return too_few_pairs() || !pairs.positive.any().item<bool>() || !pairs.negative.any().item<bool>();
+  }
   /// The zero loss PML returns then, attached to the graph.
   LossOutput zero(const std::vector<std::string>& log_keys) const {
     LossOutput out;
@@ -57,21 +61,11 @@ PairBatch pair_batch(const torch::Tensor& input, const torch::Tensor& labels, co
   return {std::move(embeddings), std::move(values), std::move(pairs)};
 }
 
-// The distance options of a loss: one of `allowed` kinds, and the loss's name in messages.
-void check_distance(const DistanceOptions& o, const std::string& loss,
-                    std::vector<DistanceKind> allowed = {}) {
-  if (allowed.empty()) {
-    allowed = {DistanceKind::euclidean, DistanceKind::squared_euclidean, DistanceKind::cosine,
-               DistanceKind::dot};
-  }
-  check_options(o, allowed, "loss '" + loss + "'");
-}
-
 }  // namespace
 
 void check_options(const ContrastiveOptions& o) {
   const std::string who = "loss 'contrastive'";
-  check_distance(o.distance, "contrastive");
+  check_options(o.distance, who);
   // Distances are >= 0, so a negative margin would make its term a constant; similarities may
   // take any margin (PML's cosine configs use pos_margin 1, neg_margin 0).
   if (!larger_is_closer(o.distance.kind)) {
@@ -109,7 +103,7 @@ void check_options(const MultiSimilarityOptions& o) {
   const std::string who = "loss 'multi_similarity'";
   config::check_argument(o.alpha > 0, who, "alpha", "alpha must be > 0, got ", o.alpha);
   config::check_argument(o.beta > 0, who, "beta", "beta must be > 0, got ", o.beta);
-  check_distance(o.distance, "multi_similarity");
+  check_options(o.distance, who);
 }
 
 MultiSimilarityLossImpl::MultiSimilarityLossImpl(MultiSimilarityOptions options,
@@ -138,7 +132,7 @@ LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const to
 void check_options(const TemperatureOptions& o, const std::string& loss) {
   config::check_argument(o.temperature > 0, "loss '" + loss + "'", "temperature",
                          "temperature must be > 0, got ", o.temperature);
-  check_distance(o.distance, loss);
+  check_options(o.distance, "loss '" + loss + "'");
 }
 
 SupConLossImpl::SupConLossImpl(TemperatureOptions options, std::shared_ptr<PairSelectionMiner> miner)
@@ -151,10 +145,7 @@ LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tens
   const Distance distance(options_.distance);
   const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "supcon");
   const auto& pairs = b.pairs;
-  // PML: 0 unless there is a positive and a negative pair.
-  if (b.too_few_pairs() || !pairs.positive.any().item<bool>() || !pairs.negative.any().item<bool>()) {
-    return b.zero({});
-  }
+  if (b.lacks_a_kind()) return b.zero({});
   const auto s = distance.closeness(b.values) / options_.temperature;
   const auto others = pairs.positive | pairs.negative;  // every k != i, or the miner's pairs
   const auto log_denominator = masked_logsumexp(s, others, /*add_one=*/false).unsqueeze(1);
@@ -176,9 +167,7 @@ LossOutput NTXentLossImpl::forward(const torch::Tensor& input, const torch::Tens
   const Distance distance(options_.distance);
   const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "ntxent");
   const auto& pairs = b.pairs;
-  if (b.too_few_pairs() || !pairs.positive.any().item<bool>() || !pairs.negative.any().item<bool>()) {
-    return b.zero({});
-  }
+  if (b.lacks_a_kind()) return b.zero({});
   const auto s = distance.closeness(b.values) / options_.temperature;
   const auto positive_pairs = pairs.positive.nonzero();  // (anchor, positive), row-major as PML's torch.where
   const auto anchors = positive_pairs.select(1, 0), positives = positive_pairs.select(1, 1);
@@ -198,7 +187,7 @@ void check_options(const CircleOptions& o) {
   const std::string who = "loss 'circle'";
   config::check_argument(o.m >= 0 && o.m < 1, who, "m", "m must be in [0, 1), got ", o.m);
   config::check_argument(o.gamma > 0, who, "gamma", "gamma must be > 0, got ", o.gamma);
-  check_distance(o.distance, "circle", {DistanceKind::cosine});
+  check_options(o.distance, who, {DistanceKind::cosine});
 }
 
 CircleLossImpl::CircleLossImpl(CircleOptions options, std::shared_ptr<PairSelectionMiner> miner)

@@ -13,9 +13,6 @@ namespace {
 
 using detail::masked_logsumexp;
 
-const std::vector<DistanceKind> kAnyDistance{DistanceKind::euclidean, DistanceKind::squared_euclidean,
-                                             DistanceKind::cosine, DistanceKind::dot};
-
 }  // namespace
 
 void check_options(const ProxyAnchorOptions& o) {
@@ -23,7 +20,7 @@ void check_options(const ProxyAnchorOptions& o) {
   detail::check_class_sizes(o.num_classes, o.embedding_size, who);
   config::check_argument(o.margin >= 0, who, "margin", "margin must be >= 0, got ", o.margin);
   config::check_argument(o.alpha > 0, who, "alpha", "alpha must be > 0, got ", o.alpha);
-  check_options(o.distance, kAnyDistance, who);
+  check_options(o.distance, who);
 }
 
 ProxyAnchorLossImpl::ProxyAnchorLossImpl(ProxyAnchorOptions options) : options_(options) {
@@ -63,7 +60,7 @@ void check_options(const ProxyNCAOptions& o) {
   detail::check_class_sizes(o.num_classes, o.embedding_size, who);
   config::check_argument(o.softmax_scale > 0, who, "softmax_scale", "softmax_scale must be > 0, got ",
                          o.softmax_scale);
-  check_options(o.distance, kAnyDistance, who);
+  check_options(o.distance, who);
 }
 
 ProxyNCALossImpl::ProxyNCALossImpl(ProxyNCAOptions options) : options_(options) {
@@ -99,7 +96,7 @@ void check_options(const SoftTripleOptions& o) {
   config::check_argument(o.la > 0, who, "la", "la must be > 0, got ", o.la);
   config::check_argument(o.gamma > 0, who, "gamma", "gamma must be > 0, got ", o.gamma);
   config::check_argument(o.margin >= 0, who, "margin", "margin must be >= 0, got ", o.margin);
-  check_options(o.distance, {DistanceKind::cosine, DistanceKind::dot}, who);
+  check_options(o.distance, who, {DistanceKind::cosine, DistanceKind::dot});
 }
 
 SoftTripleLossImpl::SoftTripleLossImpl(SoftTripleOptions options) : options_(options) {

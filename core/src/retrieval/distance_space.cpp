@@ -2,9 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <cmath>
-
 #include "oml/common/error.h"
 
 namespace oml::retrieval {
@@ -28,17 +25,6 @@ double from_engine_distance(double euclidean, DistanceKind kind) {
       return euclidean * euclidean / 2.0;
     default:
       return euclidean;
-  }
-}
-
-double to_engine_distance(double value, DistanceKind kind) {
-  switch (kind) {
-    case DistanceKind::squared_euclidean:
-      return std::sqrt(std::max(value, 0.0));
-    case DistanceKind::cosine:
-      return std::sqrt(std::max(2.0 * value, 0.0));
-    default:
-      return value;
   }
 }
 

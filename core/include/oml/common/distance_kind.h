@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace oml {
 
@@ -26,6 +27,9 @@ std::optional<DistanceKind> parse_distance_kind(const std::string& name);
 
 /// "euclidean, squared_euclidean, cosine, dot" (for messages).
 std::string distance_kind_names();
+
+/// Every kind, in that order.
+const std::vector<DistanceKind>& all_distance_kinds();
 
 /// True for the similarities (cosine, dot): the closest item has the largest value.
 constexpr bool larger_is_closer(DistanceKind kind) {

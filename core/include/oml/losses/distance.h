@@ -27,9 +27,10 @@ struct DistanceOptions {
 };
 
 /// config::ArgumentError when `kind` is not in `allowed` (a loss that PML ties to one distance,
-/// e.g. circle to cosine) or cosine is asked for without normalisation. `who` names the owner.
-void check_options(const DistanceOptions& options, const std::vector<DistanceKind>& allowed,
-                   const std::string& who);
+/// e.g. circle to cosine) or cosine is asked for without normalisation. `who` names the owner
+/// ("loss 'contrastive'").
+void check_options(const DistanceOptions& options, const std::string& who,
+                   const std::vector<DistanceKind>& allowed = all_distance_kinds());
 
 /// Reads `distance` and `normalize_embeddings` over the defaults in `options` (a name outside
 /// distance_kind_names() is a ConfigError at the key); the owner's check calls check_options.

@@ -24,10 +24,9 @@ namespace oml::retrieval {
 /// stays zero); otherwise `items` itself.
 ItemSet to_engine_space(ItemSet items, DistanceKind kind);
 
-/// An engine's Euclidean distance as `kind`'s value, and back (a threshold given in `kind`'s
-/// units, e.g. a cosine distance of 0.3, as the engine's Euclidean distance). Both monotone.
+/// An engine's Euclidean distance as `kind`'s value (monotone, so a threshold found in the
+/// engine's space, e.g. by calibration, maps to the same cut in `kind`'s units).
 double from_engine_distance(double euclidean, DistanceKind kind);
-double to_engine_distance(double value, DistanceKind kind);
 
 /// Every distance of `results` (an engine's, Euclidean) as `kind`'s value.
 void convert_distances(RetrievalResults& results, DistanceKind kind);
