@@ -141,6 +141,7 @@ void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t
   items = retrieval::to_engine_space(std::move(items), cfg.retrieval_distance);
   retrieval::KnnOptions options;
   options.top_k = k;
+  options.measure = retrieval::engine_measure(cfg.retrieval_distance);
   options.on_progress = progress_callback("k-NN", "item");
   retrieval::RetrievalResults found = backend.search(items, items, options);
   found.check_consistent();

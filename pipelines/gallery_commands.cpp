@@ -229,14 +229,17 @@ LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool int
   // embeddings.npy holds the rows as the index searches them (index_build): no second normalising.
   retrieval::ItemSet gallery = out.version.items.item_set(out.version.embeddings);
   out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
-                                      out.version.manifest.search_parameters);
+                                      out.version.manifest.search_parameters,
+                                      retrieval::engine_measure(out.distance));
   return out;
 }
 
 retrieval::RetrievalResults LoadedIndex::search(retrieval::ItemSet queries,
                                                 const retrieval::KnnOptions& options) const {
+  retrieval::KnnOptions measured = options;
+  measured.measure = retrieval::engine_measure(distance);
   retrieval::RetrievalResults found =
-      index->search(retrieval::to_engine_space(std::move(queries), distance), options);
+      index->search(retrieval::to_engine_space(std::move(queries), distance), measured);
   found.check_consistent();
   retrieval::convert_distances(found, distance);
   return found;
@@ -298,7 +301,8 @@ int index_build(const cli::Invocation& inv) {
   retrieval::validate_item_set(gallery, "gallery");
   retrieval::KnnOptions options;
   options.top_k = k;
-  // The index (and embeddings.npy, its rows) in the space where the distance is Euclidean.
+  options.measure = retrieval::engine_measure(cfg.retrieval_distance);
+  // The index (and embeddings.npy, its rows) in the engine's space (unit rows under cosine).
   const std::unique_ptr<retrieval::GalleryIndex> index =
       backend->build_index(retrieval::to_engine_space(std::move(gallery), cfg.retrieval_distance), options);
 
@@ -397,8 +401,8 @@ int index_calibrate(const cli::Invocation& inv) {
   // Calibrated where the index searches, the threshold then in the distance's units (a monotone
   // map: the same pairs fall on each side of it).
   metrics::OpenSetThreshold t = metrics::calibrate_open_set(
-      retrieval::to_engine_space(items.records.item_set(items.embeddings.contiguous()), loaded.distance),
-      fmr);
+      retrieval::to_engine_space(items.records.item_set(items.embeddings.contiguous()), loaded.distance), fmr,
+      retrieval::engine_measure(loaded.distance));
   t.threshold = retrieval::from_engine_distance(t.threshold, loaded.distance);
   IndexContents contents = next_contents(loaded);
   contents.manifest.calibration = {
@@ -509,8 +513,11 @@ int search_index(const cli::Invocation& inv) {
                                     "); --threshold none for all"));
   } else if (!threshold_text.empty() && threshold_text != "none") {
     const std::optional<double> value = parse_double(threshold_text);
-    OML_CHECK(value && std::isfinite(*value) && *value >= 0, UsageError,
-              "--threshold expects a distance >= 0 or 'none', got '", threshold_text, "'");
+    // Under dot a distance is -q.g and may be negative; the other distances are not.
+    const bool signed_distance = loaded.distance == DistanceKind::dot;
+    OML_CHECK(value && std::isfinite(*value) && (*value >= 0 || signed_distance), UsageError,
+              "--threshold expects a distance", signed_distance ? "" : " >= 0", " or 'none', got '",
+              threshold_text, "'");
     threshold = value;
   }
   const std::unique_ptr<SearchReranker> reranker = search_reranker(inv, loaded);

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -189,6 +190,12 @@ double number(const nlohmann::json& value, const std::string& key) {
   return value.get<double>();
 }
 
+double finite(double value, const std::string& key) {
+  if (!std::isfinite(value))
+    throw HttpError(http::status::bad_request, "\"" + key + "\" must be a finite number");
+  return value;
+}
+
 double parse_number(const std::string& text, const std::string& key) {
   const std::optional<double> value = parse_double(text);
   if (!value) throw HttpError(http::status::bad_request, key + " must be a number, got '" + text + "'");
@@ -293,11 +300,15 @@ class Router {
       std::optional<double> threshold;  // nullopt: the calibrated one
       if (body.contains("k")) k = static_cast<int64_t>(number(body["k"], "k"));
       if (params.count("k")) k = static_cast<int64_t>(parse_number(params.at("k"), "k"));
+      // NaN asks for no threshold (a distance may be negative: -q.g under distance: dot).
+      constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
       if (body.contains("threshold"))
-        threshold = body["threshold"].is_null() ? -1.0 : number(body["threshold"], "threshold");
-      if (params.count("threshold")) {
         threshold =
-            params.at("threshold") == "none" ? -1.0 : parse_number(params.at("threshold"), "threshold");
+            body["threshold"].is_null() ? kNone : finite(number(body["threshold"], "threshold"), "threshold");
+      if (params.count("threshold")) {
+        threshold = params.at("threshold") == "none"
+                        ? kNone
+                        : finite(parse_number(params.at("threshold"), "threshold"), "threshold");
       }
       const SearchAnswer answer = service_.search(embedding, k, threshold);
       nlohmann::json neighbours = nlohmann::json::array();

@@ -125,7 +125,7 @@ std::vector<SearchAnswer> GalleryService::search_batch(std::vector<std::shared_p
   for (std::size_t q = 0; q < queries.size(); ++q) {
     SearchAnswer& answer = out[q];
     if (queries[q]->threshold) {
-      if (*queries[q]->threshold >= 0) answer.threshold = queries[q]->threshold;
+      if (!std::isnan(*queries[q]->threshold)) answer.threshold = queries[q]->threshold;
     } else if (calibration.is_object()) {
       answer.threshold = calibration.at("threshold").get<double>();
     }

@@ -16,6 +16,7 @@
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
+#include "oml/retrieval/distance_space.h"
 #include "oml/samplers/builtin_samplers.h"
 #include "run_context.h"
 #include "run_dir.h"
@@ -201,7 +202,13 @@ std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const
             .device;
     if (device.is_cuda()) context.cuda_device = device.index();
   }
-  return registries().retrieval_backends.create(*config.retrieval_backend, context);
+  auto backend = registries().retrieval_backends.create(*config.retrieval_backend, context);
+  if (!backend->supports(retrieval::engine_measure(config.retrieval_distance))) {
+    config.retrieval_backend->node["distance"].fail(
+        "retrieval backend '" + backend->name() + "' searches by Euclidean distance only, not by " +
+        to_string(config.retrieval_distance) + " (exact and the faiss_* backends search by every distance)");
+  }
+  return backend;
 }
 
 void check_retrieval_backend(const config::RunConfig& config) {

@@ -63,11 +63,11 @@ retrieval::ItemSet items_of(const at::Tensor& embeddings, int64_t first_id) {
 }
 
 // What the scan must return for query q: the items of its probed lists, ignored pairs dropped,
-// by (exact squared distance, position), at most k.
-std::vector<std::pair<double, int64_t>> expected_list(const at::Tensor& queries, int64_t q,
-                                                      const Lists& lists, const std::vector<int64_t>& probes,
-                                                      int64_t nprobe, const retrieval::IgnoredPairs& ignored,
-                                                      int64_t k) {
+// by (exact key: squared distance or -q.g, position), at most k.
+std::vector<std::pair<double, int64_t>> expected_list(
+    const at::Tensor& queries, int64_t q, const Lists& lists, const std::vector<int64_t>& probes,
+    int64_t nprobe, const retrieval::IgnoredPairs& ignored, int64_t k,
+    retrieval::Measure measure = retrieval::Measure::euclidean) {
   const int64_t dim = queries.size(1);
   std::vector<std::pair<double, int64_t>> all;
   for (int64_t j = 0; j < nprobe; ++j) {
@@ -76,8 +76,8 @@ std::vector<std::pair<double, int64_t>> expected_list(const at::Tensor& queries,
     for (int64_t i = 0; i < lists.views[l].size; ++i) {
       const int64_t position = lists.views[l].positions[i];
       if (ignored.contains(q, position)) continue;
-      all.emplace_back(retrieval::detail::exact_squared_distance(queries.data_ptr<float>() + q * dim,
-                                                                 lists.views[l].vectors + i * dim, dim),
+      all.emplace_back(retrieval::detail::exact_key(measure, queries.data_ptr<float>() + q * dim,
+                                                    lists.views[l].vectors + i * dim, dim),
                        position);
     }
   }
@@ -88,7 +88,8 @@ std::vector<std::pair<double, int64_t>> expected_list(const at::Tensor& queries,
 
 }  // namespace
 
-TEST_CASE("The BLAS list scan returns the top k of the probed lists by exact distance", "[retrieval][ivf]") {
+TEST_CASE("The BLAS list scan returns the top k of the probed lists by exact distance or inner product",
+          "[retrieval][ivf]") {
   const auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
   const int64_t dim = 12;
   const at::Tensor gallery = torch::randn({400, dim}, generator);
@@ -113,26 +114,29 @@ TEST_CASE("The BLAS list scan returns the top k of the probed lists by exact dis
   }
 
   const int64_t k = 9;
-  for (const ListScanShape shape : {ListScanShape{}, ListScanShape{3, 5}, ListScanShape{7, 200}}) {
-    INFO("row_tile " << shape.row_tile << ", column_tile " << shape.column_tile);
-    const InvertedListScanner scanner(lists.views, dim, shape);
-    retrieval::RetrievalResults out;
-    out.offsets = {0};
-    // In two chunks, as the backend calls it: the second chunk's queries start at 50.
-    scanner.scan(queries.data_ptr<float>(), 50, 0, probes.data(), nprobe, ignored, k, out);
-    scanner.scan(queries.data_ptr<float>() + 50 * dim, 30, 50, probes.data() + 50 * nprobe, nprobe, ignored,
-                 k, out);
-    REQUIRE(out.num_queries() == 80);
-    for (int64_t q = 0; q < 80; ++q) {
-      INFO("query " << q);
-      const auto expected = expected_list(queries, q, lists, probes, nprobe, ignored, k);
-      REQUIRE(out.size(q) == static_cast<int64_t>(expected.size()));
-      for (int64_t i = 0; i < out.size(q); ++i) {
-        CHECK(out.retrieved[out.begin(q) + i] == expected[i].second);
-        CHECK(out.distances[out.begin(q) + i] == static_cast<float>(std::sqrt(expected[i].first)));
+  for (const auto measure : {retrieval::Measure::euclidean, retrieval::Measure::negative_dot})
+    for (const ListScanShape shape : {ListScanShape{}, ListScanShape{3, 5}, ListScanShape{7, 200}}) {
+      INFO("row_tile " << shape.row_tile << ", column_tile " << shape.column_tile << ", inner product "
+                       << (measure == retrieval::Measure::negative_dot));
+      const InvertedListScanner scanner(lists.views, dim, measure, shape);
+      retrieval::RetrievalResults out;
+      out.offsets = {0};
+      // In two chunks, as the backend calls it: the second chunk's queries start at 50.
+      scanner.scan(queries.data_ptr<float>(), 50, 0, probes.data(), nprobe, ignored, k, out);
+      scanner.scan(queries.data_ptr<float>() + 50 * dim, 30, 50, probes.data() + 50 * nprobe, nprobe, ignored,
+                   k, out);
+      REQUIRE(out.num_queries() == 80);
+      for (int64_t q = 0; q < 80; ++q) {
+        INFO("query " << q);
+        const auto expected = expected_list(queries, q, lists, probes, nprobe, ignored, k, measure);
+        REQUIRE(out.size(q) == static_cast<int64_t>(expected.size()));
+        for (int64_t i = 0; i < out.size(q); ++i) {
+          CHECK(out.retrieved[out.begin(q) + i] == expected[i].second);
+          CHECK(out.distances[out.begin(q) + i] ==
+                static_cast<float>(retrieval::detail::distance_of_key(measure, expected[i].first)));
+        }
       }
     }
-  }
 }
 
 TEST_CASE("A query's list from the BLAS list scan does not depend on the queries scanned with it",

@@ -191,6 +191,29 @@ TEST_CASE("Retrieval by cosine distance gives the metrics of PML's AccuracyCalcu
   CHECK(euclidean.retrieved != cosine.retrieved);
 }
 
+TEST_CASE("Retrieval by dot gives the metrics of PML's AccuracyCalculator with DotProductSimilarity",
+          "[metrics][pml][distance]") {
+  const TempDir dir;
+  export_references(dir);
+  for (int seed = 0; seed < 3; ++seed) {
+    for (const std::string layout : {"_both", "_split"}) {
+      const std::string name = "dot_" + std::to_string(seed) + layout;
+      check_case(dir, name, kKnnArgs, kKnnMetrics, 0, 128, DistanceKind::dot);
+    }
+  }
+  // Neither the Euclidean nor the cosine order in disguise on these rows.
+  const metrics::EmbeddingSet set = reference_set(dir, "dot_0_both");
+  metrics::EmbeddingMetricsOptions options;
+  options.metrics = metric_table(kKnnArgs);
+  const auto euclidean = metrics::compute_embedding_metrics(set, options).retrieval;
+  options.distance = DistanceKind::cosine;
+  const auto cosine = metrics::compute_embedding_metrics(set, options).retrieval;
+  options.distance = DistanceKind::dot;
+  const auto dot = metrics::compute_embedding_metrics(set, options).retrieval;
+  CHECK(dot.retrieved != euclidean.retrieved);
+  CHECK(dot.retrieved != cosine.retrieved);
+}
+
 TEST_CASE("NMI and AMI equal PML's (Faiss k-means) on random, tied, split and categorised sets",
           "[metrics][pml][faiss]") {
   if (!metrics::kmeans_available()) {

@@ -13,6 +13,7 @@
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
 #include "oml/metrics/embedding_metrics.h"
+#include "oml/metrics/fnmr.h"
 #include "oml/metrics/metric_table.h"
 #include "oml/metrics/open_set.h"
 #include "oml/registry/registries.h"
@@ -642,7 +643,7 @@ TEST_CASE("The open-set threshold holds its false match rate on a held-out set",
 
 // The retrieval distances (oml/retrieval/distance_space.h): every list and value against a
 // brute-force ranking in double precision of the kind's own formula.
-TEST_CASE("Retrieval by squared Euclidean and cosine distance: the brute-force lists and values",
+TEST_CASE("Retrieval by squared Euclidean, cosine and dot distance: the brute-force lists and values",
           "[retrieval][distance]") {
   register_core_components();
   const auto items = clustered(300, 12, 15, 2.0, 21);
@@ -655,6 +656,7 @@ TEST_CASE("Retrieval by squared Euclidean and cosine distance: the brute-force l
   const std::vector<std::pair<DistanceKind, torch::Tensor>> kinds{
       {DistanceKind::squared_euclidean, torch::cdist(raw, raw).pow(2)},
       {DistanceKind::cosine, 1.0 - torch::mm(unit, unit.t())},
+      {DistanceKind::dot, -torch::mm(raw, raw.t())},  // the negated inner product, smaller is closer
   };
   for (const auto& [kind, all] : kinds) {
     INFO(to_string(kind));
@@ -681,7 +683,7 @@ TEST_CASE("Retrieval by squared Euclidean and cosine distance: the brute-force l
   CHECK(euclidean.metrics == squared.metrics);
 }
 
-TEST_CASE("A Faiss backend retrieves by cosine distance as exact search does",
+TEST_CASE("A Faiss backend retrieves by cosine and dot distance as exact search does",
           "[retrieval][distance][faiss]") {
   register_core_components();
   if (refused_without_faiss("{name: faiss_flat}")) return;
@@ -689,22 +691,26 @@ TEST_CASE("A Faiss backend retrieves by cosine distance as exact search does",
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
   metrics::EmbeddingMetricsOptions options;
   options.metrics = metrics::configure_metrics(document.root());
-  options.distance = DistanceKind::cosine;
-  const auto exact = metrics::compute_embedding_metrics(set, options);
-  for (const std::string yaml : {"{name: faiss_flat}", "{name: faiss_ivf, args: {nlist: 16, nprobe: 16}}"}) {
-    INFO(yaml);
-    const auto faiss = backend(yaml);
-    options.backend = faiss.get();
-    const auto found = metrics::compute_embedding_metrics(set, options);
-    CHECK(found.retrieval.retrieved == exact.retrieval.retrieved);
-    for (std::size_t i = 0; i < exact.retrieval.distances.size(); ++i) {
-      CHECK(found.retrieval.distances[i] == Approx(exact.retrieval.distances[i]).margin(1e-5));
+  for (const auto kind : {DistanceKind::cosine, DistanceKind::dot})
+    for (const std::string yaml :
+         {"{name: faiss_flat}", "{name: faiss_ivf, args: {nlist: 16, nprobe: 16}}"}) {
+      INFO(yaml << " by " << to_string(kind));
+      options.distance = kind;
+      options.backend = nullptr;
+      const auto exact = metrics::compute_embedding_metrics(set, options);
+      const auto faiss = backend(yaml);
+      options.backend = faiss.get();
+      const auto found = metrics::compute_embedding_metrics(set, options);
+      CHECK(found.retrieval.retrieved == exact.retrieval.retrieved);
+      for (std::size_t i = 0; i < exact.retrieval.distances.size(); ++i) {
+        CHECK(found.retrieval.distances[i] ==
+              Approx(exact.retrieval.distances[i]).margin(1e-5).epsilon(1e-6));
+      }
+      CHECK(found.metrics.at("OVERALL/cmc/1") == exact.metrics.at("OVERALL/cmc/1"));
     }
-    CHECK(found.metrics.at("OVERALL/cmc/1") == exact.metrics.at("OVERALL/cmc/1"));
-  }
 }
 
-TEST_CASE("A cosine threshold is a cosine distance, and retrieval refuses dot",
+TEST_CASE("A cosine threshold is a cosine distance, and retrieval takes every distance kind",
           "[retrieval][distance][config]") {
   register_core_components();
   // constant_thresholding keeps the items closer than th, in the configured distance's units.
@@ -726,9 +732,135 @@ TEST_CASE("A cosine threshold is a cosine distance, and retrieval refuses dot",
   };
   CHECK(config("{name: exact, distance: cosine}").retrieval_distance == DistanceKind::cosine);
   CHECK(config("{name: exact}").retrieval_distance == DistanceKind::euclidean);
-  CHECK_THROWS_WITH(config("{name: exact, distance: dot}"),
-                    Contains("run.yaml:2:44") &&
-                        Contains("expected euclidean, squared_euclidean or cosine, got 'dot'") &&
-                        Contains("retrieval needs a distance"));
-  CHECK_THROWS_WITH(config("{name: faiss_ivf, distance: angular}"), Contains("got 'angular'"));
+  CHECK(config("{name: faiss_ivf, distance: dot}").retrieval_distance == DistanceKind::dot);
+  CHECK_THROWS_WITH(config("{name: faiss_ivf, distance: angular}"),
+                    Contains("run.yaml:2:48") &&
+                        Contains("expected euclidean, squared_euclidean, cosine, dot, got 'angular'"));
+}
+
+// distance: dot — the negated inner product -q.g, searched natively (knn.h's Measure): exact k-NN
+// on blocks of -q.g, Faiss's inner-product indexes.
+namespace {
+
+// Every ordered pair of different items split by label: -q.g in double precision.
+void dot_pairs(const retrieval::ItemSet& items, std::vector<double>& positive,
+               std::vector<double>& negative) {
+  const auto dots = torch::mm(items.embeddings.to(torch::kDouble), items.embeddings.to(torch::kDouble).t());
+  const auto n = static_cast<int64_t>(items.labels.size());
+  const auto values = dots.accessor<double, 2>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      if (i == j) continue;
+      (items.labels[i] == items.labels[j] ? positive : negative).push_back(-values[i][j]);
+    }
+  }
+}
+
+retrieval::KnnOptions dot_top(int64_t k) {
+  retrieval::KnnOptions options = top(k);
+  options.measure = retrieval::Measure::negative_dot;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("fnmr@fmr and the open-set threshold under dot are the quantiles of -q.g",
+          "[retrieval][distance][metrics]") {
+  register_core_components();
+  const auto items = clustered(240, 8, 6, 1.5, 24);
+  std::vector<double> positive, negative;
+  dot_pairs(items, positive, negative);
+  const std::vector<double> fmr_vals{0.01, 0.1, 0.5};
+  const auto expected = metrics::fnmr_at_fmr(positive, negative, fmr_vals);
+  const auto document = config::Document::from_string("{fmr_vals: [0.01, 0.1, 0.5]}", "m.yaml");
+  metrics::EmbeddingMetricsOptions options;
+  options.metrics = metrics::configure_metrics(document.root());
+  options.distance = DistanceKind::dot;
+  const auto result = metrics::compute_embedding_metrics(every_item_query_and_gallery(items), options);
+  // Float rounding of a pair's value may move one positive across T.
+  const double one_pair = 1.0 / static_cast<double>(positive.size()) + 1e-12;
+  CHECK(result.metrics.at("OVERALL/fnmr@fmr/0.01") == Approx(expected[0]).margin(one_pair));
+  CHECK(result.metrics.at("OVERALL/fnmr@fmr/0.1") == Approx(expected[1]).margin(one_pair));
+  CHECK(result.metrics.at("OVERALL/fnmr@fmr/0.5") == Approx(expected[2]).margin(one_pair));
+
+  // The threshold is a -q.g (negative here: the clusters lie far from the origin), interpolated
+  // between the neighbouring negatives' -q.g as numpy.quantile does.
+  const auto t = metrics::calibrate_open_set(items, 0.1, retrieval::Measure::negative_dot);
+  const double quantile = metrics::quantile_linear(negative, 0.1);
+  CHECK(t.threshold == Approx(quantile).margin(1e-4).epsilon(1e-5));
+  CHECK(t.fnmr == Approx(expected[1]).margin(one_pair));
+  CHECK(t.positive_pairs == static_cast<int64_t>(positive.size()));
+  CHECK(t.negative_pairs == static_cast<int64_t>(negative.size()));
+}
+
+TEST_CASE("The approximate Faiss backends search by dot with inner-product indexes",
+          "[retrieval][distance][faiss]") {
+  register_core_components();
+  if (refused_without_faiss("{name: faiss_hnsw}")) return;
+  // Queries from the gallery's own clusters (target_recall is measured on gallery items as queries,
+  // so it speaks for queries like them), none of them a gallery item.
+  const auto items = clustered(3200, 16, 50, 1.0, 25);
+  const auto gallery = retrieval::slice_items(items, {0, 3000});
+  const auto queries = retrieval::slice_items(items, {3000, 3200});
+  const auto exact = retrieval::retrieve_knn(queries, gallery, dot_top(10));
+  const auto dots =
+      torch::mm(queries.embeddings.to(torch::kDouble), gallery.embeddings.to(torch::kDouble).t());
+  for (const char* yaml :
+       {"{name: faiss_ivf, args: {nlist: 20}}", "{name: faiss_ivf, args: {nlist: 20, scan: faiss}}",
+        "{name: faiss_hnsw}", "{name: faiss_ivf_pq, args: {nlist: 20, m: 4, nbits: 6}}"}) {
+    INFO(yaml);
+    const auto b = backend(yaml);
+    REQUIRE(b->supports(retrieval::Measure::negative_dot));
+    const auto found = b->search(queries, gallery, dot_top(10));
+    found.check_consistent();
+    // Each distance is the pair's -q.g (Faiss's own scan reports its float value).
+    for (int64_t q = 0; q < found.num_queries(); ++q) {
+      for (int64_t j = found.begin(q); j < found.end(q); ++j) {
+        CHECK(found.distances[j] ==
+              Approx(-dots[q][found.retrieved[j]].item<double>()).margin(1e-4).epsilon(1e-5));
+      }
+    }
+    // target_recall chose the search parameters for the inner product as for Euclidean distances.
+    const auto tuned = b->tuned_recall();
+    REQUIRE(tuned.has_value());
+    CHECK(tuned->recall >= 0.95);
+    double recall = 0.0;
+    for (int64_t q = 0; q < found.num_queries(); ++q) {
+      const std::set<int64_t> got(found.retrieved.begin() + found.begin(q),
+                                  found.retrieved.begin() + found.end(q));
+      int64_t hits = 0;
+      for (int64_t j = exact.begin(q); j < exact.end(q); ++j)
+        hits += static_cast<int64_t>(got.count(exact.retrieved[j]));
+      recall += static_cast<double>(hits) / static_cast<double>(exact.size(q));
+    }
+    CHECK(recall / static_cast<double>(found.num_queries()) >= 0.9);
+  }
+}
+
+TEST_CASE("A gallery index by dot searches as its backend does, also written and read back",
+          "[retrieval][distance][gallery_index][faiss]") {
+  const auto gallery = clustered(2000, 16, 40, 1.0, 27);
+  const auto queries = new_queries(150, 28);
+  oml::test::TempDir dir;
+  const auto exact = retrieval::retrieve_knn(queries, gallery, dot_top(10));
+  for (const char* kind : kIndexKinds) {
+    INFO(kind);
+    if (std::string(kind) != "{name: exact}" && refused_without_faiss(kind)) continue;
+    const auto b = backend(kind);
+    const auto index = b->build_index(gallery, dot_top(10));
+    const auto searched = index->search(queries, dot_top(10));
+    if (std::string(kind) == "{name: exact}" || std::string(kind) == "{name: faiss_flat}") {
+      check_same_results(searched, exact);
+    }
+    const std::filesystem::path file = dir / "dot.index";
+    std::filesystem::remove(file);
+    const bool wrote = index->write(file);
+    const auto read = b->load_index(gallery, wrote ? file : std::filesystem::path(),
+                                    index->search_parameters(), retrieval::Measure::negative_dot);
+    check_same_results(read->search(queries, dot_top(10)), searched);
+    if (wrote) {  // an inner-product index read back for a Euclidean search is refused
+      CHECK_THROWS_WITH(b->load_index(gallery, file, index->search_parameters()),
+                        Contains("holds an index for inner-product (distance: dot) search"));
+    }
+  }
 }

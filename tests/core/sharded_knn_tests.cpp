@@ -51,19 +51,19 @@ retrieval::RetrievalResults merged_over_gallery_shares(const retrieval::ItemSet&
     const retrieval::RowRange rows = retrieval::shard_of(ng, rank, world);
     const retrieval::ItemSet share = retrieval::slice_items(gallery, rows);
     const auto part = retrieval::retrieve_knn(queries, share, options);
-    const retrieval::detail::PreparedPair pair(queries, share);
+    const retrieval::detail::PreparedPair pair(queries, share, options.measure);
     retrieval::PartialLists lists;
     for (int64_t q = 0; q < part.num_queries(); ++q) {
       lists.sizes.push_back(part.size(q));
       for (int64_t j = part.begin(q); j < part.end(q); ++j) {
         lists.positions.push_back(rows.begin + part.retrieved[j]);
-        lists.squared_distances.push_back(pair.exact_squared_distance(q, part.retrieved[j]));
+        lists.keys.push_back(pair.exact_key(q, part.retrieved[j]));
       }
     }
     shares.push_back(std::move(lists));
   }
   retrieval::RetrievalResults out = retrieval::retrieve_knn(queries, gallery, options);  // labels, n_gt
-  retrieval::merge_partial_lists(shares, options.top_k, out);
+  retrieval::merge_partial_lists(shares, options.top_k, out, options.measure);
   return out;
 }
 
@@ -98,6 +98,8 @@ TEST_CASE("A slice of an item set keeps its rows' embeddings, labels, ids and se
 
 TEST_CASE("Merging the lists of gallery shares gives the whole gallery's lists exactly, ties included",
           "[retrieval]") {
+  // By Euclidean distance, and by -q.g (distance: dot), whose merge key is the inner product.
+  const auto measure = GENERATE(retrieval::Measure::euclidean, retrieval::Measure::negative_dot);
   const bool with_sequences = GENERATE(false, true);
   const int64_t k = GENERATE(1, 4, 30);
   const auto gallery = tied_set(83, 0, 5, with_sequences);
@@ -114,9 +116,11 @@ TEST_CASE("Merging the lists of gallery shares gives the whole gallery's lists e
   options.top_k = k;
   options.query_chunk = 7;
   options.gallery_tile = 5;
+  options.measure = measure;
   const auto expected = retrieval::retrieve_knn(queries, gallery, options);
   for (int world : {2, 3, 5, 100}) {  // 100 > 83: most shares are empty
-    INFO("sequences " << with_sequences << ", k " << k << ", world " << world);
+    INFO("sequences " << with_sequences << ", k " << k << ", world " << world << ", inner product "
+                      << (measure == retrieval::Measure::negative_dot));
     check_same(merged_over_gallery_shares(queries, gallery, options, world), expected);
   }
 }

@@ -273,12 +273,12 @@ TEST_CASE("An oml-index add killed at any moment leaves the index whole", "[serv
   CHECK(versions == 1);
 }
 
-TEST_CASE(
-    "An index under the cosine distance answers cosine neighbours, also after add, and calibrates in its "
-    "units",
-    "[serving][integration][distance]") {
-  TempDir dir;
-  // Clustered embeddings with labels, of varied norms (cosine ignores them, Euclidean would not).
+namespace {
+
+// 300 clustered embeddings with labels, of varied norms (cosine ignores them; Euclidean and dot
+// do not), written as a gallery (rows 0..149), rows to add (150..199), queries (200..239) and a
+// labelled calibration set (200..299). Returns the rows.
+at::Tensor write_distance_test_rows(const fs::path& dir) {
   torch::manual_seed(31);
   const int64_t n = 300, dim = 12;
   const auto labels = torch::randint(0, 20, {n});
@@ -297,6 +297,18 @@ TEST_CASE(
     for (int64_t i = 200; i < 300; ++i) out << labels[i].item<int64_t>() << '\n';
     return out.str();
   }());
+  return raw;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "An index under the cosine distance answers cosine neighbours, also after add, and calibrates in its "
+    "units",
+    "[serving][integration][distance]") {
+  TempDir dir;
+  const at::Tensor raw = write_distance_test_rows(dir.path());
+  const auto rows = [&](int64_t first, int64_t count) { return raw.narrow(0, first, count).contiguous(); };
   const fs::path index = dir / "index";
   const std::string cosine = " --set 'retrieval_backend={name: exact, distance: cosine}'";
   const auto built = run_oml("oml-index", "build --embeddings " + quote((dir / "gallery.npy").string()) +
@@ -348,4 +360,68 @@ TEST_CASE(
     unknown += beyond ? 1 : 0;
   }
   CHECK(unknown < 40);
+}
+
+TEST_CASE(
+    "An index under dot answers by the inner product (a Faiss inner-product index), also after add, and "
+    "calibrates a threshold in -q.g",
+    "[serving][integration][distance][faiss]") {
+  if (!oml::retrieval::built_with_faiss()) return;  // the exact engine's dot is tested in core
+  TempDir dir;
+  const at::Tensor raw = write_distance_test_rows(dir.path());
+  const auto rows = [&](int64_t first, int64_t count) { return raw.narrow(0, first, count).contiguous(); };
+  const fs::path index = dir / "index";
+  // Every list probed: the IVF index must then equal brute force.
+  const std::string dot =
+      " --set 'retrieval_backend={name: faiss_ivf, args: {nlist: 3, nprobe: 3}, distance: dot}'";
+  const auto built = run_oml("oml-index", "build --embeddings " + quote((dir / "gallery.npy").string()) +
+                                              " --out " + quote(index.string()) + dot);
+  INFO(built.out << built.err);
+  REQUIRE(built.exit_code == 0);
+  const auto added = run_oml("oml-index", "add --index " + quote(index.string()) + " --embeddings " +
+                                              quote((dir / "more.npy").string()));
+  INFO(added.err);
+  REQUIRE(added.exit_code == 0);
+  // The rows are kept as they are (no normalising under dot).
+  CHECK(torch::equal(oml::io::read_npy(index / "v000002" / "embeddings.npy"), rows(0, 200)));
+
+  const auto searched = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                                  quote((dir / "queries.npy").string()) +
+                                                  " --top-k 5 --out " + quote((dir / "s").string()));
+  INFO(searched.err);
+  REQUIRE(searched.exit_code == 0);
+  // Brute force in double: -q.g of the raw rows, smallest first.
+  const auto q = rows(200, 40).to(torch::kDouble), g = rows(0, 200).to(torch::kDouble);
+  const auto [expected_distances, expected_ids] = (-torch::mm(q, g.t())).topk(5, 1, /*largest=*/false);
+  CHECK(torch::equal(oml::io::read_npy(dir / "s" / "neighbours_ids.npy"), expected_ids));
+  CHECK(torch::allclose(oml::io::read_npy(dir / "s" / "neighbours_distances.npy").to(torch::kDouble),
+                        expected_distances, 1e-5, 1e-5));
+
+  const auto calibrated =
+      run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --embeddings " +
+                               quote((dir / "calibration.npy").string()) + " --items " +
+                               quote((dir / "calibration.csv").string()) + " --target-fmr 0.05");
+  INFO(calibrated.err);
+  REQUIRE(calibrated.exit_code == 0);
+  const double threshold =
+      read_json(index / "v000003" / "manifest.json").at("calibration").at("threshold").get<double>();
+  const auto open = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                              quote((dir / "queries.npy").string()) + " --top-k 5 --out " +
+                                              quote((dir / "open").string()));
+  REQUIRE(open.exit_code == 0);
+  int64_t unknown = 0;
+  for (const auto& row : csv_rows(dir / "open" / "answers.csv")) {
+    if (row[0] == "query") continue;
+    const bool beyond = expected_distances[std::stoll(row[0])][0].item<double>() > threshold;
+    CHECK((row[2] == "unknown") == beyond);
+    unknown += beyond ? 1 : 0;
+  }
+  CHECK(unknown < 40);
+  // A negative threshold is a distance under dot (it is refused under the others).
+  const auto negative =
+      run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                quote((dir / "queries.npy").string()) + " --top-k 5 --threshold -1.5 --out " +
+                                quote((dir / "neg").string()));
+  INFO(negative.err);
+  CHECK(negative.exit_code == 0);
 }

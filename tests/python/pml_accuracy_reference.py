@@ -26,6 +26,10 @@ Cases (each with three seeds):
   cosine      as random and split, retrieved by cosine similarity (PML's knn_func =
               CustomKNN(CosineSimilarity())); oml-cpp validates them with
               `retrieval_backend.distance: cosine`.
+  dot         likewise by the raw inner product (CustomKNN(DotProductSimilarity(
+              normalize_embeddings=False)): PML's default normalises, which is cosine's order),
+              where an item need not be its own nearest (PML drops it wherever it ranks);
+              `retrieval_backend.distance: dot`.
   categories  as random, with three categories: per category, PML on that category's queries
               against the whole gallery (the gallery reordered so that they come first, as
               ref_includes_query needs; no ties, so the order changes no list) with k = the
@@ -38,7 +42,7 @@ from pathlib import Path
 
 import torch
 from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
-from pytorch_metric_learning.distances import CosineSimilarity
+from pytorch_metric_learning.distances import CosineSimilarity, DotProductSimilarity
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 from pytorch_metric_learning.utils.inference import CustomKNN
 
@@ -130,16 +134,17 @@ def split(out, case, seed):
     save(out, case, embeddings, labels, is_query, ~is_query, values_of(result))
 
 
-def cosine(out, case, seed):
-    # Every row both, then separate queries and gallery, by cosine similarity.
+def similarity(out, case, seed, distance):
+    # Every row both, then separate queries and gallery, by a similarity (larger is closer).
     embeddings, labels = random_case(seed)
-    by_cosine = calculator(knn_func=CustomKNN(CosineSimilarity()))
+    by_similarity = calculator(knn_func=CustomKNN(distance))
     ones = torch.ones(len(labels), dtype=torch.bool)
-    save(out, f"{case}_both", embeddings, labels, ones, ones, values_of(by_cosine.get_accuracy(embeddings, labels)))
+    save(out, f"{case}_both", embeddings, labels, ones, ones,
+         values_of(by_similarity.get_accuracy(embeddings, labels)))
     num_queries = 80
     query, query_labels = embeddings[:num_queries], labels[:num_queries]
     reference, reference_labels = embeddings[num_queries:], labels[num_queries:]
-    result = by_cosine.get_accuracy(query, query_labels, reference, reference_labels, False)
+    result = by_similarity.get_accuracy(query, query_labels, reference, reference_labels, False)
     is_query = torch.arange(len(labels)) < num_queries
     save(out, f"{case}_split", embeddings, labels, is_query, ~is_query, values_of(result))
 
@@ -189,7 +194,8 @@ def export(out: Path):
         every_row_both(out, f"ties_{seed}", *ties_case(seed))
         split(out, f"split_{seed}", seed)
         categories(out, f"categories_{seed}", seed)
-        cosine(out, f"cosine_{seed}", seed)
+        similarity(out, f"cosine_{seed}", seed, CosineSimilarity())
+        similarity(out, f"dot_{seed}", seed, DotProductSimilarity(normalize_embeddings=False))
 
 
 def main():

@@ -62,12 +62,7 @@ std::optional<ComponentSpec> parse_retrieval_backend(const Node& node, int64_t& 
     if (!given.defined() || given.is_null()) return;
     const std::string name = given.as<std::string>();
     const std::optional<DistanceKind> kind = parse_distance_kind(name);
-    if (!kind || !retrieval_supports(*kind)) {
-      given.fail("expected euclidean, squared_euclidean or cosine, got '" + name + "'" +
-                 (kind ? " (a similarity for the losses: retrieval needs a distance; for normalised "
-                         "embeddings `cosine` orders as `dot` does)"
-                       : ""));
-    }
+    if (!kind) given.fail("expected " + distance_kind_names() + ", got '" + name + "'");
     distance = *kind;
   });
   spec.node = node;

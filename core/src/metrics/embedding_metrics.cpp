@@ -111,7 +111,7 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   const std::vector<int64_t> sequence_ids = sequence_ids_of(set.sequences);
   std::vector<int64_t> query_rows;
   std::vector<int64_t> gallery_rows;
-  // The engines search the vectors in which the configured distance is a Euclidean order.
+  // The engines search the vectors in which the configured distance is their measure's order.
   const retrieval::ItemSet queries =
       retrieval::to_engine_space(select_rows(set, set.is_query, sequence_ids, query_rows), options.distance);
   const retrieval::ItemSet gallery = retrieval::to_engine_space(
@@ -122,6 +122,7 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
   retrieval::KnnOptions knn;
   knn.memory_budget_mb = options.memory_budget_mb;
   knn.on_progress = options.on_progress;
+  knn.measure = retrieval::engine_measure(options.distance);
   knn.top_k = table.required_top_k();
   if (options.postprocessor != nullptr)
     knn.top_k = std::max(knn.top_k, options.postprocessor->required_top_k());
@@ -174,7 +175,7 @@ EmbeddingMetricsResult compute_embedding_metrics(const EmbeddingSet& set,
     result.retrieval = retrieval::retrieve_knn_sharded(*options.group, queries, gallery, knn);
   } else {
     // One retrieval serves every metric; metrics over all pairs (fnmr@fmr) ride on its blocks.
-    pair.emplace(queries, gallery);
+    pair.emplace(queries, gallery, knn.measure);
     ignored.emplace(queries, gallery);
     std::vector<retrieval::detail::BlockConsumer*> consumers;
     if (table.needs_pair_pass()) {

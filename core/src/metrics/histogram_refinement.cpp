@@ -40,10 +40,7 @@ bool same_cell(const Target& a, const Target& b) {
 
 HistogramRefinement::HistogramRefinement(PairScan& scan, const PairStatisticsOptions& options)
     : scan_(scan), options_(options) {
-  double max_query_norm = 0.0;
-  for (const double n : scan.pair().query_norm) max_query_norm = std::max(max_query_norm, n);
-  const double reach = max_query_norm + scan.pair().gallery_max_norm;
-  const double top = reach * reach * (1.0 + 1e-5) + 1e-30;
+  const double top = scan.pair().max_value() * (1.0 + 1e-5) + 1e-30;
   level0_ = Level{0.0, static_cast<double>(options.bins) / top, options.bins, 0};
 }
 

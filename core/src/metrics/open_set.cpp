@@ -9,10 +9,10 @@
 
 namespace oml::metrics {
 
-OpenSetThreshold calibrate_open_set(const retrieval::ItemSet& items, double fmr) {
+OpenSetThreshold calibrate_open_set(const retrieval::ItemSet& items, double fmr, retrieval::Measure measure) {
   OML_CHECK(fmr > 0.0 && fmr < 1.0, UsageError, "the target false match rate must be in (0, 1), got ", fmr);
   retrieval::validate_item_set(items, "calibration set");
-  const retrieval::detail::PreparedPair pair(items, items);
+  const retrieval::detail::PreparedPair pair(items, items, measure);
   const retrieval::IgnoredPairs ignored(items, items);
   const std::vector<int64_t> n_gt = retrieval::count_ground_truth(items, items, ignored);
   detail::PairStatistics statistics(pair, ignored, items.labels, items.labels, n_gt, {fmr});

@@ -18,6 +18,8 @@ namespace oml::metrics::detail {
 
 /// The squared distance of one pair from its block entry (-2 q.g), its query's and its
 /// gallery item's squared norms. The expansion may round a zero distance below zero: clamped.
+/// Under negative_dot the same sum is R - q.g (distance_blocks.h): PreparedPair::distance_of_value
+/// turns either into the pair's distance.
 inline float squared_distance(float query_norm2, float block_value, float gallery_norm2) {
   const float d2 = query_norm2 + (block_value + gallery_norm2);
   return d2 < 0.0f ? 0.0f : d2;

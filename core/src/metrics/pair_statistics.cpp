@@ -58,8 +58,8 @@ struct PairStatistics::Impl {
   std::vector<double> count_positives(const BlockShape& shape, const std::vector<double>& thresholds,
                                       int64_t num_positive) {
     std::vector<std::vector<int64_t>> above(scan.threads(), std::vector<int64_t>(thresholds.size(), 0));
-    auto count_positive = [&](int thread, double d2) {
-      const double distance = std::sqrt(d2);
+    auto count_positive = [&](int thread, double value) {
+      const double distance = scan.pair().distance_of_value(value);
       for (std::size_t f = 0; f < thresholds.size(); ++f) above[thread][f] += distance >= thresholds[f];
     };
     if (positives.keep) {
@@ -138,8 +138,11 @@ std::vector<double> PairStatistics::finish(const BlockShape& shape) {
   if (!values) values = s.histogram.read(shape, s.positions);
   std::vector<double> thresholds;
   for (std::size_t f = 0; f < s.fmr_vals.size(); ++f) {
-    thresholds.push_back(
-        interpolate(std::sqrt((*values)[f].lower), std::sqrt((*values)[f].upper), s.positions[f].fraction));
+    // Interpolated between the two ranks' distances (not their squares), as torch.quantile over
+    // the distances; under negative_dot between the two -q.g.
+    const PreparedPair& pair = s.scan.pair();
+    thresholds.push_back(interpolate(pair.distance_of_value((*values)[f].lower),
+                                     pair.distance_of_value((*values)[f].upper), s.positions[f].fraction));
   }
   thresholds_ = thresholds;
   return s.count_positives(shape, thresholds, num_positive_);

@@ -201,7 +201,7 @@ void WindowScan::sample_windows(int64_t num_negative) {
     const at::Tensor dots =
         at::mm(pair.queries.narrow(0, q0, q1 - q0),
                pair.gallery.index_select(0, at::from_blob(gi.data(), {cols}, at::kLong)).t())
-            .mul_(-2.0f)
+            .mul_(pair.block_alpha())
             .contiguous();
     const float* b = dots.data_ptr<float>();
     for (int64_t q = q0; q < q1; ++q) {

@@ -51,9 +51,10 @@ const LoadedPlugin& load_plugin(const std::string& path) {
   }
   if (info->api_version != OML_PLUGIN_API_VERSION) {
     // Versions 1 and 2 registered one factory per component; since 3 a component is a parse
-    // and a build. Their code needs changing, not only a rebuild: say what changed.
+    // and a build. Their code needs changing, not only a rebuild: say what changed. (4 changed
+    // retrieval's interfaces, which a rebuild follows.)
     const std::string change = info->api_version < 3
-                                   ? " (version 3 registers each component as a parse and a build: "
+                                   ? " (since version 3 each component is registered as a parse and a build: "
                                      "add(name, parse, build, help), see docs/plugins.md#two-phases)"
                                    : "";
     throw PluginError("plugin '" + path + "' was built for plugin API version " +

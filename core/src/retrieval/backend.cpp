@@ -33,7 +33,7 @@ class ExactGalleryIndex final : public GalleryIndex {
   RetrievalResults search(const ItemSet& queries, const KnnOptions& options) const override {
     OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
     validate_item_set(queries, "query");
-    const detail::PreparedPair pair(queries, *prepared_);
+    const detail::PreparedPair pair(queries, *prepared_, options.measure);
     const IgnoredPairs ignored(queries, gallery(), prepared_.get());
     return detail::retrieve_knn_fused(queries, gallery(), pair, ignored, options, {}, prepared_.get());
   }
@@ -59,13 +59,15 @@ class ExactBackend final : public RetrievalBackend {
     return std::make_unique<ExactGalleryIndex>(std::move(gallery));
   }
   std::unique_ptr<GalleryIndex> load_index(ItemSet gallery, const std::filesystem::path& file,
-                                           const std::map<std::string, int64_t>& parameters) const override {
+                                           const std::map<std::string, int64_t>& parameters,
+                                           Measure) const override {
     OML_CHECK(
         file.empty() && parameters.empty(), DataError, file.string(),
         ": the exact backend keeps no index file or search parameters; this index was written by another "
         "backend");
     return std::make_unique<ExactGalleryIndex>(std::move(gallery));
   }
+  bool supports(Measure) const override { return true; }
   bool exact() const override { return true; }
   std::string name() const override { return "exact"; }
 };
@@ -100,33 +102,33 @@ int64_t candidates_needed(const IgnoredPairs& ignored, int64_t top_k, int64_t ga
 }
 
 void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q,
-                 std::vector<std::pair<double, int64_t>>& candidates, int64_t top_k) {
+                 std::vector<std::pair<double, int64_t>>& candidates, int64_t top_k, Measure measure) {
   OML_ASSERT(out.num_queries() == q, "lists must be appended in query order");
   std::sort(candidates.begin(), candidates.end());
   int64_t kept = 0;
   int64_t previous = -1;
-  for (const auto& [distance2, position] : candidates) {
+  for (const auto& [key, position] : candidates) {
     if (kept == top_k) break;
     // Sorted by (distance, position), so a duplicate follows its twin.
     if (position == previous || ignored.contains(q, position)) continue;
     previous = position;
     out.retrieved.push_back(position);
-    out.distances.push_back(static_cast<float>(std::sqrt(std::max(distance2, 0.0))));
+    out.distances.push_back(static_cast<float>(distance_of_key(measure, key)));
     ++kept;
   }
   out.offsets.push_back(static_cast<int64_t>(out.retrieved.size()));
 }
 
 void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q, const int64_t* positions,
-                 const float* squared_distances, int64_t n, int64_t top_k) {
+                 const float* keys, int64_t n, int64_t top_k, Measure measure) {
   std::vector<std::pair<double, int64_t>> candidates;
   candidates.reserve(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     if (positions[i] < 0) continue;
     OML_ASSERT(positions[i] < out.num_gallery(), "query ", q, ": the index returned position ", positions[i]);
-    candidates.emplace_back(static_cast<double>(squared_distances[i]), positions[i]);
+    candidates.emplace_back(static_cast<double>(keys[i]), positions[i]);
   }
-  append_list(out, ignored, q, candidates, top_k);
+  append_list(out, ignored, q, candidates, top_k, measure);
 }
 
 double list_recall(const RetrievalResults& approximate, int64_t a, const RetrievalResults& exact, int64_t e) {

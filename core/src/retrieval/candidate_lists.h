@@ -1,7 +1,8 @@
 #pragma once
-// Internal: turning an index's raw answers (per query: candidate gallery positions and squared
-// distances) into RetrievalResults with the exact backend's rules — ignored pairs removed,
-// Euclidean distances, ascending, ties by gallery position. Shared by the approximate backends.
+// Internal: turning an index's raw answers (per query: candidate gallery positions and keys —
+// squared distances, or -q.g under Measure::negative_dot) into RetrievalResults with the exact
+// backend's rules — ignored pairs removed, distances of the measure, ascending, ties by gallery
+// position. Shared by the approximate backends.
 
 #include <cstdint>
 #include <vector>
@@ -26,14 +27,15 @@ RetrievalResults results_skeleton(const ItemSet& queries, const ItemSet& gallery
 int64_t candidates_needed(const IgnoredPairs& ignored, int64_t top_k, int64_t gallery_size);
 
 /// Appends query q's list from `n` candidates: gallery positions (negative = no candidate, as
-/// Faiss pads) with their squared distances. Drops ignored pairs and duplicates, orders by
-/// (squared distance, position), keeps at most top_k, stores sqrt(max(d2, 0)).
+/// Faiss pads) with their keys (squared distances; -q.g under negative_dot). Drops ignored pairs
+/// and duplicates, orders by (key, position), keeps at most top_k, stores distance_of_key()
+/// (sqrt(max(d2, 0)), or -q.g as it is).
 void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q, const int64_t* positions,
-                 const float* squared_distances, int64_t n, int64_t top_k);
+                 const float* keys, int64_t n, int64_t top_k, Measure measure);
 
-/// The same with squared distances in double precision (re-ranked candidates).
+/// The same with keys in double precision (re-ranked candidates).
 void append_list(RetrievalResults& out, const IgnoredPairs& ignored, int64_t q,
-                 std::vector<std::pair<double, int64_t>>& candidates, int64_t top_k);
+                 std::vector<std::pair<double, int64_t>>& candidates, int64_t top_k, Measure measure);
 
 /// |approximate list of row `a` ∩ exact list of row `e`| / |exact list|; 1 for an empty exact
 /// list. The recall measure_recall() and the backends' target_recall average.

@@ -7,7 +7,6 @@
 namespace oml::retrieval {
 
 ItemSet to_engine_space(ItemSet items, DistanceKind kind) {
-  OML_ASSERT(retrieval_supports(kind), "retrieval does not support distance ", to_string(kind));
   if (kind == DistanceKind::cosine) {
     // x / max(||x||, 1e-12), as PML's distances (F.normalize) and the losses normalise.
     const at::Tensor rows = items.embeddings.to(at::kFloat);
@@ -16,20 +15,20 @@ ItemSet to_engine_space(ItemSet items, DistanceKind kind) {
   return items;
 }
 
-double from_engine_distance(double euclidean, DistanceKind kind) {
+double from_engine_distance(double engine_distance, DistanceKind kind) {
   switch (kind) {
     case DistanceKind::squared_euclidean:
-      return euclidean * euclidean;
+      return engine_distance * engine_distance;
     case DistanceKind::cosine:
       // ||a - b||^2 = 2 - 2 cos for unit vectors.
-      return euclidean * euclidean / 2.0;
-    default:
-      return euclidean;
+      return engine_distance * engine_distance / 2.0;
+    default:  // euclidean, and dot: the engine's -q.g as it is
+      return engine_distance;
   }
 }
 
 void convert_distances(RetrievalResults& results, DistanceKind kind) {
-  if (kind == DistanceKind::euclidean) return;
+  if (kind == DistanceKind::euclidean || kind == DistanceKind::dot) return;
   for (float& d : results.distances) d = static_cast<float>(from_engine_distance(d, kind));
 }
 

@@ -6,9 +6,10 @@
 // Their args are read and checked the same way with or without Faiss in the build, so a config
 // is judged alike everywhere (then, without Faiss, the parse says so); only building a backend
 // needs Faiss (OML_HAVE_FAISS, set for this file alone by core/CMakeLists.txt). Distances are L2 like the
-// exact backend's (cosine = L2 on normalised embeddings). The gallery is added in chunks and the queries
-// searched in chunks, so a memory-mapped gallery is never copied whole (io/mapped_file.h releases what was
-// read).
+// exact backend's (cosine = L2 on normalised embeddings), or, under Measure::negative_dot (`distance: dot`),
+// each kind's inner-product index (METRIC_INNER_PRODUCT) whose similarities s are reported as -s. The gallery
+// is added in chunks and the queries searched in chunks, so a memory-mapped gallery is never copied whole
+// (io/mapped_file.h releases what was read).
 #include "faiss_backends.h"
 
 #include <algorithm>
@@ -124,10 +125,11 @@ struct TuneOptions {
   bool on() const { return target_recall > 0.0; }
 };
 
-// faiss_flat: exhaustive IndexFlatL2.
+// faiss_flat: exhaustive IndexFlatL2 (IndexFlatIP for dot).
 struct FlatOptions {
   static constexpr const char* kHelp =
-      "exhaustive Faiss IndexFlatL2 in float32, its 2 k best re-ranked by exact distances (a cross-check of "
+      "exhaustive Faiss IndexFlatL2 (IndexFlatIP for distance: dot) in float32, its 2 k best re-ranked by "
+      "exact distances (a cross-check of "
       "exact); add_chunk, search_chunk";
   ChunkOptions chunks;
 
@@ -350,6 +352,22 @@ struct PqCodes {
 using FaissId = faiss::Index::idx_t;
 static_assert(sizeof(FaissId) == sizeof(int64_t), "Faiss ids are gallery positions (int64)");
 
+// The Faiss metric of each measure, and back: an index keeps its metric in its file.
+faiss::MetricType metric_of(Measure measure) {
+  return measure == Measure::negative_dot ? faiss::METRIC_INNER_PRODUCT : faiss::METRIC_L2;
+}
+Measure measure_of(const faiss::Index& index) {
+  return index.metric_type == faiss::METRIC_INNER_PRODUCT ? Measure::negative_dot : Measure::euclidean;
+}
+const char* measure_name(Measure measure) {
+  return measure == Measure::negative_dot ? "inner-product (distance: dot)" : "Euclidean";
+}
+// A flat index of the measure: the exhaustive kind, and the IVF kinds' coarse quantizer.
+faiss::IndexFlat* new_flat(FaissId dim, Measure measure) {
+  if (measure == Measure::negative_dot) return new faiss::IndexFlatIP(dim);
+  return new faiss::IndexFlatL2(dim);
+}
+
 // Rows [begin, end) of a [N, D] float32 contiguous tensor, then released if memory-mapped.
 template <class Fn>
 void for_each_row_chunk(const at::Tensor& rows, int64_t chunk, Fn&& fn) {
@@ -451,7 +469,7 @@ struct SearchState {
 class FaissGalleryIndex final : public GalleryIndex {
  public:
   FaissGalleryIndex(const FaissBackend& backend, ItemSet gallery, std::unique_ptr<faiss::Index> index,
-                    int64_t refine, std::optional<RecallEstimate> tuned);
+                    int64_t refine, std::optional<RecallEstimate> tuned, Measure measure);
 
   RetrievalResults search(const ItemSet& queries, const KnnOptions& options) const override;
   IndexUpdates remove_updates() const override;
@@ -480,6 +498,7 @@ class FaissGalleryIndex final : public GalleryIndex {
   std::unique_ptr<detail::PreparedGallery> prepared_;
   int64_t refine_;
   std::optional<RecallEstimate> tuned_;
+  Measure measure_;  // what the index was built for (kept for an emptied one, which has no index_)
 };
 
 // What the Faiss backends share: adding the gallery in chunks, training on a seeded sample,
@@ -491,6 +510,7 @@ class FaissBackend : public RetrievalBackend {
       : name_(std::move(name)), chunks_(chunks), tune_(tune), seed_(seed), cuda_device_(cuda_device) {}
 
   std::string name() const override { return name_; }
+  bool supports(Measure) const override { return true; }  // L2 or inner-product indexes
 
   std::optional<RecallEstimate> tuned_recall() const override {
     const std::lock_guard<std::mutex> lock(tuned_mutex_);
@@ -518,27 +538,31 @@ class FaissBackend : public RetrievalBackend {
     const at::Tensor g = gallery.embeddings.contiguous();
     const int64_t ng = g.size(0);
     if (ng == 0)
-      return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), nullptr, refine(), std::nullopt);
-    PlannedIndex planned = plan(ng, g.size(1));
+      return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), nullptr, refine(), std::nullopt,
+                                                 options.measure);
+    PlannedIndex planned = plan(ng, g.size(1), options.measure);
     log::info("k-NN with " + planned.description + " over " + std::to_string(ng) + " gallery items");
     try {
       std::unique_ptr<faiss::Index> index = build(std::move(planned), g);
       int64_t refine = this->refine();
       std::optional<RecallEstimate> tuned;
       if (tune_.on()) tuned = tune(*index, refine, g, gallery, options);
-      return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), std::move(index), refine, tuned);
+      return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), std::move(index), refine, tuned,
+                                                 options.measure);
     } catch (const faiss::FaissException& e) {
       throw RuntimeError("retrieval backend '" + name_ + "': Faiss failed: " + e.what());
     }
   }
 
   std::unique_ptr<GalleryIndex> load_index(ItemSet gallery, const std::filesystem::path& file,
-                                           const std::map<std::string, int64_t>& parameters) const override {
+                                           const std::map<std::string, int64_t>& parameters,
+                                           Measure measure) const override {
     if (file.empty()) {
       OML_CHECK(!writes_index(), DataError, "retrieval backend '", name_,
                 "' keeps its index in a file of its own, and none was given");
       // faiss_flat: the embeddings are its index.
       KnnOptions options;
+      options.measure = measure;
       return build_index(std::move(gallery), options);
     }
     std::unique_ptr<faiss::Index> index;
@@ -553,10 +577,13 @@ class FaissBackend : public RetrievalBackend {
     OML_CHECK(index->d == gallery.embeddings.size(1) && index->ntotal == ng, DataError, file.string(),
               ": holds ", index->ntotal, " vectors of dimension ", index->d, ", the gallery has ", ng, " of ",
               gallery.embeddings.size(1));
+    OML_CHECK(measure_of(*index) == measure, DataError, file.string(), ": holds an index for ",
+              measure_name(measure_of(*index)), " search, expected one for ", measure_name(measure),
+              " search (the index folder's retrieval_backend.distance)");
     int64_t refine = this->refine();
     apply_parameters(*index, refine, parameters);
     return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), std::move(index), refine,
-                                               std::nullopt);
+                                               std::nullopt, measure);
   }
 
   /// The results of `index` (built over `gallery`) for `queries`.
@@ -578,6 +605,8 @@ class FaissBackend : public RetrievalBackend {
     }
     OML_CHECK(g.size(1) == q.size(1), DataError, "queries have dimension ", q.size(1),
               " but the gallery has ", g.size(1));
+    OML_ASSERT(measure_of(index) == options.measure, "an index for ", measure_name(measure_of(index)),
+               " search searched for ", measure_name(options.measure), " search");
     try {
       if (options.on_progress) options.on_progress(0, nq);
       search_index(index, q, g, ignored, options, refine, state, out);
@@ -653,15 +682,15 @@ class FaissBackend : public RetrievalBackend {
   /// (searched on the CPU).
   std::unique_ptr<faiss::Index> copy_to_device(const faiss::Index& index) const;
 
-  /// The CPU index rebuilt over `g` with the parameters of `like` (HNSW's remove).
-  std::unique_ptr<faiss::Index> rebuilt(const at::Tensor& g) const {
-    return build(plan(g.size(0), g.size(1)), g);
+  /// The CPU index rebuilt over `g` for `measure` (HNSW's remove, an emptied index's first add).
+  std::unique_ptr<faiss::Index> rebuilt(const at::Tensor& g, Measure measure) const {
+    return build(plan(g.size(0), g.size(1), measure), g);
   }
 
  protected:
-  /// The index for a gallery of `ng` x `dim` (parameters resolved; SettingError for args that do
-  /// not fit this gallery).
-  virtual PlannedIndex plan(int64_t ng, int64_t dim) const = 0;
+  /// The index for a gallery of `ng` x `dim` searched by `measure` (parameters resolved;
+  /// SettingError for args that do not fit this gallery).
+  virtual PlannedIndex plan(int64_t ng, int64_t dim, Measure measure) const = 0;
 
   /// Searches the filled `index`: by default Faiss's search of refine x k candidates per
   /// query, re-ranked by exact distances when refine > 1. `state`: search_state(index), or null.
@@ -813,18 +842,22 @@ class FaissBackend : public RetrievalBackend {
       distances.resize(static_cast<std::size_t>((q1 - q0) * k));
       labels.resize(distances.size());
       index.search(q1 - q0, q.data_ptr<float>() + q0 * dim, k, distances.data(), labels.data());
+      // An inner-product index answers similarities s, largest first: the key is -s.
+      if (options.measure == Measure::negative_dot) {
+        for (float& s : distances) s = -s;
+      }
       for (int64_t i = 0; i < q1 - q0; ++i) {
         const FaissId* row = labels.data() + i * k;
         if (refine == 1) {
-          append_list(out, ignored, q0 + i, row, distances.data() + i * k, k, options.top_k);
+          append_list(out, ignored, q0 + i, row, distances.data() + i * k, k, options.top_k, options.measure);
           continue;
         }
         // Approximate (or float32-cancelled) distances: re-rank the candidates exactly.
         candidates.clear();
         for (int64_t j = 0; j < k; ++j) {
-          if (row[j] >= 0) candidates.emplace_back(exact_squared_distance(q, q0 + i, g, row[j]), row[j]);
+          if (row[j] >= 0) candidates.emplace_back(exact_key(options.measure, q, q0 + i, g, row[j]), row[j]);
         }
-        append_list(out, ignored, q0 + i, candidates, options.top_k);
+        append_list(out, ignored, q0 + i, candidates, options.top_k, options.measure);
       }
       if (options.on_progress) options.on_progress(q1, nq);
     });
@@ -832,12 +865,12 @@ class FaissBackend : public RetrievalBackend {
 
   // Candidates are scattered over the gallery: each row is read with gather_rows, so a
   // memory-mapped gallery does not become resident folio by folio (io/mapped_file.h).
-  static double exact_squared_distance(const at::Tensor& q, int64_t qi, const at::Tensor& g, int64_t gi) {
+  static double exact_key(Measure measure, const at::Tensor& q, int64_t qi, const at::Tensor& g, int64_t gi) {
     const int64_t dim = q.size(1);
     thread_local std::vector<float> row;
     row.resize(static_cast<std::size_t>(dim));
     io::gather_rows(g, &gi, 1, row.data());
-    return detail::exact_squared_distance(q.data_ptr<float>() + qi * dim, row.data(), dim);
+    return detail::exact_key(measure, q.data_ptr<float>() + qi * dim, row.data(), dim);
   }
 
   std::string name_;
@@ -883,12 +916,13 @@ std::unique_ptr<faiss::Index> FaissBackend::copy_to_device(const faiss::Index& i
 
 FaissGalleryIndex::FaissGalleryIndex(const FaissBackend& backend, ItemSet gallery,
                                      std::unique_ptr<faiss::Index> index, int64_t refine,
-                                     std::optional<RecallEstimate> tuned)
+                                     std::optional<RecallEstimate> tuned, Measure measure)
     : GalleryIndex(std::move(gallery)),
       backend_(backend),
       index_(std::move(index)),
       refine_(refine),
-      tuned_(tuned) {
+      tuned_(tuned),
+      measure_(measure) {
   if (index_) on_device_ = backend_.copy_to_device(*index_);
   prepared_ = std::make_unique<detail::PreparedGallery>(this->gallery(), /*with_norms=*/false);
   index_changed();
@@ -898,6 +932,7 @@ void FaissGalleryIndex::index_changed() { state_ = index_ ? backend_.search_stat
 
 RetrievalResults FaissGalleryIndex::search(const ItemSet& queries, const KnnOptions& options) const {
   if (!index_) {  // an empty gallery: no lists
+    OML_ASSERT(options.measure == measure_, "an index built for one measure searched by the other");
     RetrievalResults out = retrieve_knn(queries, gallery(), options);
     return out;
   }
@@ -938,7 +973,7 @@ void FaissGalleryIndex::added(int64_t first) {
   try {
     if (!index_) {  // the first items of an emptied (or empty) gallery: build as new
       const std::map<std::string, int64_t> kept = search_parameters();
-      index_ = backend_.rebuilt(g);
+      index_ = backend_.rebuilt(g, measure_);
       backend_.apply_parameters(*index_, refine_, kept);
     } else {
       OML_ASSERT(index_->ntotal == first, "the Faiss index holds ", index_->ntotal, " rows, the gallery had ",
@@ -964,7 +999,7 @@ void FaissGalleryIndex::removed(const std::vector<int64_t>& removed) {
     }
     if (backend_.remove_updates() == IndexUpdates::kRebuild) {
       const std::map<std::string, int64_t> kept = search_parameters();
-      index_ = backend_.rebuilt(gallery().embeddings);
+      index_ = backend_.rebuilt(gallery().embeddings, measure_);
       backend_.apply_parameters(*index_, refine_, kept);
     } else {
       index_ = backend_.without_rows(std::move(index_), removed, gallery().embeddings);
@@ -983,8 +1018,8 @@ class FlatBackend final : public FaissBackend {
       : FaissBackend(std::move(name), o.chunks, TuneOptions{0.0, 1}, seed, cuda) {}
 
  protected:
-  PlannedIndex plan(int64_t, int64_t dim) const override {
-    return {std::make_unique<faiss::IndexFlatL2>(static_cast<FaissId>(dim)), backend_name(), 0};
+  PlannedIndex plan(int64_t, int64_t dim, Measure measure) const override {
+    return {std::unique_ptr<faiss::Index>(new_flat(static_cast<FaissId>(dim), measure)), backend_name(), 0};
   }
   // IndexFlatL2 ranks in float32, where ||q||^2 + ||g||^2 - 2 q.g cancels for close neighbours
   // and swaps near-ties; re-ranking its 2 k best by exact distances gives exact's lists, which is
@@ -992,7 +1027,7 @@ class FlatBackend final : public FaissBackend {
   int64_t refine() const override { return kFlatRefine; }
   bool writes_index() const override { return false; }
   bool holds_kind(const faiss::Index& index) const override {
-    return dynamic_cast<const faiss::IndexFlatL2*>(&index) != nullptr;
+    return dynamic_cast<const faiss::IndexFlat*>(&index) != nullptr;
   }
 };
 
@@ -1008,10 +1043,10 @@ class IvfBackend final : public FaissBackend {
   }
 
  protected:
-  PlannedIndex plan(int64_t ng, int64_t dim) const override {
+  PlannedIndex plan(int64_t ng, int64_t dim, Measure measure) const override {
     const IvfLists r = resolve_ivf(options_, "retrieval backend '" + name() + "'", ng);
     const auto d = static_cast<FaissId>(dim);
-    auto ivf = std::make_unique<faiss::IndexIVFFlat>(new faiss::IndexFlatL2(d), d, r.nlist);
+    auto ivf = std::make_unique<faiss::IndexIVFFlat>(new_flat(d, measure), d, r.nlist, metric_of(measure));
     ivf->own_fields = true;
     configure_ivf(*ivf, r.nprobe);
     return {std::move(ivf), name() + r.describe() + scan_text(), r.train_size};
@@ -1066,7 +1101,7 @@ class IvfBackend final : public FaissBackend {
       lists[l] = {static_cast<int64_t>(ivf.invlists->list_size(l)),
                   reinterpret_cast<const float*>(ivf.invlists->get_codes(l)), ivf.invlists->get_ids(l)};
     }
-    return InvertedListScanner(std::move(lists), static_cast<int64_t>(ivf.d));
+    return InvertedListScanner(std::move(lists), static_cast<int64_t>(ivf.d), measure_of(ivf));
   }
 
   // IVF-Flat with the probed lists scanned by `scanner` (list_scanner(ivf)): Faiss's coarse
@@ -1103,9 +1138,9 @@ class HnswBackend final : public FaissBackend {
   bool deterministic_build(int num_threads) const override { return num_threads <= 1; }
 
  protected:
-  PlannedIndex plan(int64_t, int64_t dim) const override {
-    auto hnsw =
-        std::make_unique<faiss::IndexHNSWFlat>(static_cast<FaissId>(dim), static_cast<int>(options_.M));
+  PlannedIndex plan(int64_t, int64_t dim, Measure measure) const override {
+    auto hnsw = std::make_unique<faiss::IndexHNSWFlat>(static_cast<FaissId>(dim),
+                                                       static_cast<int>(options_.M), metric_of(measure));
     hnsw->hnsw.efConstruction = static_cast<int>(options_.ef_construction);
     hnsw->hnsw.efSearch = static_cast<int>(options_.ef_search > 0 ? options_.ef_search : kDefaultEfSearch);
     return {std::move(hnsw), name() + params(), 0};
@@ -1153,14 +1188,14 @@ class IvfPqBackend final : public FaissBackend {
   }
 
  protected:
-  PlannedIndex plan(int64_t ng, int64_t dim) const override {
+  PlannedIndex plan(int64_t ng, int64_t dim, Measure measure) const override {
     const std::string who = "retrieval backend '" + name() + "'";
     IvfLists r = resolve_ivf(options_.ivf, who, ng);
     const PqCodes pq = resolve_pq(options_, who, ng, dim, r.train_size);
     r.train_size = pq.train_size;
     const auto d = static_cast<FaissId>(dim);
-    auto index =
-        std::make_unique<faiss::IndexIVFPQ>(new faiss::IndexFlatL2(d), d, r.nlist, pq.m, options_.nbits);
+    auto index = std::make_unique<faiss::IndexIVFPQ>(new_flat(d, measure), d, r.nlist, pq.m, options_.nbits,
+                                                     metric_of(measure));
     index->own_fields = true;
     configure_ivf(*index, r.nprobe);
     index->pq.cp.seed = seed31();

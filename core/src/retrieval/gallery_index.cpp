@@ -104,7 +104,8 @@ std::unique_ptr<GalleryIndex> RetrievalBackend::build_index(ItemSet gallery, con
 }
 
 std::unique_ptr<GalleryIndex> RetrievalBackend::load_index(ItemSet gallery, const std::filesystem::path& file,
-                                                           const std::map<std::string, int64_t>&) const {
+                                                           const std::map<std::string, int64_t>&,
+                                                           Measure) const {
   OML_CHECK(file.empty(), DataError, file.string(), ": retrieval backend '", name(),
             "' keeps no index file of its own; this index was written by another backend");
   return make_search_each_time_index(*this, std::move(gallery));

@@ -21,7 +21,7 @@
 namespace oml::retrieval::detail {
 
 struct InvertedListScanner::Candidate {
-  float value;  // ||g||^2 - 2 q.g in fp32: orders the list's items like ||q - g||^2
+  float value;  // ||g||^2 - 2 q.g in fp32: orders the list's items like ||q - g||^2 (or -q.g)
   int64_t position;
   const float* vector;
 };
@@ -87,8 +87,9 @@ class InvertedListScanner::ChunkHeaps {
   std::vector<Row> rows_;
 };
 
-InvertedListScanner::InvertedListScanner(std::vector<InvertedList> lists, int64_t dim, ListScanShape shape)
-    : lists_(std::move(lists)), norms_(lists_.size()), dim_(dim), shape_(shape) {
+InvertedListScanner::InvertedListScanner(std::vector<InvertedList> lists, int64_t dim, Measure measure,
+                                         ListScanShape shape)
+    : lists_(std::move(lists)), norms_(lists_.size()), dim_(dim), measure_(measure), shape_(shape) {
   OML_ASSERT(dim_ > 0 && shape_.row_tile > 0 && shape_.column_tile > 0);
   at::parallel_for(0, num_lists(), 16, [&](int64_t begin, int64_t end) {
     for (int64_t l = begin; l < end; ++l) {
@@ -103,8 +104,10 @@ InvertedListScanner::InvertedListScanner(std::vector<InvertedList> lists, int64_
       }
     }
   });
-  for (const auto& norms : norms_) {
+  for (auto& norms : norms_) {
     for (const float norm2 : norms) max_norm_ = std::max(max_norm_, std::sqrt(static_cast<double>(norm2)));
+    // Inner products need no norms in the values, only the largest for the bound.
+    if (measure_ == Measure::negative_dot) std::fill(norms.begin(), norms.end(), 0.0f);
   }
 }
 
@@ -162,8 +165,9 @@ void InvertedListScanner::scan_list(int64_t l, const float* queries, int64_t q0,
       // The list's memory is only read: from_blob needs a non-const pointer.
       const at::Tensor b = at::from_blob(const_cast<float*>(list.vectors + c0 * dim_), {w, dim_}, at::kFloat);
       at::Tensor values = at::from_blob(block.data(), {m, w}, at::kFloat);
-      // -2 q.g straight from the BLAS (alpha = -2 is exact); beta = 0 ignores the old contents.
-      at::addmm_out(values, values, a, b.t(), /*beta=*/0, /*alpha=*/-2);
+      // -2 q.g (-q.g) straight from the BLAS (alpha = -2 is exact); beta = 0 ignores the old contents.
+      at::addmm_out(values, values, a, b.t(), /*beta=*/0,
+                    /*alpha=*/measure_ == Measure::negative_dot ? -1.0f : -2.0f);
       const float* norms = norms_[l].data() + c0;
       const int64_t* positions = list.positions + c0;
       const float* vectors = list.vectors + c0 * dim_;
@@ -218,8 +222,8 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
   const int threads = std::max(1, std::min<int>(at::get_num_threads(), static_cast<int>(nlist)));
   std::vector<ChunkHeaps> heaps;
   heaps.reserve(static_cast<std::size_t>(threads));
-  // The standard bound of a computed ||g||^2 - 2 q.g against the exact value, (D + 4) u times
-  // the magnitudes (with 1 % to spare for the norms' own rounding), as the exact engine's
+  // The standard bound of a computed ||g||^2 - 2 q.g (-q.g) against the exact value, (D + 4) u
+  // times the magnitudes (with 1 % to spare for the norms' own rounding), as the exact engine's
   // PreparedPair::selection_error_bound: twice of it separates what can still be in the top k.
   std::vector<double> margins(static_cast<std::size_t>(n));
   constexpr double unit_roundoff = 1.0 / (1 << 24);
@@ -227,7 +231,9 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
     double q2 = 0.0;
     for (int64_t d = 0; d < dim_; ++d)
       q2 += static_cast<double>(queries[i * dim_ + d]) * queries[i * dim_ + d];
-    const double magnitude = max_norm_ * max_norm_ + 2.0 * std::sqrt(q2) * max_norm_;
+    const double magnitude = measure_ == Measure::negative_dot
+                                 ? std::sqrt(q2) * max_norm_
+                                 : max_norm_ * max_norm_ + 2.0 * std::sqrt(q2) * max_norm_;
     margins[i] = 2.0 * 1.01 * static_cast<double>(dim_ + 4) * unit_roundoff * magnitude;
   }
   for (int t = 0; t < threads; ++t) heaps.emplace_back(n, top_k, margins);
@@ -254,13 +260,13 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
     for (int64_t i = t; i < n; i += threads) {
       for (ChunkHeaps& thread_heaps : heaps) {
         for (const Candidate& kept : thread_heaps.candidates(i)) {
-          exact[i].emplace_back(exact_squared_distance(queries + i * dim_, kept.vector, dim_), kept.position);
+          exact[i].emplace_back(exact_key(measure_, queries + i * dim_, kept.vector, dim_), kept.position);
         }
       }
     }
   };
   run_on_threads(threads, rank_exactly);
-  for (int64_t i = 0; i < n; ++i) append_list(out, ignored, q0 + i, exact[i], top_k);
+  for (int64_t i = 0; i < n; ++i) append_list(out, ignored, q0 + i, exact[i], top_k, measure_);
 }
 
 }  // namespace oml::retrieval::detail

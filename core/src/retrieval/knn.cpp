@@ -195,17 +195,20 @@ PreparedGallery::PreparedGallery(const ItemSet& gallery_set, bool with_norms)
       position_of_id(positions_of_ids(gallery_set)),
       label_count(count_labels(gallery_set)) {}
 
-PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set)
+PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set, Measure measure)
     : PreparedPair(query_set, gallery_set.embeddings.contiguous(),
-                   squared_norms(gallery_set.embeddings.contiguous())) {}
+                   squared_norms(gallery_set.embeddings.contiguous()), measure) {}
 
-PreparedPair::PreparedPair(const ItemSet& query_set, const PreparedGallery& prepared)
-    : PreparedPair(query_set, prepared.gallery, prepared.norm2) {}
+PreparedPair::PreparedPair(const ItemSet& query_set, const PreparedGallery& prepared, Measure measure)
+    : PreparedPair(query_set, prepared.gallery, prepared.norm2, measure) {}
 
-PreparedPair::PreparedPair(const ItemSet& query_set, at::Tensor gallery_rows, const std::vector<double>& g2) {
+PreparedPair::PreparedPair(const ItemSet& query_set, at::Tensor gallery_rows, const std::vector<double>& g2,
+                           Measure measure_kind) {
+  OML_ASSERT(g2.size() == static_cast<std::size_t>(gallery_rows.size(0)), "gallery norms missing");
   queries = query_set.embeddings.contiguous();
   gallery = std::move(gallery_rows);
   gallery_mapped = io::is_mapped(gallery);
+  measure = measure_kind;
   dim = queries.size(1);
   OML_CHECK(gallery.size(1) == dim, DataError, "queries have dimension ", dim, " but the gallery has ",
             gallery.size(1));
@@ -215,19 +218,31 @@ PreparedPair::PreparedPair(const ItemSet& query_set, at::Tensor gallery_rows, co
   query_norm.resize(q2.size());
   double max2 = 0.0;
   for (std::size_t g = 0; g < g2.size(); ++g) {
-    gallery_norm2[g] = static_cast<float>(g2[g]);
+    gallery_norm2[g] = measure == Measure::negative_dot ? 0.0f : static_cast<float>(g2[g]);
     max2 = std::max(max2, g2[g]);
   }
   gallery_max_norm = std::sqrt(max2);
+  double max_query_norm = 0.0;
   for (std::size_t q = 0; q < q2.size(); ++q) {
-    query_norm2[q] = static_cast<float>(q2[q]);
     query_norm[q] = std::sqrt(q2[q]);
+    max_query_norm = std::max(max_query_norm, query_norm[q]);
+  }
+  if (measure == Measure::negative_dot) {
+    // |q.g| <= ||q|| ||g|| (Cauchy-Schwarz); 1 % covers the norms' and the block's rounding.
+    value_offset = static_cast<double>(static_cast<float>(1.01 * max_query_norm * gallery_max_norm));
+  }
+  for (std::size_t q = 0; q < q2.size(); ++q) {
+    query_norm2[q] =
+        measure == Measure::negative_dot ? static_cast<float>(value_offset) : static_cast<float>(q2[q]);
   }
 }
 
 double PreparedPair::selection_error_bound(int64_t q) const {
   constexpr double unit_roundoff = 1.0 / (1 << 24);
-  const double magnitude = gallery_max_norm * gallery_max_norm + 2.0 * query_norm[q] * gallery_max_norm;
+  // The sum of the magnitudes: |q.g| <= ||q|| ||g||, plus ||g||^2 under euclidean (2 q.g).
+  const double magnitude = measure == Measure::negative_dot
+                               ? query_norm[q] * gallery_max_norm
+                               : gallery_max_norm * gallery_max_norm + 2.0 * query_norm[q] * gallery_max_norm;
   return 1.01 * static_cast<double>(dim + 4) * unit_roundoff * magnitude;
 }
 
@@ -240,15 +255,38 @@ double exact_squared_distance(const float* a, const float* b, int64_t dim) {
   return sum;
 }
 
-double PreparedPair::exact_squared_distance(int64_t q, int64_t g) const {
+double exact_key(Measure measure, const float* a, const float* b, int64_t dim) {
+  if (measure == Measure::euclidean) return exact_squared_distance(a, b, dim);
+  double dot = 0.0;
+  for (int64_t d = 0; d < dim; ++d) dot += static_cast<double>(a[d]) * static_cast<double>(b[d]);
+  return -dot;
+}
+
+double distance_of_key(Measure measure, double key) {
+  return measure == Measure::euclidean ? std::sqrt(std::max(key, 0.0)) : key;
+}
+
+double PreparedPair::exact_key(int64_t q, int64_t g) const {
   const float* query = queries.data_ptr<float>() + q * dim;
-  if (!gallery_mapped) return detail::exact_squared_distance(query, gallery.data_ptr<float>() + g * dim, dim);
+  if (!gallery_mapped) return detail::exact_key(measure, query, gallery.data_ptr<float>() + g * dim, dim);
   // Candidates lie anywhere in the gallery; a fault on the mapping would make the page cache's
   // whole folio around each one resident (io/mapped_file.h).
   thread_local std::vector<float> row;
   row.resize(static_cast<std::size_t>(dim));
   io::gather_rows(gallery, &g, 1, row.data());
-  return detail::exact_squared_distance(query, row.data(), dim);
+  return detail::exact_key(measure, query, row.data(), dim);
+}
+
+double PreparedPair::distance_of_value(double value) const {
+  return measure == Measure::negative_dot ? value - value_offset : std::sqrt(std::max(value, 0.0));
+}
+
+double PreparedPair::max_value() const {
+  if (measure == Measure::negative_dot) return 2.0 * value_offset;
+  double max_query_norm = 0.0;
+  for (const double n : query_norm) max_query_norm = std::max(max_query_norm, n);
+  const double reach = max_query_norm + gallery_max_norm;
+  return reach * reach;
 }
 
 void for_each_block(const PreparedPair& pair, const BlockShape& shape,
@@ -265,8 +303,9 @@ void for_each_block(const PreparedPair& pair, const BlockShape& shape,
     for (int64_t g0 = 0; g0 < ng; g0 += shape.gallery_tile) {
       const int64_t g1 = std::min(ng, g0 + shape.gallery_tile);
       at::Tensor out = at::from_blob(buffer.data(), {q1 - q0, g1 - g0}, at::kFloat);
-      // -2 q.g straight from the BLAS (alpha = -2 is exact); beta = 0 ignores the old contents.
-      at::addmm_out(out, out, query_block, pair.gallery.narrow(0, g0, g1 - g0).t(), /*beta=*/0, /*alpha=*/-2);
+      // -2 q.g (-q.g) straight from the BLAS (alpha = -2 is exact); beta = 0 ignores the old contents.
+      at::addmm_out(out, out, query_block, pair.gallery.narrow(0, g0, g1 - g0).t(), /*beta=*/0,
+                    /*alpha=*/pair.block_alpha());
       for (auto* consumer : consumers) consumer->block(q0, q1, g0, g1, buffer.data());
       io::release_mapped_rows(pair.gallery, g0, g1);  // no-op unless memory-mapped
     }
@@ -385,7 +424,7 @@ class TopKConsumer final : public detail::BlockConsumer {
     std::vector<std::pair<double, int64_t>> exact;
     exact.reserve(row.candidates.size());
     for (const auto& candidate : row.candidates) {
-      exact.emplace_back(pair_.exact_squared_distance(q, candidate.second), candidate.second);
+      exact.emplace_back(pair_.exact_key(q, candidate.second), candidate.second);
     }
     const int64_t keep = out_.size(q);
     OML_ASSERT(static_cast<int64_t>(exact.size()) >= keep, "query ", q, ": ", exact.size(),
@@ -393,7 +432,8 @@ class TopKConsumer final : public detail::BlockConsumer {
     std::partial_sort(exact.begin(), exact.begin() + keep, exact.end());
     for (int64_t i = 0; i < keep; ++i) {
       out_.retrieved[out_.offsets[q] + i] = exact[i].second;
-      out_.distances[out_.offsets[q] + i] = static_cast<float>(std::sqrt(exact[i].first));
+      out_.distances[out_.offsets[q] + i] =
+          static_cast<float>(detail::distance_of_key(pair_.measure, exact[i].first));
     }
   }
 
@@ -426,6 +466,7 @@ RetrievalResults retrieve_knn_fused(const ItemSet& queries, const ItemSet& galle
                                     const std::vector<BlockConsumer*>& also,
                                     const PreparedGallery* prepared) {
   OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
+  OML_ASSERT(pair.measure == options.measure, "the prepared pair's measure differs from the options'");
   RetrievalResults out;
   const int64_t nq = pair.num_queries();
   const int64_t ng = pair.num_gallery();
@@ -460,7 +501,7 @@ RetrievalResults retrieve_knn(const ItemSet& queries, const ItemSet& gallery, co
   OML_CHECK(options.top_k > 0, ConfigError, "retrieval top_k must be positive, got ", options.top_k);
   validate_item_set(queries, "query");
   validate_item_set(gallery, "gallery");
-  const detail::PreparedPair pair(queries, gallery);
+  const detail::PreparedPair pair(queries, gallery, options.measure);
   const IgnoredPairs ignored(queries, gallery);
   return detail::retrieve_knn_fused(queries, gallery, pair, ignored, options, {});
 }

@@ -128,22 +128,21 @@ RetrievalResults by_gallery(distributed::ProcessGroup& group, const ItemSet& que
   const RetrievalResults part = retrieve_knn(queries, share, local);
   // The key retrieve_knn ordered by, recomputed by the same function: merging on the rounded float
   // distances could order two items of different shares differently than one process does.
-  const detail::PreparedPair pair(queries, share);
+  const detail::PreparedPair pair(queries, share, options.measure);
   std::vector<int64_t> positions(part.retrieved.size());
-  std::vector<double> squared(part.retrieved.size());
+  std::vector<double> keys(part.retrieved.size());
   at::parallel_for(0, nq, 256, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
       for (int64_t j = part.begin(q); j < part.end(q); ++j) {
         positions[j] = mine.begin + part.retrieved[j];
-        squared[j] = pair.exact_squared_distance(q, part.retrieved[j]);
+        keys[j] = pair.exact_key(q, part.retrieved[j]);
       }
     }
   });
 
-  const SyncDict all =
-      distributed::sync_dicts(group, {{"sizes", to_tensor(list_sizes(part), at::kLong)},
-                                      {"positions", to_tensor(positions, at::kLong)},
-                                      {"squared_distances", to_tensor(squared, at::kDouble)}});
+  const SyncDict all = distributed::sync_dicts(group, {{"sizes", to_tensor(list_sizes(part), at::kLong)},
+                                                       {"positions", to_tensor(positions, at::kLong)},
+                                                       {"keys", to_tensor(keys, at::kDouble)}});
   std::vector<PartialLists> shares(static_cast<std::size_t>(group.size()));
   int64_t entry = 0;
   for (int r = 0; r < group.size(); ++r) {
@@ -152,10 +151,10 @@ RetrievalResults by_gallery(distributed::ProcessGroup& group, const ItemSet& que
     int64_t count = 0;
     for (const int64_t size : lists.sizes) count += size;
     lists.positions = to_vector<int64_t>(all.at("positions"), entry, entry + count);
-    lists.squared_distances = to_vector<double>(all.at("squared_distances"), entry, entry + count);
+    lists.keys = to_vector<double>(all.at("keys"), entry, entry + count);
     entry += count;
   }
-  merge_partial_lists(shares, options.top_k, out);
+  merge_partial_lists(shares, options.top_k, out, options.measure);
   return out;
 }
 
@@ -187,7 +186,8 @@ ItemSet slice_items(const ItemSet& items, RowRange rows) {
   return out;
 }
 
-void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k, RetrievalResults& out) {
+void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k, RetrievalResults& out,
+                         Measure measure) {
   OML_ASSERT(!shares.empty() && top_k > 0, shares.size(), " shares, top_k ", top_k);
   const auto nq = static_cast<int64_t>(shares.front().sizes.size());
   const auto num_shares = static_cast<int64_t>(shares.size());
@@ -199,13 +199,13 @@ void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k,
                share.sizes.size(), " queries, share 0 of ", nq);
     for (int64_t q = 0; q < nq; ++q) starts[s][q + 1] = starts[s][q] + share.sizes[q];
     OML_ASSERT(static_cast<int64_t>(share.positions.size()) == starts[s][nq] &&
-                   share.squared_distances.size() == share.positions.size(),
+                   share.keys.size() == share.positions.size(),
                "share ", s, ": ", starts[s][nq], " list entries but ", share.positions.size(),
-               " positions and ", share.squared_distances.size(), " distances");
+               " positions and ", share.keys.size(), " distances");
     for (int64_t q = 0; q < nq; ++q) {
       for (int64_t j = starts[s][q] + 1; j < starts[s][q + 1]; ++j) {
-        OML_ASSERT(std::make_pair(share.squared_distances[j - 1], share.positions[j - 1]) <
-                       std::make_pair(share.squared_distances[j], share.positions[j]),
+        OML_ASSERT(std::make_pair(share.keys[j - 1], share.positions[j - 1]) <
+                       std::make_pair(share.keys[j], share.positions[j]),
                    "share ", s, ": the list of query ", q, " is not sorted");
       }
     }
@@ -224,18 +224,18 @@ void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k,
     for (int64_t q = begin; q < end; ++q) {
       for (int64_t s = 0; s < num_shares; ++s) cursor[s] = starts[s][q];
       for (int64_t i = out.offsets[q]; i < out.offsets[q + 1]; ++i) {
-        int64_t best = -1;  // the share whose next entry is smallest by (squared distance, position)
+        int64_t best = -1;  // the share whose next entry is smallest by (key, position)
         for (int64_t s = 0; s < num_shares; ++s) {
           if (cursor[s] == starts[s][q + 1]) continue;
           if (best < 0 ||
-              std::make_pair(shares[s].squared_distances[cursor[s]], shares[s].positions[cursor[s]]) <
-                  std::make_pair(shares[best].squared_distances[cursor[best]],
-                                 shares[best].positions[cursor[best]])) {
+              std::make_pair(shares[s].keys[cursor[s]], shares[s].positions[cursor[s]]) <
+                  std::make_pair(shares[best].keys[cursor[best]], shares[best].positions[cursor[best]])) {
             best = s;
           }
         }
         out.retrieved[i] = shares[best].positions[cursor[best]];
-        out.distances[i] = static_cast<float>(std::sqrt(shares[best].squared_distances[cursor[best]]));
+        out.distances[i] =
+            static_cast<float>(detail::distance_of_key(measure, shares[best].keys[cursor[best]]));
         ++cursor[best];
       }
     }

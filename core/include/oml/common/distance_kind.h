@@ -1,7 +1,8 @@
 #pragma once
 // Which distance the embeddings are compared with: the names PML's losses and miners take as
 // `distance:` (docs/models.md#distances-and-miners-of-pmls-losses) and retrieval as
-// `retrieval_backend.distance` (docs/metrics.md#distances; all but dot).
+// `retrieval_backend.distance` (docs/metrics.md#distances; there as distances, smaller is closer:
+// 1 - cos for cosine, -a.b for dot; oml/retrieval/distance_space.h).
 //
 //   euclidean          |a - b|                 PML's LpDistance()
 //   squared_euclidean  |a - b|^2               PML's LpDistance(power=2)
@@ -35,9 +36,5 @@ const std::vector<DistanceKind>& all_distance_kinds();
 constexpr bool larger_is_closer(DistanceKind kind) {
   return kind == DistanceKind::cosine || kind == DistanceKind::dot;
 }
-
-/// The distances retrieval, the metrics and the indexes offer (oml/retrieval/distance_space.h):
-/// all but dot, a similarity whose order no Euclidean engine gives.
-constexpr bool retrieval_supports(DistanceKind kind) { return kind != DistanceKind::dot; }
 
 }  // namespace oml

@@ -25,8 +25,10 @@ struct OpenSetThreshold {
   int64_t negative_pairs = 0;
 };
 
-/// T for `fmr` in (0, 1) over the pairs of `items` (labels required). DataError when the set
-/// has no positive or no negative pairs; UsageError for fmr outside (0, 1).
-OpenSetThreshold calibrate_open_set(const retrieval::ItemSet& items, double fmr);
+/// T for `fmr` in (0, 1) over the pairs of `items` (labels required), as a distance of `measure`
+/// (Euclidean, or -q.g). DataError when the set has no positive or no negative pairs; UsageError
+/// for fmr outside (0, 1).
+OpenSetThreshold calibrate_open_set(const retrieval::ItemSet& items, double fmr,
+                                    retrieval::Measure measure = retrieval::Measure::euclidean);
 
 }  // namespace oml::metrics

@@ -26,7 +26,9 @@
 /// 2: Registries gained `metrics` (the metric interface, oml/metrics/metric.h).
 /// 3: components in two phases: add(name, parse, build, help) instead of one factory; metrics
 ///    read `metric_args:` in their parse (MetricContext is gone).
-#define OML_PLUGIN_API_VERSION 3u
+/// 4: retrieval searches by a measure (KnnOptions::measure, the inner product of `distance: dot`);
+///    RetrievalBackend gained supports() and load_index() a measure.
+#define OML_PLUGIN_API_VERSION 4u
 
 extern "C" {
 struct OmlPluginInfo {

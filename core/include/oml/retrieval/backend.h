@@ -53,7 +53,8 @@ struct RecallEstimate {
 /// Contract for every backend.
 ///
 /// search() returns the same shape as retrieve_knn(): per query at most options.top_k gallery
-/// positions, ascending by Euclidean distance ||q - g||, never an ignored pair (the query's own
+/// positions, ascending by Euclidean distance ||q - g|| (by -q.g where options.measure is
+/// negative_dot: an inner-product search, with -q.g as the distances), never an ignored pair (the query's own
 /// dataset id, gallery items of the query's sequence), with n_gt, labels and ids filled exactly
 /// (they do not depend on the search). An approximate backend may miss true neighbours (its
 /// recall is measured by measure_recall) and may return fewer than top_k items for a query when
@@ -71,6 +72,10 @@ class RetrievalBackend {
   virtual ~RetrievalBackend() = default;
   virtual RetrievalResults search(const ItemSet& queries, const ItemSet& gallery,
                                   const KnnOptions& options) const = 0;
+  /// Whether search() and build_index() honour `measure` (KnnOptions::measure). A plugin backend
+  /// that only knows Euclidean distances keeps this default; a config asking it for `distance:
+  /// dot` is then refused before any work (exact and the Faiss backends support both).
+  virtual bool supports(Measure measure) const { return measure == Measure::euclidean; }
   /// True only for `exact`: results equal the double-precision ranking, and the blocked distance
   /// engine that also serves all-pairs metrics (fnmr@fmr) runs.
   virtual bool exact() const { return false; }
@@ -93,10 +98,12 @@ class RetrievalBackend {
   virtual std::unique_ptr<GalleryIndex> build_index(ItemSet gallery, const KnnOptions& options) const;
   /// The index that GalleryIndex::write() wrote into `file` over this `gallery` (the same rows),
   /// searching with `parameters` (GalleryIndex::search_parameters()). `file` is empty where
-  /// write() wrote nothing: then build_index() with the parameters as given. DataError when the
-  /// file does not hold this kind's index of this gallery.
+  /// write() wrote nothing: then build_index() with the parameters as given. `measure`: what the
+  /// index was built for (KnnOptions::measure at build_index; its searches pass the same).
+  /// DataError when the file does not hold this kind's index of this gallery for this measure.
   virtual std::unique_ptr<GalleryIndex> load_index(ItemSet gallery, const std::filesystem::path& file,
-                                                   const std::map<std::string, int64_t>& parameters) const;
+                                                   const std::map<std::string, int64_t>& parameters,
+                                                   Measure measure = Measure::euclidean) const;
   /// Registered name ("faiss_ivf").
   virtual std::string name() const = 0;
   /// The name with the effective parameters, for logs ("faiss_ivf nlist=4000 nprobe=32").

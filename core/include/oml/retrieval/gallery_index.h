@@ -10,7 +10,8 @@
 //   index->write("faiss.index");    // the kind's own structure, if it has one
 //
 // The backend must outlive its indexes. Results follow RetrievalBackend::search's contract
-// (positions into gallery(), ascending Euclidean distances, ignored pairs dropped); searching an
+// (positions into gallery(), ascending distances of the measure the index was built for — Euclidean,
+// or -q.g — ignored pairs dropped); searching an
 // index equals the backend's search() over the same gallery with the same search parameters.
 
 #include <cstdint>

@@ -10,6 +10,9 @@
 // true top k under a rigorous float error bound is kept, its distance is recomputed exactly
 // (double precision over the raw vectors) and the final order is by (exact distance, gallery
 // position). The result therefore equals a brute-force double-precision ranking.
+//
+// Under Measure::negative_dot (`retrieval_backend: {distance: dot}`) the same engine ranks by
+// -q.g (blocks of -q.g, no norms) and reports -q.g as the distance: smaller is still closer.
 
 #include <cstdint>
 #include <vector>
@@ -35,13 +38,21 @@ struct ItemSet {
                                    ///< Gallery items sharing a query's sequence are ignored.
 };
 
+/// What the engines order by, smaller first. Every `retrieval_backend.distance` but `dot` is a
+/// Euclidean search on the vectors as to_engine_space() gives them (distance_space.h).
+enum class Measure {
+  euclidean,     ///< ||q - g||
+  negative_dot,  ///< -q.g: an inner-product search, negated so that smaller is closer
+};
+
 /// How to retrieve. Example: `KnnOptions opts; opts.top_k = 10; opts.memory_budget_mb = 64;`
 struct KnnOptions {
-  int64_t top_k = 5;              ///< items kept per query (fewer when the gallery is smaller)
-  double memory_budget_mb = 128;  ///< size of one distance block; chooses the block shape
-  int64_t query_chunk = 0;        ///< rows per block (0: from the budget)
-  int64_t gallery_tile = 0;       ///< gallery columns per block (0: from the budget)
-  ProgressCallback on_progress;   ///< called after each chunk of queries (done, total queries)
+  int64_t top_k = 5;                     ///< items kept per query (fewer when the gallery is smaller)
+  double memory_budget_mb = 128;         ///< size of one distance block; chooses the block shape
+  int64_t query_chunk = 0;               ///< rows per block (0: from the budget)
+  int64_t gallery_tile = 0;              ///< gallery columns per block (0: from the budget)
+  ProgressCallback on_progress;          ///< called after each chunk of queries (done, total queries)
+  Measure measure = Measure::euclidean;  ///< what the lists are ordered by and report
 };
 
 /// The block shape used for `num_gallery` items under `options` (exposed for tests/benchmarks).

@@ -1,7 +1,8 @@
 #pragma once
 // The k nearest gallery items of every query (docs/metrics.md#retrieval), stored ragged: query q owns the
 // entries [offsets[q], offsets[q + 1]) of `retrieved` and `distances`. Lists are sorted by
-// ascending Euclidean distance; a postprocessor may shorten them (thresholding) or reorder
+// ascending distance (an engine's: Euclidean, or -q.g; then the configured kind's,
+// retrieval/distance_space.h); a postprocessor may shorten them (thresholding) or reorder
 // them (re-ranking), so their lengths differ between queries.
 
 #include <cstdint>
@@ -12,7 +13,8 @@ namespace oml::retrieval {
 struct RetrievalResults {
   std::vector<int64_t> offsets{0};  ///< Q + 1 entries; offsets[0] == 0
   std::vector<int64_t> retrieved;   ///< gallery positions (0 .. G-1), closest first
-  std::vector<float> distances;     ///< Euclidean distances, ascending within each query
+  std::vector<float> distances;     ///< distances (smaller is closer; -q.g may be negative), ascending
+                                    ///< within each query
 
   std::vector<int64_t> n_gt;            ///< per query: relevant gallery items (ignored ones excluded)
   std::vector<int64_t> query_labels;    ///< per query

@@ -17,8 +17,9 @@
 //  - ShardAxis::queries (default): rank r ranks its 1/W of the queries against the whole gallery;
 //    a query's list is final where it is computed, the lists are only concatenated.
 //  - ShardAxis::gallery: rank r ranks every query against its 1/W of the gallery; per query the W
-//    partial lists are merged by (exact squared distance, gallery position) — the key retrieve_knn
-//    sorts by — so ties fall exactly as in one process.
+//    partial lists are merged by (exact key, gallery position) — the key retrieve_knn sorts by:
+//    the squared distance, or -q.g under Measure::negative_dot — so ties fall exactly as in one
+//    process.
 // Both halve the work per rank at 2 ranks (docs/benchmarks.md#exact-k-nn-split-over-the-ranks);
 // the default, queries, gathers W times less and merges nothing.
 
@@ -56,19 +57,20 @@ RowRange shard_of(int64_t n, int rank, int world);
 /// Rows `rows` of `items`: the embeddings as a view (no copy), the vectors copied.
 ItemSet slice_items(const ItemSet& items, RowRange rows);
 
-/// The top-k lists of every query over one share of the gallery, with exact squared distances
-/// (double) and positions in the whole gallery: what ShardAxis::gallery gathers from each rank.
+/// The top-k lists of every query over one share of the gallery, with exact keys (double) and
+/// positions in the whole gallery: what ShardAxis::gallery gathers from each rank.
 struct PartialLists {
-  std::vector<int64_t> sizes;             ///< per query: entries in this share's list
-  std::vector<int64_t> positions;         ///< whole-gallery positions, query by query
-  std::vector<double> squared_distances;  ///< ||q - g||^2 as retrieve_knn computes it
+  std::vector<int64_t> sizes;      ///< per query: entries in this share's list
+  std::vector<int64_t> positions;  ///< whole-gallery positions, query by query
+  std::vector<double> keys;        ///< ||q - g||^2 (or -q.g) as retrieve_knn computes it
 };
 
 /// Merges the shares' lists query by query into the first min(top_k, total entries) items by
-/// (squared distance, position); distances are their square roots rounded to float, as in
-/// retrieve_knn. Fills offsets, retrieved and distances of `out` (InternalError on lists of
-/// different query counts or unsorted lists).
-void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k, RetrievalResults& out);
+/// (key, position); distances are detail::distance_of_key(measure, key) rounded to float, as in
+/// retrieve_knn (the square root under euclidean). Fills offsets, retrieved and distances of
+/// `out` (InternalError on lists of different query counts or unsorted lists).
+void merge_partial_lists(const std::vector<PartialLists>& shares, int64_t top_k, RetrievalResults& out,
+                         Measure measure = Measure::euclidean);
 
 /// How a rank finds the lists of its share of the queries against the whole gallery: retrieve_knn
 /// for the exact k-NN, RetrievalBackend::search (backend.h) for the others. It must answer each

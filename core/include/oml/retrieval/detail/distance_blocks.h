@@ -5,6 +5,12 @@
 // For a block of queries [q0, q1) and gallery items [g0, g1) it computes, with one matrix
 // multiply, b[i][j] = -2 q.g; consumers add ||g||^2 (s = b + ||g||^2 orders the gallery like
 // the squared distance ||q||^2 + s) and read the block while it is hot in cache.
+//
+// Under Measure::negative_dot the block holds -q.g and the gallery "norms" are 0, so the same
+// consumers order by -q.g; the query "norms" are one constant R >= |q.g| (PreparedPair::
+// value_offset), so that a pair's value ||q||^2 + b + ||g||^2 becomes R - q.g, never negative,
+// for the pair statistics of fnmr@fmr. Nothing else in the consumers depends on the measure:
+// they turn values and exact keys into distances through PreparedPair.
 
 #include <cstdint>
 #include <unordered_map>
@@ -20,6 +26,13 @@ namespace oml::retrieval::detail {
 /// follows.
 double exact_squared_distance(const float* a, const float* b, int64_t dim);
 
+/// The exact key every backend's final order follows under `measure`, in double precision over
+/// `dim` floats: ||a - b||^2 (euclidean) or -a.b (negative_dot).
+double exact_key(Measure measure, const float* a, const float* b, int64_t dim);
+
+/// The distance reported for an exact key: sqrt(max(key, 0)) (euclidean) or the key (-a.b).
+double distance_of_key(Measure measure, double key);
+
 /// The gallery's part of the engine's inputs, computed once for every search of a gallery index
 /// (the exact backend's GalleryIndex): what each retrieve_knn() would otherwise compute again
 /// over the whole gallery (norms, id positions, label counts).
@@ -34,34 +47,49 @@ struct PreparedGallery {
 
 /// The inputs of the engine, prepared once per retrieval.
 struct PreparedPair {
-  PreparedPair(const ItemSet& queries, const ItemSet& gallery);
+  PreparedPair(const ItemSet& queries, const ItemSet& gallery, Measure measure = Measure::euclidean);
   /// The same over a gallery prepared once: only the queries' part is computed.
-  PreparedPair(const ItemSet& queries, const PreparedGallery& gallery);
+  PreparedPair(const ItemSet& queries, const PreparedGallery& gallery, Measure measure = Measure::euclidean);
 
   at::Tensor queries;                ///< [Q, D] float32 contiguous (raw vectors)
   at::Tensor gallery;                ///< [G, D] float32 contiguous (raw vectors)
-  std::vector<float> gallery_norm2;  ///< ||g||^2 rounded to float
-  std::vector<float> query_norm2;    ///< ||q||^2 rounded to float
+  std::vector<float> gallery_norm2;  ///< ||g||^2 rounded to float (negative_dot: 0)
+  std::vector<float> query_norm2;    ///< ||q||^2 rounded to float (negative_dot: value_offset)
   std::vector<double> query_norm;    ///< ||q||
   double gallery_max_norm = 0.0;     ///< max ||g||
   int64_t dim = 0;
-  /// The gallery is memory-mapped (io/mapped_file.h): exact_squared_distance reads its rows with
+  Measure measure = Measure::euclidean;
+  /// negative_dot: R = max ||q|| x max ||g|| (rounded up to float, 1 % to spare), so that
+  /// R - q.g >= 0 for every pair; 0 under euclidean.
+  double value_offset = 0.0;
+  /// The gallery is memory-mapped (io/mapped_file.h): exact_key reads its rows with
   /// io::gather_rows, so scattered candidates do not make the file resident.
   bool gallery_mapped = false;
 
   int64_t num_queries() const { return queries.size(0); }
   int64_t num_gallery() const { return gallery.size(0); }
 
+  /// The multiplier of q.g in a block entry: -2 (euclidean) or -1 (negative_dot); exact in float.
+  float block_alpha() const { return measure == Measure::negative_dot ? -1.0f : -2.0f; }
+
   /// Upper bound of |s_computed - s_exact| for every gallery item of query q, where
-  /// s = ||g||^2 - 2 q.g: the standard floating-point dot-product bound (D + 4) u (sum of the
-  /// magnitudes) with u = 2^-24, which holds for any summation order the BLAS picks.
+  /// s = ||g||^2 - 2 q.g (negative_dot: -q.g): the standard floating-point dot-product bound
+  /// (D + 4) u (sum of the magnitudes) with u = 2^-24, which holds for any summation order the
+  /// BLAS picks.
   double selection_error_bound(int64_t q) const;
 
-  /// ||q - g||^2 in double precision over the raw float vectors.
-  double exact_squared_distance(int64_t q, int64_t g) const;
+  /// exact_key() of (q, g) over the raw float vectors: ||q - g||^2, or -q.g.
+  double exact_key(int64_t q, int64_t g) const;
+
+  /// A pair's value as the pair statistics see it (query_norm2 + block + gallery_norm2) as a
+  /// distance: sqrt(v) (euclidean), or v - value_offset, that is -q.g (negative_dot).
+  double distance_of_value(double value) const;
+  /// No pair's value exceeds this: (max ||q|| + max ||g||)^2, or 2 value_offset.
+  double max_value() const;
 
  private:
-  PreparedPair(const ItemSet& queries, at::Tensor gallery_rows, const std::vector<double>& gallery_norm2);
+  PreparedPair(const ItemSet& queries, at::Tensor gallery_rows, const std::vector<double>& gallery_norm2,
+               Measure measure);
 };
 
 /// Receives the blocks in order: for each query chunk, every gallery tile, then chunk_done.
@@ -69,7 +97,7 @@ class BlockConsumer {
  public:
   virtual ~BlockConsumer() = default;
   virtual void chunk_begin(int64_t q0, int64_t q1) {}
-  /// `block` holds (q1 - q0) rows of (g1 - g0) values -2 q.g, row-major.
+  /// `block` holds (q1 - q0) rows of (g1 - g0) values -2 q.g (negative_dot: -q.g), row-major.
   virtual void block(int64_t q0, int64_t q1, int64_t g0, int64_t g1, const float* block) = 0;
   virtual void chunk_done(int64_t q0, int64_t q1) {}
 };

@@ -43,8 +43,11 @@ struct ListScanShape {
 
 class InvertedListScanner {
  public:
-  /// Computes ||g||^2 of every list item once (the lists are not copied).
-  InvertedListScanner(std::vector<InvertedList> lists, int64_t dim, ListScanShape shape = {});
+  /// Computes ||g||^2 of every list item once (the lists are not copied). Under
+  /// Measure::negative_dot (an inner-product index) the lists are ranked by -q.g: blocks of -q.g,
+  /// no norms, exact keys -q.g in double.
+  InvertedListScanner(std::vector<InvertedList> lists, int64_t dim, Measure measure = Measure::euclidean,
+                      ListScanShape shape = {});
 
   /// Appends to `out`, in query order, the lists of queries q0 .. q0 + n - 1: `queries` holds
   /// their n rows (float32, row-major, the index's dimension), `probes` n x nprobe list numbers
@@ -69,9 +72,11 @@ class InvertedListScanner {
                  std::vector<float>& block) const;
 
   std::vector<InvertedList> lists_;
-  std::vector<std::vector<float>> norms_;  // per list, ||g||^2 of each item (double, rounded to fp32)
+  std::vector<std::vector<float>> norms_;  // per list, ||g||^2 of each item (double, rounded to fp32);
+                                           // 0 under negative_dot
   double max_norm_ = 0.0;                  // the largest ||g||, for the selection's error bound
   int64_t dim_;
+  Measure measure_;
   ListScanShape shape_;
 };
 
