@@ -1,12 +1,14 @@
-// Per-step time of the losses from pytorch-metric-learning (forward + backward of the loss alone,
-// on a fixed batch of embeddings): the C++ side of bench/losses_python.py, which times PML's own
-// classes on the same shapes. Compare the two in one session (docs/benchmarks.md#pml-losses).
+// Per-step time of the losses from pytorch-metric-learning and OML's own (forward + backward of the
+// loss alone, on a fixed batch of embeddings): the C++ side of bench/losses_python.py, which times
+// PML's classes and OML's (OML's code as tests/python/oml_losses_reference.py holds it) on the same
+// shapes. Compare the two in one session (docs/benchmarks.md#pml-losses).
 //
 //   bench_losses [threads] [batch] [dim] [steps]      (defaults: 0 = all cores, 160, 128, 50)
 //
 // The batch is P x K = batch / 10 labels x 10 items; the losses with class weights have
 // kNumClasses classes (the batch's labels among them), their weights' gradient included in the
-// backward. Prints the median ms per step of each loss.
+// backward. OML's `triplet` / `triplet_plain` read the batch as triplets: its first 3 (batch / 3)
+// rows. Prints the median ms per step of each loss.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -57,16 +59,32 @@ int main(int argc, char** argv) {
       {"sub_center_arcface", "{name: sub_center_arcface}"},
       {"multi_similarity+miner", "{name: multi_similarity, args: {miner: {name: multi_similarity}}}"},
       {"contrastive cosine", "{name: contrastive, args: {distance: cosine, pos_margin: 1, neg_margin: 0}}"},
+      // OML's own losses with their defaults (mlp_arcface needs its MLP's sizes).
+      {"oml triplet", "{name: triplet}"},
+      {"oml triplet_plain", "{name: triplet_plain}"},
+      {"oml arcface", "{name: arcface}"},
+      {"oml mlp_arcface", "{name: mlp_arcface, args: {mlp_features: [256, 128]}}"},
   };
+  // The triplet losses' batch: its first 3 n rows as n triplets, labelled as triplets (anchor and
+  // positive label i, negative label n + i), laid out as each loss reads them.
+  const int64_t triplets_n = labels.size(0) / 3;
+  const int64_t triplet_rows = 3 * triplets_n;
+  const auto first = torch::arange(triplets_n);
+  const auto block_labels = torch::cat({first, first, first + triplets_n});                 // triplet
+  const auto plain_labels = torch::stack({first, first, first + triplets_n}, 1).flatten();  // triplet_plain
   for (const auto& [name, yaml] : cases) {
     const auto doc = oml::config::Document::from_string("criterion: " + yaml + "\n", "bench.yaml");
     const auto loss = oml::registries().losses.create(
         oml::config::parse_component(doc.root()["criterion"], "criterion"), context);
+    const bool triplets = name == "oml triplet" || name == "oml triplet_plain";
     std::vector<double> ms;
     for (int step = -3; step < steps; ++step) {  // three warm-up steps
-      const auto embeddings = base.clone().requires_grad_(true);
+      const auto embeddings =
+          (triplets ? base.narrow(0, 0, triplet_rows) : base).clone().requires_grad_(true);
       const auto start = std::chrono::steady_clock::now();
-      loss->forward(embeddings, labels).loss.backward();
+      const auto& batch_labels =
+          name == "oml triplet" ? block_labels : (name == "oml triplet_plain" ? plain_labels : labels);
+      loss->forward(embeddings, batch_labels).loss.backward();
       const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
       if (step >= 0) ms.push_back(took.count());
     }

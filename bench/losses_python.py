@@ -1,18 +1,25 @@
-"""PML's side of bench/losses.cpp: per-step time (forward + backward of the loss alone) of
+"""The Python side of bench/losses.cpp: per-step time (forward + backward of the loss alone) of
 pytorch-metric-learning's ContrastiveLoss, MultiSimilarityLoss, SupConLoss, NTXentLoss,
 CircleLoss, ProxyAnchorLoss, ProxyNCALoss, SoftTripleLoss, CosFaceLoss and SubCenterArcFaceLoss
 with their defaults, MultiSimilarityLoss with its MultiSimilarityMiner and ContrastiveLoss with
-CosineSimilarity, on the same shapes (NUM_CLASSES classes for the losses with class weights,
-whose gradient the backward computes too). Run it beside bench_losses in one session.
+CosineSimilarity, and of OML's TripletLoss, TripletLossPlain, ArcFaceLoss and ArcFaceLossWithMLP
+(OML's code as tests/python/oml_losses_reference.py holds it: OML's package is not installed), on
+the same shapes (NUM_CLASSES classes for the losses with class weights, whose gradient the
+backward computes too; the triplet losses on the batch's first 3 (batch // 3) rows). Run it beside
+bench_losses in one session.
 
     python bench/losses_python.py [threads] [batch] [dim] [steps]   (0 = all cores, 160, 128, 50)
 """
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 from pytorch_metric_learning import distances, losses, miners
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
+import oml_losses_reference as oml  # noqa: E402  (OML's loss classes)
 
 NUM_CLASSES = 100  # also in bench/losses.cpp
 
@@ -39,14 +46,25 @@ def main():
                        ("sub_center_arcface", losses.SubCenterArcFaceLoss(**sizes)),
                        ("multi_similarity+miner", losses.MultiSimilarityLoss(), miners.MultiSimilarityMiner()),
                        ("contrastive cosine", losses.ContrastiveLoss(
-                           pos_margin=1, neg_margin=0, distance=distances.CosineSimilarity()))]:
+                           pos_margin=1, neg_margin=0, distance=distances.CosineSimilarity())),
+                       ("oml triplet", oml.TripletLoss(margin=0.1)),
+                       ("oml triplet_plain", oml.TripletLossPlain(margin=0.1)),
+                       ("oml arcface", oml.ArcFaceLoss(in_features=dim, num_classes=NUM_CLASSES)),
+                       ("oml mlp_arcface", oml.ArcFaceLossWithMLP(in_features=dim, num_classes=NUM_CLASSES,
+                                                                  mlp_features=[256, 128]))]:
         loss, miner = (case[1], case[2]) if len(case) == 3 else (case[1], None)
         name = case[0]
+        triplet_rows = 3 * (len(labels) // 3)
         times = []
         for step in range(-3, steps):
             embeddings = base.clone().requires_grad_(True)
             start = time.perf_counter()
-            if miner is None:
+            if name == "oml triplet":  # [anchors; positives; negatives]
+                n = triplet_rows // 3
+                loss(embeddings[:n], embeddings[n:2 * n], embeddings[2 * n:3 * n]).backward()
+            elif name == "oml triplet_plain":
+                loss(embeddings[:triplet_rows]).backward()
+            elif miner is None:
                 loss(embeddings, labels).backward()
             else:  # the miner's time counts, as in a training step
                 loss(embeddings, labels, miner(embeddings, labels)).backward()

@@ -246,6 +246,9 @@ double PreparedPair::selection_error_bound(int64_t q) const {
   return 1.01 * static_cast<double>(dim + 4) * unit_roundoff * magnitude;
 }
 
+namespace {
+
+// ||a - b||^2 in double precision over `dim` floats.
 double exact_squared_distance(const float* a, const float* b, int64_t dim) {
   double sum = 0.0;
   for (int64_t d = 0; d < dim; ++d) {
@@ -254,6 +257,8 @@ double exact_squared_distance(const float* a, const float* b, int64_t dim) {
   }
   return sum;
 }
+
+}  // namespace
 
 double exact_key(Measure measure, const float* a, const float* b, int64_t dim) {
   if (measure == Measure::euclidean) return exact_squared_distance(a, b, dim);

@@ -22,10 +22,6 @@
 
 namespace oml::retrieval::detail {
 
-/// ||a - b||^2 in double precision over `dim` floats: the distance every backend's final order
-/// follows.
-double exact_squared_distance(const float* a, const float* b, int64_t dim);
-
 /// The exact key every backend's final order follows under `measure`, in double precision over
 /// `dim` floats: ||a - b||^2 (euclidean) or -a.b (negative_dot).
 double exact_key(Measure measure, const float* a, const float* b, int64_t dim);
