@@ -132,6 +132,23 @@ TEST_CASE("pairwise_reranker rescales a head that would overtake the tail", "[po
   out.check_consistent();
 }
 
+TEST_CASE("pairwise_reranker keeps the head below a negative tail (distances -q.g under dot)",
+          "[postprocessors][distance]") {
+  // Under `distance: dot` distances are -q.g and may be negative: the head is shifted below the
+  // tail's first distance, never scaled (a scale would flip the order of negative values).
+  const auto results = make_results({{0, 1, 2, 3, 4}}, {{-9.f, -8.f, -7.f, -5.f, -4.f}});
+  TableScorer scorer;
+  scorer.scores = {{{0, 100}, 5.f}, {{0, 101}, 1.f}, {{0, 102}, 2.f}};
+  const auto out = retrieval::make_pairwise_reranker({3, 128}, scorer)->process(results);
+  const auto distances = distances_of(out, 0);
+  CHECK(ids_of(out, 0) == std::vector<int64_t>{1, 2, 0, 3, 4});
+  CHECK(distances[0] == Approx(1.0 - 10.0).margin(1e-5));  // scores + (tail - last head - 1e-6)
+  CHECK(distances[1] == Approx(2.0 - 10.0).margin(1e-5));
+  CHECK(distances[2] < -5.0f);
+  CHECK(distances[3] == -5.0f);
+  out.check_consistent();
+}
+
 TEST_CASE("pairwise_reranker without a pairwise model is a config error", "[postprocessors]") {
   CHECK_THROWS_WITH(create("postprocessor: {name: pairwise_reranker, args: {top_n: 5}}", {}),
                     Contains("needs a pairwise model") && Contains("post.yaml"));
