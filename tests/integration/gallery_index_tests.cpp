@@ -300,6 +300,35 @@ at::Tensor write_distance_test_rows(const fs::path& dir) {
   return raw;
 }
 
+// Calibrates `index` (version 2 -> 3) on the calibration rows at fmr 0.05 and checks that a search
+// of the queries answers "unknown" exactly for the queries whose nearest distance
+// (`expected_distances[q][0]`, brute force) lies beyond the threshold, and not for all of them.
+// Returns the threshold.
+double calibrate_and_check_open_set(const fs::path& dir, const fs::path& index,
+                                    const at::Tensor& expected_distances) {
+  const auto calibrated =
+      run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --embeddings " +
+                               quote((dir / "calibration.npy").string()) + " --items " +
+                               quote((dir / "calibration.csv").string()) + " --target-fmr 0.05");
+  INFO(calibrated.err);
+  REQUIRE(calibrated.exit_code == 0);
+  const double threshold =
+      read_json(index / "v000003" / "manifest.json").at("calibration").at("threshold").get<double>();
+  const auto open = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                              quote((dir / "queries.npy").string()) + " --top-k 5 --out " +
+                                              quote((dir / "open").string()));
+  REQUIRE(open.exit_code == 0);
+  int64_t unknown = 0;
+  for (const auto& row : csv_rows(dir / "open" / "answers.csv")) {
+    if (row[0] == "query") continue;
+    const bool beyond = expected_distances[std::stoll(row[0])][0].item<double>() > threshold;
+    CHECK((row[2] == "unknown") == beyond);
+    unknown += beyond ? 1 : 0;
+  }
+  CHECK(unknown < 40);
+  return threshold;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -338,28 +367,9 @@ TEST_CASE(
   CHECK(torch::allclose(distances.to(torch::kDouble), expected_distances, 1e-5, 1e-6));
 
   // Calibrated in cosine distances: a threshold in [0, 2], and "unknown" exactly past it.
-  const auto calibrated =
-      run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --embeddings " +
-                               quote((dir / "calibration.npy").string()) + " --items " +
-                               quote((dir / "calibration.csv").string()) + " --target-fmr 0.05");
-  INFO(calibrated.err);
-  REQUIRE(calibrated.exit_code == 0);
-  const double threshold =
-      read_json(index / "v000003" / "manifest.json").at("calibration").at("threshold").get<double>();
+  const double threshold = calibrate_and_check_open_set(dir.path(), index, expected_distances);
   CHECK(threshold > 0.0);
   CHECK(threshold < 2.0);
-  const auto open = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
-                                              quote((dir / "queries.npy").string()) + " --top-k 5 --out " +
-                                              quote((dir / "open").string()));
-  REQUIRE(open.exit_code == 0);
-  int64_t unknown = 0;
-  for (const auto& row : csv_rows(dir / "open" / "answers.csv")) {
-    if (row[0] == "query") continue;
-    const bool beyond = expected_distances[std::stoll(row[0])][0].item<double>() > threshold;
-    CHECK((row[2] == "unknown") == beyond);
-    unknown += beyond ? 1 : 0;
-  }
-  CHECK(unknown < 40);
 }
 
 TEST_CASE(
@@ -397,26 +407,7 @@ TEST_CASE(
   CHECK(torch::allclose(oml::io::read_npy(dir / "s" / "neighbours_distances.npy").to(torch::kDouble),
                         expected_distances, 1e-5, 1e-5));
 
-  const auto calibrated =
-      run_oml("oml-index", "calibrate --index " + quote(index.string()) + " --embeddings " +
-                               quote((dir / "calibration.npy").string()) + " --items " +
-                               quote((dir / "calibration.csv").string()) + " --target-fmr 0.05");
-  INFO(calibrated.err);
-  REQUIRE(calibrated.exit_code == 0);
-  const double threshold =
-      read_json(index / "v000003" / "manifest.json").at("calibration").at("threshold").get<double>();
-  const auto open = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
-                                              quote((dir / "queries.npy").string()) + " --top-k 5 --out " +
-                                              quote((dir / "open").string()));
-  REQUIRE(open.exit_code == 0);
-  int64_t unknown = 0;
-  for (const auto& row : csv_rows(dir / "open" / "answers.csv")) {
-    if (row[0] == "query") continue;
-    const bool beyond = expected_distances[std::stoll(row[0])][0].item<double>() > threshold;
-    CHECK((row[2] == "unknown") == beyond);
-    unknown += beyond ? 1 : 0;
-  }
-  CHECK(unknown < 40);
+  calibrate_and_check_open_set(dir.path(), index, expected_distances);
   // A negative threshold is a distance under dot (it is refused under the others).
   const auto negative =
       run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
