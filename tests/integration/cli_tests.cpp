@@ -1,5 +1,6 @@
 // The command shells, run as a user runs them: help, version, and every kind of bad input
 // giving one clear line and the documented exit code (2 user error, 1 runtime failure).
+#include "oml/io/npy.h"
 #include "oml/registry/plugin.h"
 #include "pipeline_fixtures.h"
 #include "support/support.h"
@@ -303,6 +304,26 @@ TEST_CASE("Six mistakes, one in a plugin component's args, are reported together
        "six.yaml:9:53: sampler.args.n_labels: sampler 'frequency_balance': n_labels must be > 1, got 1",
        "(sampler 'frequency_balance' comes from plugin 'frequency_sampler'"});
   check_clean_error(r);
+}
+
+TEST_CASE("A plugin retrieval backend that searches by Euclidean distance only is refused for dot",
+          "[cli][registry][distance]") {
+  TempDir dir;
+  oml::io::write_npy(dir / "g.npy", torch::randn({20, 4}));
+  const std::string build = plugin_arg("libgood_plugin.so") + " build --embeddings " +
+                            quote((dir / "g.npy").string()) +
+                            " --set 'retrieval_backend={name: fixture_euclidean_backend";
+  const auto refused =
+      run_oml("oml-index", build + ", distance: dot}' --out " + quote((dir / "dot").string()));
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err,
+             Contains("retrieval_backend.distance") &&
+                 Contains("'fixture_euclidean_backend' searches by Euclidean distance only, not by dot"));
+  CHECK_FALSE(std::filesystem::exists(dir / "dot"));
+  check_clean_error(refused);
+  const auto built = run_oml("oml-index", build + "}' --out " + quote((dir / "euclidean").string()));
+  INFO(built.err);
+  CHECK(built.exit_code == 0);
 }
 
 TEST_CASE("An unknown component exits 2 listing the known ones", "[cli][registry]") {
