@@ -103,7 +103,11 @@ TEST_CASE("The exact backend is retrieve_knn and the default", "[retrieval][back
 
 TEST_CASE("Every backend kind is registered with its args in the help", "[retrieval][backends]") {
   register_core_components();
-  const auto names = registries().retrieval_backends.names();
+  // The built-in kinds (a test that loaded the fixture plugin in this process adds its own).
+  std::vector<std::string> names;
+  for (const auto& name : registries().retrieval_backends.names()) {
+    if (name.rfind("fixture_", 0) != 0) names.push_back(name);
+  }
   CHECK(names == std::vector<std::string>{"exact", "faiss_flat", "faiss_hnsw", "faiss_ivf", "faiss_ivf_pq"});
 }
 
