@@ -300,6 +300,24 @@ at::Tensor write_distance_test_rows(const fs::path& dir) {
   return raw;
 }
 
+// Builds `index` over gallery.npy with `set` (a --set of retrieval_backend), adds more.npy
+// (version 2) and searches queries.npy, top 5, into dir/s.
+void build_add_and_search(const fs::path& dir, const fs::path& index, const std::string& set) {
+  const auto built = run_oml("oml-index", "build --embeddings " + quote((dir / "gallery.npy").string()) +
+                                              " --out " + quote(index.string()) + set);
+  INFO(built.out << built.err);
+  REQUIRE(built.exit_code == 0);
+  const auto added = run_oml("oml-index", "add --index " + quote(index.string()) + " --embeddings " +
+                                              quote((dir / "more.npy").string()));
+  INFO(added.err);
+  REQUIRE(added.exit_code == 0);
+  const auto searched = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                                  quote((dir / "queries.npy").string()) +
+                                                  " --top-k 5 --out " + quote((dir / "s").string()));
+  INFO(searched.err);
+  REQUIRE(searched.exit_code == 0);
+}
+
 // Calibrates `index` (version 2 -> 3) on the calibration rows at fmr 0.05 and checks that a search
 // of the queries answers "unknown" exactly for the queries whose nearest distance
 // (`expected_distances[q][0]`, brute force) lies beyond the threshold, and not for all of them.
@@ -340,23 +358,10 @@ TEST_CASE(
   const auto rows = [&](int64_t first, int64_t count) { return raw.narrow(0, first, count).contiguous(); };
   const fs::path index = dir / "index";
   const std::string cosine = " --set 'retrieval_backend={name: exact, distance: cosine}'";
-  const auto built = run_oml("oml-index", "build --embeddings " + quote((dir / "gallery.npy").string()) +
-                                              " --out " + quote(index.string()) + cosine);
-  INFO(built.out << built.err);
-  REQUIRE(built.exit_code == 0);
-  const auto added = run_oml("oml-index", "add --index " + quote(index.string()) + " --embeddings " +
-                                              quote((dir / "more.npy").string()));
-  INFO(added.err);
-  REQUIRE(added.exit_code == 0);
+  build_add_and_search(dir.path(), index, cosine);
   // The index keeps the rows as it searches them: unit rows.
   const at::Tensor stored = oml::io::read_npy(index / "v000002" / "embeddings.npy");
   CHECK(torch::allclose(stored.norm(2, {1}), torch::ones({200}), 1e-5, 1e-5));
-
-  const auto searched = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
-                                                  quote((dir / "queries.npy").string()) +
-                                                  " --top-k 5 --out " + quote((dir / "s").string()));
-  INFO(searched.err);
-  REQUIRE(searched.exit_code == 0);
   // Brute force in double: 1 - cos of the raw rows; ids are the gallery rows (0..199 in order).
   const auto q = rows(200, 40).to(torch::kDouble), g = rows(0, 200).to(torch::kDouble);
   const auto cos = torch::mm(q / q.norm(2, {1}, true), (g / g.norm(2, {1}, true)).t());
@@ -384,22 +389,9 @@ TEST_CASE(
   // Every list probed: the IVF index must then equal brute force.
   const std::string dot =
       " --set 'retrieval_backend={name: faiss_ivf, args: {nlist: 3, nprobe: 3}, distance: dot}'";
-  const auto built = run_oml("oml-index", "build --embeddings " + quote((dir / "gallery.npy").string()) +
-                                              " --out " + quote(index.string()) + dot);
-  INFO(built.out << built.err);
-  REQUIRE(built.exit_code == 0);
-  const auto added = run_oml("oml-index", "add --index " + quote(index.string()) + " --embeddings " +
-                                              quote((dir / "more.npy").string()));
-  INFO(added.err);
-  REQUIRE(added.exit_code == 0);
+  build_add_and_search(dir.path(), index, dot);
   // The rows are kept as they are (no normalising under dot).
   CHECK(torch::equal(oml::io::read_npy(index / "v000002" / "embeddings.npy"), rows(0, 200)));
-
-  const auto searched = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
-                                                  quote((dir / "queries.npy").string()) +
-                                                  " --top-k 5 --out " + quote((dir / "s").string()));
-  INFO(searched.err);
-  REQUIRE(searched.exit_code == 0);
   // Brute force in double: -q.g of the raw rows, smallest first.
   const auto q = rows(200, 40).to(torch::kDouble), g = rows(0, 200).to(torch::kDouble);
   const auto [expected_distances, expected_ids] = (-torch::mm(q, g.t())).topk(5, 1, /*largest=*/false);
