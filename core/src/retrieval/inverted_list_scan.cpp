@@ -166,8 +166,7 @@ void InvertedListScanner::scan_list(int64_t l, const float* queries, int64_t q0,
       const at::Tensor b = at::from_blob(const_cast<float*>(list.vectors + c0 * dim_), {w, dim_}, at::kFloat);
       at::Tensor values = at::from_blob(block.data(), {m, w}, at::kFloat);
       // -2 q.g (-q.g) straight from the BLAS (alpha = -2 is exact); beta = 0 ignores the old contents.
-      at::addmm_out(values, values, a, b.t(), /*beta=*/0,
-                    /*alpha=*/measure_ == Measure::negative_dot ? -1.0f : -2.0f);
+      at::addmm_out(values, values, a, b.t(), /*beta=*/0, /*alpha=*/block_alpha(measure_));
       const float* norms = norms_[l].data() + c0;
       const int64_t* positions = list.positions + c0;
       const float* vectors = list.vectors + c0 * dim_;
@@ -222,19 +221,14 @@ void InvertedListScanner::scan(const float* queries, int64_t n, int64_t q0, cons
   const int threads = std::max(1, std::min<int>(at::get_num_threads(), static_cast<int>(nlist)));
   std::vector<ChunkHeaps> heaps;
   heaps.reserve(static_cast<std::size_t>(threads));
-  // The standard bound of a computed ||g||^2 - 2 q.g (-q.g) against the exact value, (D + 4) u
-  // times the magnitudes (with 1 % to spare for the norms' own rounding), as the exact engine's
-  // PreparedPair::selection_error_bound: twice of it separates what can still be in the top k.
+  // The exact engine's bound of a computed ||g||^2 - 2 q.g (-q.g) against the exact value
+  // (selection_error_bound): twice of it separates what can still be in the top k.
   std::vector<double> margins(static_cast<std::size_t>(n));
-  constexpr double unit_roundoff = 1.0 / (1 << 24);
   for (int64_t i = 0; i < n; ++i) {
     double q2 = 0.0;
     for (int64_t d = 0; d < dim_; ++d)
       q2 += static_cast<double>(queries[i * dim_ + d]) * queries[i * dim_ + d];
-    const double magnitude = measure_ == Measure::negative_dot
-                                 ? std::sqrt(q2) * max_norm_
-                                 : max_norm_ * max_norm_ + 2.0 * std::sqrt(q2) * max_norm_;
-    margins[i] = 2.0 * 1.01 * static_cast<double>(dim_ + 4) * unit_roundoff * magnitude;
+    margins[i] = 2.0 * selection_error_bound(measure_, dim_, std::sqrt(q2), max_norm_);
   }
   for (int t = 0; t < threads; ++t) heaps.emplace_back(n, top_k, margins);
   std::atomic<int64_t> next_list{0};

@@ -237,12 +237,12 @@ PreparedPair::PreparedPair(const ItemSet& query_set, at::Tensor gallery_rows, co
   }
 }
 
-double PreparedPair::selection_error_bound(int64_t q) const {
+double selection_error_bound(Measure measure, int64_t dim, double query_norm, double gallery_max_norm) {
   constexpr double unit_roundoff = 1.0 / (1 << 24);
   // The sum of the magnitudes: |q.g| <= ||q|| ||g||, plus ||g||^2 under euclidean (2 q.g).
   const double magnitude = measure == Measure::negative_dot
-                               ? query_norm[q] * gallery_max_norm
-                               : gallery_max_norm * gallery_max_norm + 2.0 * query_norm[q] * gallery_max_norm;
+                               ? query_norm * gallery_max_norm
+                               : gallery_max_norm * gallery_max_norm + 2.0 * query_norm * gallery_max_norm;
   return 1.01 * static_cast<double>(dim + 4) * unit_roundoff * magnitude;
 }
 

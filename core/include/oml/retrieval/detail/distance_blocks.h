@@ -29,6 +29,17 @@ double exact_key(Measure measure, const float* a, const float* b, int64_t dim);
 /// The distance reported for an exact key: sqrt(max(key, 0)) (euclidean) or the key (-a.b).
 double distance_of_key(Measure measure, double key);
 
+/// The multiplier of q.g in a block entry under `measure`: -2 (||g||^2 - 2 q.g) or -1 (-q.g);
+/// exact in float.
+constexpr float block_alpha(Measure measure) { return measure == Measure::negative_dot ? -1.0f : -2.0f; }
+
+/// Upper bound of |s_computed - s_exact| for a query of norm `query_norm` against gallery items of
+/// norm at most `gallery_max_norm`, where s = ||g||^2 - 2 q.g (negative_dot: -q.g) in `dim`
+/// dimensions: the standard floating-point dot-product bound (D + 4) u (sum of the magnitudes)
+/// with u = 2^-24 and 1 % to spare for the norms' own rounding, which holds for any summation
+/// order the BLAS picks. Both the exact engine and the IVF list scan select with it.
+double selection_error_bound(Measure measure, int64_t dim, double query_norm, double gallery_max_norm);
+
 /// The gallery's part of the engine's inputs, computed once for every search of a gallery index
 /// (the exact backend's GalleryIndex): what each retrieve_knn() would otherwise compute again
 /// over the whole gallery (norms, id positions, label counts).
@@ -65,14 +76,13 @@ struct PreparedPair {
   int64_t num_queries() const { return queries.size(0); }
   int64_t num_gallery() const { return gallery.size(0); }
 
-  /// The multiplier of q.g in a block entry: -2 (euclidean) or -1 (negative_dot); exact in float.
-  float block_alpha() const { return measure == Measure::negative_dot ? -1.0f : -2.0f; }
+  /// The multiplier of q.g in a block entry (detail::block_alpha).
+  float block_alpha() const { return detail::block_alpha(measure); }
 
-  /// Upper bound of |s_computed - s_exact| for every gallery item of query q, where
-  /// s = ||g||^2 - 2 q.g (negative_dot: -q.g): the standard floating-point dot-product bound
-  /// (D + 4) u (sum of the magnitudes) with u = 2^-24, which holds for any summation order the
-  /// BLAS picks.
-  double selection_error_bound(int64_t q) const;
+  /// detail::selection_error_bound for query q against this gallery.
+  double selection_error_bound(int64_t q) const {
+    return detail::selection_error_bound(measure, dim, query_norm[q], gallery_max_norm);
+  }
 
   /// exact_key() of (q, g) over the raw float vectors: ||q - g||^2, or -q.g.
   double exact_key(int64_t q, int64_t g) const;
