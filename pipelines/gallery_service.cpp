@@ -97,6 +97,11 @@ SearchAnswer GalleryService::search(const at::Tensor& embedding, int64_t k, std:
             embedding.numel(), " values, the index holds embeddings of dimension ", dimension_);
   const at::Tensor e = embedding.to(torch::kFloat).contiguous();
   OML_CHECK(at::isfinite(e).all().item<bool>(), DataError, "the embedding contains NaN or infinity");
+  if (threshold && *threshold < 0) {  // as oml-search's --threshold: only -q.g (dot) is negative
+    const std::shared_lock<std::shared_mutex> lock(index_mutex_);
+    OML_CHECK(loaded_.distance == DistanceKind::dot, UsageError,
+              "threshold must be a distance >= 0 (or null for none), got ", *threshold);
+  }
   auto query = std::make_shared<Query>();
   query->embedding = e;
   query->k = k;

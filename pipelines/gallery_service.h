@@ -72,7 +72,7 @@ class GalleryService {
   at::Tensor embed(const std::string& image_bytes);
   /// The top `k` of `embedding` ([D]; DataError for another size or non-finite values), cut at
   /// `threshold` — nullopt: the calibrated one if any; NaN: none (a distance may be negative:
-  /// -q.g under `distance: dot`).
+  /// -q.g under `distance: dot`; UsageError for a negative one under the other distances).
   SearchAnswer search(const at::Tensor& embedding, int64_t k, std::optional<double> threshold);
   /// Appends the items with new ids (returned), persisted before it returns.
   std::vector<int64_t> add(const std::vector<NewItem>& items);

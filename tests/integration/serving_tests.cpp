@@ -213,6 +213,10 @@ TEST_CASE("oml-serve answers images as oml-search does and survives bad input an
       {"-X POST -d '{\"embedding\": [1, 2' " + url + "/search", 400},
       {"-X POST -d '{\"image\": \"!!!\"}' " + url + "/search", 400},
       {"-X POST -d '{\"embedding\": \"no\"}' " + url + "/search", 400},
+      // A negative threshold is no Euclidean distance (only -q.g under distance: dot is).
+      {"-X POST -H 'Content-Type: image/png' --data-binary @" + quote(query_rows[1][1]) + " '" + url +
+           "/search?threshold=-1'",
+       400},
       {"-X DELETE " + url + "/items/999999", 404},
       {"-X DELETE " + url + "/items/abc", 400},
       {url + "/search", 405},
