@@ -14,9 +14,15 @@ namespace {
 
 constexpr const char* kVariable = "OML_FAILPOINTS";
 
-// name -> seconds to pause, from the environment (read once).
-std::map<std::string, double> parse_failpoints(const char* text) {
-  std::map<std::string, double> out;
+// What a failpoint does: pause for `seconds`, or fail (throw).
+struct Action {
+  bool fail = false;
+  double seconds = 0;
+};
+
+// name -> action, from the environment (read once).
+std::map<std::string, Action> parse_failpoints(const char* text) {
+  std::map<std::string, Action> out;
   if (text == nullptr) return out;
   std::istringstream entries(text);
   std::string entry;
@@ -25,13 +31,14 @@ std::map<std::string, double> parse_failpoints(const char* text) {
     const std::size_t eq = entry.rfind('=');
     const std::string action = eq == std::string::npos ? "" : entry.substr(eq + 1);
     const std::string prefix = "pause:";
+    Action parsed;
+    parsed.fail = action == "fail";
     char* end = nullptr;
-    const double seconds =
-        action.rfind(prefix, 0) == 0 ? std::strtod(action.c_str() + prefix.size(), &end) : -1.0;
-    OML_CHECK(eq != std::string::npos && eq > 0 && end != nullptr && *end == '\0' && seconds >= 0,
-              ConfigError, kVariable, ": expected entries NAME=pause:SECONDS separated by ',', got '", entry,
-              "'");
-    out[entry.substr(0, eq)] = seconds;
+    parsed.seconds = action.rfind(prefix, 0) == 0 ? std::strtod(action.c_str() + prefix.size(), &end) : -1.0;
+    const bool pause = end != nullptr && *end == '\0' && parsed.seconds >= 0;
+    OML_CHECK(eq != std::string::npos && eq > 0 && (pause || parsed.fail), ConfigError, kVariable,
+              ": expected entries NAME=pause:SECONDS or NAME=fail separated by ',', got '", entry, "'");
+    out[entry.substr(0, eq)] = parsed;
   }
   return out;
 }
@@ -41,11 +48,15 @@ std::map<std::string, double> parse_failpoints(const char* text) {
 void failpoint(const std::string& name) {
   static const char* const text = std::getenv(kVariable);
   if (text == nullptr) return;
-  static const std::map<std::string, double> points = parse_failpoints(text);
+  static const std::map<std::string, Action> points = parse_failpoints(text);
   const auto found = points.find(name);
   if (found == points.end()) return;
-  std::cerr << "failpoint " << name << ": pausing " << found->second << " s" << std::endl;
-  std::this_thread::sleep_for(std::chrono::duration<double>(found->second));
+  if (found->second.fail) {
+    std::cerr << "failpoint " << name << ": failing" << std::endl;
+    throw RuntimeError("failpoint " + name + ": failed as OML_FAILPOINTS asks");
+  }
+  std::cerr << "failpoint " << name << ": pausing " << found->second.seconds << " s" << std::endl;
+  std::this_thread::sleep_for(std::chrono::duration<double>(found->second.seconds));
 }
 
 }  // namespace oml
