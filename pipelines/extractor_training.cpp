@@ -32,12 +32,12 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   const data::DataSplit& train_split = dataframe.train();
   const bool has_validation = !dataframe.validation().empty();
   auto train_dataset = std::make_shared<data::ImageDataset>(
-      train_split, build_transform(cfg, cfg.transforms_train, "transforms_train"));
+      train_split, build_transform(cfg, cfg.transforms_train, "transforms_train"), image_limits(cfg));
   train_dataset->reserve_cache(cfg.cache_size);
   std::shared_ptr<data::ImageDataset> val_dataset;
   if (has_validation) {
     val_dataset = std::make_shared<data::ImageDataset>(
-        dataframe.validation(), build_transform(cfg, cfg.transforms_val, "transforms_val"));
+        dataframe.validation(), build_transform(cfg, cfg.transforms_val, "transforms_val"), image_limits(cfg));
   }
   const auto sampler = build_train_sampler(cfg, dataframe);
 

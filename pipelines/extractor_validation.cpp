@@ -183,6 +183,7 @@ void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t
 int validate_extractor(const cli::Invocation& invocation, const config::RunConfig& cfg) {
   GridRequest grids = grid_request_from(invocation);  // bad options fail before any work
   grids.visualization = metrics::visualization_options(cfg.metric_args);
+  grids.max_image_pixels = cfg.max_image_pixels;
   const CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
   output.check();
   RunContext ctx = start_run(cfg);
@@ -206,7 +207,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   } else {
     auto extractor = build_extractor_with_weights(cfg, ctx);
     auto transform = build_transform(cfg, cfg.transforms_val, "transforms_val");
-    auto dataset = std::make_shared<data::ImageDataset>(split, transform);
+    auto dataset = std::make_shared<data::ImageDataset>(split, transform, image_limits(cfg));
     embeddings = embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
   }
 
@@ -241,11 +242,11 @@ PredictionInput prediction_input(const config::RunConfig& cfg) {
   if (!cfg.data_dir.empty()) {
     if (!fs::is_directory(cfg.data_dir))
       cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
-    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, transform);
+    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, transform, image_limits(cfg));
   } else {
     const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
     input.rows = all_rows_in_file_order(dataframe);
-    input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform);
+    input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform, image_limits(cfg));
   }
   return input;
 }

@@ -63,7 +63,8 @@ at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContex
   request.config = &config;
   request.extractor = extractor.get();
   request.dataset =
-      std::make_shared<data::ImageDataset>(split, build_transform(config, slot, "transforms_extraction"));
+      std::make_shared<data::ImageDataset>(split, build_transform(config, slot, "transforms_extraction"),
+                                           image_limits(config));
   request.split_name = split_name;
   request.embed = embed_options(config, config.batch_size_inference, "embedding " + split_name);
   return cached_embeddings(request, context);
@@ -82,8 +83,8 @@ std::shared_ptr<const data::Dataset> pairwise_inputs(
     const at::Tensor& embeddings, const std::optional<config::ComponentSpec>& transform_slot,
     const std::string& transform_key) {
   if (model.takes_images()) {
-    return std::make_shared<data::ImageDataset>(split,
-                                                build_transform(config, transform_slot, transform_key));
+    return std::make_shared<data::ImageDataset>(split, build_transform(config, transform_slot, transform_key),
+                                                image_limits(config));
   }
   return std::make_shared<data::EmbeddingsDataset>(embeddings, split, "the extractor's embeddings");
 }

@@ -38,6 +38,12 @@ config::ComponentSpec require_component(const config::RunConfig& config,
   return *slot;
 }
 
+data::ImageLimits image_limits(const config::RunConfig& config) {
+  data::ImageLimits limits;
+  limits.max_pixels = config.max_image_pixels;
+  return limits;
+}
+
 data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths) {
   if (config.dataset_root.empty()) {
     const config::Node given = config.source["dataset_root"];

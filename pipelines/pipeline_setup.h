@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "oml/config/run_config.h"
+#include "oml/data/image.h"
 
 namespace oml::data {
 class Dataframe;
@@ -43,6 +44,8 @@ config::ComponentSpec require_component(const config::RunConfig& config,
 
 /// dataset_root / dataframe_name, read and validated (DataError naming file, line, column).
 data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths);
+/// The bounds the run's images are decoded within (max_image_pixels).
+data::ImageLimits image_limits(const config::RunConfig& config);
 
 std::shared_ptr<const data::Transform> build_transform(const config::RunConfig& config,
                                                        const std::optional<config::ComponentSpec>& slot,

@@ -44,6 +44,7 @@ std::vector<NamedGrid> draw_grids(const metrics::EmbeddingMetricsResult& result,
                                   const GridRequest& request) {
   report::RetrievalGridOptions options;
   options.top_k = request.top_k;
+  options.max_image_pixels = request.max_image_pixels;
   std::vector<NamedGrid> grids;
   if (request.worst > 0) {
     std::vector<std::string> names;

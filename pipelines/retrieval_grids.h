@@ -23,6 +23,7 @@ struct GridRequest {
   int64_t top_k = 5;                 ///< retrieved items per row
   /// metric_args' plotting keys: metrics left out when `metrics` is empty, and per-category grids.
   metrics::VisualizationOptions visualization;
+  int64_t max_image_pixels = 0;  ///< the run's max_image_pixels (images are read again to draw them)
 };
 
 struct NamedGrid {

@@ -28,6 +28,7 @@ RunRecorder::RunRecorder(const config::RunConfig& config, const RunContext& cont
       log_images_(config.log_images),
       checkpoint_metric_(config.metric_for_checkpointing),
       visualization_(metrics::visualization_options(config.metric_args)),
+      max_image_pixels_(config.max_image_pixels),
       maximise_(config.mode_for_checkpointing == config::CheckpointMode::max) {
   report::LoggerContext logger_context;
   logger_context.run_dir = run_dir;
@@ -146,6 +147,7 @@ void RunRecorder::record_grids(int64_t epoch, int64_t step, const metrics::Embed
     const std::string key =
         checkpoint_metric_.rfind(overall, 0) == 0 ? checkpoint_metric_.substr(overall.size()) : "";
     request.visualization = visualization_;
+    request.max_image_pixels = max_image_pixels_;
     if (result.per_query.count(key) && !visualization_.excludes(key)) request.metrics = {key};
     const auto grids = draw_grids(result, split, request);
     save_grids(grids, report::grid_folder(run_dir_, epoch + 1));

@@ -102,6 +102,7 @@ class RunRecorder {
   bool log_images_;
   std::string checkpoint_metric_;
   metrics::VisualizationOptions visualization_;
+  int64_t max_image_pixels_ = 0;
   bool maximise_;
   std::shared_ptr<report::RunLogger> logger_;
   std::string logger_name_;  ///< the config's logger component ("" for none)

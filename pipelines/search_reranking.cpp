@@ -55,7 +55,7 @@ int64_t SearchReranker::retrieve_k(int64_t k) const {
 
 PairInput SearchReranker::image_inputs(const data::DataSplit& rows) const {
   OML_CHECK(transform_ != nullptr, InternalError, "image_inputs for a model that takes embeddings");
-  auto images = std::make_shared<const data::ImageDataset>(rows, transform_);
+  auto images = std::make_shared<const data::ImageDataset>(rows, transform_, image_limits(config_));
   const auto seed = static_cast<uint64_t>(config_.seed);
   // The transform is the deterministic transforms_val; the key only makes the call well-defined.
   return [images, seed](int64_t row) { return images->load(row, data::RandomKey{seed, 0, row}); };

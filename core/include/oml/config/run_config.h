@@ -69,6 +69,8 @@ struct RunConfig {
   std::vector<std::string> plugins;
   int64_t num_workers = 2;
   int64_t cache_size = 0;
+  /// Images of more pixels are refused before they are decoded (PIL's MAX_IMAGE_PIXELS); 0: none.
+  int64_t max_image_pixels = 89'478'485;
 
   std::optional<ComponentSpec> transforms_train;
   std::optional<ComponentSpec> transforms_val;
