@@ -354,7 +354,7 @@ TEST_CASE("target_recall chooses the search parameters that reach it, explicit o
   const auto recall_of = [&](const retrieval::RetrievalResults& found) {
     return retrieval::measure_recall(found, items, items, top(10), 1000, 7).recall;
   };
-  for (const char* yaml : {"{name: faiss_ivf}", "{name: faiss_hnsw, args: {M: 4, ef_construction: 16}}",
+  for (const char* yaml : {"{name: faiss_ivf}", "{name: faiss_hnsw, args: {M: 16, ef_construction: 40}}",
                            "{name: faiss_ivf_pq}"}) {
     INFO(yaml);
     const auto b = backend(yaml);
@@ -522,13 +522,42 @@ TEST_CASE("A gallery index changed by add and remove searches like one over the 
     INFO(kind);
     if (std::string(kind) != "{name: exact}" && refused_without_faiss(kind)) continue;
     const auto b = backend(kind);
-    // Both orders: remove then add, and add then remove (the removed positions are the same).
-    for (const bool add_first : {false, true}) {
-      INFO("add first: " << add_first);
+    // Both orders: remove then add, and add then remove (the removed positions are the same);
+    // and in pieces, as a server takes them: adds of 100 items (most of them into the room the
+    // first one made), removals in three batches (later ones in place).
+    for (const int order : {0, 1, 2}) {
+      INFO("order " << order);
       auto index = b->build_index(gallery, top(10));
-      if (add_first) index->add(more);
-      index->remove(removed);
-      if (!add_first) index->add(more);
+      if (order == 1) index->add(more);
+      if (order == 2) {
+        for (int64_t first = 0; first < 500; first += 100) {
+          retrieval::ItemSet piece;
+          piece.embeddings = more.embeddings.narrow(0, first, 100);
+          piece.labels.assign(more.labels.begin() + first, more.labels.begin() + first + 100);
+          piece.ids.assign(more.ids.begin() + first, more.ids.begin() + first + 100);
+          index->add(piece);
+        }
+        // Every third removed row per batch, each at its position after the earlier batches.
+        for (int batch = 2; batch >= 0; --batch) {
+          std::vector<int64_t> part;
+          for (std::size_t i = 0; i < removed.size(); ++i) {
+            if (static_cast<int>(i % 3) == batch) part.push_back(removed[i]);
+          }
+          std::vector<int64_t> positions;
+          for (const int64_t row : part) {
+            // The row's position now: the rows before it that earlier batches removed are gone.
+            int64_t gone = 0;
+            for (std::size_t i = 0; i < removed.size(); ++i) {
+              if (static_cast<int>(i % 3) > batch && removed[i] < row) ++gone;
+            }
+            positions.push_back(row - gone);
+          }
+          index->remove(positions);
+        }
+      } else {
+        index->remove(removed);
+        if (order == 0) index->add(more);
+      }
       REQUIRE(index->size() == static_cast<int64_t>(kept_rows.size()));
       CHECK(index->gallery().ids == changed.ids);
       CHECK(torch::equal(index->gallery().embeddings, changed.embeddings));
