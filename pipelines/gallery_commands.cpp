@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -217,6 +218,34 @@ config::RunConfig index_model_config(const cli::Invocation& inv, const IndexVers
   return inv.load_config(document);
 }
 
+namespace {
+
+void apply_changes(LoadedIndex& loaded, const ChangeSummary& changes) {
+  loaded.log_bytes = changes.valid_bytes;
+  loaded.log_records = changes.records;
+  IndexManifest& manifest = loaded.version.manifest;
+  // All additions, then all removals: the same gallery as the records one by one (change_log.h),
+  // at the cost of one of each (faiss_hnsw's graph is built again once, not per removal).
+  if (!changes.added.ids.empty()) {
+    loaded.index->add(changes.added.item_set(changes.added_rows));  // logged as the index searches them
+    loaded.version.items.append(changes.added);
+    manifest.next_id = std::max(manifest.next_id, changes.added.ids.back() + 1);
+  }
+  if (!changes.removed_ids.empty()) {
+    std::unordered_map<int64_t, int64_t> position;
+    for (std::size_t i = 0; i < loaded.version.items.size(); ++i)
+      position[loaded.version.items.ids[i]] = static_cast<int64_t>(i);
+    std::vector<int64_t> positions;
+    for (const int64_t id : changes.removed_ids) positions.push_back(position.at(id));  // read_change_log checked
+    std::sort(positions.begin(), positions.end());
+    loaded.index->remove(positions);
+    loaded.version.items.remove(positions);
+  }
+  manifest.items = loaded.index->size();
+}
+
+}  // namespace
+
 LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool into_memory) {
   LoadedIndex out;
   out.version = read_index_folder(dir);
@@ -231,7 +260,29 @@ LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool int
   out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
                                       out.version.manifest.search_parameters,
                                       retrieval::engine_measure(out.distance));
+  const ChangeSummary changes =
+      read_change_log(change_log_path(dir, out.version.version.filename().string()),
+                      version_number_of(out.version.version), out.version.manifest.dimension, out.version.items);
+  apply_changes(out, changes);
   return out;
+}
+
+std::unique_ptr<ChangeLogWriter> open_change_log(const LoadedIndex& loaded) {
+  return std::make_unique<ChangeLogWriter>(
+      change_log_path(loaded.version.dir, loaded.version.version.filename().string()),
+      version_number_of(loaded.version.version), loaded.log_bytes);
+}
+
+void compact(LoadedIndex& loaded) {
+  const std::string name = write_next_version(loaded.version.dir, next_contents(loaded));
+  loaded.version.version = loaded.version.dir / name;
+  loaded.log_bytes = 0;
+  loaded.log_records = 0;
+}
+
+bool compaction_due(const LoadedIndex& loaded, int64_t log_bytes, int64_t min_bytes) {
+  const at::Tensor& rows = loaded.index->gallery().embeddings;
+  return compaction_due(log_bytes, rows.defined() ? rows.numel() * 4 : 0, min_bytes);
 }
 
 retrieval::RetrievalResults LoadedIndex::search(retrieval::ItemSet queries,
@@ -325,15 +376,20 @@ int index_add(const cli::Invocation& inv) {
   Items items = input_items(inv, loaded.version);
   check_dimension(items, loaded.version, "the added embeddings");
   const int64_t n = items.embeddings.size(0);
-  IndexContents contents = next_contents(loaded);
-  for (int64_t i = 0; i < n; ++i) items.records.ids.push_back(contents.manifest.next_id + i);
+  OML_CHECK(n > 0, DataError, "no items to add");
+  IndexManifest& manifest = loaded.version.manifest;
+  for (int64_t i = 0; i < n; ++i) items.records.ids.push_back(manifest.next_id + i);
+  const int64_t first = loaded.index->size();
   loaded.add(items.records.item_set(items.embeddings.contiguous()));
-  contents.manifest.next_id += n;
-  contents.items.append(items.records);
-  write_next_version(dir, std::move(contents));
-  std::cout << "oml-index: added " << n << " items (ids " << (n > 0 ? items.records.ids.front() : 0) << ".."
-            << (n > 0 ? items.records.ids.back() : -1) << ") to " << dir.string() << ": "
-            << loaded.index->size() << " items" << std::endl;
+  // Logged as the index holds them (unit rows under cosine), before anything else is changed.
+  const auto log = open_change_log(loaded);
+  log->append_add(items.records, loaded.index->gallery().embeddings.narrow(0, first, n));
+  manifest.next_id += n;
+  loaded.version.items.append(items.records);
+  std::cout << "oml-index: added " << n << " items (ids " << items.records.ids.front() << ".."
+            << items.records.ids.back() << ") to " << dir.string() << ": " << loaded.index->size() << " items"
+            << std::endl;
+  if (compaction_due(loaded, log->bytes())) compact(loaded);
   return 0;
 }
 
@@ -363,17 +419,36 @@ int index_remove(const cli::Invocation& inv) {
   }
   std::sort(positions.begin(), positions.end());
   positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
-  IndexContents contents = next_contents(loaded);
   if (loaded.index->remove_updates() == retrieval::IndexUpdates::kRebuild) {
     log::info(loaded.backend->name() + " cannot remove items in place: its index is built again over the " +
               std::to_string(loaded.index->size() - static_cast<int64_t>(positions.size())) +
               " remaining items");
   }
+  std::vector<int64_t> removed_ids;
+  for (const int64_t p : positions) removed_ids.push_back(loaded.version.items.ids[static_cast<std::size_t>(p)]);
+  const auto log = open_change_log(loaded);
+  log->append_remove(removed_ids);
   loaded.index->remove(positions);
-  contents.items.remove(positions);
-  write_next_version(dir, std::move(contents));
+  loaded.version.items.remove(positions);
   std::cout << "oml-index: removed " << positions.size() << " items from " << dir.string() << ": "
             << loaded.index->size() << " items" << std::endl;
+  if (compaction_due(loaded, log->bytes())) compact(loaded);
+  return 0;
+}
+
+int index_compact(const cli::Invocation& inv) {
+  const fs::path dir = required_path(inv, "index", "the index folder to compact");
+  const IndexWriteLock lock(dir);
+  LoadedIndex loaded = load_index(inv, dir);
+  if (loaded.log_records == 0) {
+    std::cout << "oml-index: " << dir.string() << " has no logged changes; nothing to compact" << std::endl;
+    return 0;
+  }
+  const int64_t records = loaded.log_records;
+  compact(loaded);
+  std::cout << "oml-index: " << dir.string() << ": " << records << " logged changes written into "
+            << loaded.version.version.filename().string() << " (" << loaded.index->size() << " items)"
+            << std::endl;
   return 0;
 }
 
@@ -419,10 +494,17 @@ int index_info(const cli::Invocation& inv) {
   const fs::path dir = required_path(inv, "index", "the index folder");
   const IndexVersion version = read_index_folder(dir);
   const IndexManifest& m = version.manifest;
-  std::cout << "index:       " << dir.string() << " (" << version.version.filename().string() << ", "
-            << m.created << ")\n"
-            << "items:       " << m.items << " of dimension " << m.dimension << " (next id " << m.next_id
-            << ")\n"
+  const std::string name = version.version.filename().string();
+  // The logged changes count without loading the index.
+  const ChangeSummary changes =
+      read_change_log(change_log_path(dir, name), version_number_of(version.version), m.dimension, version.items);
+  const int64_t items =
+      m.items + static_cast<int64_t>(changes.added.ids.size()) - static_cast<int64_t>(changes.removed_ids.size());
+  const int64_t next_id = changes.added.ids.empty() ? m.next_id : std::max(m.next_id, changes.added.ids.back() + 1);
+  std::cout << "index:       " << dir.string() << " (" << name << ", " << m.created << ")\n"
+            << "items:       " << items << " of dimension " << m.dimension << " (next id " << next_id << ")\n"
+            << "changes:     " << changes.records << " logged since " << name << " (" << changes.valid_bytes
+            << " bytes; oml-index compact writes them into a new version)\n"
             << "backend:     " << m.backend << "\n";
   if (m.tuned) {
     std::cout << "recall:      " << m.tuned->recall << " at k=" << m.tuned->k << " (target_recall, "

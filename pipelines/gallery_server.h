@@ -3,24 +3,26 @@
 // (docs/serving.md#the-http-api), on Boost.Beast.
 //
 //   GET  /health            {"status": "ok", "items": N, "dimension": D, "backend": "..."}
-//   GET  /metrics           Prometheus text: requests, latency histograms, batch sizes, index size
+//   GET  /metrics           Prometheus text: requests, latency histograms, index size
 //   POST /search            {"embedding": [...]} or {"image": "<base64>"}, "k", "threshold"
 //                           (or an image body, Content-Type image/*, ?k=&threshold=) -> neighbours
 //   POST /embed             the same inputs -> {"embedding": [...]}
 //   POST /items             {"embedding"|"image", "path", "label", "category"} or {"items": [...]}
-//                           -> {"ids": [...]} (persisted as the folder's next version)
-//   DELETE /items/{id}      -> {"removed": id} (persisted)
+//                           -> {"ids": [...]} (persisted before the answer)
+//   DELETE /items/{id}      -> {"removed": id} (persisted before the answer)
 //
-// Every error is a JSON body {"error": "..."} with a 4xx status for the client's mistakes (400
-// malformed, 404 unknown route or id, 405 method, 413 too large, 422 wrong embedding size or not
-// an image) and 500 otherwise; the server keeps serving. SIGTERM / SIGINT: stop accepting, finish
-// the requests in flight (a change is written whole before its response), then exit 0.
+// What a request may do and how it is answered is http_api.h's contract (no request stops the
+// server; 4xx for a client's mistake, 401 without the token where one is asked). This file reads
+// and writes connections: bodies over --max-body-mb are refused while they arrive, a connection
+// idle past --timeout-s is closed. SIGTERM / SIGINT: stop accepting, finish the requests in
+// flight (a change is written before its response), then exit 0.
 
 #include <chrono>
 #include <cstdint>
 #include <string>
 
 #include "cli.h"
+#include "http_api.h"
 
 namespace oml::pipelines {
 
@@ -31,7 +33,7 @@ struct ServerOptions {
   int workers = 64;  ///< threads running requests (they wait on the batches)
   int64_t max_body_bytes = 16 * 1024 * 1024;
   std::chrono::seconds timeout{30};  ///< a connection's read or write
-  int64_t default_k = 10;
+  ApiOptions api;                    ///< k, limits and credentials of the routes
 };
 
 /// Serves the index folder `--index` until SIGTERM / SIGINT; returns the exit code.

@@ -8,10 +8,12 @@
 
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
+#include "oml/common/failpoint.h"
 #include "oml/common/logging.h"
 #include "oml/data/image.h"
 #include "oml/data/transform.h"
 #include "oml/models/extractor.h"
+#include "oml/retrieval/distance_space.h"
 #include "pipeline_setup.h"
 #include "run_context.h"
 
@@ -28,6 +30,7 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
     : invocation_(invocation), dir_(dir), options_(options) {
   lock_ = std::make_unique<IndexWriteLock>(dir);  // no oml-index command changes it under the server
   loaded_ = load_index(invocation_, dir, /*into_memory=*/true);
+  log_ = open_change_log(loaded_);
   dimension_ = loaded_.version.manifest.dimension;
   if (loaded_.version.manifest.has_model) {
     const config::RunConfig cfg = index_model_config(invocation_, loaded_.version, {});
@@ -36,6 +39,8 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
     extractor_->eval();
     transform_ = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
                                  "transforms_predict");
+    max_image_pixels_ = options_.max_image_pixels.value_or(cfg.max_image_pixels);
+    decode_budget_ = std::make_unique<data::DecodeBudget>(options_.decode_memory_bytes);
     embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
         [this](std::vector<at::Tensor>& images) { return embed_batch(images); }, options_.embed_batch,
         [](const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes(); });
@@ -43,12 +48,73 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
   searcher_ = std::make_unique<MicroBatcher<std::shared_ptr<Query>, SearchAnswer>>(
       [this](std::vector<std::shared_ptr<Query>>& queries) { return search_batch(queries); },
       options_.search_batch);
+  compactor_ = std::thread([this] { compact_when_due(); });
+  if (compaction_due(loaded_, log_->bytes(), options_.compact_min_bytes)) after_change();  // a log left long by oml-index
 }
 
 GalleryService::~GalleryService() {
-  // The batchers first: their workers call into the members below.
+  // The batchers first: their workers call into the members below. A compaction under way is
+  // finished (a killed one would be as safe, but a stop should leave the folder tidy).
   searcher_.reset();
   embedder_.reset();
+  {
+    const std::lock_guard<std::mutex> lock(compaction_mutex_);
+    stopping_ = true;
+  }
+  compaction_changed_.notify_all();
+  if (compactor_.joinable()) compactor_.join();
+}
+
+void GalleryService::after_change() {
+  if (!compaction_due(loaded_, log_->bytes(), options_.compact_min_bytes)) return;
+  {
+    const std::lock_guard<std::mutex> lock(compaction_mutex_);
+    compaction_due_ = true;
+  }
+  compaction_changed_.notify_all();
+}
+
+void GalleryService::compact_when_due() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(compaction_mutex_);
+      compaction_changed_.wait(lock, [&] { return compaction_due_ || stopping_; });
+      if (stopping_) return;
+      compaction_due_ = false;
+      compacting_ = true;
+    }
+    try {
+      const std::shared_lock<std::shared_mutex> lock(index_mutex_);
+      if (compaction_due(loaded_, log_->bytes(), options_.compact_min_bytes)) {
+        log::info("oml-serve: " + std::to_string(loaded_.log_records) + " logged changes (" +
+                  std::to_string(log_->bytes()) + " bytes): writing the gallery as a new version");
+        compact(loaded_);
+        log_ = open_change_log(loaded_);
+      }
+    } catch (const std::exception& e) {
+      // The folder still holds the previous version and its log, which changes keep appending to.
+      log::warn(std::string("oml-serve: compacting the index failed (changes are still logged): ") + e.what());
+    }
+    {
+      const std::lock_guard<std::mutex> lock(compaction_mutex_);
+      compacting_ = false;
+    }
+    compaction_changed_.notify_all();
+  }
+}
+
+void GalleryService::wait_for_compaction() {
+  std::unique_lock<std::mutex> lock(compaction_mutex_);
+  compaction_changed_.wait(lock, [&] { return (!compaction_due_ && !compacting_) || stopping_; });
+}
+
+void GalleryService::reload() {
+  try {
+    loaded_ = load_index(invocation_, dir_, /*into_memory=*/true);
+    log_ = open_change_log(loaded_);
+  } catch (const std::exception& e) {
+    log::warn(std::string("oml-serve: reading the index again after a failed change failed: ") + e.what());
+  }
 }
 
 bool GalleryService::has_model() const { return extractor_ != nullptr; }
@@ -79,7 +145,17 @@ std::vector<at::Tensor> GalleryService::embed_batch(std::vector<at::Tensor>& ima
 at::Tensor GalleryService::embed(const std::string& image_bytes) {
   OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
             " was built from embeddings, without a model: send embeddings, not images");
-  const at::Tensor image = data::decode_image(image_bytes, "the request's image");
+  const std::string what = "(the request's)";
+  const data::ImageHeader header = data::read_image_header(image_bytes, what);
+  data::ImageLimits limits;
+  limits.max_pixels = max_image_pixels_;
+  limits.setting = options_.max_image_pixels ? "--max-image-pixels" : "the index config's max_image_pixels";
+  data::check_pixel_limit(header, limits, what);
+  // Held through the decode and the transform, which may make a float copy of the full image
+  // (3 channels x 4 bytes per pixel) before it resizes.
+  const int64_t working_bytes = header.decode_bytes() + std::min<int64_t>(header.pixels(), INT64_MAX / 16) * 12;
+  const data::DecodeBudget::Hold hold = decode_budget_->reserve(working_bytes, what, "--decode-memory-mb budget");
+  const at::Tensor image = data::decode_image(image_bytes, what, limits);
   at::Tensor input;
   try {
     input = transform_->apply(image, data::RandomKey{});
@@ -110,6 +186,7 @@ SearchAnswer GalleryService::search(const at::Tensor& embedding, int64_t k, std:
 }
 
 std::vector<SearchAnswer> GalleryService::search_batch(std::vector<std::shared_ptr<Query>>& queries) {
+  failpoint("serve:search");
   retrieval::ItemSet set;
   std::vector<at::Tensor> rows;
   int64_t k = 1;
@@ -160,47 +237,42 @@ std::vector<int64_t> GalleryService::add(const std::vector<NewItem>& new_items) 
     records.categories.push_back(item.category);
   }
   const std::unique_lock<std::shared_mutex> lock(index_mutex_);
-  IndexContents contents = next_contents(loaded_);
+  IndexManifest& manifest = loaded_.version.manifest;
   for (std::size_t i = 0; i < new_items.size(); ++i) {
-    records.ids.push_back(contents.manifest.next_id + static_cast<int64_t>(i));
+    records.ids.push_back(manifest.next_id + static_cast<int64_t>(i));
   }
-  const retrieval::ItemSet added = records.item_set(torch::stack(rows).contiguous());
+  retrieval::ItemSet added = records.item_set(torch::stack(rows).contiguous());
   retrieval::validate_item_set(added, "added items");
-  IndexedItems all = contents.items;
-  all.append(records);
-  loaded_.add(added);
-  contents.items = all;
-  contents.manifest.next_id += static_cast<int64_t>(new_items.size());
-  persist(contents);
-  loaded_.version.items = std::move(all);
-  loaded_.version.manifest = contents.manifest;
-  return records.ids;
-}
-
-void GalleryService::persist(const IndexContents& contents) {
+  // Logged as the index holds them (unit rows under cosine), then applied in memory.
+  added = retrieval::to_engine_space(std::move(added), loaded_.distance);
+  log_->append_add(records, added.embeddings);
   try {
-    write_next_version(dir_, contents);
+    loaded_.index->add(added);
+    loaded_.version.items.append(records);
+    manifest.next_id += static_cast<int64_t>(new_items.size());
   } catch (...) {
-    // The folder still holds the previous version: serve that again, as it is on disk.
-    loaded_ = load_index(invocation_, dir_, /*into_memory=*/true);
+    reload();  // the log has the change: the folder as read again serves it
     throw;
   }
+  after_change();
+  return records.ids;
 }
 
 bool GalleryService::remove(int64_t id) {
   const std::unique_lock<std::shared_mutex> lock(index_mutex_);
-  const IndexedItems& items = loaded_.version.items;
+  IndexedItems& items = loaded_.version.items;
   const auto found = std::find(items.ids.begin(), items.ids.end(), id);
   if (found == items.ids.end()) return false;
   const int64_t position = found - items.ids.begin();
-  IndexContents contents = next_contents(loaded_);
-  IndexedItems kept = items;
-  kept.remove({position});
-  loaded_.index->remove({position});
-  contents.items = kept;
-  persist(contents);
-  loaded_.version.items = std::move(kept);
-  loaded_.version.manifest = contents.manifest;
+  log_->append_remove({id});
+  try {
+    loaded_.index->remove({position});
+    items.remove({position});
+  } catch (...) {
+    reload();
+    throw;
+  }
+  after_change();
   return true;
 }
 

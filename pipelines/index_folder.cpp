@@ -162,14 +162,19 @@ void write_version_folder(const fs::path& dir, const std::string& name, IndexCon
   }
 }
 
-// Version folders and temporaries in `dir` other than `keep`: left by killed writers, or
-// superseded. All of them are this index's own files.
+// Version folders, their change logs and temporaries in `dir` other than `keep`'s: left by
+// killed writers, or superseded. All of them are this index's own files.
 void remove_other_versions(const fs::path& dir, const std::string& keep) {
   io::remove_stale_temporaries(dir);
   std::error_code ec;
+  const std::string log_suffix = ".changes";
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name != keep && version_number(name) >= 0 && entry.is_directory()) fs::remove_all(entry.path(), ec);
+    const bool log = name.size() > log_suffix.size() && name.compare(name.size() - log_suffix.size(),
+                                                                      log_suffix.size(), log_suffix) == 0;
+    if (log && name != keep + log_suffix && version_number(name.substr(0, name.size() - log_suffix.size())) >= 0)
+      fs::remove(entry.path(), ec);
   }
 }
 
@@ -185,19 +190,26 @@ void IndexedItems::append(const IndexedItems& more) {
 }
 
 void IndexedItems::remove(const std::vector<int64_t>& removed) {
-  IndexedItems kept;
+  // In place, moving rather than copying the strings: a large gallery loses one item cheaply.
+  std::size_t write = 0;
   auto next = removed.begin();
   for (std::size_t i = 0; i < size(); ++i) {
     if (next != removed.end() && *next == static_cast<int64_t>(i)) {
       ++next;
       continue;
     }
-    kept.ids.push_back(ids[i]);
-    kept.paths.push_back(paths[i]);
-    kept.labels.push_back(labels[i]);
-    kept.categories.push_back(categories[i]);
+    if (write != i) {
+      ids[write] = ids[i];
+      paths[write] = std::move(paths[i]);
+      labels[write] = labels[i];
+      categories[write] = std::move(categories[i]);
+    }
+    ++write;
   }
-  *this = std::move(kept);
+  ids.resize(write);
+  paths.resize(write);
+  labels.resize(write);
+  categories.resize(write);
 }
 
 retrieval::ItemSet IndexedItems::item_set(const at::Tensor& embeddings) const {
@@ -358,17 +370,23 @@ void create_index_folder(const fs::path& dir, IndexContents contents) {
   write_next_version(dir, std::move(contents));
 }
 
-void write_next_version(const fs::path& dir, IndexContents contents) {
+std::string write_next_version(const fs::path& dir, IndexContents contents) {
   int64_t next = 1;
   if (fs::is_regular_file(dir / kCurrent)) next = version_number(current_version_name(dir)) + 1;
   const std::string name = version_name(next);
   std::error_code ec;
   fs::remove_all(dir / name, ec);  // a version a killed writer finished but never made current
+  fs::remove(dir / (name + ".changes"), ec);  // and a log of it, which can only be stale
   write_version_folder(dir, name, contents);
   io::write_file_atomic(dir / kCurrent, name + "\n");
   remove_other_versions(dir, name);
   log::info("index " + dir.string() + ": version " + name + " with " + std::to_string(contents.items.size()) +
             " items (" + contents.index->describe() + ")");
+  return name;
+}
+
+int64_t version_number_of(const fs::path& version_folder) {
+  return version_number(version_folder.filename().string());
 }
 
 }  // namespace oml::pipelines

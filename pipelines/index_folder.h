@@ -12,10 +12,14 @@
 //       items.csv          id,path,label,category per row, in the rows' order
 //       faiss.index        the backend's own index (Faiss write_index), for the kinds that have one
 //
-// A change (oml-index add / remove / calibrate) writes the next version beside the current one,
-// then renames CURRENT over: a killed command leaves the previous version current and whole
-// (its leftovers are removed by the next change). The superseded version is removed once the
-// new one is current. Changes hold <dir>/.lock (flock): one writer at a time.
+//   <dir>/v000003.changes  the changes made since (change_log.h), appended record by record
+//
+// Adding and removing items appends to the current version's change log (change_log.h). A new
+// version — `oml-index calibrate`, `oml-index compact`, or a log grown past compaction_due() —
+// is written beside the current one, then CURRENT is renamed over: a killed command leaves the
+// previous version current and whole (its leftovers are removed by the next change). The
+// superseded version and its log are removed once the new one is current. Changes hold
+// <dir>/.lock (flock): one writer at a time.
 
 #include <cstdint>
 #include <filesystem>
@@ -120,8 +124,11 @@ void check_new_index_folder(const std::filesystem::path& dir);
 void create_index_folder(const std::filesystem::path& dir, IndexContents contents);
 
 /// Writes `contents` as the next version of the index folder `dir` (which the caller holds with
-/// an IndexWriteLock), makes it current, removes the one it replaces and what killed writers
-/// left behind.
-void write_next_version(const std::filesystem::path& dir, IndexContents contents);
+/// an IndexWriteLock), makes it current, removes the one it replaces (with its change log) and
+/// what killed writers left behind. Returns the new version's name ("v000004").
+std::string write_next_version(const std::filesystem::path& dir, IndexContents contents);
+
+/// The number of a version folder ("<dir>/v000003" -> 3).
+int64_t version_number_of(const std::filesystem::path& version_folder);
 
 }  // namespace oml::pipelines
