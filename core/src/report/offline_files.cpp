@@ -44,6 +44,9 @@ std::string uuid4_hex() {
 }
 
 void link_or_copy(const fs::path& from, const fs::path& to) {
+  std::error_code same_error;
+  // Already a link to this very file: rename() would do nothing and leave the temporary behind.
+  if (fs::exists(to, same_error) && fs::equivalent(from, to, same_error)) return;
   fs::create_directories(to.parent_path());
   const fs::path tmp = to.string() + ".tmp";
   std::error_code ignored;
