@@ -107,7 +107,11 @@ ClearmlOfflineTask::ClearmlOfflineTask(ClearmlOptions options, const LoggerConte
     if (fs::exists(earlier / kTaskFile)) {
       try {
         id_ = *context.resumed_run_id;
-        reopen(earlier, context.resumed_at_step.value_or(0));
+        try {
+          reopen(earlier, context.resumed_at_step.value_or(0));
+        } catch (const nlohmann::json::exception& e) {  // a task or event of an unexpected shape
+          throw DataError(earlier.string() + ": " + e.what());
+        }
         return;
       } catch (const DataError& e) {
         log::warn(std::string("clearml: cannot continue ") + earlier.string() + " (" + e.what() +

@@ -154,7 +154,11 @@ NeptuneOfflineRun::NeptuneOfflineRun(NeptuneOptions options, const LoggerContext
     }
     if (earlier) {
       try {
-        reopen(*earlier, context.resumed_at_step.value_or(0));
+        try {
+          reopen(*earlier, context.resumed_at_step.value_or(0));
+        } catch (const nlohmann::json::exception& e) {  // an operation of an unexpected shape
+          throw DataError(earlier->string() + ": " + e.what());
+        }
         return;
       } catch (const DataError& e) {
         log::warn(std::string("neptune: cannot continue ") + earlier->string() + " (" + e.what() +
