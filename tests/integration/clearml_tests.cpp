@@ -156,18 +156,8 @@ TEST_CASE("A resumed run continues its ClearML session: one task, each step once
   const fs::path run = dir / "logs" / "run";
   const fs::path folder = session(run);
   const std::string id = folder.filename().string();
-  {
-    // A process resumed at step 3 and killed after logging two more steps (no end, no zip).
-    oml::report::LoggerContext context;
-    context.run_dir = run;
-    context.run_name = "run";
-    context.resumed_run_id = id;
-    context.resumed_at_step = 3;
-    oml::report::ClearmlOfflineTask killed({}, context, nlohmann::json::object());
-    killed.log_scalar("train/loss", 99.0, 4);
-    killed.log_scalar("train/loss", 99.0, 5);
-    killed.flush();
-  }
+  // A process resumed at step 3 and killed after logging two more steps (no end, no zip).
+  oml::test::log_as_killed_process<oml::report::ClearmlOfflineTask>(run, id);
   CHECK_FALSE(fs::exists(folder.string() + ".zip"));  // the first process's, out of date
   const auto r = train(dir, "", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
   INFO(r.err);

@@ -157,18 +157,8 @@ TEST_CASE("A resumed run continues its Neptune run: one offline run, each step o
   const fs::path run = dir / "logs" / "run";
   const fs::path folder = offline_run(run);
   const std::string id = run_uuid(folder);
-  {
-    // A process resumed at step 3 and killed after logging two more steps (no status).
-    oml::report::LoggerContext context;
-    context.run_dir = run;
-    context.run_name = "run";
-    context.resumed_run_id = id;
-    context.resumed_at_step = 3;
-    oml::report::NeptuneOfflineRun killed({}, context, nlohmann::json::object());
-    killed.log_scalar("train/loss", 99.0, 4);
-    killed.log_scalar("train/loss", 99.0, 5);
-    killed.flush();
-  }
+  // A process resumed at step 3 and killed after logging two more steps (no status).
+  oml::test::log_as_killed_process<oml::report::NeptuneOfflineRun>(run, id);
   const auto r = train(dir, "", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);

@@ -8,29 +8,48 @@
 #include <string>
 #include <utility>
 
+#include "oml/report/run_logger.h"
 #include "pipeline_fixtures.h"
 
 namespace oml::test {
 
 /// oml-train on the small Fashion-MNIST config with `logger_yaml` (a `logger:` line) and `extra`
 /// config lines, and `args` on the command line.
-inline CommandResult train_with_logger(const TempDir& dir, const std::string& logger_yaml, const std::string& extra,
-                                       const std::string& args = "") {
+inline CommandResult train_with_logger(const TempDir& dir, const std::string& logger_yaml,
+                                       const std::string& extra, const std::string& args = "") {
   write_file(dir / "train.yaml", train_config(dir / "logs", logger_yaml + extra));
-  return run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()) + " --progress quiet " + args);
+  return run_oml("oml-train",
+                 "--config " + quote((dir / "train.yaml").string()) + " --progress quiet " + args);
 }
 
 /// oml-train with `logger_yaml` for (nearly) ever, sent SIG`signal` ("INT", "TERM") once its first
 /// checkpoint is written; the output ends with "status=<the exit code>".
-inline CommandResult interrupt_training(const TempDir& dir, const std::string& logger_yaml, const std::string& signal) {
+inline CommandResult interrupt_training(const TempDir& dir, const std::string& logger_yaml,
+                                        const std::string& signal) {
   write_file(dir / "train.yaml", train_config(dir / "logs", logger_yaml));
   const std::filesystem::path last = dir / "logs" / "run" / "checkpoints" / "last.ckpt";
-  const std::string script = "set -m; " + quote(command_path("oml-train")) + " --config " +
-                             quote((dir / "train.yaml").string()) +
-                             " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 1200); do if [ -f " +
-                             quote(last.string()) + " ]; then break; fi; sleep 0.05; done; kill -" + signal +
-                             " $pid; wait $pid; echo status=$?";
+  const std::string script =
+      "set -m; " + quote(command_path("oml-train")) + " --config " + quote((dir / "train.yaml").string()) +
+      " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 1200); do if [ -f " +
+      quote(last.string()) + " ]; then break; fi; sleep 0.05; done; kill -" + signal +
+      " $pid; wait $pid; echo status=$?";
   return run("bash -c " + quote(script), 120);
+}
+
+/// What a process that resumed `run` from its checkpoint at step 3 (continuing the tracker run
+/// `id`) leaves when it is killed after logging steps 4 and 5: a `Logger` that logged them and
+/// was flushed but never finished. A run resumed from the same checkpoint must drop them.
+template <class Logger>
+void log_as_killed_process(const std::filesystem::path& run, const std::string& id) {
+  report::LoggerContext context;
+  context.run_dir = run;
+  context.run_name = run.filename().string();
+  context.resumed_run_id = id;
+  context.resumed_at_step = 3;
+  Logger killed({}, context, nlohmann::json::object());
+  killed.log_scalar("train/loss", 99.0, 4);
+  killed.log_scalar("train/loss", 99.0, 5);
+  killed.flush();
 }
 
 /// Every value the run logged, by (key, step): each number of train.jsonl but epoch and step as

@@ -170,17 +170,8 @@ TEST_CASE("A resumed run continues its W&B run: one offline run, each step once"
   const fs::path folder = offline_run(run);
   const std::string id = read_with_wandb(folder).at("runs")[0].at("run_id");
   CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").resume->logger_run_id == "wandb:" + id);
-  {
-    // A process resumed at step 3 and killed after logging two more steps (no exit record).
-    oml::report::LoggerContext context;
-    context.run_dir = run;
-    context.resumed_run_id = id;
-    context.resumed_at_step = 3;
-    oml::report::WandbOfflineRun killed({}, context, nlohmann::json::object());
-    killed.log_scalar("train/loss", 99.0, 4);
-    killed.log_scalar("train/loss", 99.0, 5);
-    killed.flush();
-  }
+  // A process resumed at step 3 and killed after logging two more steps (no exit record).
+  oml::test::log_as_killed_process<oml::report::WandbOfflineRun>(run, id);
   const auto r = train(dir, "", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
