@@ -47,7 +47,7 @@ def corpus_lines():
         if os.path.isfile(path):
             with open(path, encoding="utf-8", errors="replace") as f:
                 lines += [l.rstrip("\n") for l in f]
-    for path in sorted(glob.glob("/usr/lib/python3.11/*.py"))[:60]:
+    for path in sorted(glob.glob("/usr/lib/python3.11/*.py"))[:12]:
         with open(path, encoding="utf-8", errors="replace") as f:
             lines += [l.rstrip("\n") for l in f]
     return [l for l in lines if "\ufffd" not in l]
@@ -91,9 +91,9 @@ def generated_line(rng, words):
             return rng.choice(SPECIALS)
         if kind == 8:
             return rng.choice(COMPAT)
-        if kind == 9:  # a very long word, number or punctuation run
+        if kind == 9 and rng.random() < 0.3:  # a very long word, number or punctuation run
             alphabet = rng.choice(["abcdefghijklmnopqrstuvwxyz", "0123456789", "!?.-_/", "аб", "é"])
-            return "".join(rng.choice(alphabet) for _ in range(rng.randint(60, 400)))
+            return "".join(rng.choice(alphabet) for _ in range(rng.randint(30, 250)))
         if kind == 10:
             return rng.choice([" " * rng.randint(2, 12), "\t\t", " \t \n ".replace("\n", " "), "\u3000\u3000"])
         if kind == 11:
@@ -105,7 +105,7 @@ def generated_line(rng, words):
         return rng.choice(words)
 
     separators = [" ", " ", " ", "", "  ", "\t", ", ", ". ", "\u3000", "-"]
-    return "".join(piece() + rng.choice(separators) for _ in range(rng.randint(1, 20))).rstrip("\n")
+    return "".join(piece() + rng.choice(separators) for _ in range(rng.randint(1, 12)))
 
 
 def texts(rng, lines, n):
@@ -149,11 +149,11 @@ def train_unigram(training, workdir):
 
     corpus = os.path.join(workdir, "spm_corpus.txt")
     with open(corpus, "w", encoding="utf-8") as f:
-        f.write("\n".join(l for l in training if l.strip()))
+        f.write("\n".join([l for l in training if l.strip()][-12000:]))
     prefix = os.path.join(workdir, "spm")
-    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, vocab_size=3000, model_type="unigram",
-                                   normalization_rule_name="nmt_nfkc", character_coverage=0.9995,
-                                   random_seed=SEED, num_threads=1, minloglevel=2)
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, vocab_size=4000, model_type="unigram",
+                                   normalization_rule_name="nmt_nfkc", character_coverage=0.98, hard_vocab_limit=False,
+                                   num_threads=1, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
     fairseq = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
 

@@ -22,7 +22,10 @@ struct Tokenizer::Impl {
   std::optional<TruncationOptions> truncation;
   std::optional<PaddingOptions> padding;
 
-  Encoding encode_one(std::string_view text, int64_t type_id, std::string_view where) const;
+  /// One text through the pipeline up to the model; `pair` and `add_special_tokens` say how
+  /// many special tokens truncation must leave room for.
+  Encoding encode_one(std::string_view text, int64_t type_id, bool pair, bool add_special_tokens,
+                      std::string_view where) const;
   Encoding post_process(Encoding a, std::optional<Encoding> b, bool add_special_tokens, std::string_view where) const;
 };
 
@@ -256,13 +259,18 @@ void append(Encoding& to, Encoding&& from) {
 
 }  // namespace
 
-Encoding Tokenizer::Impl::encode_one(std::string_view text, int64_t type_id, std::string_view where) const {
+Encoding Tokenizer::Impl::encode_one(std::string_view text, int64_t type_id, bool pair, bool add_special_tokens,
+                                     std::string_view where) const {
   check_utf8(text, where);
   PreTokenizedString pieces = added.extract_and_normalize(normalizer.get(), std::string(text));
   if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
+  // HF 0.23.3 stops tokenizing a text once it has as many tokens as truncation will keep (less the
+  // special tokens): which text of a pair is the longer, and so keeps the odd token, is decided
+  // on those counts.
   std::optional<size_t> limit;
   if (truncation && (truncation->strategy != TruncationOptions::Strategy::OnlySecond || type_id != 0)) {
-    limit = truncation->max_length;
+    const size_t special = add_special_tokens && post_processor ? post_processor->added_tokens(pair) : 0;
+    limit = truncation->max_length > special ? truncation->max_length - special : 0;
   }
   tokenize_with_limit(pieces, *model, limit, truncation ? truncation->direction : Direction::Right);
 
@@ -357,13 +365,14 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
 }
 
 Encoding Tokenizer::encode(std::string_view text, std::string_view where, bool add_special_tokens) const {
-  return impl_->post_process(impl_->encode_one(text, 0, where), std::nullopt, add_special_tokens, where);
+  return impl_->post_process(impl_->encode_one(text, 0, false, add_special_tokens, where), std::nullopt,
+                             add_special_tokens, where);
 }
 
 Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second, std::string_view where,
                                 bool add_special_tokens) const {
-  Encoding a = impl_->encode_one(first, 0, where);
-  Encoding b = impl_->encode_one(second, 1, where);
+  Encoding a = impl_->encode_one(first, 0, true, add_special_tokens, where);
+  Encoding b = impl_->encode_one(second, 1, true, add_special_tokens, where);
   return impl_->post_process(std::move(a), std::move(b), add_special_tokens, where);
 }
 
