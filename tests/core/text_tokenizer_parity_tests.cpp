@@ -33,8 +33,8 @@ const oml::test::TempDir& reference(const std::string& kind) {
   if (!dir) {
     dir = std::make_unique<oml::test::TempDir>();
     const std::string script = oml::test::source_path("tests/python/tokenizers_reference.py");
-    const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + kind + " " +
-                                           oml::test::quote(dir->path().string()),
+    const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + kind +
+                                           " " + oml::test::quote(dir->path().string()),
                                        600);
     INFO("tokenizers_reference.py " << kind << " failed (are the test references installed? scripts/setup.sh "
                                     << "--with-tests)\nstdout: " << result.out << "\nstderr: " << result.err);
@@ -49,7 +49,9 @@ json read_json(const std::filesystem::path& path) {
   return json::parse(in);
 }
 
-Direction direction(const json& j) { return j.get<std::string>() == "left" ? Direction::Left : Direction::Right; }
+Direction direction(const json& j) {
+  return j.get<std::string>() == "left" ? Direction::Left : Direction::Right;
+}
 
 TruncationOptions truncation(const json& j) {
   TruncationOptions t;
@@ -77,7 +79,8 @@ PaddingOptions padding(const json& j) {
 /// Empty when `got` is what HF encoded, else what differs.
 std::string difference(const Encoding& got, const json& want) {
   std::vector<std::vector<int64_t>> offsets;
-  for (const auto& [start, end] : got.offsets) offsets.push_back({static_cast<int64_t>(start), static_cast<int64_t>(end)});
+  for (const auto& [start, end] : got.offsets)
+    offsets.push_back({static_cast<int64_t>(start), static_cast<int64_t>(end)});
   const std::vector<std::pair<const char*, json>> fields = {{"ids", got.ids},
                                                             {"type_ids", got.type_ids},
                                                             {"attention_mask", got.attention_mask},
@@ -131,9 +134,11 @@ void check_parity(const std::string& kind) {
                                json(text).dump() + (c.contains("pair") ? " + " + c["pair"].dump() : "");
       std::string diff;
       try {
-        const Encoding e = c.contains("pair") ? t->encode_pair(text, c["pair"].get<std::string>(), "case", special)
-                                              : t->encode(text, "case", special);
-        diff = c.contains("error") ? "HF refused (" + c["error"].get<std::string>() + "), we encoded" : difference(e, c);
+        const Encoding e = c.contains("pair")
+                               ? t->encode_pair(text, c["pair"].get<std::string>(), "case", special)
+                               : t->encode(text, "case", special);
+        diff = c.contains("error") ? "HF refused (" + c["error"].get<std::string>() + "), we encoded"
+                                   : difference(e, c);
       } catch (const oml::DataError& e) {
         if (!c.contains("error")) diff = std::string("we refused: ") + e.what();
       }
@@ -157,7 +162,8 @@ void check_parity(const std::string& kind) {
     }
   }
 
-  INFO(tally.differing << " of " << tally.checked << " encodings differ from HF; the first:\n" << tally.first.str());
+  INFO(tally.differing << " of " << tally.checked << " encodings differ from HF; the first:\n"
+                       << tally.first.str());
   CHECK(singles >= 10000);
   CHECK(pairs >= 2000);
   CHECK(tally.checked >= 20000);

@@ -5,8 +5,8 @@
 
 namespace oml::text::detail {
 
-void AddedVocabulary::add(const std::vector<AddedToken>& tokens, const Model& model, const Normalizer* normalizer,
-                          const Place& place) {
+void AddedVocabulary::add(const std::vector<AddedToken>& tokens, const Model& model,
+                          const Normalizer* normalizer, const Place& place) {
   const auto vocab_size = static_cast<uint32_t>(model.vocab_size());
   uint32_t next_id = vocab_size;
   if (!by_id_.empty()) {
@@ -50,7 +50,8 @@ void AddedVocabulary::rebuild(const Place& place) {
   for (const auto& [id, token] : by_id_) {
     Trie& trie = token.normalized ? normalized_ : raw_;
     const auto form = normalized_form_.find(id);
-    const std::string& pattern = (token.normalized && form != normalized_form_.end()) ? form->second : token.content;
+    const std::string& pattern =
+        (token.normalized && form != normalized_form_.end()) ? form->second : token.content;
     uint32_t node = 0;
     for (const char b : pattern) {
       auto& children = trie.children[node];
@@ -126,7 +127,8 @@ size_t leading_space_end(std::string_view s) {
 
 }  // namespace
 
-std::vector<AddedVocabulary::Match> AddedVocabulary::find_matches(const std::string& sentence, const Trie& trie) const {
+std::vector<AddedVocabulary::Match> AddedVocabulary::find_matches(const std::string& sentence,
+                                                                  const Trie& trie) const {
   if (sentence.empty()) return {Match{std::nullopt, {0, 0}}};
   if (trie.empty()) return {Match{std::nullopt, {0, sentence.size()}}};
   std::vector<Match> splits;
@@ -156,10 +158,12 @@ std::vector<AddedVocabulary::Match> AddedVocabulary::find_matches(const std::str
     const AddedToken& token = by_id_.at(static_cast<uint32_t>(id));
     if (token.single_word) {
       const bool start_space = start == 0 || !ends_with_word(std::string_view(sentence).substr(0, start));
-      const bool stop_space = stop == sentence.size() || !starts_with_word(std::string_view(sentence).substr(stop));
+      const bool stop_space =
+          stop == sentence.size() || !starts_with_word(std::string_view(sentence).substr(stop));
       if (!start_space || !stop_space) continue;
     }
-    if (token.lstrip) start = std::max(trailing_space_start(std::string_view(sentence).substr(0, start)), start_offset);
+    if (token.lstrip)
+      start = std::max(trailing_space_start(std::string_view(sentence).substr(0, start)), start_offset);
     if (token.rstrip) stop += leading_space_end(std::string_view(sentence).substr(stop));
     if (start_offset < start) splits.push_back(Match{std::nullopt, {start_offset, start}});
     splits.push_back(Match{static_cast<uint32_t>(id), {start, stop}});
@@ -185,7 +189,8 @@ std::vector<Split> AddedVocabulary::split_with_indices(NormalizedString s, const
   return out;
 }
 
-PreTokenizedString AddedVocabulary::extract_and_normalize(const Normalizer* normalizer, std::string text) const {
+PreTokenizedString AddedVocabulary::extract_and_normalize(const Normalizer* normalizer,
+                                                          std::string text) const {
   PreTokenizedString pieces(std::move(text));
   pieces.split([&](NormalizedString&& s) { return split_with_indices(std::move(s), raw_); });
   pieces.split([&](NormalizedString&& s) {

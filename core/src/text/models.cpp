@@ -32,8 +32,9 @@ Vocab read_vocab_object(const Json& json, const Place& place) {
   Vocab vocab;
   vocab.reserve(json.size());
   for (auto it = json.begin(); it != json.end(); ++it) {
-    OML_CHECK(it.value().is_number_unsigned() && it.value().get<uint64_t>() <= std::numeric_limits<uint32_t>::max(),
-              ConfigError, place.describe(), ": the id of '", it.key(), "' is not a 32-bit unsigned integer");
+    OML_CHECK(
+        it.value().is_number_unsigned() && it.value().get<uint64_t>() <= std::numeric_limits<uint32_t>::max(),
+        ConfigError, place.describe(), ": the id of '", it.key(), "' is not a 32-bit unsigned integer");
     vocab[it.key()] = it.value().get<uint32_t>();
   }
   return vocab;
@@ -105,7 +106,8 @@ class WordPiece : public Model {
 
   Token unknown(std::string_view text) const {
     const auto id = find(vocab_, unk_);
-    OML_CHECK(id.has_value(), ConfigError, place_, ": WordPiece's unk_token '", unk_, "' is not in its vocab");
+    OML_CHECK(id.has_value(), ConfigError, place_, ": WordPiece's unk_token '", unk_,
+              "' is not in its vocab");
     return Token{*id, unk_, {0, text.size()}};
   }
 
@@ -125,22 +127,29 @@ class Bpe : public Model {
     bool fuse_unk = false, byte_fallback = false, ignore_merges = false;
   };
 
-  Bpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, Options options, const Place& place)
-      : vocab_(std::move(vocab)), vocab_r_(reverse(vocab_)), options_(std::move(options)), place_(place.describe()) {
+  Bpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, Options options,
+      const Place& place)
+      : vocab_(std::move(vocab)),
+        vocab_r_(reverse(vocab_)),
+        options_(std::move(options)),
+        place_(place.describe()) {
     const size_t prefix_len = options_.prefix ? options_.prefix->size() : 0;
     merges_.reserve(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const auto& [a, b] = merges[rank];
       const auto a_id = find(vocab_, a);
       const auto b_id = find(vocab_, b);
-      OML_CHECK(a_id && b_id, ConfigError, place_, ": merge ", rank, " ('", a, "', '", b, "') uses a token not in the vocab");
+      OML_CHECK(a_id && b_id, ConfigError, place_, ": merge ", rank, " ('", a, "', '", b,
+                "') uses a token not in the vocab");
       // As HF: the merged token is a + b without b's first prefix_len bytes.
       OML_CHECK(b.size() >= prefix_len, ConfigError, place_, ": merge ", rank, " ('", a, "', '", b,
                 "'): the second token is shorter than continuing_subword_prefix");
       const std::string merged = a + b.substr(prefix_len);
       const auto new_id = find(vocab_, merged);
-      OML_CHECK(new_id, ConfigError, place_, ": merge ", rank, " makes '", merged, "', which is not in the vocab");
-      merges_[key(*a_id, *b_id)] = {static_cast<uint32_t>(rank), *new_id};  // a repeated pair: the last rank wins
+      OML_CHECK(new_id, ConfigError, place_, ": merge ", rank, " makes '", merged,
+                "', which is not in the vocab");
+      merges_[key(*a_id, *b_id)] = {static_cast<uint32_t>(rank),
+                                    *new_id};  // a repeated pair: the last rank wins
     }
   }
 
@@ -184,7 +193,8 @@ class Bpe : public Model {
 
   uint32_t unk_id() const {
     const auto id = find(vocab_, *options_.unk_token);
-    OML_CHECK(id.has_value(), ConfigError, place_, ": BPE's unk_token '", *options_.unk_token, "' is not in its vocab");
+    OML_CHECK(id.has_value(), ConfigError, place_, ": BPE's unk_token '", *options_.unk_token,
+              "' is not in its vocab");
     return *id;
   }
 
@@ -304,7 +314,8 @@ std::vector<std::pair<std::string, std::string>> read_merges(const Json& json, c
       merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
       continue;
     }
-    OML_CHECK(m.is_string(), ConfigError, place.at(i).describe(), ": expected [\"a\", \"b\"] or \"a b\", got ", m.dump());
+    OML_CHECK(m.is_string(), ConfigError, place.at(i).describe(),
+              ": expected [\"a\", \"b\"] or \"a b\", got ", m.dump());
     // The legacy form: exactly two tokens separated by one space.
     const std::string text = m.get<std::string>();
     const size_t space = text.find(' ');
@@ -319,8 +330,8 @@ std::vector<std::pair<std::string, std::string>> read_merges(const Json& json, c
 
 class Unigram : public Model {
  public:
-  Unigram(std::vector<std::pair<std::string, double>> pieces, std::optional<size_t> unk_id, bool byte_fallback,
-          const Place& place)
+  Unigram(std::vector<std::pair<std::string, double>> pieces, std::optional<size_t> unk_id,
+          bool byte_fallback, const Place& place)
       : pieces_(std::move(pieces)), unk_id_(unk_id), byte_fallback_(byte_fallback), place_(place.describe()) {
     OML_CHECK(!unk_id_ || !pieces_.empty(), ConfigError, place_, ": Unigram's vocab is empty");
     OML_CHECK(!unk_id_ || *unk_id_ < pieces_.size(), ConfigError, place_, ": Unigram's unk_id ", *unk_id_,
@@ -381,7 +392,9 @@ class Unigram : public Model {
   size_t vocab_size() const override { return pieces_.size(); }
 
  private:
-  static uint64_t edge(uint32_t node, char b) { return (uint64_t{node} << 8) | static_cast<unsigned char>(b); }
+  static uint64_t edge(uint32_t node, char b) {
+    return (uint64_t{node} << 8) | static_cast<unsigned char>(b);
+  }
 
   size_t require_unk() const {
     OML_CHECK(unk_id_.has_value(), ConfigError, place_,
@@ -469,15 +482,16 @@ std::unique_ptr<Model> make_model(const Json& json, const Place& place) {
   const std::string type = has(json, "type") ? read_type(json, place) : std::string();
   if (type == "WordPiece") {
     only_keys(json, {"unk_token", "continuing_subword_prefix", "max_input_chars_per_word", "vocab"}, place);
-    return std::make_unique<WordPiece>(read_vocab_object(field(json, "vocab", place), place.at("vocab")),
-                                       read_string(json, "unk_token", place, std::string("[UNK]")),
-                                       read_string(json, "continuing_subword_prefix", place, std::string("##")),
-                                       read_uint(json, "max_input_chars_per_word", place, 100), place.describe());
+    return std::make_unique<WordPiece>(
+        read_vocab_object(field(json, "vocab", place), place.at("vocab")),
+        read_string(json, "unk_token", place, std::string("[UNK]")),
+        read_string(json, "continuing_subword_prefix", place, std::string("##")),
+        read_uint(json, "max_input_chars_per_word", place, 100), place.describe());
   }
   if (type == "BPE") {
     only_keys(json,
-              {"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", "byte_fallback",
-               "ignore_merges", "vocab", "merges"},
+              {"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
+               "byte_fallback", "ignore_merges", "vocab", "merges"},
               place);
     if (has(json, "dropout")) {
       const Json& d = json["dropout"];
@@ -493,13 +507,14 @@ std::unique_ptr<Model> make_model(const Json& json, const Place& place) {
     options.byte_fallback = read_bool(json, "byte_fallback", place, false);
     options.ignore_merges = read_bool(json, "ignore_merges", place, false);
     return std::make_unique<Bpe>(read_vocab_object(field(json, "vocab", place), place.at("vocab")),
-                                 read_merges(field(json, "merges", place), place.at("merges")), std::move(options),
-                                 place);
+                                 read_merges(field(json, "merges", place), place.at("merges")),
+                                 std::move(options), place);
   }
   if (type == "Unigram") {
     only_keys(json, {"unk_id", "vocab", "byte_fallback"}, place);
     const Json& vocab = field(json, "vocab", place);
-    OML_CHECK(vocab.is_array(), ConfigError, place.at("vocab").describe(), ": expected a list of [token, score]");
+    OML_CHECK(vocab.is_array(), ConfigError, place.at("vocab").describe(),
+              ": expected a list of [token, score]");
     std::vector<std::pair<std::string, double>> pieces;
     pieces.reserve(vocab.size());
     for (size_t i = 0; i < vocab.size(); ++i) {
@@ -510,7 +525,8 @@ std::unique_ptr<Model> make_model(const Json& json, const Place& place) {
     }
     std::optional<size_t> unk_id;
     if (has(json, "unk_id")) unk_id = read_uint(json, "unk_id", place);
-    return std::make_unique<Unigram>(std::move(pieces), unk_id, read_bool(json, "byte_fallback", place, false), place);
+    return std::make_unique<Unigram>(std::move(pieces), unk_id,
+                                     read_bool(json, "byte_fallback", place, false), place);
   }
   throw ConfigError(place.describe() + ": model type '" + (type.empty() ? std::string("(none)") : type) +
                     "' is not supported (supported: WordPiece, BPE, Unigram)");

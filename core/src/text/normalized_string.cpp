@@ -46,7 +46,8 @@ NormalizedString NormalizedString::slice(Range r) const {
              "slice [", r.first, ", ", r.second, ") of a ", normalized_.size(), "-byte string");
   const Range o = *normalized_to_original(r);
   NormalizedString piece;
-  if (o.first <= o.second && o.second <= original_.size()) piece.original_ = original_.substr(o.first, o.second - o.first);
+  if (o.first <= o.second && o.second <= original_.size())
+    piece.original_ = original_.substr(o.first, o.second - o.first);
   piece.normalized_ = normalized_.substr(r.first, r.second - r.first);
   piece.alignments_.reserve(r.second - r.first);
   for (size_t i = r.first; i < r.second; ++i) {
@@ -56,7 +57,8 @@ NormalizedString NormalizedString::slice(Range r) const {
   return piece;
 }
 
-void NormalizedString::transform_range(Range range, const std::vector<Change>& changes, size_t initial_offset) {
+void NormalizedString::transform_range(Range range, const std::vector<Change>& changes,
+                                       size_t initial_offset) {
   // Walk the replaced code points alongside the changes: a change <= 0 consumes one (and -change
   // more), a change > 0 inserts and takes the alignment of the byte before it.
   size_t offset = range.first;
@@ -85,7 +87,8 @@ void NormalizedString::transform_range(Range range, const std::vector<Change>& c
   normalized_.replace(range.first, range.second - range.first, text);
   alignments_.erase(alignments_.begin() + static_cast<std::ptrdiff_t>(range.first),
                     alignments_.begin() + static_cast<std::ptrdiff_t>(range.second));
-  alignments_.insert(alignments_.begin() + static_cast<std::ptrdiff_t>(range.first), aligns.begin(), aligns.end());
+  alignments_.insert(alignments_.begin() + static_cast<std::ptrdiff_t>(range.first), aligns.begin(),
+                     aligns.end());
 }
 
 void NormalizedString::transform(const std::vector<Change>& changes, size_t initial_offset) {

@@ -134,7 +134,8 @@ class Strip : public Normalizer {
 
 class Replace : public Normalizer {
  public:
-  Replace(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  Replace(Pattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void normalize(NormalizedString& s) const override { s.replace(pattern_.find_matches(s.get()), content_); }
 
  private:
@@ -162,8 +163,16 @@ class Nmt : public Normalizer {
     });
     map_if_needed(s, [](char32_t c) {
       switch (c) {
-        case 0x09: case 0x0A: case 0x0C: case 0x0D: case 0x1680: case 0x2028: case 0x2029:
-        case 0x2581: case 0xFEFF: case 0xFFFD:
+        case 0x09:
+        case 0x0A:
+        case 0x0C:
+        case 0x0D:
+        case 0x1680:
+        case 0x2028:
+        case 0x2029:
+        case 0x2581:
+        case 0xFEFF:
+        case 0xFFFD:
           return U' ';
         default:
           return (c >= 0x200B && c <= 0x200F) ? U' ' : c;
@@ -208,7 +217,8 @@ std::string decode_base64(const std::string& text, const Place& place) {
   size_t i = 0;
   for (; i < text.size() && text[i] != '='; ++i) {
     const int v = value(text[i]);
-    OML_CHECK(v >= 0, ConfigError, place.describe(), ": precompiled_charsmap is not base64 (character ", i, ")");
+    OML_CHECK(v >= 0, ConfigError, place.describe(), ": precompiled_charsmap is not base64 (character ", i,
+              ")");
     buffer = (buffer << 6) | static_cast<uint32_t>(v);
     bits += 6;
     if (bits >= 8) {
@@ -217,7 +227,8 @@ std::string decode_base64(const std::string& text, const Place& place) {
     }
   }
   for (; i < text.size(); ++i) {
-    OML_CHECK(text[i] == '=', ConfigError, place.describe(), ": precompiled_charsmap is not base64 (character ", i, ")");
+    OML_CHECK(text[i] == '=', ConfigError, place.describe(),
+              ": precompiled_charsmap is not base64 (character ", i, ")");
   }
   return out;
 }
@@ -258,7 +269,8 @@ class Precompiled : public Normalizer {
     std::unique_ptr<icu::BreakIterator> it(graphemes_->clone());
     it->setText(utext, status);
     OML_CHECK(U_SUCCESS(status), RuntimeError, "ICU grapheme iterator: ", u_errorName(status));
-    for (int32_t start = it->first(), end = it->next(); end != icu::BreakIterator::DONE; start = end, end = it->next()) {
+    for (int32_t start = it->first(), end = it->next(); end != icu::BreakIterator::DONE;
+         start = end, end = it->next()) {
       const std::string_view grapheme(text.data() + start, static_cast<size_t>(end - start));
       if (grapheme.size() < 6) {
         if (const auto norm = lookup(grapheme)) {
@@ -315,7 +327,8 @@ class Precompiled : public Normalizer {
         const size_t index = unit(pos) & ((1u << 31) - 1);
         if (index >= normalized_.size()) return std::string_view();
         const size_t stop = normalized_.find('\0', index);
-        return std::string_view(normalized_).substr(index, (stop == std::string::npos ? normalized_.size() : stop) - index);
+        return std::string_view(normalized_)
+            .substr(index, (stop == std::string::npos ? normalized_.size() : stop) - index);
       }
     }
     return std::nullopt;
@@ -350,11 +363,15 @@ std::unique_ptr<Normalizer> make_normalizer(const Json& json, const Place& place
     const bool lowercase = read_bool(json, "lowercase", place, true);
     const bool strip = has(json, "strip_accents") ? read_bool(json, "strip_accents", place) : lowercase;
     return std::make_unique<BertNormalizer>(read_bool(json, "clean_text", place, true),
-                                            read_bool(json, "handle_chinese_chars", place, true), strip, lowercase);
+                                            read_bool(json, "handle_chinese_chars", place, true), strip,
+                                            lowercase);
   }
   if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     only_keys(json, {}, place);
-    const Form form = type == "NFC" ? Form::NFC : type == "NFD" ? Form::NFD : type == "NFKC" ? Form::NFKC : Form::NFKD;
+    const Form form = type == "NFC"    ? Form::NFC
+                      : type == "NFD"  ? Form::NFD
+                      : type == "NFKC" ? Form::NFKC
+                                       : Form::NFKD;
     return std::make_unique<UnicodeForm>(form);
   }
   if (type == "Lowercase") {
@@ -367,11 +384,13 @@ std::unique_ptr<Normalizer> make_normalizer(const Json& json, const Place& place
   }
   if (type == "Strip") {
     only_keys(json, {"strip_left", "strip_right"}, place);
-    return std::make_unique<Strip>(read_bool(json, "strip_left", place), read_bool(json, "strip_right", place));
+    return std::make_unique<Strip>(read_bool(json, "strip_left", place),
+                                   read_bool(json, "strip_right", place));
   }
   if (type == "Replace") {
     only_keys(json, {"pattern", "content"}, place);
-    return std::make_unique<Replace>(read_pattern(json, "pattern", place), read_string(json, "content", place));
+    return std::make_unique<Replace>(read_pattern(json, "pattern", place),
+                                     read_string(json, "content", place));
   }
   if (type == "Prepend") {
     only_keys(json, {"prepend"}, place);
@@ -394,12 +413,14 @@ std::unique_ptr<Normalizer> make_normalizer(const Json& json, const Place& place
     const Json& list = field(json, "normalizers", place);
     OML_CHECK(list.is_array(), ConfigError, place.at("normalizers").describe(), ": expected a list");
     std::vector<std::unique_ptr<Normalizer>> parts;
-    for (size_t i = 0; i < list.size(); ++i) parts.push_back(make_normalizer(list[i], place.at("normalizers").at(i)));
+    for (size_t i = 0; i < list.size(); ++i)
+      parts.push_back(make_normalizer(list[i], place.at("normalizers").at(i)));
     return std::make_unique<Sequence>(std::move(parts));
   }
-  throw ConfigError(place.describe() + ": normalizer type '" + type +
-                    "' is not supported (supported: BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, "
-                    "Strip, Replace, Prepend, Nmt, ByteLevel, Precompiled, Sequence)");
+  throw ConfigError(
+      place.describe() + ": normalizer type '" + type +
+      "' is not supported (supported: BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, "
+      "Strip, Replace, Prepend, Nmt, ByteLevel, Precompiled, Sequence)");
 }
 
 }  // namespace oml::text::detail

@@ -25,11 +25,13 @@ const Json& field(const Json& object, const char* key, const Place& place) {
 bool read_bool(const Json& object, const char* key, const Place& place, std::optional<bool> fallback) {
   if (!has(object, key) && fallback) return *fallback;
   const Json& v = field(object, key, place);
-  OML_CHECK(v.is_boolean(), ConfigError, place.at(key).describe(), ": expected true or false, got ", v.dump());
+  OML_CHECK(v.is_boolean(), ConfigError, place.at(key).describe(), ": expected true or false, got ",
+            v.dump());
   return v.get<bool>();
 }
 
-uint64_t read_uint(const Json& object, const char* key, const Place& place, std::optional<uint64_t> fallback) {
+uint64_t read_uint(const Json& object, const char* key, const Place& place,
+                   std::optional<uint64_t> fallback) {
   if (!has(object, key) && fallback) return *fallback;
   const Json& v = field(object, key, place);
   OML_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), ConfigError,
@@ -47,8 +49,9 @@ std::string read_string(const Json& object, const char* key, const Place& place,
 
 std::string read_type(const Json& object, const Place& place) {
   OML_CHECK(object.is_object(), ConfigError, place.describe(), ": expected an object, got ", object.dump());
-  OML_CHECK(has(object, "type") && object["type"].is_string(), ConfigError, place.describe(),
-            ": a component without a \"type\" (the untagged form of old tokenizers releases) is not supported");
+  OML_CHECK(
+      has(object, "type") && object["type"].is_string(), ConfigError, place.describe(),
+      ": a component without a \"type\" (the untagged form of old tokenizers releases) is not supported");
   return object["type"].get<std::string>();
 }
 
@@ -118,7 +121,8 @@ Matches Pattern::find_matches(std::string_view s) const {
       matches.push_back({{0, count_chars(s)}, false});
       return matches;
     }
-    for (size_t at = s.find(literal_); at != std::string_view::npos; at = s.find(literal_, at + literal_.size())) {
+    for (size_t at = s.find(literal_); at != std::string_view::npos;
+         at = s.find(literal_, at + literal_.size())) {
       add(at, at + literal_.size());
     }
   } else {
@@ -142,10 +146,12 @@ Matches Pattern::find_matches(std::string_view s) const {
 Pattern read_pattern(const Json& object, const char* key, const Place& place) {
   const Json& p = field(object, key, place);
   if (p.is_object() && p.size() == 1 && p.begin().value().is_string()) {
-    if (p.begin().key() == "String") return Pattern(p.begin().value().get<std::string>(), false, place.at(key));
+    if (p.begin().key() == "String")
+      return Pattern(p.begin().value().get<std::string>(), false, place.at(key));
     if (p.begin().key() == "Regex") return Pattern(p.begin().value().get<std::string>(), true, place.at(key));
   }
-  throw ConfigError(place.at(key).describe() + ": expected {\"String\": ...} or {\"Regex\": ...}, got " + p.dump());
+  throw ConfigError(place.at(key).describe() + ": expected {\"String\": ...} or {\"Regex\": ...}, got " +
+                    p.dump());
 }
 
 // --- Byte-level alphabet ---------------------------------------------------------------------
@@ -155,7 +161,9 @@ const char32_t* byte_to_char_table() {
   // the others take the code points from U+0100 on, in byte order.
   static const auto table = [] {
     std::array<char32_t, 256> t{};
-    auto printable = [](int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE); };
+    auto printable = [](int b) {
+      return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+    };
     char32_t next = 0x100;
     for (int b = 0; b < 256; ++b) t[b] = printable(b) ? static_cast<char32_t>(b) : next++;
     return t;
@@ -170,7 +178,8 @@ void byte_level_transform(NormalizedString& s) {
   changes.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     const int n = utf8_length(static_cast<unsigned char>(text[i]));
-    for (int k = 0; k < n; ++k) changes.push_back({table[static_cast<unsigned char>(text[i + k])], k > 0 ? 1 : 0});
+    for (int k = 0; k < n; ++k)
+      changes.push_back({table[static_cast<unsigned char>(text[i + k])], k > 0 ? 1 : 0});
     i += n;
   }
   s.transform(changes, 0);

@@ -33,7 +33,8 @@ struct Place {
 const Json& field(const Json& object, const char* key, const Place& place);
 bool has(const Json& object, const char* key);  ///< present and not null
 bool read_bool(const Json& object, const char* key, const Place& place, std::optional<bool> fallback = {});
-uint64_t read_uint(const Json& object, const char* key, const Place& place, std::optional<uint64_t> fallback = {});
+uint64_t read_uint(const Json& object, const char* key, const Place& place,
+                   std::optional<uint64_t> fallback = {});
 std::string read_string(const Json& object, const char* key, const Place& place,
                         std::optional<std::string> fallback = {});
 /// The "type" of a component object.

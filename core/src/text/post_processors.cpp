@@ -15,7 +15,8 @@ struct SpecialToken {
   int64_t id;
 };
 
-Encoding special_encoding(const std::vector<int64_t>& ids, const std::vector<std::string>& tokens, int64_t type_id) {
+Encoding special_encoding(const std::vector<int64_t>& ids, const std::vector<std::string>& tokens,
+                          int64_t type_id) {
   Encoding e;
   e.ids = ids;
   e.tokens = tokens;
@@ -101,7 +102,8 @@ void ClsSep::process(std::vector<Encoding>& encodings, bool add_special_tokens) 
   if (encodings.size() == 2) {
     Encoding& b = encodings[1];
     if (roberta_) {
-      b = concat({special_encoding(sep_id, sep_token, 0), std::move(b), special_encoding(sep_id, sep_token, 0)});
+      b = concat(
+          {special_encoding(sep_id, sep_token, 0), std::move(b), special_encoding(sep_id, sep_token, 0)});
     } else {
       b = concat({std::move(b), special_encoding(sep_id, sep_token, 1)});
     }
@@ -227,8 +229,8 @@ std::unique_ptr<PostProcessor> make_post_processor(const Json& json, const Place
   const std::string type = read_type(json, place);
   if (type == "BertProcessing") {
     only_keys(json, {"sep", "cls"}, place);
-    return std::make_unique<ClsSep>(read_special(json, "cls", place), read_special(json, "sep", place), false, false,
-                                    false);
+    return std::make_unique<ClsSep>(read_special(json, "cls", place), read_special(json, "sep", place), false,
+                                    false, false);
   }
   if (type == "RobertaProcessing") {
     only_keys(json, {"sep", "cls", "trim_offsets", "add_prefix_space"}, place);
@@ -244,15 +246,16 @@ std::unique_ptr<PostProcessor> make_post_processor(const Json& json, const Place
   if (type == "TemplateProcessing") {
     only_keys(json, {"single", "pair", "special_tokens"}, place);
     const Json& specials_json = field(json, "special_tokens", place);
-    OML_CHECK(specials_json.is_object(), ConfigError, place.at("special_tokens").describe(), ": expected an object");
+    OML_CHECK(specials_json.is_object(), ConfigError, place.at("special_tokens").describe(),
+              ": expected an object");
     std::map<std::string, Template::Special> specials;
     for (auto it = specials_json.begin(); it != specials_json.end(); ++it) {
       const Place at = place.at("special_tokens").at(it.key());
       const Json& s = it.value();
       const Json& ids = field(s, "ids", at);
       const Json& tokens = field(s, "tokens", at);
-      OML_CHECK(ids.is_array() && tokens.is_array() && ids.size() == tokens.size(), ConfigError, at.describe(),
-                ": ids and tokens must be lists of the same length");
+      OML_CHECK(ids.is_array() && tokens.is_array() && ids.size() == tokens.size(), ConfigError,
+                at.describe(), ": ids and tokens must be lists of the same length");
       Template::Special special;
       for (size_t i = 0; i < ids.size(); ++i) {
         OML_CHECK(ids[i].is_number_unsigned() && tokens[i].is_string(), ConfigError, at.describe(),
@@ -270,7 +273,8 @@ std::unique_ptr<PostProcessor> make_post_processor(const Json& json, const Place
     const Json& list = field(json, "processors", place);
     OML_CHECK(list.is_array(), ConfigError, place.at("processors").describe(), ": expected a list");
     std::vector<std::unique_ptr<PostProcessor>> parts;
-    for (size_t i = 0; i < list.size(); ++i) parts.push_back(make_post_processor(list[i], place.at("processors").at(i)));
+    for (size_t i = 0; i < list.size(); ++i)
+      parts.push_back(make_post_processor(list[i], place.at("processors").at(i)));
     return std::make_unique<Sequence>(std::move(parts));
   }
   throw ConfigError(place.describe() + ": post-processor type '" + type +

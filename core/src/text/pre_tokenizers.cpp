@@ -147,7 +147,8 @@ Matches gpt2_matches(std::string_view s) {
 
 class ByteLevel : public PreTokenizer {
  public:
-  ByteLevel(bool add_prefix_space, bool use_regex) : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
+  ByteLevel(bool add_prefix_space, bool use_regex)
+      : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
   void pre_tokenize(PreTokenizedString& s) const override {
     s.split([&](NormalizedString&& n) {
       if (add_prefix_space_ && (n.get().empty() || n.get()[0] != ' ')) n.prepend(" ");
@@ -172,12 +173,14 @@ class Metaspace : public PreTokenizer {
     s.split([&](NormalizedString&& n) {
       n.replace(find_char_matches(n.get(), [](char32_t c) { return c == U' '; }), replacement_text_);
       const bool starts = n.get().compare(0, replacement_text_.size(), replacement_text_) == 0;
-      if (!starts && (scheme_ == Scheme::Always || (scheme_ == Scheme::First && n.offsets_original().first == 0))) {
+      if (!starts &&
+          (scheme_ == Scheme::Always || (scheme_ == Scheme::First && n.offsets_original().first == 0))) {
         n.prepend(replacement_text_);
       }
       if (!split_) return std::vector<NormalizedString>{std::move(n)};
       const char32_t r = replacement_;
-      return split_on(n, [r](char32_t c) { return c == r; }, SplitBehavior::MergedWithNext);
+      return split_on(
+          n, [r](char32_t c) { return c == r; }, SplitBehavior::MergedWithNext);
     });
   }
 
@@ -221,8 +224,8 @@ class Sequence : public PreTokenizer {
 
 char32_t read_char(const Json& json, const char* key, const Place& place) {
   const std::string text = read_string(json, key, place);
-  OML_CHECK(!text.empty() && first_invalid_utf8(text) == std::string::npos && count_chars(text) == 1, ConfigError,
-            place.at(key).describe(), ": expected a single character, got '", text, "'");
+  OML_CHECK(!text.empty() && first_invalid_utf8(text) == std::string::npos && count_chars(text) == 1,
+            ConfigError, place.at(key).describe(), ": expected a single character, got '", text, "'");
   size_t i = 0;
   return next_char(text, i);
 }
@@ -273,8 +276,9 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& json, const Place& 
   }
   if (type == "Split") {
     only_keys(json, {"pattern", "behavior", "invert"}, place);
-    return std::make_unique<SplitPattern>(read_pattern(json, "pattern", place), read_behavior(json, "behavior", place),
-                                   read_bool(json, "invert", place, false));
+    return std::make_unique<SplitPattern>(read_pattern(json, "pattern", place),
+                                          read_behavior(json, "behavior", place),
+                                          read_bool(json, "invert", place, false));
   }
   if (type == "Punctuation") {
     only_keys(json, {"behavior"}, place);
@@ -295,9 +299,10 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& json, const Place& 
     }
     return std::make_unique<Sequence>(std::move(parts));
   }
-  throw ConfigError(place.describe() + ": pre-tokenizer type '" + type +
-                    "' is not supported (supported: BertPreTokenizer, ByteLevel, Whitespace, WhitespaceSplit, "
-                    "Metaspace, Split, Punctuation, Digits, Sequence)");
+  throw ConfigError(
+      place.describe() + ": pre-tokenizer type '" + type +
+      "' is not supported (supported: BertPreTokenizer, ByteLevel, Whitespace, WhitespaceSplit, "
+      "Metaspace, Split, Punctuation, Digits, Sequence)");
 }
 
 }  // namespace oml::text::detail

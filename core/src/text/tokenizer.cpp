@@ -26,15 +26,16 @@ struct Tokenizer::Impl {
   /// many special tokens truncation must leave room for.
   Encoding encode_one(std::string_view text, int64_t type_id, bool pair, bool add_special_tokens,
                       std::string_view where) const;
-  Encoding post_process(Encoding a, std::optional<Encoding> b, bool add_special_tokens, std::string_view where) const;
+  Encoding post_process(Encoding a, std::optional<Encoding> b, bool add_special_tokens,
+                        std::string_view where) const;
 };
 
 namespace {
 
 void check_utf8(std::string_view text, std::string_view where) {
   const size_t bad = first_invalid_utf8(text);
-  OML_CHECK(bad == std::string_view::npos, DataError, where, ": the text is not valid UTF-8 (byte ", bad, " of ",
-            text.size(), ")");
+  OML_CHECK(bad == std::string_view::npos, DataError, where, ": the text is not valid UTF-8 (byte ", bad,
+            " of ", text.size(), ")");
 }
 
 Direction read_direction(const Json& json, const char* key, const Place& place) {
@@ -58,14 +59,15 @@ TruncationOptions read_truncation(const Json& json, const Place& place) {
   } else if (s == "OnlySecond") {
     t.strategy = TruncationOptions::Strategy::OnlySecond;
   } else {
-    throw ConfigError(place.at("strategy").describe() + ": expected LongestFirst, OnlyFirst or OnlySecond, got '" + s +
-                      "'");
+    throw ConfigError(place.at("strategy").describe() +
+                      ": expected LongestFirst, OnlyFirst or OnlySecond, got '" + s + "'");
   }
   return t;
 }
 
 PaddingOptions read_padding(const Json& json, const Place& place) {
-  only_keys(json, {"strategy", "direction", "pad_to_multiple_of", "pad_id", "pad_type_id", "pad_token"}, place);
+  only_keys(json, {"strategy", "direction", "pad_to_multiple_of", "pad_id", "pad_type_id", "pad_token"},
+            place);
   PaddingOptions p;
   const Json& strategy = field(json, "strategy", place);
   if (strategy.is_object() && strategy.size() == 1 && strategy.contains("Fixed")) {
@@ -190,7 +192,8 @@ void truncate(Encoding& e, size_t max_len, size_t stride, Direction direction, s
 }
 
 /// HF's truncate_encodings.
-void truncate_pair(Encoding& a, std::optional<Encoding>& b, const TruncationOptions& t, std::string_view where) {
+void truncate_pair(Encoding& a, std::optional<Encoding>& b, const TruncationOptions& t,
+                   std::string_view where) {
   using Strategy = TruncationOptions::Strategy;
   if (t.max_length == 0) {
     truncate(a, 0, t.stride, t.direction, where);
@@ -259,8 +262,8 @@ void append(Encoding& to, Encoding&& from) {
 
 }  // namespace
 
-Encoding Tokenizer::Impl::encode_one(std::string_view text, int64_t type_id, bool pair, bool add_special_tokens,
-                                     std::string_view where) const {
+Encoding Tokenizer::Impl::encode_one(std::string_view text, int64_t type_id, bool pair,
+                                     bool add_special_tokens, std::string_view where) const {
   check_utf8(text, where);
   PreTokenizedString pieces = added.extract_and_normalize(normalizer.get(), std::string(text));
   if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
@@ -280,7 +283,8 @@ Encoding Tokenizer::Impl::encode_one(std::string_view text, int64_t type_id, boo
     const size_t shift = split.normalized.offsets_original().first;
     for (const Token& token : *split.tokens) {
       Range o = token.offsets;
-      if (const auto r = split.normalized.normalized_to_original(token.offsets)) o = {shift + r->first, shift + r->second};
+      if (const auto r = split.normalized.normalized_to_original(token.offsets))
+        o = {shift + r->first, shift + r->second};
       e.offsets.push_back(chars.convert(o));
       e.ids.push_back(token.id);
       e.tokens.push_back(token.value);
@@ -309,7 +313,8 @@ Encoding Tokenizer::Impl::post_process(Encoding a, std::optional<Encoding> b, bo
     std::vector<Encoding> parts;
     parts.push_back(std::move(a));
     if (b) parts.push_back(std::move(*b));
-    for (size_t i = 0; i < parts.size(); ++i) parts[i].type_ids.assign(parts[i].size(), static_cast<int64_t>(i));
+    for (size_t i = 0; i < parts.size(); ++i)
+      parts[i].type_ids.assign(parts[i].size(), static_cast<int64_t>(i));
     post_processor->process(parts, add_special_tokens);
     for (auto& p : parts) append(result, std::move(p));
   } else {
@@ -344,14 +349,16 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
   OML_CHECK(json.is_object(), ConfigError, source, ": expected a JSON object (a tokenizer.json)");
   if (has(json, "version")) {
     const std::string version = read_string(json, "version", root);
-    OML_CHECK(version == "1.0", ConfigError, source, ": unknown tokenizer version '", version, "' (expected 1.0)");
+    OML_CHECK(version == "1.0", ConfigError, source, ": unknown tokenizer version '", version,
+              "' (expected 1.0)");
   }
   auto impl = std::make_unique<Impl>();
   impl->source = source;
   OML_CHECK(has(json, "model"), ConfigError, source, ": no \"model\" (is this a tokenizer.json?)");
   impl->model = make_model(json["model"], root.at("model"));
   if (has(json, "normalizer")) impl->normalizer = make_normalizer(json["normalizer"], root.at("normalizer"));
-  if (has(json, "pre_tokenizer")) impl->pre_tokenizer = make_pre_tokenizer(json["pre_tokenizer"], root.at("pre_tokenizer"));
+  if (has(json, "pre_tokenizer"))
+    impl->pre_tokenizer = make_pre_tokenizer(json["pre_tokenizer"], root.at("pre_tokenizer"));
   if (has(json, "post_processor")) {
     impl->post_processor = make_post_processor(json["post_processor"], root.at("post_processor"));
   }
@@ -399,7 +406,9 @@ std::vector<Encoding> Tokenizer::encode_batch(const std::vector<std::string>& te
 }
 
 const std::optional<TruncationOptions>& Tokenizer::truncation() const { return impl_->truncation; }
-void Tokenizer::set_truncation(std::optional<TruncationOptions> options) { impl_->truncation = std::move(options); }
+void Tokenizer::set_truncation(std::optional<TruncationOptions> options) {
+  impl_->truncation = std::move(options);
+}
 const std::optional<PaddingOptions>& Tokenizer::padding() const { return impl_->padding; }
 void Tokenizer::set_padding(std::optional<PaddingOptions> options) { impl_->padding = std::move(options); }
 
@@ -409,7 +418,9 @@ std::optional<int64_t> Tokenizer::token_to_id(std::string_view token) const {
   return std::nullopt;
 }
 
-size_t Tokenizer::vocab_size() const { return impl_->model->vocab_size() + impl_->added.count_outside(*impl_->model); }
+size_t Tokenizer::vocab_size() const {
+  return impl_->model->vocab_size() + impl_->added.count_outside(*impl_->model);
+}
 
 std::string Tokenizer::normalize(std::string_view text, std::string_view where) const {
   check_utf8(text, where);
@@ -425,7 +436,8 @@ std::vector<std::pair<std::string, Offsets>> Tokenizer::pre_tokenize(std::string
   if (impl_->pre_tokenizer) impl_->pre_tokenizer->pre_tokenize(pieces);
   const CharOffsets chars(text);
   std::vector<std::pair<std::string, Offsets>> out;
-  for (const Split& s : pieces.splits()) out.emplace_back(s.normalized.get(), chars.convert(s.normalized.offsets_original()));
+  for (const Split& s : pieces.splits())
+    out.emplace_back(s.normalized.get(), chars.convert(s.normalized.offsets_original()));
   return out;
 }
 

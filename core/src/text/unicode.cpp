@@ -71,10 +71,10 @@ uint32_t category_mask(char32_t c) { return U_MASK(u_charType(static_cast<UChar3
 
 const icu::Normalizer2& instance(bool compatibility, bool compose) {
   UErrorCode status = U_ZERO_ERROR;
-  const icu::Normalizer2* n = compatibility ? (compose ? icu::Normalizer2::getNFKCInstance(status)
-                                                       : icu::Normalizer2::getNFKDInstance(status))
-                                            : (compose ? icu::Normalizer2::getNFCInstance(status)
-                                                       : icu::Normalizer2::getNFDInstance(status));
+  const icu::Normalizer2* n =
+      compatibility
+          ? (compose ? icu::Normalizer2::getNFKCInstance(status) : icu::Normalizer2::getNFKDInstance(status))
+          : (compose ? icu::Normalizer2::getNFCInstance(status) : icu::Normalizer2::getNFDInstance(status));
   OML_CHECK(U_SUCCESS(status) && n != nullptr, RuntimeError,
             "ICU could not load its normalization data: ", u_errorName(status));
   return *n;
@@ -236,8 +236,8 @@ bool is_numeric(char32_t c) {
 // Unicode 8.0. The code points below were assigned by then but changed category later, so the
 // age rule alone gets them wrong (found by comparing every code point with HF).
 constexpr int kCategoriesMajor = 8;
-constexpr char32_t kPunctuationInV8[] = {0x166D, 0x111C9};  // now So, Mn
-constexpr char32_t kNonspacingMarkInV8[] = {0x1734};       // now Mc
+constexpr char32_t kPunctuationInV8[] = {0x166D, 0x111C9};                        // now So, Mn
+constexpr char32_t kNonspacingMarkInV8[] = {0x1734};                              // now Mc
 constexpr char32_t kNotNonspacingMarkInV8[] = {0x1885, 0x1886, 0xA9BD, 0x111C9};  // were Lo, Lo, Mc, Po
 // And for unicode-normalization's Unicode 9.0 combining marks:
 constexpr char32_t kCombiningMarkInV9[] = {0x1CF2, 0x1CF3};  // now Lo
@@ -256,8 +256,9 @@ bool is_other_v8(char32_t c) {
 }
 
 bool is_bert_punctuation(char32_t c) {
-  if (c < 0x80) return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
-                       (c >= 0x7B && c <= 0x7E);
+  if (c < 0x80)
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+           (c >= 0x7B && c <= 0x7E);
   if ((category_mask(c) & U_GC_P_MASK) == 0) return listed(kPunctuationInV8, c);
   return assigned_by(c, kCategoriesMajor, 0);
 }

@@ -57,8 +57,8 @@ struct TruncationOptions {
 
 /// tokenizer.json's "padding" (HF's PaddingParams).
 struct PaddingOptions {
-  std::optional<size_t> length;    ///< pad to this many tokens; nullopt: to the longest of the batch
-  size_t pad_to_multiple_of = 0;   ///< 0: none
+  std::optional<size_t> length;   ///< pad to this many tokens; nullopt: to the longest of the batch
+  size_t pad_to_multiple_of = 0;  ///< 0: none
   int64_t pad_id = 0;
   int64_t pad_type_id = 0;
   std::string pad_token = "[PAD]";
@@ -102,7 +102,8 @@ class Tokenizer {
   std::string normalize(std::string_view text, std::string_view where) const;
   /// The pre-tokenizer alone on `text` (HF's pre_tokenizer.pre_tokenize_str): the pieces and
   /// their code point offsets in `text`.
-  std::vector<std::pair<std::string, Offsets>> pre_tokenize(std::string_view text, std::string_view where) const;
+  std::vector<std::pair<std::string, Offsets>> pre_tokenize(std::string_view text,
+                                                            std::string_view where) const;
 
   /// The file (or source name) this tokenizer was read from.
   const std::string& source() const;
