@@ -22,10 +22,8 @@ struct Tokenizer::Impl {
   std::optional<TruncationOptions> truncation;
   std::optional<PaddingOptions> padding;
 
-  /// One text through the pipeline up to the model; `pair` and `add_special_tokens` say how
-  /// many special tokens truncation must leave room for.
-  Encoding encode_one(std::string_view text, int64_t type_id, bool pair, bool add_special_tokens,
-                      std::string_view where) const;
+  /// One text (of a pair when `pair`) through the pipeline up to the model.
+  Encoding encode_one(std::string_view text, int64_t type_id, bool pair, std::string_view where) const;
   Encoding post_process(Encoding a, std::optional<Encoding> b, bool add_special_tokens,
                         std::string_view where) const;
 };
@@ -143,33 +141,21 @@ void tokenize_with_limit(PreTokenizedString& s, const Model& model, std::optiona
     }
     return;
   }
-  size_t total = 0;
+  // From the end truncation keeps, up to and including the split that reaches max_tokens.
+  const size_t n = splits.size();
+  size_t total = 0, visited = 0;
+  while (visited < n) {
+    Split& split = splits[direction == Direction::Right ? visited : n - 1 - visited];
+    ++visited;
+    const bool fresh = !split.tokens;
+    if (fresh) tokenize(split);
+    total += split.tokens->size();
+    if (fresh && total >= *max_tokens) break;
+  }
   if (direction == Direction::Right) {
-    size_t keep = 0;
-    for (size_t i = 0; i < splits.size(); ++i) {
-      keep = i + 1;
-      if (splits[i].tokens) {
-        total += splits[i].tokens->size();
-        continue;
-      }
-      tokenize(splits[i]);
-      total += splits[i].tokens->size();
-      if (total >= *max_tokens) break;
-    }
-    splits.resize(keep);
+    splits.resize(visited);
   } else {
-    size_t first = splits.size();
-    for (size_t i = splits.size(); i-- > 0;) {
-      first = i;
-      if (splits[i].tokens) {
-        total += splits[i].tokens->size();
-        continue;
-      }
-      tokenize(splits[i]);
-      total += splits[i].tokens->size();
-      if (total >= *max_tokens) break;
-    }
-    splits.erase(splits.begin(), splits.begin() + static_cast<std::ptrdiff_t>(first));
+    splits.erase(splits.begin(), splits.begin() + static_cast<std::ptrdiff_t>(n - visited));
   }
 }
 
@@ -263,17 +249,16 @@ void append(Encoding& to, Encoding&& from) {
 }  // namespace
 
 Encoding Tokenizer::Impl::encode_one(std::string_view text, int64_t type_id, bool pair,
-                                     bool add_special_tokens, std::string_view where) const {
+                                     std::string_view where) const {
   check_utf8(text, where);
   PreTokenizedString pieces = added.extract_and_normalize(normalizer.get(), std::string(text));
   if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
-  // HF 0.23.3 stops tokenizing a text once it has as many tokens as truncation will keep (less the
-  // special tokens): which text of a pair is the longer, and so keeps the odd token, is decided
-  // on those counts.
+  // A single text stops being tokenized once it has max_length tokens: truncation keeps fewer, so
+  // this only saves work. A pair's texts are tokenized whole, as HF 0.23.3 does (measured: which
+  // text of a pair is the longer, and so keeps the odd token, is decided on their full lengths).
   std::optional<size_t> limit;
-  if (truncation && (truncation->strategy != TruncationOptions::Strategy::OnlySecond || type_id != 0)) {
-    const size_t special = add_special_tokens && post_processor ? post_processor->added_tokens(pair) : 0;
-    limit = truncation->max_length > special ? truncation->max_length - special : 0;
+  if (truncation && !pair && truncation->strategy != TruncationOptions::Strategy::OnlySecond) {
+    limit = truncation->max_length;
   }
   tokenize_with_limit(pieces, *model, limit, truncation ? truncation->direction : Direction::Right);
 
@@ -372,14 +357,14 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
 }
 
 Encoding Tokenizer::encode(std::string_view text, std::string_view where, bool add_special_tokens) const {
-  return impl_->post_process(impl_->encode_one(text, 0, false, add_special_tokens, where), std::nullopt,
-                             add_special_tokens, where);
+  return impl_->post_process(impl_->encode_one(text, 0, false, where), std::nullopt, add_special_tokens,
+                             where);
 }
 
 Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second, std::string_view where,
                                 bool add_special_tokens) const {
-  Encoding a = impl_->encode_one(first, 0, true, add_special_tokens, where);
-  Encoding b = impl_->encode_one(second, 1, true, add_special_tokens, where);
+  Encoding a = impl_->encode_one(first, 0, true, where);
+  Encoding b = impl_->encode_one(second, 1, true, where);
   return impl_->post_process(std::move(a), std::move(b), add_special_tokens, where);
 }
 
