@@ -158,6 +158,24 @@ TEST_CASE("Unigram finds the best-scoring segmentation and fuses unknown charact
   CHECK(e.offsets == std::vector<Offsets>{{0, 2}, {2, 4}, {4, 5}});
 }
 
+TEST_CASE("Byte fallback spells unknown characters as <0xXX> tokens", "[text][tokenizer]") {
+  // Unigram: the fused unknown "xy" becomes its two bytes, both covering it; "z" has no byte
+  // token, so it stays unknown.
+  const std::string unigram = R"({"type": "Unigram", "unk_id": 0, "byte_fallback": true,
+    "vocab": [["<unk>", 0.0], ["a", -1.0], ["<0x78>", -5.0], ["<0x79>", -5.0]]})";
+  auto e = Tokenizer::from_json(tokenizer_json("null", "null", unigram), "test.json").encode("axyaz", "test");
+  CHECK(e.tokens == std::vector<std::string>{"a", "<0x78>", "<0x79>", "a", "z"});
+  CHECK(e.ids == std::vector<int64_t>{1, 2, 3, 1, 0});
+  CHECK(e.offsets == std::vector<Offsets>{{0, 1}, {1, 3}, {1, 3}, {3, 4}, {4, 5}});
+  // BPE: é's two bytes, each covering the character.
+  const std::string bpe = R"({"type": "BPE", "unk_token": "<unk>", "byte_fallback": true,
+    "vocab": {"<unk>": 0, "a": 1, "<0xC3>": 2, "<0xA9>": 3}, "merges": []})";
+  e = Tokenizer::from_json(tokenizer_json("null", "null", bpe), "test.json").encode("a\xC3\xA9z", "test");
+  CHECK(e.tokens == std::vector<std::string>{"a", "<0xC3>", "<0xA9>", "<unk>"});
+  CHECK(e.ids == std::vector<int64_t>{1, 2, 3, 0});
+  CHECK(e.offsets == std::vector<Offsets>{{0, 1}, {1, 2}, {1, 2}, {2, 3}});
+}
+
 TEST_CASE("BertProcessing adds [CLS] and [SEP] and gives the pair type id 1", "[text][tokenizer]") {
   const auto t = Tokenizer::from_json(
       tokenizer_json("null", R"({"type": "WhitespaceSplit"})", kWordPieceModel,
