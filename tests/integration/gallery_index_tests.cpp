@@ -82,7 +82,7 @@ TEST_CASE("oml-index build and oml-search find the exact neighbours of new image
   CHECK(csv_rows(dir / "s1" / "answers.csv").size() == 41);
 }
 
-TEST_CASE("oml-index add and remove log changes that search as rebuilt; compact and calibrate write versions",
+TEST_CASE("oml-index add and remove log changes that search as rebuilt, and compact and calibrate write versions",
           "[serving][integration][faiss]") {
   if (!oml::retrieval::built_with_faiss()) return;
   TempDir dir;

@@ -241,7 +241,7 @@ TEST_CASE("Training, oml-index, oml-search and oml-predict refuse an image over 
   CHECK_THAT(r.err, Contains("784 pixels") && Contains("max_image_pixels"));
 }
 
-TEST_CASE("With a token, changes need Authorization: Bearer, compared whole; --auth all guards every route",
+TEST_CASE("With a token, changes need Authorization: Bearer, compared whole, and --auth all guards every route",
           "[serving][integration][hostile][auth]") {
   TempDir dir;
   const fs::path index = example_index(dir.path());

@@ -150,7 +150,7 @@ TEST_CASE("A change through oml-serve appends its own records and leaves the ver
   CHECK_THAT(run_oml("oml-index", "compact --index " + quote(index.string())).out, Contains("nothing to compact"));
 }
 
-TEST_CASE("oml-index add and remove log their changes; a cut-off record is dropped, a damaged one refused",
+TEST_CASE("oml-index add and remove log their changes: a cut-off record is dropped, a damaged one refused",
           "[serving][integration][writes]") {
   TempDir dir;
   const fs::path index = random_index(dir.path(), 300, 8);
