@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[] = "OMLCHG01";
-constexpr std::size_t kHeaderBytes = 16;      // magic + the version's number
+constexpr std::size_t kHeaderBytes = 16;        // magic + the version's number
 constexpr uint32_t kMaxRecordBytes = 1u << 31;  // a length past this is damage, not a record
 constexpr unsigned char kAdd = 1;
 constexpr unsigned char kRemove = 2;
@@ -165,12 +165,15 @@ ChangeSummary read_change_log(const fs::path& file, int64_t version_number, int6
     if (kind == kAdd) {
       const auto dim = reader.get<uint64_t>();
       if (static_cast<int64_t>(dim) != dimension)
-        reader.fail("adds rows of dimension " + std::to_string(dim) + " to an index of " + std::to_string(dimension));
-      if (count == 0 || count > length / (dim * 4 + 8)) reader.fail("claims " + std::to_string(count) + " rows");
+        reader.fail("adds rows of dimension " + std::to_string(dim) + " to an index of " +
+                    std::to_string(dimension));
+      if (count == 0 || count > length / (dim * 4 + 8))
+        reader.fail("claims " + std::to_string(count) + " rows");
       at::Tensor block = at::empty({static_cast<int64_t>(count), dimension}, at::kFloat);
       for (uint64_t i = 0; i < count; ++i) {
         const auto id = reader.get<int64_t>();
-        if (!ever.insert(id).second) reader.fail("adds the id " + std::to_string(id) + ", which the index had");
+        if (!ever.insert(id).second)
+          reader.fail("adds the id " + std::to_string(id) + ", which the index had");
         live.insert(id);
         reader.floats(block.data_ptr<float>() + i * dim, dim);
         out.added.ids.push_back(id);
@@ -185,7 +188,8 @@ ChangeSummary read_change_log(const fs::path& file, int64_t version_number, int6
       if (count == 0 || count > length / 8) reader.fail("claims " + std::to_string(count) + " ids");
       for (uint64_t i = 0; i < count; ++i) {
         const auto id = reader.get<int64_t>();
-        if (live.erase(id) == 0) reader.fail("removes the id " + std::to_string(id) + ", which is not in the index");
+        if (live.erase(id) == 0)
+          reader.fail("removes the id " + std::to_string(id) + ", which is not in the index");
         out.removed_ids.push_back(id);
       }
     } else {
@@ -252,8 +256,8 @@ void ChangeLogWriter::append(const std::string& payload) {
 
 void ChangeLogWriter::append_add(const IndexedItems& items, const at::Tensor& rows) {
   const at::Tensor r = rows.to(at::kFloat).contiguous();
-  OML_ASSERT(r.dim() == 2 && r.size(0) == static_cast<int64_t>(items.size()), "append_add: ", r.sizes(), " rows for ",
-             items.size(), " items");
+  OML_ASSERT(r.dim() == 2 && r.size(0) == static_cast<int64_t>(items.size()), "append_add: ", r.sizes(),
+             " rows for ", items.size(), " items");
   const auto dim = static_cast<uint64_t>(r.size(1));
   std::string payload;
   payload.reserve(items.size() * (dim * 4 + 32) + 17);
@@ -281,7 +285,8 @@ void ChangeLogWriter::append_remove(const std::vector<int64_t>& ids) {
 }
 
 bool compaction_due(int64_t log_bytes, int64_t gallery_bytes, int64_t min_bytes) {
-  return log_bytes > static_cast<int64_t>(kHeaderBytes) && log_bytes >= std::max(min_bytes, gallery_bytes / 2);
+  return log_bytes > static_cast<int64_t>(kHeaderBytes) &&
+         log_bytes >= std::max(min_bytes, gallery_bytes / 2);
 }
 
 }  // namespace oml::pipelines

@@ -37,7 +37,8 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   std::shared_ptr<data::ImageDataset> val_dataset;
   if (has_validation) {
     val_dataset = std::make_shared<data::ImageDataset>(
-        dataframe.validation(), build_transform(cfg, cfg.transforms_val, "transforms_val"), image_limits(cfg));
+        dataframe.validation(), build_transform(cfg, cfg.transforms_val, "transforms_val"),
+        image_limits(cfg));
   }
   const auto sampler = build_train_sampler(cfg, dataframe);
 

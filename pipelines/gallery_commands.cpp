@@ -236,7 +236,8 @@ void apply_changes(LoadedIndex& loaded, const ChangeSummary& changes) {
     for (std::size_t i = 0; i < loaded.version.items.size(); ++i)
       position[loaded.version.items.ids[i]] = static_cast<int64_t>(i);
     std::vector<int64_t> positions;
-    for (const int64_t id : changes.removed_ids) positions.push_back(position.at(id));  // read_change_log checked
+    for (const int64_t id : changes.removed_ids)
+      positions.push_back(position.at(id));  // read_change_log checked
     std::sort(positions.begin(), positions.end());
     loaded.index->remove(positions);
     loaded.version.items.remove(positions);
@@ -260,9 +261,9 @@ LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool int
   out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
                                       out.version.manifest.search_parameters,
                                       retrieval::engine_measure(out.distance));
-  const ChangeSummary changes =
-      read_change_log(change_log_path(dir, out.version.version.filename().string()),
-                      version_number_of(out.version.version), out.version.manifest.dimension, out.version.items);
+  const ChangeSummary changes = read_change_log(change_log_path(dir, out.version.version.filename().string()),
+                                                version_number_of(out.version.version),
+                                                out.version.manifest.dimension, out.version.items);
   apply_changes(out, changes);
   return out;
 }
@@ -425,7 +426,8 @@ int index_remove(const cli::Invocation& inv) {
               " remaining items");
   }
   std::vector<int64_t> removed_ids;
-  for (const int64_t p : positions) removed_ids.push_back(loaded.version.items.ids[static_cast<std::size_t>(p)]);
+  for (const int64_t p : positions)
+    removed_ids.push_back(loaded.version.items.ids[static_cast<std::size_t>(p)]);
   const auto log = open_change_log(loaded);
   log->append_remove(removed_ids);
   loaded.index->remove(positions);
@@ -496,11 +498,12 @@ int index_info(const cli::Invocation& inv) {
   const IndexManifest& m = version.manifest;
   const std::string name = version.version.filename().string();
   // The logged changes count without loading the index.
-  const ChangeSummary changes =
-      read_change_log(change_log_path(dir, name), version_number_of(version.version), m.dimension, version.items);
-  const int64_t items =
-      m.items + static_cast<int64_t>(changes.added.ids.size()) - static_cast<int64_t>(changes.removed_ids.size());
-  const int64_t next_id = changes.added.ids.empty() ? m.next_id : std::max(m.next_id, changes.added.ids.back() + 1);
+  const ChangeSummary changes = read_change_log(
+      change_log_path(dir, name), version_number_of(version.version), m.dimension, version.items);
+  const int64_t items = m.items + static_cast<int64_t>(changes.added.ids.size()) -
+                        static_cast<int64_t>(changes.removed_ids.size());
+  const int64_t next_id =
+      changes.added.ids.empty() ? m.next_id : std::max(m.next_id, changes.added.ids.back() + 1);
   std::cout << "index:       " << dir.string() << " (" << name << ", " << m.created << ")\n"
             << "items:       " << items << " of dimension " << m.dimension << " (next id " << next_id << ")\n"
             << "changes:     " << changes.records << " logged since " << name << " (" << changes.valid_bytes

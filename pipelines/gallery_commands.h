@@ -59,7 +59,8 @@ std::unique_ptr<ChangeLogWriter> open_change_log(const LoadedIndex& loaded);
 void compact(LoadedIndex& loaded);
 
 /// compaction_due() for `loaded` with a log of `log_bytes`.
-bool compaction_due(const LoadedIndex& loaded, int64_t log_bytes, int64_t min_bytes = kDefaultCompactMinBytes);
+bool compaction_due(const LoadedIndex& loaded, int64_t log_bytes,
+                    int64_t min_bytes = kDefaultCompactMinBytes);
 
 /// The config the index's gallery was embedded with, its model file checked against the
 /// manifest's SHA-256 (DataError when gone or changed), with `overrides` (key=value) applied.

@@ -77,21 +77,24 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_header(beast::error_code ec, std::size_t bytes) {
     if (ec) return on_read(ec, bytes);
     const auto expect = parser_->get().find(http::field::expect);
-    const bool continue_expected = expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue");
+    const bool continue_expected =
+        expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue");
     const auto length = parser_->content_length();
     if (length && *length > static_cast<std::uint64_t>(state_.options->max_body_bytes)) {
       return on_read(http::error::body_limit, bytes);
     }
     if (!continue_expected) return read_body();
     interim_ = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
-    http::async_write(stream_, *interim_, [self = shared_from_this()](beast::error_code write_ec, std::size_t) {
-      if (write_ec) return self->close();
-      self->read_body();
-    });
+    http::async_write(stream_, *interim_,
+                      [self = shared_from_this()](beast::error_code write_ec, std::size_t) {
+                        if (write_ec) return self->close();
+                        self->read_body();
+                      });
   }
 
   void read_body() {
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
 
   void on_read(beast::error_code ec, std::size_t) {
@@ -198,7 +201,8 @@ std::string read_token(const cli::Invocation& inv) {
   std::string token;
   std::getline(in, token);
   token = trim(token);
-  OML_CHECK(!token.empty(), UsageError, "--auth-token-file: ", file, " is empty (its first line is the token)");
+  OML_CHECK(!token.empty(), UsageError, "--auth-token-file: ", file,
+            " is empty (its first line is the token)");
   struct stat info {};
   if (::stat(file.c_str(), &info) == 0 && (info.st_mode & 077) != 0) {
     log::warn("oml-serve: " + file + " can be read by other users (chmod 600 it)");
@@ -234,7 +238,8 @@ int serve_index(const cli::Invocation& inv) {
   options.api.max_items = vars["max-items"].as<int64_t>();
   options.api.token = read_token(inv);
   const std::string scope = vars["auth"].as<std::string>();
-  OML_CHECK(scope == "changes" || scope == "all", UsageError, "--auth takes changes or all, not '", scope, "'");
+  OML_CHECK(scope == "changes" || scope == "all", UsageError, "--auth takes changes or all, not '", scope,
+            "'");
   options.api.auth_scope = scope == "all" ? AuthScope::all : AuthScope::changes;
   OML_CHECK(options.port >= 0 && options.port <= 65535, UsageError, "--port must be in [0, 65535], got ",
             options.port);
@@ -252,7 +257,8 @@ int serve_index(const cli::Invocation& inv) {
   service_options.embed_batch.max_wait =
       std::chrono::microseconds(static_cast<int64_t>(vars["max-wait-ms"].as<double>() * 1000));
   service_options.search_batch.max_wait = service_options.embed_batch.max_wait;
-  if (vars.count("max-image-pixels")) service_options.max_image_pixels = vars["max-image-pixels"].as<int64_t>();
+  if (vars.count("max-image-pixels"))
+    service_options.max_image_pixels = vars["max-image-pixels"].as<int64_t>();
   service_options.decode_memory_bytes =
       static_cast<int64_t>(vars["decode-memory-mb"].as<double>() * 1024 * 1024);
   service_options.compact_min_bytes = static_cast<int64_t>(vars["compact-min-mb"].as<double>() * 1024 * 1024);
@@ -261,7 +267,8 @@ int serve_index(const cli::Invocation& inv) {
   OML_CHECK(service_options.embed_batch.max_wait.count() >= 0, UsageError, "--max-wait-ms must be >= 0");
   OML_CHECK(!service_options.max_image_pixels || *service_options.max_image_pixels >= 0, UsageError,
             "--max-image-pixels must be 0 (no limit) or a positive number of pixels");
-  OML_CHECK(service_options.decode_memory_bytes >= 1024, UsageError, "--decode-memory-mb must be at least 0.001");
+  OML_CHECK(service_options.decode_memory_bytes >= 1024, UsageError,
+            "--decode-memory-mb must be at least 0.001");
 
   boost::system::error_code address_error;
   const auto address = asio::ip::make_address(options.host, address_error);

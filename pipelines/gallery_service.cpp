@@ -49,7 +49,8 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
       [this](std::vector<std::shared_ptr<Query>>& queries) { return search_batch(queries); },
       options_.search_batch);
   compactor_ = std::thread([this] { compact_when_due(); });
-  if (compaction_due(loaded_, log_->bytes(), options_.compact_min_bytes)) after_change();  // a log left long by oml-index
+  if (compaction_due(loaded_, log_->bytes(), options_.compact_min_bytes))
+    after_change();  // a log left long by oml-index
 }
 
 GalleryService::~GalleryService() {
@@ -93,7 +94,8 @@ void GalleryService::compact_when_due() {
       }
     } catch (const std::exception& e) {
       // The folder still holds the previous version and its log, which changes keep appending to.
-      log::warn(std::string("oml-serve: compacting the index failed (changes are still logged): ") + e.what());
+      log::warn(std::string("oml-serve: compacting the index failed (changes are still logged): ") +
+                e.what());
     }
     {
       const std::lock_guard<std::mutex> lock(compaction_mutex_);
@@ -153,8 +155,10 @@ at::Tensor GalleryService::embed(const std::string& image_bytes) {
   data::check_pixel_limit(header, limits, what);
   // Held through the decode and the transform, which may make a float copy of the full image
   // (3 channels x 4 bytes per pixel) before it resizes.
-  const int64_t working_bytes = header.decode_bytes() + std::min<int64_t>(header.pixels(), INT64_MAX / 16) * 12;
-  const data::DecodeBudget::Hold hold = decode_budget_->reserve(working_bytes, what, "--decode-memory-mb budget");
+  const int64_t working_bytes =
+      header.decode_bytes() + std::min<int64_t>(header.pixels(), INT64_MAX / 16) * 12;
+  const data::DecodeBudget::Hold hold =
+      decode_budget_->reserve(working_bytes, what, "--decode-memory-mb budget");
   const at::Tensor image = data::decode_image(image_bytes, what, limits);
   at::Tensor input;
   try {

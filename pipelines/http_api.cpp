@@ -41,12 +41,15 @@ struct HttpError : std::runtime_error {
   http::status status;
 };
 
-[[noreturn]] void bad_request(const std::string& message) { throw HttpError(http::status::bad_request, message); }
+[[noreturn]] void bad_request(const std::string& message) {
+  throw HttpError(http::status::bad_request, message);
+}
 
 std::array<unsigned char, 32> sha256(const std::string& text) {
   std::array<unsigned char, 32> digest{};
   unsigned int length = 0;
-  if (EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 || length != 32)
+  if (EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 ||
+      length != 32)
     throw RuntimeError("libcrypto could not compute a SHA-256 digest");
   return digest;
 }
@@ -67,7 +70,8 @@ std::string base64_decode(const std::string& text) {
     } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=') {
       clean += c;
     } else {
-      bad_request("\"image\" is not base64 (character " + std::to_string(static_cast<unsigned char>(c)) + ")");
+      bad_request("\"image\" is not base64 (character " + std::to_string(static_cast<unsigned char>(c)) +
+                  ")");
     }
   }
   const std::size_t data_end = clean.find('=');
@@ -80,9 +84,9 @@ std::string base64_decode(const std::string& text) {
   const std::size_t padding = (4 - symbols % 4) % 4;
   clean.append(padding, '=');
   std::string out(clean.size() / 4 * 3, '\0');
-  const int written = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                      reinterpret_cast<const unsigned char*>(clean.data()),
-                                      static_cast<int>(clean.size()));
+  const int written =
+      EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                      reinterpret_cast<const unsigned char*>(clean.data()), static_cast<int>(clean.size()));
   if (written < 0) bad_request("\"image\" is not base64");
   out.resize(static_cast<std::size_t>(written) - padding);  // EVP_DecodeBlock counts the padding's zero bytes
   return out;
@@ -118,7 +122,8 @@ nlohmann::json parse_json(const HttpRequest& request) {
   // refused while parsing (before a large nested body is built).
   const nlohmann::json::parser_callback_t depth_limit = [](int depth, nlohmann::json::parse_event_t,
                                                            nlohmann::json&) {
-    if (depth > kMaxJsonDepth) bad_request("the JSON body is nested deeper than " + std::to_string(kMaxJsonDepth));
+    if (depth > kMaxJsonDepth)
+      bad_request("the JSON body is nested deeper than " + std::to_string(kMaxJsonDepth));
     return true;
   };
   nlohmann::json body;
@@ -152,8 +157,9 @@ double finite(double value, const std::string& key) {
 // An integral value in [lowest, highest] (k, label): 5 and 5.0 are accepted; 5.5, 1e300 are not.
 int64_t integer(double value, const std::string& key, double lowest, double highest) {
   if (!(value >= lowest && value <= highest) || value != std::floor(value)) {
-    bad_request("\"" + key + "\" must be an integer in [" + ::oml::detail::concat(static_cast<int64_t>(lowest)) +
-                ", " + ::oml::detail::concat(static_cast<int64_t>(highest)) + "]");
+    bad_request("\"" + key + "\" must be an integer in [" +
+                ::oml::detail::concat(static_cast<int64_t>(lowest)) + ", " +
+                ::oml::detail::concat(static_cast<int64_t>(highest)) + "]");
   }
   return static_cast<int64_t>(value);
 }
@@ -168,8 +174,10 @@ double query_number(const std::string& text, const std::string& key) {
 std::string item_text(const nlohmann::json& body, const std::string& key, std::size_t max_bytes) {
   if (!body[key].is_string()) bad_request("\"" + key + "\" must be a string");
   std::string text = body[key].get<std::string>();
-  if (text.size() > max_bytes) bad_request("\"" + key + "\" is longer than " + std::to_string(max_bytes) + " bytes");
-  if (std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+  if (text.size() > max_bytes)
+    bad_request("\"" + key + "\" is longer than " + std::to_string(max_bytes) + " bytes");
+  if (std::any_of(text.begin(), text.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
     bad_request("\"" + key + "\" contains a control character");
   return text;
 }
@@ -181,7 +189,8 @@ std::string endpoint_name(const std::string& path) {
   return "other";
 }
 
-HttpResponse json_response(unsigned version, bool keep_alive, http::status status, const nlohmann::json& body) {
+HttpResponse json_response(unsigned version, bool keep_alive, http::status status,
+                           const nlohmann::json& body) {
   HttpResponse response(status, version);
   response.set(http::field::server, "oml-serve");
   response.set(http::field::content_type, "application/json");
@@ -193,7 +202,8 @@ HttpResponse json_response(unsigned version, bool keep_alive, http::status statu
   return response;
 }
 
-HttpResponse error_response(unsigned version, bool keep_alive, http::status status, const std::string& message) {
+HttpResponse error_response(unsigned version, bool keep_alive, http::status status,
+                            const std::string& message) {
   return json_response(version, keep_alive, status, {{"error", valid_utf8(first_line(message))}});
 }
 
@@ -267,19 +277,24 @@ std::string ServerMetrics::text(int64_t items, int64_t dimension) const {
     }
     out += "oml_request_duration_seconds_bucket{endpoint=\"" + endpoint + "\",le=\"+Inf\"} " +
            std::to_string(h.count) + "\n";
-    out += "oml_request_duration_seconds_sum{endpoint=\"" + endpoint + "\"} " + ::oml::detail::concat(h.sum) + "\n";
-    out += "oml_request_duration_seconds_count{endpoint=\"" + endpoint + "\"} " + std::to_string(h.count) + "\n";
+    out += "oml_request_duration_seconds_sum{endpoint=\"" + endpoint + "\"} " + ::oml::detail::concat(h.sum) +
+           "\n";
+    out +=
+        "oml_request_duration_seconds_count{endpoint=\"" + endpoint + "\"} " + std::to_string(h.count) + "\n";
   }
   out += "# HELP oml_index_items Items in the served gallery.\n# TYPE oml_index_items gauge\n";
   out += "oml_index_items " + std::to_string(items) + "\n";
-  out += "# HELP oml_index_dimension Embedding dimension of the served gallery.\n# TYPE oml_index_dimension gauge\n";
+  out +=
+      "# HELP oml_index_dimension Embedding dimension of the served gallery.\n# TYPE oml_index_dimension "
+      "gauge\n";
   out += "oml_index_dimension " + std::to_string(dimension) + "\n";
   return out;
 }
 
 // ---- routes -------------------------------------------------------------------------------------
 
-HttpApi::HttpApi(GalleryService& service, ApiOptions options) : service_(service), options_(std::move(options)) {
+HttpApi::HttpApi(GalleryService& service, ApiOptions options)
+    : service_(service), options_(std::move(options)) {
   if (!options_.token.empty()) token_digest_ = sha256(options_.token);
 }
 
@@ -289,8 +304,8 @@ HttpResponse HttpApi::refuse(const boost::system::error_code& error, int64_t bod
     const http::status status = too_large ? http::status::payload_too_large : http::status::bad_request;
     metrics_.observe("other", static_cast<unsigned>(status), 0.0);
     return error_response(11, /*keep_alive=*/false, status,
-                          too_large ? "the request body is larger than the limit of " + std::to_string(body_limit) +
-                                          " bytes (--max-body-mb)"
+                          too_large ? "the request body is larger than the limit of " +
+                                          std::to_string(body_limit) + " bytes (--max-body-mb)"
                                     : "malformed HTTP request: " + error.message());
   } catch (...) {
     return internal_error(11);
@@ -353,7 +368,8 @@ HttpResponse HttpApi::handle(const HttpRequest& request) noexcept {
     } catch (const ConfigError& e) {
       answer_error(http::status::bad_request, e.what());
     } catch (const std::exception& e) {
-      log::warn(valid_utf8("oml-serve: " + std::string(request.method_string()) + " " + endpoint + ": " + e.what()));
+      log::warn(valid_utf8("oml-serve: " + std::string(request.method_string()) + " " + endpoint + ": " +
+                           e.what()));
       answer_error(http::status::internal_server_error, e.what());
     } catch (...) {
       log::warn(valid_utf8("oml-serve: " + std::string(request.method_string()) + " " + endpoint +
@@ -373,10 +389,12 @@ void HttpApi::authorize(const HttpRequest& request, const std::string& path) con
   const bool changes = path == "/items" || path.rfind("/items/", 0) == 0;
   if (options_.auth_scope == AuthScope::changes && !changes) return;
   const auto header = request.find(http::field::authorization);
-  if (header == request.end()) throw HttpError(http::status::unauthorized, "this route needs Authorization: Bearer <token>");
+  if (header == request.end())
+    throw HttpError(http::status::unauthorized, "this route needs Authorization: Bearer <token>");
   const std::string value(header->value());
   const std::string scheme = "Bearer ";
-  if (value.size() <= scheme.size() || !std::equal(scheme.begin(), scheme.end(), value.begin(), [](char a, char b) {
+  if (value.size() <= scheme.size() ||
+      !std::equal(scheme.begin(), scheme.end(), value.begin(), [](char a, char b) {
         return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
       })) {
     throw HttpError(http::status::unauthorized, "this route needs Authorization: Bearer <token>");
@@ -399,7 +417,8 @@ at::Tensor input_embedding(GalleryService& service, const HttpRequest& request, 
     if (!values.is_array()) bad_request("\"embedding\" must be an array of numbers");
     if (static_cast<int64_t>(values.size()) != service.dimension()) {
       throw DataError("the embedding has " + std::to_string(values.size()) +
-                      " values, the index holds embeddings of dimension " + std::to_string(service.dimension()));
+                      " values, the index holds embeddings of dimension " +
+                      std::to_string(service.dimension()));
     }
     std::vector<float> v;
     v.reserve(values.size());
@@ -427,8 +446,10 @@ void known_params(const std::map<std::string, std::string>& params, const std::s
                   const std::string& path) {
   for (const auto& entry : params) {
     if (!known.count(entry.first)) {
-      bad_request(path + " takes " + (known.empty() ? std::string("no query parameters")
-                                                     : "the query parameters " + join(std::vector<std::string>(known.begin(), known.end()))) +
+      bad_request(path + " takes " +
+                  (known.empty() ? std::string("no query parameters")
+                                 : "the query parameters " +
+                                       join(std::vector<std::string>(known.begin(), known.end()))) +
                   ", not '" + entry.first + "'");
     }
   }
@@ -443,9 +464,9 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
   const http::verb method = request.method();
   const auto only = [&](http::verb allowed) {
     if (method != allowed) {
-      throw HttpError(http::status::method_not_allowed,
-                      path + " takes " + std::string(http::to_string(allowed)) + ", not " +
-                          std::string(request.method_string()));
+      throw HttpError(http::status::method_not_allowed, path + " takes " +
+                                                            std::string(http::to_string(allowed)) + ", not " +
+                                                            std::string(request.method_string()));
     }
   };
   if (path == "/health") {
@@ -470,7 +491,8 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
   }
   if (path == "/search" || path == "/embed") {
     only(http::verb::post);
-    known_params(params, path == "/search" ? std::set<std::string>{"k", "threshold"} : std::set<std::string>{}, path);
+    known_params(params,
+                 path == "/search" ? std::set<std::string>{"k", "threshold"} : std::set<std::string>{}, path);
     nlohmann::json body = is_image_body(request) ? nlohmann::json::object() : parse_json(request);
     const double max_k = static_cast<double>(service_.max_k());
     int64_t k = options_.default_k;
@@ -481,7 +503,8 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
       if (body.contains("k")) k = integer(number(body["k"], "k"), "k", 1, max_k);
       if (params.count("k")) k = integer(query_number(params.at("k"), "k"), "k", 1, max_k);
       if (body.contains("threshold"))
-        threshold = body["threshold"].is_null() ? kNone : finite(number(body["threshold"], "threshold"), "threshold");
+        threshold =
+            body["threshold"].is_null() ? kNone : finite(number(body["threshold"], "threshold"), "threshold");
       if (params.count("threshold")) {
         threshold = params.at("threshold") == "none"
                         ? kNone
@@ -490,7 +513,8 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
     }
     const at::Tensor embedding = input_embedding(service_, request, body);
     if (path == "/embed") {
-      const std::vector<float> values(embedding.data_ptr<float>(), embedding.data_ptr<float>() + embedding.numel());
+      const std::vector<float> values(embedding.data_ptr<float>(),
+                                      embedding.data_ptr<float>() + embedding.numel());
       return json_response(version, keep_alive, http::status::ok,
                            {{"embedding", values}, {"dimension", embedding.numel()}});
     }
@@ -519,9 +543,10 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
       if (!items.is_array()) bad_request("\"items\" must be an array");
       if (items.empty()) bad_request("\"items\" is empty");
       if (static_cast<int64_t>(items.size()) > options_.max_items) {
-        throw HttpError(http::status::payload_too_large,
-                        "\"items\" holds " + std::to_string(items.size()) + " items; one request adds at most " +
-                            std::to_string(options_.max_items) + " (--max-items)");
+        throw HttpError(http::status::payload_too_large, "\"items\" holds " + std::to_string(items.size()) +
+                                                             " items; one request adds at most " +
+                                                             std::to_string(options_.max_items) +
+                                                             " (--max-items)");
       }
       for (const nlohmann::json& item : items) {
         if (!item.is_object()) bad_request("every entry of \"items\" must be an object");
@@ -539,14 +564,16 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
       if (entry->contains("label") && !(*entry)["label"].is_null()) {
         const nlohmann::json& label = (*entry)["label"];
         if (!label.is_number_integer()) bad_request("\"label\" must be an integer");
-        if (label.is_number_unsigned() && label.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()})
+        if (label.is_number_unsigned() &&
+            label.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()})
           bad_request("\"label\" must fit a signed 64-bit integer");
         item.label = label.get<int64_t>();
       }
       items.push_back(std::move(item));
     }
     const std::vector<int64_t> ids = service_.add(items);
-    return json_response(version, keep_alive, http::status::created, {{"ids", ids}, {"items", service_.size()}});
+    return json_response(version, keep_alive, http::status::created,
+                         {{"ids", ids}, {"items", service_.size()}});
   }
   if (path.rfind("/items/", 0) == 0) {
     only(http::verb::delete_);
@@ -555,7 +582,8 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
     const std::optional<int64_t> id = parse_int64(text);
     if (!id) bad_request("'" + text + "' is not an item id");
     if (!service_.remove(*id)) throw HttpError(http::status::not_found, "no item with id " + text);
-    return json_response(version, keep_alive, http::status::ok, {{"removed", *id}, {"items", service_.size()}});
+    return json_response(version, keep_alive, http::status::ok,
+                         {{"removed", *id}, {"items", service_.size()}});
   }
   throw HttpError(http::status::not_found,
                   "no route " + path +

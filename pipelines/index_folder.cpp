@@ -171,9 +171,10 @@ void remove_other_versions(const fs::path& dir, const std::string& keep) {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name != keep && version_number(name) >= 0 && entry.is_directory()) fs::remove_all(entry.path(), ec);
-    const bool log = name.size() > log_suffix.size() && name.compare(name.size() - log_suffix.size(),
-                                                                      log_suffix.size(), log_suffix) == 0;
-    if (log && name != keep + log_suffix && version_number(name.substr(0, name.size() - log_suffix.size())) >= 0)
+    const bool log = name.size() > log_suffix.size() &&
+                     name.compare(name.size() - log_suffix.size(), log_suffix.size(), log_suffix) == 0;
+    if (log && name != keep + log_suffix &&
+        version_number(name.substr(0, name.size() - log_suffix.size())) >= 0)
       fs::remove(entry.path(), ec);
   }
 }
@@ -375,7 +376,7 @@ std::string write_next_version(const fs::path& dir, IndexContents contents) {
   if (fs::is_regular_file(dir / kCurrent)) next = version_number(current_version_name(dir)) + 1;
   const std::string name = version_name(next);
   std::error_code ec;
-  fs::remove_all(dir / name, ec);  // a version a killed writer finished but never made current
+  fs::remove_all(dir / name, ec);             // a version a killed writer finished but never made current
   fs::remove(dir / (name + ".changes"), ec);  // and a log of it, which can only be stale
   write_version_folder(dir, name, contents);
   io::write_file_atomic(dir / kCurrent, name + "\n");

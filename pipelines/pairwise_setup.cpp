@@ -62,9 +62,8 @@ at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContex
   CachedEmbeddingsRequest request;
   request.config = &config;
   request.extractor = extractor.get();
-  request.dataset =
-      std::make_shared<data::ImageDataset>(split, build_transform(config, slot, "transforms_extraction"),
-                                           image_limits(config));
+  request.dataset = std::make_shared<data::ImageDataset>(
+      split, build_transform(config, slot, "transforms_extraction"), image_limits(config));
   request.split_name = split_name;
   request.embed = embed_options(config, config.batch_size_inference, "embedding " + split_name);
   return cached_embeddings(request, context);

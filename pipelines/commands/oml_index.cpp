@@ -22,7 +22,8 @@ int run_index(const oml::cli::Invocation& inv) {
   if (action == "compact") return oml::pipelines::index_compact(inv);
   if (action == "calibrate") return oml::pipelines::index_calibrate(inv);
   if (action == "info") return oml::pipelines::index_info(inv);
-  throw oml::UsageError("unknown ACTION '" + action + "'; expected build, add, remove, compact, calibrate or info");
+  throw oml::UsageError("unknown ACTION '" + action +
+                        "'; expected build, add, remove, compact, calibrate or info");
 }
 
 }  // namespace

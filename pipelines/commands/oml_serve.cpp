@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   spec.summary =
       "serve a saved gallery index over HTTP/JSON: search, embed, add and remove items (docs/serving.md)";
   spec.usage =
-      "  oml-serve --index DIR [--host 127.0.0.1] [--port 8080] [--auth-token-file FILE [--auth changes|all]]\n"
+      "  oml-serve --index DIR [--host 127.0.0.1] [--port 8080] [--auth-token-file FILE [--auth "
+      "changes|all]]\n"
       "            [--max-batch 32] [--max-wait-ms 0] [--max-body-mb 16] [--max-items 1000]\n"
       "            [--max-image-pixels N] [--decode-memory-mb 2048] [--compact-min-mb 16] [--timeout-s 30]\n"
       "            [--threads 4] [--workers 64] [--top-k 10]";

@@ -27,7 +27,8 @@ at::Tensor noise(int64_t height, int64_t width, int64_t channels) {
 }
 
 std::string be32(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
 }
 
 }  // namespace
@@ -38,11 +39,12 @@ TEST_CASE("Headers of every decoded format give the size OpenCV decodes", "[data
     std::string format;
     int64_t channels;
   };
-  const std::vector<Case> cases = {{".png", "PNG", 3},  {".jpg", "JPEG", 3}, {".bmp", "BMP", 3},
+  const std::vector<Case> cases = {{".png", "PNG", 3},   {".jpg", "JPEG", 3},  {".bmp", "BMP", 3},
                                    {".webp", "WebP", 3}, {".tiff", "TIFF", 3}, {".ppm", "PNM", 3},
-                                   {".pgm", "PNM", 1},  {".pfm", "PFM", 3}};
+                                   {".pgm", "PNM", 1},   {".pfm", "PFM", 3}};
   for (const Case& c : cases) {
-    for (const auto& [h, w] : std::vector<std::pair<int64_t, int64_t>>{{57, 333}, {1, 1}, {480, 640}, {201, 90}}) {
+    for (const auto& [h, w] :
+         std::vector<std::pair<int64_t, int64_t>>{{57, 333}, {1, 1}, {480, 640}, {201, 90}}) {
       INFO(c.extension << " " << w << "x" << h);
       at::Tensor pixels = noise(h, w, c.channels);
       if (c.channels == 1) pixels = pixels.squeeze(2);
@@ -69,7 +71,8 @@ TEST_CASE("Headers of every decoded format give the size OpenCV decodes", "[data
   CHECK(read_image_header(grey_jpeg, "g.jpg").channels == 1);
 }
 
-TEST_CASE("Images over the pixel limit are ImageTooLarge before a byte is decoded", "[data][image][image_header]") {
+TEST_CASE("Images over the pixel limit are ImageTooLarge before a byte is decoded",
+          "[data][image][image_header]") {
   const std::string bomb = oml::test::png_bomb(12000, 12000);  // 144 Mpx of zeros in a few hundred KiB
   CHECK(bomb.size() < 2 * 1024 * 1024);
   const oml::data::ImageHeader header = read_image_header(bomb, "bomb.png");
@@ -104,7 +107,8 @@ TEST_CASE("Headers that stop short, lie or belong to another format are DataErro
   // A zero size, in a header that is otherwise whole.
   std::string zero = png;
   for (int i = 16; i < 20; ++i) zero[i] = '\0';
-  CHECK_THROWS_WITH(read_image_header(zero, "/d/zero.png"), Contains("/d/zero.png") && Contains("size of 0x8"));
+  CHECK_THROWS_WITH(read_image_header(zero, "/d/zero.png"),
+                    Contains("/d/zero.png") && Contains("size of 0x8"));
   // A header that claims another size than the pixels it holds: refused after decoding, not
   // returned at the wrong size (the CRC is fixed so that only the size lies).
   std::string lying = png;
@@ -115,7 +119,8 @@ TEST_CASE("Headers that stop short, lie or belong to another format are DataErro
   // Formats OpenCV would try but oml-cpp does not size: refused before any decoder sees them.
   CHECK_THROWS_WITH(read_image_header("GIF89a\x10\x00\x10\x00", "/d/x.gif"),
                     Contains("/d/x.gif") && Contains("is not a JPEG, PNG, BMP, WebP, TIFF or PNM/PFM file"));
-  CHECK_THROWS_AS(read_image_header(std::string("\x00\x00\x00\x0cjP  \r\n\x87\n", 12), "/d/x.jp2"), DataError);
+  CHECK_THROWS_AS(read_image_header(std::string("\x00\x00\x00\x0cjP  \r\n\x87\n", 12), "/d/x.jp2"),
+                  DataError);
   CHECK_THROWS_AS(read_image_header("DICM", "/d/x.dcm"), DataError);
   // Netpbm headers whose numbers are not numbers.
   CHECK_THROWS_WITH(read_image_header("P6\n12 x\n255\n", "/d/x.ppm"),

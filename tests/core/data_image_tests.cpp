@@ -108,8 +108,9 @@ TEST_CASE("Corrupt, empty and truncated images are DataErrors naming the file", 
   });
   CHECK(printed.empty());
   CHECK_NOTHROW(oml::data::decode_image(png + "trailing bytes", "/d/padded.png"));
-  CHECK_THROWS_WITH(oml::data::decode_image("not an image at all", "/d/text.png"),
-                    Contains("/d/text.png") && Contains("is not a JPEG, PNG, BMP, WebP, TIFF or PNM/PFM file"));
+  CHECK_THROWS_WITH(
+      oml::data::decode_image("not an image at all", "/d/text.png"),
+      Contains("/d/text.png") && Contains("is not a JPEG, PNG, BMP, WebP, TIFF or PNM/PFM file"));
   CHECK_THROWS_WITH(oml::data::decode_image("", "/d/empty.png"), Contains("empty file"));
   CHECK_THROWS_WITH(oml::data::read_file_bytes("/no/such.png"), Contains("/no/such.png"));
 }

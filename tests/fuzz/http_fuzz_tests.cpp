@@ -48,15 +48,71 @@ std::string base64(const std::string& bytes) {
 }
 
 const std::vector<std::string>& http_dictionary() {
-  static const std::vector<std::string> tokens{
-      "\r\n", "\r\n\r\n", ": ", "HTTP/1.1", "HTTP/1.0", "GET ", "POST ", "DELETE ", "PUT ", "/search", "/embed",
-      "/items", "/items/", "/health", "/metrics", "?k=", "&threshold=", "none", "%", "%2D", "%ff", "%00", "+",
-      "Content-Length: ", "Content-Type: application/json", "Content-Type: image/png",
-      "Transfer-Encoding: chunked", "Authorization: Bearer ", "Connection: close", "Expect: 100-continue",
-      "{", "}", "[", "]", ":", ",", "\"", "\\u0000", "\\ud800", "\\\"", "null", "true", "false",
-      "\"embedding\"", "\"image\"", "\"items\"", "\"k\"", "\"threshold\"", "\"label\"", "\"path\"",
-      "\"category\"", "1e400", "-1e400", "1e39", "1e-400", "NaN", "Infinity", "\xff", "\xc3\x28", "\xed\xa0\x80",
-      "\xf4\x90\x80\x80", "iVBORw0KGgo", "=", "==", "-_"};
+  static const std::vector<std::string> tokens{"\r\n",
+                                               "\r\n\r\n",
+                                               ": ",
+                                               "HTTP/1.1",
+                                               "HTTP/1.0",
+                                               "GET ",
+                                               "POST ",
+                                               "DELETE ",
+                                               "PUT ",
+                                               "/search",
+                                               "/embed",
+                                               "/items",
+                                               "/items/",
+                                               "/health",
+                                               "/metrics",
+                                               "?k=",
+                                               "&threshold=",
+                                               "none",
+                                               "%",
+                                               "%2D",
+                                               "%ff",
+                                               "%00",
+                                               "+",
+                                               "Content-Length: ",
+                                               "Content-Type: application/json",
+                                               "Content-Type: image/png",
+                                               "Transfer-Encoding: chunked",
+                                               "Authorization: Bearer ",
+                                               "Connection: close",
+                                               "Expect: 100-continue",
+                                               "{",
+                                               "}",
+                                               "[",
+                                               "]",
+                                               ":",
+                                               ",",
+                                               "\"",
+                                               "\\u0000",
+                                               "\\ud800",
+                                               "\\\"",
+                                               "null",
+                                               "true",
+                                               "false",
+                                               "\"embedding\"",
+                                               "\"image\"",
+                                               "\"items\"",
+                                               "\"k\"",
+                                               "\"threshold\"",
+                                               "\"label\"",
+                                               "\"path\"",
+                                               "\"category\"",
+                                               "1e400",
+                                               "-1e400",
+                                               "1e39",
+                                               "1e-400",
+                                               "NaN",
+                                               "Infinity",
+                                               "\xff",
+                                               "\xc3\x28",
+                                               "\xed\xa0\x80",
+                                               "\xf4\x90\x80\x80",
+                                               "iVBORw0KGgo",
+                                               "=",
+                                               "==",
+                                               "-_"};
   return tokens;
 }
 
@@ -83,11 +139,13 @@ struct Served {
     }
     test::write_file(dir / "df.csv", df);
     image = test::read_file(test::fashion_mnist_subset() / rows[1].fields[1]);
-    test::write_file(dir / "predict.yaml", "num_threads: 1\nnum_workers: 0\nweights: " + (dir / "model.pth").string() +
-                                               "\ntransforms_predict: {name: norm}\ndataset_root: " + dir.path().string() +
-                                               "\nextractor: {name: conv_net, args: {channels: [4, 8], feat_dim: 8}}\n");
-    const auto built = test::run_oml("oml-index", "build --config " + test::quote((dir / "predict.yaml").string()) +
-                                                      " --out " + test::quote((dir / "index").string()));
+    test::write_file(dir / "predict.yaml",
+                     "num_threads: 1\nnum_workers: 0\nweights: " + (dir / "model.pth").string() +
+                         "\ntransforms_predict: {name: norm}\ndataset_root: " + dir.path().string() +
+                         "\nextractor: {name: conv_net, args: {channels: [4, 8], feat_dim: 8}}\n");
+    const auto built =
+        test::run_oml("oml-index", "build --config " + test::quote((dir / "predict.yaml").string()) +
+                                       " --out " + test::quote((dir / "index").string()));
     if (built.exit_code != 0) throw std::runtime_error("oml-index build failed: " + built.err);
     cli::Invocation invocation;
     invocation.command = "oml-serve";
@@ -118,12 +176,15 @@ TEST_CASE("Mutated HTTP requests to oml-serve are answered below 500 with JSON",
       request("POST", "/search?k=2", png, "image/png"),
       request("POST", "/embed", "{\"image\": \"" + base64(png) + "\"}"),
       request("POST", "/embed", png, "image/png"),
-      request("POST", "/items", "{\"embedding\": " + e + ", \"label\": 3, \"path\": \"a.png\", \"category\": \"c\"}"),
-      request("POST", "/items", "{\"items\": [{\"embedding\": " + e + "}, {\"image\": \"" + base64(png) + "\"}]}"),
+      request("POST", "/items",
+              "{\"embedding\": " + e + ", \"label\": 3, \"path\": \"a.png\", \"category\": \"c\"}"),
+      request("POST", "/items",
+              "{\"items\": [{\"embedding\": " + e + "}, {\"image\": \"" + base64(png) + "\"}]}"),
       request("DELETE", "/items/3", ""),
       request("DELETE", "/items/%31%30", ""),
       // Numbers at the limits, bytes that are not UTF-8, bodies cut short, nesting, bombs.
-      request("POST", "/search", "{\"embedding\": [1e308, -1e308, 4.9e-324, -0, 1e400, 0, 0, 0], \"k\": 1e300}"),
+      request("POST", "/search",
+              "{\"embedding\": [1e308, -1e308, 4.9e-324, -0, 1e400, 0, 0, 0], \"k\": 1e300}"),
       request("POST", "/items", "{\"embedding\": " + e + ", \"label\": 18446744073709551616}"),
       request("POST", "/search", std::string("{\"embedding\": \"\xff\xfe\x00\x01\"}", 23)),
       request("POST", "/items", "{\"embedding\": " + e + ", \"path\": \"\xc3\x28\"}"),
@@ -135,22 +196,25 @@ TEST_CASE("Mutated HTTP requests to oml-serve are answered below 500 with JSON",
   };
   target.dictionary = http_dictionary();
   target.describe = [](const std::string& input) { return "request: " + valid_utf8(input.substr(0, 300)); };
-  target.entry_points = {{"oml-serve", [&](const std::string& bytes) {
-                            const auto answer = served.api->answer_bytes(bytes, 1024 * 1024);
-                            if (!answer) return;  // closed unanswered, as the server does
-                            const unsigned status = answer->result_int();
-                            const std::string& body = answer->body();
-                            if (status >= 500) throw InternalError("HTTP " + std::to_string(status) + ": " + body);
-                            const auto type = answer->find(boost::beast::http::field::content_type);
-                            if (type == answer->end()) throw InternalError("HTTP " + std::to_string(status) + " without a Content-Type");
-                            if (type->value() == "application/json") {
-                              const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-                              if (json.is_discarded() || !json.is_object())
-                                throw InternalError("HTTP " + std::to_string(status) + " with a body that is not JSON");
-                              if (status >= 400) throw DataError("HTTP " + std::to_string(status) + ": " +
-                                                                 json.value("error", std::string("(no error)")));
-                            }
-                          }}};
+  target.entry_points = {
+      {"oml-serve", [&](const std::string& bytes) {
+         const auto answer = served.api->answer_bytes(bytes, 1024 * 1024);
+         if (!answer) return;  // closed unanswered, as the server does
+         const unsigned status = answer->result_int();
+         const std::string& body = answer->body();
+         if (status >= 500) throw InternalError("HTTP " + std::to_string(status) + ": " + body);
+         const auto type = answer->find(boost::beast::http::field::content_type);
+         if (type == answer->end())
+           throw InternalError("HTTP " + std::to_string(status) + " without a Content-Type");
+         if (type->value() == "application/json") {
+           const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+           if (json.is_discarded() || !json.is_object())
+             throw InternalError("HTTP " + std::to_string(status) + " with a body that is not JSON");
+           if (status >= 400)
+             throw DataError("HTTP " + std::to_string(status) + ": " +
+                             json.value("error", std::string("(no error)")));
+         }
+       }}};
   fuzz::check(target, 4.0);
 }
 
@@ -164,18 +228,42 @@ TEST_CASE("Mutated image files end in a decoded image or a DataError", "[fuzz][i
     const at::Tensor image = std::string(ext) == ".pgm" ? pixels.select(2, 0).contiguous() : pixels;
     target.seeds.push_back(data::encode_image(image, std::string("x") + ext));
   }
-  target.seeds.push_back("P7\nWIDTH 3\nHEIGHT 2\nDEPTH 3\nMAXVAL 255\nTUPLTYPE RGB\nENDHDR\n" + std::string(18, '\x7f'));
+  target.seeds.push_back("P7\nWIDTH 3\nHEIGHT 2\nDEPTH 3\nMAXVAL 255\nTUPLTYPE RGB\nENDHDR\n" +
+                         std::string(18, '\x7f'));
   target.seeds.push_back("PF\n2 2\n-1.0\n" + std::string(48, '\0'));
   target.seeds.push_back(oml::test::png_claiming(20000, 20000));
-  target.dictionary = {"\xff\xd8\xff", "\xff\xc0", "\xff\xda", "\xff\xd9", "IHDR", "IDAT", "IEND", "BM", "RIFF",
-                       "WEBP", "VP8 ", "VP8L", "VP8X", "II*\0", "MM\0*", "II+\0", "P6\n", "P7\n", "PF\n",
-                       "ENDHDR", "WIDTH", "HEIGHT", "\xff\xff\xff\xff", "\0\0\0\0", "\x7f\xff"};
+  target.dictionary = {"\xff\xd8\xff",
+                       "\xff\xc0",
+                       "\xff\xda",
+                       "\xff\xd9",
+                       "IHDR",
+                       "IDAT",
+                       "IEND",
+                       "BM",
+                       "RIFF",
+                       "WEBP",
+                       "VP8 ",
+                       "VP8L",
+                       "VP8X",
+                       "II*\0",
+                       "MM\0*",
+                       "II+\0",
+                       "P6\n",
+                       "P7\n",
+                       "PF\n",
+                       "ENDHDR",
+                       "WIDTH",
+                       "HEIGHT",
+                       "\xff\xff\xff\xff",
+                       "\0\0\0\0",
+                       "\x7f\xff"};
   data::ImageLimits limits;
   limits.max_pixels = 4'000'000;  // a fuzzer's image stays small: larger ones are refused unread
   target.entry_points = {{"decode_image", [&](const std::string& bytes) {
                             const at::Tensor image = data::decode_image(bytes, "fuzzed image", limits);
                             if (image.dim() != 3 || image.size(2) != 3)
-                              throw InternalError("decode_image returned " + std::to_string(image.dim()) + " dims");
+                              throw InternalError("decode_image returned " + std::to_string(image.dim()) +
+                                                  " dims");
                           }}};
   fuzz::check(target, 3.0);
 }

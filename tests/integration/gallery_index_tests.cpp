@@ -82,8 +82,9 @@ TEST_CASE("oml-index build and oml-search find the exact neighbours of new image
   CHECK(csv_rows(dir / "s1" / "answers.csv").size() == 41);
 }
 
-TEST_CASE("oml-index add and remove log changes that search as rebuilt; compact and calibrate write versions",
-          "[serving][integration][faiss]") {
+TEST_CASE(
+    "oml-index add and remove log changes that search as rebuilt, and compact and calibrate write versions",
+    "[serving][integration][faiss]") {
   if (!oml::retrieval::built_with_faiss()) return;
   TempDir dir;
   // Every list probed: a changed IVF index must find the exact neighbours.
@@ -107,7 +108,8 @@ TEST_CASE("oml-index add and remove log changes that search as rebuilt; compact 
   CHECK(csv_rows(index / "v000001" / "items.csv").size() == 1 + 200);
   const auto search = [&](const std::string& index_name, const std::string& out) {
     const auto r = run_oml("oml-search", "--index " + quote((dir / index_name).string()) + " --dataframe " +
-                                             quote(queries.string()) + " --top-k 5 --out " + quote((dir / out).string()));
+                                             quote(queries.string()) + " --top-k 5 --out " +
+                                             quote((dir / out).string()));
     REQUIRE(r.exit_code == 0);
     return csv_rows(dir / out / "neighbours.csv");
   };

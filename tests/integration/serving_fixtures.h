@@ -201,13 +201,12 @@ inline fs::path example_index(const fs::path& dir) {
   return dir / "example_index";
 }
 
-
-
 /// Sends `bytes` as they are to 127.0.0.1:`port` (no HTTP client in between to tidy them up) and
 /// returns what the server answers until it closes the connection, or until `timeout_ms` passes
 /// without a byte. With `half_close`, the sending side is shut after the bytes (a client that
 /// sends no more).
-inline std::string send_raw(int port, const std::string& bytes, int timeout_ms = 5000, bool half_close = true) {
+inline std::string send_raw(int port, const std::string& bytes, int timeout_ms = 5000,
+                            bool half_close = true) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
   sockaddr_in address{};

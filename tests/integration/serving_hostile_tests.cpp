@@ -59,21 +59,21 @@ TEST_CASE("oml-serve answers bodies that are not UTF-8 with 400 and keeps servin
   TempDir dir;
   Server server(example_index(dir.path()), dir.path());
   const std::string not_utf8 = repeat(std::string("\xff\xfe\x00\x01", 4), 100);  // the reported crash
-  check_refused(server, {
-                            {"400 bytes of invalid UTF-8 as a JSON body", request("POST", "/search", not_utf8), 400},
-                            {"the same to /items", request("POST", "/items", not_utf8), 400},
-                            {"the same to /embed", request("POST", "/embed", not_utf8), 400},
-                            {"invalid UTF-8 inside a JSON string",
-                             request("POST", "/search", "{\"embedding\": [0, 0, 1], \"k\": \"\xc3\x28\"}"), 400},
-                            {"an item path that is not UTF-8",
-                             request("POST", "/items", "{\"embedding\": [0, 0, 1], \"path\": \"a\xff\xfe.jpg\"}"),
-                             400},
-                            {"a lone surrogate escaped in a string",
-                             request("POST", "/items", "{\"embedding\": [0, 0, 1], \"path\": \"\\ud800\"}"), 400},
-                            {"a route that is not UTF-8", request("GET", "/\xff\xfe\xfd", ""), 400},
-                            {"a route whose escapes are not UTF-8", request("GET", "/%ff%fe", ""), 400},
-                            {"an item id that is not UTF-8", request("DELETE", "/items/\xc0\xaf", ""), 400},
-                        });
+  check_refused(
+      server, {
+                  {"400 bytes of invalid UTF-8 as a JSON body", request("POST", "/search", not_utf8), 400},
+                  {"the same to /items", request("POST", "/items", not_utf8), 400},
+                  {"the same to /embed", request("POST", "/embed", not_utf8), 400},
+                  {"invalid UTF-8 inside a JSON string",
+                   request("POST", "/search", "{\"embedding\": [0, 0, 1], \"k\": \"\xc3\x28\"}"), 400},
+                  {"an item path that is not UTF-8",
+                   request("POST", "/items", "{\"embedding\": [0, 0, 1], \"path\": \"a\xff\xfe.jpg\"}"), 400},
+                  {"a lone surrogate escaped in a string",
+                   request("POST", "/items", "{\"embedding\": [0, 0, 1], \"path\": \"\\ud800\"}"), 400},
+                  {"a route that is not UTF-8", request("GET", "/\xff\xfe\xfd", ""), 400},
+                  {"a route whose escapes are not UTF-8", request("GET", "/%ff%fe", ""), 400},
+                  {"an item id that is not UTF-8", request("DELETE", "/items/\xc0\xaf", ""), 400},
+              });
   // Nothing was added by the refused requests.
   CHECK(call(server.url() + "/health").body["items"] == 4);
 }
@@ -105,11 +105,12 @@ TEST_CASE("oml-serve refuses numbers no float holds, bodies nested or long past 
            request("POST", "/search", "{\"embedding\": [0, 0, 1], \"threshold\": -1e999}"), 400},
           {"a label past int64",
            request("POST", "/items", "{\"embedding\": [0, 0, 1], \"label\": 18446744073709551615}"), 400},
-          {"a fractional label", request("POST", "/items", "{\"embedding\": [0, 0, 1], \"label\": 1.5}"), 400},
+          {"a fractional label", request("POST", "/items", "{\"embedding\": [0, 0, 1], \"label\": 1.5}"),
+           400},
           {"a control character in a path",
            request("POST", "/items", "{\"embedding\": [0, 0, 1], \"path\": \"a\\nb.jpg\"}"), 400},
-          {"a NUL in a category", request("POST", "/items", "{\"embedding\": [0, 0, 1], \"category\": \"\\u0000\"}"),
-           400},
+          {"a NUL in a category",
+           request("POST", "/items", "{\"embedding\": [0, 0, 1], \"category\": \"\\u0000\"}"), 400},
           {"100000 nested arrays", request("POST", "/search", deep_array), 400},
           {"5000 nested objects", request("POST", "/search", deep_object), 400},
           {"more items than --max-items", request("POST", "/items", four_items), 413},
@@ -120,7 +121,8 @@ TEST_CASE("oml-serve refuses numbers no float holds, bodies nested or long past 
            "POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"embedding\": [0, 0", 400},
           {"a request line of junk", "GARBAGE\x01\x02\r\n\r\n", 400},
           {"a header line without a colon", "GET /health HTTP/1.1\r\nno colon here\r\n\r\n", 400},
-          {"a Content-Length that is not a number", "POST /search HTTP/1.1\r\nContent-Length: abc\r\n\r\n", 400},
+          {"a Content-Length that is not a number", "POST /search HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
+           400},
       });
   CHECK(call(server.url() + "/health").body["items"] == 4);
 }
@@ -148,8 +150,8 @@ TEST_CASE("oml-serve percent-decodes query strings and paths and refuses unknown
   CHECK(r.status == 200);
   CHECK(r.body["neighbours"].size() == 2);
   // Malformed escapes, escapes of bytes that are not UTF-8, and unknown parameters.
-  for (const char* target : {"/search?k=%G1", "/search?k=%2", "/search?k=%ff", "/search?top_k=3",
-                             "/search?k=2&kk=3"}) {
+  for (const char* target :
+       {"/search?k=%G1", "/search?k=%2", "/search?k=%ff", "/search?top_k=3", "/search?k=2&kk=3"}) {
     INFO(target);
     r = call(body + "'" + url + target + "'");
     CHECK(r.status == 400);
@@ -175,16 +177,16 @@ TEST_CASE("oml-serve refuses image bombs before decoding them, and keeps concurr
   const std::string image = csv_rows(gallery)[1][1];
   {
     Server server(dir / "index", dir.path());
-    const Reply bomb =
-        call("-X POST -H 'Content-Type: image/png' --data-binary @" + quote((dir / "bomb.png").string()) + " " +
-             server.url() + "/search");
+    const Reply bomb = call("-X POST -H 'Content-Type: image/png' --data-binary @" +
+                            quote((dir / "bomb.png").string()) + " " + server.url() + "/search");
     CHECK(bomb.status == 413);
     CHECK_THAT(bomb.body["error"].get<std::string>(),
                Contains("12000x12000 = 144000000 pixels") && Contains("89478485"));
     write_file(dir / "bomb.json",
                "{\"image\": \"" + run("base64 -w0 " + quote((dir / "bomb.png").string())).out + "\"}");
-    CHECK(call("-X POST --data-binary @" + quote((dir / "bomb.json").string()) + " " + server.url() + "/embed")
-              .status == 413);
+    CHECK(
+        call("-X POST --data-binary @" + quote((dir / "bomb.json").string()) + " " + server.url() + "/embed")
+            .status == 413);
     CHECK(server.alive());
     CHECK(call("-X POST -H 'Content-Type: image/png' --data-binary @" + quote(image) + " " + server.url() +
                "/search")
@@ -196,7 +198,8 @@ TEST_CASE("oml-serve refuses image bombs before decoding them, and keeps concurr
     const Reply small = call("-X POST -H 'Content-Type: image/png' --data-binary @" + quote(image) + " " +
                              server.url() + "/search");
     CHECK(small.status == 413);
-    CHECK_THAT(small.body["error"].get<std::string>(), Contains("28x28 = 784 pixels") && Contains("--max-image-pixels"));
+    CHECK_THAT(small.body["error"].get<std::string>(),
+               Contains("28x28 = 784 pixels") && Contains("--max-image-pixels"));
   }
   {
     // A 28x28 greyscale PNG holds 784 x (1 + 3 + 12) = 12544 bytes while it is decoded and
@@ -225,13 +228,15 @@ TEST_CASE("Training, oml-index, oml-search and oml-predict refuse an image over 
   // An index whose config allows 800 pixels: oml-search embeds queries within the same limit.
   REQUIRE(build_index(m, gallery, dir / "index", "--set max_image_pixels=800").exit_code == 0);
   fs::create_directories(dir / "queries");
-  write_file(dir / "queries" / "big.png", oml::data::encode_image(torch::zeros({30, 30, 3}, torch::kUInt8), "q.png"));
+  write_file(dir / "queries" / "big.png",
+             oml::data::encode_image(torch::zeros({30, 30, 3}, torch::kUInt8), "q.png"));
   r = run_oml("oml-search", "--index " + quote((dir / "index").string()) + " --images " +
                                 quote((dir / "queries").string()) + " --out " + quote((dir / "s").string()));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("big.png") && Contains("30x30 = 900 pixels"));
-  r = run_oml("oml-predict", "--config " + quote(m.config.string()) + " --set max_image_pixels=700 --set data_dir=" +
-                                 quote((dir / "queries").string()) + " --set save_dir=" + quote((dir / "p").string()));
+  r = run_oml("oml-predict",
+              "--config " + quote(m.config.string()) + " --set max_image_pixels=700 --set data_dir=" +
+                  quote((dir / "queries").string()) + " --set save_dir=" + quote((dir / "p").string()));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("big.png") && Contains("900 pixels"));
   // Training: the loader's threads refuse the first image, and the run stops with exit 2.
@@ -241,8 +246,9 @@ TEST_CASE("Training, oml-index, oml-search and oml-predict refuse an image over 
   CHECK_THAT(r.err, Contains("784 pixels") && Contains("max_image_pixels"));
 }
 
-TEST_CASE("With a token, changes need Authorization: Bearer, compared whole; --auth all guards every route",
-          "[serving][integration][hostile][auth]") {
+TEST_CASE(
+    "With a token, changes need Authorization: Bearer, compared whole, and --auth all guards every route",
+    "[serving][integration][hostile][auth]") {
   TempDir dir;
   const fs::path index = example_index(dir.path());
   const std::string token = "3f9c2a7d1e8b4c6a9f0e2d7c5b1a8e4f";
@@ -261,8 +267,9 @@ TEST_CASE("With a token, changes need Authorization: Bearer, compared whole; --a
     const auto refused = run("curl -s -i " + add + url + "/items");
     CHECK(refused.out.find("401 Unauthorized") != std::string::npos);
     CHECK(refused.out.find("WWW-Authenticate: Bearer realm=\"oml-serve\"") != std::string::npos);
-    for (const std::string& wrong : {"Bearer " + token.substr(0, 31), "Bearer " + token + "0", "Basic " + token,
-                                     "Bearer " + std::string(32, 'x'), std::string("bearer")}) {
+    for (const std::string& wrong :
+         {"Bearer " + token.substr(0, 31), "Bearer " + token + "0", "Basic " + token,
+          "Bearer " + std::string(32, 'x'), std::string("bearer")}) {
       INFO(wrong);
       CHECK(call(add + "-H 'Authorization: " + wrong + "' " + url + "/items").status == 401);
     }
@@ -292,8 +299,9 @@ TEST_CASE("With a token, changes need Authorization: Bearer, compared whole; --a
   }
 }
 
-TEST_CASE("oml-serve's token comes from a file or OML_SERVE_TOKEN, and binding beyond loopback without one warns",
-          "[serving][integration][hostile][auth]") {
+TEST_CASE(
+    "oml-serve's token comes from a file or OML_SERVE_TOKEN, and binding beyond loopback without one warns",
+    "[serving][integration][hostile][auth]") {
   TempDir dir;
   const fs::path index = example_index(dir.path());
   const std::string serve = quote(command_path("oml-serve")) + " --index " + quote(index.string());
@@ -321,8 +329,8 @@ TEST_CASE("oml-serve's token comes from a file or OML_SERVE_TOKEN, and binding b
     Server server(index, dir.path());
     ::unsetenv("OML_SERVE_TOKEN");
     CHECK(call("-X DELETE " + server.url() + "/items/0").status == 401);
-    CHECK(call("-X DELETE -H 'Authorization: Bearer 0123456789abcdef0123' " + server.url() + "/items/0").status ==
-          200);
+    CHECK(call("-X DELETE -H 'Authorization: Bearer 0123456789abcdef0123' " + server.url() + "/items/0")
+              .status == 200);
   }
   {
     Server server(index, dir.path(), "--host 0.0.0.0");
@@ -347,7 +355,8 @@ TEST_CASE("A failure inside oml-serve's own code is one request's 500, logged, a
   CHECK(call(server.url() + "/health").status == 200);
   CHECK(call("-X POST -d '{\"embedding\": [1, 1, 0]}' " + server.url() + "/items").status == 201);
   CHECK_THAT(read_file(dir / "serve.err"), Contains("POST /search") && Contains("failpoint serve:search"));
-  CHECK_THAT(call(server.url() + "/metrics").text, Contains("oml_requests_total{endpoint=\"/search\",code=\"500\"} 3"));
+  CHECK_THAT(call(server.url() + "/metrics").text,
+             Contains("oml_requests_total{endpoint=\"/search\",code=\"500\"} 3"));
 }
 
 TEST_CASE("oml-serve answers Expect: 100-continue at once and refuses an announced oversized body unsent",
@@ -365,13 +374,15 @@ TEST_CASE("oml-serve answers Expect: 100-continue at once and refuses an announc
   CHECK(answer.find("HTTP/1.1 200 OK") != std::string::npos);
   // An announced body over --max-body-mb: 413 before a byte of it is sent.
   const std::string too_large = send_raw(
-      server.port(), "POST /items HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3000000\r\n\r\n", 2000,
+      server.port(),
+      "POST /items HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3000000\r\n\r\n", 2000,
       /*half_close=*/false);
   CHECK(raw_status(too_large) == 413);
   // curl sends Expect for its 1.3 MB body: answered without its one-second wait.
   std::string items = "{\"items\": [";
   for (int i = 0; i < 1000; ++i) {
-    items += (i > 0 ? ", " : "") + std::string("{\"embedding\": [0.123456789, 0.987654321, 0.5], \"path\": \"") +
+    items += (i > 0 ? ", " : "") +
+             std::string("{\"embedding\": [0.123456789, 0.987654321, 0.5], \"path\": \"") +
              std::string(1200, 'p') + "\"}";
   }
   write_file(dir / "items.json", items + "]}");

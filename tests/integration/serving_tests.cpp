@@ -19,7 +19,6 @@ using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
 
-
 TEST_CASE("The HTTP API examples of docs/serving.md answer as written", "[serving][integration]") {
   TempDir dir;
   Server server(example_index(dir.path()), dir.path());

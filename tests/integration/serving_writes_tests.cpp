@@ -26,9 +26,10 @@ namespace {
 fs::path random_index(const fs::path& dir, int64_t n, int64_t dim, const std::string& backend = "") {
   torch::manual_seed(5);
   oml::io::write_npy(dir / "g.npy", torch::randn({n, dim}));
-  const auto r = run_oml("oml-index", "build --embeddings " + quote((dir / "g.npy").string()) + " --out " +
-                                          quote((dir / "index").string()) +
-                                          (backend.empty() ? "" : " --set 'retrieval_backend=" + backend + "'"));
+  const auto r =
+      run_oml("oml-index", "build --embeddings " + quote((dir / "g.npy").string()) + " --out " +
+                               quote((dir / "index").string()) +
+                               (backend.empty() ? "" : " --set 'retrieval_backend=" + backend + "'"));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   return dir / "index";
@@ -51,8 +52,8 @@ std::string embedding_json(const at::Tensor& row) {
 }
 
 // oml-search of `rows` against `index`: each row's nearest id and distance.
-std::vector<std::pair<int64_t, double>> nearest(const fs::path& dir, const fs::path& index, const at::Tensor& rows,
-                                                const std::string& name) {
+std::vector<std::pair<int64_t, double>> nearest(const fs::path& dir, const fs::path& index,
+                                                const at::Tensor& rows, const std::string& name) {
   oml::io::write_npy(dir / (name + ".npy"), rows.contiguous());
   const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
                                            quote((dir / (name + ".npy")).string()) + " --top-k 1 --out " +
@@ -61,7 +62,8 @@ std::vector<std::pair<int64_t, double>> nearest(const fs::path& dir, const fs::p
   REQUIRE(r.exit_code == 0);
   std::vector<std::pair<int64_t, double>> out;
   const auto rows_csv = csv_rows(dir / name / "answers.csv");
-  for (std::size_t i = 1; i < rows_csv.size(); ++i) out.emplace_back(std::stoll(rows_csv[i][3]), std::stod(rows_csv[i][5]));
+  for (std::size_t i = 1; i < rows_csv.size(); ++i)
+    out.emplace_back(std::stoll(rows_csv[i][3]), std::stod(rows_csv[i][5]));
   return out;
 }
 
@@ -69,7 +71,9 @@ struct FileStamp {
   int64_t inode = 0;
   int64_t size = 0;
   int64_t mtime_ns = 0;
-  bool operator==(const FileStamp& o) const { return inode == o.inode && size == o.size && mtime_ns == o.mtime_ns; }
+  bool operator==(const FileStamp& o) const {
+    return inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
+  }
 };
 
 FileStamp stamp(const fs::path& file) {
@@ -96,8 +100,8 @@ TEST_CASE("A change through oml-serve appends its own records and leaves the ver
     const std::string url = server.url();
     // One item: its record is its row, its id and fields, and the record's frame.
     const int64_t before = log_size(index);
-    Reply r = call("-X POST -d '{\"embedding\": " + embedding_json(added[0]) + ", \"label\": 7, \"path\": \"a.jpg\"}' " +
-                   url + "/items");
+    Reply r = call("-X POST -d '{\"embedding\": " + embedding_json(added[0]) +
+                   ", \"label\": 7, \"path\": \"a.jpg\"}' " + url + "/items");
     REQUIRE(r.status == 201);
     added_ids.push_back(r.body["ids"][0].get<int64_t>());
     const int64_t one = log_size(index) - before;
@@ -105,7 +109,8 @@ TEST_CASE("A change through oml-serve appends its own records and leaves the ver
     CHECK(one < 16 * 4 + 100);
     // A thousand items in one request: a thousand records' worth, not the gallery.
     std::string body = "{\"items\": [";
-    for (int64_t i = 1; i < 1001; ++i) body += (i > 1 ? ", " : "") + std::string("{\"embedding\": ") + embedding_json(added[i]) + "}";
+    for (int64_t i = 1; i < 1001; ++i)
+      body += (i > 1 ? ", " : "") + std::string("{\"embedding\": ") + embedding_json(added[i]) + "}";
     write_file(dir / "many.json", body + "]}");
     const int64_t before_many = log_size(index);
     r = call("-X POST --data-binary @" + quote((dir / "many.json").string()) + " " + url + "/items");
@@ -125,7 +130,8 @@ TEST_CASE("A change through oml-serve appends its own records and leaves the ver
   CHECK(stamp(index / version / "items.csv") == items);
   // Every reader applies the log: oml-index info, oml-search, a restarted server.
   auto info = run_oml("oml-index", "info --index " + quote(index.string()));
-  CHECK_THAT(info.out, Contains("items:       3000 of dimension 16 (next id 3001)") && Contains("changes:     3 logged"));
+  CHECK_THAT(info.out, Contains("items:       3000 of dimension 16 (next id 3001)") &&
+                           Contains("changes:     3 logged"));
   const auto found = nearest(dir.path(), index, added, "s1");
   REQUIRE(found.size() == 1001);
   for (std::size_t i = 0; i < found.size(); ++i) {
@@ -135,7 +141,8 @@ TEST_CASE("A change through oml-serve appends its own records and leaves the ver
   {
     Server server(index, dir.path());
     CHECK(call(server.url() + "/health").body["items"] == 3000);
-    const Reply r = call("-X POST -d '{\"embedding\": " + embedding_json(added[5]) + ", \"k\": 1}' " + server.url() + "/search");
+    const Reply r = call("-X POST -d '{\"embedding\": " + embedding_json(added[5]) + ", \"k\": 1}' " +
+                         server.url() + "/search");
     CHECK(r.body["neighbours"][0]["id"] == added_ids[5]);
   }
   // oml-index compact folds the log into the next version; the answers stay.
@@ -145,12 +152,14 @@ TEST_CASE("A change through oml-serve appends its own records and leaves the ver
   CHECK_FALSE(fs::exists(index / version));
   CHECK_FALSE(fs::exists(index / (version + ".changes")));
   info = run_oml("oml-index", "info --index " + quote(index.string()));
-  CHECK_THAT(info.out, Contains("items:       3000 of dimension 16 (next id 3001)") && Contains("changes:     0 logged"));
+  CHECK_THAT(info.out, Contains("items:       3000 of dimension 16 (next id 3001)") &&
+                           Contains("changes:     0 logged"));
   CHECK(nearest(dir.path(), index, added, "s2") == found);
-  CHECK_THAT(run_oml("oml-index", "compact --index " + quote(index.string())).out, Contains("nothing to compact"));
+  CHECK_THAT(run_oml("oml-index", "compact --index " + quote(index.string())).out,
+             Contains("nothing to compact"));
 }
 
-TEST_CASE("oml-index add and remove log their changes; a cut-off record is dropped, a damaged one refused",
+TEST_CASE("oml-index add and remove log their changes: a cut-off record is dropped, a damaged one refused",
           "[serving][integration][writes]") {
   TempDir dir;
   const fs::path index = random_index(dir.path(), 300, 8);
@@ -164,9 +173,7 @@ TEST_CASE("oml-index add and remove log their changes; a cut-off record is dropp
   REQUIRE(fs::exists(log));
   const int64_t whole = static_cast<int64_t>(fs::file_size(log));
   // A killed writer's half record at the end: readers ignore it, the next writer cuts it off.
-  {
-    std::ofstream(log, std::ios::binary | std::ios::app) << std::string("\x40\x00\x00\x00\x12\x34", 6);
-  }
+  { std::ofstream(log, std::ios::binary | std::ios::app) << std::string("\x40\x00\x00\x00\x12\x34", 6); }
   auto info = run_oml("oml-index", "info --index " + quote(index.string()));
   CHECK(info.exit_code == 0);
   CHECK_THAT(info.out, Contains("items:       308 of dimension 8") && Contains("changes:     2 logged"));
@@ -183,9 +190,11 @@ TEST_CASE("oml-index add and remove log their changes; a cut-off record is dropp
   CHECK_THAT(info.err, Contains(log.string()) && Contains("byte 16") && Contains("CRC"));
   // Searching and serving refuse it the same way (exit 2), and nothing is written.
   CHECK(run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
-                                  quote((dir / "more.npy").string()) + " --out " + quote((dir / "s").string()))
+                                  quote((dir / "more.npy").string()) + " --out " +
+                                  quote((dir / "s").string()))
             .exit_code == 2);
-  const auto served = run(quote(command_path("oml-serve")) + " --index " + quote(index.string()) + " --port 0");
+  const auto served =
+      run(quote(command_path("oml-serve")) + " --index " + quote(index.string()) + " --port 0");
   CHECK(served.exit_code == 2);
   CHECK_THAT(served.err, Contains("damaged"));
 }
@@ -200,12 +209,14 @@ TEST_CASE("oml-serve killed during a stream of single-item POSTs loses no acknow
   const int64_t attempts = 1500;
   const at::Tensor rows = torch::randn({attempts, 32}) * 3.0 + 8.0;
   for (int64_t i = 0; i < attempts; ++i) {
-    write_file(dir / ("add" + std::to_string(i) + ".json"), "{\"embedding\": " + embedding_json(rows[i]) + "}");
+    write_file(dir / ("add" + std::to_string(i) + ".json"),
+               "{\"embedding\": " + embedding_json(rows[i]) + "}");
   }
   Server server(index, dir.path(), "--compact-min-mb 0.001");
   // One request after another, each answer kept: what the server acknowledged.
   const std::string loop = "for i in $(seq 0 " + std::to_string(attempts - 1) + "); do curl -s -m 5 -o " +
-                           quote((dir / "ack").string()) + "$i.json -w '%{http_code}' -X POST --data-binary @" +
+                           quote((dir / "ack").string()) +
+                           "$i.json -w '%{http_code}' -X POST --data-binary @" +
                            quote((dir / "add").string()) + "$i.json " + server.url() + "/items > " +
                            quote((dir / "code").string()) + "$i; done";
   const pid_t client = ::fork();
@@ -253,7 +264,8 @@ TEST_CASE("Past the threshold the log becomes a new version in the background, s
     // 100 x 8 floats = 3.2 KB: a log of 1.6 KB (about 20 single-item records) is due.
     Server server(index, dir.path(), "--compact-min-mb 0.001");
     for (int64_t i = 0; i < rows.size(0); ++i) {
-      const Reply r = call("-X POST -d '{\"embedding\": " + embedding_json(rows[i]) + "}' " + server.url() + "/items");
+      const Reply r =
+          call("-X POST -d '{\"embedding\": " + embedding_json(rows[i]) + "}' " + server.url() + "/items");
       REQUIRE(r.status == 201);
       ids.push_back(r.body["ids"][0].get<int64_t>());
       const Reply s = call("-X POST -d '{\"embedding\": " + embedding_json(rows[i / 2]) + ", \"k\": 1}' " +
@@ -277,14 +289,16 @@ TEST_CASE("Past the threshold the log becomes a new version in the background, s
 TEST_CASE("Faiss indexes replay logged changes in place: an IVF index finds items added through the server",
           "[serving][integration][writes][faiss]") {
   TempDir dir;
-  const fs::path index = random_index(dir.path(), 3000, 16, "{name: faiss_ivf, args: {nlist: 16, nprobe: 16}}");
+  const fs::path index =
+      random_index(dir.path(), 3000, 16, "{name: faiss_ivf, args: {nlist: 16, nprobe: 16}}");
   torch::manual_seed(19);
   const at::Tensor rows = torch::randn({20, 16}) * 0.1;
   std::vector<int64_t> ids;
   {
     Server server(index, dir.path());
     for (int64_t i = 0; i < rows.size(0); ++i) {
-      const Reply r = call("-X POST -d '{\"embedding\": " + embedding_json(rows[i]) + "}' " + server.url() + "/items");
+      const Reply r =
+          call("-X POST -d '{\"embedding\": " + embedding_json(rows[i]) + "}' " + server.url() + "/items");
       REQUIRE(r.status == 201);
       ids.push_back(r.body["ids"][0].get<int64_t>());
     }

@@ -179,7 +179,8 @@ const fs::path& fashion_mnist_subset() {
 namespace {
 
 std::string big_endian(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
 }
 
 std::string png_chunk(const std::string& type, const std::string& data) {

@@ -40,8 +40,8 @@ std::map<std::string, Action> parse_failpoints(const char* text) {
     const double seconds =
         action.rfind(prefix, 0) == 0 ? std::strtod(action.c_str() + prefix.size(), &end) : -1.0;
     OML_CHECK(eq != std::string::npos && eq > 0 && end != nullptr && *end == '\0' && seconds >= 0,
-              ConfigError, kVariable, ": expected entries NAME=pause:SECONDS or NAME=throw separated by ',', got '",
-              entry, "'");
+              ConfigError, kVariable,
+              ": expected entries NAME=pause:SECONDS or NAME=throw separated by ',', got '", entry, "'");
     out[entry.substr(0, eq)] = Action{seconds, false};
   }
   return out;
@@ -55,7 +55,8 @@ void failpoint(const std::string& name) {
   static const std::map<std::string, Action> points = parse_failpoints(text);
   const auto found = points.find(name);
   if (found == points.end()) return;
-  if (found->second.throws) throw std::runtime_error("failpoint " + name + ": a failure injected by " + kVariable);
+  if (found->second.throws)
+    throw std::runtime_error("failpoint " + name + ": a failure injected by " + kVariable);
   std::cerr << "failpoint " << name << ": pausing " << found->second.seconds << " s" << std::endl;
   std::this_thread::sleep_for(std::chrono::duration<double>(found->second.seconds));
 }

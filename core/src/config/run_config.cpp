@@ -340,7 +340,8 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
           "expected 0 to " + std::to_string(data::kMaxLoaderWorkers) + " loader threads, got " +
               std::to_string(c.num_workers));
   require(c.cache_size >= 0, "cache_size", "expected 0 (off) or a positive number of images");
-  require(c.max_image_pixels >= 0, "max_image_pixels", "expected 0 (no limit) or a positive number of pixels");
+  require(c.max_image_pixels >= 0, "max_image_pixels",
+          "expected 0 (no limit) or a positive number of pixels");
   require(c.freeze_n_epochs >= 0, "freeze_n_epochs", "expected 0 or a positive integer");
   c.source = root;
   return c;

@@ -68,8 +68,8 @@ ImageDataset::ImageDataset(DataSplit split, std::shared_ptr<const Transform> tra
 ImageDataset::~ImageDataset() = default;
 
 std::shared_ptr<ImageDataset> ImageDataset::from_folder(const fs::path& folder,
-                                                       std::shared_ptr<const Transform> transform,
-                                                       ImageLimits limits) {
+                                                        std::shared_ptr<const Transform> transform,
+                                                        ImageLimits limits) {
   std::error_code ec;
   OML_CHECK(fs::is_directory(folder, ec), DataError, "image folder ", folder.string(), " does not exist");
   std::vector<std::string> paths;

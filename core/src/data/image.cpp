@@ -116,8 +116,8 @@ void DecodeBudget::release(int64_t bytes) {
 void check_pixel_limit(const ImageHeader& header, const ImageLimits& limits, const std::string& path) {
   if (limits.max_pixels > 0 && header.pixels() > limits.max_pixels) {
     throw ImageTooLarge(::oml::detail::concat("image ", path, " is ", header.width, "x", header.height, " = ",
-                                              header.pixels(), " pixels, over the limit of ", limits.max_pixels,
-                                              " pixels (", limits.setting, ")"));
+                                              header.pixels(), " pixels, over the limit of ",
+                                              limits.max_pixels, " pixels (", limits.setting, ")"));
   }
 }
 

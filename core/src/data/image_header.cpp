@@ -42,9 +42,9 @@ ImageHeader png_header(const std::string& b, const std::string& path) {
   if (b.size() < 8 + 8 + 13 || b.compare(12, 4, "IHDR") != 0) damaged(path, "PNG", "no IHDR chunk first");
   ImageHeader h{"PNG", big_endian_u32(b, 16), big_endian_u32(b, 20), 4, byte_at(b, 24) == 16 ? 2 : 1};
   const unsigned char colour = byte_at(b, 25);
-  if (colour == 0) h.channels = 1;              // greyscale
+  if (colour == 0) h.channels = 1;                 // greyscale
   if (colour == 2 || colour == 3) h.channels = 3;  // RGB, palette (decoded to BGR)
-  return h;                                     // 4 and 6 (with alpha): 4
+  return h;                                        // 4 and 6 (with alpha): 4
 }
 
 // JPEG (ITU T.81): markers from SOI to the first start-of-frame (SOF0..SOF15 but DHT C4, JPG C8
@@ -92,7 +92,8 @@ ImageHeader bmp_header(const std::string& b, const std::string& path) {
     height = le16(b, 20);
     if (b.size() >= 26) bits = le16(b, 24);
   } else {
-    if (dib < 40 || b.size() < 30) damaged(path, "BMP", "an unknown DIB header of " + std::to_string(dib) + " bytes");
+    if (dib < 40 || b.size() < 30)
+      damaged(path, "BMP", "an unknown DIB header of " + std::to_string(dib) + " bytes");
     width = static_cast<int32_t>(le32(b, 18));
     height = static_cast<int32_t>(le32(b, 22));
     bits = le16(b, 28);
@@ -139,9 +140,11 @@ ImageHeader tiff_header(const std::string& b, const std::string& path) {
   if (b.size() < header) damaged(path, "TIFF", "its header is cut short");
   const uint64_t ifd = big ? u64(8) : u32(4);
   const uint64_t count_size = big ? 8 : 2, entry_size = big ? 20 : 12, value_at = big ? 12 : 8;
-  if (ifd < header || ifd > b.size() - count_size) damaged(path, "TIFF", "its first IFD lies outside the file");
+  if (ifd < header || ifd > b.size() - count_size)
+    damaged(path, "TIFF", "its first IFD lies outside the file");
   const uint64_t entries = big ? u64(ifd) : u16(ifd);
-  if (entries > (b.size() - ifd - count_size) / entry_size) damaged(path, "TIFF", "its first IFD is cut short");
+  if (entries > (b.size() - ifd - count_size) / entry_size)
+    damaged(path, "TIFF", "its first IFD is cut short");
   int64_t width = 0, height = 0, bits = 1, samples = 1;
   for (uint64_t e = 0; e < entries; ++e) {
     const uint64_t at = ifd + count_size + e * entry_size;
@@ -172,7 +175,10 @@ ImageHeader tiff_header(const std::string& b, const std::string& path) {
     if (tag == 258) bits = clamped;
     if (tag == 277) samples = clamped;
   }
-  return ImageHeader{"TIFF", width, height, std::clamp<int64_t>(samples, 1, 4), bits > 16 ? 4 : bits > 8 ? 2 : 1};
+  return ImageHeader{"TIFF", width, height, std::clamp<int64_t>(samples, 1, 4),
+                     bits > 16  ? 4
+                     : bits > 8 ? 2
+                                : 1};
 }
 
 // Netpbm (P1..P6: width, height and, but for bitmaps, the largest value, as whitespace-separated
@@ -194,7 +200,8 @@ class HeaderWords {
       }
     }
     std::string word;
-    while (at_ < end && !std::isspace(static_cast<unsigned char>(b_[at_])) && word.size() < 24) word += b_[at_++];
+    while (at_ < end && !std::isspace(static_cast<unsigned char>(b_[at_])) && word.size() < 24)
+      word += b_[at_++];
     return word;
   }
 
@@ -205,8 +212,9 @@ class HeaderWords {
 
 int64_t header_number(const std::string& word, const std::string& path, const std::string& format,
                       const std::string& what) {
-  if (word.empty() || word.size() > 18 ||
-      !std::all_of(word.begin(), word.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+  if (word.empty() || word.size() > 18 || !std::all_of(word.begin(), word.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      }))
     damaged(path, format, "its header's " + what + " is not a number ('" + valid_utf8(word) + "')");
   return std::stoll(word);
 }
@@ -274,7 +282,8 @@ ImageHeader read_image_header(const std::string& bytes, const std::string& path)
   } else if (starts(bytes, "II*\0", 4) || starts(bytes, "MM\0*", 4) || starts(bytes, "II+\0", 4) ||
              starts(bytes, "MM\0+", 4)) {
     header = tiff_header(bytes, path);
-  } else if (bytes.size() >= 3 && bytes[0] == 'P' && std::string("1234567Ff").find(bytes[1]) != std::string::npos &&
+  } else if (bytes.size() >= 3 && bytes[0] == 'P' &&
+             std::string("1234567Ff").find(bytes[1]) != std::string::npos &&
              std::isspace(static_cast<unsigned char>(bytes[2]))) {
     header = netpbm_header(bytes, path);
   } else {
@@ -283,8 +292,9 @@ ImageHeader read_image_header(const std::string& bytes, const std::string& path)
                     "it reads their size before decoding them)");
   }
   if (header.width <= 0 || header.height <= 0) {
-    damaged(path, header.format,
-            "its header gives a size of " + std::to_string(header.width) + "x" + std::to_string(header.height));
+    damaged(
+        path, header.format,
+        "its header gives a size of " + std::to_string(header.width) + "x" + std::to_string(header.height));
   }
   return header;
 }

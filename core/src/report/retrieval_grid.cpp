@@ -128,7 +128,8 @@ EncodedImage draw_retrieval_grid(const retrieval::RetrievalResults& results,
                 kFontScale + 0.05, kText, 1, cv::LINE_AA);
     const int cells_y = y + kRowHeader;
     int x = kMargin;
-    draw_cell(canvas, x, cells_y, cell, load_item(split, query_row, options.max_image_pixels), kQuery, "query");
+    draw_cell(canvas, x, cells_y, cell, load_item(split, query_row, options.max_image_pixels), kQuery,
+              "query");
     x += cell + kGap;
 
     const int64_t shown = std::min(options.top_k, results.size(q));
@@ -137,8 +138,8 @@ EncodedImage draw_retrieval_grid(const retrieval::RetrievalResults& results,
       const int64_t g = results.retrieved[results.begin(q) + i];
       in_top[g] = true;
       const bool hit = results.is_hit(q, i);
-      draw_cell(canvas, x, cells_y, cell, load_item(split, results.gallery_ids[g], options.max_image_pixels), hit ? kCorrect : kWrong,
-                format_distance(results.distances[results.begin(q) + i]));
+      draw_cell(canvas, x, cells_y, cell, load_item(split, results.gallery_ids[g], options.max_image_pixels),
+                hit ? kCorrect : kWrong, format_distance(results.distances[results.begin(q) + i]));
       x += cell + 4;
     }
     x += (options.top_k - shown) * (cell + 4) + kGap - 4;

@@ -87,7 +87,8 @@ void GalleryIndex::remove(std::vector<int64_t> positions) {
       const int64_t from = positions[j] + 1;
       const int64_t to = j + 1 < positions.size() ? positions[j + 1] : n;
       if (to > from) {
-        std::memmove(data + write * dim, data + from * dim, sizeof(float) * static_cast<std::size_t>((to - from) * dim));
+        std::memmove(data + write * dim, data + from * dim,
+                     sizeof(float) * static_cast<std::size_t>((to - from) * dim));
         write += to - from;
       }
     }
