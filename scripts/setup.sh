@@ -37,6 +37,7 @@ packages=(
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (core/src/report/tensorboard_event.proto)
   libcurl4-openssl-dev  # the mlflow logger's REST client (core/src/report/mlflow_rest_store.cpp)
   libssl-dev  # OpenSSL's libcrypto: SHA-256 of model files (core/src/common/sha256.cpp)
+  libmatio-dev  # MATLAB .mat annotations for oml-convert (CARS196; core/src/data/convert/mat_file.cpp)
   dataset-fashion-mnist
   # Debian's LibTorch links the generic libblas.so.3; the reference BLAS is ~25x slower than
   # OpenBLAS here (6.5 vs 156 GFLOP/s for a 2048^2 matmul). Installing this package switches
