@@ -156,18 +156,6 @@ const std::vector<std::pair<std::string, Precision>>& precision_spellings() {
 
 }  // namespace
 
-std::string precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::fp32:
-      return "32";
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp16:
-      return "16";
-  }
-  return "32";
-}
-
 Precision parse_precision(const Node& node) {
   if (!node.is_scalar())
     node.fail("expected a precision (32, bf16 or 16, or Lightning's 32-true, bf16-mixed, 16-mixed)");

@@ -9,7 +9,7 @@
 #include <unordered_set>
 
 #include "candidate_lists.h"
-#include "faiss_backends.h"
+#include "faiss/register.h"
 #include "oml/common/error.h"
 #include "oml/common/random.h"
 #include "oml/config/reader.h"

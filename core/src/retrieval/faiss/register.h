@@ -1,6 +1,6 @@
 #pragma once
-// Internal: registration of the Faiss backends (faiss_backends.cpp). Without Faiss in the build
-// the same names are registered with the same args, and their parse reports a ConfigError.
+// Internal: registration of the Faiss backends (register.cpp). Without Faiss in the build the
+// same names are registered with the same args, and their parse reports a ConfigError.
 
 namespace oml {
 struct Registries;
