@@ -22,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
 #include "oml/common/autocast.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
@@ -31,6 +30,8 @@
 #include "oml/models/extractor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 
 namespace {
 

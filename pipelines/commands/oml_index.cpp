@@ -1,10 +1,10 @@
 // oml-index: a gallery saved for searching — build, add, remove, compact, calibrate, info (docs/serving.md).
 #include <boost/program_options.hpp>
 
-#include "../cli.h"
-#include "../gallery_commands.h"
+#include "gallery/gallery_commands.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
+#include "shell/cli.h"
 
 namespace po = boost::program_options;
 

@@ -1,9 +1,9 @@
 // oml-serve: an HTTP/JSON server over a saved index folder and its model (docs/serving.md).
 #include <boost/program_options.hpp>
 
-#include "../cli.h"
-#include "../gallery_server.h"
+#include "gallery/gallery_server.h"
 #include "oml/common/error.h"
+#include "shell/cli.h"
 
 namespace po = boost::program_options;
 

@@ -14,6 +14,7 @@
 #include "oml/models/extractor.h"
 #include "oml/optim/grad_scaler.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -23,14 +24,14 @@ using oml::config::Precision;
 
 namespace {
 std::shared_ptr<oml::models::Extractor> build_extractor(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
   return oml::registries().extractors.create(
       oml::config::parse_component(doc.root()["extractor"], "extractor"));
 }
 
 std::shared_ptr<oml::losses::Criterion> build_loss(const std::string& yaml, int64_t dim, int64_t classes) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("criterion: " + yaml, "loss.yaml");
   oml::losses::CriterionContext context;
   context.embedding_size = dim;

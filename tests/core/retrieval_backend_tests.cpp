@@ -21,6 +21,7 @@
 #include "oml/retrieval/gallery_index.h"
 #include "oml/retrieval/postprocessor.h"
 #include "oml/retrieval/sharded_knn.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using namespace oml;
@@ -51,7 +52,7 @@ config::ComponentSpec spec_of(const std::string& yaml) {
 }
 
 std::shared_ptr<retrieval::RetrievalBackend> backend(const std::string& yaml) {
-  register_core_components();
+  oml::cli::register_builtins();
   return registries().retrieval_backends.create(spec_of(yaml), {});
 }
 
@@ -102,7 +103,7 @@ TEST_CASE("The exact backend is retrieve_knn and the default", "[retrieval][back
 }
 
 TEST_CASE("Every backend kind is registered with its args in the help", "[retrieval][backends]") {
-  register_core_components();
+  oml::cli::register_builtins();
   // The built-in kinds (a test that loaded the fixture plugin in this process adds its own).
   std::vector<std::string> names;
   for (const auto& name : registries().retrieval_backends.names()) {
@@ -112,7 +113,7 @@ TEST_CASE("Every backend kind is registered with its args in the help", "[retrie
 }
 
 TEST_CASE("Unknown backends and args are config errors naming the known ones", "[retrieval][backends]") {
-  register_core_components();
+  oml::cli::register_builtins();
   CHECK_THROWS_AS(backend("{name: faiss_lsh}"), ConfigError);
   CHECK_THROWS_WITH(backend("{name: faiss_lsh}"), Contains("unknown retrieval backend 'faiss_lsh'") &&
                                                       Contains("faiss_ivf") && Contains("exact"));
@@ -123,7 +124,7 @@ TEST_CASE("Unknown backends and args are config errors naming the known ones", "
 }
 
 TEST_CASE("Out-of-range backend args fail with the limit", "[retrieval][backends]") {
-  register_core_components();
+  oml::cli::register_builtins();
   CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {M: 1}}"), Contains("M must be in [2, 256], got 1"));
   CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {M: 1000}}"), Contains("M must be in [2, 256]"));
   CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 17}}"),
@@ -142,7 +143,7 @@ TEST_CASE("Out-of-range backend args fail with the limit", "[retrieval][backends
 }
 
 TEST_CASE("A Faiss backend says whether this build has Faiss", "[retrieval][backends]") {
-  register_core_components();
+  oml::cli::register_builtins();
   if (retrieval::built_with_faiss()) {
     CHECK(backend("{name: faiss_ivf}")->name() == "faiss_ivf");
   } else {
@@ -403,7 +404,7 @@ TEST_CASE("target_recall chooses the search parameters that reach it, explicit o
 TEST_CASE("Validation metrics report the recall target_recall reached",
           "[retrieval][backends][metrics][faiss]") {
   if (refused_without_faiss("{name: faiss_ivf}")) return;
-  register_core_components();  // the metric kinds configure_metrics reads
+  oml::cli::register_builtins();  // the metric kinds configure_metrics reads
   const auto set = every_item_query_and_gallery(clustered(2000, 16, 400, 1.0, 32));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
   metrics::EmbeddingMetricsOptions options;
@@ -678,7 +679,7 @@ TEST_CASE("The open-set threshold holds its false match rate on a held-out set",
 // brute-force ranking in double precision of the kind's own formula.
 TEST_CASE("Retrieval by squared Euclidean, cosine and dot distance: the brute-force lists and values",
           "[retrieval][distance]") {
-  register_core_components();
+  oml::cli::register_builtins();
   const auto items = clustered(300, 12, 15, 2.0, 21);
   const auto set = every_item_query_and_gallery(items);
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
@@ -718,7 +719,7 @@ TEST_CASE("Retrieval by squared Euclidean, cosine and dot distance: the brute-fo
 
 TEST_CASE("A Faiss backend retrieves by cosine and dot distance as exact search does",
           "[retrieval][distance][faiss]") {
-  register_core_components();
+  oml::cli::register_builtins();
   if (refused_without_faiss("{name: faiss_flat}")) return;
   const auto set = every_item_query_and_gallery(clustered(800, 16, 30, 1.5, 22));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
@@ -745,7 +746,7 @@ TEST_CASE("A Faiss backend retrieves by cosine and dot distance as exact search 
 
 TEST_CASE("A cosine threshold is a cosine distance, and retrieval takes every distance kind",
           "[retrieval][distance][config]") {
-  register_core_components();
+  oml::cli::register_builtins();
   // constant_thresholding keeps the items closer than th, in the configured distance's units.
   const auto set = every_item_query_and_gallery(clustered(200, 8, 10, 1.0, 23));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5]}", "m.yaml");
@@ -799,7 +800,7 @@ retrieval::KnnOptions dot_top(int64_t k) {
 
 TEST_CASE("fnmr@fmr and the open-set threshold under dot are the quantiles of -q.g",
           "[retrieval][distance][metrics]") {
-  register_core_components();
+  oml::cli::register_builtins();
   const auto items = clustered(240, 8, 6, 1.5, 24);
   std::vector<double> positive, negative;
   dot_pairs(items, positive, negative);
@@ -828,7 +829,7 @@ TEST_CASE("fnmr@fmr and the open-set threshold under dot are the quantiles of -q
 
 TEST_CASE("The approximate Faiss backends search by dot with inner-product indexes",
           "[retrieval][distance][faiss]") {
-  register_core_components();
+  oml::cli::register_builtins();
   if (refused_without_faiss("{name: faiss_hnsw}")) return;
   // Queries from the gallery's own clusters (target_recall is measured on gallery items as queries,
   // so it speaks for queries like them), none of them a gallery item.

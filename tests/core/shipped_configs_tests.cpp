@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <map>
 
-#include "cli.h"
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
@@ -21,6 +20,8 @@
 #include "oml/registry/registries.h"
 #include "oml/report/run_logger.h"
 #include "oml/retrieval/postprocessor.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 namespace fs = std::filesystem;

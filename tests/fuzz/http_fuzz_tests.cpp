@@ -11,15 +11,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli.h"
 #include "fuzz/fuzz.h"
-#include "gallery_service.h"
-#include "http_api.h"
+#include "gallery/gallery_service.h"
+#include "gallery/http_api.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 #include "oml/data/csv.h"
 #include "oml/data/image.h"
 #include "oml/models/conv_net.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using namespace oml;

@@ -21,6 +21,7 @@
 #include "oml/optim/grad_scaler.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 namespace fs = std::filesystem;
@@ -36,7 +37,7 @@ void require_gpu() {
 }
 
 std::shared_ptr<oml::models::Extractor> conv_net() {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string(
       "extractor: {name: conv_net, args: {in_channels: 1, channels: [8, 16], feat_dim: 16}}", "model.yaml");
   return oml::registries().extractors.create(

@@ -19,11 +19,12 @@
 
 #include <regex>
 
-#include "cli.h"
 #include "oml/models/vit.h"
 #include "oml/models/vit_clip.h"
 #include "oml/models/zoo.h"
 #include "pipeline_fixtures.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 
 using Catch::Matchers::Contains;
 using oml::test::command_path;
