@@ -25,6 +25,7 @@
 #include "oml/common/autocast.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
+#include "oml/config/precision.h"
 #include "oml/losses/miners.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/models/extractor.h"

@@ -6,6 +6,7 @@
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
+#include "oml/config/precision.h"
 #include "oml/io/checkpoint.h"
 #include "oml/losses/arcface.h"
 #include "oml/losses/miners.h"

@@ -16,6 +16,7 @@
 #include "distributed/c10d_adapter.h"  // white box: a one-rank NCCL group (ProcessGroup needs 2+)
 #include "oml/common/autocast.h"
 #include "oml/config/document.h"
+#include "oml/config/precision.h"
 #include "oml/losses/criterion.h"
 #include "oml/models/extractor.h"
 #include "oml/optim/grad_scaler.h"

@@ -6,7 +6,6 @@
 
 #include "oml/config/reader.h"
 #include "oml/data/sampler.h"
-#include "shell/components.h"
 
 namespace oml {
 struct Registries;
