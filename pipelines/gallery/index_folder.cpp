@@ -48,7 +48,7 @@ std::string read_text(const fs::path& file) {
 }
 
 std::string version_name(int64_t version) {
-  char name[16];
+  char name[24];  // "v" + up to 20 digits and a sign of any int64 + NUL
   std::snprintf(name, sizeof(name), "v%06lld", static_cast<long long>(version));
   return name;
 }
