@@ -30,10 +30,12 @@ inline CommandResult interrupt_training(const TempDir& dir, const std::string& l
   const std::filesystem::path last = dir / "logs" / "run" / "checkpoints" / "last.ckpt";
   const std::string script =
       "set -m; " + quote(command_path("oml-train")) + " --config " + quote((dir / "train.yaml").string()) +
-      " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 1200); do if [ -f " +
+      " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 4800); do if [ -f " +
       quote(last.string()) + " ]; then break; fi; sleep 0.05; done; kill -" + signal +
       " $pid; wait $pid; echo status=$?";
-  return run("bash -c " + quote(script), 120);
+  // Generous bounds: beside a parallel test that trains a ViT, the first epoch and its
+  // validation took over a minute (the signal lands after last.ckpt, whenever that is).
+  return run("bash -c " + quote(script), 420);
 }
 
 /// What a process that resumed `run` from its checkpoint at step 3 (continuing the tracker run

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <fstream>
 #include <limits>
 
 #include "offline_files.h"
@@ -13,6 +14,7 @@
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
 #include "oml/io/atomic_file.h"
+#include "oml/io/pending_files.h"
 #include "oml/report/html_report.h"
 #include "oml/version.h"
 #include "python_text.h"
@@ -269,7 +271,18 @@ void NeptuneOfflineRun::put(nlohmann::json op) {
 void NeptuneOfflineRun::sync_to_disk() {
   out_.flush();
   OML_CHECK(out_, RuntimeError, "cannot write the Neptune queue file '", data_path_.string(), "'");
-  io::write_file_atomic(dir_ / "last_put_version", std::to_string(version_));
+  const fs::path version_file = dir_ / "last_put_version";
+  if (io::interrupt_signal() != 0) {
+    // finish() of an interrupted run runs as an interrupt hook, which must not create a
+    // PendingFile (io/pending_files.h: the cleanup holds their lock): the few bytes are written in
+    // place, as Neptune's own client writes this file.
+    std::ofstream out(version_file, std::ios::binary | std::ios::trunc);
+    out << version_;
+    out.flush();
+    OML_CHECK(out, RuntimeError, "cannot write the Neptune version file '", version_file.string(), "'");
+    return;
+  }
+  io::write_file_atomic(version_file, std::to_string(version_));
 }
 
 void NeptuneOfflineRun::begin_step(int64_t step) {
