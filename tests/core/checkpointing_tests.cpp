@@ -7,14 +7,14 @@
 #include <cmath>
 #include <limits>
 
-#include "best_checkpoints.h"
-#include "checkpoint_schedule.h"
-#include "checkpoint_writer.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
 #include "oml/io/checkpoint.h"
 #include "support/support.h"
+#include "training/best_checkpoints.h"
+#include "training/checkpoint_schedule.h"
+#include "training/checkpoint_writer.h"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
