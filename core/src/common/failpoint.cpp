@@ -21,7 +21,6 @@ struct Action {
   enum class Kind { pause, fail, throws } kind = Kind::pause;
   double seconds = 0.0;
 };
-};
 
 // name -> action, from the environment (read once).
 std::map<std::string, Action> parse_failpoints(const char* text) {
