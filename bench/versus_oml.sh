@@ -12,7 +12,7 @@
 # valid_period=200` to shorten default_job). The data is prepared once under --data
 # (default build/bench_data): Fashion-MNIST converted by oml-convert, and the CUB-like image
 # folder of bench/make_image_folder.py. Needs OML 4.0's pipeline in the virtual environment
-# (scripts/requirements-tests.txt) and oml-train built (scripts/build.sh --target oml-train
+# (scripts/requirements-oml.txt, installed by scripts/setup.sh --with-tests) and oml-train built (scripts/build.sh --target oml-train
 # --target oml-convert). Measure on an idle machine: the script prints the load average before
 # every run.
 set -euo pipefail
@@ -42,7 +42,7 @@ for tool in "$oml_train" "$build/pipelines/oml-convert"; do
   [ -x "$tool" ] || { echo "versus_oml: $tool is not built (scripts/build.sh --target oml-train --target oml-convert)" >&2; exit 2; }
 done
 "$python" -c 'import oml.lightning.pipelines.train' 2>/dev/null ||
-  { echo "versus_oml: OML's pipeline does not import in $python (scripts/requirements-tests.txt)" >&2; exit 2; }
+  { echo "versus_oml: OML's pipeline does not import in $python (scripts/requirements-oml.txt, installed by scripts/setup.sh --with-tests)" >&2; exit 2; }
 
 mkdir -p "$data" "$out"
 if [ ! -f "$data/fashion_mnist/df.csv" ]; then

@@ -188,10 +188,12 @@ TEST_CASE("save_top_k keeps best.ckpt, the k best or all, ranked as Lightning ra
   SECTION("a resumed run continues the ranking, and never removes best.ckpt") {
     BestCheckpoints resumed(2, true);
     resumed.restore({}, 0.6);  // a checkpoint of a save_top_k 1 run: best.ckpt only
-    CHECK(resumed.offer(0.5, 4, 40).save);
+    CHECK(resumed.offer(0.7, 4, 40).is_best);
     const auto next = resumed.offer(0.9, 5, 50);
     CHECK(next.is_best);
-    CHECK_FALSE(next.removed);  // best.ckpt left the top 2: it is overwritten, not removed
+    CHECK_FALSE(next.removed);  // best.ckpt (0.6) left the top 2: it is overwritten, not removed
+    CHECK(resumed.kept() == std::vector<std::pair<std::string, double>>{{"epoch=4-step=40.ckpt", 0.7},
+                                                                        {"epoch=5-step=50.ckpt", 0.9}});
     BestCheckpoints one(1, true);
     one.restore({{"epoch=1-step=2.ckpt", 0.4}, {"epoch=3-step=4.ckpt", 0.8}}, 0.8);
     CHECK_FALSE(one.offer(0.7, 5, 6).save);  // compared with the best, not the worst kept

@@ -298,8 +298,13 @@ TEST_CASE("Resuming from a checkpoint whose config or position is damaged is exi
     oml::io::Checkpoint ckpt;
     ckpt.state_dict = oml::io::state_dict(*toy.model);
     ckpt.config = config_yaml;
-    ckpt.resume = oml::io::ResumeState{save_optimizer_state(adam), {}, {}, epoch,         0,
-                                       save_rng_state(),           0,  1,  c10::IValue(), ""};
+    oml::io::ResumeState resume;
+    resume.optimizer = save_optimizer_state(adam);
+    resume.sampler_epoch = epoch;
+    resume.rng = save_rng_state();
+    resume.sampler_consumed = 0;
+    resume.sampler_world_size = 1;
+    ckpt.resume = std::move(resume);
     const auto path = (dir / "last.ckpt").string();
     oml::io::save_checkpoint(path, ckpt);
     return path;
@@ -342,8 +347,14 @@ TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[
   oml::test::TempDir dir;
   oml::io::Checkpoint ckpt;
   ckpt.state_dict = oml::io::state_dict(*model);
-  ckpt.resume = oml::io::ResumeState{
-      save_optimizer_state(*opt), sched.state(), {}, 0, 5, save_rng_state(), 10, 2, c10::IValue(), ""};
+  oml::io::ResumeState resume;
+  resume.optimizer = save_optimizer_state(*opt);
+  resume.scheduler = sched.state();
+  resume.sampler_batch = 5;
+  resume.rng = save_rng_state();
+  resume.sampler_consumed = 10;
+  resume.sampler_world_size = 2;
+  ckpt.resume = std::move(resume);
   oml::io::save_checkpoint(dir / "last.ckpt", ckpt);
   const auto uninterrupted = run_steps(model, *opt, sched, 4);
 

@@ -109,8 +109,15 @@ TEST_CASE("every_n_epochs, every_n_train_steps and train_time_interval write las
 TEST_CASE("save_top_k keeps the k best under Lightning's names, best.ckpt the best of them, across a resume",
           "[pipelines][integration][checkpointing]") {
   TempDir dir;
-  write_file(dir / "full.yaml", train_config(dir / "full", "save_top_k: 2\nmax_epochs: 5\n"));
-  write_file(dir / "part.yaml", train_config(dir / "part", "save_top_k: 2\nmax_epochs: 5\n"));
+  // Five epochs, each validated (the fixture's config trains two).
+  const auto five_epochs = [](std::string config) {
+    const std::string two = "max_epochs: 2\n";
+    const std::size_t at = config.find(two);
+    REQUIRE(at != std::string::npos);
+    return config.replace(at, two.size(), "max_epochs: 5\n") + "save_top_k: 2\n";
+  };
+  write_file(dir / "full.yaml", five_epochs(train_config(dir / "full")));
+  write_file(dir / "part.yaml", five_epochs(train_config(dir / "part")));
   // One uninterrupted run, one stopped after 3 epochs and resumed: the same files, the same ranking.
   const auto full = train(dir / "full.yaml");
   INFO(full.err);
