@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     const auto context = oml::pipelines::sampler_context_for(config, dataframe);
     const auto sampler = oml::samplers::build_sampler(config.sampler, context);
     oml::ddp::write_sampler_report(std::cout, sampler, inv.vars["world-size"].as<int>(),
-                                   inv.vars["epochs"].as<int>(), oml::ddp::sampler_options(config.ddp),
+                                   inv.vars["epochs"].as<int>(), oml::pipelines::ddp_sampler_options(config),
                                    config.seed);
     return 0;
   };

@@ -8,6 +8,7 @@
 #include "oml/data/dataset.h"
 #include "oml/data/sampler.h"
 #include "oml/data/transform.h"
+#include "oml/ddp/epoch_position.h"
 #include "oml/distributed/device.h"
 #include "oml/distributed/world.h"
 #include "oml/io/state_dict.h"
@@ -113,6 +114,10 @@ data::Dataframe read_training_dataframe(const config::RunConfig& config) {
 std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
                                                          const data::Dataframe& dataframe) {
   return samplers::build_sampler(config.sampler, sampler_context_for(config, dataframe));
+}
+
+ddp::DdpSamplerOptions ddp_sampler_options(const config::RunConfig& config) {
+  return ddp::DdpSamplerOptions{config.ddp.shuffle_between_ranks, config.ddp.pad_to_world_size};
 }
 
 std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig& config,

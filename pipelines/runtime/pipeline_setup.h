@@ -17,6 +17,9 @@ class Sampler;
 class Transform;
 struct SamplerContext;
 }  // namespace oml::data
+namespace oml::ddp {
+struct DdpSamplerOptions;
+}  // namespace oml::ddp
 namespace oml::models {
 class Extractor;
 struct BackboneFreezing;
@@ -62,6 +65,9 @@ data::Dataframe read_training_dataframe(const config::RunConfig& config);
 /// the ranks (TrainingParts::sampler).
 std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
                                                          const data::Dataframe& dataframe);
+
+/// The sampling part of the config's `ddp:` section, for the DDP plugin's DDPSamplerWrapper.
+ddp::DdpSamplerOptions ddp_sampler_options(const config::RunConfig& config);
 
 /// The config's optimizer over `model`'s parameters and (with their own learning rate, when the
 /// optimizer's args give one) `loss`'s (null: a loss without parameters).

@@ -218,7 +218,7 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
              "a trainer needs a model, an optimizer and a sampler");
   // This rank's share of every epoch; wrapping checks that every rank gets a batch (a
   // ConfigError otherwise) before anything runs.
-  share_ = std::make_unique<ddp::DDPSamplerWrapper>(parts_.sampler, ddp::sampler_options(config_.ddp),
+  share_ = std::make_unique<ddp::DDPSamplerWrapper>(parts_.sampler, ddp_sampler_options(config_),
                                                     context_.rank(), context_.world_size(), config_.seed);
   const int64_t accumulate = config_.controls.accumulate_grad_batches;
   steps_per_epoch_ = (limited_epoch_batches() + accumulate - 1) / accumulate;  // the last group steps too
