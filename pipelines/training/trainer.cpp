@@ -14,6 +14,7 @@
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
 #include "oml/data/sampler.h"
+#include "oml/distributed/from_rank0.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/process_group.h"
 #include "oml/io/atomic_file.h"
@@ -373,8 +374,7 @@ bool Trainer::reached_max_time() const {
   const std::optional<double>& limit = config_.controls.max_time_s;
   if (!limit) return false;
   const double elapsed = training_time_s();
-  const std::string decided = context_.from_rank0(elapsed >= *limit ? "1" : "0");
-  if (decided != "1") return false;
+  if (!distributed::decision_from_rank0(*context_.group, context_.device, elapsed >= *limit)) return false;
   if (context_.is_main()) {
     log::info(::oml::detail::concat("max_time reached: trained for ", static_cast<int64_t>(elapsed), " s of ",
                                     static_cast<int64_t>(*limit),
@@ -592,9 +592,9 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
   if (options_.has_validation && ((epoch + 1) % config_.valid_period == 0 || last_epoch)) {
     validated = hooks.validate();
     const metrics::EmbeddingMetricsResult& computed = *validated;
-    // Metrics are computed once (rank 0); every rank needs them to agree on "best".
-    const std::string json = context_.is_main() ? nlohmann::json(computed.metrics).dump() : std::string();
-    last_metrics_ = nlohmann::json::parse(context_.from_rank0(json)).get<std::map<std::string, double>>();
+    // Metrics are computed once (rank 0); every rank needs them to agree on "best", on the
+    // scheduler's step and on early stopping, so each decides alike from rank 0's values.
+    last_metrics_ = distributed::values_from_rank0(*context_.group, context_.device, computed.metrics);
     const std::string& key = config_.metric_for_checkpointing;
     if (!last_metrics_.count(key)) {
       throw SettingError("metric_for_checkpointing", "'" + key + "' is not among the computed metrics: " +
