@@ -58,7 +58,7 @@ std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& confi
   context.optimizer = &optimizer;
   context.total_steps = (per_step ? total_training_steps(config, steps_per_epoch) : config.max_epochs) /
                         config.scheduling.scheduler_frequency;
-  return registries().schedulers.create(*config.scheduling.scheduler, context);
+  return registries().schedulers.build(*parsed_components(config).scheduler, context);
 }
 
 /// Every parameter of `module` as (prefix + name, tensor), trainable or not (a frozen backbone

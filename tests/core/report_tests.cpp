@@ -134,7 +134,8 @@ TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown n
   CHECK(report::find_event_files(dir / "tensorboard").size() == 1);
   CHECK(dynamic_cast<report::NullLogger*>(
       report::make_run_logger(parse("logger: {name: none}\n").logger, context).get()));
-  CHECK(dynamic_cast<report::NullLogger*>(report::make_run_logger(std::nullopt, context).get()));
+  CHECK(dynamic_cast<report::NullLogger*>(
+      report::make_run_logger(std::optional<config::ComponentSpec>(), context).get()));
   // Only the writing rank creates files.
   TempDir other;
   report::LoggerContext other_context;
