@@ -12,6 +12,7 @@
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
 #include "oml/data/image.h"
+#include "oml/registry/parsed_components.h"
 #include "oml/report/html_report.h"
 #include "oml/report/retrieval_grid.h"
 #include "oml/report/svg_chart.h"
