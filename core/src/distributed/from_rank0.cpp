@@ -31,8 +31,8 @@ std::map<std::string, double> values_from_rank0(ProcessGroup& group, const c10::
   if (group.size() == 1) return values;
   const bool root = group.rank() == 0;
   // 1. How many values.
-  const at::Tensor count =
-      broadcast_cpu(group, device, torch::full({1}, root ? static_cast<int64_t>(values.size()) : 0, torch::kLong));
+  const at::Tensor count = broadcast_cpu(
+      group, device, torch::full({1}, root ? static_cast<int64_t>(values.size()) : 0, torch::kLong));
   const int64_t n = count.item<int64_t>();
   if (n == 0) return {};
   // 2. Each name's length, 3. the names' bytes, 4. the values, all in rank 0's (the map's) order.

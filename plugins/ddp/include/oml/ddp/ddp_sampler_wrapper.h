@@ -2,9 +2,9 @@
 // The DDP plugin's sampler wrapper (docs/contracts.md#ddp-sampler-wrapper): the one place that
 // decides which batches a rank runs, for a fresh epoch and for the rest of an interrupted one.
 //
-//   const ddp::DDPSamplerWrapper mine(sampler, {shuffle_between_ranks, pad_to_world_size}, rank, world,
-//   seed); for (const auto& batch : mine.batches(epoch)) ...                // a fresh epoch for (const auto&
-//   batch : mine.batches_from(position)) ...        // the rest of one (resume)
+//   const ddp::DDPSamplerWrapper mine(sampler, {shuffle, pad}, rank, world, seed);
+//   for (const auto& batch : mine.batches(epoch)) ...                // a fresh epoch
+//   for (const auto& batch : mine.batches_from(position)) ...        // the rest of one (resume)
 //
 // Every epoch is dealt out of one list, the epoch's *global order*: the wrapped sampler's n items
 // (the batches of a batch sampler, the indices of an index sampler) -- identical on every rank,
