@@ -37,9 +37,10 @@ int main(int argc, char** argv) {
       throw oml::DataError(dataframe.file() + ": has no rows with split 'train' to sample from");
     }
     const auto context = oml::pipelines::sampler_context_for(config, dataframe);
-    const auto sampler = oml::samplers::build_sampler(config.sampler, context);
+    const auto sampler =
+        oml::samplers::build_sampler(oml::pipelines::parsed_components(config).sampler, context);
     oml::ddp::write_sampler_report(std::cout, sampler, inv.vars["world-size"].as<int>(),
-                                   inv.vars["epochs"].as<int>(), oml::ddp::sampler_options(config.ddp),
+                                   inv.vars["epochs"].as<int>(), oml::pipelines::ddp_sampler_options(config),
                                    config.seed);
     return 0;
   };

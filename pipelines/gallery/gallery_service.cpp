@@ -37,8 +37,10 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
     context_ = std::make_unique<RunContext>(start_run(cfg));
     extractor_ = build_extractor_with_weights(cfg, *context_);
     extractor_->eval();
-    transform_ = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
-                                 "transforms_predict");
+    const ParsedComponents& parsed = parsed_components(cfg);
+    transform_ =
+        build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
+                        "transforms_predict");
     max_image_pixels_ = options_.max_image_pixels.value_or(cfg.max_image_pixels);
     decode_budget_ = std::make_unique<data::DecodeBudget>(options_.decode_memory_bytes);
     embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(

@@ -35,7 +35,8 @@ SearchReranker::SearchReranker(const cli::Invocation& inv, const std::filesystem
     throw;
   }
   model_->eval();
-  if (model_->takes_images()) transform_ = build_transform(config_, config_.transforms_val, "transforms_val");
+  if (model_->takes_images())
+    transform_ = build_transform(config_, parsed_components(config_).transforms_val, "transforms_val");
 }
 
 SearchReranker::~SearchReranker() = default;

@@ -58,7 +58,8 @@ at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContex
                                 const data::DataSplit& split, const std::string& split_name) {
   require_trained_extractor(config);
   auto extractor = build_extractor_with_weights(config, context);
-  const auto& slot = config.transforms_extraction ? config.transforms_extraction : config.transforms_val;
+  const ParsedComponents& parsed = parsed_components(config);
+  const auto& slot = parsed.transforms_extraction ? parsed.transforms_extraction : parsed.transforms_val;
   CachedEmbeddingsRequest request;
   request.config = &config;
   request.extractor = extractor.get();
@@ -71,15 +72,15 @@ at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContex
 
 std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunConfig& config,
                                                             const RunContext& context) {
-  auto model =
-      registries().pairwise_models.create(require_component(config, config.pairwise_model, "pairwise_model"));
+  auto model = registries().pairwise_models.build(
+      require_component(config, parsed_components(config).pairwise_model, "pairwise_model"));
   model->to(context.device);
   return model;
 }
 
 std::shared_ptr<const data::Dataset> pairwise_inputs(
     const config::RunConfig& config, const models::PairwiseModel& model, const data::DataSplit& split,
-    const at::Tensor& embeddings, const std::optional<config::ComponentSpec>& transform_slot,
+    const at::Tensor& embeddings, const std::optional<ParsedComponents::Transform>& transform_slot,
     const std::string& transform_key) {
   if (model.takes_images()) {
     return std::make_shared<data::ImageDataset>(split, build_transform(config, transform_slot, transform_key),
@@ -98,8 +99,8 @@ std::shared_ptr<retrieval::Postprocessor> build_pairwise_postprocessor(const con
   context.pairwise_scores = std::move(scorer);
   context.half_precision_scores = std::move(half_scorer);
   context.half_precision = std::move(half_precision);
-  return registries().postprocessors.create(require_component(config, config.postprocessor, "postprocessor"),
-                                            context);
+  return registries().postprocessors.build(
+      require_component(config, parsed_components(config).postprocessor, "postprocessor"), context);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "oml/config/run_config.h"
 #include "oml/metrics/embedding_metrics.h"
+#include "oml/registry/parsed_components.h"
 
 namespace at {
 class Tensor;
@@ -44,7 +45,7 @@ std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunCon
 /// images, the rows of `embeddings` otherwise.
 std::shared_ptr<const data::Dataset> pairwise_inputs(
     const config::RunConfig& config, const models::PairwiseModel& model, const data::DataSplit& split,
-    const at::Tensor& embeddings, const std::optional<config::ComponentSpec>& transform_slot,
+    const at::Tensor& embeddings, const std::optional<ParsedComponents::Transform>& transform_slot,
     const std::string& transform_key);
 
 /// A pairwise pipeline over an untrained extractor is almost always a forgotten `weights:`:

@@ -8,6 +8,7 @@
 #include "oml/data/dataset.h"
 #include "oml/data/sampler.h"
 #include "oml/data/transform.h"
+#include "oml/ddp/epoch_position.h"
 #include "oml/distributed/device.h"
 #include "oml/distributed/world.h"
 #include "oml/io/state_dict.h"
@@ -26,17 +27,24 @@ namespace oml::pipelines {
 
 namespace fs = std::filesystem;
 
-config::ComponentSpec require_component(const config::RunConfig& config,
-                                        const std::optional<config::ComponentSpec>& slot,
-                                        const std::string& key) {
-  if (!slot) {
-    // Present but empty (`extractor:` or `--set extractor=`): point at that line or flag.
-    const config::Node given = config.source[key];
-    (given.defined() ? given : config.source)
-        .fail("the '" + config::name(config.pipeline) + "' pipeline needs '" + key +
-              ": {name: ..., args: {...}}'");
-  }
-  return *slot;
+const ParsedComponents& parsed_components(const config::RunConfig& config) {
+  OML_ASSERT(config.components != nullptr,
+             "a pipeline was given a RunConfig that cli::Invocation::load_config did not check");
+  return *config.components;
+}
+
+const metrics::MetricTable& configured_metrics(const config::RunConfig& config) {
+  const ParsedComponents& components = parsed_components(config);
+  OML_ASSERT(components.metrics != nullptr, "the run's metric table was not configured");
+  return *components.metrics;
+}
+
+void fail_missing_component(const config::RunConfig& config, const std::string& key) {
+  // Present but empty (`extractor:` or `--set extractor=`): point at that line or flag.
+  const config::Node given = config.source[key];
+  (given.defined() ? given : config.source)
+      .fail("the '" + config::name(config.pipeline) + "' pipeline needs '" + key +
+            ": {name: ..., args: {...}}'");
 }
 
 data::ImageLimits image_limits(const config::RunConfig& config) {
@@ -68,9 +76,9 @@ data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require
 }
 
 std::shared_ptr<const data::Transform> build_transform(const config::RunConfig& config,
-                                                       const std::optional<config::ComponentSpec>& slot,
+                                                       const std::optional<ParsedComponents::Transform>& slot,
                                                        const std::string& key) {
-  return registries().transforms.create(require_component(config, slot, key));
+  return registries().transforms.build(require_component(config, slot, key));
 }
 
 data::SamplerContext sampler_context_for(const config::RunConfig& config, const data::Dataframe& dataframe) {
@@ -112,7 +120,11 @@ data::Dataframe read_training_dataframe(const config::RunConfig& config) {
 
 std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
                                                          const data::Dataframe& dataframe) {
-  return samplers::build_sampler(config.sampler, sampler_context_for(config, dataframe));
+  return samplers::build_sampler(parsed_components(config).sampler, sampler_context_for(config, dataframe));
+}
+
+ddp::DdpSamplerOptions ddp_sampler_options(const config::RunConfig& config) {
+  return ddp::DdpSamplerOptions{config.ddp.shuffle_between_ranks, config.ddp.pad_to_world_size};
 }
 
 std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig& config,
@@ -123,7 +135,8 @@ std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig
   if (loss) {
     for (const auto& p : loss->parameters()) context.loss_parameters.push_back(p);
   }
-  return registries().optimizers.create(require_component(config, config.optimizer, "optimizer"), context);
+  return registries().optimizers.build(
+      require_component(config, parsed_components(config).optimizer, "optimizer"), context);
 }
 
 models::BackboneFreezing backbone_freezing(const config::RunConfig& config,
@@ -147,7 +160,8 @@ models::BackboneFreezing backbone_freezing(const config::RunConfig& config,
 }
 
 std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config) {
-  return registries().extractors.create(require_component(config, config.extractor, "extractor"));
+  return registries().extractors.build(
+      require_component(config, parsed_components(config).extractor, "extractor"));
 }
 
 std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
@@ -209,7 +223,7 @@ std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const
             .device;
     if (device.is_cuda()) context.cuda_device = device.index();
   }
-  auto backend = registries().retrieval_backends.create(*config.retrieval_backend, context);
+  auto backend = registries().retrieval_backends.build(*parsed_components(config).retrieval_backend, context);
   if (!backend->supports(retrieval::engine_measure(config.retrieval_distance))) {
     config.retrieval_backend->node["distance"].fail(
         "retrieval backend '" + backend->name() + "' searches by Euclidean distance only, not by " +
@@ -221,7 +235,7 @@ std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const
 void check_retrieval_backend(const config::RunConfig& config) {
   const auto backend = build_retrieval_backend(config);
   if (backend->exact()) return;
-  if (metrics::configure_metrics(config.metric_args).needs_pair_pass()) {
+  if (configured_metrics(config).needs_pair_pass()) {
     config.retrieval_backend->node["name"].fail(
         "fnmr@fmr (metric_args.fmr_vals) needs the distances of all query-gallery pairs, which only the "
         "retrieval backend 'exact' computes; use retrieval_backend: {name: exact} for fnmr, or remove "
@@ -272,8 +286,10 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
 }  // namespace
 
 PredictionInput prediction_input(const config::RunConfig& cfg) {
-  auto transform = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
-                                   "transforms_predict");
+  const ParsedComponents& parsed = parsed_components(cfg);
+  auto transform =
+      build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
+                      "transforms_predict");
   PredictionInput input;
   if (!cfg.data_dir.empty()) {
     if (!fs::is_directory(cfg.data_dir))

@@ -10,6 +10,7 @@
 #include "oml/config/run_config.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/image.h"
+#include "oml/registry/parsed_components.h"
 
 namespace oml::data {
 class ImageDataset;
@@ -17,12 +18,16 @@ class Sampler;
 class Transform;
 struct SamplerContext;
 }  // namespace oml::data
+namespace oml::ddp {
+struct DdpSamplerOptions;
+}  // namespace oml::ddp
 namespace oml::models {
 class Extractor;
 struct BackboneFreezing;
 }  // namespace oml::models
 namespace oml::metrics {
 struct EmbeddingMetricsOptions;
+class MetricTable;
 }  // namespace oml::metrics
 namespace oml::retrieval {
 class RetrievalBackend;
@@ -38,18 +43,34 @@ namespace oml::pipelines {
 
 struct RunContext;
 
-/// The component in `slot`, or a ConfigError saying the pipeline needs `key`.
-config::ComponentSpec require_component(const config::RunConfig& config,
-                                        const std::optional<config::ComponentSpec>& slot,
-                                        const std::string& key);
+/// The config's components as cli::check_components parsed them (RunConfig::components, set by
+/// cli::Invocation::load_config): every pipeline builds from these, never from the args again.
+/// InternalError for a config that did not come through load_config.
+const ParsedComponents& parsed_components(const config::RunConfig& config);
+/// The run's metric table, configured once by load_config (ParsedComponents::metrics).
+const metrics::MetricTable& configured_metrics(const config::RunConfig& config);
+
+/// A ConfigError saying the pipeline needs `key` (absent or empty in the config), at its place.
+[[noreturn]] void fail_missing_component(const config::RunConfig& config, const std::string& key);
+
+/// The component in `slot` (a ComponentSpec, or its parse from parsed_components()), or a
+/// ConfigError saying the pipeline needs `key`.
+template <class Component>
+const Component& require_component(const config::RunConfig& config, const std::optional<Component>& slot,
+                                   const std::string& key) {
+  if (!slot) fail_missing_component(config, key);
+  return *slot;
+}
 
 /// dataset_root / dataframe_name, read and validated (DataError naming file, line, column).
 data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths);
 /// The bounds the run's images are decoded within (max_image_pixels).
 data::ImageLimits image_limits(const config::RunConfig& config);
 
+/// The transform parsed into `slot` (one of parsed_components()'s), or a ConfigError saying the
+/// pipeline needs `key`.
 std::shared_ptr<const data::Transform> build_transform(const config::RunConfig& config,
-                                                       const std::optional<config::ComponentSpec>& slot,
+                                                       const std::optional<ParsedComponents::Transform>& slot,
                                                        const std::string& key);
 
 /// Labels (0..L-1), categories, seed and bs_train of the train split, for the sampler.
@@ -62,6 +83,9 @@ data::Dataframe read_training_dataframe(const config::RunConfig& config);
 /// the ranks (TrainingParts::sampler).
 std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
                                                          const data::Dataframe& dataframe);
+
+/// The sampling part of the config's `ddp:` section, for the DDP plugin's DDPSamplerWrapper.
+ddp::DdpSamplerOptions ddp_sampler_options(const config::RunConfig& config);
 
 /// The config's optimizer over `model`'s parameters and (with their own learning rate, when the
 /// optimizer's args give one) `loss`'s (null: a loss without parameters).

@@ -21,6 +21,7 @@
 #include "oml/metrics/metric_table.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/scheduler.h"
+#include "oml/registry/parsed_components.h"
 #include "oml/registry/plugin.h"
 #include "oml/registry/registries.h"
 #include "oml/report/run_logger.h"
@@ -92,11 +93,15 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
   // Every problem of the config at once: its keys, the component names and metric_args.
   config::ErrorList errors;
   config::RunConfig config = config::parse_run_config(document.root(), errors);
-  check_components(config, errors);
+  auto components = std::make_shared<ParsedComponents>(check_components(config, errors));
   errors.check([&] {
-    config::placing_settings(document.root(), [&] { metrics::configure_metrics(config.metric_args); });
+    config::placing_settings(document.root(), [&] {
+      components->metrics =
+          std::make_shared<const metrics::MetricTable>(metrics::configure_metrics(config.metric_args));
+    });
   });
   errors.throw_if_any();
+  config.components = std::move(components);
   // The backend is built once here: what relates it to the metrics (fnmr@fmr needs the exact
   // backend) fails before any work too.
   config::placing_settings(document.root(), [&] { pipelines::check_retrieval_backend(config); });
@@ -108,33 +113,39 @@ config::RunConfig Invocation::load_config(const config::Document& document) cons
   return config;
 }
 
-void check_components(const config::RunConfig& c, config::ErrorList& errors) {
+ParsedComponents check_components(const config::RunConfig& c, config::ErrorList& errors) {
   // Every named component must exist, and its args parse, before any work starts, so that a
   // typo fails in the first second rather than after a dataset has been loaded. Only the parse
-  // phase runs: it needs no data and builds nothing (registry/registry.h).
+  // phase runs: it needs no data and builds nothing (registry/registry.h). What it makes is
+  // kept: the pipelines build from it and never read the args again.
   auto& r = registries();
-  const auto check = [&](const auto& registry, const std::optional<config::ComponentSpec>& spec) {
-    if (spec) (void)registry.parse(*spec, errors);
+  const auto parse = [&](const auto& registry, const std::optional<config::ComponentSpec>& spec) {
+    using Parsed = typename std::decay_t<decltype(registry)>::Parsed;
+    return spec ? std::optional<Parsed>(registry.parse(*spec, errors)) : std::nullopt;
   };
-  for (const auto* spec :
-       {&c.transforms_train, &c.transforms_val, &c.transforms_extraction, &c.transforms_predict}) {
-    check(r.transforms, *spec);
-  }
-  check(r.samplers, c.sampler);
-  check(r.extractors, c.extractor);
-  check(r.losses, c.criterion);
-  check(r.optimizers, c.optimizer);
-  check(r.schedulers, c.scheduling.scheduler);
-  check(r.postprocessors, c.postprocessor);
-  check(r.retrieval_backends, c.retrieval_backend);
-  check(r.pairwise_models, c.pairwise_model);
-  if (c.logger && errors.check([&] { report::require_logger(*c.logger); })) check(r.loggers, c.logger);
+  ParsedComponents parsed;
+  parsed.transforms_train = parse(r.transforms, c.transforms_train);
+  parsed.transforms_val = parse(r.transforms, c.transforms_val);
+  parsed.transforms_extraction = parse(r.transforms, c.transforms_extraction);
+  parsed.transforms_predict = parse(r.transforms, c.transforms_predict);
+  parsed.sampler = parse(r.samplers, c.sampler);
+  parsed.extractor = parse(r.extractors, c.extractor);
+  parsed.criterion = parse(r.losses, c.criterion);
+  parsed.optimizer = parse(r.optimizers, c.optimizer);
+  parsed.scheduler = parse(r.schedulers, c.scheduling.scheduler);
+  parsed.postprocessor = parse(r.postprocessors, c.postprocessor);
+  parsed.retrieval_backend = parse(r.retrieval_backends, c.retrieval_backend);
+  parsed.pairwise_model = parse(r.pairwise_models, c.pairwise_model);
+  if (c.logger && errors.check([&] { report::require_logger(*c.logger); }))
+    parsed.logger = parse(r.loggers, c.logger);
+  return parsed;
 }
 
-void check_components(const config::RunConfig& c) {
+ParsedComponents check_components(const config::RunConfig& c) {
   config::ErrorList errors;
-  check_components(c, errors);
+  ParsedComponents parsed = check_components(c, errors);
   errors.throw_if_any();
+  return parsed;
 }
 
 void print_components(std::ostream& out) {

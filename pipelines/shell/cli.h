@@ -14,6 +14,9 @@
 
 #include "oml/config/run_config.h"
 
+namespace oml {
+struct ParsedComponents;
+}  // namespace oml
 namespace oml::config {
 class ErrorList;
 }  // namespace oml::config
@@ -30,7 +33,8 @@ struct Invocation {
   std::vector<std::string> plugins;    ///< --plugin PATH, in order
 
   /// Loads the config (with overrides), loads the plugins it and the command line name, and
-  /// parses the typed RunConfig. Throws UsageError when --config was not given.
+  /// parses the typed RunConfig with every component's args (check_components) and the metric
+  /// table, once, into RunConfig::components. Throws UsageError when --config was not given.
   config::RunConfig load_config() const;
   /// Same from a document already loaded (so a pipeline reads and resolves the file once).
   config::RunConfig load_config(const config::Document& document) const;
@@ -56,11 +60,12 @@ struct CommandSpec {
 int run_command(int argc, char** argv, const CommandSpec& spec);
 
 /// Checks that every component the config names is registered and that its args, built-in or
-/// plugin, parse without a problem (Registry::parse), without building any: a ConfigError
-/// listing every problem otherwise.
-void check_components(const config::RunConfig& config);
-/// The same, collecting the problems in `errors`.
-void check_components(const config::RunConfig& config, config::ErrorList& errors);
+/// plugin, parse without a problem (Registry::parse), without building any, and returns what
+/// the parses made (the metric table is left to the caller): a ConfigError listing every
+/// problem otherwise.
+ParsedComponents check_components(const config::RunConfig& config);
+/// The same, collecting the problems in `errors` (a slot whose parse failed is not ok()).
+ParsedComponents check_components(const config::RunConfig& config, config::ErrorList& errors);
 
 /// Prints every registry with names, help and origin (--list-components).
 void print_components(std::ostream& out);

@@ -24,20 +24,21 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
                     const TrainRequest& request) {
   RunContext ctx = start_run(cfg);
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
-  // Built once: metric_args are checked here, and every validation computes these metrics.
-  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
+  // Configured once, when the config was loaded: every validation computes these metrics.
+  const metrics::MetricTable& metric_table = configured_metrics(cfg);
+  const ParsedComponents& parsed = parsed_components(cfg);
 
   // ---- data --------------------------------------------------------------------------------
   const data::Dataframe dataframe = read_training_dataframe(cfg);
   const data::DataSplit& train_split = dataframe.train();
   const bool has_validation = !dataframe.validation().empty();
   auto train_dataset = std::make_shared<data::ImageDataset>(
-      train_split, build_transform(cfg, cfg.transforms_train, "transforms_train"), image_limits(cfg));
+      train_split, build_transform(cfg, parsed.transforms_train, "transforms_train"), image_limits(cfg));
   train_dataset->reserve_cache(cfg.cache_size);
   std::shared_ptr<data::ImageDataset> val_dataset;
   if (has_validation) {
     val_dataset = std::make_shared<data::ImageDataset>(
-        dataframe.validation(), build_transform(cfg, cfg.transforms_val, "transforms_val"),
+        dataframe.validation(), build_transform(cfg, parsed.transforms_val, "transforms_val"),
         image_limits(cfg));
   }
   const auto sampler = build_train_sampler(cfg, dataframe);
@@ -51,7 +52,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   criterion_context.num_classes = train_split.num_labels();
   criterion_context.label_categories = train_split.label_category_indices();
   auto criterion =
-      registries().losses.create(require_component(cfg, cfg.criterion, "criterion"), criterion_context);
+      registries().losses.build(require_component(cfg, parsed.criterion, "criterion"), criterion_context);
   criterion->to(ctx.device);
   auto optimizer = build_optimizer(cfg, *extractor, criterion.get());
 

@@ -59,9 +59,10 @@ at::Tensor read_embeddings_file(const config::RunConfig& cfg) {
 }
 
 std::shared_ptr<const retrieval::Postprocessor> build_postprocessor(const config::RunConfig& cfg) {
-  if (!cfg.postprocessor) return nullptr;
+  const auto& parsed = parsed_components(cfg).postprocessor;
+  if (!parsed) return nullptr;
   retrieval::PostprocessorContext context;  // no pairwise model in extractor validation
-  return registries().postprocessors.create(*cfg.postprocessor, context);
+  return registries().postprocessors.build(*parsed, context);
 }
 
 /// --visualize N, --visualize-metric M..., --query-ids 1,2,3, --visualize-top-k K.
@@ -165,7 +166,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
   auto postprocessor = build_postprocessor(cfg);
   const auto backend = build_retrieval_backend(cfg);
-  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
+  const metrics::MetricTable& metric_table = configured_metrics(cfg);
 
   at::Tensor embeddings;
   if (precomputed) {
@@ -177,7 +178,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     }
   } else {
     auto extractor = build_extractor_with_weights(cfg, ctx);
-    auto transform = build_transform(cfg, cfg.transforms_val, "transforms_val");
+    auto transform = build_transform(cfg, parsed_components(cfg).transforms_val, "transforms_val");
     auto dataset = std::make_shared<data::ImageDataset>(split, transform, image_limits(cfg));
     embeddings = embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
   }

@@ -35,7 +35,7 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   // hours on large datasets: the extractor's weights, the postprocessor, the model, the
   // sampler, the optimizer, the metric args and the checkpoint metric (the Trainer's constructor).
   require_trained_extractor(cfg);
-  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
+  const metrics::MetricTable& metric_table = configured_metrics(cfg);
   if (has_validation) check_pairwise_postprocessor(cfg);
 
   auto model = build_pairwise_model(cfg, ctx);
@@ -67,16 +67,17 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   optim::load_rng_state(rng);
 
   // ---- what the model reads -------------------------------------------------------------------
-  auto train_inputs =
-      pairwise_inputs(cfg, *model, train_split, train_embeddings, cfg.transforms_train, "transforms_train");
+  const ParsedComponents& parsed = parsed_components(cfg);
+  auto train_inputs = pairwise_inputs(cfg, *model, train_split, train_embeddings, parsed.transforms_train,
+                                      "transforms_train");
   train_inputs->reserve_cache(cfg.cache_size);
   std::shared_ptr<const data::Dataset> val_inputs;
   if (has_validation) {
     // OML's train_postprocessor.py validates with transforms_extraction; transforms_val wins here
     // when given.
-    const bool own = cfg.transforms_val.has_value() || !cfg.transforms_extraction.has_value();
+    const bool own = parsed.transforms_val.has_value() || !parsed.transforms_extraction.has_value();
     val_inputs = pairwise_inputs(cfg, *model, dataframe.validation(), val_embeddings,
-                                 own ? cfg.transforms_val : cfg.transforms_extraction,
+                                 own ? parsed.transforms_val : parsed.transforms_extraction,
                                  own ? "transforms_val" : "transforms_extraction");
   }
 

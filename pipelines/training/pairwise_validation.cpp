@@ -31,13 +31,14 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
   if (split.empty())
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
   check_pairwise_postprocessor(cfg);
-  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
+  const metrics::MetricTable& metric_table = configured_metrics(cfg);
   auto model = build_pairwise_model(cfg, ctx);  // before the embeddings: config errors first
 
   // Every rank embeds its share (or reads the cache); rank 0 re-ranks and computes the metrics.
   const at::Tensor embeddings = extractor_embeddings(cfg, ctx, split, "validation");
   if (ctx.is_main()) {
-    auto inputs = pairwise_inputs(cfg, *model, split, embeddings, cfg.transforms_val, "transforms_val");
+    auto inputs = pairwise_inputs(cfg, *model, split, embeddings, parsed_components(cfg).transforms_val,
+                                  "transforms_val");
     std::map<std::string, double> before;
     const auto metrics =
         pairwise_validation_metrics(cfg, ctx, metric_table, *model, inputs, embeddings, split, before)

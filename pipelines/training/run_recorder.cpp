@@ -5,6 +5,7 @@
 #include "oml/common/logging.h"
 #include "oml/io/pending_files.h"
 #include "oml/report/html_report.h"
+#include "runtime/pipeline_setup.h"
 #include "runtime/run_context.h"
 #include "training/retrieval_grids.h"
 
@@ -50,7 +51,7 @@ RunRecorder::RunRecorder(const config::RunConfig& config, const RunContext& cont
                 "' run; the logger starts a new one");
     }
   }
-  logger_ = report::make_run_logger(config.logger, logger_context, active_);
+  logger_ = report::make_run_logger(parsed_components(config).logger, logger_context, active_);
   if (!active_) return;
   train_log_.emplace(run_dir / "train.jsonl");
   if (options.has_validation) metrics_log_.emplace(run_dir / "metrics.jsonl");

@@ -15,6 +15,7 @@
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
 #include "oml/data/sampler.h"
+#include "oml/distributed/from_rank0.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/process_group.h"
 #include "oml/io/atomic_file.h"
@@ -60,7 +61,7 @@ std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& confi
   context.optimizer = &optimizer;
   context.total_steps = (per_step ? total_training_steps(config, steps_per_epoch) : config.max_epochs) /
                         config.scheduling.scheduler_frequency;
-  return registries().schedulers.create(*config.scheduling.scheduler, context);
+  return registries().schedulers.build(*parsed_components(config).scheduler, context);
 }
 
 /// Every parameter of `module` as (prefix + name, tensor), trainable or not (a frozen backbone
@@ -232,7 +233,7 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
              "a trainer needs a model, an optimizer and a sampler");
   // This rank's share of every epoch; wrapping checks that every rank gets a batch (a
   // ConfigError otherwise) before anything runs.
-  share_ = std::make_unique<ddp::DDPSamplerWrapper>(parts_.sampler, ddp::sampler_options(config_.ddp),
+  share_ = std::make_unique<ddp::DDPSamplerWrapper>(parts_.sampler, ddp_sampler_options(config_),
                                                     context_.rank(), context_.world_size(), config_.seed);
   const int64_t accumulate = config_.controls.accumulate_grad_batches;
   steps_per_epoch_ = (limited_epoch_batches() + accumulate - 1) / accumulate;  // the last group steps too
@@ -393,8 +394,7 @@ bool Trainer::reached_max_time() const {
   const std::optional<double>& limit = config_.controls.max_time_s;
   if (!limit) return false;
   const double elapsed = training_time_s();
-  const std::string decided = context_.from_rank0(elapsed >= *limit ? "1" : "0");
-  if (decided != "1") return false;
+  if (!distributed::decision_from_rank0(*context_.group, context_.device, elapsed >= *limit)) return false;
   if (context_.is_main()) {
     log::info(::oml::detail::concat("max_time reached: trained for ", static_cast<int64_t>(elapsed), " s of ",
                                     static_cast<int64_t>(*limit),
@@ -688,9 +688,9 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
   if (options_.has_validation && ((epoch + 1) % config_.valid_period == 0 || last_epoch)) {
     validated = hooks.validate();
     const metrics::EmbeddingMetricsResult& computed = *validated;
-    // Metrics are computed once (rank 0); every rank needs them to agree on "best".
-    const std::string json = context_.is_main() ? nlohmann::json(computed.metrics).dump() : std::string();
-    last_metrics_ = nlohmann::json::parse(context_.from_rank0(json)).get<std::map<std::string, double>>();
+    // Metrics are computed once (rank 0); every rank needs them to agree on "best", on the
+    // scheduler's step and on early stopping, so each decides alike from rank 0's values.
+    last_metrics_ = distributed::values_from_rank0(*context_.group, context_.device, computed.metrics);
     const std::string& key = config_.metric_for_checkpointing;
     if (!last_metrics_.count(key)) {
       throw SettingError("metric_for_checkpointing", "'" + key + "' is not among the computed metrics: " +

@@ -1,12 +1,15 @@
 // The single-process parts of oml::distributed: reading the World from the environment,
-// sync_dicts with one rank, deduplication by dataset index, and the launcher's worker test.
+// sync_dicts and rank 0's records with one rank, deduplication by dataset index, and the
+// launcher's worker test.
 #include <torch/torch.h>
 
+#include <cmath>
 #include <map>
 
 #include "oml/common/error.h"
 #include "oml/distributed/detail/failure_record.h"
 #include "oml/distributed/device.h"
+#include "oml/distributed/from_rank0.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/launcher.h"
 #include "oml/distributed/process_group.h"
@@ -167,6 +170,13 @@ TEST_CASE("Collectives and sync_dicts of a single process return the input uncha
   const dist::SyncDict dict{{"x", t}, {"names", std::vector<std::string>{"a", "b"}}};
   const auto merged = dist::sync_dicts(*group, dict);
   CHECK(std::get<std::vector<std::string>>(merged.at("names")) == std::vector<std::string>{"a", "b"});
+  const c10::Device cpu(c10::DeviceType::CPU);
+  CHECK(dist::decision_from_rank0(*group, cpu, true));
+  CHECK_FALSE(dist::decision_from_rank0(*group, cpu, false));
+  const std::map<std::string, double> values{{"OVERALL/cmc/1", 0.1 + 0.2}, {"", -0.0}};
+  const auto received = dist::values_from_rank0(*group, cpu, values);
+  CHECK(received == values);
+  CHECK(std::signbit(received.at("")));
 }
 
 TEST_CASE("Deduplication keeps the first row of each index and sorts every value by index", "[ddp]") {

@@ -5,8 +5,13 @@
 #include "oml/config/document.h"
 #include "oml/config/error_list.h"
 #include "oml/data/sampler.h"
+#include "oml/models/extractor.h"
+#include "oml/registry/parsed_components.h"
 #include "oml/registry/plugin.h"
+#include "oml/registry/registries.h"
 #include "oml/registry/registry.h"
+#include "runtime/pipeline_setup.h"
+#include "shell/cli.h"
 #include "shell/components.h"
 #include "support/support.h"
 
@@ -65,6 +70,61 @@ TEST_CASE("A registry builds a component from its name and args", "[registry]") 
   CHECK(std::any_cast<SquareOptions>(parsed.options).side == 3.0);
   CHECK(r.build(parsed)->area() == Approx(9.0));
   CHECK(r.build(parsed) != r.build(parsed));  // every build a fresh component
+}
+
+TEST_CASE("A run config's components are parsed once, when it is loaded, and built from that parse",
+          "[registry][config]") {
+  oml::cli::register_builtins();
+  // An extractor that counts its parses and builds the extractor nested in its args.
+  using ExtractorParsed = decltype(oml::Registries::extractors)::Parsed;
+  static int parses = 0;
+  auto& extractors = oml::registries().extractors;
+  if (!extractors.contains("parse_counting")) {
+    extractors.add(
+        "parse_counting",
+        [](oml::config::ArgsReader& reader) {
+          ++parses;
+          return reader.nested(oml::registries().extractors, "extractor");
+        },
+        [](const ExtractorParsed& inner, const oml::NoContext&) {
+          return oml::registries().extractors.build(inner);
+        },
+        "counts its parses (tests)");
+  }
+  const auto document = Document::from_string(
+      "extractor: {name: parse_counting, args: {extractor: {name: conv_net, args: {in_channels: 1, feat_dim: "
+      "8}}}}\n",
+      "run.yaml");
+  oml::cli::Invocation invocation;
+  invocation.command = "oml-train";
+  const int before = parses;
+  const oml::config::RunConfig config = invocation.load_config(document);
+  CHECK(parses == before + 1);
+  REQUIRE(config.components != nullptr);
+  REQUIRE(config.components->extractor.has_value());
+  CHECK(config.components->extractor->ok());
+  CHECK_FALSE(config.components->pairwise_model.has_value());  // a slot the config leaves out
+  REQUIRE(config.components->metrics != nullptr);
+  CHECK(&oml::pipelines::configured_metrics(config) == config.components->metrics.get());
+  const auto first = oml::pipelines::build_extractor(config);
+  const auto second = oml::pipelines::build_extractor(config);
+  CHECK(parses == before + 1);  // built twice, parsed once
+  CHECK(first != second);
+  CHECK(first->feat_dim() == 8);
+  // A config that was only parsed, not loaded, is no pipeline's input.
+  CHECK_THROWS_AS(oml::pipelines::build_extractor(oml::config::parse_run_config(document.root())),
+                  oml::InternalError);
+  // check_components alone returns what it parsed, and every problem.
+  CHECK(oml::cli::check_components(config).extractor->ok());
+  CHECK(parses == before + 2);
+  const auto typo =
+      Document::from_string("extractor: {name: parse_counting, args: {extractr: {}}}\n", "typo.yaml");
+  oml::config::ErrorList errors;
+  const oml::ParsedComponents parsed =
+      oml::cli::check_components(oml::config::parse_run_config(typo.root()), errors);
+  CHECK_FALSE(errors.empty());
+  REQUIRE(parsed.extractor.has_value());
+  CHECK_FALSE(parsed.extractor->ok());
 }
 
 TEST_CASE("An unknown name lists the known names and the closest one", "[registry]") {

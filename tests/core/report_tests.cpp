@@ -12,6 +12,7 @@
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
 #include "oml/data/image.h"
+#include "oml/registry/parsed_components.h"
 #include "oml/report/html_report.h"
 #include "oml/report/retrieval_grid.h"
 #include "oml/report/svg_chart.h"
@@ -134,7 +135,8 @@ TEST_CASE("logger: defaults to tensorboard, null and none turn it off, unknown n
   CHECK(report::find_event_files(dir / "tensorboard").size() == 1);
   CHECK(dynamic_cast<report::NullLogger*>(
       report::make_run_logger(parse("logger: {name: none}\n").logger, context).get()));
-  CHECK(dynamic_cast<report::NullLogger*>(report::make_run_logger(std::nullopt, context).get()));
+  CHECK(dynamic_cast<report::NullLogger*>(
+      report::make_run_logger(std::optional<config::ComponentSpec>(), context).get()));
   // Only the writing rank creates files.
   TempDir other;
   report::LoggerContext other_context;

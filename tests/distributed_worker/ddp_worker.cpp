@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "oml/common/error.h"
+#include "oml/distributed/from_rank0.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/process_group.h"
 #include "oml/distributed/sync_dicts.h"
@@ -226,6 +227,18 @@ int run_compressed_mean(dist::ProcessGroup& g, const Args& a) {
   return 0;
 }
 
+// Rank 0's named values and decisions, two rounds; each rank writes what it received.
+int run_from_rank0(dist::ProcessGroup& g, const Args& a) {
+  std::ostringstream out;
+  for (int round = 0; round < 2; ++round) {
+    out << "round " << round << " decision "
+        << dist::decision_from_rank0(g, device_of(a), from_rank0_decision(g.rank(), round)) << "\n"
+        << dump_bits(dist::values_from_rank0(g, device_of(a), from_rank0_input(g.rank(), round)));
+  }
+  write_text(a, g.rank(), out.str());
+  return 0;
+}
+
 // A loop of collectives in which the victim rank fails at step 5 in the chosen way.
 int run_failure(dist::ProcessGroup& g, const Args& a) {
   for (int step = 0; step < 100000; ++step) {
@@ -255,7 +268,7 @@ int main(int argc, char** argv) {
     oml::cli::add_launch_options(o);
     // clang-format off
     o.add_options()
-      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | sharded_knn | sharded_backend | train | compressed_mean | kill | throw | hang | wait")
+      ("scenario", po::value(&args.scenario), "sync | sync_large | mismatch | accumulator | sharded_knn | sharded_backend | train | compressed_mean | from_rank0 | kill | throw | hang | wait")
       ("out", po::value(&args.out)->default_value("."), "folder for rank<r>.txt / rank<r>.pt")
       ("timeout", po::value(&args.timeout_s)->default_value(60), "ddp.timeout_s")
       ("victim", po::value(&args.victim)->default_value(1), "rank that fails / differs")
@@ -284,6 +297,7 @@ int main(int argc, char** argv) {
     if (s == "sharded_backend") return run_sharded_backend(*group, args);
     if (s == "train") return run_train(group, args);
     if (s == "compressed_mean") return run_compressed_mean(*group, args);
+    if (s == "from_rank0") return run_from_rank0(*group, args);
     if (s == "kill" || s == "throw" || s == "hang" || s == "wait") return run_failure(*group, args);
     throw oml::UsageError("unknown --scenario '" + s + "'");
   };

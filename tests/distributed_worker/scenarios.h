@@ -5,7 +5,11 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
+#include <cstring>
 #include <iomanip>
+#include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -111,5 +115,33 @@ inline torch::Tensor compressed_input(int rank, int case_index) {
   return values;
 }
 inline constexpr int kCompressedCases = 3;
+
+/// What rank r passes to values_from_rank0 in round `round` of the "from_rank0" scenario. Rank
+/// 0's values have no short decimal form, or none at all (NaN, infinity, a subnormal, -0.0), and
+/// names of any bytes (empty, UTF-8, a newline); round 1 is rank 0 without values. Other ranks
+/// pass values of their own, which must not arrive anywhere.
+inline std::map<std::string, double> from_rank0_input(int rank, int round) {
+  if (rank != 0) return {{"rank" + std::to_string(rank), static_cast<double>(rank)}, {"OVERALL/cmc/1", -1.0}};
+  if (round == 1) return {};
+  return {{"OVERALL/cmc/1", 0.1 + 0.2},
+          {"OVERALL/map/5", std::numeric_limits<double>::quiet_NaN()},
+          {"", -std::numeric_limits<double>::infinity()},
+          {"shirts/précision\nx", std::numeric_limits<double>::denorm_min()},
+          {"a\nb", -0.0}};
+}
+
+/// What rank r decides in round `round` of the "from_rank0" scenario: rank 0 alternates.
+inline bool from_rank0_decision(int rank, int round) { return rank == 0 ? round % 2 == 0 : round % 2 == 1; }
+
+/// Named values as text, each value by its bits (so NaN, -0.0 and the last bit compare exactly).
+inline std::string dump_bits(const std::map<std::string, double>& values) {
+  std::ostringstream out;
+  for (const auto& [name, value] : values) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    out << std::quoted(name) << " " << std::hex << bits << std::dec << "\n";
+  }
+  return out.str();
+}
 
 }  // namespace oml::test::ddp

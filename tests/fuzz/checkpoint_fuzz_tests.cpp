@@ -465,7 +465,7 @@ class CheckpointFuzz {
     optim::load_rng_state(rng);  // the fuzzer's own sequence must not depend on the checkpoints
     // As a 2-rank run continues it (any world size: the position is one of the epoch's global order).
     if (restored.position.epoch < config_.max_epochs) {
-      ddp::DDPSamplerWrapper(run.sampler, ddp::sampler_options(config_.ddp), 1, 2, config_.seed)
+      ddp::DDPSamplerWrapper(run.sampler, pipelines::ddp_sampler_options(config_), 1, 2, config_.seed)
           .batches_from(
               {restored.position.epoch, restored.position.consumed, restored.position.epoch_world_size});
     }

@@ -58,7 +58,7 @@ std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& confi
       (config.scheduling.scheduler_interval == oml::config::SchedulerInterval::step ? steps
                                                                                     : config.max_epochs) /
       config.scheduling.scheduler_frequency;
-  return registries().schedulers.create(*config.scheduling.scheduler, context);
+  return registries().schedulers.build(*pipelines::parsed_components(config).scheduler, context);
 }
 
 void load_config_as_oml_train(const std::string& input) {
@@ -69,25 +69,27 @@ void load_config_as_oml_train(const std::string& input) {
   invocation.command = "oml-train";
   const config::RunConfig config = invocation.load_config(document);
 
+  // Built as the pipelines build them: from the parse load_config kept.
   auto& r = registries();
-  const metrics::MetricTable metrics = metrics::configure_metrics(config.metric_args);
-  for (const auto* slot : {&config.transforms_train, &config.transforms_val, &config.transforms_extraction,
-                           &config.transforms_predict}) {
-    if (*slot) r.transforms.create(**slot);
+  const ParsedComponents& parsed = pipelines::parsed_components(config);
+  const metrics::MetricTable& metrics = pipelines::configured_metrics(config);
+  for (const auto* slot : {&parsed.transforms_train, &parsed.transforms_val, &parsed.transforms_extraction,
+                           &parsed.transforms_predict}) {
+    if (*slot) r.transforms.build(**slot);
   }
-  const auto sampler = samplers::build_sampler(config.sampler, synthetic_train_split(config));
+  const auto sampler = samplers::build_sampler(parsed.sampler, synthetic_train_split(config));
   const int64_t steps_per_epoch = data::batches_per_epoch(*sampler);
 
   torch::nn::Linear model(16, 4);
   std::shared_ptr<losses::Criterion> criterion;
   optim::OptimizerContext optimizer_context;
   optimizer_context.model_parameters = model->parameters();
-  if (config.criterion) {
-    criterion = r.losses.create(*config.criterion, {16, 64});
+  if (parsed.criterion) {
+    criterion = r.losses.build(*parsed.criterion, {16, 64});
     optimizer_context.loss_parameters = criterion->parameters();
   }
-  if (!config.optimizer) return;
-  const auto optimizer = r.optimizers.create(*config.optimizer, optimizer_context);
+  if (!parsed.optimizer) return;
+  const auto optimizer = r.optimizers.build(*parsed.optimizer, optimizer_context);
   const auto scheduler = build_scheduler(config, *optimizer, steps_per_epoch);
   pipelines::check_checkpoint_metric(config, metrics.overall_keys());
   if (scheduler && scheduler->requires_metric())

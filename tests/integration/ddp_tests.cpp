@@ -272,6 +272,27 @@ TEST_CASE("A compressed all-reduce gives the float32 mean within the 16-bit type
   }
 }
 
+TEST_CASE("Every rank gets rank 0's decisions and named values bit for bit, whatever it passed itself",
+          "[ddp]") {
+  using namespace oml::test::ddp;
+  std::ostringstream expected;
+  for (int round = 0; round < 2; ++round) {
+    expected << "round " << round << " decision " << from_rank0_decision(0, round) << "\n"
+             << dump_bits(from_rank0_input(0, round));
+  }
+  for (int world : {2, 3}) {
+    TempDir dir;
+    const auto r = run_worker("--nproc-per-node " + std::to_string(world) + " --scenario from_rank0 --out " +
+                              quote(dir.path().string()));
+    INFO(world << " ranks\n" << describe(r));
+    REQUIRE(r.exit_code == 0);
+    for (int rank = 0; rank < world; ++rank) CHECK(rank_file(dir, rank) == expected.str());
+  }
+  // The reference itself holds what the scenario is about.
+  CHECK_THAT(expected.str(),
+             Contains("decision 1") && Contains("decision 0") && Contains("\"\" fff0000000000000"));
+}
+
 TEST_CASE("Training with gradient compression keeps the ranks identical and close to float32", "[ddp]") {
   const std::vector<torch::Tensor> reference = single_process_weights();
   for (const std::string compression : {"bf16", "fp16"}) {

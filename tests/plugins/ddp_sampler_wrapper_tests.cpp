@@ -9,6 +9,7 @@
 #include "oml/ddp/sampler_report.h"
 #include "oml/samplers/balance_sampler.h"
 #include "oml/samplers/index_samplers.h"
+#include "runtime/pipeline_setup.h"
 #include "sampler_test_data.h"
 #include "support/support.h"
 
@@ -231,12 +232,12 @@ TEST_CASE("The sampler report lists every rank's batches of every epoch", "[ddp]
 }
 
 TEST_CASE("The ddp section of a config gives the wrapper's options, with OML's defaults", "[ddp]") {
-  const auto defaults = oml::ddp::sampler_options(oml::config::DdpOptions{});
+  const auto defaults = oml::pipelines::ddp_sampler_options(oml::config::RunConfig{});
   CHECK_FALSE(defaults.shuffle_between_ranks);
   CHECK(defaults.pad_to_world_size);
   const auto document = oml::config::Document::from_string(
       "ddp: {shuffle_between_ranks: true, pad_to_world_size: false}\n", "cfg.yaml");
-  const auto options = oml::ddp::sampler_options(oml::config::parse_run_config(document.root()).ddp);
+  const auto options = oml::pipelines::ddp_sampler_options(oml::config::parse_run_config(document.root()));
   CHECK(options.shuffle_between_ranks);
   CHECK_FALSE(options.pad_to_world_size);
 }

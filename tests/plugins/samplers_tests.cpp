@@ -31,7 +31,8 @@ std::shared_ptr<oml::data::Sampler> from_yaml(const std::string& yaml,
   static std::vector<Document> keep_alive;  // nodes refer into their document
   keep_alive.push_back(Document::from_string(yaml, "cfg.yaml"));
   const auto node = keep_alive.back().root()["sampler"];
-  if (node.is_null()) return oml::samplers::build_sampler(std::nullopt, context);
+  if (node.is_null())
+    return oml::samplers::build_sampler(std::optional<oml::config::ComponentSpec>(), context);
   return oml::samplers::build_sampler(parse_component(node, "sampler"), context);
 }
 

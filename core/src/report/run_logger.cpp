@@ -130,6 +130,13 @@ std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::Component
   return registries().loggers.create(*spec, context);
 }
 
+std::shared_ptr<RunLogger> make_run_logger(
+    const std::optional<ParsedComponent<std::shared_ptr<RunLogger>>>& parsed, const LoggerContext& context,
+    bool writer) {
+  if (!writer || !parsed) return std::make_shared<NullLogger>();
+  return registries().loggers.build(*parsed, context);
+}
+
 void require_logger(const config::ComponentSpec& spec) { registries().loggers.require(spec); }
 
 void register_builtin_loggers(Registries& registries) {

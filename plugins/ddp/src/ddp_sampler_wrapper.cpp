@@ -4,7 +4,6 @@
 #include <numeric>
 
 #include "oml/common/error.h"
-#include "oml/config/run_config.h"
 
 namespace oml::ddp {
 
@@ -51,10 +50,6 @@ std::string worlds_that_divide(const data::Sampler& sampler, int64_t remaining) 
 }
 
 }  // namespace
-
-DdpSamplerOptions sampler_options(const config::DdpOptions& ddp) {
-  return DdpSamplerOptions{ddp.shuffle_between_ranks, ddp.pad_to_world_size};
-}
 
 DDPSamplerWrapper::DDPSamplerWrapper(std::shared_ptr<const data::Sampler> sampler,
                                      const DdpSamplerOptions& options, int64_t rank, int64_t world,

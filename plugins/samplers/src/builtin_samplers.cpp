@@ -82,19 +82,28 @@ void register_builtin_samplers(Registries& registries) {
 
 std::shared_ptr<data::Sampler> build_sampler(const std::optional<config::ComponentSpec>& spec,
                                              const data::SamplerContext& context) {
-  if (!spec) {
+  if (!spec) return build_sampler(std::optional<ParsedComponent<std::shared_ptr<data::Sampler>>>(), context);
+  config::ErrorList errors;
+  auto parsed = registries().samplers.parse(*spec, errors);
+  errors.throw_if_any();
+  return build_sampler(std::make_optional(std::move(parsed)), context);
+}
+
+std::shared_ptr<data::Sampler> build_sampler(
+    const std::optional<ParsedComponent<std::shared_ptr<data::Sampler>>>& parsed,
+    const data::SamplerContext& context) {
+  if (!parsed) {
     IndexSamplerOptions options;
     options.drop_last = true;  // `sampler: null` is random with bs_train, drop_last (docs/samplers.md)
     return std::make_shared<RandomSampler>(context, options);
   }
-  const auto& samplers = registries().samplers;
-  samplers.require(*spec);
-  // The registry names the plugin when its parse or build throws (Registry::create).
-  const std::shared_ptr<data::Sampler> sampler = samplers.create(*spec, context);
-  OML_CHECK(sampler != nullptr, PluginError, "sampler '", spec->name, "' (", origin_of(spec->name),
+  const std::string& name = parsed->spec.name;
+  // The registry names the plugin when its build throws (Registry::build).
+  const std::shared_ptr<data::Sampler> sampler = registries().samplers.build(*parsed, context);
+  OML_CHECK(sampler != nullptr, PluginError, "sampler '", name, "' (", origin_of(name),
             ") returned no sampler");
-  OML_CHECK(sampler->size() > 0 && sampler->batch_size() > 0, PluginError, "sampler '", spec->name, "' (",
-            origin_of(spec->name), ") reports ", sampler->size(), " items per epoch and batch size ",
+  OML_CHECK(sampler->size() > 0 && sampler->batch_size() > 0, PluginError, "sampler '", name, "' (",
+            origin_of(name), ") reports ", sampler->size(), " items per epoch and batch size ",
             sampler->batch_size(), "; both must be positive");
   return sampler;
 }

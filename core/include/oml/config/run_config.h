@@ -1,11 +1,13 @@
 #pragma once
 // The top-level config of every command, parsed once into typed structs (docs/configuration.md).
 //
-// Components stay as ComponentSpec ({name, args}); each is built from its registry by the
-// pipeline that uses it, which reads its args into the component's own options struct.
+// Components stay as ComponentSpec ({name, args}) here; cli::Invocation::load_config has each
+// registry parse them once into `components` (oml/registry/parsed_components.h), from which the
+// pipelines build them.
 // Unknown keys are errors with file:line:column; Hydra-only keys get a hint.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +18,10 @@
 #include "oml/config/precision.h"
 #include "oml/config/reader.h"
 #include "oml/config/training_controls.h"
+
+namespace oml {
+struct ParsedComponents;
+}  // namespace oml
 
 namespace oml::config {
 
@@ -132,6 +138,10 @@ struct RunConfig {
   std::string weights_dir;
 
   Node source;  ///< the resolved root node, for messages from later stages
+  /// Every component above parsed by its registry, and the metric table: set by
+  /// cli::Invocation::load_config once the whole config checked out (null after
+  /// parse_run_config alone). The pipelines build from it (pipelines::parsed_components).
+  std::shared_ptr<const ParsedComponents> components;
 };
 
 /// Parses the resolved document's root. Throws ConfigError on unknown keys, wrong types and

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "oml/config/reader.h"
+#include "oml/registry/registry.h"
 
 namespace oml {
 struct Registries;
@@ -104,6 +105,10 @@ class NullLogger final : public RunLogger {
 /// only rank 0 writes, so that N ranks do not produce N event files).
 std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::ComponentSpec>& spec,
                                            const LoggerContext& context, bool writer = true);
+/// The same from the slot's parse (ParsedComponents::logger), built without reading its args again.
+std::shared_ptr<RunLogger> make_run_logger(
+    const std::optional<ParsedComponent<std::shared_ptr<RunLogger>>>& parsed, const LoggerContext& context,
+    bool writer = true);
 
 /// The resolved config (YAML text) as JSON, each scalar typed as YAML 1.2's core schema reads it
 /// (null, true/false, integers, floats, else a string): the run's config as trackers record it.

@@ -2,7 +2,7 @@
 // The DDP plugin's sampler wrapper (docs/contracts.md#ddp-sampler-wrapper): the one place that
 // decides which batches a rank runs, for a fresh epoch and for the rest of an interrupted one.
 //
-//   const ddp::DDPSamplerWrapper mine(sampler, ddp::sampler_options(config.ddp), rank, world, seed);
+//   const ddp::DDPSamplerWrapper mine(sampler, {shuffle, pad}, rank, world, seed);
 //   for (const auto& batch : mine.batches(epoch)) ...                // a fresh epoch
 //   for (const auto& batch : mine.batches_from(position)) ...        // the rest of one (resume)
 //
@@ -23,14 +23,7 @@
 #include "oml/data/sampler.h"
 #include "oml/ddp/epoch_position.h"
 
-namespace oml::config {
-struct DdpOptions;
-}  // namespace oml::config
-
 namespace oml::ddp {
-
-/// The sampling part of a config's `ddp:` section.
-DdpSamplerOptions sampler_options(const config::DdpOptions& ddp);
 
 /// A batch sampler yielding one rank's batches of the wrapped sampler's epochs.
 class DDPSamplerWrapper final : public data::BatchSampler {

@@ -6,6 +6,7 @@
 
 #include "oml/config/reader.h"
 #include "oml/data/sampler.h"
+#include "oml/registry/registry.h"
 
 namespace oml {
 struct Registries;
@@ -25,5 +26,10 @@ void register_builtin_samplers(Registries& registries);
 /// (naming the plugin) or returns no sampler.
 std::shared_ptr<data::Sampler> build_sampler(const std::optional<config::ComponentSpec>& spec,
                                              const data::SamplerContext& context);
+/// The same from the slot's parse (ParsedComponents::sampler), built without reading its args
+/// again: nullopt is `sampler: null`, as above.
+std::shared_ptr<data::Sampler> build_sampler(
+    const std::optional<ParsedComponent<std::shared_ptr<data::Sampler>>>& parsed,
+    const data::SamplerContext& context);
 
 }  // namespace oml::samplers
