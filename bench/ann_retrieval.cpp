@@ -27,6 +27,7 @@
 #include "oml/metrics/metric_table.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
+#include "shell/components.h"
 
 namespace po = boost::program_options;
 using oml::bench::clustered_embeddings;
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
   }
   const double prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto document = oml::config::Document::from_string(
       "{name: " + backend_name + ", args: " + backend_args + "}", "bench_ann_retrieval --backend");
   oml::retrieval::BackendContext context;

@@ -20,8 +20,6 @@
 #include <functional>
 #include <iostream>
 
-#include "cli.h"
-#include "launch.h"
 #include "oml/common/runtime.h"
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
@@ -31,6 +29,9 @@
 #include "oml/distributed/world.h"
 #include "oml/models/extractor.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
+#include "shell/launch.h"
 
 namespace po = boost::program_options;
 namespace dist = oml::distributed;

@@ -29,6 +29,7 @@
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/detail/inverted_list_scan.h"
 #include "oml/retrieval/gallery_index.h"
+#include "shell/components.h"
 
 namespace po = boost::program_options;
 namespace retrieval = oml::retrieval;
@@ -137,7 +138,7 @@ int main(int argc, char** argv) {
   const int64_t nprobe = vars["nprobe"].as<int64_t>();
   const int64_t nq = vars["queries"].as<int64_t>();
   const int rounds = vars["rounds"].as<int>();
-  oml::register_core_components();
+  oml::cli::register_builtins();
 
   retrieval::ItemSet gallery;
   torch::Tensor labels;

@@ -20,6 +20,7 @@
 #include "oml/data/transform.h"
 #include "oml/io/atomic_file.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 
 namespace fs = std::filesystem;
 using namespace oml::data;
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--fmnist")) fmnist = argv[i + 1];
     if (!std::strcmp(argv[i], "--images")) n_jpeg = std::stoll(argv[i + 1]);
   }
-  oml::register_core_components();
+  oml::cli::register_builtins();
   torch::set_num_threads(1);
   const fs::path work = oml::io::temporary_sibling(fs::temp_directory_path() / "oml-bench-loader");
   fs::create_directories(work);

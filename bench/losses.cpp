@@ -19,10 +19,11 @@
 #include <utility>
 #include <vector>
 
-#include "cli.h"
 #include "oml/config/document.h"
 #include "oml/losses/criterion.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 
 namespace {
 

@@ -22,15 +22,17 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
 #include "oml/common/autocast.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
+#include "oml/config/precision.h"
 #include "oml/losses/miners.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/models/extractor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 
 namespace {
 

@@ -20,6 +20,7 @@
 #include "oml/config/document.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 
 namespace po = boost::program_options;
 
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   const std::string extra_k = top_k != 5 ? ", " + std::to_string(top_k) : "";
   const std::string metric_args = "{cmc_top_k: [1, 5" + extra_k + "], precision_top_k: [5" + extra_k +
                                   "], map_top_k: [5], fmr_vals: [" + (vars.count("fnmr") ? "0.1" : "") + "]}";
-  oml::register_core_components();
+  oml::cli::register_builtins();
   metric_options.metrics = oml::metrics::configure_metrics(
       oml::config::Document::from_string(metric_args, "bench_retrieval metric_args").root());
 

@@ -23,8 +23,6 @@
 #include <fstream>
 #include <map>
 
-#include "cli.h"
-#include "launch.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
 #include "oml/config/reader.h"
@@ -34,6 +32,9 @@
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
 #include "oml/retrieval/sharded_knn.h"
+#include "shell/cli.h"
+#include "shell/components.h"
+#include "shell/launch.h"
 
 namespace po = boost::program_options;
 namespace dist = oml::distributed;
@@ -87,7 +88,7 @@ bool same_lists(const retrieval::RetrievalResults& a, const retrieval::Retrieval
 }
 
 std::shared_ptr<retrieval::RetrievalBackend> make_backend(const std::string& name) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto document = oml::config::Document::from_string("{name: " + name + "}\n", "--backend");
   return oml::registries().retrieval_backends.create(
       oml::config::parse_component(document.root(), "retrieval_backend"), {});

@@ -13,6 +13,7 @@
 #include "oml/config/reader.h"
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 
 namespace {
 
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--images") == 0) images = std::atoi(argv[i + 1]);
   }
   torch::set_num_threads(1);
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto image = photo(375, 500);
   const std::vector<std::string> specs = {
       "{name: norm_resize, args: {im_size: 224}}",

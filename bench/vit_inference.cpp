@@ -15,6 +15,7 @@
 
 #include "oml/common/autocast.h"
 #include "oml/common/runtime.h"
+#include "oml/config/precision.h"
 #include "oml/models/vit.h"
 
 int main(int argc, char** argv) {

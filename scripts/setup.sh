@@ -36,6 +36,10 @@ packages=(
   zlib1g-dev  # oml-convert reads the gzip'd Fashion-MNIST IDX files
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (core/src/report/tensorboard_event.proto)
   libcurl4-openssl-dev  # the mlflow logger's REST client (core/src/report/mlflow_rest_store.cpp)
+  libssl-dev  # libcrypto: SHA-256 (model files, oml-serve's bearer tokens) and base64 (oml-serve's images)
+  libmatio-dev  # MATLAB .mat annotations for oml-convert (CARS196; core/src/data/convert/mat_file.cpp)
+  # the text tokenizers' Unicode data and tokenizer.json's regular expressions (core/src/text/)
+  libicu-dev
   dataset-fashion-mnist
   # Debian's LibTorch links the generic libblas.so.3; the reference BLAS is ~25x slower than
   # OpenBLAS here (6.5 vs 156 GFLOP/s for a 2048^2 matmul). Installing this package switches

@@ -2,16 +2,19 @@
 # The test command: installs what the build and the tests need, builds, runs the whole suite.
 # Idempotent. Prints the time each phase took.
 set -euo pipefail
-# Usage: scripts/test.sh [--libtorch wheel|debian] [--suites "core integration ..."]
+# Usage: scripts/test.sh [--libtorch wheel|debian] [--suites "core integration ..."] [--slow]
 #   --libtorch  the LibTorch to build and test against (default: the torch wheel's; see build.sh)
 #   --suites    only these test binaries' folders (core, plugins, integration, fuzz) and what they
 #               need, instead of everything (the script tests and benchmarks are then left out)
+#   --slow      also the tests labelled slow (OML's shipped configs run whole: ~25 min more here)
 libtorch=wheel
 suites=""
+slow=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --libtorch) libtorch=${2:?--libtorch needs wheel or debian}; shift ;;
     --suites) suites=${2:?--suites needs a list}; shift ;;
+    --slow) slow=1 ;;
     *) echo "test: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -23,6 +26,7 @@ start=$(date +%s)
 bash "$root/scripts/setup.sh" --with-tests --libtorch "$libtorch"
 build_args=(--libtorch "$libtorch")
 ctest_args=()
+[ "$slow" = 1 ] || ctest_args+=(-LE slow)
 if [ -n "$suites" ]; then
   regex=""
   for s in $suites; do
@@ -31,9 +35,9 @@ if [ -n "$suites" ]; then
       *) echo "test: unknown suite '$s' (core, plugins, integration, fuzz)" >&2; exit 2 ;;
     esac
     build_args+=(--target "oml_${s}_tests")
-    regex="${regex:+$regex|}^$s( \\(built without Faiss\\))?:"
+    regex="${regex:+$regex|}^$s( \\((built without Faiss|slow)\\))?:"
   done
-  ctest_args=(-R "$regex")
+  ctest_args+=(-R "$regex")
 fi
 bash "$root/scripts/build.sh" "${build_args[@]}"
 built=$(date +%s)
@@ -41,6 +45,11 @@ echo "test.sh: build ($libtorch LibTorch) finished in $((built - start)) s"
 
 cd "$build_dir"
 status=0
-ctest --output-on-failure -j "${OML_TEST_JOBS:-2}" --timeout 900 "${ctest_args[@]}" || status=$?
+# The tests run in parallel, so each gets its share of the cores (as OMP_NUM_THREADS, which the
+# commands and Python's torch read) instead of all of them: OpenMP threads that outnumber the
+# cores spin at every barrier while the thread they wait for is descheduled.
+jobs=${OML_TEST_JOBS:-2}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))}
+ctest --output-on-failure -j "$jobs" --timeout 900 "${ctest_args[@]}" || status=$?
 echo "test.sh: tests ($libtorch LibTorch) finished in $(($(date +%s) - built)) s (total $(($(date +%s) - start)) s)"
 exit $status

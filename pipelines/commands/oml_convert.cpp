@@ -4,11 +4,11 @@
 #include <chrono>
 #include <iostream>
 
-#include "../cli.h"
-#include "../progress.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 #include "oml/data/convert.h"
+#include "runtime/progress.h"
+#include "shell/cli.h"
 
 namespace po = boost::program_options;
 

@@ -1,10 +1,10 @@
-// oml-index: a gallery saved for searching — build, add, remove, info (docs/serving.md).
+// oml-index: a gallery saved for searching — build, add, remove, compact, calibrate, info (docs/serving.md).
 #include <boost/program_options.hpp>
 
-#include "../cli.h"
-#include "../gallery_commands.h"
+#include "gallery/gallery_commands.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
+#include "shell/cli.h"
 
 namespace po = boost::program_options;
 
@@ -12,16 +12,18 @@ namespace {
 
 int run_index(const oml::cli::Invocation& inv) {
   OML_CHECK(inv.vars.count("action"), UsageError,
-            "an ACTION is required: build, add, remove, calibrate or info");
+            "an ACTION is required: build, add, remove, compact, calibrate or info");
   const std::string action = inv.vars["action"].as<std::string>();
   if (action == "build") return oml::pipelines::index_build(inv);
   OML_CHECK(!inv.config_path, UsageError, "oml-index ", action,
             " takes no --config: the index folder keeps the config it was built with");
   if (action == "add") return oml::pipelines::index_add(inv);
   if (action == "remove") return oml::pipelines::index_remove(inv);
+  if (action == "compact") return oml::pipelines::index_compact(inv);
   if (action == "calibrate") return oml::pipelines::index_calibrate(inv);
   if (action == "info") return oml::pipelines::index_info(inv);
-  throw oml::UsageError("unknown ACTION '" + action + "'; expected build, add, remove, calibrate or info");
+  throw oml::UsageError("unknown ACTION '" + action +
+                        "'; expected build, add, remove, compact, calibrate or info");
 }
 
 }  // namespace
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
       "  oml-index add    --index DIR (--images FOLDER | --dataframe CSV | --embeddings FILE.npy [--items "
       "CSV])\n"
       "  oml-index remove --index DIR (--ids 3,17,... | --ids-file FILE)\n"
+      "  oml-index compact --index DIR   (the changes logged by add/remove written into a new version)\n"
       "  oml-index calibrate --index DIR --target-fmr F (--dataframe CSV | --images FOLDER | --embeddings "
       "FILE.npy --items CSV)\n"
       "                   (a labelled set: the distance threshold at false match rate F, used by "
@@ -47,9 +50,9 @@ int main(int argc, char** argv) {
   spec.add_options = [](po::options_description& o) {
     // clang-format off
     o.add_options()
-      ("action", po::value<std::string>(), "build | add | remove | calibrate | info")
+      ("action", po::value<std::string>(), "build | add | remove | compact | calibrate | info")
       ("out", po::value<std::string>(), "build: the index folder to create (must not exist, or be empty)")
-      ("index", po::value<std::string>(), "add, remove, info: the index folder")
+      ("index", po::value<std::string>(), "add, remove, compact, calibrate, info: the index folder")
       ("embeddings", po::value<std::string>(), "the items as float32 [N, D] embeddings (.npy), not images")
       ("items", po::value<std::string>(), "with --embeddings: a CSV whose header names any of path, label, category; a row per embedding")
       ("images", po::value<std::string>(), "add, calibrate: a folder of images, embedded by the index's model")

@@ -2,9 +2,9 @@
 // nearest neighbours among them.
 #include <boost/program_options.hpp>
 
-#include "../cli.h"
-#include "../extractor_pipelines.h"
-#include "../launch.h"
+#include "shell/cli.h"
+#include "shell/launch.h"
+#include "training/extractor_pipelines.h"
 
 namespace po = boost::program_options;
 

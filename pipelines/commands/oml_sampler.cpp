@@ -5,12 +5,12 @@
 
 #include <iostream>
 
-#include "../cli.h"
-#include "../pipeline_setup.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/sampler.h"
 #include "oml/ddp/sampler_report.h"
 #include "oml/samplers/builtin_samplers.h"
+#include "runtime/pipeline_setup.h"
+#include "shell/cli.h"
 
 namespace po = boost::program_options;
 

@@ -1,9 +1,9 @@
 // oml-search: queries against a saved index folder -> their nearest gallery items (docs/serving.md).
 #include <boost/program_options.hpp>
 
-#include "../cli.h"
-#include "../gallery_commands.h"
+#include "gallery/gallery_commands.h"
 #include "oml/common/error.h"
+#include "shell/cli.h"
 
 namespace po = boost::program_options;
 

@@ -1,10 +1,10 @@
 // oml-train: trains the pipeline named by the config's `pipeline:` key.
 #include <boost/program_options.hpp>
 
-#include "../cli.h"
-#include "../extractor_pipelines.h"
-#include "../launch.h"
 #include "oml/config/document.h"
+#include "shell/cli.h"
+#include "shell/launch.h"
+#include "training/extractor_pipelines.h"
 
 namespace po = boost::program_options;
 

@@ -2,9 +2,9 @@
 // with `pipeline: pairwise`, before and after re-ranking with a pairwise model.
 #include <boost/program_options.hpp>
 
-#include "../cli.h"
-#include "../extractor_pipelines.h"
-#include "../launch.h"
+#include "shell/cli.h"
+#include "shell/launch.h"
+#include "training/extractor_pipelines.h"
 
 namespace po = boost::program_options;
 

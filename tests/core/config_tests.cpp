@@ -4,6 +4,7 @@
 #include "oml/config/run_config.h"
 #include "oml/metrics/metric_table.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -470,7 +471,7 @@ TEST_CASE("A resolved config dumps to YAML that parses to the same typed config"
   CHECK(b.seed == 3);
   CHECK(b.logs_root == "/d/logs");
   CHECK(b.bs_train == 16);
-  oml::register_core_components();
+  oml::cli::register_builtins();
   CHECK(oml::metrics::configure_metrics(b.metric_args).overall_keys() ==
         oml::metrics::configure_metrics(a.metric_args).overall_keys());
   CHECK(b.max_steps == a.max_steps);

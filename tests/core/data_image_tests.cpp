@@ -13,6 +13,7 @@
 #include "oml/data/image.h"
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -30,7 +31,7 @@ at::Tensor pattern(int64_t height, int64_t width) {
 }
 
 std::shared_ptr<oml::data::Transform> make_transform(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string(yaml, "t.yaml");
   return oml::registries().transforms.create(oml::config::parse_component(doc.root(), "transform"));
 }
@@ -108,8 +109,9 @@ TEST_CASE("Corrupt, empty and truncated images are DataErrors naming the file", 
   });
   CHECK(printed.empty());
   CHECK_NOTHROW(oml::data::decode_image(png + "trailing bytes", "/d/padded.png"));
-  CHECK_THROWS_WITH(oml::data::decode_image("not an image at all", "/d/text.png"),
-                    Contains("/d/text.png") && Contains("cannot be decoded"));
+  CHECK_THROWS_WITH(
+      oml::data::decode_image("not an image at all", "/d/text.png"),
+      Contains("/d/text.png") && Contains("is not a JPEG, PNG, BMP, WebP, TIFF or PNM/PFM file"));
   CHECK_THROWS_WITH(oml::data::decode_image("", "/d/empty.png"), Contains("empty file"));
   CHECK_THROWS_WITH(oml::data::read_file_bytes("/no/such.png"), Contains("/no/such.png"));
 }

@@ -11,6 +11,7 @@
 #include "oml/data/loader.h"
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -113,7 +114,7 @@ TEST_CASE("Batches come out in the sampler's order with identical contents for a
 }
 
 TEST_CASE("augs batches are identical for 0, 1 and 3 workers", "[data][loader][transforms]") {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   TempDir dir;
   DataSplit split = write_images(dir, 12, ".jpg");
   const auto doc = oml::config::Document::from_string("{name: augs, args: {im_size: 8}}");

@@ -13,6 +13,7 @@
 #include "oml/data/resample.h"
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -22,7 +23,7 @@ using oml::data::RandomKey;
 namespace {
 
 std::shared_ptr<oml::data::Transform> make_transform(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string(yaml, "t.yaml");
   return oml::registries().transforms.create(oml::config::parse_component(doc.root(), "transform"));
 }

@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 namespace fs = std::filesystem;

@@ -17,6 +17,7 @@
 #include "oml/distributed/process_group.h"
 #include "oml/losses/gathered_loss.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -71,7 +72,7 @@ void in_ranks(int world, const std::function<void(const std::shared_ptr<dist::Pr
 }
 
 std::shared_ptr<oml::losses::Criterion> criterion(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("criterion: " + yaml + "\n", "gathered.yaml");
   return oml::registries().losses.create(oml::config::parse_component(doc.root()["criterion"], "criterion"),
                                          {kFeatures, kClasses});

@@ -12,6 +12,7 @@
 #include "oml/losses/surrogate_precision.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -291,7 +292,7 @@ TEST_CASE("Triplet and surrogate losses have gradients matching finite differenc
 }
 
 TEST_CASE("Losses and miners are built from config with nested miners", "[losses][registry]") {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string(
       "criterion: {name: triplet_with_miner, args: {margin: null, miner: {name: n_hard_triplets, "
       "args: {n_positive: 2, n_negative: [1, 2]}}}}\n"

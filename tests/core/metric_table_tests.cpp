@@ -6,6 +6,7 @@
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/metrics/metric_table.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/embedding_sets.h"
 #include "support/support.h"
 
@@ -25,7 +26,7 @@ config::Node metric_args(const std::string& yaml) {
 }
 
 metrics::MetricTable table(const std::string& yaml) {
-  register_core_components();
+  oml::cli::register_builtins();
   return metrics::configure_metrics(metric_args(yaml));
 }
 
@@ -66,7 +67,7 @@ void register_scripted_metric() {
 }  // namespace
 
 TEST_CASE("Without metric_args the table computes the default cmc, precision and map", "[metrics]") {
-  register_core_components();
+  oml::cli::register_builtins();
   const auto defaults = metrics::configure_metrics(config::Node());
   CHECK(defaults.overall_keys() ==
         std::vector<std::string>{"OVERALL/cmc/1", "OVERALL/cmc/5", "OVERALL/map/5", "OVERALL/precision/5"});
@@ -111,7 +112,7 @@ TEST_CASE("Every registered metric's keys are exactly the OVERALL keys validatio
 }
 
 TEST_CASE("Bad metric args are config errors that point at the key", "[metrics]") {
-  register_core_components();
+  oml::cli::register_builtins();
   SECTION("a zero top k") {
     CHECK_THROWS_AS(table("{map_top_k: [5, 0]}"), ConfigError);
     CHECK_THROWS_WITH(table("{map_top_k: [5, 0]}"), Contains("metrics.yaml:1:26: metric_args.map_top_k") &&
@@ -145,7 +146,7 @@ TEST_CASE("Bad metric args are config errors that point at the key", "[metrics]"
 }
 
 TEST_CASE("A metric that reports other keys than it declares is a plugin error", "[metrics][plugins]") {
-  register_core_components();
+  oml::cli::register_builtins();
   register_scripted_metric();
   const auto set = every_item_both(torch::tensor({0.f, 1.f, 5.f, 6.f}).reshape({4, 1}), {0, 0, 1, 1});
   metrics::EmbeddingMetricsOptions options;

@@ -13,6 +13,7 @@
 #include "oml/metrics/retrieval_metrics.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/detail/distance_blocks.h"
+#include "shell/components.h"
 #include "support/embedding_sets.h"
 #include "support/support.h"
 
@@ -39,7 +40,7 @@ metrics::QueryHits reference_hits() {
 
 // The metric table a config's `metric_args: <yaml>` configures.
 metrics::MetricTable metric_table(const std::string& yaml) {
-  register_core_components();
+  oml::cli::register_builtins();
   const auto document = config::Document::from_string("metric_args: " + yaml + "\n", "metrics.yaml");
   return metrics::configure_metrics(document.root()["metric_args"]);
 }

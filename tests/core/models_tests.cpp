@@ -9,6 +9,7 @@
 #include "oml/models/pairwise_model.h"
 #include "oml/models/resnet.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -16,7 +17,7 @@ using namespace oml::models;
 
 namespace {
 std::shared_ptr<Extractor> build_extractor(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string(yaml, "model.yaml");
   return oml::registries().extractors.create(
       oml::config::parse_component(doc.root()["extractor"], "extractor"));

@@ -5,7 +5,6 @@
 // to 1e-5, the gradients of the weights included.
 #include <torch/torch.h>
 
-#include "cli.h"
 #include "oml/common/autocast.h"
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
@@ -17,8 +16,10 @@
 #include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
-#include "trainer.h"
+#include "training/trainer.h"
 
 using Catch::Matchers::Contains;
 using oml::test::max_abs_diff;
@@ -55,7 +56,7 @@ const oml::losses::CriterionContext kRun{16, 10, {}};
 
 std::shared_ptr<oml::losses::Criterion> criterion(const std::string& yaml,
                                                   const oml::losses::CriterionContext& context = kRun) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("criterion: " + yaml + "\n", "oml.yaml");
   return oml::registries().losses.create(oml::config::parse_component(doc.root()["criterion"], "criterion"),
                                          context);

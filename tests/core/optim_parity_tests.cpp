@@ -12,6 +12,7 @@
 #include "oml/optim/resume.h"
 #include "oml/optim/scheduler.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using oml::test::max_abs_diff;
@@ -87,7 +88,7 @@ oml::config::ComponentSpec spec(const std::string& yaml) {
 
 std::shared_ptr<torch::optim::Optimizer> optimizer(const std::string& yaml,
                                                    const std::vector<torch::Tensor>& params) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   return oml::registries().optimizers.create(spec(yaml), oml::optim::OptimizerContext{params, {}});
 }
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "cli.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/io/checkpoint.h"
@@ -13,8 +12,10 @@
 #include "oml/optim/scheduler.h"
 #include "oml/optim/schedulers.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
-#include "trainer.h"
+#include "training/trainer.h"
 
 using Catch::Matchers::Contains;
 using namespace oml::optim;
@@ -52,7 +53,7 @@ struct Toy {
 }  // namespace
 
 TEST_CASE("Optimizers give the loss parameters their own learning rate", "[optim]") {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   Toy toy;
   OptimizerContext ctx{toy.model->parameters(), {toy.loss_weight}};
   for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "asgd",
@@ -79,7 +80,7 @@ TEST_CASE("Optimizers give the loss parameters their own learning rate", "[optim
 }
 
 TEST_CASE("Bad optimizer and scheduler arguments point at their key", "[optim][schedulers]") {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   Toy toy;
   OptimizerContext ctx{toy.model->parameters(), {toy.loss_weight}};
   const auto optimizer_error = [&](const std::string& yaml) -> std::string {

@@ -5,7 +5,6 @@
 // their gradient must agree too.
 #include <torch/torch.h>
 
-#include "cli.h"
 #include "oml/common/autocast.h"
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
@@ -18,8 +17,10 @@
 #include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
-#include "trainer.h"
+#include "training/trainer.h"
 
 using Catch::Matchers::Contains;
 using oml::test::max_abs_diff;
@@ -90,7 +91,7 @@ const oml::losses::CriterionContext kRun{16, 10};
 
 std::shared_ptr<oml::losses::Criterion> criterion(const std::string& yaml,
                                                   const oml::losses::CriterionContext& context = {}) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("criterion: " + yaml + "\n", "pml.yaml");
   return oml::registries().losses.create(oml::config::parse_component(doc.root()["criterion"], "criterion"),
                                          context);
@@ -139,7 +140,7 @@ TEST_CASE("PML's contrastive, multi-similarity, supcon and ntxent losses: value 
 }
 
 TEST_CASE("PML's multi-similarity miner selects PML's pairs, with each distance", "[losses][pml]") {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   TempDir dir;
   export_references(dir);
   int checked = 0;

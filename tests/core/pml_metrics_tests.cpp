@@ -13,6 +13,7 @@
 #include "oml/metrics/clustering.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/embedding_sets.h"
 #include "support/support.h"
 
@@ -31,7 +32,7 @@ constexpr const char* kKnnArgs =
 constexpr const char* kClusteringArgs = "{NMI: true, AMI: true}";  // PML's names
 
 metrics::MetricTable metric_table(const std::string& yaml) {
-  register_core_components();
+  oml::cli::register_builtins();
   const auto document = config::Document::from_string("metric_args: " + yaml + "\n", "metrics.yaml");
   return metrics::configure_metrics(document.root()["metric_args"]);
 }

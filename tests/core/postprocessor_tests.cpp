@@ -6,6 +6,7 @@
 #include "oml/config/document.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/postprocessor.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using namespace oml;
@@ -54,7 +55,7 @@ struct TableScorer {
 
 std::shared_ptr<retrieval::Postprocessor> create(const std::string& yaml,
                                                  const retrieval::PostprocessorContext& context) {
-  register_core_components();
+  oml::cli::register_builtins();
   const auto document = config::Document::from_string(yaml, "post.yaml");
   const auto spec = config::parse_component(document.root()["postprocessor"], "postprocessor");
   return registries().postprocessors.create(spec, context);

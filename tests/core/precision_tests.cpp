@@ -6,6 +6,7 @@
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
+#include "oml/config/precision.h"
 #include "oml/io/checkpoint.h"
 #include "oml/losses/arcface.h"
 #include "oml/losses/miners.h"
@@ -14,6 +15,7 @@
 #include "oml/models/extractor.h"
 #include "oml/optim/grad_scaler.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -23,14 +25,14 @@ using oml::config::Precision;
 
 namespace {
 std::shared_ptr<oml::models::Extractor> build_extractor(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
   return oml::registries().extractors.create(
       oml::config::parse_component(doc.root()["extractor"], "extractor"));
 }
 
 std::shared_ptr<oml::losses::Criterion> build_loss(const std::string& yaml, int64_t dim, int64_t classes) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("criterion: " + yaml, "loss.yaml");
   oml::losses::CriterionContext context;
   context.embedding_size = dim;

@@ -7,6 +7,7 @@
 #include "oml/data/sampler.h"
 #include "oml/registry/plugin.h"
 #include "oml/registry/registry.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -404,7 +405,7 @@ TEST_CASE("A plugin's parse that throws a foreign exception is a plugin error, r
 
 TEST_CASE("A nested component's mistake does not hide its owner's, and a typo hides no value check's place",
           "[registry]") {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto problems = [](const std::string& yaml) {
     const auto doc = Document::from_string("c: " + yaml + "\n", "n.yaml");
     oml::config::ErrorList errors;

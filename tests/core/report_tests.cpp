@@ -8,7 +8,6 @@
 #include <limits>
 #include <regex>
 
-#include "cli.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
@@ -18,6 +17,8 @@
 #include "oml/report/svg_chart.h"
 #include "oml/report/tensorboard_writer.h"
 #include "oml/report/tfrecord.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using namespace oml;

@@ -6,13 +6,14 @@
 
 #include <filesystem>
 
-#include "cli.h"
 #include "oml/config/document.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/resnet.h"
 #include "oml/models/zoo.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -32,7 +33,7 @@ void export_reference(const TempDir& dir) {
 }
 
 std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
   auto model =
       oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));

@@ -21,6 +21,7 @@
 #include "oml/retrieval/gallery_index.h"
 #include "oml/retrieval/postprocessor.h"
 #include "oml/retrieval/sharded_knn.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using namespace oml;
@@ -51,7 +52,7 @@ config::ComponentSpec spec_of(const std::string& yaml) {
 }
 
 std::shared_ptr<retrieval::RetrievalBackend> backend(const std::string& yaml) {
-  register_core_components();
+  oml::cli::register_builtins();
   return registries().retrieval_backends.create(spec_of(yaml), {});
 }
 
@@ -102,7 +103,7 @@ TEST_CASE("The exact backend is retrieve_knn and the default", "[retrieval][back
 }
 
 TEST_CASE("Every backend kind is registered with its args in the help", "[retrieval][backends]") {
-  register_core_components();
+  oml::cli::register_builtins();
   // The built-in kinds (a test that loaded the fixture plugin in this process adds its own).
   std::vector<std::string> names;
   for (const auto& name : registries().retrieval_backends.names()) {
@@ -112,7 +113,7 @@ TEST_CASE("Every backend kind is registered with its args in the help", "[retrie
 }
 
 TEST_CASE("Unknown backends and args are config errors naming the known ones", "[retrieval][backends]") {
-  register_core_components();
+  oml::cli::register_builtins();
   CHECK_THROWS_AS(backend("{name: faiss_lsh}"), ConfigError);
   CHECK_THROWS_WITH(backend("{name: faiss_lsh}"), Contains("unknown retrieval backend 'faiss_lsh'") &&
                                                       Contains("faiss_ivf") && Contains("exact"));
@@ -123,7 +124,7 @@ TEST_CASE("Unknown backends and args are config errors naming the known ones", "
 }
 
 TEST_CASE("Out-of-range backend args fail with the limit", "[retrieval][backends]") {
-  register_core_components();
+  oml::cli::register_builtins();
   CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {M: 1}}"), Contains("M must be in [2, 256], got 1"));
   CHECK_THROWS_WITH(backend("{name: faiss_hnsw, args: {M: 1000}}"), Contains("M must be in [2, 256]"));
   CHECK_THROWS_WITH(backend("{name: faiss_ivf_pq, args: {nbits: 17}}"),
@@ -142,7 +143,7 @@ TEST_CASE("Out-of-range backend args fail with the limit", "[retrieval][backends
 }
 
 TEST_CASE("A Faiss backend says whether this build has Faiss", "[retrieval][backends]") {
-  register_core_components();
+  oml::cli::register_builtins();
   if (retrieval::built_with_faiss()) {
     CHECK(backend("{name: faiss_ivf}")->name() == "faiss_ivf");
   } else {
@@ -354,7 +355,7 @@ TEST_CASE("target_recall chooses the search parameters that reach it, explicit o
   const auto recall_of = [&](const retrieval::RetrievalResults& found) {
     return retrieval::measure_recall(found, items, items, top(10), 1000, 7).recall;
   };
-  for (const char* yaml : {"{name: faiss_ivf}", "{name: faiss_hnsw, args: {M: 4, ef_construction: 16}}",
+  for (const char* yaml : {"{name: faiss_ivf}", "{name: faiss_hnsw, args: {M: 16, ef_construction: 40}}",
                            "{name: faiss_ivf_pq}"}) {
     INFO(yaml);
     const auto b = backend(yaml);
@@ -403,7 +404,7 @@ TEST_CASE("target_recall chooses the search parameters that reach it, explicit o
 TEST_CASE("Validation metrics report the recall target_recall reached",
           "[retrieval][backends][metrics][faiss]") {
   if (refused_without_faiss("{name: faiss_ivf}")) return;
-  register_core_components();  // the metric kinds configure_metrics reads
+  oml::cli::register_builtins();  // the metric kinds configure_metrics reads
   const auto set = every_item_query_and_gallery(clustered(2000, 16, 400, 1.0, 32));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
   metrics::EmbeddingMetricsOptions options;
@@ -522,13 +523,42 @@ TEST_CASE("A gallery index changed by add and remove searches like one over the 
     INFO(kind);
     if (std::string(kind) != "{name: exact}" && refused_without_faiss(kind)) continue;
     const auto b = backend(kind);
-    // Both orders: remove then add, and add then remove (the removed positions are the same).
-    for (const bool add_first : {false, true}) {
-      INFO("add first: " << add_first);
+    // Both orders: remove then add, and add then remove (the removed positions are the same);
+    // and in pieces, as a server takes them: adds of 100 items (most of them into the room the
+    // first one made), removals in three batches (later ones in place).
+    for (const int order : {0, 1, 2}) {
+      INFO("order " << order);
       auto index = b->build_index(gallery, top(10));
-      if (add_first) index->add(more);
-      index->remove(removed);
-      if (!add_first) index->add(more);
+      if (order == 1) index->add(more);
+      if (order == 2) {
+        for (int64_t first = 0; first < 500; first += 100) {
+          retrieval::ItemSet piece;
+          piece.embeddings = more.embeddings.narrow(0, first, 100);
+          piece.labels.assign(more.labels.begin() + first, more.labels.begin() + first + 100);
+          piece.ids.assign(more.ids.begin() + first, more.ids.begin() + first + 100);
+          index->add(piece);
+        }
+        // Every third removed row per batch, each at its position after the earlier batches.
+        for (int batch = 2; batch >= 0; --batch) {
+          std::vector<int64_t> part;
+          for (std::size_t i = 0; i < removed.size(); ++i) {
+            if (static_cast<int>(i % 3) == batch) part.push_back(removed[i]);
+          }
+          std::vector<int64_t> positions;
+          for (const int64_t row : part) {
+            // The row's position now: the rows before it that earlier batches removed are gone.
+            int64_t gone = 0;
+            for (std::size_t i = 0; i < removed.size(); ++i) {
+              if (static_cast<int>(i % 3) > batch && removed[i] < row) ++gone;
+            }
+            positions.push_back(row - gone);
+          }
+          index->remove(positions);
+        }
+      } else {
+        index->remove(removed);
+        if (order == 0) index->add(more);
+      }
       REQUIRE(index->size() == static_cast<int64_t>(kept_rows.size()));
       CHECK(index->gallery().ids == changed.ids);
       CHECK(torch::equal(index->gallery().embeddings, changed.embeddings));
@@ -649,7 +679,7 @@ TEST_CASE("The open-set threshold holds its false match rate on a held-out set",
 // brute-force ranking in double precision of the kind's own formula.
 TEST_CASE("Retrieval by squared Euclidean, cosine and dot distance: the brute-force lists and values",
           "[retrieval][distance]") {
-  register_core_components();
+  oml::cli::register_builtins();
   const auto items = clustered(300, 12, 15, 2.0, 21);
   const auto set = every_item_query_and_gallery(items);
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
@@ -689,7 +719,7 @@ TEST_CASE("Retrieval by squared Euclidean, cosine and dot distance: the brute-fo
 
 TEST_CASE("A Faiss backend retrieves by cosine and dot distance as exact search does",
           "[retrieval][distance][faiss]") {
-  register_core_components();
+  oml::cli::register_builtins();
   if (refused_without_faiss("{name: faiss_flat}")) return;
   const auto set = every_item_query_and_gallery(clustered(800, 16, 30, 1.5, 22));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5], map_top_k: [5]}", "m.yaml");
@@ -716,7 +746,7 @@ TEST_CASE("A Faiss backend retrieves by cosine and dot distance as exact search 
 
 TEST_CASE("A cosine threshold is a cosine distance, and retrieval takes every distance kind",
           "[retrieval][distance][config]") {
-  register_core_components();
+  oml::cli::register_builtins();
   // constant_thresholding keeps the items closer than th, in the configured distance's units.
   const auto set = every_item_query_and_gallery(clustered(200, 8, 10, 1.0, 23));
   const auto document = config::Document::from_string("{cmc_top_k: [1, 5]}", "m.yaml");
@@ -770,7 +800,7 @@ retrieval::KnnOptions dot_top(int64_t k) {
 
 TEST_CASE("fnmr@fmr and the open-set threshold under dot are the quantiles of -q.g",
           "[retrieval][distance][metrics]") {
-  register_core_components();
+  oml::cli::register_builtins();
   const auto items = clustered(240, 8, 6, 1.5, 24);
   std::vector<double> positive, negative;
   dot_pairs(items, positive, negative);
@@ -799,7 +829,7 @@ TEST_CASE("fnmr@fmr and the open-set threshold under dot are the quantiles of -q
 
 TEST_CASE("The approximate Faiss backends search by dot with inner-product indexes",
           "[retrieval][distance][faiss]") {
-  register_core_components();
+  oml::cli::register_builtins();
   if (refused_without_faiss("{name: faiss_hnsw}")) return;
   // Queries from the gallery's own clusters (target_recall is measured on gallery items as queries,
   // so it speaks for queries like them), none of them a gallery item.

@@ -5,11 +5,11 @@
 #include <cmath>
 #include <limits>
 
-#include "early_stopping.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
 #include "support/support.h"
+#include "training/early_stopping.h"
 
 using Catch::Matchers::Contains;
 using oml::config::BatchLimit;

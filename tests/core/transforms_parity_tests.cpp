@@ -17,6 +17,7 @@
 #include "oml/io/torch_file.h"
 #include "oml/models/resnet.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using oml::test::max_abs_diff;
@@ -24,7 +25,7 @@ using oml::test::max_abs_diff;
 namespace {
 
 std::shared_ptr<oml::data::Transform> make_transform(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string(yaml, "t.yaml");
   return oml::registries().transforms.create(oml::config::parse_component(doc.root(), "transform"));
 }

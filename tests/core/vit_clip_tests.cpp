@@ -21,6 +21,7 @@
 #include "oml/models/vit_clip.h"
 #include "oml/models/zoo.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -310,7 +311,7 @@ std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& y
 TEST_CASE(
     "OML's vit_clip config parses as it is, a missing arch or a zoo name for another arch is a config error",
     "[models][vit_clip][registry]") {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   // pipelines/features_extraction/configs_experimental/train_inshop_arcface.yaml
   CHECK(parse_errors("{name: vit_clip, args: {arch: vitb16_224, weights: openai_vitb16_224, "
                      "normalise_features: False}}")

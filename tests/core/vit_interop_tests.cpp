@@ -19,6 +19,7 @@
 #include "oml/models/vit.h"
 #include "oml/models/zoo.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -245,7 +246,7 @@ TEST_CASE("Zoo names resolve in the weights folder, and a missing file names its
 namespace {
 
 std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& yaml) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
   auto model =
       oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));

@@ -13,6 +13,7 @@
 #include "oml/models/vit_unicom.h"
 #include "oml/models/zoo.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -168,7 +169,7 @@ TEST_CASE("vit_unicom's archs have UNICOM's shapes, other image sizes, archs and
 
 TEST_CASE("OML's vit_unicom config parses as it is, normalise_features is required as in OML",
           "[models][vit_unicom][registry]") {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   CHECK(
       parse_errors("{name: vit_unicom, args: {arch: vitb32_unicom, weights: null, normalise_features: True}}")
           .empty());

@@ -11,8 +11,6 @@
 #include <sstream>
 #include <thread>
 
-#include "cli.h"
-#include "launch.h"
 #include "oml/common/error.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/process_group.h"
@@ -23,6 +21,9 @@
 #include "oml/retrieval/sharded_knn.h"
 #include "scenarios.h"
 #include "sharded_knn_scenario.h"
+#include "shell/cli.h"
+#include "shell/components.h"
+#include "shell/launch.h"
 
 namespace po = boost::program_options;
 namespace dist = oml::distributed;
@@ -134,7 +135,7 @@ int run_accumulator(dist::ProcessGroup& g, const Args& a) {
 // The k-NN split over the ranks, along each axis and inside compute_embedding_metrics; each rank
 // writes the lists and metrics it received (sharded_knn_scenario.h).
 int run_sharded_knn(dist::ProcessGroup& g, const Args& a) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto [queries, gallery] = sharded_knn_items();
   std::string text;
   for (const auto axis : {oml::retrieval::ShardAxis::queries, oml::retrieval::ShardAxis::gallery}) {

@@ -19,6 +19,7 @@
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
 #include "oml/retrieval/sharded_knn.h"
+#include "shell/components.h"
 
 namespace oml::test::ddp {
 
@@ -120,7 +121,7 @@ inline std::string dump(const metrics::EmbeddingMetricsResult& result) {
 /// The retrieval backend `name` of the "sharded_backend" scenario, with args that fit its small
 /// sets (IVF-PQ codebooks of 2^6 entries: the metrics part has 256 gallery rows).
 inline std::shared_ptr<retrieval::RetrievalBackend> sharded_backend(const std::string& name) {
-  register_core_components();
+  oml::cli::register_builtins();
   const std::string args = name == "faiss_ivf_pq" ? ", args: {nbits: 6}" : "";
   const auto document =
       config::Document::from_string("{name: " + name + args + "}\n", "sharded_backend.yaml");

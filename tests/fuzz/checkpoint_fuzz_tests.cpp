@@ -16,7 +16,6 @@
 #include <cstring>
 #include <set>
 
-#include "cli.h"
 #include "fuzz/fuzz.h"
 #include "oml/config/document.h"
 #include "oml/data/sampler.h"
@@ -30,8 +29,10 @@
 #include "oml/optim/scheduler.h"
 #include "oml/registry/registries.h"
 #include "oml/samplers/builtin_samplers.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
-#include "trainer.h"
+#include "training/trainer.h"
 
 using namespace oml;
 namespace fs = std::filesystem;
@@ -476,7 +477,7 @@ class CheckpointFuzz {
     io::load_weights(*model, write_file(bytes));
   }
 
-  // oml-validate's `embeddings: x.pt`, as pipelines/extractor_validation.cpp reads it.
+  // oml-validate's `embeddings: x.pt`, as pipelines/training/extractor_validation.cpp reads it.
   void embeddings(const std::string& bytes) {
     const at::Tensor embeddings = io::load_tensor(write_file(bytes));
     if (embeddings.dim() == 2) embeddings.to(torch::kFloat).contiguous();

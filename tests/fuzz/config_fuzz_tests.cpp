@@ -9,7 +9,6 @@
 // parser's failure.
 #include <torch/torch.h>
 
-#include "cli.h"
 #include "fuzz/config_input.h"
 #include "fuzz/fuzz.h"
 #include "oml/config/document.h"
@@ -21,7 +20,9 @@
 #include "oml/optim/scheduler.h"
 #include "oml/registry/registries.h"
 #include "oml/samplers/builtin_samplers.h"
-#include "pipeline_setup.h"
+#include "runtime/pipeline_setup.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using namespace oml;
@@ -44,7 +45,7 @@ data::SamplerContext synthetic_train_split(const config::RunConfig& config) {
   return context;
 }
 
-// The scheduler as the Trainer builds it (pipelines/trainer.cpp, build_scheduler).
+// The scheduler as the Trainer builds it (pipelines/training/trainer.cpp, build_scheduler).
 std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
                                                   torch::optim::Optimizer& optimizer,
                                                   int64_t steps_per_epoch) {

@@ -3,13 +3,14 @@
 // rule, image files included) and then builds the train sampler over its labels and draws an
 // epoch; and through the reader as oml-sampler and validation on precomputed embeddings use it
 // (no `path` column required, no image files checked).
-#include "cli.h"
 #include "fuzz/fuzz.h"
 #include "oml/config/document.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/sampler.h"
 #include "oml/samplers/builtin_samplers.h"
-#include "pipeline_setup.h"
+#include "runtime/pipeline_setup.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using namespace oml;

@@ -16,11 +16,13 @@
 #include "distributed/c10d_adapter.h"  // white box: a one-rank NCCL group (ProcessGroup needs 2+)
 #include "oml/common/autocast.h"
 #include "oml/config/document.h"
+#include "oml/config/precision.h"
 #include "oml/losses/criterion.h"
 #include "oml/models/extractor.h"
 #include "oml/optim/grad_scaler.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 namespace fs = std::filesystem;
@@ -36,7 +38,7 @@ void require_gpu() {
 }
 
 std::shared_ptr<oml::models::Extractor> conv_net() {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string(
       "extractor: {name: conv_net, args: {in_channels: 1, channels: [8, 16], feat_dim: 16}}", "model.yaml");
   return oml::registries().extractors.create(

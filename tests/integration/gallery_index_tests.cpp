@@ -82,8 +82,9 @@ TEST_CASE("oml-index build and oml-search find the exact neighbours of new image
   CHECK(csv_rows(dir / "s1" / "answers.csv").size() == 41);
 }
 
-TEST_CASE("oml-index add, remove and calibrate write new versions that search as rebuilt",
-          "[serving][integration][faiss]") {
+TEST_CASE(
+    "oml-index add and remove log changes that search as rebuilt, and compact and calibrate write versions",
+    "[serving][integration][faiss]") {
   if (!oml::retrieval::built_with_faiss()) return;
   TempDir dir;
   // Every list probed: a changed IVF index must find the exact neighbours.
@@ -101,10 +102,24 @@ TEST_CASE("oml-index add, remove and calibrate write new versions that search as
   const auto removed = run_oml("oml-index", "remove --index " + quote(index.string()) + " --ids 0,7,210");
   INFO(removed.err);
   REQUIRE(removed.exit_code == 0);
-  CHECK(read_file(index / "CURRENT") == "v000003\n");
-  CHECK_FALSE(fs::exists(index / "v000001"));  // superseded versions are removed
-  CHECK_FALSE(fs::exists(index / "v000002"));
-  const auto items = csv_rows(index / "v000003" / "items.csv");
+  // The changes are logged beside the version, which stays as built.
+  CHECK(read_file(index / "CURRENT") == "v000001\n");
+  CHECK(fs::exists(index / "v000001.changes"));
+  CHECK(csv_rows(index / "v000001" / "items.csv").size() == 1 + 200);
+  const auto search = [&](const std::string& index_name, const std::string& out) {
+    const auto r = run_oml("oml-search", "--index " + quote((dir / index_name).string()) + " --dataframe " +
+                                             quote(queries.string()) + " --top-k 5 --out " +
+                                             quote((dir / out).string()));
+    REQUIRE(r.exit_code == 0);
+    return csv_rows(dir / out / "neighbours.csv");
+  };
+  const auto logged = search("index", "s_logged");
+  // Compacted: one version with the 247 items, the log gone with the version it belonged to.
+  REQUIRE(run_oml("oml-index", "compact --index " + quote(index.string())).exit_code == 0);
+  CHECK(read_file(index / "CURRENT") == "v000002\n");
+  CHECK_FALSE(fs::exists(index / "v000001"));  // superseded versions are removed, with their logs
+  CHECK_FALSE(fs::exists(index / "v000001.changes"));
+  const auto items = csv_rows(index / "v000002" / "items.csv");
   REQUIRE(items.size() == 1 + 247);
   CHECK(items[1][0] == "1");
   CHECK(items.back()[0] == "249");
@@ -118,18 +133,15 @@ TEST_CASE("oml-index add, remove and calibrate write new versions that search as
     return out.str();
   }());
   REQUIRE(build_index(m, dir / "same.csv", dir / "fresh").exit_code == 0);
-  for (const auto* name : {"index", "fresh"}) {
-    const auto r = run_oml("oml-search", "--index " + quote((dir / name).string()) + " --dataframe " +
-                                             quote(queries.string()) + " --top-k 5 --out " +
-                                             quote((dir / (std::string("s_") + name)).string()));
-    REQUIRE(r.exit_code == 0);
-  }
-  const auto changed = csv_rows(dir / "s_index" / "neighbours.csv");
-  const auto fresh = csv_rows(dir / "s_fresh" / "neighbours.csv");
+  const auto changed = search("index", "s_index");
+  const auto fresh = search("fresh", "s_fresh");
   REQUIRE(changed.size() == fresh.size());
+  REQUIRE(logged.size() == fresh.size());
   for (std::size_t i = 1; i < changed.size(); ++i) {
     CHECK(changed[i][4] == fresh[i][4]);  // the same gallery image at every rank
     CHECK(std::stod(changed[i][7]) == Approx(std::stod(fresh[i][7])).epsilon(1e-5));
+    CHECK(logged[i][4] == fresh[i][4]);  // and so before compaction, the log replayed
+    CHECK(std::stod(logged[i][7]) == Approx(std::stod(fresh[i][7])).epsilon(1e-5));
   }
 
   // Calibrated: the threshold is stored and applied; `--threshold none` lists everything again.
@@ -138,7 +150,7 @@ TEST_CASE("oml-index add, remove and calibrate write new versions that search as
                                quote(gallery.string()) + " --target-fmr 0.01");
   INFO(calibrated.err);
   REQUIRE(calibrated.exit_code == 0);
-  const auto manifest = read_json(index / "v000004" / "manifest.json");
+  const auto manifest = read_json(index / "v000003" / "manifest.json");
   const double threshold = manifest.at("calibration").at("threshold").get<double>();
   CHECK(manifest.at("calibration").at("target_fmr").get<double>() == 0.01);
   const auto open =
@@ -263,8 +275,10 @@ TEST_CASE("An oml-index add killed at any moment leaves the index whole", "[serv
                                                 quote((dir / "s").string()));
   INFO(search.err);
   REQUIRE(search.exit_code == 0);
-  // A later change removes what the killed ones left: one version folder remains.
+  // A later change cuts off what a killed append left, and a new version removes everything else:
+  // one version folder and no log remain.
   REQUIRE(run_oml("oml-index", "remove --index " + quote(index.string()) + " --ids 0").exit_code == 0);
+  REQUIRE(run_oml("oml-index", "compact --index " + quote(index.string())).exit_code == 0);
   int versions = 0;
   for (const auto& entry : fs::directory_iterator(index)) {
     const std::string name = entry.path().filename().string();
@@ -300,8 +314,9 @@ at::Tensor write_distance_test_rows(const fs::path& dir) {
   return raw;
 }
 
-// Builds `index` over gallery.npy with `set` (a --set of retrieval_backend), adds more.npy
-// (version 2) and searches queries.npy, top 5, into dir/s.
+// Builds `index` over gallery.npy with `set` (a --set of retrieval_backend), adds more.npy (logged),
+// searches queries.npy, top 5, into dir/s (the version with its log applied), then compacts the
+// log into version 2.
 void build_add_and_search(const fs::path& dir, const fs::path& index, const std::string& set) {
   const auto built = run_oml("oml-index", "build --embeddings " + quote((dir / "gallery.npy").string()) +
                                               " --out " + quote(index.string()) + set);
@@ -316,6 +331,8 @@ void build_add_and_search(const fs::path& dir, const fs::path& index, const std:
                                                   " --top-k 5 --out " + quote((dir / "s").string()));
   INFO(searched.err);
   REQUIRE(searched.exit_code == 0);
+  REQUIRE(run_oml("oml-index", "compact --index " + quote(index.string())).exit_code == 0);
+  REQUIRE(read_file(index / "CURRENT") == "v000002\n");
 }
 
 // Calibrates `index` (version 2 -> 3) on the calibration rows at fmr 0.05 and checks that a search

@@ -23,6 +23,8 @@
 #include "oml/models/vit_clip.h"
 #include "oml/models/zoo.h"
 #include "pipeline_fixtures.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 
 using Catch::Matchers::Contains;
 using oml::test::command_path;
@@ -155,8 +157,10 @@ struct Fixture {
 
 // train_*, val_*, predict_* of one benchmark: training writes an offline W&B run (OML's logger)
 // and a validated checkpoint; validation and prediction load OML's zoo model by name.
+// 2 validation labels a class (80 images): the configs' metrics all have their queries, and the
+// ViT embeds 120 fewer 224 px images in each of the two validations.
 void run_benchmark(const std::string& dataset, const std::string& short_name) {
-  Fixture f;
+  Fixture f(40, 2);
   const std::string folder = "pipelines/features_extraction/extractor_" + short_name + "/";
   run_shipped("oml-train", folder + "train_" + short_name + ".yaml", f.cwd, f.data, f.weights);
   const fs::path run = trained_run(f.cwd / "logs" / dataset);
@@ -172,23 +176,48 @@ void run_benchmark(const std::string& dataset, const std::string& short_name) {
 
 }  // namespace
 
+// Every config OML ships is accepted by the command that runs it: keys, component names and
+// args, metrics and the retrieval backend, as each command reads them before any data (seconds
+// for all 18). The cases below run them whole; all but CUB are tagged [slow] (minutes each on 2
+// cores: ViTs at 224 px, 2-rank runs), run by `scripts/test.sh --slow` and the GPU check.
+TEST_CASE("Every config OML ships is accepted as shipped, with only the paths and the CPU's precision set",
+          "[integration][oml_configs]") {
+  oml::cli::register_builtins();
+  int checked = 0;
+  const fs::path root = oml::test::source_path("tests/fixtures/oml_configs");
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const std::string text = read_file(entry.path());
+    oml::cli::Invocation invocation;
+    invocation.command = "oml-train";
+    invocation.config_path = entry.path().string();
+    invocation.overrides = {"accelerator=cpu"};
+    if (has_line(text, "^precision: 16")) invocation.overrides.push_back("precision=bf16");
+    if (has_line(text, "^dataset_root:")) invocation.overrides.push_back("dataset_root=/nonexistent/data");
+    INFO(entry.path().string());
+    CHECK_NOTHROW(invocation.load_config());
+    ++checked;
+  }
+  CHECK(checked == 18);
+}
+
 TEST_CASE("OML's CUB configs run as shipped: train_cub, val_cub, predict_cub", "[integration][oml_configs]") {
   run_benchmark("CUB_200_2011", "cub");
 }
 
 TEST_CASE("OML's CARS configs run as shipped: train_cars, val_cars, predict_cars",
-          "[integration][oml_configs]") {
+          "[integration][oml_configs][slow]") {
   run_benchmark("CARS196", "cars");
 }
 
 TEST_CASE("OML's SOP configs run as shipped: train_sop (2 ranks, 16 -> bf16), val_sop, predict_sop",
-          "[integration][oml_configs]") {
+          "[integration][oml_configs][slow]") {
   run_benchmark("Stanford_Online_Products", "sop");
 }
 
 TEST_CASE(
     "OML's InShop configs run as shipped: train_inshop (2 ranks, 16 -> bf16), val_inshop, predict_inshop",
-    "[integration][oml_configs]") {
+    "[integration][oml_configs][slow]") {
   run_benchmark("DeepFashion_InShop", "inshop");
 }
 
@@ -205,7 +234,7 @@ const char* const kPairwiseFolder = "pipelines/postprocessing/pairwise_postproce
 TEST_CASE(
     "OML's pairwise extractor configs run as shipped: extractor_train, then extractor_validate on its "
     "checkpoint",
-    "[integration][oml_configs][pairwise]") {
+    "[integration][oml_configs][pairwise][slow]") {
   Fixture f(2, 2);
   const std::string folder = kPairwiseFolder;
   run_shipped("oml-train", folder + "extractor_train.yaml", f.cwd, f.data, f.weights,
@@ -221,7 +250,7 @@ TEST_CASE(
 TEST_CASE(
     "OML's pairwise re-ranker configs run as shipped: postprocessor_train, then postprocessor_validate on "
     "its checkpoint",
-    "[integration][oml_configs][pairwise]") {
+    "[integration][oml_configs][pairwise][slow]") {
   Fixture f(2, 1);
   const std::string folder = kPairwiseFolder;
   const std::string extractor_weights =
@@ -240,7 +269,7 @@ TEST_CASE(
 }
 
 TEST_CASE("OML's experimental InShop config with an MLP head runs as shipped (2 ranks)",
-          "[integration][oml_configs]") {
+          "[integration][oml_configs][slow]") {
   Fixture f;
   run_shipped("oml-train", "pipelines/features_extraction/configs_experimental/train_inshop_with_mlp.yaml",
               f.cwd, f.data, f.weights);
@@ -248,7 +277,7 @@ TEST_CASE("OML's experimental InShop config with an MLP head runs as shipped (2 
 }
 
 TEST_CASE("OML's experimental InShop config with CLIP's ViT-B/16 and ArcFace runs as shipped",
-          "[integration][oml_configs]") {
+          "[integration][oml_configs][slow]") {
   Fixture f;
   clip_zoo_weights(f.weights);
   const auto r =

@@ -537,6 +537,6 @@ TEST_CASE("OML_FAILPOINTS pauses an atomic write before its rename, and a malfor
   const auto malformed = run("env OML_FAILPOINTS=before_rename:embeddings.npy=sleep " + predict);
   CHECK(malformed.exit_code == 2);
   CHECK_THAT(malformed.err,
-             Contains("OML_FAILPOINTS: expected entries NAME=pause:SECONDS separated by ','") &&
+             Contains("OML_FAILPOINTS: expected entries NAME=pause:SECONDS or NAME=throw separated by ','") &&
                  Contains("'before_rename:embeddings.npy=sleep'"));
 }

@@ -4,7 +4,6 @@
 // drains and exits 0, SIGKILL leaves the index whole.
 #include <torch/torch.h>
 
-#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <regex>
@@ -19,114 +18,6 @@
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
-
-namespace {
-
-// A running oml-serve over `index`, stopped (SIGTERM) when it goes out of scope.
-class Server {
- public:
-  Server(const fs::path& index, const fs::path& logs, const std::string& extra = "") : port_(free_port()) {
-    const std::string command = quote(command_path("oml-serve")) + " --index " + quote(index.string()) +
-                                " --port " + std::to_string(port_) + " --threads 2 --workers 16 " + extra +
-                                " >" + quote((logs / "serve.out").string()) + " 2>" +
-                                quote((logs / "serve.err").string());
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::execl("/bin/bash", "bash", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    logs_ = logs;
-    for (int i = 0; i < 600; ++i) {  // up to 60 s: the model loads first
-      if (run("curl -sf " + url() + "/health").exit_code == 0) return;
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        FAIL("oml-serve exited: " << read_file(logs / "serve.err"));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    FAIL("oml-serve did not answer /health: " << read_file(logs / "serve.err"));
-  }
-  ~Server() {
-    if (pid_ > 0) stop(SIGTERM);
-  }
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
-
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
-  /// Sends `signal` and returns the exit status (128 + signal when killed by it).
-  int stop(int signal) {
-    ::kill(pid_, signal);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-  fs::path logs_;
-};
-
-// curl's body and status code.
-struct Reply {
-  int status = 0;
-  nlohmann::json body;
-  std::string text;
-};
-
-Reply call(const std::string& curl_args) {
-  const auto r = run("curl -s -w '\\n%{http_code}' " + curl_args, 120);
-  REQUIRE(r.exit_code == 0);
-  const std::size_t cut = r.out.rfind('\n');
-  Reply reply;
-  reply.status = std::stoi(r.out.substr(cut + 1));
-  reply.text = r.out.substr(0, cut);
-  reply.body = nlohmann::json::parse(reply.text, nullptr, /*allow_exceptions=*/false);
-  return reply;
-}
-
-// JSON equality with numbers compared to 1e-5.
-bool same_json(const nlohmann::json& a, const nlohmann::json& b) {
-  if (a.is_number() && b.is_number()) return std::abs(a.get<double>() - b.get<double>()) <= 1e-5;
-  if (a.type() != b.type()) return false;
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto it = a.begin(); it != a.end(); ++it) {
-      if (!b.contains(it.key()) || !same_json(it.value(), b.at(it.key()))) return false;
-    }
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (!same_json(a[i], b[i])) return false;
-    }
-    return true;
-  }
-  return a == b;
-}
-
-// The docs' example index: four 3-dimensional embeddings, no model.
-fs::path example_index(const fs::path& dir) {
-  oml::io::write_npy(
-      dir / "example.npy",
-      torch::tensor({0.0F, 0.0F, 1.0F, 0.0F, 0.6F, 0.8F, 1.0F, 0.0F, 0.0F, 0.0F, 1.0F, 0.0F}).view({4, 3}));
-  write_file(dir / "example_items.csv",
-             "path,label,category\nshoes/a.jpg,1,shoes\nshoes/b.jpg,1,shoes\nbags/c.jpg,2,bags\nhats/"
-             "d.jpg,3,hats\n");
-  const auto r = run_oml("oml-index", "build --embeddings " + quote((dir / "example.npy").string()) +
-                                          " --items " + quote((dir / "example_items.csv").string()) +
-                                          " --out " + quote((dir / "example_index").string()));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  return dir / "example_index";
-}
-
-}  // namespace
 
 TEST_CASE("The HTTP API examples of docs/serving.md answer as written", "[serving][integration]") {
   TempDir dir;

@@ -13,6 +13,7 @@
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using oml::test::quote;
@@ -26,7 +27,7 @@ namespace {
 // What a rank of the scenario must write, computed here in one process without any split. With
 // fnmr@fmr the metrics are not split: rank 0 computes them alone, the others get an empty result.
 std::string expected_scenario_output(bool fnmr, bool main_rank) {
-  oml::register_core_components();
+  oml::cli::register_builtins();
   const auto [queries, gallery] = ddp::sharded_knn_items();
   std::string text;
   for (const char* axis : {"queries", "gallery"}) {

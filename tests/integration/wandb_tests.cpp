@@ -4,11 +4,10 @@
 // W&B run with each step once, and the exit record says how the run ended.
 #include "oml/io/checkpoint.h"
 #include "oml/report/wandb_run.h"
-#include "pipeline_fixtures.h"
+#include "tracker_fixtures.h"
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
-using oml::test::command_path;
 using oml::test::quote;
 using oml::test::read_jsonl;
 using oml::test::run_oml;
@@ -24,9 +23,7 @@ const std::string kLogger =
     "notes, group: g1, job_type: train, log_model: true}}\n";
 
 oml::test::CommandResult train(const TempDir& dir, const std::string& extra, const std::string& args = "") {
-  write_file(dir / "train.yaml", oml::test::train_config(dir / "logs", kLogger + extra));
-  return run_oml("oml-train",
-                 "--config " + quote((dir / "train.yaml").string()) + " --progress quiet " + args);
+  return oml::test::train_with_logger(dir, kLogger, extra, args);
 }
 
 fs::path offline_run(const fs::path& run) {
@@ -173,17 +170,8 @@ TEST_CASE("A resumed run continues its W&B run: one offline run, each step once"
   const fs::path folder = offline_run(run);
   const std::string id = read_with_wandb(folder).at("runs")[0].at("run_id");
   CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").resume->logger_run_id == "wandb:" + id);
-  {
-    // A process resumed at step 3 and killed after logging two more steps (no exit record).
-    oml::report::LoggerContext context;
-    context.run_dir = run;
-    context.resumed_run_id = id;
-    context.resumed_at_step = 3;
-    oml::report::WandbOfflineRun killed({}, context, nlohmann::json::object());
-    killed.log_scalar("train/loss", 99.0, 4);
-    killed.log_scalar("train/loss", 99.0, 5);
-    killed.flush();
-  }
+  // A process resumed at step 3 and killed after logging two more steps (no exit record).
+  oml::test::log_as_killed_process<oml::report::WandbOfflineRun>(run, id);
   const auto r = train(dir, "", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -208,15 +196,7 @@ TEST_CASE("A W&B run ends with the exit code of how training ended", "[wandb][in
   // Ctrl-C and SIGTERM (a scheduler's stop): the run's exit code is the process's, 128 + signal.
   for (const auto& [signal, code] : {std::pair<std::string, int>{"INT", 130}, {"TERM", 143}}) {
     DYNAMIC_SECTION("SIG" << signal << ": exit code " << code << ", the steps logged so far kept") {
-      write_file(dir / "train.yaml", oml::test::train_config(dir / "logs", kLogger));
-      const fs::path last = dir / "logs" / "run" / "checkpoints" / "last.ckpt";
-      const std::string script = "set -m; " + quote(command_path("oml-train")) + " --config " +
-                                 quote((dir / "train.yaml").string()) +
-                                 " --set max_epochs=1000 --progress quiet & pid=$!; for i in $(seq 1200); do "
-                                 "if [ -f " +
-                                 quote(last.string()) + " ]; then break; fi; sleep 0.05; done; kill -" +
-                                 signal + " $pid; wait $pid; echo status=$?";
-      const auto r = oml::test::run("bash -c " + quote(script), 120);
+      const auto r = oml::test::interrupt_training(dir, kLogger, signal);
       CHECK_THAT(r.out, EndsWith("status=" + std::to_string(code) + "\n"));
       const nlohmann::json logged = read_with_wandb(offline_run(dir / "logs" / "run"));
       CHECK(logged.at("exits") == nlohmann::json({code}));

@@ -3,13 +3,14 @@
 // like any built-in. The library is built in-tree from plugins/examples/CMakeLists.txt
 // (tests/CMakeLists.txt passes its path); tests/scripts/example_plugin.sh builds the same
 // folder out of tree against the installed package.
-#include "cli.h"
 #include "oml/config/document.h"
 #include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/registry/plugin.h"
 #include "oml/samplers/builtin_samplers.h"
 #include "sampler_test_data.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;

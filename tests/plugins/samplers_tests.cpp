@@ -2,7 +2,6 @@
 // (seed, epoch), and the errors for bad arguments and bad data.
 #include <numeric>
 
-#include "cli.h"
 #include "oml/config/document.h"
 #include "oml/registry/registries.h"
 #include "oml/samplers/balance_sampler.h"
@@ -11,6 +10,8 @@
 #include "oml/samplers/distinct_category_balance_sampler.h"
 #include "oml/samplers/index_samplers.h"
 #include "sampler_test_data.h"
+#include "shell/cli.h"
+#include "shell/components.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;

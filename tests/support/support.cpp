@@ -1,5 +1,7 @@
 #include "support/support.h"
 
+#include <zlib.h>
+
 #include <caffe2/serialize/inline_container.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -172,6 +174,50 @@ fs::path fashion_mnist_subset(int limit) {
 const fs::path& fashion_mnist_subset() {
   static const fs::path root = fashion_mnist_subset(300);
   return root;
+}
+
+namespace {
+
+std::string big_endian(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
+}
+
+std::string png_chunk(const std::string& type, const std::string& data) {
+  const std::string body = type + data;
+  const auto crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(body.data()), body.size()));
+  return big_endian(static_cast<uint32_t>(data.size())) + body + big_endian(crc);
+}
+
+}  // namespace
+
+std::string png_claiming(uint32_t width, uint32_t height) {
+  const std::string ihdr = big_endian(width) + big_endian(height) + std::string("\x08\x00\x00\x00\x00", 5);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", ihdr) + png_chunk("IDAT", "") +
+         png_chunk("IEND", "");
+}
+
+std::string png_bomb(uint32_t width, uint32_t height) {
+  const std::string ihdr = big_endian(width) + big_endian(height) + std::string("\x08\x00\x00\x00\x00", 5);
+  z_stream z{};
+  if (deflateInit(&z, Z_BEST_COMPRESSION) != Z_OK) throw std::runtime_error("deflateInit failed");
+  const std::string row(width + 1, '\0');  // filter byte 0 and the row
+  std::string idat;
+  std::vector<unsigned char> out(1 << 16);
+  for (uint32_t r = 0; r < height; ++r) {
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(row.data()));
+    z.avail_in = static_cast<uInt>(row.size());
+    const int flush = r + 1 == height ? Z_FINISH : Z_NO_FLUSH;
+    do {
+      z.next_out = out.data();
+      z.avail_out = static_cast<uInt>(out.size());
+      deflate(&z, flush);
+      idat.append(reinterpret_cast<char*>(out.data()), out.size() - z.avail_out);
+    } while (z.avail_out == 0);
+  }
+  deflateEnd(&z);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", ihdr) + png_chunk("IDAT", idat) +
+         png_chunk("IEND", "");
 }
 
 }  // namespace oml::test

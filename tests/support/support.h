@@ -84,4 +84,11 @@ ZipRecords read_zip_records(const std::string& archive);
 /// `records` written as an archive again, with valid CRCs: damage the zip layer cannot see.
 std::string write_zip_records(const ZipRecords& records);
 
+/// A valid greyscale PNG of `width` x `height` zero pixels — a decompression bomb: its IDAT is a
+/// few hundred bytes per megapixel (zlib's streaming deflate, without the pixels in memory).
+std::string png_bomb(uint32_t width, uint32_t height);
+/// A PNG whose header claims `width` x `height` greyscale pixels over an empty IDAT: what a
+/// bomb's header says, without its data (a reader that trusts it allocates the claimed size).
+std::string png_claiming(uint32_t width, uint32_t height);
+
 }  // namespace oml::test

@@ -7,14 +7,14 @@
 
 namespace oml {
 
-AutocastGuard::AutocastGuard(config::Precision precision, c10::Device device) {
-  if (precision == config::Precision::fp32) return;
+AutocastGuard::AutocastGuard(Precision precision, c10::Device device) {
+  if (precision == Precision::fp32) return;
   cuda_ = device.is_cuda();
-  OML_CHECK(cuda_ || device.is_cpu(), ConfigError, "precision ", config::precision_name(precision),
+  OML_CHECK(cuda_ || device.is_cpu(), ConfigError, "precision ", precision_name(precision),
             ": autocast is available on the CPU and CUDA, not on ", device.str());
-  OML_CHECK(cuda_ || precision == config::Precision::bf16, ConfigError,
+  OML_CHECK(cuda_ || precision == Precision::bf16, ConfigError,
             "precision 16 (float16 autocast) needs a GPU; on the CPU use precision: bf16");
-  dtype_ = precision == config::Precision::bf16 ? c10::ScalarType::BFloat16 : c10::ScalarType::Half;
+  dtype_ = precision == Precision::bf16 ? c10::ScalarType::BFloat16 : c10::ScalarType::Half;
   const auto type = device_type();
   previous_enabled_ = torch_compat::autocast_enabled(type);
   previous_dtype_ = torch_compat::autocast_dtype(type);

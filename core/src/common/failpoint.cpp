@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "oml/common/error.h"
@@ -14,9 +15,15 @@ namespace {
 
 constexpr const char* kVariable = "OML_FAILPOINTS";
 
-// name -> seconds to pause, from the environment (read once).
-std::map<std::string, double> parse_failpoints(const char* text) {
-  std::map<std::string, double> out;
+// What a failpoint does: pause for `seconds`, or throw.
+struct Action {
+  double seconds = 0.0;
+  bool throws = false;
+};
+
+// name -> action, from the environment (read once).
+std::map<std::string, Action> parse_failpoints(const char* text) {
+  std::map<std::string, Action> out;
   if (text == nullptr) return out;
   std::istringstream entries(text);
   std::string entry;
@@ -25,13 +32,17 @@ std::map<std::string, double> parse_failpoints(const char* text) {
     const std::size_t eq = entry.rfind('=');
     const std::string action = eq == std::string::npos ? "" : entry.substr(eq + 1);
     const std::string prefix = "pause:";
+    if (eq != std::string::npos && eq > 0 && action == "throw") {
+      out[entry.substr(0, eq)] = Action{0.0, true};
+      continue;
+    }
     char* end = nullptr;
     const double seconds =
         action.rfind(prefix, 0) == 0 ? std::strtod(action.c_str() + prefix.size(), &end) : -1.0;
     OML_CHECK(eq != std::string::npos && eq > 0 && end != nullptr && *end == '\0' && seconds >= 0,
-              ConfigError, kVariable, ": expected entries NAME=pause:SECONDS separated by ',', got '", entry,
-              "'");
-    out[entry.substr(0, eq)] = seconds;
+              ConfigError, kVariable,
+              ": expected entries NAME=pause:SECONDS or NAME=throw separated by ',', got '", entry, "'");
+    out[entry.substr(0, eq)] = Action{seconds, false};
   }
   return out;
 }
@@ -41,11 +52,13 @@ std::map<std::string, double> parse_failpoints(const char* text) {
 void failpoint(const std::string& name) {
   static const char* const text = std::getenv(kVariable);
   if (text == nullptr) return;
-  static const std::map<std::string, double> points = parse_failpoints(text);
+  static const std::map<std::string, Action> points = parse_failpoints(text);
   const auto found = points.find(name);
   if (found == points.end()) return;
-  std::cerr << "failpoint " << name << ": pausing " << found->second << " s" << std::endl;
-  std::this_thread::sleep_for(std::chrono::duration<double>(found->second));
+  if (found->second.throws)
+    throw std::runtime_error("failpoint " + name + ": a failure injected by " + kVariable);
+  std::cerr << "failpoint " << name << ": pausing " << found->second.seconds << " s" << std::endl;
+  std::this_thread::sleep_for(std::chrono::duration<double>(found->second.seconds));
 }
 
 }  // namespace oml

@@ -106,8 +106,22 @@ SingleThreadedBlas::~SingleThreadedBlas() {
   if (mkl_set_) mkl_local_threads()(previous_mkl_);
 }
 
+namespace {
+
+// OMP_NUM_THREADS as PyTorch reads it: a positive integer, else unset (0).
+int omp_num_threads_variable() {
+  const char* value = std::getenv("OMP_NUM_THREADS");
+  if (value == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  return (end != value && *end == '\0' && n > 0 && n <= 4096) ? static_cast<int>(n) : 0;
+}
+
+}  // namespace
+
 int configure_threads(int requested, int local_ranks) {
   int threads = requested;
+  if (threads <= 0) threads = omp_num_threads_variable();
   if (threads <= 0) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::max(1, cores / std::max(1, local_ranks));

@@ -156,18 +156,6 @@ const std::vector<std::pair<std::string, Precision>>& precision_spellings() {
 
 }  // namespace
 
-std::string precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::fp32:
-      return "32";
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp16:
-      return "16";
-  }
-  return "32";
-}
-
 Precision parse_precision(const Node& node) {
   if (!node.is_scalar())
     node.fail("expected a precision (32, bf16 or 16, or Lightning's 32-true, bf16-mixed, 16-mixed)");
@@ -211,6 +199,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
       .optional("plugins", c.plugins)
       .optional("num_workers", c.num_workers)
       .optional("cache_size", c.cache_size)
+      .optional("max_image_pixels", c.max_image_pixels)
       .optional("bs_train", c.bs_train)
       .optional("bs_val", c.bs_val)
       .optional("freeze_n_epochs", c.freeze_n_epochs)
@@ -339,6 +328,8 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
           "expected 0 to " + std::to_string(data::kMaxLoaderWorkers) + " loader threads, got " +
               std::to_string(c.num_workers));
   require(c.cache_size >= 0, "cache_size", "expected 0 (off) or a positive number of images");
+  require(c.max_image_pixels >= 0, "max_image_pixels",
+          "expected 0 (no limit) or a positive number of pixels");
   require(c.freeze_n_epochs >= 0, "freeze_n_epochs", "expected 0 or a positive integer");
   c.source = root;
   return c;

@@ -57,8 +57,8 @@ ItemInfo item_info(const DataSplit& split, int64_t index) {
 
 // ---- ImageDataset -----------------------------------------------------------------------------
 
-ImageDataset::ImageDataset(DataSplit split, std::shared_ptr<const Transform> transform)
-    : split_(std::move(split)), transform_(std::move(transform)) {
+ImageDataset::ImageDataset(DataSplit split, std::shared_ptr<const Transform> transform, ImageLimits limits)
+    : split_(std::move(split)), transform_(std::move(transform)), limits_(std::move(limits)) {
   OML_CHECK(transform_ != nullptr, UsageError, "ImageDataset needs a transform");
   OML_CHECK(split_.paths.size() == split_.size(), DataError,
             "an image dataset needs a 'path' for every row (", split_.paths.size(), " paths for ",
@@ -68,7 +68,8 @@ ImageDataset::ImageDataset(DataSplit split, std::shared_ptr<const Transform> tra
 ImageDataset::~ImageDataset() = default;
 
 std::shared_ptr<ImageDataset> ImageDataset::from_folder(const fs::path& folder,
-                                                        std::shared_ptr<const Transform> transform) {
+                                                        std::shared_ptr<const Transform> transform,
+                                                        ImageLimits limits) {
   std::error_code ec;
   OML_CHECK(fs::is_directory(folder, ec), DataError, "image folder ", folder.string(), " does not exist");
   std::vector<std::string> paths;
@@ -88,7 +89,7 @@ std::shared_ptr<ImageDataset> ImageDataset::from_folder(const fs::path& folder,
   DataSplit split;
   split.paths = paths;
   for (std::size_t i = 0; i < paths.size(); ++i) split.lines.push_back(static_cast<int64_t>(i) + 1);
-  return std::make_shared<ImageDataset>(std::move(split), std::move(transform));
+  return std::make_shared<ImageDataset>(std::move(split), std::move(transform), std::move(limits));
 }
 
 ItemInfo ImageDataset::info(int64_t index) const { return item_info(split_, index); }
@@ -116,7 +117,7 @@ at::Tensor ImageDataset::load_image(int64_t index) const {
   OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ",
             size(), ")");
   const std::string& path = split_.paths[index];
-  at::Tensor image = decode_image(read_bytes(index), path);
+  at::Tensor image = decode_image(read_bytes(index), path, limits_);
   if (split_.has_bboxes() && split_.bboxes[index]) image = crop_image(image, *split_.bboxes[index], path);
   return image;
 }

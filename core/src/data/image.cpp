@@ -66,8 +66,69 @@ std::string read_file_bytes(const std::string& path) {
   return std::move(*bytes);
 }
 
-at::Tensor decode_image(const std::string& bytes, const std::string& path) {
+// ---- DecodeBudget ------------------------------------------------------------------------------
+
+DecodeBudget::DecodeBudget(int64_t bytes) : capacity_(bytes) {
+  OML_CHECK(bytes > 0, UsageError, "a decode memory budget must be positive, got ", bytes, " bytes");
+}
+
+DecodeBudget::Hold& DecodeBudget::Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    if (budget_ != nullptr) budget_->release(bytes_);
+    budget_ = other.budget_;
+    bytes_ = other.bytes_;
+    other.budget_ = nullptr;
+  }
+  return *this;
+}
+
+DecodeBudget::Hold::~Hold() {
+  if (budget_ != nullptr) budget_->release(bytes_);
+}
+
+DecodeBudget::Hold DecodeBudget::reserve(int64_t bytes, const std::string& path, const std::string& setting) {
+  if (bytes > capacity_) {
+    throw ImageTooLarge(::oml::detail::concat("image ", path, " needs about ", bytes / (1024 * 1024),
+                                              " MiB to decode, more than the whole ", setting, " of ",
+                                              capacity_ / (1024 * 1024), " MiB"));
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  freed_.wait(lock, [&] { return used_ + bytes <= capacity_; });
+  used_ += bytes;
+  return Hold(this, bytes);
+}
+
+int64_t DecodeBudget::in_use() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return used_;
+}
+
+void DecodeBudget::release(int64_t bytes) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    used_ -= bytes;
+  }
+  freed_.notify_all();
+}
+
+// ---- decoding ----------------------------------------------------------------------------------
+
+void check_pixel_limit(const ImageHeader& header, const ImageLimits& limits, const std::string& path) {
+  if (limits.max_pixels > 0 && header.pixels() > limits.max_pixels) {
+    throw ImageTooLarge(::oml::detail::concat("image ", path, " is ", header.width, "x", header.height, " = ",
+                                              header.pixels(), " pixels, over the limit of ",
+                                              limits.max_pixels, " pixels (", limits.setting, ")"));
+  }
+}
+
+at::Tensor decode_image(const std::string& bytes, const std::string& path, const ImageLimits& limits) {
   OML_CHECK(!bytes.empty(), DataError, "image ", path, " is an empty file");
+  const ImageHeader header = read_image_header(bytes, path);
+  check_pixel_limit(header, limits, path);
+  // Held until the RGB tensor is made; the caller's transform works on a copy it sizes itself.
+  const DecodeBudget::Hold hold =
+      limits.budget != nullptr ? limits.budget->reserve(header.decode_bytes(), path, limits.budget_setting)
+                               : DecodeBudget::Hold{};
   if (is_jpeg(bytes)) {
     OML_CHECK(jpeg_is_complete(bytes), DataError, "image ", path,
               " is a truncated or corrupt JPEG (no end-of-image marker after the last scan)");
@@ -83,8 +144,11 @@ at::Tensor decode_image(const std::string& bytes, const std::string& path) {
   } catch (const cv::Exception& e) {
     throw DataError("image " + path + " cannot be decoded: " + trim(e.msg));
   }
-  OML_CHECK(!decoded.empty(), DataError, "image ", path,
-            " cannot be decoded (corrupt, truncated, or not a JPEG/PNG/BMP file)");
+  OML_CHECK(!decoded.empty(), DataError, "image ", path, " cannot be decoded (a corrupt or truncated ",
+            header.format, " file)");
+  OML_CHECK(decoded.cols == header.width && decoded.rows == header.height, DataError, "image ", path,
+            " decodes to ", decoded.cols, "x", decoded.rows, " but its ", header.format, " header says ",
+            header.width, "x", header.height);
   if (decoded.depth() != CV_8U) {  // 16-bit PNGs: keep the high byte, as PIL's RGB conversion does
     cv::Mat eight;
     decoded.convertTo(eight, CV_8U, decoded.depth() == CV_16U ? 1.0 / 256.0 : 255.0);

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "mlflow_store.h"
+#include "offline_files.h"
 #include "oml/common/strings.h"
 #include "oml/io/atomic_file.h"
 
@@ -139,14 +140,7 @@ std::string new_experiment_id() {
   return std::to_string(digits(random_engine()));
 }
 
-std::string new_run_id() {
-  std::uniform_int_distribution<int> nibble(0, 15);
-  std::string id(32, '0');
-  for (auto& c : id) c = "0123456789abcdef"[nibble(random_engine())];
-  id[12] = '4';                                  // uuid version 4
-  id[16] = "89ab"[nibble(random_engine()) & 3];  // RFC 4122 variant
-  return id;
-}
+std::string new_run_id() { return detail::uuid4_hex(); }
 
 std::string percent_decode(const std::string& text) {
   std::string out;

@@ -32,9 +32,11 @@ constexpr int kCaption = 18;    // text line under each cell
 constexpr int kMargin = 8;
 constexpr double kFontScale = 0.4;
 
-cv::Mat load_item(const data::DataSplit& split, int64_t row) {
+cv::Mat load_item(const data::DataSplit& split, int64_t row, int64_t max_image_pixels) {
   const std::string& path = split.paths.at(static_cast<std::size_t>(row));
-  at::Tensor image = data::decode_image(data::read_file_bytes(path), path);
+  data::ImageLimits limits;
+  limits.max_pixels = max_image_pixels;
+  at::Tensor image = data::decode_image(data::read_file_bytes(path), path, limits);
   if (split.has_bboxes() && split.bboxes[row]) image = data::crop_image(image, *split.bboxes[row], path);
   image = image.contiguous();
   cv::Mat rgb(static_cast<int>(image.size(0)), static_cast<int>(image.size(1)), CV_8UC3,
@@ -126,7 +128,8 @@ EncodedImage draw_retrieval_grid(const retrieval::RetrievalResults& results,
                 kFontScale + 0.05, kText, 1, cv::LINE_AA);
     const int cells_y = y + kRowHeader;
     int x = kMargin;
-    draw_cell(canvas, x, cells_y, cell, load_item(split, query_row), kQuery, "query");
+    draw_cell(canvas, x, cells_y, cell, load_item(split, query_row, options.max_image_pixels), kQuery,
+              "query");
     x += cell + kGap;
 
     const int64_t shown = std::min(options.top_k, results.size(q));
@@ -135,8 +138,8 @@ EncodedImage draw_retrieval_grid(const retrieval::RetrievalResults& results,
       const int64_t g = results.retrieved[results.begin(q) + i];
       in_top[g] = true;
       const bool hit = results.is_hit(q, i);
-      draw_cell(canvas, x, cells_y, cell, load_item(split, results.gallery_ids[g]), hit ? kCorrect : kWrong,
-                format_distance(results.distances[results.begin(q) + i]));
+      draw_cell(canvas, x, cells_y, cell, load_item(split, results.gallery_ids[g], options.max_image_pixels),
+                hit ? kCorrect : kWrong, format_distance(results.distances[results.begin(q) + i]));
       x += cell + 4;
     }
     x += (options.top_k - shown) * (cell + 4) + kGap - 4;
@@ -150,7 +153,7 @@ EncodedImage draw_retrieval_grid(const retrieval::RetrievalResults& results,
       const int64_t row = results.gallery_ids[g];
       if (in_top[g] || row == query_row || results.gallery_labels[g] != results.query_labels[q]) continue;
       if (sequence != nullptr && split.sequences[row] == *sequence) continue;
-      draw_cell(canvas, x, cells_y, cell, load_item(split, row), kMissedGt,
+      draw_cell(canvas, x, cells_y, cell, load_item(split, row, options.max_image_pixels), kMissedGt,
                 "missed gt #" + std::to_string(row));
       x += cell + 4;
       ++extra;

@@ -2,14 +2,18 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <map>
+#include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "oml/common/logging.h"
+#include "oml/common/strings.h"
 #include "oml/config/argument_error.h"
 #include "oml/registry/registries.h"
+#include "oml/report/clearml_task.h"
 #include "oml/report/mlflow_logger.h"
+#include "oml/report/neptune_run.h"
 #include "oml/report/tensorboard_writer.h"
 #include "oml/report/wandb_run.h"
 
@@ -67,6 +71,29 @@ void flatten_into(const nlohmann::json& value, const std::string& path, const st
   out.emplace_back(path, value.is_string() ? value.get<std::string>() : value.dump());
 }
 
+void flatten_values_into(const nlohmann::json& value, const std::string& path, const std::string& separator,
+                         std::vector<std::pair<std::string, nlohmann::json>>& out) {
+  if (!value.is_object()) {
+    out.emplace_back(path, value);
+    return;
+  }
+  for (const auto& item : value.items())
+    flatten_values_into(item.value(), path.empty() ? item.key() : path + separator + item.key(), separator,
+                        out);
+}
+
+// `tags` as the trackers' clients take them: a list, or one tag as a string.
+std::vector<std::string> read_tags(const config::Node& node) {
+  if (node.is_null()) return {};
+  if (node.is_scalar()) return {node.as<std::string>()};
+  return node.as<std::vector<std::string>>();
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
 }  // namespace
 
 std::string run_status_name(RunStatus status) {
@@ -90,26 +117,20 @@ std::vector<std::pair<std::string, std::string>> flatten_config(const nlohmann::
   return out;
 }
 
+std::vector<std::pair<std::string, nlohmann::json>> flatten_config_values(const nlohmann::json& config,
+                                                                          const std::string& separator) {
+  std::vector<std::pair<std::string, nlohmann::json>> out;
+  flatten_values_into(config, "", separator, out);
+  return out;
+}
+
 std::shared_ptr<RunLogger> make_run_logger(const std::optional<config::ComponentSpec>& spec,
                                            const LoggerContext& context, bool writer) {
   if (!writer || !spec) return std::make_shared<NullLogger>();
   return registries().loggers.create(*spec, context);
 }
 
-void require_logger(const config::ComponentSpec& spec) {
-  const auto& loggers = registries().loggers;
-  static const std::map<std::string, std::string> kServices{{"neptune", "Neptune"}, {"clearml", "ClearML"}};
-  const auto service = kServices.find(spec.name);
-  if (!loggers.contains(spec.name) && service != kServices.end()) {
-    const config::Node name = spec.node.is_map() ? spec.node["name"] : spec.node;
-    name.fail("logger '" + spec.name + "' sends the run to " + service->second +
-              ", a network service that oml-cpp does not talk to; use the default logger: {name: "
-              "tensorboard} (TensorBoard files in the run directory; plus train.jsonl, metrics.jsonl and "
-              "report.html), logger: {name: wandb} (an offline W&B run that `wandb sync` uploads), "
-              "logger: {name: mlflow} (an MLflow server or file store), or logger: null");
-  }
-  loggers.require(spec);
-}
+void require_logger(const config::ComponentSpec& spec) { registries().loggers.require(spec); }
 
 void register_builtin_loggers(Registries& registries) {
   auto& registry = registries.loggers;
@@ -175,6 +196,74 @@ void register_builtin_loggers(Registries& registries) {
       "= "
       "false, mode = offline: a Weights & Biases offline run under <run dir>/wandb/ that `wandb sync` "
       "uploads (docs/reports.md#weights--biases)");
+  registry.add(
+      "neptune",
+      [](config::ArgsReader& reader) {
+        NeptuneOptions options;
+        std::string mode = "offline";
+        // Accepted and unused: `neptune sync` reads $NEPTUNE_API_TOKEN where it uploads.
+        std::string api_key;
+        reader.optional("project", options.project)
+            .optional("name", options.name)
+            .optional("description", options.description)
+            .optional("prefix", options.prefix)
+            .optional("log_model_checkpoints", options.log_model_checkpoints)
+            .optional("mode", mode)
+            .optional("api_key", "api_token", api_key)
+            .custom([&] { options.tags = read_tags(reader.take("tags")); });
+        reader.check([&] {
+          config::check_argument(mode == "offline" || mode == "async" || mode == "sync" || mode == "debug",
+                                 "logger 'neptune'", "mode", "must be offline, async, sync or debug, got '",
+                                 mode, "'");
+        });
+        if (options.project.empty()) options.project = env_or("NEPTUNE_PROJECT", "");
+        options.online_requested = mode == "async" || mode == "sync";
+        options.disabled = mode == "debug";
+        return options;
+      },
+      [](const NeptuneOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
+        if (options.disabled) return std::make_shared<NullLogger>();
+        if (options.online_requested)
+          log::info(
+              "neptune: oml-cpp writes Neptune runs offline (it does not talk to Neptune's servers); "
+              "`neptune sync` uploads the run");
+        return std::make_shared<NeptuneOfflineRun>(options, context, config_as_json(context.config_yaml));
+      },
+      "project = $NEPTUNE_PROJECT, name, description, tags, prefix = training, log_model_checkpoints = true, "
+      "mode = offline, api_key (unused): a Neptune offline run under <run dir>/.neptune/ that `neptune sync` "
+      "uploads, with OML's keys (docs/reports.md#neptune)");
+  registry.add(
+      "clearml",
+      [](config::ArgsReader& reader) {
+        ClearmlOptions options;
+        bool offline = true;
+        reader.optional("project_name", options.project_name)
+            .optional("task_name", options.task_name)
+            .optional("task_type", options.task_type)
+            .optional("offline_mode", offline)
+            .custom([&] { options.tags = read_tags(reader.take("tags")); });
+        reader.check([&] {
+          const auto& types = clearml_task_types();
+          config::check_argument(std::find(types.begin(), types.end(), options.task_type) != types.end(),
+                                 "logger 'clearml'", "task_type", "must be one of ", join(types), ", got '",
+                                 options.task_type, "'");
+          config::check_argument(!options.project_name.empty(), "logger 'clearml'", "project_name",
+                                 "must not be empty");
+        });
+        options.online_requested = !offline;
+        return options;
+      },
+      [](const ClearmlOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
+        if (options.online_requested)
+          log::info(
+              "clearml: oml-cpp writes ClearML tasks offline (it does not talk to ClearML's servers); "
+              "Task.import_offline_session uploads the session");
+        return std::make_shared<ClearmlOfflineTask>(options, context, config_as_json(context.config_yaml));
+      },
+      "project_name = Untitled, task_name = the run directory's name, task_type = training, tags, "
+      "offline_mode "
+      "= true: a ClearML offline session under <run dir>/clearml/ (a folder and its zip) that "
+      "Task.import_offline_session uploads, with OML's keys (docs/reports.md#clearml)");
   registry.add(
       "mlflow", read_mlflow_options,
       [](const MlflowOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {

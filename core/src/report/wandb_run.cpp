@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <iterator>
-#include <random>
 
 #include "little_endian.h"
+#include "offline_files.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/io/pending_files.h"
@@ -27,7 +27,9 @@ namespace fs = std::filesystem;
 namespace {
 
 using detail::get_le;
+using detail::host_name;
 using detail::put_le;
+using detail::unix_time_s;
 
 // W&B's datastore (wandb/sdk/internal/datastore.py): LevelDB's log format behind its own header.
 constexpr char kIdent[] = ":W&B";
@@ -130,18 +132,7 @@ std::vector<ScannedRecord> scan(const fs::path& path) {
   return records;
 }
 
-std::string random_id() {
-  static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::random_device device;
-  std::uniform_int_distribution<int> pick(0, static_cast<int>(sizeof(kAlphabet)) - 2);
-  std::string id;
-  for (int i = 0; i < 8; ++i) id.push_back(kAlphabet[pick(device)]);
-  return id;
-}
-
-double unix_time_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+std::string random_id() { return detail::random_token(8, "abcdefghijklmnopqrstuvwxyz0123456789"); }
 
 std::string local_stamp(double unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);
@@ -149,12 +140,6 @@ std::string local_stamp(double unix_s) {
   ::localtime_r(&t, &tm);
   char buffer[32];
   std::strftime(buffer, sizeof(buffer), "%Y%m%d_%H%M%S", &tm);
-  return buffer;
-}
-
-std::string host_name() {
-  char buffer[256] = {};
-  if (::gethostname(buffer, sizeof(buffer) - 1) != 0) return {};
   return buffer;
 }
 
@@ -186,21 +171,6 @@ std::string media_name(const std::string& tag, int64_t step) {
       name.begin(), name.end(),
       [](char c) { return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-'); }, '_');
   return name + "_" + std::to_string(step) + ".png";
-}
-
-// `to` becomes `from` as it is now. A hard link where it can (the run folder's files live on the
-// checkpoints' file system): O(1) on the training thread however large the checkpoint, and safe
-// because checkpoints and report.html are replaced by a rename, never rewritten in place; a copy
-// elsewhere.
-void copy_replacing(const fs::path& from, const fs::path& to) {
-  fs::create_directories(to.parent_path());
-  const fs::path tmp = to.string() + ".tmp";
-  std::error_code ignored;
-  fs::remove(tmp, ignored);  // a killed process's leftover
-  std::error_code error;
-  fs::create_hard_link(from, tmp, error);
-  if (error) fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
-  fs::rename(tmp, to);
 }
 
 }  // namespace
@@ -390,7 +360,7 @@ void WandbOfflineRun::log_file(const fs::path& file, const std::string& name) {
   const bool checkpoint = name.rfind("checkpoints/", 0) == 0;
   if (checkpoint && !options_.log_model) return;
   const std::string path = "oml/" + name;
-  copy_replacing(file, dir_ / "files" / path);
+  detail::link_or_copy(file, dir_ / "files" / path);
   announce_file(path, /*media=*/false);
 }
 

@@ -9,7 +9,7 @@
 #include <unordered_set>
 
 #include "candidate_lists.h"
-#include "faiss_backends.h"
+#include "faiss/register.h"
 #include "oml/common/error.h"
 #include "oml/common/random.h"
 #include "oml/config/reader.h"
@@ -40,10 +40,8 @@ class ExactGalleryIndex final : public GalleryIndex {
   std::string describe() const override { return "exact"; }
 
  protected:
-  void added(int64_t) override { prepared_ = std::make_unique<detail::PreparedGallery>(gallery()); }
-  void removed(const std::vector<int64_t>&) override {
-    prepared_ = std::make_unique<detail::PreparedGallery>(gallery());
-  }
+  void added(int64_t first) override { prepared_->appended(gallery(), first); }
+  void removed(const std::vector<int64_t>& removed) override { prepared_->removed(gallery(), removed); }
 
  private:
   std::unique_ptr<detail::PreparedGallery> prepared_;

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "oml/common/error.h"
 
@@ -25,7 +26,16 @@ void GalleryIndex::add(const ItemSet& items) {
               gallery_.embeddings.size(1));
   }
   const at::Tensor rows = items.embeddings.to(at::kFloat).contiguous();
-  gallery_.embeddings = first == 0 ? rows.clone() : at::cat({gallery_.embeddings, rows}).contiguous();
+  const int64_t needed = first + n;
+  if (!storage_.defined() || storage_.size(0) < needed || storage_.size(1) != rows.size(1)) {
+    // Half again as many rows as needed: k adds in a row copy the gallery O(log) times.
+    const int64_t capacity = std::max<int64_t>(needed, first + first / 2);
+    at::Tensor grown = at::empty({capacity, rows.size(1)}, rows.options());
+    if (first > 0) grown.narrow(0, 0, first).copy_(gallery_.embeddings);
+    storage_ = grown;
+  }
+  storage_.narrow(0, first, n).copy_(rows);
+  gallery_.embeddings = storage_.narrow(0, 0, needed);
   gallery_.labels.insert(gallery_.labels.end(), items.labels.begin(), items.labels.end());
   gallery_.ids.insert(gallery_.ids.end(), items.ids.begin(), items.ids.end());
   // A gallery keeps sequences when either side has them; -1 = none.
@@ -65,8 +75,25 @@ void GalleryIndex::remove(std::vector<int64_t> positions) {
     for (const int64_t i : kept) out.push_back(values[static_cast<std::size_t>(i)]);
     values = std::move(out);
   };
-  const at::Tensor rows = at::from_blob(kept.data(), {static_cast<int64_t>(kept.size())}, at::kLong);
-  gallery_.embeddings = gallery_.embeddings.index_select(0, rows).contiguous();
+  const auto remaining = static_cast<int64_t>(kept.size());
+  if (!storage_.defined()) {  // the rows are not ours (a mapped file, the caller's): a new buffer
+    const at::Tensor rows = at::from_blob(kept.data(), {remaining}, at::kLong);
+    storage_ = gallery_.embeddings.index_select(0, rows).contiguous();
+  } else {  // in place: each run of kept rows after a removed one moves up over the gap
+    const int64_t dim = storage_.size(1);
+    float* data = storage_.data_ptr<float>();
+    int64_t write = positions.front();
+    for (std::size_t j = 0; j < positions.size(); ++j) {
+      const int64_t from = positions[j] + 1;
+      const int64_t to = j + 1 < positions.size() ? positions[j + 1] : n;
+      if (to > from) {
+        std::memmove(data + write * dim, data + from * dim,
+                     sizeof(float) * static_cast<std::size_t>((to - from) * dim));
+        write += to - from;
+      }
+    }
+  }
+  gallery_.embeddings = storage_.narrow(0, 0, remaining);
   keep(gallery_.labels);
   keep(gallery_.ids);
   keep(gallery_.sequences);

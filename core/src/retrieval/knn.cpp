@@ -189,11 +189,59 @@ std::vector<double> squared_norms(const at::Tensor& rows) {
 
 }  // namespace
 
-PreparedGallery::PreparedGallery(const ItemSet& gallery_set, bool with_norms)
+PreparedGallery::PreparedGallery(const ItemSet& gallery_set, bool with_norms_)
     : gallery(gallery_set.embeddings.contiguous()),
-      norm2(with_norms ? squared_norms(gallery) : std::vector<double>()),
+      norm2(with_norms_ ? squared_norms(gallery) : std::vector<double>()),
       position_of_id(positions_of_ids(gallery_set)),
-      label_count(count_labels(gallery_set)) {}
+      label_count(count_labels(gallery_set)),
+      with_norms(with_norms_),
+      ids_(gallery_set.ids),
+      labels_(gallery_set.labels) {}
+
+void PreparedGallery::appended(const ItemSet& gallery_set, int64_t first) {
+  gallery = gallery_set.embeddings.contiguous();
+  const int64_t n = gallery.size(0);
+  if (with_norms) {
+    const std::vector<double> added = squared_norms(gallery.narrow(0, first, n - first));
+    norm2.insert(norm2.end(), added.begin(), added.end());
+  }
+  for (int64_t g = first; g < n; ++g) {
+    const bool fresh = position_of_id.emplace(gallery_set.ids[g], g).second;
+    OML_CHECK(fresh, DataError, "gallery dataset index ", gallery_set.ids[g], " occurs twice (positions ",
+              position_of_id[gallery_set.ids[g]], " and ", g, ")");
+    ++label_count[gallery_set.labels[g]];
+  }
+  ids_.insert(ids_.end(), gallery_set.ids.begin() + first, gallery_set.ids.end());
+  labels_.insert(labels_.end(), gallery_set.labels.begin() + first, gallery_set.labels.end());
+}
+
+void PreparedGallery::removed(const ItemSet& gallery_set, const std::vector<int64_t>& removed) {
+  gallery = gallery_set.embeddings.contiguous();
+  if (removed.empty()) return;
+  for (const int64_t p : removed) {
+    position_of_id.erase(ids_[static_cast<std::size_t>(p)]);
+    const auto label = label_count.find(labels_[static_cast<std::size_t>(p)]);
+    if (--label->second == 0) label_count.erase(label);
+  }
+  // The kept rows after the first removed one moved up: their norms and positions follow.
+  const auto first = static_cast<std::size_t>(removed.front());
+  const auto compact = [&](auto& values) {
+    std::size_t write = first;
+    auto next = removed.begin();
+    for (std::size_t i = first; i < values.size(); ++i) {
+      if (next != removed.end() && *next == static_cast<int64_t>(i)) {
+        ++next;
+        continue;
+      }
+      values[write++] = values[i];
+    }
+    values.resize(write);
+  };
+  if (with_norms) compact(norm2);
+  compact(ids_);
+  compact(labels_);
+  for (std::size_t g = first; g < ids_.size(); ++g) position_of_id[ids_[g]] = static_cast<int64_t>(g);
+}
 
 PreparedPair::PreparedPair(const ItemSet& query_set, const ItemSet& gallery_set, Measure measure)
     : PreparedPair(query_set, gallery_set.embeddings.contiguous(),

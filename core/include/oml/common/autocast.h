@@ -12,7 +12,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
-#include "oml/config/precision.h"
+#include "oml/common/precision.h"
 
 namespace oml {
 
@@ -22,7 +22,7 @@ namespace oml {
 /// `torch.autocast.__exit__`). ConfigError for fp16 on the CPU (use bf16).
 class AutocastGuard {
  public:
-  AutocastGuard(config::Precision precision, c10::Device device);
+  AutocastGuard(Precision precision, c10::Device device);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;

@@ -1,15 +1,18 @@
 #pragma once
 // Failpoints: named places where a test makes this process pause, so that a fault (a cut link, a
-// SIGKILL) lands inside a window that is otherwise milliseconds long, deterministically.
+// SIGKILL) lands inside a window that is otherwise milliseconds long, deterministically — or
+// throw a std::runtime_error, as a bug would.
 //
 //   OML_FAILPOINTS="before_rename:last.ckpt=pause:5"      (entries separated by ',')
+//   OML_FAILPOINTS="serve:search=throw"
 //
 // With the variable unset — every user's run — failpoint() returns at once. A paused failpoint
 // first prints "failpoint <name>: pausing <s> s" on stderr (what tests wait for). A malformed
 // variable is a ConfigError naming it, at the first failpoint reached.
 //
 // Failpoints in the code: `before_rename:<file name>` — an atomic write's temporary file is
-// complete and flushed, and not yet renamed over <file name> (io/atomic_file.h).
+// complete and flushed, and not yet renamed over <file name> (io/atomic_file.h); `serve:search` —
+// oml-serve's batched search, before it searches (a failure of the server's own code).
 
 #include <string>
 

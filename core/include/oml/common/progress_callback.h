@@ -1,7 +1,7 @@
 #pragma once
 // How long-running library work (k-NN retrieval, dataset conversion) reports progress without
 // knowing how it is shown: the library calls the callback, the command decides whether that
-// draws a bar, prints a line or does nothing (pipelines/progress.h).
+// draws a bar, prints a line or does nothing (pipelines/runtime/progress.h).
 
 #include <cstdint>
 #include <functional>

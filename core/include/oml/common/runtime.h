@@ -53,8 +53,9 @@ class SingleThreadedBlas {
   int previous_mkl_ = 0;  // MKL's previous per-thread count (0: the global one)
 };
 
-/// Sets LibTorch's intra-op threads: `requested` when > 0, else hardware cores / `local_ranks`
-/// (at least 1). Returns the number set.
+/// Sets LibTorch's intra-op threads: `requested` when > 0, else OMP_NUM_THREADS where it is a
+/// positive integer (PyTorch's default; torchrun and test runners set it), else hardware cores /
+/// `local_ranks` (at least 1). Returns the number set.
 int configure_threads(int requested, int local_ranks = 1);
 
 }  // namespace oml

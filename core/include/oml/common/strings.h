@@ -26,4 +26,12 @@ std::string first_line(const std::string& text);
 bool starts_with(const std::string& text, const std::string& prefix);
 bool ends_with(const std::string& text, const std::string& suffix);
 
+/// `text` as valid UTF-8: every byte that does not begin a well-formed sequence (a stray
+/// continuation byte, a truncated or overlong sequence, a surrogate, a code point past U+10FFFF)
+/// becomes U+FFFD. For messages that quote what a client or a file sent: JSON and terminals need
+/// valid UTF-8, and a message must never fail to print because of the bytes it quotes.
+std::string valid_utf8(const std::string& text);
+/// True when `text` is well-formed UTF-8.
+bool is_valid_utf8(const std::string& text);
+
 }  // namespace oml

@@ -59,7 +59,7 @@ struct RunConfig {
   int64_t num_threads = 0;  ///< intra-op threads per rank; 0 = cores / local ranks
   /// Autocast of the forward and the loss (training, validation, prediction). `16` with
   /// `accelerator: cpu` is a config error (use bf16); with `auto` that resolves to the CPU it is
-  /// reported when the device is known (pipelines/run_context.cpp).
+  /// reported when the device is known (pipelines/runtime/run_context.cpp).
   Precision precision = Precision::fp32;
   std::string dataset_root;
   std::string dataframe_name = "df.csv";
@@ -69,6 +69,8 @@ struct RunConfig {
   std::vector<std::string> plugins;
   int64_t num_workers = 2;
   int64_t cache_size = 0;
+  /// Images of more pixels are refused before they are decoded (PIL's MAX_IMAGE_PIXELS); 0: none.
+  int64_t max_image_pixels = 89'478'485;
 
   std::optional<ComponentSpec> transforms_train;
   std::optional<ComponentSpec> transforms_val;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "oml/data/dataframe.h"
+#include "oml/data/image.h"
 #include "oml/data/transform.h"
 
 namespace oml::data {
@@ -53,14 +54,16 @@ class Dataset {
 
 class ImageDataset : public Dataset {
  public:
-  /// Items are the rows of `split` (paths required). `transform` must not be null.
-  ImageDataset(DataSplit split, std::shared_ptr<const Transform> transform);
+  /// Items are the rows of `split` (paths required). `transform` must not be null. Every image
+  /// is decoded within `limits` (decode_image).
+  ImageDataset(DataSplit split, std::shared_ptr<const Transform> transform, ImageLimits limits = {});
   ~ImageDataset() override;
 
   /// Unlabelled set: every image under `folder` (recursively; .jpg, .jpeg, .png, .bmp, any case)
   /// in sorted path order. Throws DataError when the folder has no images.
   static std::shared_ptr<ImageDataset> from_folder(const std::filesystem::path& folder,
-                                                   std::shared_ptr<const Transform> transform);
+                                                   std::shared_ptr<const Transform> transform,
+                                                   ImageLimits limits = {});
 
   int64_t size() const override { return static_cast<int64_t>(split_.size()); }
   ItemInfo info(int64_t index) const override;
@@ -76,6 +79,7 @@ class ImageDataset : public Dataset {
 
   DataSplit split_;
   std::shared_ptr<const Transform> transform_;
+  ImageLimits limits_;
   mutable std::mutex cache_mutex_;
   mutable std::shared_ptr<ByteCache> cache_;  // a memo of file bytes: logically const
 };

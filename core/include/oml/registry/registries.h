@@ -90,8 +90,4 @@ Registries& registries();
 const std::string& current_registration_origin();
 void set_registration_origin(std::string origin);
 
-/// Registers the components implemented in oml_core (transforms, models, losses, miners,
-/// optimizers, schedulers, postprocessors, retrieval backends, metrics, loggers). Idempotent.
-void register_core_components();
-
 }  // namespace oml

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "oml/data/dataframe.h"
+#include "oml/data/image.h"
 #include "oml/report/run_logger.h"
 #include "oml/retrieval/retrieval_results.h"
 
@@ -21,6 +22,7 @@ struct RetrievalGridOptions {
   int64_t top_k = 5;         ///< retrieved items drawn per query (fewer when fewer were retrieved)
   int64_t max_extra_gt = 2;  ///< ground-truth items missing from the top-k, drawn after it
   int cell = 112;            ///< side of one image cell in pixels (images keep their aspect ratio)
+  int64_t max_image_pixels = data::ImageLimits::kDefaultMaxPixels;  ///< the run's max_image_pixels
 };
 
 /// The `n` query positions (0 .. Q-1) with the lowest `per_query` values, lowest first; ties keep

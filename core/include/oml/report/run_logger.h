@@ -1,8 +1,9 @@
 #pragma once
 // Where a run's numbers and pictures go besides train.jsonl / metrics.jsonl: the `logger:`
 // component of the config (docs/reports.md). Built-in: `tensorboard` (the default) writes TensorBoard
-// event files into the run directory; `mlflow` sends the run to MLflow (mlflow_logger.h); `none`
-// (or `logger: null`) records nothing.
+// event files into the run directory; `mlflow` sends the run to MLflow (mlflow_logger.h); `wandb`,
+// `neptune` and `clearml` write the run offline in the tracker's own format for its tool to upload
+// (wandb_run.h, neptune_run.h, clearml_task.h); `none` (or `logger: null`) records nothing.
 //
 //   auto logger = report::make_run_logger(cfg.logger, report::LoggerContext{run_dir}, ctx.is_main());
 //   logger->log_scalar("train/loss", 0.42, step);
@@ -113,12 +114,17 @@ nlohmann::json config_as_json(const std::string& yaml);
 std::vector<std::pair<std::string, std::string>> flatten_config(const nlohmann::json& config,
                                                                 const std::string& separator);
 
-/// Checks that the logger `spec` names is registered (Registry::require). OML's loggers that need a
-/// network service — wandb, neptune, clearml — get a ConfigError saying that they are not
-/// available offline and what is, instead of "unknown logger" (unless a plugin registered one).
+/// The leaves of `config` with their JSON values, the path's keys joined by `separator`, as OML's
+/// flatten_dict makes the config it logs to Neptune and ClearML ("criterion|args|margin"): lists
+/// stay values, an empty mapping has no leaf.
+std::vector<std::pair<std::string, nlohmann::json>> flatten_config_values(const nlohmann::json& config,
+                                                                          const std::string& separator);
+
+/// Checks that the logger `spec` names is registered (Registry::require: a ConfigError listing
+/// the loggers for an unknown name).
 void require_logger(const config::ComponentSpec& spec);
 
-/// Registers `tensorboard`, `mlflow` (oml/report/mlflow_logger.h) and `none`.
+/// Registers `tensorboard`, `wandb`, `neptune`, `clearml`, `mlflow` and `none`.
 void register_builtin_loggers(Registries& registries);
 
 }  // namespace oml::report

@@ -45,10 +45,13 @@ class GalleryIndex {
   const ItemSet& gallery() const { return gallery_; }
   int64_t size() const { return gallery_.embeddings.defined() ? gallery_.embeddings.size(0) : 0; }
 
-  /// Appends `items` (same dimension; checked) at positions size()...
+  /// Appends `items` (same dimension; checked) at positions size()... The rows live in a buffer
+  /// with room to grow (half again as many rows when it is full), so that adding k items costs
+  /// O(k) amortized, not a copy of the gallery; the first add copies a gallery it does not own
+  /// (a memory-mapped file's rows are never written).
   void add(const ItemSet& items);
   /// Removes the rows at `positions` (each in [0, size()), any order, duplicates ignored); the
-  /// rows after them move up, keeping their order.
+  /// rows after them move up, keeping their order — in place in the buffer add() grew.
   void remove(std::vector<int64_t> positions);
   /// How add() / remove() change the structure.
   virtual IndexUpdates add_updates() const { return IndexUpdates::kIncremental; }
@@ -79,6 +82,9 @@ class GalleryIndex {
 
  private:
   ItemSet gallery_;
+  // The rows' buffer once add() or remove() made one: [capacity, D], gallery_.embeddings its
+  // first size() rows. Undefined while the rows are the caller's (or a mapped file's).
+  at::Tensor storage_;
 };
 
 /// An index that searches with RetrievalBackend::search over its gallery at every call: the

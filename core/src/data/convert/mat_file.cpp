@@ -1,207 +1,285 @@
+// MAT v5 files read by libmatio (matio.h). libmatio parses the file; this file turns its variables
+// into MatValue and checks what libmatio leaves to its caller: it reports most problems only
+// through a log function and may hand back arrays whose data it could not read (a missing
+// struct field, a char array shorter than its dimensions), so every array is checked before it
+// is used, and a problem becomes a DataError naming the file and the variable.
 #include "mat_file.h"
 
-#include <zlib.h>
+#include <matio.h>
 
-#include <cstring>
-#include <optional>
+#include <fstream>
+#include <memory>
+#include <mutex>
 
-#include "../../common/raw_io.h"
 #include "oml/common/error.h"
 
 namespace oml::data::convert {
 
 namespace {
 
-// Data types (miXXX) and array classes (mxXXX) of the MAT-file format.
-enum MiType : uint32_t {
-  miINT8 = 1,
-  miUINT8 = 2,
-  miINT16 = 3,
-  miUINT16 = 4,
-  miINT32 = 5,
-  miUINT32 = 6,
-  miSINGLE = 7,
-  miDOUBLE = 9,
-  miINT64 = 12,
-  miUINT64 = 13,
-  miMATRIX = 14,
-  miCOMPRESSED = 15,
-  miUTF8 = 16,
-};
-enum MxClass : uint32_t { mxCELL = 1, mxSTRUCT = 2, mxOBJECT = 3, mxCHAR = 4, mxSPARSE = 5 };
+// ---- libmatio's messages -----------------------------------------------------------------
 
-struct Element {
-  uint32_t type = 0;
-  std::string_view data;
+// libmatio has one process-wide log function; it is set once to keep the messages of the
+// calling thread until the read that caused them is judged.
+thread_local std::string matio_messages;
+thread_local bool matio_failed = false;
+
+void keep_matio_message(int level, char* message) {
+  if ((level & (MATIO_LOG_LEVEL_ERROR | MATIO_LOG_LEVEL_CRITICAL | MATIO_LOG_LEVEL_WARNING)) == 0) return;
+  if ((level & (MATIO_LOG_LEVEL_ERROR | MATIO_LOG_LEVEL_CRITICAL)) != 0) matio_failed = true;
+  if (!matio_messages.empty()) matio_messages += "; ";
+  matio_messages += message != nullptr ? message : "(no message)";
+}
+
+// Starts collecting libmatio's messages for one read.
+void start_matio_log() {
+  static std::once_flag once;
+  std::call_once(once, [] { Mat_LogInitFunc("oml", keep_matio_message); });
+  matio_messages.clear();
+  matio_failed = false;
+}
+
+// " (libmatio: ...)" when libmatio said something, else "".
+std::string matio_said() { return matio_messages.empty() ? "" : " (libmatio: " + matio_messages + ")"; }
+
+struct MatClose {
+  void operator()(mat_t* mat) const { Mat_Close(mat); }
+};
+struct VarFree {
+  void operator()(matvar_t* var) const { Mat_VarFree(var); }
 };
 
-class Reader {
+// ---- One variable ----------------------------------------------------------------------------
+
+// Where a problem is: the file and the variable's path in it ("annotations(3).bbox_x1").
+class Place {
  public:
-  Reader(std::string_view bytes, const std::string& file) : bytes_(bytes), file_(file) {}
+  Place(const std::string& file, std::string path) : file_(file), path_(std::move(path)) {}
+  Place element(int64_t i) const { return {file_, path_ + "(" + std::to_string(i + 1) + ")"}; }
+  Place field(const std::string& name) const { return {file_, path_ + "." + name}; }
+  Place cell(int64_t i) const { return {file_, path_ + "{" + std::to_string(i + 1) + "}"}; }
 
-  bool done() const { return pos_ >= bytes_.size(); }
-
-  Element next() {
-    need(8);
-    uint32_t type = u32(pos_), size = u32(pos_ + 4);
-    Element element;
-    if (type >> 16) {  // small data element: size in the upper half, data in the tag's last 4 bytes
-      element.type = type & 0xFFFF;
-      size = type >> 16;
-      OML_CHECK(size <= 4, DataError, file_, ": corrupt MAT file (small element of ", size, " bytes)");
-      element.data = bytes_.substr(pos_ + 4, size);
-      pos_ += 8;
-      return element;
-    }
-    pos_ += 8;
-    need(size);
-    element.type = type;
-    element.data = bytes_.substr(pos_, size);
-    pos_ += size;
-    if (type != miCOMPRESSED) pos_ = std::min(bytes_.size(), (pos_ + 7) / 8 * 8);
-    return element;
+  template <class... Args>
+  [[noreturn]] void fail(const Args&... what) const {
+    throw DataError(::oml::detail::concat(file_, ": variable '", path_, "': ", what..., matio_said()));
   }
 
  private:
-  void need(std::size_t n) const {
-    OML_CHECK(pos_ + n <= bytes_.size(), DataError, file_, ": the MAT file is truncated (needed ", n,
-              " bytes at offset ", pos_, ")");
-  }
-  uint32_t u32(std::size_t at) const {
-    uint32_t value;
-    std::memcpy(&value, bytes_.data() + at, 4);
-    return value;
-  }
-
-  std::string_view bytes_;
-  std::size_t pos_ = 0;
   const std::string& file_;
+  std::string path_;
 };
 
-template <class T>
-void append_as_double(std::string_view data, std::vector<double>& out) {
-  const std::size_t n = data.size() / sizeof(T);
-  for (std::size_t i = 0; i < n; ++i) {
-    T value;
-    std::memcpy(&value, data.data() + i * sizeof(T), sizeof(T));
-    out.push_back(static_cast<double>(value));
-  }
+int64_t element_count(const matvar_t& var) {
+  if (var.rank <= 0 || var.dims == nullptr) return 0;
+  int64_t n = 1;
+  for (int d = 0; d < var.rank; ++d) n *= static_cast<int64_t>(var.dims[d]);
+  return n;
 }
 
-std::vector<double> numbers_of(const Element& element, const std::string& file) {
+// The child arrays of a struct (count x fields, element-major) or a cell array: libmatio keeps
+// them as an array of matvar_t pointers, any of which may be null where it could not read one.
+matvar_t* const* children(const matvar_t& var, int64_t n, const Place& place) {
+  if (n == 0) return nullptr;
+  if (var.data == nullptr || var.data_size != static_cast<int>(sizeof(matvar_t*)) ||
+      var.nbytes < static_cast<std::size_t>(n) * sizeof(matvar_t*)) {
+    place.fail("the MAT file is corrupt (", n, " arrays expected, their data could not be read)");
+  }
+  return static_cast<matvar_t* const*>(var.data);
+}
+
+// The real part of a numeric array's data (a complex array keeps its parts apart).
+const void* real_data(const matvar_t& var) {
+  if (var.isComplex) {
+    const auto* parts = static_cast<const mat_complex_split_t*>(var.data);
+    return parts != nullptr ? parts->Re : nullptr;
+  }
+  return var.data;
+}
+
+template <class T>
+void append_as_double(const void* data, int64_t n, std::vector<double>& out) {
+  const T* values = static_cast<const T*>(data);
+  out.reserve(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out.push_back(static_cast<double>(values[i]));
+}
+
+std::vector<double> numbers_of(const matvar_t& var, int64_t n, const Place& place) {
   std::vector<double> out;
-  switch (element.type) {
-    case miINT8:
-      append_as_double<int8_t>(element.data, out);
+  if (n == 0) return out;
+  const void* data = real_data(var);
+  if (data == nullptr || var.data_size <= 0 || var.nbytes != static_cast<std::size_t>(n) * var.data_size) {
+    place.fail("the MAT file is corrupt (the data of ", n, " numbers could not be read)");
+  }
+  switch (var.class_type) {
+    case MAT_C_DOUBLE:
+      append_as_double<double>(data, n, out);
       break;
-    case miUINT8:
-      append_as_double<uint8_t>(element.data, out);
+    case MAT_C_SINGLE:
+      append_as_double<float>(data, n, out);
       break;
-    case miINT16:
-      append_as_double<int16_t>(element.data, out);
+    case MAT_C_INT8:
+      append_as_double<int8_t>(data, n, out);
       break;
-    case miUINT16:
-      append_as_double<uint16_t>(element.data, out);
+    case MAT_C_UINT8:
+      append_as_double<uint8_t>(data, n, out);
       break;
-    case miINT32:
-      append_as_double<int32_t>(element.data, out);
+    case MAT_C_INT16:
+      append_as_double<int16_t>(data, n, out);
       break;
-    case miUINT32:
-      append_as_double<uint32_t>(element.data, out);
+    case MAT_C_UINT16:
+      append_as_double<uint16_t>(data, n, out);
       break;
-    case miSINGLE:
-      append_as_double<float>(element.data, out);
+    case MAT_C_INT32:
+      append_as_double<int32_t>(data, n, out);
       break;
-    case miDOUBLE:
-      append_as_double<double>(element.data, out);
+    case MAT_C_UINT32:
+      append_as_double<uint32_t>(data, n, out);
       break;
-    case miINT64:
-      append_as_double<int64_t>(element.data, out);
+    case MAT_C_INT64:
+      append_as_double<int64_t>(data, n, out);
       break;
-    case miUINT64:
-      append_as_double<uint64_t>(element.data, out);
+    case MAT_C_UINT64:
+      append_as_double<uint64_t>(data, n, out);
       break;
     default:
-      throw DataError(file + ": unsupported MAT data type " + std::to_string(element.type));
+      place.fail("MAT array class ", static_cast<int>(var.class_type), " is not numeric");
   }
   return out;
 }
 
-std::string inflate(std::string_view compressed, const std::string& file) {
-  z_stream stream{};
-  OML_CHECK(inflateInit(&stream) == Z_OK, RuntimeError, "zlib inflateInit failed");
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  stream.avail_in = static_cast<uInt>(compressed.size());
+void append_utf8(uint32_t code_point, std::string& out) {
+  if (code_point < 0x80) {
+    out += static_cast<char>(code_point);
+  } else if (code_point < 0x800) {
+    out += static_cast<char>(0xC0 | (code_point >> 6));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  } else if (code_point < 0x10000) {
+    out += static_cast<char>(0xE0 | (code_point >> 12));
+    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (code_point >> 18));
+    out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  }
+}
+
+// A char array's characters in storage order, as UTF-8: MATLAB writes UTF-16 code units (ASCII
+// text comes out byte for byte), other writers UTF-8 or bytes.
+std::string text_of(const matvar_t& var, int64_t n, const Place& place) {
+  if (n == 0) return {};
+  const bool bytes = var.data_type == MAT_T_UTF8 || var.data_type == MAT_T_UINT8;
+  const bool units = var.data_type == MAT_T_UINT16 || var.data_type == MAT_T_UTF16;
+  if (!bytes && !units)
+    place.fail("character data of MAT type ", static_cast<int>(var.data_type), " is not supported");
+  // libmatio leaves the data unread (zeros) when it is shorter than the dimensions say.
+  const std::size_t unit = units ? 2 : 1;
+  if (var.data == nullptr || var.nbytes < static_cast<std::size_t>(n) * unit) {
+    place.fail("the MAT file is corrupt (", n, " characters expected, ", var.nbytes, " bytes of them found)");
+  }
+  if (bytes) return std::string(static_cast<const char*>(var.data), var.nbytes);
+  const auto* code_units = static_cast<const uint16_t*>(var.data);
+  const std::size_t count = var.nbytes / 2;
   std::string out;
-  char buffer[1 << 16];
-  int code;
-  do {
-    stream.next_out = reinterpret_cast<Bytef*>(buffer);
-    stream.avail_out = sizeof(buffer);
-    code = ::inflate(&stream, Z_NO_FLUSH);
-    out.append(buffer, sizeof(buffer) - stream.avail_out);
-  } while (code == Z_OK);
-  inflateEnd(&stream);
-  OML_CHECK(code == Z_STREAM_END, DataError, file,
-            ": a compressed MAT variable cannot be decompressed (zlib code ", code, ")");
+  for (std::size_t i = 0; i < count; ++i) {
+    uint32_t c = code_units[i];
+    if (c >= 0xD800 && c <= 0xDBFF && i + 1 < count && code_units[i + 1] >= 0xDC00 &&
+        code_units[i + 1] <= 0xDFFF) {
+      c = 0x10000 + ((c - 0xD800) << 10) + (code_units[i + 1] - 0xDC00);
+      ++i;
+    } else if (c >= 0xD800 && c <= 0xDFFF) {
+      place.fail("the characters are not valid UTF-16 (a lone surrogate at character ", i + 1, ")");
+    }
+    append_utf8(c, out);
+  }
   return out;
 }
 
-MatValue parse_matrix(std::string_view content, const std::string& file, std::string* name) {
-  MatValue value;
-  if (content.empty()) return value;  // an empty [] field
-  Reader reader(content, file);
-  const Element flags = reader.next();
-  OML_CHECK(flags.data.size() >= 4, DataError, file, ": corrupt MAT array flags");
-  uint32_t flag_word;
-  std::memcpy(&flag_word, flags.data.data(), 4);
-  const uint32_t cls = flag_word & 0xFF;
-  for (double d : numbers_of(reader.next(), file)) value.dims.push_back(static_cast<int64_t>(d));
-  const Element name_element = reader.next();
-  if (name) *name = std::string(name_element.data);
+const char* unsupported_class_name(matio_classes cls) {
+  switch (cls) {
+    case MAT_C_SPARSE:
+      return " (sparse)";
+    case MAT_C_OBJECT:
+      return " (object)";
+    case MAT_C_FUNCTION:
+      return " (function handle)";
+    case MAT_C_OPAQUE:
+      return " (opaque)";
+    default:
+      return "";
+  }
+}
 
-  if (cls == mxSTRUCT) {
-    value.kind = MatValue::Kind::structure;
-    const auto name_length = static_cast<std::size_t>(numbers_of(reader.next(), file).at(0));
-    const Element names = reader.next();
-    OML_CHECK(name_length > 0 && names.data.size() % name_length == 0, DataError, file,
-              ": corrupt MAT field names");
-    for (std::size_t i = 0; i < names.data.size(); i += name_length) {
-      const std::string_view raw = names.data.substr(i, name_length);
-      value.field_names.emplace_back(raw.substr(0, raw.find('\0')));
+MatValue to_value(const matvar_t* var, const Place& place) {
+  if (var == nullptr) place.fail("the MAT file is corrupt (the array could not be read)");
+  MatValue value;
+  const int64_t n = element_count(*var);
+  if (var->class_type == MAT_C_EMPTY) return value;  // an empty [] field
+  for (int d = 0; d < var->rank && var->dims != nullptr; ++d)
+    value.dims.push_back(static_cast<int64_t>(var->dims[d]));
+  switch (var->class_type) {
+    case MAT_C_STRUCT: {
+      value.kind = MatValue::Kind::structure;
+      const unsigned fields = Mat_VarGetNumberOfFields(const_cast<matvar_t*>(var));
+      char* const* names = Mat_VarGetStructFieldnames(var);
+      if (fields > 0 && names == nullptr)
+        place.fail("the MAT file is corrupt (the struct has no field names)");
+      for (unsigned f = 0; f < fields; ++f)
+        value.field_names.emplace_back(names[f] != nullptr ? names[f] : "");
+      matvar_t* const* arrays = children(*var, n * fields, place);
+      for (int64_t i = 0; i < n; ++i) {
+        for (unsigned f = 0; f < fields; ++f) {
+          value.elements.push_back(
+              to_value(arrays[i * fields + f], place.element(i).field(value.field_names[f])));
+        }
+      }
+      break;
     }
-    const int64_t total = value.count() * static_cast<int64_t>(value.field_names.size());
-    for (int64_t i = 0; i < total; ++i) {
-      const Element field = reader.next();
-      OML_CHECK(field.type == miMATRIX, DataError, file, ": corrupt MAT struct field");
-      value.elements.push_back(parse_matrix(field.data, file, nullptr));
+    case MAT_C_CELL: {
+      value.kind = MatValue::Kind::cell;
+      matvar_t* const* arrays = children(*var, n, place);
+      for (int64_t i = 0; i < n; ++i) value.elements.push_back(to_value(arrays[i], place.cell(i)));
+      break;
     }
-  } else if (cls == mxCELL) {
-    value.kind = MatValue::Kind::cell;
-    for (int64_t i = 0; i < value.count(); ++i) {
-      const Element cell = reader.next();
-      OML_CHECK(cell.type == miMATRIX, DataError, file, ": corrupt MAT cell");
-      value.elements.push_back(parse_matrix(cell.data, file, nullptr));
-    }
-  } else if (cls == mxCHAR) {
-    value.kind = MatValue::Kind::text;
-    const Element chars = reader.next();
-    if (chars.type == miUTF8 || chars.type == miUINT8 || chars.type == miINT8) {
-      value.text = std::string(chars.data);
-    } else {
-      for (double c : numbers_of(chars, file)) value.text += static_cast<char>(static_cast<unsigned char>(c));
-    }
-  } else if (cls >= 6 && cls <= 15) {  // mxDOUBLE .. mxUINT64
-    value.kind = MatValue::Kind::numeric;
-    value.numbers = numbers_of(reader.next(), file);
-  } else {
-    throw DataError(file + ": MAT array class " + std::to_string(cls) +
-                    (cls == mxSPARSE   ? " (sparse)"
-                     : cls == mxOBJECT ? " (object)"
-                                       : "") +
-                    " is not supported");
+    case MAT_C_CHAR:
+      value.kind = MatValue::Kind::text;
+      value.text = text_of(*var, n, place);
+      break;
+    case MAT_C_DOUBLE:
+    case MAT_C_SINGLE:
+    case MAT_C_INT8:
+    case MAT_C_UINT8:
+    case MAT_C_INT16:
+    case MAT_C_UINT16:
+    case MAT_C_INT32:
+    case MAT_C_UINT32:
+    case MAT_C_INT64:
+    case MAT_C_UINT64:
+      value.kind = MatValue::Kind::numeric;
+      value.numbers = numbers_of(*var, n, place);
+      break;
+    default:
+      place.fail("MAT array class ", static_cast<int>(var->class_type),
+                 unsupported_class_name(var->class_type), " is not supported");
   }
   return value;
+}
+
+// MATLAB 5 MAT files begin with a 116-byte text "MATLAB 5.0 MAT-file...", 8 bytes of subsystem
+// offset, the version 0x0100 and the endian indicator "IM" (little-endian). libmatio also opens
+// MATLAB 4, 7.3 (HDF5) and big-endian files; the converters take what the datasets ship.
+void check_header(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  OML_CHECK(static_cast<bool>(in), DataError, "cannot open ", file);
+  char header[128];
+  in.read(header, sizeof(header));
+  OML_CHECK(in.gcount() == static_cast<std::streamsize>(sizeof(header)), DataError, file,
+            " is too short to be a MAT file");
+  OML_CHECK(std::string(header, 10) == "MATLAB 5.0" && header[126] == 'I' && header[127] == 'M', DataError,
+            file,
+            " is not a little-endian MATLAB 5 MAT file (MATLAB 7.3 / HDF5 files are not supported: save with "
+            "-v7)");
 }
 
 }  // namespace
@@ -229,28 +307,22 @@ double MatValue::scalar(const std::string& what) const {
 
 std::map<std::string, MatValue> read_mat_file(const std::filesystem::path& path) {
   const std::string file = path.string();
-  const std::optional<std::string> read = oml::detail::read_file(file);
-  OML_CHECK(read.has_value(), DataError, "cannot open ", file);
-  const std::string& bytes = *read;
-  OML_CHECK(bytes.size() >= 128, DataError, file, " is too short to be a MAT file");
-  OML_CHECK(bytes.compare(0, 10, "MATLAB 5.0") == 0 && bytes[126] == 'I' && bytes[127] == 'M', DataError,
-            file,
-            " is not a little-endian MATLAB 5 MAT file (MATLAB 7.3 / HDF5 files are not supported: save with "
-            "-v7)");
+  check_header(file);
+  start_matio_log();
+  const std::unique_ptr<mat_t, MatClose> mat(Mat_Open(file.c_str(), MAT_ACC_RDONLY));
+  OML_CHECK(mat != nullptr, DataError, "cannot open ", file, " as a MAT file", matio_said());
+  std::size_t count = 0;
+  char* const* names = Mat_GetDir(mat.get(), &count);
+  OML_CHECK(!matio_failed && (count == 0 || names != nullptr), DataError, file,
+            ": the MAT file is corrupt (its variables cannot be listed)", matio_said());
   std::map<std::string, MatValue> variables;
-  Reader reader(std::string_view(bytes).substr(128), file);
-  while (!reader.done()) {
-    Element element = reader.next();
-    std::string inflated;
-    if (element.type == miCOMPRESSED) {
-      inflated = inflate(element.data, file);
-      Reader inner(inflated, file);
-      element = inner.next();
-    }
-    if (element.type != miMATRIX) continue;
-    std::string name;
-    MatValue value = parse_matrix(element.data, file, &name);
-    variables.emplace(name, std::move(value));
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string name = names[i] != nullptr ? names[i] : "";
+    if (variables.count(name) > 0) continue;  // the first of two variables with one name, as Mat_VarRead
+    const Place place(file, name);
+    const std::unique_ptr<matvar_t, VarFree> var(Mat_VarRead(mat.get(), name.c_str()));
+    if (var == nullptr || matio_failed) place.fail("the MAT file is corrupt (the variable cannot be read)");
+    variables.emplace(name, to_value(var.get(), place));
   }
   return variables;
 }

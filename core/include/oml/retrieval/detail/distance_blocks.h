@@ -46,10 +46,21 @@ double selection_error_bound(Measure measure, int64_t dim, double query_norm, do
 struct PreparedGallery {
   /// `with_norms` false: ids and labels only (the Faiss indexes compute their own distances).
   explicit PreparedGallery(const ItemSet& gallery, bool with_norms = true);
+
+  /// Follows GalleryIndex::add: `gallery` now holds new rows at [first, size) — O(new rows).
+  void appended(const ItemSet& gallery, int64_t first);
+  /// Follows GalleryIndex::remove: `gallery` lacks the rows at `removed` (ascending positions
+  /// of the gallery before) — O(rows after the first removed one), no new hashing of the rest.
+  void removed(const ItemSet& gallery, const std::vector<int64_t>& removed);
+
   at::Tensor gallery;         ///< [G, D] float32 contiguous
   std::vector<double> norm2;  ///< ||g||^2 in double (empty without norms)
   std::unordered_map<int64_t, int64_t> position_of_id;
   std::unordered_map<int64_t, int64_t> label_count;
+  bool with_norms = true;
+
+ private:
+  std::vector<int64_t> ids_, labels_;  // as of the last update: what removed() takes away
 };
 
 /// The inputs of the engine, prepared once per retrieval.

@@ -1,0 +1,144 @@
+#pragma once
+// What oml-serve answers, without HTTP: a loaded index folder and its model, searched and
+// changed by many threads at once (docs/serving.md#the-http-api).
+//
+// Concurrent requests are batched (micro_batcher.h): images into one forward pass, queries into
+// one search. Searches share the index; add() and remove() take it alone and append the change to
+// the folder's change log (change_log.h, synced) before they return — so a change writes what it
+// changes, not the gallery. When the log has grown past compaction_due(), a background thread
+// writes the gallery as the folder's next version while searches go on (changes wait for it). The
+// server holds the folder's write lock for its lifetime, so no oml-index command changes it
+// meanwhile.
+
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "gallery/gallery_commands.h"
+#include "gallery/micro_batcher.h"
+
+namespace oml::data {
+class DecodeBudget;
+class Transform;
+}  // namespace oml::data
+namespace oml::models {
+class Extractor;
+}  // namespace oml::models
+
+namespace oml::pipelines {
+
+struct RunContext;
+
+/// One neighbour of a query.
+struct Neighbour {
+  int64_t id = 0;
+  std::string path;
+  std::optional<int64_t> label;
+  std::string category;
+  float distance = 0.0F;
+};
+
+/// A query's answer: its neighbours within the threshold, nearest first.
+struct SearchAnswer {
+  std::vector<Neighbour> neighbours;
+  std::optional<double> threshold;  ///< the one applied (none: every neighbour)
+  bool known() const { return !neighbours.empty(); }
+};
+
+/// A new gallery item: its embedding (from add_items' caller, or embed()) and its record.
+struct NewItem {
+  at::Tensor embedding;  ///< [D] float32
+  std::string path;
+  std::optional<int64_t> label;
+  std::string category;
+};
+
+struct ServiceOptions {
+  BatchLimits embed_batch{32, std::chrono::microseconds(0)};
+  BatchLimits search_batch{32, std::chrono::microseconds(0)};
+  int64_t max_k = 1000;  ///< the largest k a request may ask for
+  /// Images of more pixels are refused before decoding; nullopt: the index config's
+  /// max_image_pixels (0: no limit).
+  std::optional<int64_t> max_image_pixels;
+  /// What concurrent embed() calls may hold together while they decode and transform images
+  /// (data::DecodeBudget): a request waits for its share; one larger than all of it is refused.
+  int64_t decode_memory_bytes = int64_t{2048} * 1024 * 1024;
+  /// The change log is written into a new version once it holds this much and half the
+  /// gallery's bytes (compaction_due()).
+  int64_t compact_min_bytes = kDefaultCompactMinBytes;
+};
+
+class GalleryService {
+ public:
+  /// Loads the index folder `dir` and, when it was built through a model, that model.
+  GalleryService(const cli::Invocation& invocation, const std::filesystem::path& dir, ServiceOptions options);
+  ~GalleryService();
+
+  /// [D] float32 embedding of an encoded image (JPEG, PNG, ...). data::ImageTooLarge for an image
+  /// over the pixel limit or the decode budget (read from its header, before decoding), DataError
+  /// when the bytes are not an image; UsageError when the index has no model. Decoding and the
+  /// transform hold the image's share of the decode budget (waiting for it when others hold it).
+  at::Tensor embed(const std::string& image_bytes);
+  /// The top `k` of `embedding` ([D]; DataError for another size or non-finite values), cut at
+  /// `threshold` — nullopt: the calibrated one if any; NaN: none (a distance may be negative:
+  /// -q.g under `distance: dot`; UsageError for a negative one under the other distances).
+  SearchAnswer search(const at::Tensor& embedding, int64_t k, std::optional<double> threshold);
+  /// Appends the items with new ids (returned), logged and synced before it returns.
+  std::vector<int64_t> add(const std::vector<NewItem>& items);
+  /// Removes the item `id`, logged and synced before it returns; false when there is no such item.
+  bool remove(int64_t id);
+  /// Waits until no compaction is running or due (tests, benchmarks).
+  void wait_for_compaction();
+
+  int64_t size() const;
+  int64_t dimension() const { return dimension_; }
+  int64_t max_k() const { return options_.max_k; }
+  bool has_model() const;
+  std::string describe() const;
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  struct Query;
+  std::vector<SearchAnswer> search_batch(std::vector<std::shared_ptr<Query>>& queries);  // one search call
+  std::vector<at::Tensor> embed_batch(std::vector<at::Tensor>& images);
+  /// After a change (under the exclusive lock): wakes the compactor when the log is due.
+  void after_change();
+  /// The compactor thread: writes the next version whenever one is due, until stopped.
+  void compact_when_due();
+  /// After a failed change: the folder as it is on disk, served again.
+  void reload();
+
+  cli::Invocation invocation_;
+  std::filesystem::path dir_;
+  ServiceOptions options_;
+  std::unique_ptr<IndexWriteLock> lock_;
+  LoadedIndex loaded_;
+  int64_t dimension_ = 0;
+  // Searches share it; add/remove take it alone. The compactor holds it shared while it writes,
+  // which keeps changes (the only users of log_ and the version's name) out.
+  mutable std::shared_mutex index_mutex_;
+  std::unique_ptr<ChangeLogWriter> log_;
+  std::mutex compaction_mutex_;  // guards the two flags below
+  std::condition_variable compaction_changed_;
+  bool compaction_due_ = false;
+  bool compacting_ = false;
+  bool stopping_ = false;
+  std::thread compactor_;
+  std::shared_ptr<models::Extractor> extractor_;
+  std::shared_ptr<const data::Transform> transform_;
+  int64_t max_image_pixels_ = 0;
+  std::unique_ptr<data::DecodeBudget> decode_budget_;
+  std::unique_ptr<RunContext> context_;
+  std::unique_ptr<MicroBatcher<at::Tensor, at::Tensor>> embedder_;
+  std::unique_ptr<MicroBatcher<std::shared_ptr<Query>, SearchAnswer>> searcher_;
+};
+
+}  // namespace oml::pipelines

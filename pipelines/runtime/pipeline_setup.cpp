@@ -1,0 +1,290 @@
+#include "runtime/pipeline_setup.h"
+
+#include <algorithm>
+
+#include "oml/common/logging.h"
+#include "oml/common/strings.h"
+#include "oml/data/dataframe.h"
+#include "oml/data/dataset.h"
+#include "oml/data/sampler.h"
+#include "oml/data/transform.h"
+#include "oml/distributed/device.h"
+#include "oml/distributed/world.h"
+#include "oml/io/state_dict.h"
+#include "oml/metrics/embedding_metrics.h"
+#include "oml/metrics/metric_table.h"
+#include "oml/models/extractor.h"
+#include "oml/optim/optimizer.h"
+#include "oml/registry/registries.h"
+#include "oml/retrieval/backend.h"
+#include "oml/retrieval/distance_space.h"
+#include "oml/samplers/builtin_samplers.h"
+#include "runtime/run_context.h"
+#include "runtime/run_dir.h"
+
+namespace oml::pipelines {
+
+namespace fs = std::filesystem;
+
+config::ComponentSpec require_component(const config::RunConfig& config,
+                                        const std::optional<config::ComponentSpec>& slot,
+                                        const std::string& key) {
+  if (!slot) {
+    // Present but empty (`extractor:` or `--set extractor=`): point at that line or flag.
+    const config::Node given = config.source[key];
+    (given.defined() ? given : config.source)
+        .fail("the '" + config::name(config.pipeline) + "' pipeline needs '" + key +
+              ": {name: ..., args: {...}}'");
+  }
+  return *slot;
+}
+
+data::ImageLimits image_limits(const config::RunConfig& config) {
+  data::ImageLimits limits;
+  limits.max_pixels = config.max_image_pixels;
+  return limits;
+}
+
+data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths) {
+  if (config.dataset_root.empty()) {
+    const config::Node given = config.source["dataset_root"];
+    (given.defined() ? given : config.source).fail("the pipeline needs 'dataset_root' (the dataset folder)");
+  }
+  const fs::path root = config.dataset_root;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    config.source["dataset_root"].fail("dataset folder '" + root.string() + "' does not exist");
+  }
+  const fs::path csv = root / config.dataframe_name;
+  if (!fs::exists(csv, ec)) {
+    config.source.fail("dataframe '" + csv.string() + "' does not exist (dataset_root / dataframe_name)");
+  }
+  data::DataframeOptions options;
+  options.dataset_root = root;
+  options.require_paths = require_paths;
+  options.check_files = require_paths;
+  options.warnings = config.show_dataset_warnings;
+  return data::Dataframe::read(csv, options);
+}
+
+std::shared_ptr<const data::Transform> build_transform(const config::RunConfig& config,
+                                                       const std::optional<config::ComponentSpec>& slot,
+                                                       const std::string& key) {
+  return registries().transforms.create(require_component(config, slot, key));
+}
+
+data::SamplerContext sampler_context_for(const config::RunConfig& config, const data::Dataframe& dataframe) {
+  const data::DataSplit& train = dataframe.train();
+  data::SamplerContext context;
+  context.labels = train.labels;
+  context.categories = train.categories;
+  // label_values[l] = the dataframe's value of remapped label l.
+  context.label_values.assign(static_cast<std::size_t>(train.num_labels()), 0);
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    context.label_values[static_cast<std::size_t>(train.labels[i])] = train.original_labels[i];
+  }
+  context.seed = config.seed;
+  context.default_batch_size = config.bs_train;
+  context.source = "the train split of " + dataframe.file();
+  return context;
+}
+
+data::Dataframe read_training_dataframe(const config::RunConfig& config) {
+  data::Dataframe dataframe = read_run_dataframe(config, /*require_paths=*/true);
+  if (dataframe.train().empty()) {
+    throw DataError(dataframe.file() + ": has no rows with split 'train'; training needs some");
+  }
+  // limit_val_batches: the first batches of the validation loader (bs_val rows each, in the
+  // dataframe's order), as Lightning's; 0 batches leave nothing to validate.
+  const config::BatchLimit& limit = config.controls.limit_val_batches;
+  const std::size_t rows = dataframe.validation().size();
+  if (limit.limits() && rows > 0) {
+    const auto bs = static_cast<std::size_t>(config.bs_val);
+    const auto batches = static_cast<int64_t>((rows + bs - 1) / bs);
+    const int64_t kept = limit.apply(batches, "limit_val_batches");
+    dataframe.keep_first_validation_rows(std::min(rows, static_cast<std::size_t>(kept) * bs));
+    log::info("limit_val_batches: validating on " + std::to_string(kept) + " of " + std::to_string(batches) +
+              " batches (" + std::to_string(dataframe.validation().size()) + " of " + std::to_string(rows) +
+              " validation rows)");
+  }
+  return dataframe;
+}
+
+std::shared_ptr<const data::Sampler> build_train_sampler(const config::RunConfig& config,
+                                                         const data::Dataframe& dataframe) {
+  return samplers::build_sampler(config.sampler, sampler_context_for(config, dataframe));
+}
+
+std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig& config,
+                                                         const torch::nn::Module& model,
+                                                         const torch::nn::Module* loss) {
+  optim::OptimizerContext context;
+  for (const auto& p : model.parameters()) context.model_parameters.push_back(p);
+  if (loss) {
+    for (const auto& p : loss->parameters()) context.loss_parameters.push_back(p);
+  }
+  return registries().optimizers.create(require_component(config, config.optimizer, "optimizer"), context);
+}
+
+models::BackboneFreezing backbone_freezing(const config::RunConfig& config,
+                                           const models::Extractor& extractor) {
+  models::BackboneFreezing freezing = extractor.requested_freezing();
+  if (config.freeze_n_epochs == 0) return freezing;
+  const config::Node key = config.source["freeze_n_epochs"];
+  if (!extractor.freezable()) {
+    key.fail(
+        "freezing needs an extractor with a separate backbone: use extractor_with_mlp (its backbone is "
+        "frozen during the first freeze_n_epochs epochs), not '" +
+        config.extractor->name + "'");
+  }
+  if (freezing.epochs > 0 && freezing.epochs != config.freeze_n_epochs) {
+    key.fail("freeze_n_epochs: " + std::to_string(config.freeze_n_epochs) +
+             " here, but the extractor's args say " + "freeze_n_epochs: " + std::to_string(freezing.epochs) +
+             "; keep one of them");
+  }
+  freezing.epochs = config.freeze_n_epochs;
+  return freezing;
+}
+
+std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config) {
+  return registries().extractors.create(require_component(config, config.extractor, "extractor"));
+}
+
+std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
+                                                                const RunContext& context) {
+  auto extractor = build_extractor(config);
+  if (const auto reader = std::dynamic_pointer_cast<models::OmlWeightsReader>(extractor);
+      reader && !config.weights.empty()) {
+    // A published file of the model's family, an OML .ckpt, a zoo name or an oml-cpp checkpoint,
+    // as OML reads them (vit, vit_clip).
+    reader->load_weights(config.weights);
+    log::info("loaded extractor weights from " + config.weights);
+  } else if (!config.weights.empty()) {
+    if (!fs::exists(config.weights))
+      config.source["weights"].fail("weights file '" + config.weights + "' does not exist");
+    io::load_weights(*extractor, config.weights);
+    log::info("loaded extractor weights from " + config.weights);
+  }
+  extractor->to(context.device);
+  return extractor;
+}
+
+namespace {
+void check_metric_key(const std::string& setting, const std::string& key,
+                      const std::vector<std::string>& overall_keys) {
+  if (!starts_with(key, "OVERALL/")) return;
+  if (std::find(overall_keys.begin(), overall_keys.end(), key) != overall_keys.end()) return;
+  throw SettingError(setting, "'" + key + "' is not computed with these metric_args" +
+                                  did_you_mean(key, overall_keys) + "; computed: " + join(overall_keys));
+}
+}  // namespace
+
+void check_checkpoint_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys) {
+  check_metric_key("metric_for_checkpointing", config.metric_for_checkpointing, overall_keys);
+}
+
+void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys) {
+  if (config.scheduling.monitor_metric.empty()) {
+    throw SettingError(
+        "scheduling", "this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
+  }
+  check_metric_key("scheduling.monitor_metric", config.scheduling.monitor_metric, overall_keys);
+}
+
+void check_early_stopping_metric(const config::RunConfig& config,
+                                 const std::vector<std::string>& overall_keys) {
+  if (config.controls.early_stopping)
+    check_metric_key("early_stopping.monitor", config.controls.early_stopping->monitor, overall_keys);
+}
+
+std::shared_ptr<const retrieval::RetrievalBackend> build_retrieval_backend(const config::RunConfig& config) {
+  if (!config.retrieval_backend) return retrieval::make_exact_backend();
+  retrieval::BackendContext context;
+  context.seed = static_cast<uint64_t>(config.seed);
+  if (config.accelerator != config::Accelerator::cpu) {
+    // The device start_run() will use (same placement, same errors, only earlier).
+    const c10::Device device =
+        distributed::placement_for(config.accelerator, distributed::world_from_environment(),
+                                   config.device_ids)
+            .device;
+    if (device.is_cuda()) context.cuda_device = device.index();
+  }
+  auto backend = registries().retrieval_backends.create(*config.retrieval_backend, context);
+  if (!backend->supports(retrieval::engine_measure(config.retrieval_distance))) {
+    config.retrieval_backend->node["distance"].fail(
+        "retrieval backend '" + backend->name() + "' searches by Euclidean distance only, not by " +
+        to_string(config.retrieval_distance) + " (exact and the faiss_* backends search by every distance)");
+  }
+  return backend;
+}
+
+void check_retrieval_backend(const config::RunConfig& config) {
+  const auto backend = build_retrieval_backend(config);
+  if (backend->exact()) return;
+  if (metrics::configure_metrics(config.metric_args).needs_pair_pass()) {
+    config.retrieval_backend->node["name"].fail(
+        "fnmr@fmr (metric_args.fmr_vals) needs the distances of all query-gallery pairs, which only the "
+        "retrieval backend 'exact' computes; use retrieval_backend: {name: exact} for fnmr, or remove "
+        "fmr_vals to use '" +
+        backend->name() + "'");
+  }
+}
+
+void use_retrieval_backend(const config::RunConfig& config, const retrieval::RetrievalBackend& backend,
+                           metrics::EmbeddingMetricsOptions& options) {
+  options.backend = &backend;
+  options.distance = config.retrieval_distance;
+  options.report_recall = backend.exact() ? 0 : config.report_recall;
+  options.recall_seed = static_cast<uint64_t>(config.seed);
+}
+
+namespace {
+
+/// Rows of the whole dataframe in file order (train and validation rows alike), for prediction.
+data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
+  struct Row {
+    int64_t line;
+    const data::DataSplit* split;
+    std::size_t index;
+  };
+  std::vector<Row> rows;
+  for (const data::DataSplit* split : {&dataframe.train(), &dataframe.validation()}) {
+    for (std::size_t i = 0; i < split->size(); ++i) rows.push_back({split->lines[i], split, i});
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.line < b.line; });
+  data::DataSplit out;
+  const bool bboxes = dataframe.train().has_bboxes() || dataframe.validation().has_bboxes();
+  const bool categories = dataframe.train().has_categories() || dataframe.validation().has_categories();
+  for (const Row& row : rows) {
+    out.paths.push_back(row.split->paths[row.index]);
+    out.lines.push_back(row.line);
+    // Labels as written in the file (the train split's are remapped to 0..L-1).
+    if (!row.split->original_labels.empty())
+      out.original_labels.push_back(row.split->original_labels[row.index]);
+    if (categories)
+      out.categories.push_back(row.split->has_categories() ? row.split->categories[row.index] : "");
+    if (bboxes) out.bboxes.push_back(row.split->has_bboxes() ? row.split->bboxes[row.index] : std::nullopt);
+  }
+  if (out.original_labels.size() != out.paths.size()) out.original_labels.clear();
+  return out;
+}
+
+}  // namespace
+
+PredictionInput prediction_input(const config::RunConfig& cfg) {
+  auto transform = build_transform(cfg, cfg.transforms_predict ? cfg.transforms_predict : cfg.transforms_val,
+                                   "transforms_predict");
+  PredictionInput input;
+  if (!cfg.data_dir.empty()) {
+    if (!fs::is_directory(cfg.data_dir))
+      cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
+    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, transform, image_limits(cfg));
+  } else {
+    const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
+    input.rows = all_rows_in_file_order(dataframe);
+    input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform, image_limits(cfg));
+  }
+  return input;
+}
+
+}  // namespace oml::pipelines

@@ -1,0 +1,110 @@
+#include "runtime/run_context.h"
+
+#include <torch/torch.h>
+
+#include <cstdlib>
+
+#include "oml/common/error.h"
+#include "oml/common/logging.h"
+#include "oml/common/runtime.h"
+#include "oml/config/document.h"
+#include "oml/distributed/device.h"
+#include "oml/distributed/launcher.h"
+#include "oml/distributed/process_group.h"
+#include "oml/models/zoo.h"
+#include "runtime/progress.h"
+
+namespace oml::pipelines {
+
+namespace {
+
+// The line of `text` at `index` (0-based), or "(nothing)" past its end.
+std::string line_at(const std::string& text, std::size_t index) {
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < index; ++i) {
+    begin = text.find('\n', begin);
+    if (begin == std::string::npos) return "(nothing)";
+    ++begin;
+  }
+  if (begin >= text.size()) return "(nothing)";
+  return text.substr(begin, text.find('\n', begin) - begin);
+}
+
+// The first line (0-based) where a and b differ.
+std::size_t first_different_line(const std::string& a, const std::string& b) {
+  std::size_t line = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size() && a[i] == b[i]; ++i) {
+    if (a[i] == '\n') ++line;
+  }
+  return line;
+}
+
+// Every rank must run the same resolved config: machines started with different files or --set
+// values would train different models, or hang in mismatched collectives. Compared once, right
+// after the rendezvous; a difference is a ConfigError (exit 2) on every rank, naming the ranks and
+// the first line that differs from rank 0's.
+void check_same_config(distributed::ProcessGroup& group, const std::string& yaml) {
+  const std::vector<std::string> all = group.all_gather_bytes(yaml);
+  std::vector<int> differing;
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) differing.push_back(static_cast<int>(r));
+  }
+  if (differing.empty()) return;
+  const int r = differing.front();
+  const std::size_t line = first_different_line(all[r], all[0]);
+  std::string ranks;
+  for (const int d : differing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(d);
+  throw ConfigError("the resolved config of rank" + std::string(differing.size() > 1 ? "s " : " ") + ranks +
+                    " differs from rank 0's (every rank, on every machine, must run the same config): line " +
+                    std::to_string(line + 1) + " is `" + line_at(all[r], line) + "` on rank " +
+                    std::to_string(r) + " but `" + line_at(all[0], line) + "` on rank 0");
+}
+
+}  // namespace
+
+RunContext start_run(const config::RunConfig& config) {
+  RunContext ctx;
+  models::set_weights_dir(config.weights_dir);
+  ctx.world = distributed::world_from_environment();
+  if (ctx.world.is_distributed()) {
+    // The oml launcher prefixes every line itself; under torchrun/srun the rank says who it is.
+    const bool prefixed = std::getenv(distributed::kPrefixedByLauncher) != nullptr;
+    oml::log::init(prefixed ? -1 : ctx.world.rank);
+    if (!ctx.is_main()) Progress::set_default_mode(ProgressMode::quiet);
+  }
+  const distributed::Placement placement =
+      distributed::placement_for(config.accelerator, ctx.world, config.device_ids);
+  ctx.device = placement.device;
+  ctx.precision = config.precision;
+  if (ctx.precision == config::Precision::fp16 && ctx.device.is_cpu()) {
+    // parse_run_config catches `accelerator: cpu`; this is `auto` without a visible GPU.
+    config.source["precision"].fail(
+        "precision 16 (float16 autocast with a gradient scaler) needs a GPU, and accelerator: " +
+        config::name(config.accelerator) + " resolved to the CPU; use precision: bf16 on the CPU");
+  }
+  ctx.threads = configure_threads(static_cast<int>(config.num_threads), ctx.world.local_world_size);
+  if (ctx.world.is_distributed()) {
+    distributed::GroupOptions options;
+    options.timeout_s = config.ddp.timeout_s;
+    options.backend = placement.backend;
+    ctx.group = distributed::ProcessGroup::connect(ctx.world, options);
+    if (config.source.defined()) check_same_config(*ctx.group, config::dump_yaml(config.source.yaml()));
+    oml::log::info("joined " + distributed::describe(ctx.world) + ", " + std::to_string(ctx.threads) +
+                   " threads");
+  } else {
+    ctx.group = distributed::ProcessGroup::single();
+  }
+  return ctx;
+}
+
+void RunContext::rank0_only(const std::function<void()>& work) const {
+  if (is_main()) work();
+  group->barrier();
+}
+
+std::string RunContext::from_rank0(const std::string& text) const {
+  if (!world.is_distributed()) return text;
+  return group->all_gather_bytes(is_main() ? text : std::string()).at(0);
+}
+
+}  // namespace oml::pipelines

@@ -1,0 +1,272 @@
+#include "runtime/run_dir.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include "oml/common/error.h"
+#include "oml/common/logging.h"
+#include "oml/common/strings.h"
+#include "oml/io/atomic_file.h"
+
+namespace oml::pipelines {
+
+namespace fs = std::filesystem;
+
+std::string default_run_name(const std::string& postfix) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d_%H-%M-%S", &local);
+  char name[64];
+  std::snprintf(name, sizeof(name), "%s.%03d_%d", stamp, static_cast<int>(millis),
+                static_cast<int>(::getpid()));
+  return postfix.empty() ? std::string(name) : std::string(name) + "_" + postfix;
+}
+
+fs::path resumed_run_directory(const fs::path& checkpoint) {
+  const fs::path file = fs::absolute(checkpoint).lexically_normal();
+  const fs::path run = file.parent_path().parent_path();
+  const std::string new_run_hint =
+      "; to start a new run from its weights, give it as the model's `weights:` "
+      "(e.g. --set extractor.args.weights=" +
+      checkpoint.string() + ") and leave out --resume";
+  if (file.parent_path().filename() != "checkpoints" || !fs::is_regular_file(run / "config.yaml")) {
+    throw UsageError("--resume " + checkpoint.string() +
+                     ": not a checkpoint of an oml-train run directory (<run>/checkpoints/last.ckpt "
+                     "with <run>/config.yaml); --resume continues a run in its own directory" +
+                     new_run_hint);
+  }
+  if (file.filename() != "last.ckpt") {
+    throw UsageError("--resume " + checkpoint.string() + ": a run continues from its latest state, " +
+                     (run / "checkpoints" / "last.ckpt").string() + "; " + file.filename().string() +
+                     " is an earlier state, and resuming from it would roll the run back and overwrite "
+                     "its newer checkpoints and logs" +
+                     new_run_hint);
+  }
+  return run;
+}
+
+RunDir::RunDir(fs::path path) : path_(std::move(path)) {}
+
+RunDir RunDir::create(const fs::path& logs_root, const std::string& run_name) {
+  std::error_code ec;
+  fs::create_directories(logs_root, ec);
+  if (ec) throw RuntimeError("cannot create logs_root '" + logs_root.string() + "': " + ec.message());
+  RunDir dir(logs_root / run_name);
+  // One mkdir both checks and claims: of two runs with the same name, exactly one gets it.
+  if (!fs::create_directory(dir.path_, ec)) {
+    if (ec)
+      throw RuntimeError("cannot create the run directory '" + dir.path_.string() + "': " + ec.message());
+    throw ConfigError("the run directory '" + dir.path_.string() +
+                      "' already exists (another run's files: its checkpoints and logs are never "
+                      "overwritten); choose another run_name, leave run_name out for a new "
+                      "timestamped one, or continue that run with --resume " +
+                      (dir.checkpoints() / "last.ckpt").string());
+  }
+  dir.lock();
+  fs::create_directory(dir.checkpoints(), ec);
+  if (ec) throw RuntimeError("cannot create '" + dir.checkpoints().string() + "': " + ec.message());
+  return dir;
+}
+
+RunDir RunDir::reopen(const fs::path& run_directory) {
+  RunDir dir(run_directory);
+  dir.lock();
+  return dir;
+}
+
+void RunDir::lock() {
+  const fs::path file = path_ / ".lock";
+  lock_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw RuntimeError("cannot create '" + file.string() + "': " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {0};
+    const ssize_t n = ::pread(lock_fd_, holder, sizeof(holder) - 1, 0);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw UsageError(
+        "the run directory '" + path_.string() + "' is in use by another process" +
+        (n > 0 ? " (pid " + std::string(holder, static_cast<std::size_t>(n)) + ")" : std::string()) +
+        "; two processes never write one run directory");
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    log::debug("could not write the pid into " + file.string());
+  }
+}
+
+RunDir::RunDir(RunDir&& other) noexcept : path_(std::move(other.path_)), lock_fd_(other.lock_fd_) {
+  other.lock_fd_ = -1;
+}
+
+RunDir& RunDir::operator=(RunDir&& other) noexcept {
+  if (this != &other) {
+    this->~RunDir();
+    path_ = std::move(other.path_);
+    lock_fd_ = other.lock_fd_;
+    other.lock_fd_ = -1;
+  }
+  return *this;
+}
+
+RunDir::~RunDir() {
+  if (lock_fd_ < 0) return;
+  // Removed while still held, so no other process can be holding this file's lock.
+  std::error_code ignored;
+  fs::remove(path_ / ".lock", ignored);
+  ::close(lock_fd_);
+}
+
+void RunDir::write_config(const std::string& resolved_yaml) const {
+  io::write_file_atomic(path_ / "config.yaml", resolved_yaml);
+}
+
+std::string RunDir::write_resume_config(const std::string& resolved_yaml) const {
+  int n = 1;
+  while (fs::exists(path_ / ("config.resume-" + std::to_string(n) + ".yaml"))) ++n;
+  io::write_file_atomic(path_ / ("config.resume-" + std::to_string(n) + ".yaml"), resolved_yaml);
+  std::ifstream in(path_ / "config.yaml", std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+namespace {
+
+/// Scalars and sequences as flow-style text, mappings flattened into dotted keys.
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& item : node) {
+      const std::string key = item.first.as<std::string>();
+      flatten(item.second, prefix.empty() ? key : prefix + "." + key, out);
+    }
+    return;
+  }
+  YAML::Emitter text;
+  text << YAML::Flow << node;
+  out[prefix] = text.c_str();
+}
+
+std::map<std::string, std::string> flattened(const std::string& yaml) {
+  std::map<std::string, std::string> out;
+  try {
+    flatten(YAML::Load(yaml), "", out);
+  } catch (const YAML::Exception&) {
+    // An unreadable config.yaml only costs the warnings.
+  }
+  return out;
+}
+
+/// Keeps the lines of a JSONL file whose "step" is at most `step`; a line that does not parse
+/// (cut by a kill mid-write) is dropped too. Rewrites the file only when something goes.
+void truncate_jsonl(const fs::path& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool keep = record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+                      record["step"].get<int64_t>() <= step;
+    if (keep) {
+      kept += line + '\n';
+    } else {
+      dropped = true;
+    }
+  }
+  in.close();
+  if (dropped) io::write_file_atomic(path, kept);
+}
+
+}  // namespace
+
+std::vector<std::string> config_differences(const std::string& before_yaml, const std::string& after_yaml) {
+  const auto before = flattened(before_yaml), after = flattened(after_yaml);
+  std::vector<std::string> out;
+  auto value = [](const std::map<std::string, std::string>& side, const std::string& key) {
+    const auto it = side.find(key);
+    return it == side.end() ? std::string("(absent)") : it->second;
+  };
+  std::map<std::string, bool> keys;
+  for (const auto& kv : before) keys[kv.first] = true;
+  for (const auto& kv : after) keys[kv.first] = true;
+  for (const auto& kv : keys) {
+    const std::string was = value(before, kv.first), now = value(after, kv.first);
+    if (was != now) out.push_back(kv.first + ": " + was + " -> " + now);
+  }
+  return out;
+}
+
+CommandOutput::CommandOutput(fs::path folder, std::string command, std::vector<std::string> outputs)
+    : folder_(std::move(folder)), command_(std::move(command)), outputs_(std::move(outputs)) {}
+
+bool CommandOutput::marked() const {
+  std::error_code ec;
+  return fs::exists(folder_ / ("." + command_), ec);
+}
+
+void CommandOutput::check() const {
+  if (marked()) return;
+  for (const std::string& output : outputs_) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(folder_ / output, ec))) continue;
+    throw UsageError(folder_.string() + " already holds " + output + ", which " + command_ +
+                     " did not write (no ." + command_ +
+                     " marker there); it is never overwritten: choose another folder, or move it away");
+  }
+}
+
+void CommandOutput::claim() const {
+  if (!marked()) {
+    check();
+    io::write_file_atomic(folder_ / ("." + command_),
+                          "written by " + command_ +
+                              "; it replaces its outputs here on its next run: " + join(outputs_) + "\n");
+  }
+  // Half-written outputs of an earlier run of this command that was killed mid-write (SIGKILL:
+  // other signals clean up themselves); only those whose process is gone.
+  for (const std::string& output : outputs_) io::remove_stale_temporaries(folder_, output);
+}
+
+CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,
+                                const std::string& postfix) {
+  const std::string name =
+      run_name.empty() ? default_run_name(postfix.empty() ? "validate" : postfix) : run_name;
+  return CommandOutput(fs::path(logs_root) / name, "oml-validate", {"metrics.json", "images"});
+}
+
+CommandOutput prediction_output(const std::string& save_dir) {
+  return CommandOutput(save_dir, "oml-predict",
+                       {"embeddings.npy", "embeddings.pt", "embeddings.csv", "neighbours.csv",
+                        "neighbours_ids.npy", "neighbours_distances.npy"});
+}
+
+void RunDir::truncate_logs_after(int64_t step) const {
+  truncate_jsonl(path_ / "train.jsonl", step);
+  truncate_jsonl(path_ / "metrics.jsonl", step);
+}
+
+JsonlWriter::JsonlWriter(const fs::path& path) : path_(path), out_(path, std::ios::app) {
+  if (!out_) throw RuntimeError("cannot open '" + path.string() + "' for writing");
+}
+
+void JsonlWriter::write(const nlohmann::json& record) {
+  out_ << record.dump() << '\n';
+  out_.flush();
+  if (!out_) throw RuntimeError("writing '" + path_.string() + "' failed (disk full?)");
+}
+
+}  // namespace oml::pipelines

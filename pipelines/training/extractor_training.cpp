@@ -1,0 +1,104 @@
+// oml-train, pipeline: extractor — an extractor and a metric-learning loss trained on P x K
+// batches; the loop itself is the Trainer's (trainer.h).
+#include <torch/torch.h>
+
+#include "oml/common/logging.h"
+#include "oml/data/dataframe.h"
+#include "oml/data/dataset.h"
+#include "oml/data/loader.h"
+#include "oml/losses/criterion.h"
+#include "oml/losses/gathered_loss.h"
+#include "oml/metrics/embedding_metrics.h"
+#include "oml/models/extractor.h"
+#include "oml/registry/registries.h"
+#include "runtime/embedding.h"
+#include "runtime/pipeline_setup.h"
+#include "runtime/progress.h"
+#include "runtime/run_context.h"
+#include "training/extractor_pipelines.h"
+#include "training/trainer.h"
+
+namespace oml::pipelines {
+
+int train_extractor(const config::Document& document, const config::RunConfig& cfg,
+                    const TrainRequest& request) {
+  RunContext ctx = start_run(cfg);
+  torch::manual_seed(static_cast<uint64_t>(cfg.seed));
+  // Built once: metric_args are checked here, and every validation computes these metrics.
+  const metrics::MetricTable metric_table = metrics::configure_metrics(cfg.metric_args);
+
+  // ---- data --------------------------------------------------------------------------------
+  const data::Dataframe dataframe = read_training_dataframe(cfg);
+  const data::DataSplit& train_split = dataframe.train();
+  const bool has_validation = !dataframe.validation().empty();
+  auto train_dataset = std::make_shared<data::ImageDataset>(
+      train_split, build_transform(cfg, cfg.transforms_train, "transforms_train"), image_limits(cfg));
+  train_dataset->reserve_cache(cfg.cache_size);
+  std::shared_ptr<data::ImageDataset> val_dataset;
+  if (has_validation) {
+    val_dataset = std::make_shared<data::ImageDataset>(
+        dataframe.validation(), build_transform(cfg, cfg.transforms_val, "transforms_val"),
+        image_limits(cfg));
+  }
+  const auto sampler = build_train_sampler(cfg, dataframe);
+
+  // ---- model, loss, optimizer ---------------------------------------------------------------
+  auto extractor = build_extractor(cfg);
+  extractor->to(ctx.device);
+  const models::BackboneFreezing freezing = backbone_freezing(cfg, *extractor);
+  losses::CriterionContext criterion_context;
+  criterion_context.embedding_size = extractor->feat_dim();
+  criterion_context.num_classes = train_split.num_labels();
+  criterion_context.label_categories = train_split.label_category_indices();
+  auto criterion =
+      registries().losses.create(require_component(cfg, cfg.criterion, "criterion"), criterion_context);
+  criterion->to(ctx.device);
+  auto optimizer = build_optimizer(cfg, *extractor, criterion.get());
+
+  TrainerOptions options;
+  options.resume_from = request.resume_from;
+  options.has_validation = has_validation;
+  options.metric_keys = metric_table.overall_keys();
+  Trainer trainer(document, cfg, ctx,
+                  {extractor.get(), "extractor", criterion.get(), optimizer.get(), sampler},
+                  std::move(options));
+
+  // ---- the pipeline's share of the loop ------------------------------------------------------
+  TrainingHooks hooks;
+  // ddp.gather_embeddings_for_loss: the loss sees every rank's rows of the step (one process's
+  // batch of all of them); otherwise this rank's batch only.
+  const bool gather = cfg.ddp.gather_embeddings_for_loss && ctx.world_size() > 1;
+  if (gather) {
+    log::info("ddp.gather_embeddings_for_loss: every rank's loss sees the embeddings and labels of all " +
+              std::to_string(ctx.world_size()) + " ranks' batches of the step");
+  }
+  hooks.step = [&](const data::LoadedBatch& batch) {
+    const torch::Tensor embeddings = extractor->forward(batch.images.to(ctx.device));
+    const torch::Tensor labels = batch.labels.to(ctx.device);
+    if (gather) return losses::loss_over_all_ranks(*criterion, *ctx.group, embeddings, labels);
+    return criterion->forward(embeddings, labels);
+  };
+  if (freezing.any()) {
+    hooks.on_epoch_start = [&](int64_t epoch) { extractor->set_backbone_frozen(freezing.frozen_in(epoch)); };
+  }
+  hooks.validation_split = &dataframe.validation();
+  const auto retrieval_backend = build_retrieval_backend(cfg);
+  hooks.validate = [&]() -> metrics::EmbeddingMetricsResult {
+    const at::Tensor embeddings =
+        embed_dataset(*extractor, val_dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
+    metrics::EmbeddingMetricsOptions metric_options;
+    metric_options.metrics = metric_table;
+    use_retrieval_backend(cfg, *retrieval_backend, metric_options);
+    metric_options.on_progress = progress_callback("k-NN", "query");
+    metric_options.group = ctx.group.get();  // every rank holds every row: they split the k-NN
+    auto result =
+        metrics::compute_embedding_metrics(embedding_set(embeddings, dataframe.validation()), metric_options);
+    if (!ctx.is_main()) return {};  // the Trainer takes rank 0's metrics
+    return result;
+  };
+  if (has_validation) log_knn_split(ctx, metric_table, *retrieval_backend);
+  trainer.fit(train_dataset, hooks);
+  return 0;
+}
+
+}  // namespace oml::pipelines

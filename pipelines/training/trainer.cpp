@@ -1,0 +1,666 @@
+#include "training/trainer.h"
+
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "oml/common/autocast.h"
+#include "oml/common/logging.h"
+#include "oml/common/strings.h"
+#include "oml/config/document.h"
+#include "oml/data/dataset.h"
+#include "oml/data/loader.h"
+#include "oml/data/sampler.h"
+#include "oml/distributed/gradient_sync.h"
+#include "oml/distributed/process_group.h"
+#include "oml/io/atomic_file.h"
+#include "oml/io/checkpoint.h"
+#include "oml/io/state_dict.h"
+#include "oml/losses/criterion.h"
+#include "oml/metrics/embedding_metrics.h"
+#include "oml/optim/clipping.h"
+#include "oml/optim/grad_scaler.h"
+#include "oml/optim/optimizer.h"
+#include "oml/optim/resume.h"
+#include "oml/optim/scheduler.h"
+#include "oml/registry/registries.h"
+#include "runtime/embedding.h"
+#include "runtime/progress.h"
+#include "runtime/run_context.h"
+#include "runtime/run_dir.h"
+#include "training/batch_trace.h"
+#include "training/early_stopping.h"
+#include "training/run_recorder.h"
+
+namespace oml::pipelines {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// max_steps, or max_epochs x steps per epoch when smaller or unset.
+int64_t total_training_steps(const config::RunConfig& config, int64_t steps_per_epoch) {
+  const int64_t all_epochs = steps_per_epoch * config.max_epochs;
+  return config.max_steps ? std::min(*config.max_steps, all_epochs) : all_epochs;
+}
+
+/// The config's scheduler over `optimizer` (null when none is configured).
+std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
+                                                  torch::optim::Optimizer& optimizer,
+                                                  int64_t steps_per_epoch) {
+  if (!config.scheduling.scheduler) return nullptr;
+  const bool per_step = config.scheduling.scheduler_interval == config::SchedulerInterval::step;
+  optim::SchedulerContext context;
+  context.optimizer = &optimizer;
+  context.total_steps = (per_step ? total_training_steps(config, steps_per_epoch) : config.max_epochs) /
+                        config.scheduling.scheduler_frequency;
+  return registries().schedulers.create(*config.scheduling.scheduler, context);
+}
+
+/// Every parameter of `module` as (prefix + name, tensor), trainable or not (a frozen backbone
+/// is unfrozen later), for gradient synchronisation.
+distributed::NamedTensors named_parameters(const torch::nn::Module& module, const std::string& prefix) {
+  distributed::NamedTensors out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    out.emplace_back(prefix + item.key(), item.value());
+  return out;
+}
+
+/// Every parameter the optimizer updates (what the gradient scaler unscales).
+std::vector<at::Tensor> optimized_parameters(const torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> out;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) out.push_back(p);
+  }
+  return out;
+}
+
+distributed::GradientSyncOptions gradient_sync_options(const config::RunConfig& config) {
+  distributed::GradientSyncOptions options;
+  options.bucket_mb = config.ddp.bucket_mb;
+  options.check_params_every = config.ddp.check_params_every;
+  options.compression = config.ddp.gradient_compression;
+  return options;
+}
+
+data::LoaderOptions training_loader_options(const config::RunConfig& config, int64_t epoch) {
+  data::LoaderOptions options;
+  options.num_workers = static_cast<int>(config.num_workers);
+  options.seed = static_cast<uint64_t>(config.seed);
+  options.epoch = epoch;
+  return options;
+}
+
+/// `samples` over the time since `since`, which is reset to now.
+double samples_per_second(int64_t samples, std::chrono::steady_clock::time_point& since) {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - since).count();
+  since = now;
+  return seconds > 0 ? static_cast<double>(samples) / seconds : 0.0;
+}
+
+std::vector<std::string> metric_names(const std::map<std::string, double>& metrics) {
+  std::vector<std::string> names;
+  for (const auto& kv : metrics) names.push_back(kv.first);
+  return names;
+}
+
+/// "loss 0.2130 lr 1.00e-03 850 img/s" for progress bars.
+std::string step_status(double loss, double lr, double samples_per_s) {
+  char status[96];
+  std::snprintf(status, sizeof(status), "loss %.4f lr %.2e %.0f img/s", loss, lr, samples_per_s);
+  return status;
+}
+
+bool improves(const std::optional<double>& best, double value, bool maximise) {
+  if (!std::isfinite(value)) return false;
+  if (!best) return true;
+  return maximise ? value > *best : value < *best;
+}
+
+std::string best_key(const config::RunConfig& config) { return "best/" + config.metric_for_checkpointing; }
+
+/// ConfigError when the checkpoint's run used another optimizer or scheduler than `config`.
+void check_same_components(const std::string& checkpoint_yaml, const std::string& path,
+                           const config::RunConfig& config) {
+  // Optimizer and scheduler states only load into the kind that wrote them; another kind would
+  // fail deep inside LibTorch ("INTERNAL ASSERT FAILED") or, worse, load.
+  YAML::Node before;
+  try {
+    before = YAML::Load(checkpoint_yaml);
+  } catch (const YAML::Exception&) {
+    return;  // a checkpoint without a readable config: the state loaders report what they find
+  }
+  auto name_in = [&](const char* key, const char* inner) -> std::string {
+    // A config that is not a mapping (a damaged checkpoint) names no components; yaml-cpp throws
+    // for a key looked up in a scalar.
+    if (!before.IsMap()) return std::string();
+    YAML::Node node = before[key];
+    if (inner && node.IsMap()) node.reset(node[inner]);
+    return node.IsMap() && node["name"].IsScalar() ? node["name"].as<std::string>() : std::string();
+  };
+  auto check = [&](const std::string& was, const std::optional<config::ComponentSpec>& now,
+                   const std::string& key) {
+    const std::string current = now ? now->name : std::string();
+    if (was == current) return;
+    throw ConfigError(key + ": the run in " + path + " trained with " +
+                      (was.empty() ? std::string("none") : "'" + was + "'") + ", this config gives " +
+                      (current.empty() ? std::string("none") : "'" + current + "'") +
+                      "; its state cannot continue under another kind. Resume with the run's " + key +
+                      ", or start a new run from the checkpoint's weights (`weights:`, without --resume)");
+  };
+  check(name_in("optimizer", nullptr), config.optimizer, "optimizer");
+  check(name_in("scheduling", "scheduler"), config.scheduling.scheduler, "scheduling.scheduler");
+}
+
+}  // namespace
+
+RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
+                                 const TrainingParts& parts, optim::Scheduler* scheduler,
+                                 optim::GradScaler* scaler, EarlyStopping* early_stopping) {
+  const io::Checkpoint resumed = io::load_checkpoint(path);
+  if (!resumed.resume) {
+    throw DataError("checkpoint '" + path +
+                    "' has no resume state (it was not written by oml-train); "
+                    "resume from a run's checkpoints/last.ckpt");
+  }
+  check_same_components(resumed.config, path, config);
+  io::load_state_dict(*parts.model, resumed.state_dict, path);
+  if (parts.criterion)
+    io::load_state_dict(*parts.criterion, resumed.resume->criterion, path + " (criterion)");
+  try {
+    optim::load_optimizer_state(*parts.optimizer, resumed.resume->optimizer);
+    if (scheduler) scheduler->load_state(resumed.resume->scheduler);
+    // A precision 16 run continues with its scale; one resumed from a bf16/fp32 run's checkpoint
+    // (no scaler state) starts from the initial scale, as a new run would.
+    if (scaler && !resumed.resume->grad_scaler.isNone()) scaler->load_state(resumed.resume->grad_scaler);
+    // Likewise early stopping: a run that had none starts counting now.
+    if (early_stopping && !resumed.resume->early_stopping.isNone())
+      early_stopping->load_state(resumed.resume->early_stopping);
+    optim::load_rng_state(resumed.resume->rng);
+  } catch (Error& e) {
+    e.add_context("(in the resume state of checkpoint " + path + ")");  // the loaders do not know the file
+    throw;
+  }
+  RestoredState restored;
+  const io::ResumeState& r = *resumed.resume;
+  restored.position = {r.sampler_epoch, r.sampler_batch, resumed.step};
+  restored.logger_run_id = r.logger_run_id;
+  restored.training_time_s = r.training_time_s.value_or(0.0);
+  restored.position_is_global = r.sampler_consumed.has_value();
+  if (restored.position_is_global) {
+    restored.position.consumed = *r.sampler_consumed;
+    restored.position.epoch_world_size = *r.sampler_world_size;
+  }
+  const TrainingPosition& p = restored.position;
+  if (p.epoch < 0 || p.batch < 0 || p.step < 0 || p.consumed < 0 || p.epoch_world_size < 1) {
+    throw DataError("checkpoint '" + path + "': its training position (epoch " + std::to_string(p.epoch) +
+                    ", batch " + std::to_string(p.batch) + ", step " + std::to_string(p.step) +
+                    ", consumed " + std::to_string(p.consumed) + " items of the epoch started by " +
+                    std::to_string(p.epoch_world_size) + " rank(s)) is not one (a damaged checkpoint?)");
+  }
+  if (auto it = resumed.metrics.find(best_key(config)); it != resumed.metrics.end())
+    restored.best = it->second;
+  return restored;
+}
+
+Trainer::Trainer(const config::Document& document, const config::RunConfig& config, const RunContext& context,
+                 TrainingParts parts, TrainerOptions options)
+    : config_(config),
+      context_(context),
+      parts_(std::move(parts)),
+      options_(std::move(options)),
+      resolved_yaml_(document.dump()) {
+  OML_ASSERT(parts_.model && parts_.optimizer && parts_.sampler,
+             "a trainer needs a model, an optimizer and a sampler");
+  // This rank's share of every epoch; wrapping checks that every rank gets a batch (a
+  // ConfigError otherwise) before anything runs.
+  share_ = std::make_unique<ddp::DDPSamplerWrapper>(parts_.sampler, ddp::sampler_options(config_.ddp),
+                                                    context_.rank(), context_.world_size(), config_.seed);
+  const int64_t accumulate = config_.controls.accumulate_grad_batches;
+  steps_per_epoch_ = (limited_epoch_batches() + accumulate - 1) / accumulate;  // the last group steps too
+  scheduler_ = build_scheduler(config_, *parts_.optimizer, steps_per_epoch_);
+
+  // Config mistakes surface before anything is written or trained.
+  if (options_.has_validation) check_checkpoint_metric(config_, options_.metric_keys);
+  if (scheduler_ && scheduler_->requires_metric()) {
+    if (!options_.has_validation) {
+      throw SettingError(
+          "scheduling.scheduler",
+          "this scheduler monitors a validation metric, but the dataframe has no validation rows");
+    }
+    check_monitor_metric(config_, options_.metric_keys);
+  }
+  if (const auto& stopping = config_.controls.early_stopping) {
+    if (!options_.has_validation) {
+      throw SettingError(
+          "early_stopping",
+          "early stopping monitors a validation metric, but nothing is validated (the dataframe "
+          "has no validation rows, or limit_val_batches leaves none)");
+    }
+    check_early_stopping_metric(config_, options_.metric_keys);
+    early_stopping_ = std::make_unique<EarlyStopping>(*stopping);
+  }
+
+  // Built before restore(), which continues a precision 16 run's loss scale from its checkpoint.
+  if (context_.precision == config::Precision::fp16) scaler_ = std::make_unique<optim::GradScaler>();
+  batch_trace_ = BatchTrace::from_environment(context_.rank(), context_.world_size());
+  fs::path resumed_run;
+  if (!options_.resume_from.empty()) {
+    resumed_run = resumed_run_directory(options_.resume_from);
+    restore(options_.resume_from);
+  }
+  step_ = start_.step;
+  claim_run_directory(resumed_run);
+  RecorderOptions recording;
+  recording.has_validation = options_.has_validation;
+  recording.config_yaml = resolved_yaml_;
+  if (!options_.resume_from.empty()) {
+    recording.resumed_at_step = start_.step;
+    if (!resumed_logger_run_id_.empty()) recording.resumed_logger_run_id = resumed_logger_run_id_;
+  }
+  recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, std::move(recording));
+
+  // Gradient synchronisation (a no-op in a single process); every rank starts from rank 0's
+  // parameters and buffers, as PyTorch's DDP does at construction.
+  distributed::NamedTensors synced = named_parameters(*parts_.model, parts_.model_name + ".");
+  if (parts_.criterion) {
+    for (auto& p : named_parameters(*parts_.criterion, "criterion.")) synced.push_back(std::move(p));
+  }
+  gradient_sync_ = std::make_unique<distributed::GradientSync>(context_.group, std::move(synced),
+                                                               gradient_sync_options(config_));
+  for (const auto& b : parts_.model->named_buffers(/*recurse=*/true))
+    buffers_.emplace_back(parts_.model_name + "." + b.key(), b.value());
+  gradient_sync_->broadcast_from_rank0(buffers_);
+
+  // float16 needs loss scaling (CUDA only: the config rejects 16 on the CPU); bfloat16 has
+  // float32's exponent range and needs none.
+  if (context_.precision != config::Precision::fp32) {
+    log::info("precision " + config::precision_name(context_.precision) + ": " +
+              (context_.precision == config::Precision::bf16 ? "bfloat16" : "float16") +
+              " autocast for forward and loss on " + context_.device.str() +
+              "; weights, optimizer and metrics in float32");
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::claim_run_directory(const fs::path& resumed_run) {
+  std::string root;
+  if (context_.is_main()) {
+    if (resumed_run.empty()) {
+      const std::string name =
+          config_.run_name.empty() ? default_run_name(config_.postfix) : config_.run_name;
+      run_dir_.emplace(RunDir::create(config_.logs_root, name));
+      run_dir_->write_config(resolved_yaml_);
+    } else {
+      run_dir_.emplace(RunDir::reopen(resumed_run));
+      // Half-written files of the run's earlier process (killed mid-write); the lock says no
+      // live process writes here.
+      const int stale = io::remove_stale_temporaries(run_dir_->path()) +
+                        io::remove_stale_temporaries(run_dir_->checkpoints());
+      if (stale > 0)
+        log::info("removed " + std::to_string(stale) + " temporary file(s) of an earlier, killed process");
+      const std::string started_with = run_dir_->write_resume_config(resolved_yaml_);
+      for (const std::string& change : config_differences(started_with, resolved_yaml_)) {
+        log::warn("resumed with a config that differs from the run's config.yaml: " + change);
+      }
+      // What a killed run logged after its last checkpoint is trained again now.
+      run_dir_->truncate_logs_after(start_.step);
+    }
+    root = run_dir_->path().string();
+    log::info("run directory: " + root);
+  }
+  root = context_.from_rank0(root);
+  paths_ = {root, fs::path(root) / "checkpoints"};
+}
+
+void Trainer::restore(const std::string& path) {
+  const RestoredState restored =
+      restore_checkpoint(path, config_, parts_, scheduler_.get(), scaler_.get(), early_stopping_.get());
+  start_ = restored.position;
+  if (restored.best) best_ = restored.best;
+  resumed_logger_run_id_ = restored.logger_run_id;
+  time_before_ = restored.training_time_s;
+  const int64_t world = context_.world_size();
+  if (!restored.position_is_global) {
+    // An earlier build counted only this rank-world's steps and did not name the world.
+    start_.epoch_world_size = world;
+    start_.consumed = start_.batch * share_->items_per_step();
+    if (start_.batch > 0) {
+      log::warn("checkpoint " + path +
+                " was written by an earlier oml-cpp that does not record its number of "
+                "ranks; assuming " +
+                std::to_string(world) +
+                ", as in this run (resumed on another number, "
+                "batches of epoch " +
+                std::to_string(start_.epoch) + " would repeat or be skipped)");
+    }
+  }
+  log::info("resuming from " + path + " at epoch " + std::to_string(start_.epoch) + ", batch " +
+            std::to_string(start_.batch) + " (step " + std::to_string(start_.step) + ")");
+  if (start_.epoch >= config_.max_epochs) return;
+  // A position this world cannot continue (the data changed; no padding and an uneven rest) is
+  // reported now, before the run directory is touched, not when fit() reaches it.
+  const ddp::EpochPosition from = resumed_epoch_position();
+  share_->batches_from(from);
+  if (from.world_size != world && from.consumed > 0) {
+    log::info("epoch " + std::to_string(start_.epoch) + " was started by " + std::to_string(from.world_size) +
+              " rank(s); these " + std::to_string(world) + " continue it after the " +
+              std::to_string(from.consumed) + " " +
+              (parts_.sampler->kind() == data::SamplerKind::batch ? "batches" : "indices") +
+              " of its order they consumed");
+  }
+}
+
+ddp::EpochPosition Trainer::resumed_epoch_position() const {
+  // An epoch nothing of which was consumed (a new run, a checkpoint written at the end of an
+  // epoch) is this world's own: its order is the one these ranks deal.
+  if (start_.consumed == 0) return {start_.epoch, 0, context_.world_size()};
+  return {start_.epoch, start_.consumed, start_.epoch_world_size};
+}
+
+bool Trainer::reached_max_steps() const { return config_.max_steps && step_ >= *config_.max_steps; }
+
+double Trainer::training_time_s() const {
+  return time_before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - fit_start_).count();
+}
+
+bool Trainer::reached_max_time() const {
+  const std::optional<double>& limit = config_.controls.max_time_s;
+  if (!limit) return false;
+  const double elapsed = training_time_s();
+  const std::string decided = context_.from_rank0(elapsed >= *limit ? "1" : "0");
+  if (decided != "1") return false;
+  if (context_.is_main()) {
+    log::info(::oml::detail::concat("max_time reached: trained for ", static_cast<int64_t>(elapsed), " s of ",
+                                    static_cast<int64_t>(*limit),
+                                    " s (Lightning's max_time); stopping after step ", step_));
+  }
+  return true;
+}
+
+int64_t Trainer::limited_epoch_batches() const {
+  return config_.controls.limit_train_batches.apply(share_->size(), "limit_train_batches");
+}
+
+void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const TrainingHooks& hooks) {
+  OML_ASSERT(hooks.step, "a trainer needs a step function");
+  OML_ASSERT(!options_.has_validation || (hooks.validate && hooks.validation_split),
+             "a run with validation rows needs a validate hook and its split");
+  const int64_t world = context_.world_size();
+  const int64_t accumulate = config_.controls.accumulate_grad_batches;
+  bool stop = false;
+  fit_start_ = std::chrono::steady_clock::now();  // max_time counts training, not the setup before
+  // A run resumed from a checkpoint written at max_steps has nothing left to do.
+  for (int64_t epoch = start_.epoch; epoch < config_.max_epochs && !stop && !reached_max_steps(); ++epoch) {
+    parts_.model->train();
+    if (parts_.criterion) parts_.criterion->train();
+    if (hooks.on_epoch_start) hooks.on_epoch_start(epoch);
+
+    // The epoch from where it stands, as the DDP wrapper deals it to this rank: a fresh one, or
+    // the rest of a resumed one, whichever number of ranks started it.
+    const bool resumed = epoch == start_.epoch;
+    const ddp::EpochPosition from = resumed ? resumed_epoch_position() : ddp::EpochPosition{epoch, 0, world};
+    std::vector<data::Batch> batches = share_->batches_from(from);
+    // limit_train_batches counts from the epoch's start, resumed or not (the same on every rank).
+    const int64_t done_before = from.consumed / share_->items_per_step();
+    const int64_t left = std::max<int64_t>(0, limited_epoch_batches() - done_before);
+    if (static_cast<int64_t>(batches.size()) > left) batches.resize(static_cast<std::size_t>(left));
+    const auto epoch_batches = static_cast<int64_t>(batches.size());
+    data::Loader loader(train_inputs, std::move(batches), training_loader_options(config_, epoch));
+    Progress progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.max_epochs),
+                      epoch_batches, "batch");
+    int64_t batches_done = 0;
+    // The batches of the current optimizer step: their mean loss and their samples are logged.
+    double step_loss = 0;
+    int64_t step_batches = 0, step_samples = 0;
+    auto step_start = std::chrono::steady_clock::now();
+    while (auto batch = loader.next()) {
+      if (batch_trace_) batch_trace_->record(epoch, step_ + 1, batch->indices);
+      // Lightning steps after every accumulate_grad_batches-th batch and after the epoch's last.
+      const bool first = step_batches == 0;
+      const bool last = step_batches + 1 == accumulate || batches_done + 1 == epoch_batches;
+      std::map<std::string, double> logs;
+      step_loss += accumulate_batch(*batch, hooks, epoch, first, last, logs);
+      ++batches_done;
+      ++step_batches;
+      step_samples += batch->indices.size(0) * world;
+      if (!last) {
+        progress.advance(1, "");
+        continue;
+      }
+      optimizer_step(logs);
+      const double mean_loss = step_loss / static_cast<double>(step_batches);
+      const double lr = parts_.optimizer->param_groups().at(0).options().get_lr();
+      const double samples_per_s = samples_per_second(step_samples, step_start);
+      step_loss = 0;
+      step_batches = step_samples = 0;
+      if (context_.is_main()) {
+        nlohmann::json record{{"loss", mean_loss}, {"samples_per_s", samples_per_s}};
+        for (const auto& kv : logs) record[kv.first] = kv.second;
+        record["epoch"] = epoch;
+        record["step"] = step_;
+        record["lr"] = lr;
+        recorder_->train_step(record);
+      }
+      progress.advance(1, step_status(mean_loss, lr, samples_per_s));
+      if (reached_max_steps() || reached_max_time()) {
+        stop = true;
+        break;
+      }
+    }
+    progress.finish();
+
+    // BatchNorm statistics are updated locally on each rank; as PyTorch's DDP does
+    // (broadcast_buffers), rank 0's buffers are the model's, so every rank validates and
+    // checkpoints the same model that a single process would load from best.ckpt.
+    if (world > 1) distributed::broadcast_from_rank0(*context_.group, buffers_);
+    TrainingPosition next{epoch + 1, 0, step_, 0, world};
+    if (batches_done < epoch_batches) {
+      // Stopped inside the epoch (max_steps or max_time, after an optimizer step): each of the `world` ranks
+      // took batches_done batches, together the next batches_done x items_per_step items of the
+      // global order.
+      next = {epoch, (resumed ? start_.batch : 0) + batches_done, step_,
+              from.consumed + batches_done * share_->items_per_step(), from.world_size};
+    }
+    if (end_epoch(epoch, next, stop, hooks)) stop = true;
+  }
+  finish();
+}
+
+double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
+                                 bool first, bool last, std::map<std::string, double>& logs) {
+  // Mixed precision: autocast around the forward and the loss only, never around backward or
+  // the optimizer. Parameters, their gradients and the optimizer state stay float32.
+  losses::LossOutput out;
+  {
+    const AutocastGuard autocast(context_.precision, context_.device);
+    out = hooks.step(batch);
+  }
+  const double mean_loss = mean_finite_loss(out.loss, epoch);
+
+  if (first) optim::zero_grad(*parts_.optimizer);
+  // Lightning divides every batch's loss by accumulate_grad_batches (the epoch's last, shorter
+  // group's too): the step's gradient is the mean of its batches' when they all count.
+  const int64_t accumulate = config_.controls.accumulate_grad_batches;
+  at::Tensor loss = accumulate > 1 ? out.loss / static_cast<double>(accumulate) : out.loss;
+  // Batches before a step's last keep their gradients on this rank (no communication); the
+  // last one's backward all-reduces everything accumulated, once (GradientSync's contract).
+  gradient_sync_->accumulate_locally(!last);
+  // The only backward() of training; GradientSync's hooks all-reduce buckets. Under fp16 the
+  // loss is scaled so that small gradients survive float16.
+  (scaler_ ? scaler_->scale(loss) : loss).backward();
+  if (last) gradient_sync_->finish();
+  logs = std::move(out.logs);
+  return mean_loss;
+}
+
+void Trainer::optimizer_step(std::map<std::string, double>& logs) {
+  bool apply = true;
+  if (scaler_) {
+    // Every rank holds the same averaged gradients, so every rank takes the same decision.
+    apply = scaler_->unscale(optimized_parameters(*parts_.optimizer));
+    if (!apply) {
+      log::warn("step " + std::to_string(step_ + 1) + " skipped: non-finite gradients at fp16 loss scale " +
+                std::to_string(scaler_->current_scale()) + " (" + std::to_string(scaler_->skipped_steps()) +
+                " skipped so far); the scale is lowered");
+    }
+  }
+  // As Lightning: on the unscaled, synchronised gradients, right before the step.
+  const auto& controls = config_.controls;
+  if (apply && controls.gradient_clip_val) {
+    optim::clip_gradients(optimized_parameters(*parts_.optimizer), *controls.gradient_clip_val,
+                          controls.gradient_clip_algorithm);
+  }
+  if (apply) parts_.optimizer->step();
+  if (scaler_) {
+    scaler_->update();
+    logs["amp_scale"] = scaler_->current_scale();
+    logs["amp_skipped_steps"] = static_cast<double>(scaler_->skipped_steps());
+  }
+  ++step_;
+  const auto& scheduling = config_.scheduling;
+  if (scheduler_ && scheduling.scheduler_interval == config::SchedulerInterval::step &&
+      step_ % scheduling.scheduler_frequency == 0) {
+    scheduler_->step();
+  }
+}
+
+double Trainer::mean_finite_loss(const at::Tensor& loss, int64_t epoch) const {
+  // Every rank learns the global mean loss (for the log) and whether any rank diverged.
+  at::Tensor value = loss.detach().to(torch::kCPU).to(torch::kDouble).reshape({1});
+  context_.group->all_reduce(value);
+  const double mean = value.item<double>() / static_cast<double>(context_.world_size());
+  if (std::isfinite(mean)) return mean;
+  const std::string where = "epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step_ + 1);
+  const fs::path last = paths_.checkpoints / "last.ckpt";
+  throw RuntimeError("the loss became " + std::string(std::isnan(mean) ? "NaN" : "infinite") + " at " +
+                     where + "; training stopped before applying that step. " +
+                     (fs::exists(last) ? "The last good checkpoint is " + last.string()
+                                       : std::string("No checkpoint was written yet")) +
+                     "; lower the learning rate or check the data");
+}
+
+void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& next,
+                              const std::map<std::string, double>& metrics) const {
+  if (!context_.is_main()) return;
+  io::Checkpoint checkpoint;
+  checkpoint.state_dict = io::state_dict(*parts_.model);
+  checkpoint.config = resolved_yaml_;
+  checkpoint.epoch = next.epoch;
+  checkpoint.step = next.step;
+  checkpoint.metrics = metrics;
+  io::ResumeState resume;
+  resume.optimizer = optim::save_optimizer_state(*parts_.optimizer);
+  resume.scheduler = scheduler_
+                         ? scheduler_->state()
+                         : c10::IValue(c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+  if (parts_.criterion) resume.criterion = io::state_dict(*parts_.criterion);
+  resume.sampler_epoch = next.epoch;
+  resume.sampler_batch = next.batch;
+  resume.sampler_consumed = next.consumed;
+  resume.sampler_world_size = next.epoch_world_size;
+  resume.rng = optim::save_rng_state();
+  if (scaler_) resume.grad_scaler = scaler_->state();
+  if (early_stopping_) resume.early_stopping = early_stopping_->state();
+  resume.logger_run_id = recorder_->logger_run_id();
+  resume.training_time_s = training_time_s();
+  checkpoint.resume = std::move(resume);
+  io::save_checkpoint(paths_.checkpoints / name, checkpoint);
+  recorder_->checkpoint_written(paths_.checkpoints / name);
+}
+
+std::map<std::string, double> Trainer::with_best(std::map<std::string, double> metrics) const {
+  // Every checkpoint carries the best value so far, so a run resumed from it keeps selecting
+  // best.ckpt correctly.
+  if (best_) metrics[best_key(config_)] = *best_;
+  return metrics;
+}
+
+bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping,
+                        const TrainingHooks& hooks) {
+  const auto& scheduling = config_.scheduling;
+  const bool per_step = scheduling.scheduler_interval == config::SchedulerInterval::step;
+
+  const bool last_epoch = epoch + 1 == config_.max_epochs || stopping;
+  bool early_stopped = false;
+  std::optional<metrics::EmbeddingMetricsResult> validated;
+  if (options_.has_validation && ((epoch + 1) % config_.valid_period == 0 || last_epoch)) {
+    validated = hooks.validate();
+    const metrics::EmbeddingMetricsResult& computed = *validated;
+    // Metrics are computed once (rank 0); every rank needs them to agree on "best".
+    const std::string json = context_.is_main() ? nlohmann::json(computed.metrics).dump() : std::string();
+    last_metrics_ = nlohmann::json::parse(context_.from_rank0(json)).get<std::map<std::string, double>>();
+    const std::string& key = config_.metric_for_checkpointing;
+    if (!last_metrics_.count(key)) {
+      throw SettingError("metric_for_checkpointing", "'" + key + "' is not among the computed metrics: " +
+                                                         join(metric_names(last_metrics_)));
+    }
+    if (context_.is_main())
+      print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
+    if (scheduler_ && !per_step && scheduler_->requires_metric()) {
+      // reduce_on_plateau steps with the monitored value at validation epochs.
+      const auto monitored = last_metrics_.find(scheduling.monitor_metric);
+      if (monitored == last_metrics_.end()) {
+        // Keys outside OVERALL/ (a category's, or a name from another trainer such as OML's
+        // `triplet_loss_epoch`) can only be judged once the metrics exist.
+        throw SettingError("scheduling.monitor_metric",
+                           "'" + scheduling.monitor_metric + "' is not among the validation metrics" +
+                               did_you_mean(scheduling.monitor_metric, metric_names(last_metrics_)) +
+                               "; computed: " + join(metric_names(last_metrics_)));
+      }
+      scheduler_->step(monitored->second);
+    }
+    // As Lightning's EarlyStopping at the end of validation (every rank decides alike: the
+    // metrics are rank 0's). Its state goes into this epoch's checkpoints below.
+    if (early_stopping_) {
+      const auto monitored = last_metrics_.find(early_stopping_->monitor());
+      if (monitored == last_metrics_.end()) {
+        throw SettingError("early_stopping.monitor",
+                           "'" + early_stopping_->monitor() +
+                               "' is not among the computed metrics: " + join(metric_names(last_metrics_)));
+      }
+      if (early_stopping_->update(monitored->second)) {
+        early_stopped = true;
+        if (context_.is_main()) {
+          log::info("early stopping after epoch " + std::to_string(epoch + 1) + ": " +
+                    early_stopping_->reason());
+        }
+      }
+    }
+    const double value = last_metrics_.at(key);
+    if (improves(best_, value, config_.mode_for_checkpointing == config::CheckpointMode::max)) {
+      best_ = value;
+      best_metrics_ = last_metrics_;
+      save_checkpoint("best.ckpt", next, with_best(last_metrics_));
+    }
+  }
+  if (scheduler_ && !per_step && !scheduler_->requires_metric() &&
+      (epoch + 1) % scheduling.scheduler_frequency == 0) {
+    scheduler_->step();
+  }
+  save_checkpoint("last.ckpt", next, with_best(last_metrics_));
+  // Logs, logger, grids and report after the checkpoints: a failure there never costs them.
+  if (validated) recorder_->validation(epoch, step_, *validated, *hooks.validation_split);
+  recorder_->end_of_epoch();
+  context_.group->barrier();
+  return early_stopped;
+}
+
+void Trainer::finish() {
+  recorder_->finish();
+  if (!context_.is_main()) return;
+  if (!best_metrics_.empty()) {
+    print_metrics_table(best_metrics_, "best checkpoint (" + config_.metric_for_checkpointing +
+                                           "): " + (paths_.checkpoints / "best.ckpt").string());
+  }
+  log::info("training finished after " + std::to_string(step_) + " steps; run directory " +
+            paths_.root.string());
+  log::info("run report: " + (paths_.root / "report.html").string());
+}
+
+}  // namespace oml::pipelines

@@ -1,0 +1,252 @@
+#pragma once
+// The one training loop of oml-train. A pipeline (extractor, pairwise) builds its parts — the
+// model, the loss, the optimizer, the sampler, the training inputs — and a step function that
+// turns a batch into a loss; the Trainer does everything else, in the order DDP correctness
+// depends on, for every pipeline alike:
+//
+//   for each epoch from the resume position:
+//     model.train(); hooks.on_epoch_start(epoch)            // e.g. (un)freezing a backbone
+//     for each remaining batch of the sampler's epoch (up to limit_train_batches):
+//       loss = hooks.step(batch)                            // the pipeline's forward
+//       mean loss over the ranks; stop on NaN/Inf naming the step (before the step is applied)
+//       zero_grad (first batch of a step); backward of loss / accumulate_grad_batches
+//       every accumulate_grad_batches-th batch and the epoch's last one:
+//         gradient sync (one all-reduce per step); clipping; optimizer step; per-step scheduler
+//         log (train.jsonl, logger, progress with throughput); stop at max_steps
+//     broadcast BatchNorm buffers from rank 0
+//     validate when due (hooks.validate), best.ckpt on improvement, last.ckpt always,
+//     early stopping, per-epoch schedulers, barrier
+//
+// What neighbouring features add has one place each:
+//   - a forward under autocast (mixed precision, `precision:`): an AutocastGuard around
+//     `hooks.step` in Trainer::accumulate_batch, plus the GradScaler for float16;
+//   - gradient communication (compression, overlap): the GradientSync the Trainer owns;
+//   - where a run resumes (also on another number of ranks): TrainingPosition, restored in the
+//     constructor and written into every checkpoint by save_checkpoint; fit() takes each epoch
+//     (a resumed one's rest too) from this rank's DDPSamplerWrapper.
+// docs/training.md describes the loop for users and for authors of new pipelines.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oml/config/run_config.h"
+#include "oml/ddp/ddp_sampler_wrapper.h"
+#include "runtime/pipeline_setup.h"
+#include "runtime/run_dir.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+namespace oml::config {
+class Document;
+}  // namespace oml::config
+namespace oml::optim {
+class GradScaler;
+class Scheduler;
+}  // namespace oml::optim
+namespace oml::data {
+class Dataset;
+class Sampler;
+struct LoadedBatch;
+struct DataSplit;
+}  // namespace oml::data
+namespace oml::losses {
+struct LossOutput;
+}  // namespace oml::losses
+namespace oml::metrics {
+struct EmbeddingMetricsResult;
+}  // namespace oml::metrics
+namespace oml::distributed {
+class GradientSync;
+}  // namespace oml::distributed
+
+namespace oml::pipelines {
+
+struct RunContext;
+class BatchTrace;
+class EarlyStopping;
+class RunRecorder;
+
+/// Where the run writes: logs_root/run_name (or the resumed run's directory) and its checkpoints.
+struct RunPaths {
+  std::filesystem::path root;
+  std::filesystem::path checkpoints;
+};
+
+/// What a pipeline trains. Checkpoints hold `model`'s state dict (what oml-validate and
+/// oml-predict load); resume state holds the criterion, optimizer, scheduler and RNG.
+struct TrainingParts {
+  torch::nn::Module* model = nullptr;
+  /// Prefix of the model's parameters in gradient-sync error messages ("extractor.").
+  std::string model_name;
+  torch::nn::Module* criterion = nullptr;  ///< loss parameters (ArcFace weights); may be null
+  torch::optim::Optimizer* optimizer = nullptr;
+  /// The train split's sampler as the config builds it (build_train_sampler), not wrapped: the
+  /// Trainer wraps it in this rank's DDPSamplerWrapper, which deals every epoch and the rest of
+  /// a resumed one.
+  std::shared_ptr<const data::Sampler> sampler;
+};
+
+/// How this run starts; filled by the command, not read from the command line by the Trainer.
+struct TrainerOptions {
+  /// A checkpoint of an earlier run to continue (`oml-train --resume`); empty: a new run.
+  std::string resume_from;
+  /// Whether the dataframe has validation rows; without them nothing is validated and
+  /// best.ckpt is never written.
+  bool has_validation = false;
+  /// The OVERALL metric keys validation will produce (the run's MetricTable::overall_keys()):
+  /// metric_for_checkpointing and a scheduler's monitor_metric are checked against them before
+  /// anything runs.
+  std::vector<std::string> metric_keys;
+};
+
+/// Where training stands: the sampler's epoch, how much of it has been consumed, and the number
+/// of optimizer steps taken. Checkpoints store the position to continue from.
+struct TrainingPosition {
+  int64_t epoch = 0;
+  /// Batches of `epoch` taken so far, by every run that worked on it (for messages; an epoch
+  /// continued on another number of ranks mixes batches of both worlds). A run stops inside an
+  /// epoch only after an optimizer step (max_steps), so no accumulated gradient is ever lost.
+  int64_t batch = 0;
+  int64_t step = 0;
+  /// Items of the epoch's global order consumed by all ranks together, and the number of ranks
+  /// that started the epoch (ddp::EpochPosition): what any number of ranks continues from.
+  int64_t consumed = 0;
+  int64_t epoch_world_size = 1;
+};
+
+/// What `oml-train --resume` takes from a checkpoint.
+struct RestoredState {
+  TrainingPosition position;
+  /// False for a checkpoint of an earlier build: it names neither the items consumed nor the
+  /// world size, only `batch` steps of the world that wrote it (position.consumed and
+  /// epoch_world_size are then left at their defaults).
+  bool position_is_global = true;
+  std::optional<double> best;  ///< the run's best value of metric_for_checkpointing so far
+  std::string logger_run_id;   ///< the tracker run to continue ("" for none)
+  double training_time_s = 0;  ///< seconds trained before (max_time counts them); 0 if not kept
+};
+
+/// Reads the checkpoint at `path` into `parts` (the model's and the criterion's tensors, the
+/// optimizer's state), `scheduler` (null: none), `scaler` (null: none; a checkpoint of a run
+/// without one leaves it at its initial scale), `early_stopping` (null: none; likewise) and the
+/// random generator, after checking that
+/// its run used the optimizer and scheduler kinds `config` names. DataError when the file is
+/// not a checkpoint with resume state or its state does not fit; ConfigError when the kinds
+/// differ. The Trainer's constructor calls it before touching the run directory (and the fuzz
+/// tests call it on damaged checkpoints).
+RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
+                                 const TrainingParts& parts, optim::Scheduler* scheduler,
+                                 optim::GradScaler* scaler = nullptr,
+                                 EarlyStopping* early_stopping = nullptr);
+
+/// The pipeline's share of the loop.
+struct TrainingHooks {
+  /// Forward of one batch (on the loader's device-independent tensors): the loss to minimise
+  /// and numbers to log with it. Required.
+  std::function<losses::LossOutput(const data::LoadedBatch&)> step;
+  /// Called at the start of every epoch, after the model and criterion are put in train mode.
+  std::function<void(int64_t epoch)> on_epoch_start;
+  /// Validation of the current model: runs on every rank (collective), returns the result on
+  /// rank 0 (other ranks may return anything). Required when the run has validation rows.
+  std::function<metrics::EmbeddingMetricsResult()> validate;
+  /// The rows `validate` evaluates (for the worst-query grids); required with `validate`.
+  const data::DataSplit* validation_split = nullptr;
+};
+
+class Trainer {
+ public:
+  /// Checks the checkpoint and monitor metrics, builds the scheduler, restores the resumed
+  /// checkpoint into `parts` (model, criterion, optimizer, scheduler, RNG), creates the run
+  /// directory with its config.yaml (rank 0) and opens the run's logs, sets up gradient
+  /// synchronisation and makes every rank start from rank 0's parameters and buffers.
+  /// Collective under DDP.
+  Trainer(const config::Document& document, const config::RunConfig& config, const RunContext& context,
+          TrainingParts parts, TrainerOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Where the run starts (after a resume: where the checkpoint left off).
+  const TrainingPosition& start() const { return start_; }
+  const RunPaths& paths() const { return paths_; }
+
+  /// Trains from start() to max_epochs / max_steps over `train_inputs` (indexed by the
+  /// sampler's batches), then writes the report and prints the best checkpoint's metrics.
+  void fit(std::shared_ptr<const data::Dataset> train_inputs, const TrainingHooks& hooks);
+
+ private:
+  /// Forward and backward of one batch of an optimizer step (`first` and `last` of its
+  /// accumulate_grad_batches batches: zero_grad before the first, gradient sync after the
+  /// last); returns the batch's mean loss over the ranks.
+  double accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
+                          bool first, bool last, std::map<std::string, double>& logs);
+  /// After the last batch of a step: clipping, the optimizer step, the per-step scheduler.
+  void optimizer_step(std::map<std::string, double>& logs);
+  /// Batches of every epoch on this rank after limit_train_batches.
+  int64_t limited_epoch_batches() const;
+  /// Validation, checkpoints (holding `next`) and schedulers after `epoch`'s batches (all of
+  /// them, or up to max_steps when `stopping`). Returns true when early stopping ends the run.
+  bool end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping, const TrainingHooks& hooks);
+  void finish();
+  bool reached_max_steps() const;
+  /// Seconds this run has trained: the resumed checkpoint's plus this process's since fit().
+  double training_time_s() const;
+  /// Whether `max_time` is reached after a step; every rank gets rank 0's answer (Lightning's
+  /// Timer broadcasts it too), so all stop at the same step. Collective when max_time is set.
+  bool reached_max_time() const;
+  double mean_finite_loss(const at::Tensor& loss, int64_t epoch) const;
+  void save_checkpoint(const std::string& name, const TrainingPosition& next,
+                       const std::map<std::string, double>& metrics) const;
+  void restore(const std::string& checkpoint_path);
+  /// Where the first epoch of this run starts in its global order (after restore(); a new run:
+  /// the start of epoch 0 on this run's ranks).
+  ddp::EpochPosition resumed_epoch_position() const;
+  /// Rank 0 creates (or, resuming, reopens) and locks the run directory; every rank learns its paths.
+  void claim_run_directory(const std::filesystem::path& resumed_run);
+  std::map<std::string, double> with_best(std::map<std::string, double> metrics) const;
+
+  const config::RunConfig& config_;
+  const RunContext& context_;
+  TrainingParts parts_;
+  TrainerOptions options_;
+  std::string resolved_yaml_;
+  std::shared_ptr<optim::Scheduler> scheduler_;
+  /// This rank's share of the sampler's epochs (the config's ddp: keys).
+  std::unique_ptr<ddp::DDPSamplerWrapper> share_;
+  /// Optimizer steps per epoch on this run's number of ranks, after limit_train_batches and
+  /// accumulate_grad_batches (the scheduler's horizon).
+  int64_t steps_per_epoch_ = 0;
+  TrainingPosition start_;
+  int64_t step_ = 0;
+  RunPaths paths_;
+  std::optional<RunDir> run_dir_;  ///< rank 0: the run's directory, locked while training
+  std::unique_ptr<RunRecorder> recorder_;
+  std::unique_ptr<BatchTrace> batch_trace_;  ///< OML_TRACE_BATCHES only
+  std::unique_ptr<distributed::GradientSync> gradient_sync_;
+  /// precision 16 only (CUDA): the dynamic loss scale; in checkpoints (resume.grad_scaler), so a
+  /// resumed run continues with the scale it had.
+  std::unique_ptr<optim::GradScaler> scaler_;
+  std::unique_ptr<EarlyStopping> early_stopping_;  ///< `early_stopping:` only
+  std::vector<std::pair<std::string, at::Tensor>> buffers_;
+  std::optional<double> best_;
+  std::map<std::string, double> last_metrics_, best_metrics_;
+  std::string resumed_logger_run_id_;  ///< the checkpoint's tracker run, when resumed
+  double time_before_ = 0;             ///< training_time_s of the resumed checkpoint
+  std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace oml::pipelines
