@@ -8,7 +8,8 @@ set -euo pipefail
 #   --libtorch    which LibTorch to build against: the torch wheel's (default), Debian 12's 1.13
 #                 (libtorch-dev), or both (what CI builds).
 # OML_VENV (default /opt/oml-cpp/venv) is the virtual environment; the wheels are pinned in
-# scripts/requirements.txt (and, with --with-tests, scripts/requirements-tests.txt).
+# scripts/requirements.txt (and, with --with-tests, scripts/requirements-tests.txt and
+# scripts/requirements-oml.txt).
 with_tests=0
 libtorch=wheel
 while [ $# -gt 0 ]; do
@@ -122,5 +123,16 @@ if [ "$with_tests" = 1 ]; then
     echo "setup: installing the tests' pinned references into $venv"
     $SUDO "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$tests_requirements"
     $SUDO cp "$tests_requirements" "$tests_stamp"
+  fi
+  # OML 4.0's pipeline, the benchmark's peer: --no-deps, because it declares numpy<2 and runs on
+  # the pinned numpy 2 (scripts/requirements-oml.txt lists what it needs).
+  oml_requirements="$root/scripts/requirements-oml.txt"
+  oml_stamp="$venv/.oml-requirements-oml"
+  if [ -f "$oml_stamp" ] && cmp -s "$oml_requirements" "$oml_stamp"; then
+    echo "setup: $venv has OML's pipeline (the benchmark's peer)"
+  else
+    echo "setup: installing OML's pipeline (the benchmark's peer) into $venv"
+    $SUDO "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$oml_requirements"
+    $SUDO cp "$oml_requirements" "$oml_stamp"
   fi
 fi

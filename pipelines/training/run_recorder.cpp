@@ -105,6 +105,7 @@ void RunRecorder::best_effort(const std::string& what, const std::function<void(
     work();
   } catch (const std::exception& e) {
     // Once per kind: a full disk would otherwise repeat the same line every step.
+    const std::lock_guard<std::mutex> lock(warned_mutex_);
     if (warned_.insert(what).second) {
       log::warn(what + " failed: " + e.what() +
                 "; training goes on (checkpoints, train.jsonl and metrics.jsonl are unaffected)");

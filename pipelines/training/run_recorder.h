@@ -10,7 +10,7 @@
 //   RunRecorder recorder(cfg, ctx, paths.root, {has_validation, config_yaml});
 //   recorder.train_step(record);                      // {"epoch", "step", "loss", "lr", ...}
 //   recorder.validation(epoch, step, result, split);  // rank 0's metrics result
-//   recorder.checkpoint_written(path);                // offers it to the logger
+//   recorder.checkpoint_written(path);                // offers it to the logger (any thread)
 //   recorder.end_of_epoch();                          // the logger flushes
 //   recorder.finish();
 //
@@ -78,6 +78,7 @@ class RunRecorder {
   /// After an epoch's checkpoints and validation: the logger flushes what it has.
   void end_of_epoch();
   /// A checkpoint was written at `path` (offered to the logger as "checkpoints/<file name>").
+  /// Called on the checkpoint writer's thread: it only takes the logger's lock.
   void checkpoint_written(const std::filesystem::path& path);
   /// Rewrites report.html and ends the logger's run as FINISHED (end of training).
   void finish();
@@ -111,6 +112,7 @@ class RunRecorder {
   std::unique_ptr<io::InterruptHook> interrupt_hook_;
   std::optional<JsonlWriter> train_log_;
   std::optional<JsonlWriter> metrics_log_;
+  std::mutex warned_mutex_;  ///< best_effort runs on the checkpoint writer's thread too
   std::set<std::string> warned_;
 };
 

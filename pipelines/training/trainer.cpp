@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "oml/distributed/process_group.h"
 #include "oml/io/atomic_file.h"
 #include "oml/io/checkpoint.h"
+#include "oml/io/pending_files.h"
 #include "oml/io/state_dict.h"
 #include "oml/losses/criterion.h"
 #include "oml/metrics/embedding_metrics.h"
@@ -32,6 +34,7 @@
 #include "runtime/run_context.h"
 #include "runtime/run_dir.h"
 #include "training/batch_trace.h"
+#include "training/checkpoint_writer.h"
 #include "training/early_stopping.h"
 #include "training/run_recorder.h"
 
@@ -115,10 +118,17 @@ std::string step_status(double loss, double lr, double samples_per_s) {
   return status;
 }
 
-bool improves(const std::optional<double>& best, double value, bool maximise) {
-  if (!std::isfinite(value)) return false;
-  if (!best) return true;
-  return maximise ? value > *best : value < *best;
+constexpr const char* kLastCheckpoint = "last.ckpt";
+
+/// A copy of `state` in host memory that training does not touch (the optimizer updates the
+/// model's tensors in place), contiguous as a checkpoint stores it.
+io::StateDict host_copy(const io::StateDict& state) {
+  io::StateDict out;
+  for (const auto& [name, tensor] : state) {
+    out.emplace(name, tensor.detach().to(tensor.options().device(torch::kCPU), /*non_blocking=*/false,
+                                         /*copy=*/true, at::MemoryFormat::Contiguous));
+  }
+  return out;
 }
 
 std::string best_key(const config::RunConfig& config) { return "best/" + config.metric_for_checkpointing; }
@@ -190,6 +200,7 @@ RestoredState restore_checkpoint(const std::string& path, const config::RunConfi
   restored.position = {r.sampler_epoch, r.sampler_batch, resumed.step};
   restored.logger_run_id = r.logger_run_id;
   restored.training_time_s = r.training_time_s.value_or(0.0);
+  restored.best_k_models = r.best_k_models;
   restored.position_is_global = r.sampler_consumed.has_value();
   if (restored.position_is_global) {
     restored.position.consumed = *r.sampler_consumed;
@@ -213,7 +224,10 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
       context_(context),
       parts_(std::move(parts)),
       options_(std::move(options)),
-      resolved_yaml_(document.dump()) {
+      resolved_yaml_(document.dump()),
+      schedule_(config.controls.checkpointing),
+      best_checkpoints_(config.controls.checkpointing.save_top_k,
+                        config.mode_for_checkpointing == config::CheckpointMode::max) {
   OML_ASSERT(parts_.model && parts_.optimizer && parts_.sampler,
              "a trainer needs a model, an optimizer and a sampler");
   // This rank's share of every epoch; wrapping checks that every rank gets a batch (a
@@ -263,6 +277,12 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
     if (!resumed_logger_run_id_.empty()) recording.resumed_logger_run_id = resumed_logger_run_id_;
   }
   recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, std::move(recording));
+  if (context_.is_main()) {
+    writer_ = std::make_unique<CheckpointWriter>(
+        paths_.checkpoints, [this](const fs::path& path) { recorder_->checkpoint_written(path); });
+  }
+  // last.ckpt holds the resumed position already: nothing to write until training moves on.
+  if (!options_.resume_from.empty()) last_written_ = start_;
 
   // Gradient synchronisation (a no-op in a single process); every rank starts from rank 0's
   // parameters and buffers, as PyTorch's DDP does at construction.
@@ -322,7 +342,7 @@ void Trainer::restore(const std::string& path) {
   const RestoredState restored =
       restore_checkpoint(path, config_, parts_, scheduler_.get(), scaler_.get(), early_stopping_.get());
   start_ = restored.position;
-  if (restored.best) best_ = restored.best;
+  best_checkpoints_.restore(restored.best_k_models, restored.best);
   resumed_logger_run_id_ = restored.logger_run_id;
   time_before_ = restored.training_time_s;
   const int64_t world = context_.world_size();
@@ -387,6 +407,17 @@ int64_t Trainer::limited_epoch_batches() const {
   return config_.controls.limit_train_batches.apply(share_->size(), "limit_train_batches");
 }
 
+std::unique_ptr<data::Loader> Trainer::epoch_loader(std::shared_ptr<const data::Dataset> inputs,
+                                                    const ddp::EpochPosition& from) const {
+  std::vector<data::Batch> batches = share_->batches_from(from);
+  // limit_train_batches counts from the epoch's start, resumed or not (the same on every rank).
+  const int64_t done_before = from.consumed / share_->items_per_step();
+  const int64_t left = std::max<int64_t>(0, limited_epoch_batches() - done_before);
+  if (static_cast<int64_t>(batches.size()) > left) batches.resize(static_cast<std::size_t>(left));
+  return std::make_unique<data::Loader>(std::move(inputs), std::move(batches),
+                                        training_loader_options(config_, from.epoch));
+}
+
 void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const TrainingHooks& hooks) {
   OML_ASSERT(hooks.step, "a trainer needs a step function");
   OML_ASSERT(!options_.has_validation || (hooks.validate && hooks.validation_split),
@@ -394,7 +425,20 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
   const int64_t world = context_.world_size();
   const int64_t accumulate = config_.controls.accumulate_grad_batches;
   bool stop = false;
+  TrainingPosition position = start_;  // where training stands after the last epoch's end
+  // SIGINT/SIGTERM finish the optimizer step under way and write last.ckpt before the process
+  // ends. Under DDP the launcher forwards signals to every rank and kills them after a grace
+  // period, so there the signal ends the ranks at once, as before.
+  const bool interrupts = world == 1 && config_.controls.checkpointing.save_last;
+  std::optional<io::InterruptDeferral> deferral;
+  if (interrupts) {
+    deferral.emplace(
+        "finishing the step or validation under way, then writing last.ckpt (send the signal "
+        "again to stop at once)");
+  }
+  std::unique_ptr<data::Loader> next_loader;
   fit_start_ = std::chrono::steady_clock::now();  // max_time counts training, not the setup before
+  schedule_.start(fit_start_);
   // A run resumed from a checkpoint written at max_steps has nothing left to do.
   for (int64_t epoch = start_.epoch; epoch < config_.max_epochs && !stop && !reached_max_steps(); ++epoch) {
     parts_.model->train();
@@ -405,21 +449,30 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     // the rest of a resumed one, whichever number of ranks started it.
     const bool resumed = epoch == start_.epoch;
     const ddp::EpochPosition from = resumed ? resumed_epoch_position() : ddp::EpochPosition{epoch, 0, world};
-    std::vector<data::Batch> batches = share_->batches_from(from);
-    // limit_train_batches counts from the epoch's start, resumed or not (the same on every rank).
-    const int64_t done_before = from.consumed / share_->items_per_step();
-    const int64_t left = std::max<int64_t>(0, limited_epoch_batches() - done_before);
-    if (static_cast<int64_t>(batches.size()) > left) batches.resize(static_cast<std::size_t>(left));
-    const auto epoch_batches = static_cast<int64_t>(batches.size());
-    data::Loader loader(train_inputs, std::move(batches), training_loader_options(config_, epoch));
+    // A fresh epoch's loader was started during the previous epoch's last step (below).
+    std::unique_ptr<data::Loader> loader =
+        next_loader ? std::move(next_loader) : epoch_loader(train_inputs, from);
+    const int64_t epoch_batches = loader->num_batches();
     Progress progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.max_epochs),
                       epoch_batches, "batch");
     int64_t batches_done = 0;
+    // Where training stands after `done` batches of this epoch: each of the `world` ranks took
+    // `done` batches, together the next done x items_per_step items of the global order.
+    const auto inside_epoch = [&](int64_t done) {
+      return TrainingPosition{epoch, (resumed ? start_.batch : 0) + done, step_,
+                              from.consumed + done * share_->items_per_step(), from.world_size};
+    };
     // The batches of the current optimizer step: their mean loss and their samples are logged.
     double step_loss = 0;
     int64_t step_batches = 0, step_samples = 0;
     auto step_start = std::chrono::steady_clock::now();
-    while (auto batch = loader.next()) {
+    while (auto batch = loader->next()) {
+      // The epoch's last batch is in hand: the next epoch's loader starts on its first batches
+      // while this step runs, instead of after the epoch's end. With short epochs (OML's balance
+      // sampler makes one batch of 10 labels an epoch) every step would otherwise wait for its
+      // images. Dropped unused if training stops here.
+      if (batches_done + 1 == epoch_batches && epoch + 1 < config_.max_epochs)
+        next_loader = epoch_loader(train_inputs, {epoch + 1, 0, world});
       if (batch_trace_) batch_trace_->record(epoch, step_ + 1, batch->indices);
       // Lightning steps after every accumulate_grad_batches-th batch and after the epoch's last.
       const bool first = step_batches == 0;
@@ -452,6 +505,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         stop = true;
         break;
       }
+      after_step(inside_epoch(batches_done), batches_done == epoch_batches);
     }
     progress.finish();
 
@@ -459,17 +513,14 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     // (broadcast_buffers), rank 0's buffers are the model's, so every rank validates and
     // checkpoints the same model that a single process would load from best.ckpt.
     if (world > 1) distributed::broadcast_from_rank0(*context_.group, buffers_);
-    TrainingPosition next{epoch + 1, 0, step_, 0, world};
-    if (batches_done < epoch_batches) {
-      // Stopped inside the epoch (max_steps or max_time, after an optimizer step): each of the `world` ranks
-      // took batches_done batches, together the next batches_done x items_per_step items of the
-      // global order.
-      next = {epoch, (resumed ? start_.batch : 0) + batches_done, step_,
-              from.consumed + batches_done * share_->items_per_step(), from.world_size};
-    }
-    if (end_epoch(epoch, next, stop, hooks)) stop = true;
+    // Stopped inside the epoch (max_steps or max_time, after an optimizer step): the position
+    // after the batches taken; else the next epoch's start.
+    position = batches_done < epoch_batches ? inside_epoch(batches_done)
+                                            : TrainingPosition{epoch + 1, 0, step_, 0, world};
+    if (end_epoch(epoch, position, stop, hooks)) stop = true;
+    if (io::deferred_interrupt() != 0) stop_for_interrupt(position);
   }
-  finish();
+  finish(position);
 }
 
 double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
@@ -545,39 +596,84 @@ double Trainer::mean_finite_loss(const at::Tensor& loss, int64_t epoch) const {
                      "; lower the learning rate or check the data");
 }
 
-void Trainer::save_checkpoint(const std::string& name, const TrainingPosition& next,
-                              const std::map<std::string, double>& metrics) const {
-  if (!context_.is_main()) return;
-  io::Checkpoint checkpoint;
-  checkpoint.state_dict = io::state_dict(*parts_.model);
-  checkpoint.config = resolved_yaml_;
-  checkpoint.epoch = next.epoch;
-  checkpoint.step = next.step;
-  checkpoint.metrics = metrics;
-  io::ResumeState resume;
-  resume.optimizer = optim::save_optimizer_state(*parts_.optimizer);
-  resume.scheduler = scheduler_
-                         ? scheduler_->state()
-                         : c10::IValue(c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
-  if (parts_.criterion) resume.criterion = io::state_dict(*parts_.criterion);
-  resume.sampler_epoch = next.epoch;
-  resume.sampler_batch = next.batch;
-  resume.sampler_consumed = next.consumed;
-  resume.sampler_world_size = next.epoch_world_size;
-  resume.rng = optim::save_rng_state();
-  if (scaler_) resume.grad_scaler = scaler_->state();
-  if (early_stopping_) resume.early_stopping = early_stopping_->state();
-  resume.logger_run_id = recorder_->logger_run_id();
-  resume.training_time_s = training_time_s();
-  checkpoint.resume = std::move(resume);
-  io::save_checkpoint(paths_.checkpoints / name, checkpoint);
-  recorder_->checkpoint_written(paths_.checkpoints / name);
+void Trainer::write_checkpoints(const TrainingPosition& next, std::vector<std::string> files,
+                                std::vector<std::string> remove) {
+  if (!context_.is_main() || files.empty()) return;
+  if (std::find(files.begin(), files.end(), kLastCheckpoint) != files.end()) last_written_ = next;
+  const std::map<std::string, double> metrics = with_best(last_metrics_);
+  // The snapshot is all the training thread pays: copies in host memory, the optimizer's state
+  // serialised. The writer's thread does the rest (serialising, writing, fsync, rename).
+  writer_->write([&] {
+    const auto start = std::chrono::steady_clock::now();
+    io::Checkpoint checkpoint;
+    checkpoint.state_dict = host_copy(io::state_dict(*parts_.model));
+    checkpoint.config = resolved_yaml_;
+    checkpoint.epoch = next.epoch;
+    checkpoint.step = next.step;
+    checkpoint.metrics = metrics;
+    io::ResumeState resume;
+    resume.optimizer = optim::save_optimizer_state(*parts_.optimizer);
+    resume.scheduler = scheduler_
+                           ? scheduler_->state()
+                           : c10::IValue(c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+    if (parts_.criterion) resume.criterion = host_copy(io::state_dict(*parts_.criterion));
+    resume.sampler_epoch = next.epoch;
+    resume.sampler_batch = next.batch;
+    resume.sampler_consumed = next.consumed;
+    resume.sampler_world_size = next.epoch_world_size;
+    resume.rng = optim::save_rng_state();
+    if (scaler_) resume.grad_scaler = scaler_->state();
+    if (early_stopping_) resume.early_stopping = early_stopping_->state();
+    resume.logger_run_id = recorder_->logger_run_id();
+    resume.training_time_s = training_time_s();
+    // save_top_k 1 needs only the best value, which every checkpoint's metrics carry.
+    if (config_.controls.checkpointing.save_top_k != 1) resume.best_k_models = best_checkpoints_.kept();
+    checkpoint.resume = std::move(resume);
+    log::debug(
+        "checkpoint snapshot at step " + std::to_string(next.step) + " for " + join(files) + ": " +
+        std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) +
+        " s (training thread)");
+    return CheckpointWriter::Job{std::move(checkpoint), std::move(files), std::move(remove)};
+  });
+}
+
+void Trainer::write_last(const TrainingPosition& next) {
+  if (!config_.controls.checkpointing.save_last || last_written_ == next) return;
+  write_checkpoints(next, {kLastCheckpoint});
+}
+
+void Trainer::after_step(const TrainingPosition& here, bool epoch_ends) {
+  if (context_.is_main()) {
+    writer_->check();  // a failed write stops the run at the next step
+    if (schedule_.after_step(step_, std::chrono::steady_clock::now())) {
+      // Due at an epoch's last step: written at the epoch's end, after its validation, once.
+      if (epoch_ends) {
+        last_due_at_epoch_end_ = true;
+      } else {
+        write_last(here);
+      }
+    }
+  }
+  if (io::deferred_interrupt() != 0) stop_for_interrupt(here);
+}
+
+void Trainer::stop_for_interrupt(const TrainingPosition& here) {
+  try {
+    write_last(here);
+    writer_->wait();
+    log::info("last.ckpt holds step " + std::to_string(here.step) + " (epoch " +
+              std::to_string(here.epoch + 1) + "); continue with --resume " +
+              (paths_.checkpoints / kLastCheckpoint).string());
+  } catch (const std::exception& e) {
+    log::error(std::string("the interrupted run's last.ckpt could not be written: ") + e.what());
+  }
+  io::end_deferred_interrupt();
 }
 
 std::map<std::string, double> Trainer::with_best(std::map<std::string, double> metrics) const {
   // Every checkpoint carries the best value so far, so a run resumed from it keeps selecting
   // best.ckpt correctly.
-  if (best_) metrics[best_key(config_)] = *best_;
+  if (const auto best = best_checkpoints_.best()) metrics[best_key(config_)] = *best;
   return metrics;
 }
 
@@ -632,18 +728,30 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
         }
       }
     }
-    const double value = last_metrics_.at(key);
-    if (improves(best_, value, config_.mode_for_checkpointing == config::CheckpointMode::max)) {
-      best_ = value;
-      best_metrics_ = last_metrics_;
-      save_checkpoint("best.ckpt", next, with_best(last_metrics_));
-    }
   }
   if (scheduler_ && !per_step && !scheduler_->requires_metric() &&
       (epoch + 1) % scheduling.scheduler_frequency == 0) {
     scheduler_->step();
   }
-  save_checkpoint("last.ckpt", next, with_best(last_metrics_));
+  // The checkpoints due, from one snapshot after everything this epoch's end changes (the
+  // schedulers, early stopping): last.ckpt first, the kept best ones the same bytes.
+  const CheckpointSchedule::EpochEnd due = schedule_.at_epoch_end(epoch, validated.has_value());
+  std::vector<std::string> files, removed;
+  if (validated && due.compare_top_k) {
+    const BestCheckpoints::Decision kept =
+        best_checkpoints_.offer(last_metrics_.at(config_.metric_for_checkpointing), epoch, step_);
+    if (kept.save) {
+      files.push_back(kept.file);
+      if (kept.is_best) best_metrics_ = last_metrics_;
+      if (kept.is_best && kept.file != kBestCheckpoint) files.push_back(kBestCheckpoint);
+      if (kept.removed) removed.push_back(*kept.removed);
+    }
+  }
+  if ((due.write_last || last_due_at_epoch_end_) && config_.controls.checkpointing.save_last &&
+      last_written_ != next)
+    files.insert(files.begin(), kLastCheckpoint);
+  last_due_at_epoch_end_ = false;
+  write_checkpoints(next, std::move(files), std::move(removed));
   // Logs, logger, grids and report after the checkpoints: a failure there never costs them.
   if (validated) recorder_->validation(epoch, step_, *validated, *hooks.validation_split);
   recorder_->end_of_epoch();
@@ -651,7 +759,11 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
   return early_stopped;
 }
 
-void Trainer::finish() {
+void Trainer::finish(const TrainingPosition& final) {
+  if (context_.is_main()) {
+    write_last(final);
+    writer_->wait();  // every checkpoint in place, or the error of the one that is not
+  }
   recorder_->finish();
   if (!context_.is_main()) return;
   if (!best_metrics_.empty()) {

@@ -13,9 +13,16 @@
 //       every accumulate_grad_batches-th batch and the epoch's last one:
 //         gradient sync (one all-reduce per step); clipping; optimizer step; per-step scheduler
 //         log (train.jsonl, logger, progress with throughput); stop at max_steps
+//       checkpoint triggers (every_n_train_steps, train_time_interval); an interrupt ends here
 //     broadcast BatchNorm buffers from rank 0
-//     validate when due (hooks.validate), best.ckpt on improvement, last.ckpt always,
-//     early stopping, per-epoch schedulers, barrier
+//     validate when due (hooks.validate), early stopping, per-epoch schedulers, the checkpoints
+//     due (best.ckpt / the k best on improvement, last.ckpt at the epoch trigger), barrier
+//   last.ckpt at the end
+//
+// Checkpoints are written by rank 0's CheckpointWriter, off the training thread: a snapshot of
+// the state in host memory is all a checkpoint costs the loop. When they are due is the
+// CheckpointSchedule's (Lightning's ModelCheckpoint triggers), which of them are kept
+// BestCheckpoints'.
 //
 // What neighbouring features add has one place each:
 //   - a forward under autocast (mixed precision, `precision:`): an AutocastGuard around
@@ -40,6 +47,8 @@
 #include "oml/ddp/ddp_sampler_wrapper.h"
 #include "runtime/pipeline_setup.h"
 #include "runtime/run_dir.h"
+#include "training/best_checkpoints.h"
+#include "training/checkpoint_schedule.h"
 
 namespace at {
 class Tensor;
@@ -59,6 +68,7 @@ class Scheduler;
 }  // namespace oml::optim
 namespace oml::data {
 class Dataset;
+class Loader;
 class Sampler;
 struct LoadedBatch;
 struct DataSplit;
@@ -77,6 +87,7 @@ namespace oml::pipelines {
 
 struct RunContext;
 class BatchTrace;
+class CheckpointWriter;
 class EarlyStopping;
 class RunRecorder;
 
@@ -126,6 +137,8 @@ struct TrainingPosition {
   /// that started the epoch (ddp::EpochPosition): what any number of ranks continues from.
   int64_t consumed = 0;
   int64_t epoch_world_size = 1;
+
+  bool operator==(const TrainingPosition&) const = default;
 };
 
 /// What `oml-train --resume` takes from a checkpoint.
@@ -138,6 +151,8 @@ struct RestoredState {
   std::optional<double> best;  ///< the run's best value of metric_for_checkpointing so far
   std::string logger_run_id;   ///< the tracker run to continue ("" for none)
   double training_time_s = 0;  ///< seconds trained before (max_time counts them); 0 if not kept
+  /// The checkpoints save_top_k kept, with their values (empty: none recorded).
+  std::vector<std::pair<std::string, double>> best_k_models;
 };
 
 /// Reads the checkpoint at `path` into `parts` (the model's and the criterion's tensors, the
@@ -198,10 +213,19 @@ class Trainer {
   void optimizer_step(std::map<std::string, double>& logs);
   /// Batches of every epoch on this rank after limit_train_batches.
   int64_t limited_epoch_batches() const;
+  /// The loader of this rank's batches of an epoch from `from` on (after limit_train_batches),
+  /// its workers started.
+  std::unique_ptr<data::Loader> epoch_loader(std::shared_ptr<const data::Dataset> inputs,
+                                             const ddp::EpochPosition& from) const;
   /// Validation, checkpoints (holding `next`) and schedulers after `epoch`'s batches (all of
   /// them, or up to max_steps when `stopping`). Returns true when early stopping ends the run.
   bool end_epoch(int64_t epoch, const TrainingPosition& next, bool stopping, const TrainingHooks& hooks);
-  void finish();
+  /// After an optimizer step that leaves training at `here` (`epoch_ends`: the epoch's last
+  /// batch): a failed checkpoint write stops the run, a due trigger writes last.ckpt (at the
+  /// epoch's end instead, when it ends), an interrupt writes it and ends the process.
+  void after_step(const TrainingPosition& here, bool epoch_ends);
+  /// last.ckpt at the end of training (`final`: where it stopped), then every write in place.
+  void finish(const TrainingPosition& final);
   bool reached_max_steps() const;
   /// Seconds this run has trained: the resumed checkpoint's plus this process's since fit().
   double training_time_s() const;
@@ -209,8 +233,15 @@ class Trainer {
   /// Timer broadcasts it too), so all stop at the same step. Collective when max_time is set.
   bool reached_max_time() const;
   double mean_finite_loss(const at::Tensor& loss, int64_t epoch) const;
-  void save_checkpoint(const std::string& name, const TrainingPosition& next,
-                       const std::map<std::string, double>& metrics) const;
+  /// Rank 0: hands the CheckpointWriter a snapshot of the state at `next` for `files` (names in
+  /// checkpoints/; the first is written, the others get the same bytes), then `remove`.
+  void write_checkpoints(const TrainingPosition& next, std::vector<std::string> files,
+                         std::vector<std::string> remove = {});
+  /// last.ckpt at `next`, unless save_last is off or last.ckpt already holds that position.
+  void write_last(const TrainingPosition& next);
+  /// After SIGINT/SIGTERM (single process, save_last): last.ckpt at `here`, then the process
+  /// ends as the signal would have ended it.
+  [[noreturn]] void stop_for_interrupt(const TrainingPosition& here);
   void restore(const std::string& checkpoint_path);
   /// Where the first epoch of this run starts in its global order (after restore(); a new run:
   /// the start of epoch 0 on this run's ranks).
@@ -242,11 +273,18 @@ class Trainer {
   std::unique_ptr<optim::GradScaler> scaler_;
   std::unique_ptr<EarlyStopping> early_stopping_;  ///< `early_stopping:` only
   std::vector<std::pair<std::string, at::Tensor>> buffers_;
-  std::optional<double> best_;
+  CheckpointSchedule schedule_;
+  BestCheckpoints best_checkpoints_;
+  /// Where last.ckpt stands (written or handed to the writer), or the resumed checkpoint's position.
+  std::optional<TrainingPosition> last_written_;
+  bool last_due_at_epoch_end_ = false;  ///< a step trigger fired at the epoch's last step
   std::map<std::string, double> last_metrics_, best_metrics_;
   std::string resumed_logger_run_id_;  ///< the checkpoint's tracker run, when resumed
   double time_before_ = 0;             ///< training_time_s of the resumed checkpoint
   std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();
+  /// Rank 0; declared last, so destroyed first: its thread may still call recorder_ while it
+  /// finishes the write in flight.
+  std::unique_ptr<CheckpointWriter> writer_;
 };
 
 }  // namespace oml::pipelines

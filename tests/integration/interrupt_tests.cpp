@@ -1,5 +1,7 @@
 // Ctrl-C and SIGTERM end a command cleanly: one line on stderr, exit 128 + signal, and none of
 // the files it had begun (checkpoint temporaries, a conversion's staging folder) left behind.
+#include <algorithm>
+
 #include "oml/io/checkpoint.h"
 #include "pipeline_fixtures.h"
 
@@ -70,4 +72,42 @@ TEST_CASE("Ctrl-C during training exits 130 and leaves whole checkpoints and no 
     INFO(entry.path());
     CHECK(oml::io::load_checkpoint(entry.path()).step > 0);
   }
+}
+
+TEST_CASE("SIGTERM mid-epoch finishes the step, writes last.ckpt there, and a resume continues exactly",
+          "[interrupt][train][resume]") {
+  TempDir dir;
+  // 200 one-batch epochs validated only at the end: without the signal's checkpoint, nothing
+  // would be written before the end.
+  const std::string long_run = "--set sampler.args.epoch_size=1 --set max_epochs=200 --set valid_period=200";
+  write_file(dir / "full.yaml", oml::test::train_config(dir / "full"));
+  write_file(dir / "part.yaml", oml::test::train_config(dir / "part"));
+  REQUIRE(oml::test::run_oml("oml-train", "--config " + quote((dir / "full.yaml").string()) + " " + long_run)
+              .exit_code == 0);
+
+  const fs::path run_dir = dir / "part" / "run";
+  const fs::path log = run_dir / "train.jsonl";
+  const std::string command = quote(command_path("oml-train")) + " --config " +
+                              quote((dir / "part.yaml").string()) + " " + long_run + " --progress quiet";
+  const auto r = interrupt_when(
+      command, "[ -f " + quote(log.string()) + " ] && [ $(wc -l < " + quote(log.string()) + ") -ge 3 ]",
+      "TERM");
+  CHECK_THAT(r.out, EndsWith("status=143\n"));
+  CHECK_THAT(r.err,
+             Contains("oml-train: interrupted by signal 15 (SIGTERM); finishing the step or validation "
+                      "under way, then writing last.ckpt") &&
+                 Contains("oml-train: interrupted by signal 15 (SIGTERM); removed 0 unfinished files"));
+  CHECK(temporaries_below(run_dir).empty());
+  const auto steps = oml::test::read_file(log);
+  const auto trained = std::count(steps.begin(), steps.end(), '\n');
+  REQUIRE(trained < 200);  // the signal landed mid-run
+  const auto last = oml::io::load_checkpoint(run_dir / "checkpoints" / "last.ckpt");
+  CHECK(last.step == trained);  // every step the log holds, none lost
+
+  const auto resumed = oml::test::run_oml(
+      "oml-train", "--config " + quote((dir / "part.yaml").string()) + " " + long_run + " --resume " +
+                       quote((run_dir / "checkpoints" / "last.ckpt").string()));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  oml::test::check_same_training_log(dir / "full" / "run" / "train.jsonl", log, "step");
 }

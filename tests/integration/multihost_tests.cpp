@@ -265,8 +265,11 @@ std::map<std::string, double> metrics_json(const fs::path& path) {
 
 // A training run long enough for a fault to land mid-way: 200 short epochs, validation only at
 // the end (or every epoch with `validate_every_epoch`), ddp.timeout_s = 10.
+// 200 short epochs, validation at the end only, last.ckpt after every epoch (asked for: by default
+// it waits for a validation).
 std::string long_training(const TempDir& dir, const std::string& extra = "") {
-  write_file(dir / "train.yaml", train_config(dir / "logs", "ddp: {timeout_s: 10}\n" + extra));
+  write_file(dir / "train.yaml",
+             train_config(dir / "logs", "ddp: {timeout_s: 10}\nevery_n_epochs: 1\n" + extra));
   return "--config " + quote((dir / "train.yaml").string()) + " --set max_epochs=200 --set valid_period=1000";
 }
 

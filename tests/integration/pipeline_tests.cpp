@@ -398,8 +398,9 @@ TEST_CASE("oml-sampler prints what each rank receives each epoch", "[pipelines][
 TEST_CASE("Killing a rank mid-training ends the job promptly and keeps last.ckpt loadable",
           "[pipelines][ddp][integration]") {
   TempDir dir;
-  // Long enough that the kill lands mid-run: 200 short epochs, validation only at the end.
-  write_file(dir / "c.yaml", train_config(dir / "logs"));
+  // Long enough that the kill lands mid-run: 200 short epochs, validation only at the end, and
+  // last.ckpt after every epoch (without a trigger it would wait for a validation).
+  write_file(dir / "c.yaml", train_config(dir / "logs", "every_n_epochs: 1\n"));
   const fs::path run = dir / "logs" / "run";
   const std::string script = quote(oml::test::command_path("oml-train")) + " --nproc-per-node 2 --config " +
                              quote((dir / "c.yaml").string()) +
@@ -536,7 +537,9 @@ TEST_CASE("OML_FAILPOINTS pauses an atomic write before its rename, and a malfor
 
   const auto malformed = run("env OML_FAILPOINTS=before_rename:embeddings.npy=sleep " + predict);
   CHECK(malformed.exit_code == 2);
-  CHECK_THAT(malformed.err,
-             Contains("OML_FAILPOINTS: expected entries NAME=pause:SECONDS or NAME=throw separated by ','") &&
-                 Contains("'before_rename:embeddings.npy=sleep'"));
+  CHECK_THAT(
+      malformed.err,
+      Contains(
+          "OML_FAILPOINTS: expected entries NAME=pause:SECONDS, NAME=fail or NAME=throw separated by ','") &&
+          Contains("'before_rename:embeddings.npy=sleep'"));
 }

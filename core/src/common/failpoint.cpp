@@ -15,10 +15,11 @@ namespace {
 
 constexpr const char* kVariable = "OML_FAILPOINTS";
 
-// What a failpoint does: pause for `seconds`, or throw.
+// What a failpoint does: pause for `seconds`, fail as the environment would (RuntimeError), or
+// throw as a bug would (std::runtime_error).
 struct Action {
+  enum class Kind { pause, fail, throws } kind = Kind::pause;
   double seconds = 0.0;
-  bool throws = false;
 };
 
 // name -> action, from the environment (read once).
@@ -32,8 +33,8 @@ std::map<std::string, Action> parse_failpoints(const char* text) {
     const std::size_t eq = entry.rfind('=');
     const std::string action = eq == std::string::npos ? "" : entry.substr(eq + 1);
     const std::string prefix = "pause:";
-    if (eq != std::string::npos && eq > 0 && action == "throw") {
-      out[entry.substr(0, eq)] = Action{0.0, true};
+    if (eq != std::string::npos && eq > 0 && (action == "fail" || action == "throw")) {
+      out[entry.substr(0, eq)] = Action{action == "fail" ? Action::Kind::fail : Action::Kind::throws, 0.0};
       continue;
     }
     char* end = nullptr;
@@ -41,8 +42,9 @@ std::map<std::string, Action> parse_failpoints(const char* text) {
         action.rfind(prefix, 0) == 0 ? std::strtod(action.c_str() + prefix.size(), &end) : -1.0;
     OML_CHECK(eq != std::string::npos && eq > 0 && end != nullptr && *end == '\0' && seconds >= 0,
               ConfigError, kVariable,
-              ": expected entries NAME=pause:SECONDS or NAME=throw separated by ',', got '", entry, "'");
-    out[entry.substr(0, eq)] = Action{seconds, false};
+              ": expected entries NAME=pause:SECONDS, NAME=fail or NAME=throw separated by ',', got '", entry,
+              "'");
+    out[entry.substr(0, eq)] = Action{Action::Kind::pause, seconds};
   }
   return out;
 }
@@ -55,7 +57,11 @@ void failpoint(const std::string& name) {
   static const std::map<std::string, Action> points = parse_failpoints(text);
   const auto found = points.find(name);
   if (found == points.end()) return;
-  if (found->second.throws)
+  if (found->second.kind == Action::Kind::fail) {
+    std::cerr << "failpoint " << name << ": failing" << std::endl;
+    throw RuntimeError("failpoint " + name + ": failed as " + kVariable + " asks");
+  }
+  if (found->second.kind == Action::Kind::throws)
     throw std::runtime_error("failpoint " + name + ": a failure injected by " + kVariable);
   std::cerr << "failpoint " << name << ": pausing " << found->second.seconds << " s" << std::endl;
   std::this_thread::sleep_for(std::chrono::duration<double>(found->second.seconds));

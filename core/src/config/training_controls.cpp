@@ -1,5 +1,6 @@
 #include "oml/config/training_controls.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -70,9 +71,10 @@ EarlyStoppingOptions parse_early_stopping(const Node& node) {
   return o;
 }
 
-// Lightning's max_time: "DD:HH:MM:SS" (exactly four integers, as Lightning splits it) or the
-// keyword arguments of Python's timedelta. Seconds, > 0.
-double parse_max_time(const Node& node) {
+// A duration as Lightning's max_time takes it: "DD:HH:MM:SS" (exactly four integers, as Lightning
+// splits it) or the keyword arguments of Python's timedelta. Seconds, > 0. `key` names the
+// setting in the message's example.
+double parse_duration(const Node& node, const std::string& key) {
   double seconds = 0;
   if (node.is_map()) {
     static const std::map<std::string, double> units{
@@ -99,10 +101,8 @@ double parse_max_time(const Node& node) {
       if (ok) fields.push_back(std::stoll(field));
     }
     if (!ok || fields.size() != 4) {
-      node.fail(
-          "expected \"DD:HH:MM:SS\" (Lightning's max_time, e.g. \"00:12:00:00\" for 12 hours) or "
-          "{days: ..., hours: ...}, got '" +
-          text + "'");
+      node.fail("expected \"DD:HH:MM:SS\" (as Lightning's " + key +
+                ", e.g. \"00:12:00:00\" for 12 hours) or {days: ..., hours: ...}, got '" + text + "'");
     }
     seconds = static_cast<double>(fields[0]) * 86400 + static_cast<double>(fields[1]) * 3600 +
               static_cast<double>(fields[2]) * 60 + static_cast<double>(fields[3]);
@@ -145,7 +145,8 @@ const std::map<std::string, ControlReader>& control_readers() {
        }},
       {"limit_val_batches",
        [](const Node& n, TrainingControls& c, int64_t&) { c.limit_val_batches = parse_batch_limit(n); }},
-      {"max_time", [](const Node& n, TrainingControls& c, int64_t&) { c.max_time_s = parse_max_time(n); }},
+      {"max_time",
+       [](const Node& n, TrainingControls& c, int64_t&) { c.max_time_s = parse_duration(n, "max_time"); }},
       {"check_val_every_n_epoch",
        [](const Node& n, TrainingControls&, int64_t& valid_period) {
          const auto period = n.as<int64_t>();
@@ -156,7 +157,70 @@ const std::map<std::string, ControlReader>& control_readers() {
   return readers;
 }
 
+using CheckpointReader = std::function<void(const Node&, CheckpointingOptions&)>;
+
+// Lightning's ModelCheckpoint arguments by name, with its checks (its MisconfigurationException
+// messages). monitor and mode are OML's metric_for_checkpointing / mode_for_checkpointing.
+const std::map<std::string, CheckpointReader>& checkpoint_readers() {
+  static const std::map<std::string, CheckpointReader> readers{
+      {"save_top_k",
+       [](const Node& n, CheckpointingOptions& o) {
+         o.save_top_k = n.as<int64_t>();
+         if (o.save_top_k < -1) {
+           n.fail(
+               "expected -1 (keep every checkpoint compared), 0 (none) or the number of best "
+               "checkpoints to keep, got " +
+               std::to_string(o.save_top_k));
+         }
+       }},
+      {"save_last", [](const Node& n, CheckpointingOptions& o) { o.save_last = n.as<bool>(); }},
+      {"every_n_epochs",
+       [](const Node& n, CheckpointingOptions& o) {
+         o.every_n_epochs = n.as<int64_t>();
+         if (*o.every_n_epochs < 0) n.fail("expected a number of epochs >= 0 (0: not by epochs)");
+       }},
+      {"every_n_train_steps",
+       [](const Node& n, CheckpointingOptions& o) {
+         o.every_n_train_steps = n.as<int64_t>();
+         if (*o.every_n_train_steps < 0)
+           n.fail("expected a number of optimizer steps >= 0 (0: not by steps)");
+       }},
+      {"train_time_interval",
+       [](const Node& n, CheckpointingOptions& o) {
+         o.train_time_interval_s = parse_duration(n, "train_time_interval");
+       }},
+  };
+  return readers;
+}
+
+void parse_checkpointing(MapReader& root, CheckpointingOptions& o, ErrorList& errors) {
+  for (const auto& [key, read] : checkpoint_readers()) {
+    const Node node = root.take(key);
+    if (!node.is_null()) errors.check([&, read = read] { read(node, o); });
+  }
+  // As Lightning: one trigger at most (a 0 is no trigger).
+  std::vector<std::string> triggers;
+  if (o.every_n_train_steps.value_or(0) >= 1) triggers.push_back("every_n_train_steps");
+  if (o.every_n_epochs.value_or(0) >= 1) triggers.push_back("every_n_epochs");
+  if (o.train_time_interval_s) triggers.push_back("train_time_interval");
+  if (triggers.size() > 1) {
+    errors.check([&] {
+      root.node()[triggers.back()].fail("Lightning's checkpoint triggers " + join(triggers) +
+                                        " are mutually exclusive; keep one of them");
+    });
+  }
+}
+
 }  // namespace
+
+const std::vector<std::string>& checkpoint_arg_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& kv : checkpoint_readers()) out.push_back(kv.first);
+    return out;
+  }();
+  return names;
+}
 
 const std::vector<std::string>& gradient_clip_algorithm_names() {
   static const std::vector<std::string> names{"norm", "value"};
@@ -198,6 +262,7 @@ TrainingControls parse_training_controls(MapReader& root, int64_t& valid_period,
     const Node node = root.take("early_stopping");
     if (!node.is_null()) c.early_stopping = parse_early_stopping(node);
   });
+  parse_checkpointing(root, c.checkpointing, errors);
 
   const Node extra = root.take(kExtraArgs);
   if (extra.is_null()) return c;
@@ -209,10 +274,16 @@ TrainingControls parse_training_controls(MapReader& root, int64_t& valid_period,
     errors.check([&] {
       const auto found = control_readers().find(key);
       if (found == control_readers().end()) {
-        const std::string hint = key == "early_stopping"
-                                     ? " (early stopping is a Lightning callback, not a Trainer argument: "
-                                       "give early_stopping: {...} at the top level)"
-                                     : did_you_mean(key, lightning_trainer_arg_names());
+        const auto& checkpoint_keys = checkpoint_arg_names();
+        const bool is_checkpoint_key =
+            std::find(checkpoint_keys.begin(), checkpoint_keys.end(), key) != checkpoint_keys.end();
+        const std::string hint =
+            key == "early_stopping" ? " (early stopping is a Lightning callback, not a Trainer argument: "
+                                      "give early_stopping: {...} at the top level)"
+            : is_checkpoint_key     ? " ('" + key +
+                                      "' is an argument of Lightning's ModelCheckpoint callback, not of the "
+                                      "Trainer: give it at the top level)"
+                                : did_you_mean(key, lightning_trainer_arg_names());
         extra.key_node(key).fail("'" + key + "' is not a Lightning Trainer argument oml-cpp supports; " +
                                  kExtraArgs + " accepts " + join(lightning_trainer_arg_names()) + hint);
       }

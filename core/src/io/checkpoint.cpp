@@ -67,7 +67,9 @@ bool is_checkpoint(const c10::IValue& content) {
 
 }  // namespace
 
-void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkpoint) {
+namespace {
+
+c10::IValue checkpoint_value(const Checkpoint& checkpoint) {
   Dict out = string_dict();
   out.insert("format", std::string(kCheckpointFormat));
   out.insert("format_version", checkpoint.format_version);
@@ -99,9 +101,24 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkp
     if (!r.early_stopping.isNone()) resume.insert("early_stopping", r.early_stopping);
     if (!r.logger_run_id.empty()) resume.insert("logger_run_id", r.logger_run_id);
     if (r.training_time_s) resume.insert("training_time_s", *r.training_time_s);
+    if (!r.best_k_models.empty()) {
+      c10::Dict<std::string, double> best_k;
+      for (const auto& [name, value] : r.best_k_models) best_k.insert(name, value);
+      resume.insert("best_k_models", best_k);
+    }
     out.insert("resume", resume);
   }
-  write_torch_file(path, out);
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkpoint) {
+  write_torch_file(path, checkpoint_value(checkpoint));
+}
+
+std::string checkpoint_bytes(const Checkpoint& checkpoint) {
+  return torch_file_bytes(checkpoint_value(checkpoint));
 }
 
 Checkpoint load_checkpoint(const std::filesystem::path& path) {
@@ -156,6 +173,21 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
       OML_CHECK(seconds.isDouble() && seconds.toDouble() >= 0, DataError, file,
                 ": entry 'resume.training_time_s' must be a number of seconds >= 0");
       r.training_time_s = seconds.toDouble();
+    }
+    if (resume.has("best_k_models")) {
+      const auto best_k = resume.get("best_k_models");
+      OML_CHECK(best_k.isGenericDict(), DataError, file, ": entry 'resume.best_k_models' must be a dict");
+      for (const auto& kv : best_k.toGenericDict()) {
+        OML_CHECK(kv.key().isString() && kv.value().isDouble(), DataError, file,
+                  ": entry 'resume.best_k_models' must map file names to numbers");
+        // A name that leaves checkpoints/ (a damaged or crafted file) would make the run remove
+        // files elsewhere when that checkpoint drops out of the top k.
+        const std::string& name = kv.key().toStringRef();
+        OML_CHECK(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos,
+                  DataError, file, ": entry 'resume.best_k_models' names '", name,
+                  "', which is not a file name of the run's checkpoints/ folder");
+        r.best_k_models.emplace_back(name, kv.value().toDouble());
+      }
     }
     ckpt.resume = std::move(r);
   }

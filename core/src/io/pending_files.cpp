@@ -7,11 +7,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>  // sigabbrev_np
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "../common/raw_io.h"
+#include "oml/common/error.h"
 
 namespace oml::io {
 
@@ -77,25 +79,44 @@ void run_interrupt_hooks(int signo) {
 
 std::atomic<int> g_interrupt_signal{0};
 
+// The InterruptDeferral alive (at most one), its notice, and the signal it holds back.
+std::mutex g_deferral_mutex;
+bool g_deferring = false;
+std::string g_deferral_notice;
+std::atomic<int> g_deferred_signal{0};
+
+// "interrupted by signal 2 (SIGINT)"
+std::string interrupted_by(int signo) {
+  const char* abbrev = sigabbrev_np(signo);
+  return g_command + ": interrupted by signal " + std::to_string(signo) +
+         (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
+}
+
 [[noreturn]] void clean_up_and_exit(int signo) {
   g_interrupt_signal = signo;
   g_mutex.lock();  // kept: no rename starts after this, and the one running has finished
   run_interrupt_hooks(signo);
   const int removed = remove_pending_locked();
-  const char* abbrev = sigabbrev_np(signo);
-  ::oml::detail::write_fully(
-      STDERR_FILENO, g_command + ": interrupted by signal " + std::to_string(signo) +
-                         (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string()) + "; removed " +
-                         std::to_string(removed) + " unfinished file" + (removed == 1 ? "" : "s") + "\n");
+  ::oml::detail::write_fully(STDERR_FILENO, interrupted_by(signo) + "; removed " + std::to_string(removed) +
+                                                " unfinished file" + (removed == 1 ? "" : "s") + "\n");
   ::_exit(128 + signo);
+}
+
+// A first signal under a deferral is noted for its owner; returns false when the process must end now.
+bool defer(int signo) {
+  const std::lock_guard<std::mutex> lock(g_deferral_mutex);
+  if (!g_deferring || g_deferred_signal != 0) return false;
+  g_deferred_signal = signo;
+  ::oml::detail::write_fully(STDERR_FILENO, interrupted_by(signo) + "; " + g_deferral_notice + "\n");
+  return true;
 }
 
 void watch_for_interrupts() {
   unsigned char signo = 0;
   while (true) {
     const ssize_t n = ::read(g_interrupt_pipe[0], &signo, 1);
-    if (n == 1) clean_up_and_exit(signo);
-    if (n < 0 && errno == EINTR) continue;
+    if (n == 1 && !defer(signo)) clean_up_and_exit(signo);
+    if (n == 1 || (n < 0 && errno == EINTR)) continue;
     return;  // the pipe is gone: nothing more will arrive
   }
 }
@@ -113,6 +134,32 @@ PendingFile::~PendingFile() {
 }
 
 int interrupt_signal() { return g_interrupt_signal; }
+
+InterruptDeferral::InterruptDeferral(std::string notice) {
+  const std::lock_guard<std::mutex> lock(g_deferral_mutex);
+  g_deferring = true;
+  g_deferral_notice = std::move(notice);
+}
+
+InterruptDeferral::~InterruptDeferral() {
+  int noted = 0;
+  {
+    const std::lock_guard<std::mutex> lock(g_deferral_mutex);
+    g_deferring = false;
+    noted = g_deferred_signal;
+  }
+  // The owner did not act on the signal (it left by an error, or finished meanwhile): the
+  // interrupt ends the process now, as it would have without the deferral.
+  if (noted != 0) clean_up_and_exit(noted);
+}
+
+int deferred_interrupt() { return g_deferred_signal.load(std::memory_order_relaxed); }
+
+void end_deferred_interrupt() {
+  const int signo = g_deferred_signal;
+  OML_ASSERT(signo != 0, "end_deferred_interrupt() without a deferred signal");
+  clean_up_and_exit(signo);
+}
 
 InterruptHook::InterruptHook(std::function<void(int signo)> hook) {
   const std::lock_guard<std::mutex> lock(g_hooks_mutex);

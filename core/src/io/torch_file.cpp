@@ -434,14 +434,22 @@ c10::IValue read_torch_file(const std::filesystem::path& path) {
   }
 }
 
+std::string torch_file_bytes(const c10::IValue& value) {
+  try {
+    return detail::pickle_to_zip(value);
+  } catch (const InternalError& e) {
+    throw InternalError(std::string("cannot serialise: ") + e.what());
+  } catch (const c10::Error& e) {
+    throw InternalError(std::string("cannot serialise: ") + e.what_without_backtrace());
+  }
+}
+
 void write_torch_file(const std::filesystem::path& path, const c10::IValue& value) {
   std::string bytes;
   try {
-    bytes = detail::pickle_to_zip(value);
+    bytes = torch_file_bytes(value);
   } catch (const InternalError& e) {
-    throw InternalError(path.string() + ": cannot serialise: " + e.what());
-  } catch (const c10::Error& e) {
-    throw InternalError(path.string() + ": cannot serialise: " + e.what_without_backtrace());
+    throw InternalError(path.string() + ": " + e.what());
   }
   write_file_atomic(path, bytes);
 }

@@ -44,6 +44,32 @@ struct EarlyStoppingOptions {
   double min_delta = 0.0;                     ///< improvements of at most this much do not count
 };
 
+/// Lightning's ModelCheckpoint callback (docs/training.md#checkpoints), as top-level keys under its
+/// argument names. Its `monitor` and `mode` are OML's metric_for_checkpointing and
+/// mode_for_checkpointing (what OML's pipeline passes it). Lightning's defaults, except
+/// `save_last` (true here: a run can always be resumed) and the trigger when none is given.
+struct CheckpointingOptions {
+  /// The best checkpoints by metric_for_checkpointing kept: 1 is best.ckpt (OML's filename), k > 1
+  /// the k best, -1 every one compared, 0 none.
+  int64_t save_top_k = 1;
+  /// checkpoints/last.ckpt, the state `--resume` continues (Lightning: off unless asked).
+  bool save_last = true;
+  /// Lightning's triggers, at most one of them >= 1 (0 gives that trigger up). None given: at
+  /// each validation and every kDefaultCheckpointInterval seconds (the Trainer's default; Lightning
+  /// checks after every epoch).
+  std::optional<int64_t> every_n_epochs;
+  std::optional<int64_t> every_n_train_steps;
+  std::optional<double> train_time_interval_s;  ///< Lightning's timedelta, in seconds
+
+  /// Whether the config gives any trigger (even a 0), which replaces the default ones.
+  bool has_trigger() const { return every_n_epochs || every_n_train_steps || train_time_interval_s; }
+};
+
+/// Without a trigger in the config, last.ckpt is also written after the first optimizer step
+/// that ends this many seconds after the previous time check (training start, or the last
+/// time-triggered checkpoint): what a SIGKILL can cost at most.
+inline constexpr double kDefaultCheckpointInterval = 300.0;
+
 struct TrainingControls {
   /// Backward on this many batches, then one optimizer step with their summed gradients of
   /// loss / accumulate_grad_batches (Lightning's scaling); an epoch's last batch always steps.
@@ -57,13 +83,17 @@ struct TrainingControls {
   /// training stops after the optimizer step at which it has run this long (resumed runs count
   /// their earlier time), validates and writes its checkpoints as at an epoch's end.
   std::optional<double> max_time_s;
+  CheckpointingOptions checkpointing;
 };
 
 /// The keys `lightning_trainer_extra_args` accepts (Lightning Trainer arguments oml-cpp has).
 const std::vector<std::string>& lightning_trainer_arg_names();
+/// The ModelCheckpoint arguments read at the top level (CheckpointingOptions).
+const std::vector<std::string>& checkpoint_arg_names();
 
 /// Reads the controls from the top-level reader `root` and from its `lightning_trainer_extra_args`
-/// block; `check_val_every_n_epoch` (Lightning's name for OML's `valid_period`) goes into
+/// block (early stopping and checkpointing, Lightning callbacks, at the top level only);
+/// `check_val_every_n_epoch` (Lightning's name for OML's `valid_period`) goes into
 /// `valid_period`, which the caller has read already. Problems are collected in `errors`: a key
 /// given in both places, an unsupported key in the block (named, with the supported ones), and
 /// values out of range.

@@ -8,9 +8,11 @@
 //    "metrics": {"OVERALL/cmc/1": float, ...},
 //    "resume": {"optimizer": uint8 tensor, "scheduler": dict, "criterion": {name: tensor},
 //               "sampler": {"epoch": int, "batch": int, "consumed": int, "world_size": int},
-//               "rng": uint8 tensor, "grad_scaler": {"scale": float, "_growth_tracker": int, ...}}}
+//               "rng": uint8 tensor, "grad_scaler": {"scale": float, "_growth_tracker": int, ...},
+//               "best_k_models": {"epoch=3-step=120.ckpt": float, ...}}}
 //
-// `resume` is optional, and so is its `grad_scaler` (precision 16 runs only). The sampler position is where
+// `resume` is optional, and so are its `grad_scaler` (precision 16 runs only) and `best_k_models`
+// (runs with save_top_k other than 1). The sampler position is where
 // an epoch stands in its global order (plugins/ddp/include/oml/ddp/epoch_position.h), so that any number of
 // ranks can continue it; checkpoints of earlier builds have no "consumed" and "world_size" (only "batch":
 // steps of the world that wrote them, which they do not name). The optimizer state is LibTorch's own archive
@@ -22,6 +24,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "oml/io/state_dict.h"
 
@@ -53,6 +57,10 @@ struct ResumeState {
   /// Seconds the run has trained so far, over all its processes (Lightning's Timer state, which
   /// `max_time` counts against); absent in checkpoints of runs that did not keep it.
   std::optional<double> training_time_s;
+  /// The checkpoints save_top_k keeps, by file name in the run's checkpoints/ folder, with their
+  /// value of metric_for_checkpointing (Lightning's ModelCheckpoint.best_k_models); saved as
+  /// resume.best_k_models (a dict, which keeps their order) when not empty.
+  std::vector<std::pair<std::string, double>> best_k_models;  ///< in the order they were saved
 };
 
 struct Checkpoint {
@@ -67,6 +75,9 @@ struct Checkpoint {
 
 /// Writes `checkpoint` atomically (a crash leaves the previous file intact).
 void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkpoint);
+
+/// The file save_checkpoint writes, as bytes (to write one checkpoint under several names).
+std::string checkpoint_bytes(const Checkpoint& checkpoint);
 
 /// Reads an oml-cpp checkpoint. DataError when the file is not one (use load_weights for plain
 /// PyTorch state dicts) or has a newer format_version than this build understands.

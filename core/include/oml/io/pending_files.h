@@ -67,6 +67,29 @@ int interrupt_signal();
 /// caused by the cleanup itself (a worker thread's folder removed under it) is never reported.
 void wait_if_interrupted();
 
+/// While one lives, the first SIGINT or SIGTERM does not end the process: the watcher prints
+/// "<command>: interrupted by signal 2 (SIGINT); <notice>" and notes the signal, which
+/// deferred_interrupt() returns, so that the owner finishes a consistent piece of work (the
+/// Trainer: the optimizer step under way, then last.ckpt) and ends the process itself with
+/// end_deferred_interrupt(). A second signal ends it at once, as without a deferral; so does the
+/// destruction of the last deferral while a signal is noted and not yet acted on. One per command
+/// at a time.
+class InterruptDeferral {
+ public:
+  explicit InterruptDeferral(std::string notice);
+  ~InterruptDeferral();
+  InterruptDeferral(const InterruptDeferral&) = delete;
+  InterruptDeferral& operator=(const InterruptDeferral&) = delete;
+};
+
+/// The signal an InterruptDeferral holds back (SIGINT, SIGTERM), 0 while none. One atomic load:
+/// cheap enough to ask after every optimizer step.
+int deferred_interrupt();
+
+/// Ends the process as the deferred signal would have (the interrupt hooks, the pending files
+/// removed, the one line, exit 128 + signal). Only after deferred_interrupt() returned a signal.
+[[noreturn]] void end_deferred_interrupt();
+
 /// Makes SIGINT and SIGTERM end this process cleanly: a watcher thread removes the pending
 /// files, prints "<command>: interrupted by signal 2 (SIGINT); removed N unfinished file(s)" on
 /// stderr and exits with 128 + the signal. Idempotent. A launcher that catches the signals itself

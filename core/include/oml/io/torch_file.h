@@ -11,6 +11,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <filesystem>
+#include <string>
 
 namespace oml::io {
 
@@ -21,6 +22,8 @@ c10::IValue read_torch_file(const std::filesystem::path& path);
 /// Writes `value` (dicts with string keys, lists, tuples, numbers, strings, tensors) in the zip
 /// format, atomically. Tensors are stored contiguous on the CPU.
 void write_torch_file(const std::filesystem::path& path, const c10::IValue& value);
+/// The bytes write_torch_file writes (InternalError when `value` holds what cannot be written).
+std::string torch_file_bytes(const c10::IValue& value);
 
 /// A single tensor (e.g. embeddings [N, D]) as `torch.save(tensor)` would write it.
 void save_tensor(const std::filesystem::path& path, const at::Tensor& tensor);
