@@ -16,6 +16,7 @@
 #include <string>
 
 #include "oml/common/autocast.h"
+#include "oml/common/precision.h"
 #include "oml/common/runtime.h"
 #include "oml/models/text_encoder.h"
 
@@ -52,8 +53,7 @@ int main(int argc, char** argv) {
                  precision_name.c_str());
     return 2;
   }
-  const auto precision =
-      precision_name == "bf16" ? oml::config::Precision::bf16 : oml::config::Precision::fp32;
+  const auto precision = precision_name == "bf16" ? oml::Precision::bf16 : oml::Precision::fp32;
   torch::manual_seed(0);
   auto config = oml::models::default_text_config("bert");  // BERT-base's numbers
   config.num_hidden_layers = layers;
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < steps; ++i) step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("oml-cpp bert %lld layers %s forward+backward, batch %lldx%lld, %d threads (%s): %.3f s/step\n",
-              static_cast<long long>(layers), oml::config::precision_name(precision).c_str(),
+              static_cast<long long>(layers), oml::precision_name(precision).c_str(),
               static_cast<long long>(batch), static_cast<long long>(length), threads,
               oml::blas_backend().c_str(), seconds / steps);
   return 0;

@@ -12,7 +12,7 @@ batch; and the check that a folder oml-cpp wrote loads in transformers and gives
         gamma / beta names), DIR/NAME_input.pt (input_ids, attention_mask, token_type_ids) and
         DIR/NAME_expected.pt (last hidden state, pooled embeddings, the gradients of a fixed
         projection (`direction`) of the mean-pooled embeddings, bf16 autocast outputs); for `bert` also DIR/bert_f16/ and DIR/bert_bf16/ (safetensors in that dtype)
-        with the outputs of those rounded weights; one-layer BERTs for each hidden_act
+        with the outputs of those rounded weights, and DIR/bert_sharded/ (save_pretrained's shards); one-layer BERTs for each hidden_act
     text_encoder_reference.py check DIR NAME      loads DIR/oml_NAME/ (written by oml-cpp) with
         AutoModel.from_pretrained and compares its last hidden state on DIR/NAME_input.pt with
         DIR/oml_NAME_hidden.pt; exit 1 on a mismatch or a weight transformers did not load
@@ -199,6 +199,8 @@ def export(root, names):
         (bin_dir / "config.json").write_text((root / name / "config.json").read_text())
         torch.save(task_state_dict(model, name), bin_dir / "pytorch_model.bin")
         if name == "bert":
+            # Sharded: model.safetensors.index.json and several files, as large models are saved.
+            model.save_pretrained(root / "bert_sharded", max_shard_size="20KB")
             for dtype, suffix in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
                 folder = root / f"bert_{suffix}"
                 folder.mkdir(exist_ok=True)

@@ -308,7 +308,7 @@ std::string text_config_json(const TextEncoderConfig& c) {
   nlohmann::ordered_json doc = nlohmann::ordered_json::object();
   if (!c.source_json.empty()) doc = nlohmann::ordered_json::parse(c.source_json);
   const auto& n = names_for(text_family(c));
-  doc["architectures"] = {text_model_class(c)};
+  doc["architectures"] = nlohmann::ordered_json::array({text_model_class(c)});
   doc["model_type"] = c.model_type;
   doc["vocab_size"] = c.vocab_size;
   doc[n.hidden_size] = c.hidden_size;

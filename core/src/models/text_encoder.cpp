@@ -109,6 +109,10 @@ io::StateDict read_shards(const fs::path& index_path) {
   }
   io::StateDict out;
   for (const auto& [file, names] : names_by_file) {
+    // Shards lie next to the index (transformers writes bare file names); a path elsewhere is
+    // not read.
+    OML_CHECK(!file.empty() && fs::path(file).filename() == fs::path(file) && file != "." && file != "..",
+              DataError, source, ": the shard '", file, "' is not a file name in the index's folder");
     const auto shard_path = index_path.parent_path() / file;
     OML_CHECK(fs::is_regular_file(shard_path), DataError, source, ": the shard ", file,
               " it names is not in ", index_path.parent_path().string());
