@@ -23,6 +23,7 @@ using Catch::Matchers::Contains;
 using oml::models::TextEncoder;
 using oml::models::TextEncoderOptions;
 using oml::models::TextPooling;
+using oml::test::error_text;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
 namespace fs = std::filesystem;
@@ -75,12 +76,6 @@ TextEncoder load(const fs::path& folder, const std::string& pooling = "cls", boo
   TextEncoder model(options);
   model->eval();
   return model;
-}
-
-std::string error_text(const oml::Error& e) {
-  std::string text = e.what();
-  for (const auto& line : e.context()) text += "\n" + line;
-  return text;
 }
 
 // The DataError message building the folder's model throws ("" when none).
