@@ -62,10 +62,14 @@ void check_token_batch(const TokenBatch& b, const std::string& who) {
 }
 
 TokenBatch unpack_tokens(const at::Tensor& packed, const std::string& who) {
+  // A float batch is what the image pipelines feed: say so rather than only that its shape is off.
+  const bool images = packed.defined() && at::isFloatingType(packed.scalar_type());
   OML_CHECK(
       packed.defined() && packed.dim() == 3 && (packed.size(1) == 2 || packed.size(1) == 3), DataError, who,
       ": expected packed tokens [B, 2 | 3, L] (input ids, attention mask, optionally token type ids), got ",
-      packed.defined() ? shape(packed) : std::string("none"));
+      packed.defined() ? shape(packed) : std::string("none"),
+      images ? std::string(" floats (an image batch: a text extractor takes tokenised texts)")
+             : std::string());
   OML_CHECK(!at::isFloatingType(packed.scalar_type()) && packed.scalar_type() != at::kBool, DataError, who,
             ": expected integer token ids, got a ", packed.scalar_type(),
             " tensor (is an image extractor's input going to a text extractor?)");
