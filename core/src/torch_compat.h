@@ -18,12 +18,15 @@
 //     a std::string, in 1.13) -> optimizer_state_key, used by optim/formula_optimizers.cpp.
 //   - logging: c10 logs through glog in Debian's build (C10_USE_GLOG), through its own
 //     minimal logger in the wheel's -> set_library_log_level (common/runtime.cpp calls it).
+//   - at::scaled_dot_product_attention since 2.0 (1.13 has none)
+//     -> scaled_dot_product_attention, used by models/attention.cpp (the text encoders).
 //
 // Not a version difference but a build difference, resolved where it is used: the BLAS
 // (OpenBLAS behind libblas.so.3 for Debian's, MKL inside libtorch_cpu for the wheel's;
 // common/runtime.cpp) and the Gloo headers (Debian's libgloo-dev for both: see
 // docs/building.md#libtorch).
 
+#include <ATen/Functions.h>
 #include <ATen/autocast_mode.h>
 #include <c10/macros/Macros.h>
 #include <c10/util/Logging.h>       // glog's or c10's own, by C10_USE_GLOG
@@ -31,6 +34,8 @@
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #define OML_TORCH_AT_LEAST(major, minor) \
@@ -105,6 +110,31 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
   } else {
     at::autocast::set_autocast_cpu_dtype(dtype);
   }
+#endif
+}
+
+/// softmax(q k^T / sqrt(head_dim)) v for q, k, v [B, heads, N, head_dim], where `key_mask`
+/// (boolean, broadcastable to [B, heads, N, N], true: attend; undefined: attend everywhere) leaves
+/// keys out and the attention weights are dropped with probability `dropout_p`. ATen's fused
+/// scaled_dot_product_attention since 2.0 (under autocast it runs in the autocast dtype); on 1.13
+/// the same written out — matmul, masked softmax, matmul, as transformers' "eager" attention —
+/// equal to it within float rounding. Every query row must have a key to attend to (a row whose
+/// keys are all masked is NaN in both).
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const at::Tensor& key_mask, double dropout_p) {
+#if OML_TORCH_AT_LEAST(2, 0)
+  const c10::optional<at::Tensor> mask =
+      key_mask.defined() ? c10::optional<at::Tensor>(key_mask) : c10::nullopt;
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
+#else
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  auto scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+  if (key_mask.defined()) {
+    scores = scores.masked_fill(key_mask.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  auto weights = at::softmax(scores, -1);
+  if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
+  return at::matmul(weights.to(v.scalar_type()), v);
 #endif
 }
 

@@ -25,6 +25,7 @@
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
+using oml::test::error_text;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
 namespace fs = std::filesystem;
@@ -53,12 +54,6 @@ oml::models::ViTClip make_clip(const std::string& arch, const std::string& weigh
   oml::models::ViTClip model(options);
   model->eval();
   return model;
-}
-
-std::string error_text(const oml::Error& e) {
-  std::string text = e.what();
-  for (const auto& line : e.context()) text += "\n" + line;
-  return text;
 }
 
 // OML's embeddings of the exported batch, from each weights file of the export.

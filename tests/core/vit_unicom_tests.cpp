@@ -17,6 +17,7 @@
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
+using oml::test::error_text;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
 namespace fs = std::filesystem;
@@ -43,12 +44,6 @@ oml::models::ViTUnicom make_unicom(const std::string& arch, const std::string& w
   oml::models::ViTUnicom model(options);
   model->eval();
   return model;
-}
-
-std::string error_text(const oml::Error& e) {
-  std::string text = e.what();
-  for (const auto& line : e.context()) text += "\n" + line;
-  return text;
 }
 
 oml::config::ErrorList parse_errors(const std::string& yaml) {

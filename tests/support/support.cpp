@@ -83,6 +83,12 @@ CommandResult run_oml(const std::string& command, const std::string& args, int t
   return run(quote(command_path(command)) + " " + args, timeout_s);
 }
 
+std::string error_text(const oml::Error& error) {
+  std::string text = error.what();
+  for (const auto& line : error.context()) text += "\n" + line;
+  return text;
+}
+
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
 }

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "oml/common/error.h"
+
 namespace at {
 class Tensor;
 }  // namespace at
@@ -69,6 +71,10 @@ std::string quote(const std::string& text);
 const fs::path& fashion_mnist_subset();
 /// The same for the first `limit` train and `limit` test images (build/tests/data/fashion_mnist_<limit>).
 fs::path fashion_mnist_subset(int limit);
+
+/// An oml::Error's message with its context lines (the "while ..." notes added on the way up),
+/// one per line: what a command would print.
+std::string error_text(const oml::Error& error);
 
 /// max |a - b| (both converted to double on CPU).
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b);

@@ -32,4 +32,18 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   return torch::nn::functional::linear(out, out_weight, out_bias);
 }
 
+torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& key_mask, int64_t num_heads, double dropout_p) {
+  const int64_t batch = q.size(0), tokens = q.size(1), dim = q.size(2);
+  const int64_t head_dim = dim / num_heads;
+  // [B, N, dim] -> [B, heads, N, head_dim]
+  auto heads = [&](const torch::Tensor& x) {
+    return x.view({batch, tokens, num_heads, head_dim}).transpose(1, 2);
+  };
+  // [B, N] -> [B, 1, 1, N]: one row of keys, the same for every head and query.
+  const auto mask = key_mask.defined() ? key_mask.ne(0).view({batch, 1, 1, tokens}) : torch::Tensor();
+  const auto out = torch_compat::scaled_dot_product_attention(heads(q), heads(k), heads(v), mask, dropout_p);
+  return out.transpose(1, 2).reshape({batch, tokens, dim});
+}
+
 }  // namespace oml::models::detail

@@ -9,6 +9,7 @@
 #include "oml/models/extractor_with_mlp.h"
 #include "oml/models/pairwise_model.h"
 #include "oml/models/resnet.h"
+#include "oml/models/text_encoder.h"
 #include "oml/models/vit.h"
 #include "oml/models/vit_clip.h"
 #include "oml/models/vit_unicom.h"
@@ -94,6 +95,17 @@ void register_builtin_models(Registries& reg) {
       },
       "UNICOM's vision transformer as OML's ViTUnicomExtractor (vitb32_unicom, ..., vitl14_336px_unicom); "
       "UNICOM's zoo weights");
+  reg.extractors.add(
+      "hf_text_encoder",
+      config::checked_parse<TextEncoderOptions>([](config::ArgsReader& r, TextEncoderOptions& o) {
+        r.required("model_dir", o.model_dir).optional("pooling", o.pooling);
+        r.optional("normalise_features", o.normalise_features).optional("weights", o.weights);
+      }),
+      [](const TextEncoderOptions& o, const NoContext&) -> std::shared_ptr<Extractor> {
+        return TextEncoder(o).ptr();
+      },
+      "BERT / RoBERTa / XLM-RoBERTa / CamemBERT / DistilBERT text encoder from a Hugging Face model folder "
+      "(transformers' BertModel ...); cls, mean, max or pooler pooling; takes packed tokens");
   reg.extractors.add(
       "conv_net", config::checked_parse<ConvNetOptions>([](config::ArgsReader& r, ConvNetOptions& o) {
         r.optional("in_channels", o.in_channels)

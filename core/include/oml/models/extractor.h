@@ -1,5 +1,6 @@
 #pragma once
-// The extractor interface: a module mapping a batch of images to one embedding per image.
+// The extractor interface: a module mapping a batch of images (or of tokenised texts) to one
+// embedding per item.
 
 #include <torch/nn/module.h>
 
@@ -17,9 +18,19 @@ struct BackboneFreezing {
   bool any() const { return whole_run || epochs > 0; }
 };
 
+/// What an extractor's forward() takes (Extractor::input()).
+enum class ExtractorInput {
+  images,  ///< float images [B, C, H, W]
+  tokens,  ///< a tokenizer's output packed into one int64 tensor [B, 2 or 3, L] (oml/models/token_batch.h)
+};
+
 /// Contract for every extractor (built-in or plugin):
-/// - `forward(images)` takes float images [B, C, H, W] and returns embeddings [B, feat_dim()];
-///   it must work for B = 1 and in both train() and eval() mode.
+/// - `forward(inputs)` takes a batch of what `input()` says — float images [B, C, H, W] (every
+///   extractor unless it says otherwise), or packed tokens [B, 2 | 3, L] (text extractors: the
+///   input ids, the attention mask and optionally the token type ids, one row each) — and
+///   returns embeddings [B, feat_dim()]. One tensor either way, so that batches move through the
+///   loader, the devices, DDP and serving unchanged. It must work for B = 1 and in both train()
+///   and eval() mode.
 /// - `feat_dim()` is fixed at construction; pipelines size losses (e.g. ArcFace) from it.
 /// - Parameters and buffers are registered under stable names: checkpoints store them by name,
 ///   so renaming one breaks loading of old checkpoints.
@@ -33,6 +44,7 @@ class Extractor : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor images) = 0;
   virtual int64_t feat_dim() const = 0;
+  virtual ExtractorInput input() const { return ExtractorInput::images; }
 
   virtual bool freezable() const { return false; }
   /// Only called when freezable(); the default throws InternalError.

@@ -45,6 +45,7 @@ class ExtractorWithMLPImpl : public Extractor, public io::LegacyNames {
 
   torch::Tensor forward(torch::Tensor images) override;
   int64_t feat_dim() const override;
+  ExtractorInput input() const override { return backbone_->input(); }
   void train(bool on = true) override;
 
   bool freezable() const override { return true; }

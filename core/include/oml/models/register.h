@@ -5,8 +5,8 @@ namespace oml {
 struct Registries;
 namespace models {
 
-/// Adds `resnet`, `conv_net`, `extractor_with_mlp` (extractors) and `linear_siamese`,
-/// `trivial_distance_siamese`, `concat_siamese` (pairwise models).
+/// Adds `resnet`, `vit`, `vit_clip`, `vit_unicom`, `hf_text_encoder`, `conv_net`, `extractor_with_mlp`
+/// (extractors) and `linear_siamese`, `trivial_distance_siamese`, `concat_siamese` (pairwise models).
 void register_builtin_models(Registries& registries);
 
 }  // namespace models

@@ -28,7 +28,8 @@
 ///    read `metric_args:` in their parse (MetricContext is gone).
 /// 4: retrieval searches by a measure (KnnOptions::measure, the inner product of `distance: dot`);
 ///    RetrievalBackend gained supports() and load_index() a measure.
-#define OML_PLUGIN_API_VERSION 4u
+/// 5: Extractor gained input() (images, or the packed tokens of text extractors).
+#define OML_PLUGIN_API_VERSION 5u
 
 extern "C" {
 struct OmlPluginInfo {
