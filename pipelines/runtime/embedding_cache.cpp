@@ -9,6 +9,7 @@
 #include "oml/common/logging.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
+#include "oml/distributed/from_rank0.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/extractor.h"
@@ -90,14 +91,10 @@ std::string embeddings_cache_name(const CachedEmbeddingsRequest& request) {
 at::Tensor cached_embeddings(const CachedEmbeddingsRequest& request, const RunContext& context) {
   const fs::path dir = embeddings_cache_dir(*request.config);
   // Rank 0 names the file and says whether it exists, so every rank takes the same branch.
-  std::string decision;
-  if (context.is_main()) {
-    const fs::path file = dir / embeddings_cache_name(request);
-    decision = (fs::exists(file) ? "1" : "0") + file.string();
-  }
-  decision = context.from_rank0(decision);
-  const bool exists = decision[0] == '1';
-  const fs::path file = decision.substr(1);
+  const fs::path file =
+      context.from_rank0(context.is_main() ? (dir / embeddings_cache_name(request)).string() : "");
+  const bool exists =
+      distributed::decision_from_rank0(*context.group, context.device, context.is_main() && fs::exists(file));
   const int64_t rows = request.dataset->size();
 
   if (exists) {

@@ -11,6 +11,7 @@
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
 #include "oml/io/checkpoint.h"
+#include "support/config_errors.h"
 #include "support/support.h"
 #include "training/best_checkpoints.h"
 #include "training/checkpoint_schedule.h"
@@ -27,20 +28,11 @@ using oml::test::TempDir;
 namespace {
 
 oml::config::RunConfig parse(const std::string& yaml) {
-  const auto doc = oml::config::Document::from_string(yaml, "checkpointing.yaml");
-  return oml::config::parse_run_config(doc.root());
+  return oml::test::parse_run_config_text(yaml, "checkpointing.yaml");
 }
 
 std::string parse_error(const std::string& yaml) {
-  try {
-    parse(yaml);
-  } catch (const oml::ConfigError& e) {
-    std::string text = e.what();
-    for (const std::string& line : e.context()) text += "\n" + line;
-    return text;
-  }
-  FAIL("no ConfigError for:\n" << yaml);
-  return "";
+  return oml::test::run_config_error(yaml, "checkpointing.yaml");
 }
 
 using Clock = CheckpointSchedule::Clock;

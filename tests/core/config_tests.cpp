@@ -221,8 +221,16 @@ TEST_CASE("Duplicate keys, recursive aliases and alias bombs are config errors w
   // Nine levels of nine aliases each: 9^9 values from a few hundred bytes.
   std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
   for (int level = 1; level <= 9; ++level) {
-    const std::string prev = "*a" + std::to_string(level - 1);
-    bomb += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " [" + prev;
+    // Appended piece by piece: GCC 12 warns (falsely, -Wstringop-overflow) on "literal" + string.
+    std::string prev = "*a";
+    prev += std::to_string(level - 1);
+    const std::string name = std::to_string(level);
+    bomb += "a";
+    bomb += name;
+    bomb += ": &a";
+    bomb += name;
+    bomb += " [";
+    bomb += prev;
     for (int i = 1; i < 9; ++i) bomb += ", " + prev;
     bomb += "]\n";
   }

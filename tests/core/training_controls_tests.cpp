@@ -8,6 +8,7 @@
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
+#include "support/config_errors.h"
 #include "support/support.h"
 #include "training/early_stopping.h"
 
@@ -20,21 +21,11 @@ using oml::pipelines::EarlyStopping;
 namespace {
 
 oml::config::RunConfig parse(const std::string& yaml) {
-  const auto doc = oml::config::Document::from_string(yaml, "controls.yaml");
-  return oml::config::parse_run_config(doc.root());
+  return oml::test::parse_run_config_text(yaml, "controls.yaml");
 }
 
 std::string parse_error(const std::string& yaml) {
-  try {
-    parse(yaml);
-  } catch (const oml::ConfigError& e) {
-    // Several problems: what() counts them, the context lines give each.
-    std::string text = e.what();
-    for (const std::string& line : e.context()) text += "\n" + line;
-    return text;
-  }
-  FAIL("no ConfigError for:\n" << yaml);
-  return "";
+  return oml::test::run_config_error(yaml, "controls.yaml");
 }
 
 // The index (1-based) of the update that stops, or 0.

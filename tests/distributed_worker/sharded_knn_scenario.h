@@ -72,8 +72,10 @@ inline metrics::EmbeddingSet sharded_knn_rows() {
     set.labels.push_back((i * 5) % 11);
     set.is_query.push_back(i % 5 != 4);
     set.is_gallery.push_back(i % 7 != 3);
-    set.categories.push_back("category " + std::to_string(i % 3));
-    set.sequences.push_back(i % 4 == 0 ? "" : "s" + std::to_string((i / 3) % 23));
+    // std::string(...).append: GCC 12 warns (falsely, -Wstringop-overflow) on "literal" + string here.
+    set.categories.push_back(std::string("category ").append(std::to_string(i % 3)));
+    set.sequences.push_back(i % 4 == 0 ? std::string()
+                                       : std::string("s").append(std::to_string((i / 3) % 23)));
     set.dataset_indices.push_back(1000 + i);
   }
   return set;

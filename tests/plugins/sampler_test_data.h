@@ -37,7 +37,8 @@ inline data::SamplerContext make_context(const LabelSetShape& shape, uint64_t da
   data::SamplerContext context;
   context.labels = labels;
   if (shape.n_categories > 0) {
-    for (int64_t l : labels) context.categories.push_back("c" + std::to_string(l % shape.n_categories));
+    for (int64_t l : labels)
+      context.categories.push_back(std::string("c").append(std::to_string(l % shape.n_categories)));
   }
   for (int64_t l = 0; l < shape.n_labels; ++l) context.label_values.push_back(1000 + l);
   context.seed = seed;
