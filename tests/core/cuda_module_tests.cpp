@@ -32,10 +32,15 @@ bool mapped(const std::string& library) {
   return false;
 }
 
-/// Runs this binary's hidden test case `tag` in a process of its own.
-oml::test::CommandResult run_hidden_case(const std::string& tag) {
+/// Runs this binary's hidden test case `tag` in a process of its own (no GPU visible) and
+/// checks that it passed.
+void check_hidden_case_passes(const std::string& tag) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  return oml::test::run("CUDA_VISIBLE_DEVICES= " + oml::test::quote(self) + " " + oml::test::quote(tag));
+  const auto r =
+      oml::test::run("CUDA_VISIBLE_DEVICES= " + oml::test::quote(self) + " " + oml::test::quote(tag));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("All tests passed"));
 }
 
 }  // namespace
@@ -54,7 +59,8 @@ TEST_CASE("accelerator cpu uses Gloo on the CPU and loads no CUDA", "[ddp][cuda_
   CHECK_FALSE(dist::cuda_module::built());
   CHECK(dist::available_backends() == std::vector<std::string>{"gloo"});
   CHECK(dist::placement_for(Accelerator::automatic, dist::World{}).device.is_cpu());
-  CHECK_THROWS_WITH(dist::placement_for(Accelerator::cuda, dist::World{}), Contains("built with a CPU-only LibTorch"));
+  CHECK_THROWS_WITH(dist::placement_for(Accelerator::cuda, dist::World{}),
+                    Contains("built with a CPU-only LibTorch"));
 #endif
 }
 
@@ -62,10 +68,7 @@ TEST_CASE("accelerator cpu uses Gloo on the CPU and loads no CUDA", "[ddp][cuda_
 
 TEST_CASE("A CPU process does not load LibTorch's CUDA half; asking for cuda loads it and it works",
           "[ddp][cuda_module]") {
-  const auto r = run_hidden_case("[.cuda_module_fresh_process]");
-  INFO(r.out << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("All tests passed"));
+  check_hidden_case_passes("[.cuda_module_fresh_process]");
 }
 
 TEST_CASE("cuda_module: in a fresh process", "[.cuda_module_fresh_process]") {
@@ -79,7 +82,7 @@ TEST_CASE("cuda_module: in a fresh process", "[.cuda_module_fresh_process]") {
     CHECK_FALSE(mapped("libtorch_cuda.so"));
     CHECK_FALSE(dist::cuda_module::loaded());
   }
-  // CUDA_VISIBLE_DEVICES is empty (run_hidden_case): no GPU, whatever the machine has.
+  // CUDA_VISIBLE_DEVICES is empty (check_hidden_case_passes): no GPU, whatever the machine has.
   CHECK_THROWS_AS(dist::placement_for(Accelerator::cuda, dist::World{}), oml::ConfigError);
   CHECK_THROWS_WITH(dist::placement_for(Accelerator::cuda, dist::World{}),
                     Contains("no GPU is visible to this process"));
@@ -88,7 +91,9 @@ TEST_CASE("cuda_module: in a fresh process", "[.cuda_module_fresh_process]") {
   CHECK(mapped("liboml_core_cuda.so"));
   // LibTorch now has its CUDA half: CUDA kernels are registered and a CUDA tensor fails for want
   // of a GPU, not of the library.
-  CHECK(c10::Dispatcher::singleton().findOp({"aten::add", "Tensor"})->hasKernelForDispatchKey(c10::DispatchKey::CUDA));
+  CHECK(c10::Dispatcher::singleton()
+            .findOp({"aten::add", "Tensor"})
+            ->hasKernelForDispatchKey(c10::DispatchKey::CUDA));
   CHECK(torch::cuda::device_count() == 0);
   CHECK_THROWS_WITH(torch::ones({2}, torch::kCUDA), !Contains("without ATen_cuda library"));
   CHECK(dist::placement_for(Accelerator::automatic, dist::World{}).device.is_cpu());  // no GPU visible
@@ -97,10 +102,7 @@ TEST_CASE("cuda_module: in a fresh process", "[.cuda_module_fresh_process]") {
 
 TEST_CASE("Asking LibTorch about CUDA before the module is loaded is reported, not run on the CPU",
           "[ddp][cuda_module]") {
-  const auto r = run_hidden_case("[.cuda_module_too_late]");
-  INFO(r.out << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("All tests passed"));
+  check_hidden_case_passes("[.cuda_module_too_late]");
 }
 
 TEST_CASE("cuda_module: CUDA queried first", "[.cuda_module_too_late]") {

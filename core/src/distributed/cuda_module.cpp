@@ -48,13 +48,15 @@ Module open_module() {
   void* handle = dlopen(where.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
     const char* reason = dlerror();
-    throw RuntimeError("cannot load oml-cpp's CUDA module " + where + ": " + (reason ? reason : "unknown reason") +
+    throw RuntimeError("cannot load oml-cpp's CUDA module " + where + ": " +
+                       (reason ? reason : "unknown reason") +
                        " (it loads LibTorch's libtorch_cuda.so and the CUDA libraries of the torch wheel; "
                        "check that they are where this build found them, or on LD_LIBRARY_PATH)");
   }
   const int abi = symbol<AbiFn>(handle, kAbiSymbol, where)();
-  OML_CHECK(abi == kCudaModuleAbi, RuntimeError, "CUDA module ", where, " has ABI ", abi, ", this liboml_core needs ",
-            kCudaModuleAbi, ": they come from different builds; rebuild oml-cpp (scripts/build.sh)");
+  OML_CHECK(abi == kCudaModuleAbi, RuntimeError, "CUDA module ", where, " has ABI ", abi,
+            ", this liboml_core needs ", kCudaModuleAbi,
+            ": they come from different builds; rebuild oml-cpp (scripts/build.sh)");
   const char* torch_version = symbol<TorchVersionFn>(handle, kTorchVersionSymbol, where)();
   OML_CHECK(std::strcmp(torch_version, TORCH_VERSION) == 0, RuntimeError, "CUDA module ", where,
             " was built against LibTorch ", torch_version, ", liboml_core against ", TORCH_VERSION,
@@ -62,10 +64,11 @@ Module open_module() {
   // The module is loaded for good (its CUDA kernels are registered now), so the check that
   // follows can only report, not undo.
   const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
-  OML_CHECK(typeid(hooks) != typeid(at::CUDAHooksInterface), InternalError,
-            "LibTorch's CUDA support was queried in this process before oml-cpp loaded its CUDA module ", where,
-            ", so LibTorch keeps CUDA off until the process ends (a bug in oml-cpp: please report the command "
-            "and config)");
+  OML_CHECK(
+      typeid(hooks) != typeid(at::CUDAHooksInterface), InternalError,
+      "LibTorch's CUDA support was queried in this process before oml-cpp loaded its CUDA module ", where,
+      ", so LibTorch keeps CUDA off until the process ends (a bug in oml-cpp: please report the command "
+      "and config)");
   Module module;
   module.handle = handle;
   module.make_nccl_group = symbol<MakeNcclGroupFn>(handle, kMakeNcclGroupSymbol, where);
@@ -98,9 +101,10 @@ bool driver_present() {
 }
 
 void load() {
-  OML_CHECK(built(), ConfigError,
-            "a GPU was requested, but this oml-cpp is built with a CPU-only LibTorch (use accelerator: cpu, or "
-            "build against the CUDA torch wheel: scripts/build.sh)");
+  OML_CHECK(
+      built(), ConfigError,
+      "a GPU was requested, but this oml-cpp is built with a CPU-only LibTorch (use accelerator: cpu, or "
+      "build against the CUDA torch wheel: scripts/build.sh)");
   std::lock_guard<std::mutex> lock(load_mutex());
   Module& module = the_module();
   if (module.handle == nullptr) module = open_module();

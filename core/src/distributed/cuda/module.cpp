@@ -4,8 +4,8 @@
 // oml-cpp calls in it by name: the NCCL process group. Everything else on a GPU goes through
 // LibTorch's dispatcher, which liboml_core reaches through libtorch_cpu.
 
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include <chrono>
 
