@@ -101,10 +101,8 @@ bool driver_present() {
 }
 
 void load() {
-  OML_CHECK(
-      built(), ConfigError,
-      "a GPU was requested, but this oml-cpp is built with a CPU-only LibTorch (use accelerator: cpu, or "
-      "build against the CUDA torch wheel: scripts/build.sh)");
+  // Callers check built() first: placement_for says what a CPU-only build means for the config.
+  OML_ASSERT(built(), "cuda_module::load() in a build without the CUDA module");
   std::lock_guard<std::mutex> lock(load_mutex());
   Module& module = the_module();
   if (module.handle == nullptr) module = open_module();

@@ -32,10 +32,10 @@ std::string path();
 /// LibTorch's CUDA half: `accelerator: auto` looks for a GPU only where a driver is installed.
 bool driver_present();
 
-/// Opens the module once per process; later calls return at once. Throws ConfigError when this
-/// build has no module, RuntimeError naming the module's path when it cannot be loaded (the
-/// loader's reason) or is of another build (ABI or LibTorch version), and InternalError when
-/// CUDA was queried in this process before the module was loaded (see above).
+/// Opens the module once per process; later calls return at once. Only for builds that have
+/// it (built(): an InternalError otherwise). Throws RuntimeError naming the module's path when it cannot be
+/// loaded (the loader's reason) or is of another build (ABI or LibTorch version), and InternalError when CUDA
+/// was queried in this process before the module was loaded (see above).
 void load();
 
 /// True once load() succeeded.
