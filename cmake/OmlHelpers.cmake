@@ -60,6 +60,11 @@ function(oml_precompile_heavy_headers target)
   if(NOT heavy_sources AND NOT owner)
     return()
   endif()
+  # An owner needs one source compiled with its PCH, or CMake has no object that makes it: the
+  # dedicated owners' one source includes nothing, so it is not skipped.
+  if(owner AND NOT heavy_sources)
+    set(light_sources "")
+  endif()
   if(light_sources)
     set_source_files_properties(${light_sources} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
   endif()
