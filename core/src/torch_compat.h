@@ -20,6 +20,10 @@
 //     minimal logger in the wheel's -> set_library_log_level (common/runtime.cpp calls it).
 //   - at::scaled_dot_product_attention since 2.0 (1.13 has none)
 //     -> scaled_dot_product_attention, used by models/attention.cpp (the text encoders).
+//   - the profiler: Kineto (torch/csrc/autograd/profiler_kineto.h) records in 2.x; Debian's
+//     1.13 is built without Kineto, so there the legacy profiler's RecordProfile writes the
+//     trace -> report/profiler.cpp tests OML_TORCH_AT_LEAST(2, 0) itself, to keep the profiler's
+//     headers out of this file's every user.
 //
 // Not a version difference but a build difference, resolved where it is used: the BLAS
 // (OpenBLAS behind libblas.so.3 for Debian's, MKL inside libtorch_cpu for the wheel's;

@@ -14,13 +14,20 @@ int main(int argc, char** argv) {
   spec.summary = "train an extractor or a pairwise re-ranker from a YAML config";
   spec.usage =
       "  oml-train --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] [--resume "
-      "CKPT]";
+      "CKPT] [--profile FROM:TO]";
   spec.add_options = [](po::options_description& o) {
     oml::cli::add_launch_options(o);
     o.add_options()("resume", po::value<std::string>(),
                     "continue the run saved in this checkpoint (a last.ckpt)");
+    o.add_options()("profile", po::value<std::string>(),
+                    "record optimizer steps FROM to TO (as train.jsonl numbers them) into a Chrome trace "
+                    "in the run's profile/ folder; the config key `profile: \"FROM:TO\"`");
   };
-  spec.run = [](const oml::cli::Invocation& inv) {
+  spec.run = [](const oml::cli::Invocation& given) {
+    // --profile is the config's `profile:` key, set last (as a --set would).
+    oml::cli::Invocation inv = given;
+    if (inv.vars.count("profile"))
+      inv.overrides.push_back("profile=" + inv.vars["profile"].as<std::string>());
     const oml::config::Document document = inv.load_document();
     const oml::config::RunConfig config = inv.load_config(document);
     if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;

@@ -11,6 +11,7 @@
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/models/extractor.h"
 #include "oml/registry/registries.h"
+#include "oml/report/profiler.h"
 #include "runtime/embedding.h"
 #include "runtime/pipeline_setup.h"
 #include "runtime/progress.h"
@@ -74,7 +75,12 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
               std::to_string(ctx.world_size()) + " ranks' batches of the step");
   }
   hooks.step = [&](const data::LoadedBatch& batch) {
-    const torch::Tensor embeddings = extractor->forward(batch.images.to(ctx.device));
+    torch::Tensor embeddings;
+    {
+      const report::TraceRange range(report::phase::forward);
+      embeddings = extractor->forward(batch.images.to(ctx.device));
+    }
+    const report::TraceRange range(report::phase::loss);
     const torch::Tensor labels = batch.labels.to(ctx.device);
     if (gather) return losses::loss_over_all_ranks(*criterion, *ctx.group, embeddings, labels);
     return criterion->forward(embeddings, labels);

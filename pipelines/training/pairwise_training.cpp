@@ -14,6 +14,7 @@
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/models/pairwise_model.h"
 #include "oml/optim/resume.h"
+#include "oml/report/profiler.h"
 #include "runtime/embedding.h"
 #include "runtime/pairwise_setup.h"
 #include "runtime/pipeline_setup.h"
@@ -87,10 +88,18 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
     hooks.on_epoch_start = [&](int64_t epoch) { model->set_backbone_frozen(epoch < cfg.freeze_n_epochs); };
   hooks.step = [&](const data::LoadedBatch& batch) {
     // Pairs come from the extractor's embeddings: hard pairs are the ones it gets wrong.
-    const losses::PairSet pairs = miner.mine(train_embeddings.index_select(0, batch.indices), batch.labels);
-    const at::Tensor inputs = batch.images.to(ctx.device);
-    const at::Tensor logits = model->forward(inputs.index_select(0, pairs.ids1.to(ctx.device)),
-                                             inputs.index_select(0, pairs.ids2.to(ctx.device)));
+    const losses::PairSet pairs = [&] {
+      const report::TraceRange range(report::phase::loss);  // the miner, part of the loss
+      return miner.mine(train_embeddings.index_select(0, batch.indices), batch.labels);
+    }();
+    at::Tensor logits;
+    {
+      const report::TraceRange range(report::phase::forward);
+      const at::Tensor inputs = batch.images.to(ctx.device);
+      logits = model->forward(inputs.index_select(0, pairs.ids1.to(ctx.device)),
+                              inputs.index_select(0, pairs.ids2.to(ctx.device)));
+    }
+    const report::TraceRange range(report::phase::loss);
     const at::Tensor targets = pairs.is_negative.to(ctx.device);
     losses::LossOutput out;
     // float32 whatever the precision (autocast keeps this op in float32 on CUDA, not on the CPU).

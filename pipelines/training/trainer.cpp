@@ -30,6 +30,7 @@
 #include "oml/optim/resume.h"
 #include "oml/optim/scheduler.h"
 #include "oml/registry/registries.h"
+#include "oml/report/profiler.h"
 #include "runtime/embedding.h"
 #include "runtime/progress.h"
 #include "runtime/run_context.h"
@@ -38,6 +39,7 @@
 #include "training/checkpoint_writer.h"
 #include "training/early_stopping.h"
 #include "training/run_recorder.h"
+#include "training/step_profiler.h"
 
 namespace oml::pipelines {
 
@@ -277,6 +279,9 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
     recording.resumed_at_step = start_.step;
     if (!resumed_logger_run_id_.empty()) recording.resumed_logger_run_id = resumed_logger_run_id_;
   }
+  // Before the recorder and the writer start their threads (StepProfiler's environment).
+  profiler_ = std::make_unique<StepProfiler>(config_.profile, paths_.root, context_.rank(),
+                                             context_.device.is_cuda());
   recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, std::move(recording));
   if (context_.is_main()) {
     writer_ = std::make_unique<CheckpointWriter>(
@@ -466,7 +471,15 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     double step_loss = 0;
     int64_t step_batches = 0, step_samples = 0;
     auto step_start = std::chrono::steady_clock::now();
-    while (auto batch = loader->next()) {
+    for (;;) {
+      // A step's trace range starts before its first batch arrives (the data wait is its own).
+      if (step_batches == 0) profiler_->step_begins(step_ + 1);
+      std::optional<data::LoadedBatch> batch;
+      {
+        const report::TraceRange wait(report::phase::data_wait);
+        batch = loader->next();
+      }
+      if (!batch) break;
       // The epoch's last batch is in hand: the next epoch's loader starts on its first batches
       // while this step runs, instead of after the epoch's end. With short epochs (OML's balance
       // sampler makes one batch of 10 labels an epoch) every step would otherwise wait for its
@@ -487,6 +500,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         continue;
       }
       optimizer_step(logs);
+      std::optional<report::TraceRange> logging(std::in_place, report::phase::logging);
       const double mean_loss = step_loss / static_cast<double>(step_batches);
       const double lr = parts_.optimizer->param_groups().at(0).options().get_lr();
       const double samples_per_s = samples_per_second(step_samples, step_start);
@@ -501,6 +515,8 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         recorder_->train_step(record);
       }
       progress.advance(1, step_status(mean_loss, lr, samples_per_s));
+      logging.reset();
+      profiler_->step_ends(step_);
       if (reached_max_steps() || reached_max_time()) {
         stop = true;
         break;
@@ -532,7 +548,11 @@ double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingH
     const AutocastGuard autocast(context_.precision, context_.device);
     out = hooks.step(batch);
   }
-  const double mean_loss = mean_finite_loss(out.loss, epoch);
+  double mean_loss = 0;
+  {
+    const report::TraceRange logging(report::phase::logging);  // the loss read back: a host sync
+    mean_loss = mean_finite_loss(out.loss, epoch);
+  }
 
   if (first) optim::zero_grad(*parts_.optimizer);
   // Lightning divides every batch's loss by accumulate_grad_batches (the epoch's last, shorter
@@ -544,6 +564,7 @@ double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingH
   gradient_sync_->accumulate_locally(!last);
   // The only backward() of training; GradientSync's hooks all-reduce buckets. Under fp16 the
   // loss is scaled so that small gradients survive float16.
+  const report::TraceRange backward(report::phase::backward);
   (scaler_ ? scaler_->scale(loss) : loss).backward();
   if (last) gradient_sync_->finish();
   logs = std::move(out.logs);
@@ -551,6 +572,7 @@ double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingH
 }
 
 void Trainer::optimizer_step(std::map<std::string, double>& logs) {
+  const report::TraceRange range(report::phase::optimizer);
   bool apply = true;
   if (scaler_) {
     // Every rank holds the same averaged gradients, so every rank takes the same decision.
@@ -603,6 +625,7 @@ void Trainer::write_checkpoints(const TrainingPosition& next, std::vector<std::s
   const std::map<std::string, double> metrics = with_best(last_metrics_);
   // The snapshot is all the training thread pays: copies in host memory, the optimizer's state
   // serialised. The writer's thread does the rest (serialising, writing, fsync, rename).
+  const report::TraceRange range(report::phase::checkpoint);
   writer_->write([&] {
     const auto start = std::chrono::steady_clock::now();
     io::Checkpoint checkpoint;
@@ -659,6 +682,7 @@ void Trainer::after_step(const TrainingPosition& here, bool epoch_ends) {
 
 void Trainer::stop_for_interrupt(const TrainingPosition& here) {
   try {
+    profiler_->finish();
     write_last(here);
     writer_->wait();
     log::info("last.ckpt holds step " + std::to_string(here.step) + " (epoch " +
@@ -686,7 +710,10 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
   bool early_stopped = false;
   std::optional<metrics::EmbeddingMetricsResult> validated;
   if (options_.has_validation && ((epoch + 1) % config_.valid_period == 0 || last_epoch)) {
-    validated = hooks.validate();
+    {
+      const report::TraceRange range(report::phase::validation);
+      validated = hooks.validate();
+    }
     const metrics::EmbeddingMetricsResult& computed = *validated;
     // Metrics are computed once (rank 0); every rank needs them to agree on "best", on the
     // scheduler's step and on early stopping, so each decides alike from rank 0's values.
@@ -760,6 +787,7 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
 }
 
 void Trainer::finish(const TrainingPosition& final) {
+  profiler_->finish();
   if (context_.is_main()) {
     write_last(final);
     writer_->wait();  // every checkpoint in place, or the error of the one that is not

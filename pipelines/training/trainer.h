@@ -28,6 +28,9 @@
 //   - a forward under autocast (mixed precision, `precision:`): an AutocastGuard around
 //     `hooks.step` in Trainer::accumulate_batch, plus the GradScaler for float16;
 //   - gradient communication (compression, overlap): the GradientSync the Trainer owns;
+//   - a trace of chosen steps (`profile:`): the StepProfiler, around phases named with
+//     report::TraceRange (data wait, backward, optimizer, logging here; forward and loss in
+//     the pipelines' hooks.step);
 //   - where a run resumes (also on another number of ranks): TrainingPosition, restored in the
 //     constructor and written into every checkpoint by save_checkpoint; fit() takes each epoch
 //     (a resumed one's rest too) from this rank's DDPSamplerWrapper.
@@ -90,6 +93,7 @@ class BatchTrace;
 class CheckpointWriter;
 class EarlyStopping;
 class RunRecorder;
+class StepProfiler;
 
 /// Where the run writes: logs_root/run_name (or the resumed run's directory) and its checkpoints.
 struct RunPaths {
@@ -267,6 +271,7 @@ class Trainer {
   std::optional<RunDir> run_dir_;  ///< rank 0: the run's directory, locked while training
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<BatchTrace> batch_trace_;  ///< OML_TRACE_BATCHES only
+  std::unique_ptr<StepProfiler> profiler_;   ///< records `profile:`'s steps (none: does nothing)
   std::unique_ptr<distributed::GradientSync> gradient_sync_;
   /// precision 16 only (CUDA): the dynamic loss scale; in checkpoints (resume.grad_scaler), so a
   /// resumed run continues with the scale it had.

@@ -320,6 +320,35 @@ TEST_CASE("The run config checks enumerations and ranges", "[config]") {
   CHECK_THROWS_WITH(parse("ddp: {gradient_compression: bf61}\n"), Contains("did you mean 'bf16'"));
 }
 
+TEST_CASE("profile: \"FROM:TO\" or one step; anything else names the key and the form", "[config]") {
+  auto parse = [](const std::string& text) {
+    return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());
+  };
+  CHECK_FALSE(parse("seed: 1\n").profile.has_value());
+  const auto range = parse("profile: \"10:12\"\n").profile;
+  REQUIRE(range.has_value());
+  CHECK(range->from == 10);
+  CHECK(range->to == 12);
+  const auto unquoted = parse("profile: 3:4\n").profile;  // YAML 1.2: a string, not 3 * 60 + 4
+  REQUIRE(unquoted.has_value());
+  CHECK((unquoted->from == 3 && unquoted->to == 4));
+  const auto one = parse("profile: 7\n").profile;
+  REQUIRE(one.has_value());
+  CHECK((one->from == 7 && one->to == 7));
+  const auto overridden =
+      oml::config::parse_run_config(Document::from_string("seed: 1\n", "run.yaml", {"profile=5:6"}).root());
+  REQUIRE(overridden.profile.has_value());
+  CHECK((overridden.profile->from == 5 && overridden.profile->to == 6));
+  for (const std::string bad :
+       {"\"0:3\"", "\"a:b\"", "\"3:\"", "\"-1:2\"", "\"2:3:4\"", "{from: 1}", "[1, 2]"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse("profile: " + bad + "\n"),
+                      Contains("run.yaml:1:10") && Contains("profile") && Contains("expected \"FROM:TO\""));
+  }
+  CHECK_THROWS_WITH(parse("profile: \"5:2\"\n"),
+                    Contains("profile") && Contains("the range ends before it starts: '5:2'"));
+}
+
 TEST_CASE("ddp.gradient_compression: none by default, bf16 and fp16 as written", "[config]") {
   auto parse = [](const std::string& text) {
     return oml::config::parse_run_config(Document::from_string(text, "run.yaml").root());

@@ -4,6 +4,9 @@
 // ddp.gather_embeddings_for_loss, which the same per-image runs compare with one process.
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <set>
+
 #include "integration/pipeline_fixtures.h"
 #include "oml/io/checkpoint.h"
 #include "support/support.h"
@@ -245,6 +248,73 @@ TEST_CASE("max_time stops training after the step that reaches it, and a resumed
                                "--resume " + quote((run.dir / "checkpoints" / "last.ckpt").string()));
   CHECK_THAT(resumed.result.out + resumed.result.err,
              Contains("stopping after step " + std::to_string(steps + 1)));
+}
+
+namespace {
+
+// The names of a Chrome trace's events: Kineto writes {"traceEvents": [...]}, 1.13's legacy
+// profiler a bare list.
+std::set<std::string> trace_event_names(const fs::path& path) {
+  const nlohmann::json trace = nlohmann::json::parse(read_file(path));
+  const nlohmann::json& events = trace.is_object() ? trace.at("traceEvents") : trace;
+  std::set<std::string> names;
+  for (const auto& event : events) {
+    if (event.contains("name") && event.at("name").is_string())
+      names.insert(event.at("name").get<std::string>());
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "--profile FROM:TO writes a Chrome trace of those steps with the step's phases and LibTorch's operators",
+    "[pipelines][integration][controls][profile]") {
+  TempDir tmp;
+  const Run run =
+      train_ok(tmp, "profiled", per_image_config(tmp / "profiled", 8, "max_steps: 4\n"), "--profile 2:3");
+  const fs::path trace = run.dir / "profile" / "rank0.steps_2-3.pt.trace.json";
+  INFO(run.result.out << run.result.err);
+  REQUIRE(fs::is_regular_file(trace));
+  CHECK_THAT(run.result.out + run.result.err,
+             Contains("profile (steps 2 to 3) written to " + trace.string()));
+  const std::set<std::string> names = trace_event_names(trace);
+  CHECK(names.count("ProfilerStep#2") == 1);
+  CHECK(names.count("ProfilerStep#3") == 1);
+  CHECK(names.count("ProfilerStep#1") == 0);  // before the range: not recorded
+  CHECK(names.count("ProfilerStep#4") == 0);  // after it
+  for (const char* phase :
+       {"oml::data_wait", "oml::forward", "oml::loss", "oml::backward", "oml::optimizer", "oml::logging"}) {
+    INFO(phase);
+    CHECK(names.count(phase) == 1);
+  }
+  // LibTorch's own operators, inside those ranges.
+  CHECK(names.count("aten::conv2d") == 1);
+  CHECK(std::count_if(names.begin(), names.end(),
+                      [](const std::string& n) { return n.rfind("aten::", 0) == 0; }) > 10);
+  // Training is unchanged by it: all four steps logged.
+  CHECK(logged_steps(run) == std::vector<int64_t>{1, 2, 3, 4});
+  // Nothing half-written left beside it.
+  for (const auto& entry : fs::directory_iterator(run.dir / "profile")) CHECK(entry.path() == trace);
+
+  // A run that stops inside the range writes the steps it took, and says so; the config key
+  // is the flag's equivalent.
+  const Run stopped =
+      train_ok(tmp, "stopped", per_image_config(tmp / "stopped", 8, "max_steps: 4\nprofile: \"3:10\"\n"));
+  const fs::path partial = stopped.dir / "profile" / "rank0.steps_3-10.pt.trace.json";
+  REQUIRE(fs::is_regular_file(partial));
+  CHECK_THAT(stopped.result.out + stopped.result.err,
+             Contains("training ended before step 10 of profile \"3:10\"") &&
+                 Contains("profile (steps 3 to 4) written to"));
+  const std::set<std::string> partial_names = trace_event_names(partial);
+  CHECK(partial_names.count("ProfilerStep#3") == 1);
+  CHECK(partial_names.count("ProfilerStep#4") == 1);
+
+  // A bad range is exit 2 naming the flag's key.
+  const Run bad = train(tmp, "bad", per_image_config(tmp / "bad", 8, "max_steps: 4\n"), "--profile 4:2");
+  CHECK(bad.result.exit_code == 2);
+  CHECK_THAT(bad.result.err, Contains("profile") && Contains("the range ends before it starts: '4:2'"));
+  CHECK_FALSE(fs::exists(bad.dir));
 }
 
 TEST_CASE("Bad training controls exit 2 naming each key, all at once", "[pipelines][integration][controls]") {

@@ -1,6 +1,7 @@
 #include "oml/config/run_config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <functional>
 
@@ -153,6 +154,29 @@ const std::vector<std::pair<std::string, Precision>>& precision_spellings() {
   return spellings;
 }
 
+// `profile:` as "FROM:TO" (or "N" for one step): optimizer steps, 1 <= FROM <= TO.
+StepRange parse_step_range(const Node& node) {
+  const std::string expected =
+      "expected \"FROM:TO\", the optimizer steps to profile numbered from 1 as train.jsonl's `step` "
+      "(e.g. \"10:12\"), or one step number";
+  if (!node.is_scalar()) node.fail(expected);
+  const std::string text = node.as<std::string>();
+  const auto colon = text.find(':');
+  const auto number = [&](const std::string& part) {
+    const std::string digits = trim(part);
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || value < 1)
+      node.fail(expected + ", got '" + text + "'");
+    return value;
+  };
+  StepRange range;
+  range.from = number(text.substr(0, colon));
+  range.to = colon == std::string::npos ? range.from : number(text.substr(colon + 1));
+  if (range.to < range.from) node.fail("the range ends before it starts: '" + text + "'");
+  return range;
+}
+
 }  // namespace
 
 Precision parse_precision(const Node& node) {
@@ -180,6 +204,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   MapReader r(root, "the config", &errors);
   const Node devices = r.take("devices");
   const Node precision = r.take("precision");
+  const Node profile = r.take("profile");
   check([&] { optional_enum(r, "pipeline", c.pipeline, pipeline_names()); });
   check([&] { optional_enum(r, "accelerator", c.accelerator, accelerator_names(), {{"gpu", "cuda"}}); });
   check(
@@ -322,6 +347,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   positive(root["valid_period"].is_null() ? "check_val_every_n_epoch" : "valid_period", c.valid_period);
   positive(root["bs"].is_null() ? "batch_size_inference" : "bs", c.batch_size_inference);
   require(!c.max_steps || *c.max_steps >= 1, "max_steps", "expected a positive integer or null");
+  if (!profile.is_null()) check([&] { c.profile = parse_step_range(profile); });
   require(c.num_threads >= 0, "num_threads", "expected 0 (automatic) or a positive integer");
   require(c.num_workers >= 0 && c.num_workers <= kMaxLoaderWorkers, "num_workers",
           "expected 0 to " + std::to_string(kMaxLoaderWorkers) + " loader threads, got " +

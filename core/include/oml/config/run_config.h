@@ -49,6 +49,13 @@ struct SchedulingOptions {
   std::string monitor_metric;  ///< for reduce_on_plateau
 };
 
+/// `profile: "FROM:TO"` (or `oml-train --profile FROM:TO`): optimizer steps FROM through TO,
+/// numbered from 1 as train.jsonl's `step`.
+struct StepRange {
+  int64_t from = 1;
+  int64_t to = 1;
+};
+
 struct RunConfig {
   Pipeline pipeline = Pipeline::extractor;
   int64_t seed = 42;
@@ -93,6 +100,8 @@ struct RunConfig {
   int64_t freeze_n_epochs = 0;
   int64_t max_epochs = 1;
   std::optional<int64_t> max_steps;
+  /// The steps oml-train records into a trace (docs/training.md#profiling-a-run); none: no profile.
+  std::optional<StepRange> profile;
   /// Validate after every valid_period-th epoch and after the last one (OML's name; Lightning's
   /// `check_val_every_n_epoch` is read into it).
   int64_t valid_period = 1;
