@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
 cd "$root"
 cmake --build "$build" --target oml_gpu_tests oml_ddp_worker oml-train oml-validate oml-predict oml-convert \
-  bench_precision
+  bench_precision oml_core_cuda
 # Only a bundle this script made (its marker inside) is replaced; any other folder of that name is
 # the user's.
 for dir in .gpu .gpudata .gpuoml; do
@@ -37,6 +37,8 @@ bins=(tests/oml_gpu_tests tests/oml_ddp_worker pipelines/oml-train pipelines/oml
   pipelines/oml-convert bench/bench_precision)
 for b in "${bins[@]}"; do cp "$build/$b" .gpu/bin/; done
 cp -L "$build/core/liboml_core.so.0" .gpu/bin/
+# LibTorch's CUDA half is loaded on demand from beside liboml_core (core/src/distributed/cuda_module.h).
+cp -L "$build/core/liboml_core_cuda.so" .gpu/bin/
 
 # The Debian libraries: everything the binaries load but LibTorch/CUDA (the machine's own),
 # this build's and glibc.

@@ -15,7 +15,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(bash "$root/scripts/build.sh" --libtorch "$libtorch" --print-dir)/pipelines
 
 bash "$root/scripts/setup.sh" --libtorch "$libtorch"
-bash "$root/scripts/build.sh" --libtorch "$libtorch" --commands
+# Only the two commands the main job runs (the gallery commands, tests and benchmarks are not built).
+bash "$root/scripts/build.sh" --libtorch "$libtorch" --target oml-train --target oml-convert
 
 cd "$root"
 data=data/fashion_mnist

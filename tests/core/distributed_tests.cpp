@@ -8,7 +8,6 @@
 
 #include "oml/common/error.h"
 #include "oml/distributed/detail/failure_record.h"
-#include "oml/distributed/device.h"
 #include "oml/distributed/from_rank0.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/launcher.h"
@@ -133,26 +132,6 @@ TEST_CASE("A failure record survives its wire form, and other bytes are no recor
     CHECK_FALSE(FailureRecord::decode(bytes));
   }
   CHECK(FailureRecord::decode("oml-failure 1\n0\n")->what.empty());
-}
-
-TEST_CASE("accelerator cpu uses Gloo, cuda without a GPU is a config error saying which LibTorch this is",
-          "[ddp]") {
-  using oml::config::Accelerator;
-  const auto cpu = dist::placement_for(Accelerator::cpu, dist::World{});
-  CHECK(cpu.backend == "gloo");
-  CHECK(cpu.device.is_cpu());
-#if OML_TORCH_CUDA
-  // A CUDA build of LibTorch: c10d's NCCL process group is compiled in (c10d_adapter.cpp).
-  CHECK(dist::available_backends() == std::vector<std::string>{"gloo", "nccl"});
-  const char* no_gpu = "no GPU is visible to this process";
-#else
-  CHECK(dist::available_backends() == std::vector<std::string>{"gloo"});
-  const char* no_gpu = "built with a CPU-only LibTorch";
-#endif
-  if (!torch::cuda::is_available()) {
-    CHECK(dist::placement_for(Accelerator::automatic, dist::World{}).device.is_cpu());  // no GPU: auto is cpu
-    CHECK_THROWS_WITH(dist::placement_for(Accelerator::cuda, dist::World{}), Contains(no_gpu));
-  }
 }
 
 TEST_CASE("Collectives and sync_dicts of a single process return the input unchanged", "[ddp]") {

@@ -17,6 +17,7 @@
 #include "oml/registry/registries.h"
 #include "shell/components.h"
 #include "support/support.h"
+#include "torch_compat.h"
 
 using Catch::Matchers::Contains;
 using oml::AutocastGuard;
@@ -24,6 +25,10 @@ using oml::Float32Guard;
 using oml::config::Precision;
 
 namespace {
+// LibTorch's own CPU autocast state, through torch_compat (1.13 and 2.x name it differently).
+bool cpu_autocast_enabled() { return oml::torch_compat::autocast_enabled(c10::DeviceType::CPU); }
+c10::ScalarType cpu_autocast_dtype() { return oml::torch_compat::autocast_dtype(c10::DeviceType::CPU); }
+
 std::shared_ptr<oml::models::Extractor> build_extractor(const std::string& yaml) {
   oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
@@ -47,14 +52,14 @@ TEST_CASE("An AutocastGuard runs a conv net's forward in bfloat16 and restores a
   torch::manual_seed(0);
   auto model = build_extractor("{name: conv_net, args: {in_channels: 3, channels: [8, 16], feat_dim: 16}}");
   const auto images = torch::randn({4, 3, 28, 28});
-  REQUIRE_FALSE(at::autocast::is_cpu_enabled());
+  REQUIRE_FALSE(cpu_autocast_enabled());
   at::Tensor inside;
   {
     const AutocastGuard autocast(Precision::bf16, torch::kCPU);
     CHECK(autocast.active());
     CHECK(autocast.dtype() == torch::kBFloat16);
-    CHECK(at::autocast::is_cpu_enabled());
-    CHECK(at::autocast::get_autocast_cpu_dtype() == torch::kBFloat16);
+    CHECK(cpu_autocast_enabled());
+    CHECK(cpu_autocast_dtype() == torch::kBFloat16);
     // A convolution is on autocast's lower-precision list: its result is bfloat16 although
     // input and weights are float32.
     const auto weight = torch::randn({8, 3, 3, 3});
@@ -62,7 +67,7 @@ TEST_CASE("An AutocastGuard runs a conv net's forward in bfloat16 and restores a
     inside = model->forward(images);
   }
   CHECK(inside.scalar_type() == torch::kBFloat16);
-  CHECK_FALSE(at::autocast::is_cpu_enabled());
+  CHECK_FALSE(cpu_autocast_enabled());
   for (const auto& p : model->parameters()) CHECK(p.scalar_type() == torch::kFloat);  // weights untouched
   const auto outside = model->forward(images);
   CHECK(outside.scalar_type() == torch::kFloat);
@@ -74,7 +79,7 @@ TEST_CASE("An AutocastGuard runs a conv net's forward in bfloat16 and restores a
   {
     const AutocastGuard off(Precision::fp32, torch::kCPU);
     CHECK_FALSE(off.active());
-    CHECK_FALSE(at::autocast::is_cpu_enabled());
+    CHECK_FALSE(cpu_autocast_enabled());
     CHECK(model->forward(images).scalar_type() == torch::kFloat);
   }
 }
@@ -87,22 +92,22 @@ TEST_CASE("Autocast guards nest: a Float32Guard inside bf16 computes in float32,
   CHECK(torch::mm(a, b).scalar_type() == torch::kBFloat16);
   {
     const Float32Guard float32;
-    CHECK_FALSE(at::autocast::is_cpu_enabled());
+    CHECK_FALSE(cpu_autocast_enabled());
     CHECK(torch::mm(a, b).scalar_type() == torch::kFloat);
     {
       const AutocastGuard inner(Precision::bf16, torch::kCPU);
       CHECK(torch::mm(a, b).scalar_type() == torch::kBFloat16);
     }
-    CHECK_FALSE(at::autocast::is_cpu_enabled());
+    CHECK_FALSE(cpu_autocast_enabled());
   }
-  CHECK(at::autocast::is_cpu_enabled());
+  CHECK(cpu_autocast_enabled());
   CHECK(torch::mm(a, b).scalar_type() == torch::kBFloat16);
 }
 
 TEST_CASE("precision 16 on the CPU is a config error that names bf16", "[precision]") {
   CHECK_THROWS_AS(AutocastGuard(Precision::fp16, torch::kCPU), oml::ConfigError);
   CHECK_THROWS_WITH(AutocastGuard(Precision::fp16, torch::kCPU), Contains("use precision: bf16"));
-  CHECK_FALSE(at::autocast::is_cpu_enabled());
+  CHECK_FALSE(cpu_autocast_enabled());
 }
 
 TEST_CASE("The built-in losses compute in float32 under bf16 autocast", "[precision][losses]") {

@@ -10,6 +10,7 @@
 // sets the number of runs (default 20, about 0.4 s each).
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 
 #include "fuzz/config_input.h"
 #include "fuzz/fuzz.h"

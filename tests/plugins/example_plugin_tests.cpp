@@ -3,6 +3,8 @@
 // like any built-in. The library is built in-tree from plugins/examples/CMakeLists.txt
 // (tests/CMakeLists.txt passes its path); tests/scripts/example_plugin.sh builds the same
 // folder out of tree against the installed package.
+#include <torch/torch.h>
+
 #include "oml/config/document.h"
 #include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/metrics/embedding_metrics.h"

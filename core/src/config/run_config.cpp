@@ -6,7 +6,6 @@
 
 #include "oml/common/strings.h"
 #include "oml/config/error_list.h"
-#include "oml/data/loader.h"
 
 namespace oml::config {
 
@@ -324,8 +323,8 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   positive(root["bs"].is_null() ? "batch_size_inference" : "bs", c.batch_size_inference);
   require(!c.max_steps || *c.max_steps >= 1, "max_steps", "expected a positive integer or null");
   require(c.num_threads >= 0, "num_threads", "expected 0 (automatic) or a positive integer");
-  require(c.num_workers >= 0 && c.num_workers <= data::kMaxLoaderWorkers, "num_workers",
-          "expected 0 to " + std::to_string(data::kMaxLoaderWorkers) + " loader threads, got " +
+  require(c.num_workers >= 0 && c.num_workers <= kMaxLoaderWorkers, "num_workers",
+          "expected 0 to " + std::to_string(kMaxLoaderWorkers) + " loader threads, got " +
               std::to_string(c.num_workers));
   require(c.cache_size >= 0, "cache_size", "expected 0 (off) or a positive number of images");
   require(c.max_image_pixels >= 0, "max_image_pixels",

@@ -2,9 +2,6 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -14,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "distributed/cuda_module.h"
 #include "oml/common/error.h"
 #include "torch_compat.h"
 
@@ -183,14 +181,11 @@ C10dGroup::C10dGroup(C10dStore& store, int rank, int size, const std::string& ba
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(base, rank, size, options);
     return;
   }
-#ifdef USE_C10D_NCCL
-  if (backend == "nccl") {
-    auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = timeout;
-    impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(base, rank, size, options);
+  if (backend == "nccl" && cuda_module::built()) {
+    // In the CUDA module, with the rest of LibTorch's CUDA half (cuda_module.h).
+    cuda_module::nccl_group_factory()(base, rank, size, timeout.count(), impl_->group);
     return;
   }
-#endif
   throw DistributedError("backend '" + backend + "' is not available in this LibTorch build");
 }
 
@@ -224,10 +219,7 @@ C10dWork C10dGroup::barrier() { return wrap(impl_->group->barrier()); }
 
 bool backend_available(const std::string& backend) {
   if (backend == "gloo") return true;
-#ifdef USE_C10D_NCCL
-  if (backend == "nccl") return true;
-#endif
-  return false;
+  return backend == "nccl" && cuda_module::built();
 }
 
 }  // namespace oml::distributed::detail

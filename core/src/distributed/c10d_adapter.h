@@ -1,5 +1,6 @@
 #pragma once
-// The one place that touches LibTorch's c10d API (TCPStore, ProcessGroupGloo/NCCL, Work).
+// The one place that touches LibTorch's c10d API (TCPStore, ProcessGroupGloo/NCCL, Work); the
+// NCCL group itself is constructed in the CUDA module (cuda_module.h), which links libtorch_cuda.
 //
 // c10d changed between LibTorch 1.13 and 2.x (ProcessGroup vs Backend, Work moved out of
 // ProcessGroup, new TCPStore options); everything else in oml::distributed talks to these small

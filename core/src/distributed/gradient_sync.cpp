@@ -22,7 +22,10 @@ namespace {
 
 std::string describe(const std::string& name, const at::Tensor& t) {
   std::string shape;
-  for (int64_t d = 0; d < t.dim(); ++d) shape += (d ? "," : "") + std::to_string(t.size(d));
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d) shape += ',';  // appended apart: GCC 12 warns falsely on "literal" + std::string
+    shape += std::to_string(t.size(d));
+  }
   return name + " " + c10::toString(t.scalar_type()) + "[" + shape + "]";
 }
 

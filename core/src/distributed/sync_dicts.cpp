@@ -23,7 +23,10 @@ std::string signature(const SyncValue& value) {
     OML_CHECK(t->defined() && t->dim() >= 1, InternalError,
               "sync_dicts: tensors need at least one dimension");
     text += std::string(" ") + c10::toString(t->scalar_type()) + "[*";
-    for (int64_t d = 1; d < t->dim(); ++d) text += "," + std::to_string(t->size(d));
+    for (int64_t d = 1; d < t->dim(); ++d) {
+      text += ',';  // appended apart: GCC 12 warns falsely on "literal" + std::string
+      text += std::to_string(t->size(d));
+    }
     text += "]";
   }
   return text;

@@ -2,8 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <cmath>
-
 #include "torch_compat.h"
 
 namespace oml::models::detail {
@@ -25,10 +23,12 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   const auto qkv = torch::nn::functional::linear(x, in_weight, in_bias)
                        .reshape({batch, tokens, 3, num_heads, head_dim})
                        .permute({2, 0, 3, 1, 4});
-  const auto q = qkv[0], k = qkv[1], v = qkv[2];
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-  const auto weights = torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1);
-  const auto out = torch::matmul(weights, v).transpose(1, 2).reshape({batch, tokens, dim});
+  // ATen's fused attention (flash / memory-efficient kernels on CUDA, the flash kernel on the
+  // CPU), as timm's `fused_attn` ViTs train: the [B, heads, N, N] weights are never stored for
+  // the backward pass. On 1.13 torch_compat writes it out as matmul, softmax, matmul.
+  const auto out = torch_compat::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], torch::Tensor(), 0.0)
+                       .transpose(1, 2)
+                       .reshape({batch, tokens, dim});
   return torch::nn::functional::linear(out, out_weight, out_bias);
 }
 

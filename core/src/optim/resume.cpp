@@ -7,7 +7,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "../io/zip_checksums.h"
+#include "io/zip_checksums.h"
 #include "oml/common/error.h"
 
 namespace oml::optim {

@@ -1,6 +1,8 @@
 // The retrieval-backend kind: `exact`, the shared candidate-list rules, recall measurement.
 #include "oml/retrieval/backend.h"
 
+#include <ATen/ops/tensor.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>

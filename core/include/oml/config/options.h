@@ -11,6 +11,10 @@
 
 namespace oml::config {
 
+/// `num_workers:` above this is a mistake, not a configuration: each loader thread holds batches
+/// in memory (data::LoaderOptions takes the same bound).
+inline constexpr int kMaxLoaderWorkers = 256;
+
 /// `pipeline:`
 enum class Pipeline { extractor, pairwise };
 

@@ -23,12 +23,15 @@
 #include <thread>
 #include <vector>
 
+#include "oml/config/options.h"
+
 namespace oml::data {
 
 class Dataset;
 
 /// More loader threads than this is a mistake, not a configuration: each holds batches in memory.
-constexpr int kMaxLoaderWorkers = 256;
+/// The config checks `num_workers:` against the same bound.
+constexpr int kMaxLoaderWorkers = config::kMaxLoaderWorkers;
 
 struct LoaderOptions {
   int num_workers = 2;  ///< 0 loads in the consumer's thread; at most kMaxLoaderWorkers
