@@ -24,6 +24,11 @@
 //     1.13 is built without Kineto, so there the legacy profiler's RecordProfile writes the
 //     trace -> report/profiler.cpp tests OML_TORCH_AT_LEAST(2, 0) itself, to keep the profiler's
 //     headers out of this file's every user.
+//   - the optimizers' multi-tensor kernels: at::_foreach_lerp_ since 2.0 (1.13 has the other
+//     _foreach_ ops optim/multi_tensor.cpp uses), at::_fused_adam_ / _fused_adamw_ / _fused_sgd_
+//     on the CPU and CUDA since 2.4 (1.13: _fused_adam_ on CUDA only, neither of the others)
+//     -> foreach_lerp_, has_fused_optimizers, fused_adam_, fused_sgd_, used by
+//     optim/multi_tensor.cpp.
 //
 // Not a version difference but a build difference, resolved where it is used: the BLAS
 // (OpenBLAS behind libblas.so.3 for Debian's, MKL inside libtorch_cpu for the wheel's;
@@ -139,6 +144,53 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
   auto weights = at::softmax(scores, -1);
   if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
   return at::matmul(weights.to(v.scalar_type()), v);
+#endif
+}
+
+/// at::_foreach_lerp_(self, end, weight): self[i] += weight * (end[i] - self[i]) for every i. On
+/// 1.13 (no _foreach_lerp_) each tensor's lerp_, what 2.x's foreach op does on CPU tensors.
+inline void foreach_lerp_(at::TensorList self, at::TensorList end, double weight) {
+#if OML_TORCH_AT_LEAST(2, 4)
+  at::_foreach_lerp_(self, end, at::Scalar(weight));
+#else
+  for (std::size_t i = 0; i < self.size(); ++i) self[i].lerp_(end[i], weight);
+#endif
+}
+
+/// Whether ATen has the fused optimizer kernels on the CPU and CUDA (fused_adam_, fused_sgd_).
+constexpr bool has_fused_optimizers = OML_TORCH_AT_LEAST(2, 4);
+
+/// at::_fused_adam_, or at::_fused_adamw_ with `decoupled_weight_decay` (torch/optim/adam.py's
+/// _fused_adam), without grad_scale / found_inf. Only where has_fused_optimizers (an internal
+/// error elsewhere: the optimizers' args refuse `fused: true` there).
+inline void fused_adam_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                        at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                        at::TensorList state_steps, double lr, double beta1, double beta2,
+                        double weight_decay, double eps, bool amsgrad, bool maximize,
+                        bool decoupled_weight_decay) {
+#if OML_TORCH_AT_LEAST(2, 4)
+  if (decoupled_weight_decay) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                      weight_decay, eps, amsgrad, maximize);
+  } else {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                     weight_decay, eps, amsgrad, maximize);
+  }
+#else
+  TORCH_INTERNAL_ASSERT(false, "fused optimizer kernels need LibTorch 2.4 or later");
+#endif
+}
+
+/// at::_fused_sgd_ (torch/optim/sgd.py's _fused_sgd) without grad_scale / found_inf; as
+/// fused_adam_, only where has_fused_optimizers.
+inline void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                       double weight_decay, double momentum, double lr, double dampening, bool nesterov,
+                       bool maximize, bool is_first_step) {
+#if OML_TORCH_AT_LEAST(2, 4)
+  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov, maximize,
+                  is_first_step);
+#else
+  TORCH_INTERNAL_ASSERT(false, "fused optimizer kernels need LibTorch 2.4 or later");
 #endif
 }
 

@@ -1,13 +1,16 @@
-// The optimizers and schedulers LibTorch lacks, against torch.optim itself:
-// tests/python/optim_reference.py runs each case on the same parameters with the same gradients
-// (or, for schedulers, the same optimizer) for 100 steps; oml-cpp builds the same component from
-// the same args through the registry and must agree at every step to 1e-6. Gradient clipping is
-// compared with torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
+// The optimizers and schedulers LibTorch lacks, and Adam, AdamW and SGD with torch.optim's
+// foreach / fused, against torch.optim itself: tests/python/optim_reference.py runs each case on
+// the same parameters with the same gradients (or, for schedulers, the same optimizer) for 100
+// steps; oml-cpp builds the same component from the same args through the registry and must
+// agree at every step to 1e-6. Gradient clipping is compared with
+// torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
 #include <torch/torch.h>
 
 #include "oml/config/document.h"
+#include "oml/io/checkpoint.h"
 #include "oml/io/torch_file.h"
 #include "oml/optim/clipping.h"
+#include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
 #include "oml/optim/scheduler.h"
@@ -22,6 +25,7 @@ namespace {
 
 constexpr int kSteps = 100;
 constexpr int kParameters = 2;  // optim_reference.py's SHAPES
+constexpr int kLate = 5;        // optim_reference.py's LATE
 
 // The `optimizer:` of each case of optim_reference.py's OPTIMIZERS, as a user writes it.
 const std::vector<std::pair<std::string, std::string>> kOptimizerCases{
@@ -42,6 +46,52 @@ const std::vector<std::pair<std::string, std::string>> kOptimizerCases{
     {"radam_args", "{name: radam, args: {lr: 0.01, betas: [0.8, 0.9], eps: 1.0e-6, weight_decay: 0.1}}"},
     {"radam_decoupled", "{name: radam, args: {weight_decay: 0.1, decoupled_weight_decay: true}}"},
 };
+
+// Adam, AdamW and SGD with foreach / fused: optim_reference.py's KERNEL_CASES. "late": parameter 1
+// has no gradient in the first kLate steps (its state starts after parameter 0's).
+struct KernelCase {
+  std::string name, yaml;
+  bool late;
+};
+
+std::vector<KernelCase> kernel_cases() {
+  struct Base {
+    std::string name, optimizer, args;
+    bool late;
+  };
+  const std::vector<Base> bases{
+      {"adam", "adam", "", false},
+      {"adam_args", "adam", "lr: 0.01, betas: [0.8, 0.99], weight_decay: 0.1, amsgrad: true, maximize: true",
+       false},
+      {"adam_late", "adam", "amsgrad: true", true},
+      {"adamw", "adamw", "", false},
+      {"adamw_args", "adamw", "lr: 0.01, eps: 1.0e-6, weight_decay: 0.1, amsgrad: true, maximize: true",
+       false},
+      {"sgd", "sgd", "lr: 0.05", false},
+      {"sgd_momentum", "sgd", "lr: 0.05, momentum: 0.9", false},
+      {"sgd_nesterov", "sgd", "lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.01", false},
+      {"sgd_args", "sgd", "lr: 0.05, momentum: 0.5, dampening: 0.1, weight_decay: 0.1, maximize: true",
+       false},
+      {"sgd_late", "sgd", "lr: 0.01, momentum: 0.9, weight_decay: 0.01", true},
+  };
+  std::vector<KernelCase> out;
+  const auto add = [&](const Base& base, const std::string& suffix, const std::string& flag) {
+    const std::string args = base.args.empty() ? flag : base.args + ", " + flag;
+    out.push_back(
+        {base.name + "_" + suffix, "{name: " + base.optimizer + ", args: {" + args + "}}", base.late});
+  };
+  for (const std::string flag : {"foreach", "fused"}) {
+    for (const Base& base : bases) add(base, flag, flag + ": true");
+  }
+  // The for-loop (LibTorch's own step) with maximize, against torch.optim's single-tensor step.
+  for (const Base& base : bases) {
+    if (base.name == "adam_args" || base.name == "adamw_args" || base.name == "sgd_args")
+      add(base, "loop", "foreach: false");
+  }
+  return out;
+}
+
+const std::vector<KernelCase> kKernelCases = kernel_cases();
 
 // The schedulers of optim_reference.py's SCHEDULERS: the optimizer, the scheduler, and whether
 // the momentum (or beta1) is recorded.
@@ -113,8 +163,9 @@ torch::Tensor load(const std::string& name) { return oml::io::load_tensor(refere
 // The case's starting parameters (fresh leaves) and gradients.
 struct OptimizerRun {
   std::vector<torch::Tensor> params, grads, trajectory;
+  bool late = false;  ///< parameter 1 has no gradient in the first kLate steps
 
-  explicit OptimizerRun(const std::string& name) {
+  explicit OptimizerRun(const std::string& name, bool late_ = false) : late(late_) {
     for (int i = 0; i < kParameters; ++i) {
       const std::string suffix = "_" + std::to_string(i);
       params.push_back(load(name + "_start" + suffix).clone().requires_grad_(true));
@@ -124,10 +175,24 @@ struct OptimizerRun {
   }
 
   void step(torch::optim::Optimizer& opt, int t) {
-    for (int i = 0; i < kParameters; ++i) params[i].mutable_grad() = grads[i][t].clone();
+    for (int i = 0; i < kParameters; ++i) {
+      if (late && i == 1 && t < kLate) {
+        params[i].mutable_grad() = torch::Tensor();
+      } else {
+        params[i].mutable_grad() = grads[i][t].clone();
+      }
+    }
     opt.step();
   }
 };
+
+// True when the case is fused and this LibTorch has no fused kernels (1.13): then its config is
+// refused (exit 2, naming `fused`) instead.
+bool fused_unavailable(const KernelCase& c, const std::vector<torch::Tensor>& params) {
+  if (oml::optim::fused_kernels_available() || c.yaml.find("fused: true") == std::string::npos) return false;
+  CHECK_THROWS_WITH(optimizer(c.yaml, params), Catch::Matchers::Contains("c.args.fused"));
+  return true;
+}
 
 }  // namespace
 
@@ -166,6 +231,77 @@ TEST_CASE("The new optimizers' state saved at step 50 continues exactly as the u
     oml::optim::load_optimizer_state(*second, state);
     for (int t = kSteps / 2; t < kSteps; ++t) resumed.step(*second, t);
     for (int i = 0; i < kParameters; ++i) CHECK(torch::equal(resumed.params[i], uninterrupted.params[i]));
+  }
+}
+
+TEST_CASE("adam, adamw and sgd with foreach or fused follow torch.optim for 100 steps to 1e-6",
+          "[optim][parity][kernels]") {
+  for (const KernelCase& c : kKernelCases) {
+    INFO(c.name << ": " << c.yaml);
+    OptimizerRun run(c.name, c.late);
+    if (fused_unavailable(c, run.params)) continue;
+    const auto opt = optimizer(c.yaml, run.params);
+    double worst = 0;
+    for (int t = 0; t < kSteps; ++t) {
+      run.step(*opt, t);
+      for (int i = 0; i < kParameters; ++i)
+        worst = std::max(worst, max_abs_diff(run.params[i], run.trajectory[i][t]));
+    }
+    CHECK(worst <= 1e-6);
+    CHECK(max_abs_diff(run.params[0], load(c.name + "_start_0")) > 1e-4);
+  }
+}
+
+TEST_CASE("A checkpoint written mid-run by a foreach or fused optimizer resumes to the uninterrupted run",
+          "[optim][resume][kernels]") {
+  TempDir dir;
+  for (const KernelCase& c : kKernelCases) {
+    INFO(c.name << ": " << c.yaml);
+    OptimizerRun uninterrupted(c.name, c.late), resumed(c.name, c.late);
+    if (fused_unavailable(c, uninterrupted.params)) continue;
+    const auto first = optimizer(c.yaml, uninterrupted.params);
+    for (int t = 0; t < kSteps / 2; ++t) uninterrupted.step(*first, t);
+    // last.ckpt as the trainer writes it: the optimizer's state in the checkpoint's resume part.
+    oml::io::Checkpoint ckpt;
+    ckpt.resume = oml::io::ResumeState{};
+    ckpt.resume->optimizer = oml::optim::save_optimizer_state(*first);
+    const std::string path = (dir / (c.name + ".ckpt")).string();
+    oml::io::save_checkpoint(path, ckpt);
+    for (int i = 0; i < kParameters; ++i) resumed.params[i].detach().copy_(uninterrupted.params[i].detach());
+    for (int t = kSteps / 2; t < kSteps; ++t) uninterrupted.step(*first, t);
+
+    // A fresh optimizer (another process) over the restored parameters: the fused kernels' step
+    // tensors are made again from the checkpoint's step counts.
+    const auto second = optimizer(c.yaml, resumed.params);
+    oml::optim::load_optimizer_state(*second, oml::io::load_checkpoint(path).resume->optimizer);
+    for (int t = kSteps / 2; t < kSteps; ++t) resumed.step(*second, t);
+    for (int i = 0; i < kParameters; ++i) CHECK(torch::equal(resumed.params[i], uninterrupted.params[i]));
+  }
+}
+
+TEST_CASE("The state of a fused Adam or AdamW is LibTorch's: their own classes continue it",
+          "[optim][resume][kernels]") {
+  if (!oml::optim::fused_kernels_available()) return;  // 1.13: no fused kernels (refused above)
+  for (const std::string name : {"adam", "adamw"}) {
+    INFO(name);
+    OptimizerRun fused(name + "_fused"), continued(name + "_fused");
+    const auto opt = optimizer("{name: " + name + ", args: {fused: true}}", fused.params);
+    for (int t = 0; t < kSteps / 2; ++t) fused.step(*opt, t);
+    const torch::Tensor state = oml::optim::save_optimizer_state(*opt);
+    for (int i = 0; i < kParameters; ++i) continued.params[i].detach().copy_(fused.params[i].detach());
+    for (int t = kSteps / 2; t < kSteps; ++t) fused.step(*opt, t);
+
+    // LibTorch's Adam / AdamW (the per-parameter step) over the same state: the same run within
+    // the rounding of another formula.
+    std::unique_ptr<torch::optim::Optimizer> plain;
+    if (name == "adam") {
+      plain = std::make_unique<torch::optim::Adam>(continued.params, torch::optim::AdamOptions(1e-3));
+    } else {
+      plain = std::make_unique<torch::optim::AdamW>(continued.params, torch::optim::AdamWOptions(1e-3));
+    }
+    oml::optim::load_optimizer_state(*plain, state);
+    for (int t = kSteps / 2; t < kSteps; ++t) continued.step(*plain, t);
+    for (int i = 0; i < kParameters; ++i) CHECK(max_abs_diff(continued.params[i], fused.params[i]) <= 1e-6);
   }
 }
 

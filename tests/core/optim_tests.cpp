@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/io/checkpoint.h"
+#include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
 #include "oml/optim/scheduler.h"
@@ -103,6 +105,9 @@ TEST_CASE("Bad optimizer and scheduler arguments point at their key", "[optim][s
              Contains("c.args.betas: optimizer 'adamw': betas must be in [0, 1), got 1.5"));
   CHECK_THAT(optimizer_error("{name: rmsprop, args: {alpha: -1}}"), Contains("c.args.alpha"));
   CHECK_THAT(optimizer_error("{name: adagrad, args: {lr_decay: -1}}"), Contains("c.args.lr_decay"));
+  CHECK_THAT(
+      optimizer_error("{name: adam, args: {fused: true, foreach: true}}"),
+      Contains("optim.yaml:1:31: c.args.fused: optimizer 'adam': fused and foreach cannot both be true"));
 
   auto optimizer = oml::registries().optimizers.create(spec("c: {name: sgd}\n"), ctx);
   SchedulerContext scheduler_ctx;
@@ -371,4 +376,130 @@ TEST_CASE("N steps, save, restore, M steps equals N + M uninterrupted steps", "[
   CHECK(loaded.resume->sampler_consumed == 10);
   CHECK(loaded.resume->sampler_world_size == 2);
   CHECK(run_steps(resumed, *opt2, sched2, 4) == uninterrupted);
+}
+
+TEST_CASE("adam, adamw and sgd choose torch.optim's step kernel from foreach and fused", "[optim][kernels]") {
+  // PyTorch 2.x: with neither flag given, foreach on CUDA and the for-loop on the CPU; an explicit
+  // `fused: false` alone picks no default either; fused only when asked.
+  const std::vector<at::Tensor> cpu{torch::zeros({3}), torch::zeros({2, 2})};
+  CHECK(choose_step_kernel(KernelFlags{}, cpu) == StepKernel::for_loop);
+  KernelFlags flags;
+  flags.foreach = true;
+  CHECK(choose_step_kernel(flags, cpu) == StepKernel::foreach);
+  flags.foreach = false;
+  CHECK(choose_step_kernel(flags, cpu) == StepKernel::for_loop);
+  flags = KernelFlags{};
+  flags.fused = true;
+  CHECK(choose_step_kernel(flags, cpu) == StepKernel::fused);
+  flags.foreach = false;
+  CHECK(choose_step_kernel(flags, cpu) == StepKernel::fused);
+  flags = KernelFlags{};
+  flags.fused = false;
+  CHECK(choose_step_kernel(flags, cpu) == StepKernel::for_loop);
+
+  // The registry hands the flags to the optimizer; null is PyTorch's default.
+  oml::cli::register_builtins();
+  Toy toy;
+  OptimizerContext ctx{toy.model->parameters(), {toy.loss_weight}};
+  const auto adamw = oml::registries().optimizers.create(
+      spec("c: {name: adamw, args: {foreach: true, maximize: true}}\n"), ctx);
+  const auto* multi_adamw = dynamic_cast<const MultiTensorAdamW*>(adamw.get());
+  REQUIRE(multi_adamw != nullptr);
+  CHECK(multi_adamw->flags().foreach.value_or(false));
+  CHECK_FALSE(multi_adamw->flags().fused.has_value());
+  CHECK(multi_adamw->flags().maximize);
+  const auto sgd = oml::registries().optimizers.create(spec("c: {name: sgd, args: {foreach: null}}\n"), ctx);
+  const auto* multi_sgd = dynamic_cast<const MultiTensorSGD*>(sgd.get());
+  REQUIRE(multi_sgd != nullptr);
+  CHECK_FALSE(multi_sgd->flags().foreach.has_value());
+  CHECK_FALSE(multi_sgd->flags().maximize);
+  const auto adam = oml::registries().optimizers.create(spec("c: {name: adam}\n"), ctx);
+  CHECK(dynamic_cast<const MultiTensorAdam*>(adam.get()) != nullptr);
+}
+
+TEST_CASE("The default adam, adamw and sgd on the CPU step as LibTorch's own classes did",
+          "[optim][kernels]") {
+  // No flag on the CPU is the for-loop: LibTorch's Adam / AdamW / SGD step, unchanged.
+  oml::cli::register_builtins();
+  const std::vector<std::pair<std::string, std::function<std::unique_ptr<torch::optim::Optimizer>(
+                                               std::vector<at::Tensor>)>>>
+      cases{
+          {"{name: adam, args: {lr: 0.01, amsgrad: true}}",
+           [](std::vector<at::Tensor> p) {
+             return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(0.01).amsgrad(true));
+           }},
+          {"{name: adamw}",
+           [](std::vector<at::Tensor> p) {
+             return std::make_unique<torch::optim::AdamW>(p, torch::optim::AdamWOptions(1e-3));
+           }},
+          {"{name: sgd, args: {lr: 0.05, momentum: 0.9, nesterov: true}}",
+           [](std::vector<at::Tensor> p) {
+             return std::make_unique<torch::optim::SGD>(
+                 p, torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+           }},
+      };
+  for (const auto& [yaml, make_plain] : cases) {
+    INFO(yaml);
+    torch::manual_seed(3);
+    const std::vector<at::Tensor> start{torch::randn({5, 4}), torch::randn({3})};
+    std::vector<at::Tensor> ours, theirs;
+    for (const auto& t : start) {
+      ours.push_back(t.clone().requires_grad_(true));
+      theirs.push_back(t.clone().requires_grad_(true));
+    }
+    const auto opt =
+        oml::registries().optimizers.create(spec("c: " + yaml + "\n"), OptimizerContext{ours, {}});
+    const auto plain = make_plain(theirs);
+    for (int step = 0; step < 20; ++step) {
+      for (std::size_t i = 0; i < start.size(); ++i) {
+        const at::Tensor grad = torch::randn(start[i].sizes());
+        ours[i].mutable_grad() = grad.clone();
+        theirs[i].mutable_grad() = grad.clone();
+      }
+      opt->step();
+      plain->step();
+    }
+    for (std::size_t i = 0; i < start.size(); ++i) CHECK(torch::equal(ours[i], theirs[i]));
+  }
+}
+
+TEST_CASE("fused and foreach both true is a config error (exit 2) naming `fused`, reported with the others",
+          "[optim][kernels]") {
+  oml::cli::register_builtins();
+  Toy toy;
+  OptimizerContext ctx{toy.model->parameters(), {}};
+  for (const std::string name : {"adam", "adamw", "sgd"}) {
+    INFO(name);
+    try {
+      oml::registries().optimizers.create(
+          spec("c: {name: " + name + ", args: {lr: 0.1, foreach: true, fused: true}}\n"), ctx);
+      FAIL("no error");
+    } catch (const oml::ConfigError& e) {
+      CHECK(e.exit_code() == 2);
+      CHECK_THAT(e.what(),
+                 Contains("c.args.fused: optimizer '" + name + "': fused and foreach cannot both be true"));
+    }
+  }
+  // Parsed with the rest of the config: every problem is reported at once.
+  const auto document = oml::config::Document::from_string(
+      "dataset_root: d\n"
+      "optimizer: {name: sgd, args: {lr: 0.1, foreach: true, fused: true}}\n"
+      "scheduling:\n"
+      "  scheduler: {name: step, args: {step_size: 0}}\n",
+      "train.yaml");
+  try {
+    oml::cli::check_components(oml::config::parse_run_config(document.root()));
+    FAIL("no error");
+  } catch (const oml::ConfigError& e) {
+    CHECK(e.exit_code() == 2);
+    const std::string text = oml::test::error_text(e);
+    CHECK_THAT(text, Contains("train.yaml:2:") && Contains("optimizer.args.fused: optimizer 'sgd'"));
+    CHECK_THAT(text, Contains("train.yaml:4:") && Contains("step_size must be >= 1"));
+  }
+  if (!fused_kernels_available()) {
+    // LibTorch 1.13 has no fused kernels: `fused: true` alone is refused, naming it.
+    CHECK_THROWS_WITH(
+        oml::registries().optimizers.create(spec("c: {name: adam, args: {fused: true}}\n"), ctx),
+        Contains("c.args.fused") && Contains("2.4 and later"));
+  }
 }

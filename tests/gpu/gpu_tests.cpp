@@ -4,8 +4,9 @@
 //
 // What it shows: a training step on cuda:0 equals the CPU step; bf16 and fp16 autocast on CUDA
 // with the gradient scaler's fused kernels (an Inf step is skipped and the scale halves, as in
-// PyTorch); a one-rank NCCL process group; two ranks over Gloo sharing the one GPU (sync_dicts
-// and gradient sync of CUDA tensors, equal to the same ranks on the CPU).
+// PyTorch); Adam, AdamW and SGD on CUDA default to foreach, and their foreach and fused steps
+// equal the CPU's; a one-rank NCCL process group; two ranks over Gloo sharing the one GPU
+// (sync_dicts and gradient sync of CUDA tensors, equal to the same ranks on the CPU).
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -20,6 +21,7 @@
 #include "oml/losses/criterion.h"
 #include "oml/models/extractor.h"
 #include "oml/optim/grad_scaler.h"
+#include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
 #include "shell/components.h"
@@ -164,6 +166,54 @@ TEST_CASE("The gradient scaler's CUDA kernels skip an Inf step, halve the scale 
     scaler.update();
   }
   CHECK(scaler.current_scale() == 1024);
+}
+
+TEST_CASE("Adam, AdamW and SGD on cuda:0 default to foreach; their foreach and fused steps equal the CPU's",
+          "[gpu][optim]") {
+  require_gpu();
+  oml::cli::register_builtins();
+  using oml::optim::StepKernel;
+  // PyTorch 2.x's default: foreach when every parameter is on CUDA, the for-loop on the CPU.
+  CHECK(oml::optim::choose_step_kernel(oml::optim::KernelFlags{}, {torch::zeros({2}, kGpu)}) ==
+        StepKernel::foreach);
+  CHECK(oml::optim::choose_step_kernel(oml::optim::KernelFlags{}, {torch::zeros({2})}) ==
+        StepKernel::for_loop);
+  torch::manual_seed(5);
+  const std::vector<at::Tensor> start{torch::randn({64, 32}), torch::randn({32})};
+  std::vector<std::vector<at::Tensor>> grads(20);
+  for (auto& step : grads) {
+    for (const auto& s : start) step.push_back(torch::randn(s.sizes()));
+  }
+  const auto run = [&](const std::string& yaml, torch::Device device) {
+    std::vector<at::Tensor> params;
+    for (const auto& s : start) params.push_back(s.to(device).requires_grad_(true));
+    const auto doc = oml::config::Document::from_string("optimizer: " + yaml + "\n", "optim.yaml");
+    const auto opt = oml::registries().optimizers.create(
+        oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
+        oml::optim::OptimizerContext{params, {}});
+    for (const auto& step : grads) {
+      for (std::size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = step[i].to(device);
+      opt->step();
+    }
+    std::vector<at::Tensor> out;
+    for (const auto& p : params) out.push_back(p.detach().cpu());
+    return out;
+  };
+  // The CPU runs the same flags (fused on the CPU's kernels; no flag: the for-loop there, foreach
+  // on the GPU).
+  for (const std::string yaml :
+       {"{name: adam}", "{name: adam, args: {fused: true, amsgrad: true}}",
+        "{name: adamw, args: {foreach: true, maximize: true}}", "{name: adamw, args: {fused: true}}",
+        "{name: sgd, args: {lr: 0.05, momentum: 0.9, nesterov: true}}",
+        "{name: sgd, args: {lr: 0.05, momentum: 0.9, weight_decay: 0.01, fused: true}}"}) {
+    INFO(yaml);
+    const auto cpu = run(yaml, torch::kCPU);
+    const auto gpu = run(yaml, kGpu);
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      INFO("parameter " << i << ", largest difference " << (gpu[i] - cpu[i]).abs().max().item<double>());
+      CHECK(torch::allclose(gpu[i], cpu[i], /*rtol=*/1e-5, /*atol=*/1e-6));
+    }
+  }
 }
 
 TEST_CASE("A one-rank NCCL process group reduces, broadcasts and gathers CUDA tensors", "[gpu][ddp]") {

@@ -13,6 +13,10 @@
 The gradients are fixed random tensors (independent of the parameters) so that both sides see
 exactly the same inputs at every step. Each case's name is the one the C++ test uses with its
 `optimizer:` / `scheduler:` config.
+
+KERNEL_CASES are Adam, AdamW and SGD with torch.optim's `foreach` / `fused` (and `foreach=False`
+with `maximize`), exported as the optimizer cases are. In the "late" ones parameter 1 has no
+gradient (None) in the first LATE steps, so its state starts after parameter 0's.
 """
 import argparse
 from pathlib import Path
@@ -40,6 +44,37 @@ OPTIMIZERS = {
     "radam_args": (torch.optim.RAdam, {"lr": 0.01, "betas": (0.8, 0.9), "eps": 1e-6, "weight_decay": 0.1}),
     "radam_decoupled": (torch.optim.RAdam, {"weight_decay": 0.1, "decoupled_weight_decay": True}),
 }
+
+LATE = 5
+
+# case -> (class, its args, late). Each is one of the C++ test's kKernelCases.
+_ADAM_ARGS = {"lr": 0.01, "betas": (0.8, 0.99), "weight_decay": 0.1, "amsgrad": True, "maximize": True}
+_ADAMW_ARGS = {"lr": 0.01, "eps": 1e-6, "weight_decay": 0.1, "amsgrad": True, "maximize": True}
+_SGD_NESTEROV = {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}
+_SGD_ARGS = {"lr": 0.05, "momentum": 0.5, "dampening": 0.1, "weight_decay": 0.1, "maximize": True}
+_SGD_LATE = {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.01}
+KERNEL_CASES = {}
+for _flag in ("foreach", "fused"):
+    KERNEL_CASES.update({
+        f"adam_{_flag}": (torch.optim.Adam, {_flag: True}, False),
+        f"adam_args_{_flag}": (torch.optim.Adam, {**_ADAM_ARGS, _flag: True}, False),
+        f"adam_late_{_flag}": (torch.optim.Adam, {"amsgrad": True, _flag: True}, True),
+        f"adamw_{_flag}": (torch.optim.AdamW, {_flag: True}, False),
+        f"adamw_args_{_flag}": (torch.optim.AdamW, {**_ADAMW_ARGS, _flag: True}, False),
+        f"sgd_{_flag}": (torch.optim.SGD, {"lr": 0.05, _flag: True}, False),
+        f"sgd_momentum_{_flag}": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, _flag: True}, False),
+        f"sgd_nesterov_{_flag}": (torch.optim.SGD, {**_SGD_NESTEROV, _flag: True}, False),
+        f"sgd_args_{_flag}": (torch.optim.SGD, {**_SGD_ARGS, _flag: True}, False),
+        f"sgd_late_{_flag}": (torch.optim.SGD, {**_SGD_LATE, _flag: True}, True),
+    })
+# torch.optim's fused SGD fails when a parameter's first gradient comes after the others' first
+# step (it hands the kernel a None momentum buffer: TypeError); oml-cpp gives that parameter a
+# first-step call of its own, which equals torch.optim's foreach SGD.
+KERNEL_CASES["sgd_late_fused"] = (torch.optim.SGD, {**_SGD_LATE, "foreach": True}, True)
+# The for-loop (LibTorch's own step) with maximize, against torch.optim's single-tensor step.
+KERNEL_CASES["adam_args_loop"] = (torch.optim.Adam, {**_ADAM_ARGS, "foreach": False}, False)
+KERNEL_CASES["adamw_args_loop"] = (torch.optim.AdamW, {**_ADAMW_ARGS, "foreach": False}, False)
+KERNEL_CASES["sgd_args_loop"] = (torch.optim.SGD, {**_SGD_ARGS, "foreach": False}, False)
 
 S = torch.optim.lr_scheduler
 # (optimizer class, its args, scheduler class, scheduler args, the momentum to record: "momentum", "beta1" or None)
@@ -70,24 +105,30 @@ SCHEDULERS = {
 }
 
 
+def export_optimizer(out: Path, case: str, cls, kwargs: dict, late: bool = False) -> None:
+    generator = torch.Generator().manual_seed(7)
+    params = [torch.randn(shape, generator=generator).requires_grad_() for shape in SHAPES]
+    grads = [torch.randn((STEPS, *shape), generator=generator) for shape in SHAPES]
+    for i, p in enumerate(params):
+        torch.save(p.detach().clone(), out / f"{case}_start_{i}.pt")
+        torch.save(grads[i], out / f"{case}_grads_{i}.pt")
+    optimizer = cls(params, **kwargs)
+    trajectory = [[] for _ in params]
+    for step in range(STEPS):
+        for i, p in enumerate(params):
+            p.grad = None if late and i == 1 and step < LATE else grads[i][step].clone()
+        optimizer.step()
+        for i, p in enumerate(params):
+            trajectory[i].append(p.detach().clone())
+    for i in range(len(params)):
+        torch.save(torch.stack(trajectory[i]), out / f"{case}_trajectory_{i}.pt")
+
+
 def export_optimizers(out: Path) -> None:
     for case, (cls, kwargs) in OPTIMIZERS.items():
-        generator = torch.Generator().manual_seed(7)
-        params = [torch.randn(shape, generator=generator).requires_grad_() for shape in SHAPES]
-        grads = [torch.randn((STEPS, *shape), generator=generator) for shape in SHAPES]
-        for i, p in enumerate(params):
-            torch.save(p.detach().clone(), out / f"{case}_start_{i}.pt")
-            torch.save(grads[i], out / f"{case}_grads_{i}.pt")
-        optimizer = cls(params, **kwargs)
-        trajectory = [[] for _ in params]
-        for step in range(STEPS):
-            for i, p in enumerate(params):
-                p.grad = grads[i][step].clone()
-            optimizer.step()
-            for i, p in enumerate(params):
-                trajectory[i].append(p.detach().clone())
-        for i in range(len(params)):
-            torch.save(torch.stack(trajectory[i]), out / f"{case}_trajectory_{i}.pt")
+        export_optimizer(out, case, cls, kwargs)
+    for case, (cls, kwargs, late) in KERNEL_CASES.items():
+        export_optimizer(out, case, cls, kwargs, late)
 
 
 def momentum_of(group: dict, which: str) -> float:

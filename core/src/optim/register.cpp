@@ -8,6 +8,7 @@
 #include "oml/config/args_reader.h"
 #include "oml/config/argument_error.h"
 #include "oml/optim/formula_optimizers.h"
+#include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/schedulers.h"
 #include "oml/registry/registries.h"
@@ -37,10 +38,11 @@ void check_values(const std::string& who, const Common& c,
   }
 }
 
-// One group for the model, one for the loss's parameters (with `loss_lr`).
-template <class Optimizer, class Options>
+// One group for the model, one for the loss's parameters (with `loss_lr`); `extra` follows the
+// groups and the options in the optimizer's constructor.
+template <class Optimizer, class Options, class... Extra>
 OptimizerPtr build(const OptimizerContext& ctx, const Options& options, const Common& common,
-                   const std::string& name) {
+                   const std::string& name, const Extra&... extra) {
   OML_CHECK(!ctx.model_parameters.empty(), UsageError, "optimizer '", name, "': the model has no parameters");
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(ctx.model_parameters, std::make_unique<Options>(options));
@@ -49,13 +51,30 @@ OptimizerPtr build(const OptimizerContext& ctx, const Options& options, const Co
     loss_options->lr(common.loss_lr.value_or(common.lr));
     groups.emplace_back(ctx.loss_parameters, std::move(loss_options));
   }
-  return std::make_shared<Optimizer>(std::move(groups), options);
+  return std::make_shared<Optimizer>(std::move(groups), options, extra...);
+}
+
+// torch.optim's `foreach`, `fused` and `maximize` of Adam, AdamW and SGD (oml/optim/multi_tensor.h).
+void read_kernel_flags(config::ArgsReader& r, KernelFlags& flags) {
+  r.optional("foreach", flags.foreach).optional("fused", flags.fused).optional("maximize", flags.maximize);
+}
+
+// What torch.optim refuses at construction ("`fused` and `foreach` cannot be `True` together"),
+// and `fused` where this LibTorch has no fused kernels.
+void check_kernel_flags(const std::string& who, const KernelFlags& flags) {
+  config::check_argument(!(flags.fused.value_or(false) && flags.foreach.value_or(false)), who, "fused",
+                         "fused and foreach cannot both be true (torch.optim refuses them together too); "
+                         "set one of them, or leave foreach out");
+  config::check_argument(!flags.fused.value_or(false) || fused_kernels_available(), who, "fused",
+                         "fused: true needs ATen's fused optimizer kernels, which this build's LibTorch "
+                         "(1.13) does not have (2.4 and later do); use foreach: true or leave fused out");
 }
 
 struct SgdArgs {
   Common common{1e-2, std::nullopt};
   double momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
+  KernelFlags flags;  ///< foreach, fused, maximize
 };
 
 struct AdamArgs {
@@ -63,6 +82,7 @@ struct AdamArgs {
   std::vector<double> betas{0.9, 0.999};
   double eps = 1e-8, weight_decay = 0;
   bool amsgrad = false;
+  KernelFlags flags;  ///< foreach, fused, maximize
 };
 
 struct RmspropArgs {
@@ -242,6 +262,7 @@ void register_builtin_optim(Registries& reg) {
         read_common(r, a.common);
         r.optional("momentum", a.momentum).optional("dampening", a.dampening);
         r.optional("weight_decay", a.weight_decay).optional("nesterov", a.nesterov);
+        read_kernel_flags(r, a.flags);
         r.check([&] {
           check_values(
               r.component(), a.common,
@@ -249,6 +270,7 @@ void register_builtin_optim(Registries& reg) {
           config::check_argument(!a.nesterov || (a.momentum > 0 && a.dampening == 0), r.component(),
                                  "nesterov", "nesterov needs momentum > 0 and dampening 0, got momentum ",
                                  a.momentum, " and dampening ", a.dampening);
+          check_kernel_flags(r.component(), a.flags);
         });
         return a;
       },
@@ -258,9 +280,9 @@ void register_builtin_optim(Registries& reg) {
                      .dampening(a.dampening)
                      .weight_decay(a.weight_decay)
                      .nesterov(a.nesterov);
-        return build<torch::optim::SGD>(ctx, o, a.common, "sgd");
+        return build<MultiTensorSGD>(ctx, o, a.common, "sgd", a.flags);
       },
-      "stochastic gradient descent (momentum, nesterov)");
+      "stochastic gradient descent (momentum, nesterov; foreach, fused)");
   for (const std::string name : {"adam", "adamw"}) {
     reg.optimizers.add(
         name,
@@ -270,6 +292,7 @@ void register_builtin_optim(Registries& reg) {
           read_common(r, a.common);
           r.optional("betas", a.betas).optional("eps", a.eps).optional("weight_decay", a.weight_decay);
           r.optional("amsgrad", a.amsgrad);
+          read_kernel_flags(r, a.flags);
           r.check([&] {
             check_values(r.component(), a.common, {{"eps", a.eps}, {"weight_decay", a.weight_decay}});
             config::check_argument(a.betas.size() == 2, r.component(), "betas",
@@ -278,6 +301,7 @@ void register_builtin_optim(Registries& reg) {
               config::check_argument(beta >= 0 && beta < 1, r.component(), "betas",
                                      "betas must be in [0, 1), got ", beta);
             }
+            check_kernel_flags(r.component(), a.flags);
           });
           return a;
         },
@@ -288,16 +312,17 @@ void register_builtin_optim(Registries& reg) {
                          .eps(a.eps)
                          .weight_decay(a.weight_decay)
                          .amsgrad(a.amsgrad);
-            return build<torch::optim::Adam>(ctx, o, a.common, name);
+            return build<MultiTensorAdam>(ctx, o, a.common, name, a.flags);
           }
           auto o = torch::optim::AdamWOptions(a.common.lr)
                        .betas({a.betas[0], a.betas[1]})
                        .eps(a.eps)
                        .weight_decay(a.weight_decay)
                        .amsgrad(a.amsgrad);
-          return build<torch::optim::AdamW>(ctx, o, a.common, name);
+          return build<MultiTensorAdamW>(ctx, o, a.common, name, a.flags);
         },
-        name == "adam" ? "Adam (L2 weight decay in the gradient)" : "AdamW (decoupled weight decay)");
+        name == "adam" ? "Adam (L2 weight decay in the gradient; foreach, fused)"
+                       : "AdamW (decoupled weight decay; foreach, fused)");
   }
   reg.optimizers.add(
       "rmsprop",

@@ -1,0 +1,107 @@
+#pragma once
+// Adam, AdamW and SGD with torch.optim's `foreach`, `fused` and `maximize` (PyTorch 2.x).
+//
+// torch.optim updates a parameter group in one of three ways:
+//   - the for-loop (`_single_tensor_adam`): one parameter at a time;
+//   - foreach (`_multi_tensor_adam`, `_multi_tensor_sgd`): ATen's _foreach_ ops, each a few
+//     kernel launches for the whole group (on CUDA; on the CPU they loop per tensor);
+//   - fused (`_fused_adam`, `_fused_sgd`): one kernel for the whole update
+//     (at::_fused_adam_, _fused_adamw_, _fused_sgd_; CPU and CUDA since LibTorch 2.4).
+// With neither flag given it picks foreach when every parameter of the group is on a device
+// with foreach kernels (CUDA), the for-loop otherwise; `fused` is never its default.
+//
+// These classes are LibTorch's torch::optim::Adam / AdamW / SGD with step() overridden. Their
+// state stays LibTorch's AdamParamState / AdamWParamState / SGDParamState (int64 `step`,
+// `exp_avg`, `exp_avg_sq`, `max_exp_avg_sq`, `momentum_buffer`) in LibTorch's archive, so a
+// checkpoint is the same whichever way the steps were taken, and resumes under any flags. The
+// for-loop is LibTorch's own step; foreach composes the _foreach_ ops as torch/optim/adam.py and
+// sgd.py do; fused calls the ATen kernel, which reads the step count from a float32 tensor on
+// the parameter's device: one per parameter is kept beside the state and rebuilt from the
+// int64 `step` whenever they differ (a fresh optimizer, a loaded state).
+//
+// Gradients reach step() unscaled: GradScaler::unscale runs first (and a step with Inf/NaN is
+// not taken), so the fused kernels get no grad_scale / found_inf.
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace oml::optim {
+
+/// How a step updates one parameter group.
+enum class StepKernel { for_loop, foreach, fused };
+
+/// torch.optim's flags of Adam, AdamW and SGD besides the hyper-parameters, for every group.
+struct KernelFlags {
+  std::optional<bool> foreach;  ///< unset: PyTorch's default (see choose_step_kernel)
+  std::optional<bool> fused;    ///< unset or false: not fused
+  bool maximize = false;        ///< ascend: the gradient's negative is used
+};
+
+/// Whether this LibTorch has the fused kernels on the CPU and CUDA (2.4 and later; not 1.13).
+bool fused_kernels_available();
+
+/// torch.optim's choice for a group whose parameters with a gradient are `params`
+/// (torch/optim/adam.py's adam(), sgd.py's sgd()): fused when `fused` is true; otherwise the
+/// given `foreach`; with neither flag given foreach when every parameter is on CUDA (or XPU, or
+/// a PrivateUse1 device: _get_foreach_kernels_supported_devices) and the for-loop otherwise. An
+/// explicit `fused: false` without `foreach` is the for-loop, as in PyTorch (its default is
+/// only chosen when both are None).
+StepKernel choose_step_kernel(const KernelFlags& flags, const std::vector<at::Tensor>& params);
+
+/// A float32 step count on a parameter's device for the fused kernels, and the int64 step it
+/// holds.
+struct StepTensor {
+  at::Tensor tensor;
+  int64_t value = 0;
+};
+using StepTensors = std::unordered_map<const void*, StepTensor>;  ///< by parameter TensorImpl
+
+/// torch.optim.Adam (decoupled_weight_decay=False) with foreach / fused / maximize.
+class MultiTensorAdam : public torch::optim::Adam {
+ public:
+  /// UsageError when `fused` and `foreach` are both true, or `fused` is true without the kernels.
+  MultiTensorAdam(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamOptions defaults,
+                  KernelFlags flags);
+  torch::Tensor step(LossClosure closure = nullptr) override;
+  const KernelFlags& flags() const { return flags_; }
+
+ private:
+  KernelFlags flags_;
+  StepTensors step_tensors_;
+};
+
+/// torch.optim.AdamW with foreach / fused / maximize.
+class MultiTensorAdamW : public torch::optim::AdamW {
+ public:
+  MultiTensorAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamWOptions defaults,
+                   KernelFlags flags);
+  torch::Tensor step(LossClosure closure = nullptr) override;
+  const KernelFlags& flags() const { return flags_; }
+
+ private:
+  KernelFlags flags_;
+  StepTensors step_tensors_;
+};
+
+/// torch.optim.SGD with foreach / fused / maximize. With fused, a parameter whose first
+/// gradient comes after the other parameters' first step gets its momentum buffer from a
+/// separate first-step kernel call (PyTorch's _fused_sgd fails there: it hands the kernel a
+/// None buffer).
+class MultiTensorSGD : public torch::optim::SGD {
+ public:
+  MultiTensorSGD(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::SGDOptions defaults,
+                 KernelFlags flags);
+  torch::Tensor step(LossClosure closure = nullptr) override;
+  const KernelFlags& flags() const { return flags_; }
+
+ private:
+  KernelFlags flags_;
+};
+
+}  // namespace oml::optim

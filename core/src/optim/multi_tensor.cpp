@@ -1,0 +1,472 @@
+// Adam, AdamW and SGD on ATen's multi-tensor kernels: torch/optim/adam.py's _multi_tensor_adam
+// and _fused_adam, sgd.py's _multi_tensor_sgd and _fused_sgd (PyTorch 2.11), op for op, over
+// LibTorch's optimizer classes and state (oml/optim/multi_tensor.h).
+#include "oml/optim/multi_tensor.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "oml/common/error.h"
+#include "torch_compat.h"
+
+namespace oml::optim {
+
+namespace {
+
+using LossClosure = torch::optim::Optimizer::LossClosure;
+using Tensors = std::vector<at::Tensor>;
+using Positions = std::vector<std::size_t>;
+
+void check_flags(const KernelFlags& flags, const char* name) {
+  OML_CHECK(!(flags.fused.value_or(false) && flags.foreach.value_or(false)), UsageError, "optimizer '", name,
+            "': `fused` and `foreach` cannot be true together");
+  OML_CHECK(!flags.fused.value_or(false) || fused_kernels_available(), UsageError, "optimizer '", name,
+            "': fused: true needs LibTorch 2.4 or later (ATen's fused optimizer kernels)");
+}
+
+// torch.optim's _get_foreach_kernels_supported_devices: cuda, xpu, mtia and the PrivateUse1
+// backend (MTIA, unknown to LibTorch 1.13, is left out: oml-cpp runs on the CPU and CUDA).
+bool has_foreach_kernels(const at::Tensor& t) {
+  const auto type = t.device().type();
+  return type == c10::DeviceType::CUDA || type == c10::DeviceType::XPU ||
+         type == c10::DeviceType::PrivateUse1;
+}
+
+// torch.optim's _device_dtype_check_for_fused: floating-point parameters on a device with the
+// fused kernels (of those LibTorch knows on both versions: cpu, cuda, xpu, mps, hpu, PrivateUse1).
+void check_fused_parameter(const at::Tensor& p, const char* name) {
+  const auto type = p.device().type();
+  const bool device_ok = type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA ||
+                         type == c10::DeviceType::XPU || type == c10::DeviceType::MPS ||
+                         type == c10::DeviceType::HPU || type == c10::DeviceType::PrivateUse1;
+  OML_CHECK(device_ok && p.is_floating_point(), UsageError, "optimizer '", name,
+            "': fused: true needs floating-point parameters on the CPU or a GPU, got ", p.scalar_type(),
+            " on ", p.device());
+}
+
+// The positions of `tensors` by device and dtype, in first-seen order (torch.optim's
+// _group_tensors_by_device_and_dtype): a multi-tensor kernel takes tensors of one device and
+// dtype.
+std::vector<Positions> by_device_and_dtype(const Tensors& tensors) {
+  std::vector<std::pair<std::pair<c10::Device, c10::ScalarType>, Positions>> buckets;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto key = std::make_pair(tensors[i].device(), tensors[i].scalar_type());
+    auto found = std::find_if(buckets.begin(), buckets.end(), [&](const auto& b) { return b.first == key; });
+    if (found == buckets.end()) {
+      buckets.emplace_back(key, Positions{});
+      found = buckets.end() - 1;
+    }
+    found->second.push_back(i);
+  }
+  std::vector<Positions> out;
+  for (auto& bucket : buckets) out.push_back(std::move(bucket.second));
+  return out;
+}
+
+Tensors pick(const Tensors& all, const Positions& positions) {
+  Tensors out;
+  out.reserve(positions.size());
+  for (const std::size_t i : positions) out.push_back(all[i]);
+  return out;
+}
+
+at::ArrayRef<at::Scalar> scalars(const std::vector<at::Scalar>& values) {
+  return at::ArrayRef<at::Scalar>(values);
+}
+
+// LibTorch's own per-parameter step (`libtorch_step`: Adam::step, SGD::step) on the groups
+// marked in `in_loop` only. The other groups' gradients are set aside meanwhile (LibTorch skips
+// a parameter without one), and with `maximize` the gradients are negated around it — an exact
+// operation, so this is torch.optim's `-grad` of _single_tensor_adam / _single_tensor_sgd.
+void for_loop_step(torch::optim::Optimizer& self, const std::vector<bool>& in_loop, bool maximize,
+                   const std::function<void()>& libtorch_step) {
+  struct Restore {
+    std::vector<std::pair<at::Tensor, at::Tensor>> aside;  // a parameter, its gradient
+    Tensors negated;
+    ~Restore() {
+      for (const at::Tensor& grad : negated) grad.neg_();
+      for (const auto& [param, grad] : aside) param.mutable_grad() = grad;
+    }
+  } restore;
+  auto& groups = self.param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (const at::Tensor& p : groups[g].params()) {
+      if (!p.grad().defined()) continue;
+      if (!in_loop[g]) {
+        restore.aside.emplace_back(p, p.grad());
+        p.mutable_grad() = at::Tensor();
+      } else if (maximize) {
+        p.grad().neg_();
+        restore.negated.push_back(p.grad());
+      }
+    }
+  }
+  libtorch_step();
+}
+
+// What every step() here does: the closure (under grad mode), then each group with gradients
+// by its kernel — `group_step(group, params_with_grad, kernel)` for foreach and fused — and the
+// for-loop groups together through LibTorch's step.
+template <class GroupStep>
+torch::Tensor multi_tensor_step(torch::optim::Optimizer& self, const LossClosure& closure,
+                                const KernelFlags& flags, const std::function<void()>& libtorch_step,
+                                GroupStep&& group_step) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  auto& groups = self.param_groups();
+  std::vector<bool> in_loop(groups.size(), false);
+  bool any_loop = false;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    Tensors params;
+    for (const at::Tensor& p : groups[g].params()) {
+      if (p.grad().defined()) params.push_back(p);
+    }
+    if (params.empty()) continue;
+    const StepKernel kernel = choose_step_kernel(flags, params);
+    if (kernel == StepKernel::for_loop) {
+      in_loop[g] = any_loop = true;
+      continue;
+    }
+    group_step(groups[g], params, kernel);
+  }
+  if (any_loop) for_loop_step(self, in_loop, flags.maximize, libtorch_step);
+  return loss;
+}
+
+// ---- Adam and AdamW ----------------------------------------------------------------------------
+
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad, maximize, decoupled;
+};
+
+template <class Options>
+AdamHyper adam_hyper(const Options& o, bool maximize, bool decoupled) {
+  AdamHyper h;
+  h.lr = o.lr();
+  h.beta1 = std::get<0>(o.betas());
+  h.beta2 = std::get<1>(o.betas());
+  h.eps = o.eps();
+  h.weight_decay = o.weight_decay();
+  h.amsgrad = o.amsgrad();
+  h.maximize = maximize;
+  h.decoupled = decoupled;
+  return h;
+}
+
+// A group's parameters with gradients and their state, created as LibTorch's Adam::step does
+// (and torch.optim's _init_group: zeros shaped as the parameter, max_exp_avg_sq with amsgrad).
+template <class State>
+struct AdamLists {
+  Tensors params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs;
+  std::vector<State*> states;
+};
+
+template <class State>
+AdamLists<State> adam_lists(torch::optim::Optimizer& self, const Tensors& params, bool amsgrad, bool fused,
+                            const char* name) {
+  AdamLists<State> lists;
+  for (const at::Tensor& p : params) {
+    OML_CHECK(!p.grad().is_sparse(), UsageError, "optimizer '", name, "' does not support sparse gradients");
+    if (fused) check_fused_parameter(p, name);
+    auto& slot = self.state()[torch_compat::optimizer_state_key(p)];
+    if (!slot) {
+      auto fresh = std::make_unique<State>();
+      fresh->step(0);
+      fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      if (amsgrad) fresh->max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+      slot = std::move(fresh);
+    }
+    auto& state = static_cast<State&>(*slot);
+    // amsgrad switched on for a state written without it: its maximum starts at zero.
+    if (amsgrad && !state.max_exp_avg_sq().defined())
+      state.max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    lists.params.push_back(p);
+    lists.grads.push_back(p.grad());
+    lists.exp_avgs.push_back(state.exp_avg());
+    lists.exp_avg_sqs.push_back(state.exp_avg_sq());
+    if (amsgrad) lists.max_exp_avg_sqs.push_back(state.max_exp_avg_sq());
+    lists.states.push_back(&state);
+  }
+  return lists;
+}
+
+// _multi_tensor_adam with capturable=False, on tensors of one device and dtype; `steps` are the
+// steps being taken (already counted). The step count is the int64 of LibTorch's state:
+// torch.optim's float32 step tensor, read with .item(), is the same number.
+void adam_foreach(const AdamHyper& h, Tensors params, Tensors grads, Tensors exp_avgs, Tensors exp_avg_sqs,
+                  Tensors max_exp_avg_sqs, const std::vector<int64_t>& steps) {
+  if (h.maximize) grads = at::_foreach_neg(grads);
+  if (h.weight_decay != 0) {
+    if (h.decoupled) {
+      at::_foreach_mul_(params, at::Scalar(1 - h.lr * h.weight_decay));
+    } else if (h.maximize) {
+      at::_foreach_add_(grads, params, at::Scalar(h.weight_decay));  // reuses the negated copy
+    } else {
+      grads = at::_foreach_add(grads, params, at::Scalar(h.weight_decay));
+    }
+  }
+  torch_compat::foreach_lerp_(exp_avgs, grads, 1 - h.beta1);
+  at::_foreach_mul_(exp_avg_sqs, at::Scalar(h.beta2));
+  at::_foreach_addcmul_(exp_avg_sqs, grads, grads, at::Scalar(1 - h.beta2));
+  grads.clear();
+  // Python floats: bias_correction = 1 - beta ** step, step_size = (lr / bc1) * -1,
+  // bias_correction2_sqrt = bc2 ** 0.5 (pow, as Python's float **).
+  std::vector<at::Scalar> step_size, bias_correction2_sqrt;
+  for (const int64_t step : steps) {
+    const double t = static_cast<double>(step);
+    const double bias_correction1 = 1 - std::pow(h.beta1, t);
+    const double bias_correction2 = 1 - std::pow(h.beta2, t);
+    step_size.emplace_back(-(h.lr / bias_correction1));
+    bias_correction2_sqrt.emplace_back(std::pow(bias_correction2, 0.5));
+  }
+  Tensors denom;
+  if (h.amsgrad) {
+    at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
+    denom = at::_foreach_sqrt(max_exp_avg_sqs);
+  } else {
+    denom = at::_foreach_sqrt(exp_avg_sqs);
+  }
+  at::_foreach_div_(denom, scalars(bias_correction2_sqrt));
+  at::_foreach_add_(denom, at::Scalar(h.eps));
+  at::_foreach_addcdiv_(params, exp_avgs, denom, scalars(step_size));
+}
+
+template <class State>
+void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel kernel,
+                     StepTensors& step_tensors) {
+  for (const Positions& bucket : by_device_and_dtype(lists.params)) {
+    const Tensors max_exp_avg_sqs = h.amsgrad ? pick(lists.max_exp_avg_sqs, bucket) : Tensors{};
+    if (kernel == StepKernel::foreach) {
+      std::vector<int64_t> steps;
+      for (const std::size_t i : bucket) {
+        State& state = *lists.states[i];
+        state.step(state.step() + 1);
+        steps.push_back(state.step());
+      }
+      adam_foreach(h, pick(lists.params, bucket), pick(lists.grads, bucket), pick(lists.exp_avgs, bucket),
+                   pick(lists.exp_avg_sqs, bucket), max_exp_avg_sqs, steps);
+      continue;
+    }
+    // _fused_adam: the kernel reads each step from a float32 tensor on the parameter's device,
+    // counted up before the call (torch._foreach_add_(state_steps, 1)). Kept beside LibTorch's
+    // int64 step and made again from it when they differ (the first step, a loaded state).
+    Tensors steps;
+    for (const std::size_t i : bucket) {
+      const at::Tensor& p = lists.params[i];
+      State& state = *lists.states[i];
+      StepTensor& entry = step_tensors[p.unsafeGetTensorImpl()];
+      if (!entry.tensor.defined() || entry.value != state.step() || entry.tensor.device() != p.device()) {
+        entry.tensor = torch::full({}, static_cast<double>(state.step()),
+                                   torch::TensorOptions().dtype(torch::kFloat).device(p.device()));
+      }
+      state.step(state.step() + 1);
+      entry.value = state.step();
+      steps.push_back(entry.tensor);
+    }
+    at::_foreach_add_(steps, at::Scalar(1));
+    torch_compat::fused_adam_(pick(lists.params, bucket), pick(lists.grads, bucket),
+                              pick(lists.exp_avgs, bucket), pick(lists.exp_avg_sqs, bucket), max_exp_avg_sqs,
+                              steps, h.lr, h.beta1, h.beta2, h.weight_decay, h.eps, h.amsgrad, h.maximize,
+                              h.decoupled);
+  }
+}
+
+template <class Options, class State>
+torch::Tensor adam_step(torch::optim::Optimizer& self, const LossClosure& closure, const KernelFlags& flags,
+                        bool decoupled, StepTensors& step_tensors, const std::function<void()>& libtorch_step,
+                        const char* name) {
+  return multi_tensor_step(
+      self, closure, flags, libtorch_step,
+      [&](torch::optim::OptimizerParamGroup& group, const Tensors& params, StepKernel kernel) {
+        const AdamHyper h =
+            adam_hyper(static_cast<const Options&>(group.options()), flags.maximize, decoupled);
+        auto lists = adam_lists<State>(self, params, h.amsgrad, kernel == StepKernel::fused, name);
+        adam_group_step(h, lists, kernel, step_tensors);
+      });
+}
+
+// ---- SGD ---------------------------------------------------------------------------------------
+
+struct SgdHyper {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, maximize;
+};
+
+// The momentum buffer of `p` (undefined before its first step with momentum).
+at::Tensor momentum_buffer(torch::optim::Optimizer& self, const at::Tensor& p) {
+  auto& state = self.state();
+  const auto found = state.find(torch_compat::optimizer_state_key(p));
+  if (found == state.end() || !found->second) return at::Tensor();
+  return static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
+}
+
+// A new state of `p` holding `buffer`, as LibTorch's SGD::step creates it.
+void set_momentum_buffer(torch::optim::Optimizer& self, const at::Tensor& p, const at::Tensor& buffer) {
+  auto fresh = std::make_unique<torch::optim::SGDParamState>();
+  fresh->momentum_buffer(buffer);
+  self.state()[torch_compat::optimizer_state_key(p)] = std::move(fresh);
+}
+
+// _multi_tensor_sgd on tensors of one device and dtype.
+void sgd_foreach(torch::optim::Optimizer& self, const SgdHyper& h, Tensors params, Tensors grads) {
+  const bool sparse =
+      std::any_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.is_sparse(); });
+  if (h.maximize) grads = at::_foreach_neg(grads);
+  if (h.weight_decay != 0) {
+    if (h.maximize) {
+      at::_foreach_add_(grads, params, at::Scalar(h.weight_decay));  // reuses the negated copy
+    } else {
+      grads = at::_foreach_add(grads, params, at::Scalar(h.weight_decay));
+    }
+  }
+  if (h.momentum != 0) {
+    Tensors bufs;
+    for (const at::Tensor& p : params) bufs.push_back(momentum_buffer(self, p));
+    const bool all_have_buffers =
+        std::all_of(bufs.begin(), bufs.end(), [](const at::Tensor& b) { return b.defined(); });
+    if (all_have_buffers) {
+      at::_foreach_mul_(bufs, at::Scalar(h.momentum));
+      at::_foreach_add_(bufs, grads, at::Scalar(1 - h.dampening));
+    } else {
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        if (!bufs[i].defined()) {
+          bufs[i] = grads[i].detach().clone();
+          set_momentum_buffer(self, params[i], bufs[i]);
+        } else {
+          bufs[i].mul_(h.momentum).add_(grads[i], 1 - h.dampening);
+        }
+      }
+    }
+    if (h.nesterov) {
+      // In place, as torch.optim: without maximize or weight decay these are the .grad tensors.
+      at::_foreach_add_(grads, bufs, at::Scalar(h.momentum));
+    } else {
+      grads = bufs;
+    }
+  }
+  if (!sparse) {
+    at::_foreach_add_(params, grads, at::Scalar(-h.lr));
+  } else {
+    for (std::size_t i = 0; i < params.size(); ++i)
+      params[i].add_(grads[i], -h.lr);  // foreach has no sparse ops
+  }
+}
+
+void fused_sgd_call(const SgdHyper& h, const Tensors& params, const Tensors& grads, const Tensors& bufs,
+                    bool is_first_step) {
+  for (const Positions& bucket : by_device_and_dtype(params)) {
+    torch_compat::fused_sgd_(pick(params, bucket), pick(grads, bucket),
+                             bufs.empty() ? Tensors{} : pick(bufs, bucket), h.weight_decay, h.momentum, h.lr,
+                             h.dampening, h.nesterov, h.maximize, is_first_step);
+  }
+}
+
+// _fused_sgd. PyTorch's first step (is_first_step: the kernel copies the gradient into the new
+// buffer) is only taken when no parameter has a buffer yet; here the parameters without one take
+// it in a call of their own, the others the ordinary step.
+void sgd_fused(torch::optim::Optimizer& self, const SgdHyper& h, const Tensors& params,
+               const Tensors& grads) {
+  for (const at::Tensor& g : grads)
+    OML_CHECK(!g.is_sparse(), UsageError,
+              "optimizer 'sgd' with fused: true does not support sparse gradients");
+  for (const at::Tensor& p : params) check_fused_parameter(p, "sgd");
+  if (h.momentum == 0) {
+    fused_sgd_call(h, params, grads, {}, /*is_first_step=*/false);
+    return;
+  }
+  Tensors old_params, old_grads, old_bufs, new_params, new_grads, new_bufs;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    at::Tensor buf = momentum_buffer(self, params[i]);
+    if (buf.defined()) {
+      old_params.push_back(params[i]);
+      old_grads.push_back(grads[i]);
+      old_bufs.push_back(buf);
+    } else {
+      buf = at::empty_like(grads[i]);
+      set_momentum_buffer(self, params[i], buf);
+      new_params.push_back(params[i]);
+      new_grads.push_back(grads[i]);
+      new_bufs.push_back(buf);
+    }
+  }
+  if (!old_params.empty()) fused_sgd_call(h, old_params, old_grads, old_bufs, /*is_first_step=*/false);
+  if (!new_params.empty()) fused_sgd_call(h, new_params, new_grads, new_bufs, /*is_first_step=*/true);
+}
+
+}  // namespace
+
+bool fused_kernels_available() { return torch_compat::has_fused_optimizers; }
+
+StepKernel choose_step_kernel(const KernelFlags& flags, const std::vector<at::Tensor>& params) {
+  if (flags.fused.value_or(false)) return StepKernel::fused;
+  if (flags.foreach) return *flags.foreach ? StepKernel::foreach : StepKernel::for_loop;
+  if (flags.fused) return StepKernel::for_loop;  // fused: false given, foreach not: no default
+  return std::all_of(params.begin(), params.end(), has_foreach_kernels) ? StepKernel::foreach
+                                                                        : StepKernel::for_loop;
+}
+
+MultiTensorAdam::MultiTensorAdam(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                 torch::optim::AdamOptions defaults, KernelFlags flags)
+    : torch::optim::Adam(std::move(groups), std::move(defaults)), flags_(flags) {
+  check_flags(flags_, "adam");
+}
+
+torch::Tensor MultiTensorAdam::step(LossClosure closure) {
+  return adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(
+      *this, closure, flags_, /*decoupled=*/false, step_tensors_, [this] { torch::optim::Adam::step(); },
+      "adam");
+}
+
+MultiTensorAdamW::MultiTensorAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                   torch::optim::AdamWOptions defaults, KernelFlags flags)
+    : torch::optim::AdamW(std::move(groups), std::move(defaults)), flags_(flags) {
+  check_flags(flags_, "adamw");
+}
+
+torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
+  return adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
+      *this, closure, flags_, /*decoupled=*/true, step_tensors_, [this] { torch::optim::AdamW::step(); },
+      "adamw");
+}
+
+MultiTensorSGD::MultiTensorSGD(std::vector<torch::optim::OptimizerParamGroup> groups,
+                               torch::optim::SGDOptions defaults, KernelFlags flags)
+    : torch::optim::SGD(std::move(groups), std::move(defaults)), flags_(flags) {
+  check_flags(flags_, "sgd");
+}
+
+torch::Tensor MultiTensorSGD::step(LossClosure closure) {
+  return multi_tensor_step(
+      *this, closure, flags_, [this] { torch::optim::SGD::step(); },
+      [&](torch::optim::OptimizerParamGroup& group, const Tensors& params, StepKernel kernel) {
+        const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+        SgdHyper h;
+        h.lr = o.lr();
+        h.momentum = o.momentum();
+        h.dampening = o.dampening();
+        h.weight_decay = o.weight_decay();
+        h.nesterov = o.nesterov();
+        h.maximize = flags_.maximize;
+        Tensors grads;
+        for (const at::Tensor& p : params) grads.push_back(p.grad());
+        if (kernel == StepKernel::fused) {
+          sgd_fused(*this, h, params, grads);
+          return;
+        }
+        for (const Positions& bucket : by_device_and_dtype(params))
+          sgd_foreach(*this, h, pick(params, bucket), pick(grads, bucket));
+      });
+}
+
+}  // namespace oml::optim
