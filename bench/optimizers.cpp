@@ -39,7 +39,8 @@ double median_ms_per_step(const std::vector<torch::Tensor>& parameters, const st
     params.push_back(p.detach().clone().requires_grad_(true));
     params.back().mutable_grad() = torch::randn_like(p) * 1e-3;
   }
-  auto opt = oml::registries().optimizers.create(component(optimizer), oml::optim::OptimizerContext{params, {}});
+  auto opt =
+      oml::registries().optimizers.create(component(optimizer), oml::optim::OptimizerContext{params, {}});
   for (int i = 0; i < 3; ++i) opt->step();  // warm-up: the state is created in the first step
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {

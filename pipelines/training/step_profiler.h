@@ -23,7 +23,8 @@ namespace oml::pipelines {
 class StepProfiler {
  public:
   /// Records nothing without `range`. `cuda`: the run trains on a GPU (its kernels are recorded).
-  StepProfiler(std::optional<config::StepRange> range, std::filesystem::path run_root, int64_t rank, bool cuda);
+  StepProfiler(std::optional<config::StepRange> range, std::filesystem::path run_root, int64_t rank,
+               bool cuda);
   ~StepProfiler();
   StepProfiler(const StepProfiler&) = delete;
   StepProfiler& operator=(const StepProfiler&) = delete;

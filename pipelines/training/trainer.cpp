@@ -446,6 +446,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
   schedule_.start(fit_start_);
   // A run resumed from a checkpoint written at max_steps has nothing left to do.
   for (int64_t epoch = start_.epoch; epoch < config_.max_epochs && !stop && !reached_max_steps(); ++epoch) {
+    std::optional<report::TraceRange> epoch_start(std::in_place, report::phase::epoch_start);
     parts_.model->train();
     if (parts_.criterion) parts_.criterion->train();
     if (hooks.on_epoch_start) hooks.on_epoch_start(epoch);
@@ -457,6 +458,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     // A fresh epoch's loader was started during the previous epoch's last step (below).
     std::unique_ptr<data::Loader> loader =
         next_loader ? std::move(next_loader) : epoch_loader(train_inputs, from);
+    epoch_start.reset();
     const int64_t epoch_batches = loader->num_batches();
     Progress progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.max_epochs),
                       epoch_batches, "batch");
@@ -524,6 +526,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       after_step(inside_epoch(batches_done), batches_done == epoch_batches);
     }
     progress.finish();
+    const report::TraceRange epoch_end(report::phase::epoch_end);
 
     // BatchNorm statistics are updated locally on each rank; as PyTorch's DDP does
     // (broadcast_buffers), rank 0's buffers are the model's, so every rank validates and

@@ -27,6 +27,10 @@ inline constexpr const char* optimizer = "oml::optimizer";    ///< unscale, clip
 inline constexpr const char* logging = "oml::logging";        ///< the loss read back, the logs written
 inline constexpr const char* checkpoint = "oml::checkpoint";  ///< the state copied for a writer
 inline constexpr const char* validation = "oml::validation";  ///< a validation at an epoch's end
+/// Between epochs: what an epoch costs beyond its steps (train mode, hooks, the loader's start;
+/// then buffers, validation, checkpoints, schedulers).
+inline constexpr const char* epoch_start = "oml::epoch_start";
+inline constexpr const char* epoch_end = "oml::epoch_end";
 }  // namespace phase
 
 /// A named range in the trace while a TraceSession records; when none does it costs one check
