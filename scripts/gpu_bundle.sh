@@ -113,6 +113,17 @@ start=$(date +%s%N)
   --set logs_root=/tmp/oml-gpu/logs --progress lines > "$OUT/default_job.log" 2>&1
 echo "default job on cuda: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms"
 grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/logs/*/metrics.jsonl
+# The profiler on the GPU (docs/training.md#profiling-a-run): Kineto must record CUDA kernels.
+"$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set max_steps=60 \
+  --set limit_val_batches=0 --set scheduling=null --set logs_root=/tmp/oml-gpu/profiled --profile 50:52 \
+  --progress quiet > "$OUT/profile.log" 2>&1
+echo "profiled run on cuda: exit $?"
+"$PY" - /tmp/oml-gpu/profiled/*/profile/rank0.steps_50-52.pt.trace.json <<'TRACE'
+import collections, json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+print("trace events by category:", dict(collections.Counter(e.get("cat") for e in events)))
+print("named phases:", sorted({e["name"] for e in events if str(e.get("name", "")).startswith("oml::")}))
+TRACE
 JOB
 # OML's configs as shipped: the converted subset travels as PNGs (IDX files of the whole set are
 # ten times larger), regrouped there by the tests' own script.
