@@ -19,6 +19,7 @@
 
 #include "oml/config/document.h"
 #include "oml/models/extractor.h"
+#include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
 #include "shell/cli.h"
@@ -56,7 +57,7 @@ double median_ms_per_step(const std::vector<torch::Tensor>& parameters, const st
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 0;
-  const int steps = argc > 2 ? std::atoi(argv[2]) : 30;
+  const int steps = std::max(1, argc > 2 ? std::atoi(argv[2]) : 30);
   if (threads > 0) torch::set_num_threads(threads);
   oml::cli::register_builtins();
   torch::manual_seed(0);
@@ -78,7 +79,11 @@ int main(int argc, char** argv) {
         const std::string extra = optimizer == "sgd" ? ", momentum: 0.9" : "";
         const std::string spec =
             "{name: " + optimizer + ", args: {lr: 0.001" + extra + ", " + kernel.second + "}}";
-        std::printf(" %10.2f", median_ms_per_step(parameters, spec, steps));
+        if (kernel.first == "fused" && !oml::optim::fused_kernels_available()) {
+          std::printf(" %10s", "n/a");  // LibTorch 1.13: no fused kernels
+        } else {
+          std::printf(" %10.2f", median_ms_per_step(parameters, spec, steps));
+        }
         std::fflush(stdout);
       }
       std::printf("   ms/step\n");

@@ -24,7 +24,7 @@
 //     1.13 is built without Kineto, so there the legacy profiler's RecordProfile writes the
 //     trace -> report/profiler.cpp tests OML_TORCH_AT_LEAST(2, 0) itself, to keep the profiler's
 //     headers out of this file's every user.
-//   - the optimizers' multi-tensor kernels: at::_foreach_lerp_ since 2.0 (1.13 has the other
+//   - the optimizers' multi-tensor kernels: at::_foreach_lerp_ in 2.x (1.13 has the other
 //     _foreach_ ops optim/multi_tensor.cpp uses), at::_fused_adam_ / _fused_adamw_ / _fused_sgd_
 //     on the CPU and CUDA since 2.4 (1.13: _fused_adam_ on CUDA only, neither of the others)
 //     -> foreach_lerp_, has_fused_optimizers, fused_adam_, fused_sgd_, used by

@@ -1,7 +1,9 @@
 // oml-train: trains the pipeline named by the config's `pipeline:` key.
 #include <boost/program_options.hpp>
 
+#include "oml/common/error.h"
 #include "oml/config/document.h"
+#include "oml/report/profiler_setup.h"
 #include "shell/cli.h"
 #include "shell/launch.h"
 #include "training/extractor_pipelines.h"
@@ -26,10 +28,18 @@ int main(int argc, char** argv) {
   spec.run = [](const oml::cli::Invocation& given) {
     // --profile is the config's `profile:` key, set last (as a --set would).
     oml::cli::Invocation inv = given;
-    if (inv.vars.count("profile"))
-      inv.overrides.push_back("profile=" + inv.vars["profile"].as<std::string>());
+    if (inv.vars.count("profile")) {
+      const std::string text = inv.vars["profile"].as<std::string>();
+      oml::config::StepRange range;
+      const std::string problem = oml::config::parse_step_range(text, range);
+      if (!problem.empty()) throw oml::UsageError("--profile: " + problem);
+      inv.overrides.push_back("profile=\"" + text + "\"");
+    }
     const oml::config::Document document = inv.load_document();
     const oml::config::RunConfig config = inv.load_config(document);
+    // Before any thread starts (the launched ranks inherit the environment).
+    if (config.profile)
+      oml::report::prepare_profiler_process(config.accelerator != oml::config::Accelerator::cpu);
     if (auto code = oml::cli::launch_if_requested(inv, config)) return *code;
     oml::pipelines::TrainRequest request;
     if (inv.vars.count("resume")) request.resume_from = inv.vars["resume"].as<std::string>();

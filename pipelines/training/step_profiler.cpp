@@ -1,5 +1,6 @@
 #include "training/step_profiler.h"
 
+#include <exception>
 #include <string>
 
 #include "oml/common/logging.h"
@@ -9,10 +10,20 @@ namespace oml::pipelines {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string range_text(const config::StepRange& range) {
+  // Appended, not `"\"" + ...`: GCC 12 warns falsely (-Wrestrict) on a literal plus a string.
+  std::string text(1, '"');
+  text.append(std::to_string(range.from)).append(1, ':').append(std::to_string(range.to)).append(1, '"');
+  return text;
+}
+
+}  // namespace
+
 StepProfiler::StepProfiler(std::optional<config::StepRange> range, fs::path run_root, int64_t rank, bool cuda)
     : range_(range), cuda_(cuda) {
   if (range_) {
-    report::TraceSession::prepare_process(cuda_);
     path_ = run_root / "profile" /
             ("rank" + std::to_string(rank) + ".steps_" + std::to_string(range_->from) + "-" +
              std::to_string(range_->to) + ".pt.trace.json");
@@ -44,19 +55,30 @@ void StepProfiler::step_ends(int64_t step) {
   if (step == range_->to) write();
 }
 
-void StepProfiler::finish() {
-  if (!session_) return;
+void StepProfiler::finish(int64_t steps_taken) {
+  if (!range_ || done_) return;
+  if (!session_) {
+    log::warn("profile " + range_text(*range_) + ": training ended after step " +
+              std::to_string(steps_taken) + ", before the range; nothing was recorded");
+    done_ = true;
+    return;
+  }
   step_range_.reset();
-  log::warn("training ended before step " + std::to_string(range_->to) + " of profile \"" +
-            std::to_string(range_->from) + ":" + std::to_string(range_->to) +
-            "\"; the trace holds the steps taken");
+  log::warn("training ended before step " + std::to_string(range_->to) + " of profile " +
+            range_text(*range_) + "; the trace holds the steps taken");
   write();
 }
 
 void StepProfiler::write() {
   std::unique_ptr<report::TraceSession> session = std::move(session_);
   done_ = true;
-  session->save(path_);
+  // A trace is a view of the run, not its result: a failed write is reported, training goes on.
+  try {
+    session->save(path_);
+  } catch (const std::exception& e) {
+    log::warn(e.what());
+    return;
+  }
   const std::string steps = last_ended_ >= first_step_ ? "steps " + std::to_string(first_step_) + " to " +
                                                              std::to_string(last_ended_)
                                                        : "no complete step";

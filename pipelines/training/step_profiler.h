@@ -1,8 +1,12 @@
 #pragma once
 // `profile: "FROM:TO"` / `oml-train --profile FROM:TO`: the Trainer's optimizer steps FROM through
-// TO recorded into one Chrome trace per rank, <run>/profile/rank<R>.steps_<FROM>-<TO>.pt.trace.json
+// TO recorded into a Chrome trace, <run>/profile/rank0.steps_<FROM>-<TO>.pt.trace.json, by rank 0
+// (the only rank that writes in the run directory; the Trainer gives the other ranks no range)
 // (oml/report/profiler.h; docs/training.md#profiling-a-run). Each step is a `ProfilerStep#N` range,
-// as torch.profiler marks steps, holding the phases the Trainer names (report::phase).
+// as torch.profiler marks steps, holding the phases the Trainer names (report::phase). A trace
+// that cannot be written is a warning: it is a view of the run, not its result.
+// The process calls report::prepare_profiler_process first (oml-train does, before its threads
+// start).
 
 #include <cstdint>
 #include <filesystem>
@@ -12,7 +16,7 @@
 #include "oml/config/run_config.h"
 
 namespace at {
-class RecordFunction;
+struct RecordFunction;
 }  // namespace at
 namespace oml::report {
 class TraceSession;
@@ -29,16 +33,17 @@ class StepProfiler {
   StepProfiler(const StepProfiler&) = delete;
   StepProfiler& operator=(const StepProfiler&) = delete;
 
-  /// Before the first batch of optimizer step `step` (the data wait included): recording starts at
-  /// the first step inside the range (a run resumed inside it records the rest), and the step's
-  /// range opens. Called again for the same step (an epoch ended before its first batch), nothing.
+  /// Before the first batch of optimizer step `step` (the data wait included), when that batch is
+  /// coming: recording starts at the first step inside the range (a run resumed inside it records
+  /// the rest), and the step's range opens.
   void step_begins(int64_t step);
   /// After step `step` is applied and logged: its range closes; after the range's last step the
   /// trace is written.
   void step_ends(int64_t step);
-  /// Training is over: a recording still running (the run stopped before the range's end) is
-  /// written with the steps it has, and says so.
-  void finish();
+  /// Training is over after `steps_taken` steps: a recording still running (the run stopped
+  /// before the range's end) is written with the steps it has, and says so; a range never
+  /// reached is said too.
+  void finish(int64_t steps_taken);
 
  private:
   void write();

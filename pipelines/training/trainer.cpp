@@ -279,9 +279,8 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
     recording.resumed_at_step = start_.step;
     if (!resumed_logger_run_id_.empty()) recording.resumed_logger_run_id = resumed_logger_run_id_;
   }
-  // Before the recorder and the writer start their threads (StepProfiler's environment).
-  profiler_ = std::make_unique<StepProfiler>(config_.profile, paths_.root, context_.rank(),
-                                             context_.device.is_cuda());
+  profiler_ = std::make_unique<StepProfiler>(context_.is_main() ? config_.profile : std::nullopt, paths_.root,
+                                             context_.rank(), context_.device.is_cuda());
   recorder_ = std::make_unique<RunRecorder>(config_, context_, paths_.root, std::move(recording));
   if (context_.is_main()) {
     writer_ = std::make_unique<CheckpointWriter>(
@@ -474,11 +473,14 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     int64_t step_batches = 0, step_samples = 0;
     auto step_start = std::chrono::steady_clock::now();
     for (;;) {
-      // A step's trace range starts before its first batch arrives (the data wait is its own).
-      if (step_batches == 0) profiler_->step_begins(step_ + 1);
+      // A step's trace range starts before its first batch arrives (the data wait is its own);
+      // the call that finds the epoch's end belongs to no step.
+      const bool batch_due = batches_done < epoch_batches;
+      if (step_batches == 0 && batch_due) profiler_->step_begins(step_ + 1);
       std::optional<data::LoadedBatch> batch;
       {
-        const report::TraceRange wait(report::phase::data_wait);
+        std::optional<report::TraceRange> wait;
+        if (batch_due) wait.emplace(report::phase::data_wait);
         batch = loader->next();
       }
       if (!batch) break;
@@ -526,17 +528,18 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       after_step(inside_epoch(batches_done), batches_done == epoch_batches);
     }
     progress.finish();
-    const report::TraceRange epoch_end(report::phase::epoch_end);
-
-    // BatchNorm statistics are updated locally on each rank; as PyTorch's DDP does
-    // (broadcast_buffers), rank 0's buffers are the model's, so every rank validates and
-    // checkpoints the same model that a single process would load from best.ckpt.
-    if (world > 1) distributed::broadcast_from_rank0(*context_.group, buffers_);
-    // Stopped inside the epoch (max_steps or max_time, after an optimizer step): the position
-    // after the batches taken; else the next epoch's start.
-    position = batches_done < epoch_batches ? inside_epoch(batches_done)
-                                            : TrainingPosition{epoch + 1, 0, step_, 0, world};
-    if (end_epoch(epoch, position, stop, hooks)) stop = true;
+    {
+      const report::TraceRange epoch_end(report::phase::epoch_end);
+      // BatchNorm statistics are updated locally on each rank; as PyTorch's DDP does
+      // (broadcast_buffers), rank 0's buffers are the model's, so every rank validates and
+      // checkpoints the same model that a single process would load from best.ckpt.
+      if (world > 1) distributed::broadcast_from_rank0(*context_.group, buffers_);
+      // Stopped inside the epoch (max_steps or max_time, after an optimizer step): the position
+      // after the batches taken; else the next epoch's start.
+      position = batches_done < epoch_batches ? inside_epoch(batches_done)
+                                              : TrainingPosition{epoch + 1, 0, step_, 0, world};
+      if (end_epoch(epoch, position, stop, hooks)) stop = true;
+    }
     if (io::deferred_interrupt() != 0) stop_for_interrupt(position);
   }
   finish(position);
@@ -685,7 +688,6 @@ void Trainer::after_step(const TrainingPosition& here, bool epoch_ends) {
 
 void Trainer::stop_for_interrupt(const TrainingPosition& here) {
   try {
-    profiler_->finish();
     write_last(here);
     writer_->wait();
     log::info("last.ckpt holds step " + std::to_string(here.step) + " (epoch " +
@@ -694,6 +696,7 @@ void Trainer::stop_for_interrupt(const TrainingPosition& here) {
   } catch (const std::exception& e) {
     log::error(std::string("the interrupted run's last.ckpt could not be written: ") + e.what());
   }
+  profiler_->finish(step_);  // after the checkpoint, which the user is waiting for
   io::end_deferred_interrupt();
 }
 
@@ -790,11 +793,11 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
 }
 
 void Trainer::finish(const TrainingPosition& final) {
-  profiler_->finish();
   if (context_.is_main()) {
     write_last(final);
     writer_->wait();  // every checkpoint in place, or the error of the one that is not
   }
+  profiler_->finish(step_);
   recorder_->finish();
   if (!context_.is_main()) return;
   if (!best_metrics_.empty()) {

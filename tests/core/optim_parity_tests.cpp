@@ -247,7 +247,15 @@ TEST_CASE("adam, adamw and sgd with foreach or fused follow torch.optim for 100 
       for (int i = 0; i < kParameters; ++i)
         worst = std::max(worst, max_abs_diff(run.params[i], run.trajectory[i][t]));
     }
-    CHECK(worst <= 1e-6);
+    // foreach and fused run torch.optim's own ops and kernels: equal to the bit, which also shows
+    // that the flag chose them (LibTorch's for-loop is within 1e-6 but not equal). sgd_late_fused's
+    // reference is torch.optim's foreach (its fused step fails there, optim/multi_tensor.h).
+    const bool exact = c.name.find("_loop") == std::string::npos && c.name != "sgd_late_fused";
+    if (exact) {
+      CHECK(worst == 0);
+    } else {
+      CHECK(worst <= 1e-6);
+    }
     CHECK(max_abs_diff(run.params[0], load(c.name + "_start_0")) > 1e-4);
   }
 }

@@ -186,17 +186,18 @@ TEST_CASE("Adam, AdamW and SGD on cuda:0 default to foreach; their foreach and f
   }
   const auto run = [&](const std::string& yaml, torch::Device device) {
     std::vector<at::Tensor> params;
-    for (const auto& s : start) params.push_back(s.to(device).requires_grad_(true));
+    // Copies: on the CPU `to` returns the tensor itself, and every run starts from `start`.
+    for (const auto& s : start) params.push_back(s.clone().to(device).requires_grad_(true));
     const auto doc = oml::config::Document::from_string("optimizer: " + yaml + "\n", "optim.yaml");
     const auto opt = oml::registries().optimizers.create(
         oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
         oml::optim::OptimizerContext{params, {}});
     for (const auto& step : grads) {
-      for (std::size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = step[i].to(device);
+      for (std::size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = step[i].clone().to(device);
       opt->step();
     }
     std::vector<at::Tensor> out;
-    for (const auto& p : params) out.push_back(p.detach().cpu());
+    for (const auto& p : params) out.push_back(p.detach().cpu().clone());
     return out;
   };
   // The CPU runs the same flags (fused on the CPU's kernels; no flag: the for-loop there, foreach

@@ -252,17 +252,41 @@ TEST_CASE("max_time stops training after the step that reaches it, and a resumed
 
 namespace {
 
-// The names of a Chrome trace's events: Kineto writes {"traceEvents": [...]}, 1.13's legacy
-// profiler a bare list.
-std::set<std::string> trace_event_names(const fs::path& path) {
+// A Chrome trace's complete events ("ph": "X"): Kineto writes {"traceEvents": [...]}, 1.13's
+// legacy profiler a bare list.
+struct TraceEvent {
+  std::string name;
+  double start = 0, end = 0;  // microseconds
+};
+
+std::vector<TraceEvent> trace_events(const fs::path& path) {
   const nlohmann::json trace = nlohmann::json::parse(read_file(path));
   const nlohmann::json& events = trace.is_object() ? trace.at("traceEvents") : trace;
-  std::set<std::string> names;
+  std::vector<TraceEvent> out;
   for (const auto& event : events) {
-    if (event.contains("name") && event.at("name").is_string())
-      names.insert(event.at("name").get<std::string>());
+    if (!event.contains("name") || !event.at("name").is_string() || event.value("ph", "") != "X") continue;
+    const double ts = event.at("ts").is_number() ? event.at("ts").get<double>()
+                                                 : std::stod(event.at("ts").get<std::string>());
+    const double dur = event.at("dur").is_number() ? event.at("dur").get<double>()
+                                                   : std::stod(event.at("dur").get<std::string>());
+    out.push_back({event.at("name").get<std::string>(), ts, ts + dur});
   }
+  return out;
+}
+
+std::set<std::string> names_of(const std::vector<TraceEvent>& events) {
+  std::set<std::string> names;
+  for (const auto& e : events) names.insert(e.name);
   return names;
+}
+
+const TraceEvent& only(const std::vector<TraceEvent>& events, const std::string& name) {
+  const auto found =
+      std::find_if(events.begin(), events.end(), [&](const TraceEvent& e) { return e.name == name; });
+  REQUIRE(found != events.end());
+  CHECK(std::count_if(events.begin(), events.end(), [&](const TraceEvent& e) { return e.name == name; }) ==
+        1);
+  return *found;
 }
 
 }  // namespace
@@ -271,22 +295,41 @@ TEST_CASE(
     "--profile FROM:TO writes a Chrome trace of those steps with the step's phases and LibTorch's operators",
     "[pipelines][integration][controls][profile]") {
   TempDir tmp;
+  // Two batches an epoch: step 2 ends epoch 1, step 3 starts epoch 2.
   const Run run =
-      train_ok(tmp, "profiled", per_image_config(tmp / "profiled", 8, "max_steps: 4\n"), "--profile 2:3");
+      train_ok(tmp, "profiled",
+               per_image_config(tmp / "profiled", 8, "max_steps: 4\nmax_epochs: 3\nlimit_train_batches: 2\n"),
+               "--profile 2:3");
   const fs::path trace = run.dir / "profile" / "rank0.steps_2-3.pt.trace.json";
   INFO(run.result.out << run.result.err);
   REQUIRE(fs::is_regular_file(trace));
   CHECK_THAT(run.result.out + run.result.err,
              Contains("profile (steps 2 to 3) written to " + trace.string()));
-  const std::set<std::string> names = trace_event_names(trace);
-  CHECK(names.count("ProfilerStep#2") == 1);
-  CHECK(names.count("ProfilerStep#3") == 1);
+  const std::vector<TraceEvent> events = trace_events(trace);
+  const std::set<std::string> names = names_of(events);
+  const TraceEvent& step2 = only(events, "ProfilerStep#2");
+  const TraceEvent& step3 = only(events, "ProfilerStep#3");
   CHECK(names.count("ProfilerStep#1") == 0);  // before the range: not recorded
   CHECK(names.count("ProfilerStep#4") == 0);  // after it
+  // Every phase of a step, inside one of the two steps.
   for (const char* phase :
        {"oml::data_wait", "oml::forward", "oml::loss", "oml::backward", "oml::optimizer", "oml::logging"}) {
     INFO(phase);
-    CHECK(names.count(phase) == 1);
+    CHECK(std::count_if(events.begin(), events.end(), [&](const TraceEvent& e) { return e.name == phase; }) >=
+          2);
+    for (const auto& e : events) {
+      if (e.name != phase) continue;
+      const bool inside =
+          (e.start >= step2.start && e.end <= step2.end) || (e.start >= step3.start && e.end <= step3.end);
+      CHECK(inside);
+    }
+  }
+  // The epoch's end and the next one's start, between the two steps.
+  for (const char* between : {"oml::epoch_end", "oml::epoch_start"}) {
+    INFO(between);
+    const TraceEvent& e = only(events, between);
+    CHECK(e.start >= step2.end);
+    CHECK(e.end <= step3.start);
   }
   // LibTorch's own operators, inside those ranges.
   CHECK(names.count("aten::conv2d") == 1);
@@ -306,15 +349,28 @@ TEST_CASE(
   CHECK_THAT(stopped.result.out + stopped.result.err,
              Contains("training ended before step 10 of profile \"3:10\"") &&
                  Contains("profile (steps 3 to 4) written to"));
-  const std::set<std::string> partial_names = trace_event_names(partial);
+  const std::set<std::string> partial_names = names_of(trace_events(partial));
   CHECK(partial_names.count("ProfilerStep#3") == 1);
   CHECK(partial_names.count("ProfilerStep#4") == 1);
+  CHECK(partial_names.count("ProfilerStep#5") == 0);
 
-  // A bad range is exit 2 naming the flag's key.
-  const Run bad = train(tmp, "bad", per_image_config(tmp / "bad", 8, "max_steps: 4\n"), "--profile 4:2");
-  CHECK(bad.result.exit_code == 2);
-  CHECK_THAT(bad.result.err, Contains("profile") && Contains("the range ends before it starts: '4:2'"));
-  CHECK_FALSE(fs::exists(bad.dir));
+  // A range the run never reaches: said at the end, nothing written.
+  const Run early =
+      train_ok(tmp, "early", per_image_config(tmp / "early", 8, "max_steps: 2\n"), "--profile 5:6");
+  CHECK_THAT(
+      early.result.out + early.result.err,
+      Contains("profile \"5:6\": training ended after step 2, before the range; nothing was recorded"));
+  CHECK_FALSE(fs::exists(early.dir / "profile"));
+
+  // A bad range is exit 2 naming the flag, before anything is created.
+  for (const std::string bad : {"4:2", "\"\"", "x"}) {
+    INFO(bad);
+    const Run refused =
+        train(tmp, "bad", per_image_config(tmp / "bad", 8, "max_steps: 4\n"), "--profile " + bad);
+    CHECK(refused.result.exit_code == 2);
+    CHECK_THAT(refused.result.err, Contains("--profile: "));
+    CHECK_FALSE(fs::exists(refused.dir));
+  }
 }
 
 TEST_CASE("Bad training controls exit 2 naming each key, all at once", "[pipelines][integration][controls]") {

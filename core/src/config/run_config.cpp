@@ -154,26 +154,12 @@ const std::vector<std::pair<std::string, Precision>>& precision_spellings() {
   return spellings;
 }
 
-// `profile:` as "FROM:TO" (or "N" for one step): optimizer steps, 1 <= FROM <= TO.
-StepRange parse_step_range(const Node& node) {
-  const std::string expected =
-      "expected \"FROM:TO\", the optimizer steps to profile numbered from 1 as train.jsonl's `step` "
-      "(e.g. \"10:12\"), or one step number";
-  if (!node.is_scalar()) node.fail(expected);
-  const std::string text = node.as<std::string>();
-  const auto colon = text.find(':');
-  const auto number = [&](const std::string& part) {
-    const std::string digits = trim(part);
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || value < 1)
-      node.fail(expected + ", got '" + text + "'");
-    return value;
-  };
+// `profile:` as a YAML value: a scalar read by parse_step_range.
+StepRange parse_step_range_node(const Node& node) {
   StepRange range;
-  range.from = number(text.substr(0, colon));
-  range.to = colon == std::string::npos ? range.from : number(text.substr(colon + 1));
-  if (range.to < range.from) node.fail("the range ends before it starts: '" + text + "'");
+  std::string problem = "expected \"FROM:TO\" (e.g. \"10:12\") or one step number";
+  if (node.is_scalar()) problem = parse_step_range(node.as<std::string>(), range);
+  if (!problem.empty()) node.fail(problem);
   return range;
 }
 
@@ -347,7 +333,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   positive(root["valid_period"].is_null() ? "check_val_every_n_epoch" : "valid_period", c.valid_period);
   positive(root["bs"].is_null() ? "batch_size_inference" : "bs", c.batch_size_inference);
   require(!c.max_steps || *c.max_steps >= 1, "max_steps", "expected a positive integer or null");
-  if (!profile.is_null()) check([&] { c.profile = parse_step_range(profile); });
+  if (!profile.is_null()) check([&] { c.profile = parse_step_range_node(profile); });
   require(c.num_threads >= 0, "num_threads", "expected 0 (automatic) or a positive integer");
   require(c.num_workers >= 0 && c.num_workers <= kMaxLoaderWorkers, "num_workers",
           "expected 0 to " + std::to_string(kMaxLoaderWorkers) + " loader threads, got " +
@@ -358,6 +344,26 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   require(c.freeze_n_epochs >= 0, "freeze_n_epochs", "expected 0 or a positive integer");
   c.source = root;
   return c;
+}
+
+std::string parse_step_range(const std::string& text, StepRange& range) {
+  const std::string expected =
+      "expected \"FROM:TO\", the optimizer steps to profile numbered from 1 as train.jsonl's `step` "
+      "(e.g. \"10:12\"), or one step number, got '" +
+      text + "'";
+  const auto number = [](const std::string& part, int64_t& value) {
+    const std::string digits = trim(part);
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return !digits.empty() && ec == std::errc() && end == digits.data() + digits.size() && value >= 1;
+  };
+  const auto colon = text.find(':');
+  StepRange parsed;
+  if (!number(text.substr(0, colon), parsed.from)) return expected;
+  parsed.to = parsed.from;
+  if (colon != std::string::npos && !number(text.substr(colon + 1), parsed.to)) return expected;
+  if (parsed.to < parsed.from) return "the range ends before it starts: '" + text + "'";
+  range = parsed;
+  return "";
 }
 
 RunConfig parse_run_config(const Node& root) {

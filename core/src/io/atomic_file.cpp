@@ -105,6 +105,22 @@ void write_stream_atomic(const fs::path& path, const std::function<void(std::ost
   commit(tmp, path);
 }
 
+void write_path_atomic(const fs::path& path, const std::function<void(const fs::path& tmp)>& write) {
+  ensure_parent(path);
+  const fs::path tmp = temporary_sibling(path);
+  const PendingFile pending(tmp);
+  try {
+    write(tmp);
+    std::error_code ec;
+    if (!fs::is_regular_file(tmp, ec)) throw RuntimeError("nothing was written to '" + tmp.string() + "'");
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+  commit(tmp, path);
+}
+
 void write_file_atomic(const fs::path& path, const std::string& bytes) {
   write_stream_atomic(
       path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });

@@ -23,10 +23,8 @@ using Tensors = std::vector<at::Tensor>;
 using Positions = std::vector<std::size_t>;
 
 void check_flags(const KernelFlags& flags, const char* name) {
-  OML_CHECK(!(flags.fused.value_or(false) && flags.foreach.value_or(false)), UsageError, "optimizer '", name,
-            "': `fused` and `foreach` cannot be true together");
-  OML_CHECK(!flags.fused.value_or(false) || fused_kernels_available(), UsageError, "optimizer '", name,
-            "': fused: true needs LibTorch 2.4 or later (ATen's fused optimizer kernels)");
+  const std::string problem = kernel_flags_problem(flags);
+  OML_CHECK(problem.empty(), UsageError, "optimizer '", name, "': ", problem);
 }
 
 // torch.optim's _get_foreach_kernels_supported_devices: cuda, xpu, mtia and the PrivateUse1
@@ -407,6 +405,17 @@ void sgd_fused(torch::optim::Optimizer& self, const SgdHyper& h, const Tensors& 
 }  // namespace
 
 bool fused_kernels_available() { return torch_compat::has_fused_optimizers; }
+
+std::string kernel_flags_problem(const KernelFlags& flags) {
+  if (flags.fused.value_or(false) && flags.foreach.value_or(false))
+    return "fused and foreach cannot both be true (torch.optim refuses them together too); set one of them, "
+           "or leave foreach out";
+  if (flags.fused.value_or(false) && !fused_kernels_available())
+    return "fused: true needs ATen's fused optimizer kernels, which this build's LibTorch (" +
+           std::string(TORCH_VERSION) +
+           ") does not have (2.4 and later do); use foreach: true or leave fused out";
+  return "";
+}
 
 StepKernel choose_step_kernel(const KernelFlags& flags, const std::vector<at::Tensor>& params) {
   if (flags.fused.value_or(false)) return StepKernel::fused;

@@ -62,12 +62,8 @@ void read_kernel_flags(config::ArgsReader& r, KernelFlags& flags) {
 // What torch.optim refuses at construction ("`fused` and `foreach` cannot be `True` together"),
 // and `fused` where this LibTorch has no fused kernels.
 void check_kernel_flags(const std::string& who, const KernelFlags& flags) {
-  config::check_argument(!(flags.fused.value_or(false) && flags.foreach.value_or(false)), who, "fused",
-                         "fused and foreach cannot both be true (torch.optim refuses them together too); "
-                         "set one of them, or leave foreach out");
-  config::check_argument(!flags.fused.value_or(false) || fused_kernels_available(), who, "fused",
-                         "fused: true needs ATen's fused optimizer kernels, which this build's LibTorch "
-                         "(1.13) does not have (2.4 and later do); use foreach: true or leave fused out");
+  const std::string problem = kernel_flags_problem(flags);
+  config::check_argument(problem.empty(), who, "fused", problem);
 }
 
 struct SgdArgs {

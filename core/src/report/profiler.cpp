@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
-#include <system_error>
 
 #include "oml/common/error.h"
+#include "oml/common/logging.h"
 #include "oml/io/atomic_file.h"
 #include "torch_compat.h"
 
@@ -41,28 +41,29 @@ TraceSession::TraceSession(bool cuda) : state_(std::make_unique<State>()) {
 }
 
 TraceSession::~TraceSession() {
-  if (state_->recording) kineto::disableProfiler();  // the result is dropped unwritten
+  if (!state_->recording) return;
+  try {
+    kineto::disableProfiler();  // the result is dropped unwritten
+  } catch (const std::exception& e) {
+    log::warn(std::string("stopping the profiler failed: ") + e.what());
+  }
 }
 
 void TraceSession::save(const fs::path& path) {
   OML_ASSERT(state_->recording, "a trace is saved once");
   state_->recording = false;
   const std::unique_ptr<kineto::ProfilerResult> result = kineto::disableProfiler();
-  fs::create_directories(path.parent_path());
-  const fs::path tmp = io::temporary_sibling(path);
-  result->save(tmp.string());
-  // A LibTorch built without Kineto records nothing and saves nothing.
-  OML_CHECK(fs::exists(tmp), RuntimeError, "the profile could not be written to ", path.string(),
-            ": this LibTorch ", TORCH_VERSION, " wrote no trace (built without Kineto?)");
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw RuntimeError("the profile could not be written to " + path.string() + ": " + ec.message());
+  try {
+    io::write_path_atomic(path, [&](const fs::path& tmp) { result->save(tmp.string()); });
+  } catch (const RuntimeError& e) {
+    // Kineto reports its own write errors only in its log, which is quiet on a CPU run.
+    throw RuntimeError("the profile could not be written to " + path.string() + " (" + e.what() +
+                       "): the folder is not writable, or this LibTorch " + TORCH_VERSION +
+                       " was built without Kineto");
   }
 }
 
-void TraceSession::prepare_process(bool cuda) {
+void prepare_profiler_process(bool cuda) {
   // Kineto reads its log level when it first starts (prepareProfiler); 5 is above its ERROR.
   if (!cuda) setenv("KINETO_LOG_LEVEL", "5", /*overwrite=*/0);
 }
@@ -90,7 +91,7 @@ void TraceSession::save(const fs::path& path) {
   io::write_file_atomic(path, state_->trace.str());
 }
 
-void TraceSession::prepare_process(bool /*cuda*/) {}
+void prepare_profiler_process(bool /*cuda*/) {}
 
 const char* TraceSession::recorder_name() { return "the legacy autograd profiler"; }
 

@@ -153,6 +153,10 @@ struct RunConfig {
   std::shared_ptr<const ParsedComponents> components;
 };
 
+/// Reads `text` ("FROM:TO", or "N" for one step; 1 <= FROM <= TO) into `range`; returns the
+/// problem ("" when none), for the config key and oml-train's --profile alike.
+std::string parse_step_range(const std::string& text, StepRange& range);
+
 /// Parses the resolved document's root. Throws ConfigError on unknown keys, wrong types and
 /// bad enumerations (pipeline, accelerator, precision, mode_for_checkpointing, scheduler_interval,
 /// ddp.gradient_compression) — all

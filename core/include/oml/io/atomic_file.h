@@ -18,6 +18,14 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& byt
 /// normally; on an exception the temporary file is removed and the destination untouched.
 void write_stream_atomic(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
 
+/// For writers that take a file name rather than a stream (a library's save(path)): calls
+/// `write(tmp)` with a temporary sibling of `path` (parent folders created; the temporary is
+/// this process's pending output meanwhile), checks that it produced the file, and renames it
+/// to `path`. On an exception, or when `write` made no file, the temporary is removed and the
+/// destination untouched; RuntimeError names the file.
+void write_path_atomic(const std::filesystem::path& path,
+                       const std::function<void(const std::filesystem::path& tmp)>& write);
+
 /// Replaces directory `dst` by directory `tmp` in one rename where possible (used by dataset
 /// converters: write aside, then swap). An existing `dst` is moved away first and removed
 /// only after the new one is in place.

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +46,11 @@ struct KernelFlags {
 
 /// Whether this LibTorch has the fused kernels on the CPU and CUDA (2.4 and later; not 1.13).
 bool fused_kernels_available();
+
+/// What torch.optim refuses at construction, and `fused` where this LibTorch has no fused
+/// kernels: "" when `flags` are fine, else the problem (always about `fused`). The config's
+/// checks (optim/register.cpp) and the classes' constructors say the same.
+std::string kernel_flags_problem(const KernelFlags& flags);
 
 /// torch.optim's choice for a group whose parameters with a gradient are `params`
 /// (torch/optim/adam.py's adam(), sgd.py's sgd()): fused when `fused` is true; otherwise the

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "oml/report/profiler_setup.h"
+
 namespace oml::report {
 
 /// The names of the training step's phases in a trace (pipelines/training/trainer.cpp).
@@ -61,11 +63,6 @@ class TraceSession {
   /// Stops recording and writes the trace to `path` (through a temporary file in its folder,
   /// renamed when complete). RuntimeError naming the path when it cannot be written.
   void save(const std::filesystem::path& path);
-
-  /// For a process that will record: call it before it starts threads. Without `cuda`, Kineto's
-  /// probe for GPUs, which logs "gpuGetDeviceCount failed" as an ERROR on a machine without
-  /// one, is silenced (KINETO_LOG_LEVEL, unless the environment sets it).
-  static void prepare_process(bool cuda);
 
   /// "Kineto" or "the legacy autograd profiler": what records on this LibTorch.
   static const char* recorder_name();
