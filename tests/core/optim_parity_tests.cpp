@@ -160,6 +160,14 @@ const TempDir& references() {
 
 torch::Tensor load(const std::string& name) { return oml::io::load_tensor(references() / (name + ".pt")); }
 
+// "<name>_<what>_<i>", appended: GCC 12 warns falsely (-Wstringop-overflow) on string + literal +
+// string here.
+std::string reference_name(const std::string& name, const char* what, int i) {
+  std::string out = name;
+  out.append(1, '_').append(what).append(1, '_').append(std::to_string(i));
+  return out;
+}
+
 // The case's starting parameters (fresh leaves) and gradients.
 struct OptimizerRun {
   std::vector<torch::Tensor> params, grads, trajectory;
@@ -167,10 +175,9 @@ struct OptimizerRun {
 
   explicit OptimizerRun(const std::string& name, bool late_ = false) : late(late_) {
     for (int i = 0; i < kParameters; ++i) {
-      const std::string suffix = "_" + std::to_string(i);
-      params.push_back(load(name + "_start" + suffix).clone().requires_grad_(true));
-      grads.push_back(load(name + "_grads" + suffix));
-      trajectory.push_back(load(name + "_trajectory" + suffix));
+      params.push_back(load(reference_name(name, "start", i)).clone().requires_grad_(true));
+      grads.push_back(load(reference_name(name, "grads", i)));
+      trajectory.push_back(load(reference_name(name, "trajectory", i)));
     }
   }
 

@@ -425,36 +425,48 @@ StepKernel choose_step_kernel(const KernelFlags& flags, const std::vector<at::Te
                                                                         : StepKernel::for_loop;
 }
 
-MultiTensorAdam::MultiTensorAdam(std::vector<torch::optim::OptimizerParamGroup> groups,
-                                 torch::optim::AdamOptions defaults, KernelFlags flags)
-    : torch::optim::Adam(std::move(groups), std::move(defaults)), flags_(flags) {
-  check_flags(flags_, "adam");
+namespace {
+
+// The name in messages, by LibTorch's class.
+template <class Base>
+const char* optimizer_name();
+template <>
+const char* optimizer_name<torch::optim::Adam>() {
+  return "adam";
+}
+template <>
+const char* optimizer_name<torch::optim::AdamW>() {
+  return "adamw";
+}
+template <>
+const char* optimizer_name<torch::optim::SGD>() {
+  return "sgd";
 }
 
+}  // namespace
+
+template <class Base, class Options>
+MultiTensor<Base, Options>::MultiTensor(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                        Options defaults, KernelFlags flags)
+    : Base(std::move(groups), std::move(defaults)), flags_(flags) {
+  check_flags(flags_, optimizer_name<Base>());
+}
+
+template <>
 torch::Tensor MultiTensorAdam::step(LossClosure closure) {
   return adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(
       *this, closure, flags_, /*decoupled=*/false, step_tensors_, [this] { torch::optim::Adam::step(); },
       "adam");
 }
 
-MultiTensorAdamW::MultiTensorAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
-                                   torch::optim::AdamWOptions defaults, KernelFlags flags)
-    : torch::optim::AdamW(std::move(groups), std::move(defaults)), flags_(flags) {
-  check_flags(flags_, "adamw");
-}
-
+template <>
 torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   return adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
       *this, closure, flags_, /*decoupled=*/true, step_tensors_, [this] { torch::optim::AdamW::step(); },
       "adamw");
 }
 
-MultiTensorSGD::MultiTensorSGD(std::vector<torch::optim::OptimizerParamGroup> groups,
-                               torch::optim::SGDOptions defaults, KernelFlags flags)
-    : torch::optim::SGD(std::move(groups), std::move(defaults)), flags_(flags) {
-  check_flags(flags_, "sgd");
-}
-
+template <>
 torch::Tensor MultiTensorSGD::step(LossClosure closure) {
   return multi_tensor_step(
       *this, closure, flags_, [this] { torch::optim::SGD::step(); },
@@ -477,5 +489,9 @@ torch::Tensor MultiTensorSGD::step(LossClosure closure) {
           sgd_foreach(*this, h, pick(params, bucket), pick(grads, bucket));
       });
 }
+
+template class MultiTensor<torch::optim::Adam, torch::optim::AdamOptions>;
+template class MultiTensor<torch::optim::AdamW, torch::optim::AdamWOptions>;
+template class MultiTensor<torch::optim::SGD, torch::optim::SGDOptions>;
 
 }  // namespace oml::optim

@@ -68,46 +68,39 @@ struct StepTensor {
 };
 using StepTensors = std::unordered_map<const void*, StepTensor>;  ///< by parameter TensorImpl
 
-/// torch.optim.Adam (decoupled_weight_decay=False) with foreach / fused / maximize.
-class MultiTensorAdam : public torch::optim::Adam {
+/// torch.optim's Adam (decoupled_weight_decay=False), AdamW and SGD with foreach / fused /
+/// maximize: LibTorch's class `Base` with step() overridden (its options `Options`). Built only
+/// for the three aliases below (optim/multi_tensor.cpp instantiates them).
+template <class Base, class Options>
+class MultiTensor : public Base {
  public:
-  /// UsageError when `fused` and `foreach` are both true, or `fused` is true without the kernels.
-  MultiTensorAdam(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamOptions defaults,
-                  KernelFlags flags);
+  using LossClosure = torch::optim::Optimizer::LossClosure;
+  /// UsageError when kernel_flags_problem(flags) names a problem.
+  MultiTensor(std::vector<torch::optim::OptimizerParamGroup> groups, Options defaults, KernelFlags flags);
   torch::Tensor step(LossClosure closure = nullptr) override;
   const KernelFlags& flags() const { return flags_; }
 
  private:
   KernelFlags flags_;
-  StepTensors step_tensors_;
+  StepTensors step_tensors_;  ///< fused Adam and AdamW: the kernels' float32 step counts
 };
 
-/// torch.optim.AdamW with foreach / fused / maximize.
-class MultiTensorAdamW : public torch::optim::AdamW {
- public:
-  MultiTensorAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamWOptions defaults,
-                   KernelFlags flags);
-  torch::Tensor step(LossClosure closure = nullptr) override;
-  const KernelFlags& flags() const { return flags_; }
+using MultiTensorAdam = MultiTensor<torch::optim::Adam, torch::optim::AdamOptions>;
+using MultiTensorAdamW = MultiTensor<torch::optim::AdamW, torch::optim::AdamWOptions>;
+/// With fused, a parameter whose first gradient comes after the other parameters' first step
+/// gets its momentum buffer from a separate first-step kernel call (PyTorch's _fused_sgd fails
+/// there: it hands the kernel a None buffer).
+using MultiTensorSGD = MultiTensor<torch::optim::SGD, torch::optim::SGDOptions>;
 
- private:
-  KernelFlags flags_;
-  StepTensors step_tensors_;
-};
+template <>
+torch::Tensor MultiTensorAdam::step(LossClosure closure);
+template <>
+torch::Tensor MultiTensorAdamW::step(LossClosure closure);
+template <>
+torch::Tensor MultiTensorSGD::step(LossClosure closure);
 
-/// torch.optim.SGD with foreach / fused / maximize. With fused, a parameter whose first
-/// gradient comes after the other parameters' first step gets its momentum buffer from a
-/// separate first-step kernel call (PyTorch's _fused_sgd fails there: it hands the kernel a
-/// None buffer).
-class MultiTensorSGD : public torch::optim::SGD {
- public:
-  MultiTensorSGD(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::SGDOptions defaults,
-                 KernelFlags flags);
-  torch::Tensor step(LossClosure closure = nullptr) override;
-  const KernelFlags& flags() const { return flags_; }
-
- private:
-  KernelFlags flags_;
-};
+extern template class MultiTensor<torch::optim::Adam, torch::optim::AdamOptions>;
+extern template class MultiTensor<torch::optim::AdamW, torch::optim::AdamWOptions>;
+extern template class MultiTensor<torch::optim::SGD, torch::optim::SGDOptions>;
 
 }  // namespace oml::optim
