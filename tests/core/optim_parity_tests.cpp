@@ -5,6 +5,7 @@
 // agree at every step to 1e-6. Gradient clipping is compared with
 // torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include "oml/config/document.h"
 #include "oml/io/checkpoint.h"
@@ -256,8 +257,10 @@ TEST_CASE("adam, adamw and sgd with foreach or fused follow torch.optim for 100 
     }
     // foreach and fused run torch.optim's own ops and kernels: equal to the bit, which also shows
     // that the flag chose them (LibTorch's for-loop is within 1e-6 but not equal). sgd_late_fused's
-    // reference is torch.optim's foreach (its fused step fails there, optim/multi_tensor.h).
-    const bool exact = c.name.find("_loop") == std::string::npos && c.name != "sgd_late_fused";
+    // reference is torch.optim's foreach (its fused step fails there, optim/multi_tensor.h). The
+    // references come from the venv's PyTorch 2.x: LibTorch 1.13's foreach ops round differently.
+    const bool exact = TORCH_VERSION_MAJOR >= 2 && c.name.find("_loop") == std::string::npos &&
+                       c.name != "sgd_late_fused";
     if (exact) {
       CHECK(worst == 0);
     } else {
