@@ -2,7 +2,8 @@
 // adam and adamw with torch.optim's three ways of computing it — the for-loop, foreach, fused
 // (oml/optim/multi_tensor.h) — over the parameters of resnet18 (62 tensors, 11.2M values) and
 // ViT-S/16 (152 tensors, 21.7M values): the C++ side of bench/optimizers_python.py, which times
-// torch.optim with the same flags on the same parameter shapes (docs/benchmarks.md#optimizer-step).
+// torch.optim with the same flags on the same parameter shapes
+// (docs/benchmarks.md#optimizer-step-for-loop-foreach-fused-2026-11-29).
 //
 //   bench_optimizers [threads] [steps]      (defaults: 0 = all cores, 30)
 //

@@ -259,8 +259,8 @@ TEST_CASE("adam, adamw and sgd with foreach or fused follow torch.optim for 100 
     // that the flag chose them (LibTorch's for-loop is within 1e-6 but not equal). sgd_late_fused's
     // reference is torch.optim's foreach (its fused step fails there, optim/multi_tensor.h). The
     // references come from the venv's PyTorch 2.x: LibTorch 1.13's foreach ops round differently.
-    const bool exact = TORCH_VERSION_MAJOR >= 2 && c.name.find("_loop") == std::string::npos &&
-                       c.name != "sgd_late_fused";
+    const bool exact =
+        TORCH_VERSION_MAJOR >= 2 && c.name.find("_loop") == std::string::npos && c.name != "sgd_late_fused";
     if (exact) {
       CHECK(worst == 0);
     } else {
