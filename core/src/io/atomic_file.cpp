@@ -85,26 +85,6 @@ void commit(const fs::path& tmp, const fs::path& path) {
 }
 }  // namespace
 
-void write_stream_atomic(const fs::path& path, const std::function<void(std::ostream&)>& write) {
-  ensure_parent(path);
-  const fs::path tmp = temporary_sibling(path);
-  const PendingFile pending(tmp);
-  try {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw RuntimeError("cannot write '" + tmp.string() + "': " + std::strerror(errno));
-    write(out);
-    out.flush();
-    if (!out) throw RuntimeError("writing '" + path.string() + "' failed (disk full?)");
-    out.close();
-    failpoint("before_rename:" + path.filename().string());
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
-  }
-  commit(tmp, path);
-}
-
 void write_path_atomic(const fs::path& path, const std::function<void(const fs::path& tmp)>& write) {
   ensure_parent(path);
   const fs::path tmp = temporary_sibling(path);
@@ -119,6 +99,18 @@ void write_path_atomic(const fs::path& path, const std::function<void(const fs::
     throw;
   }
   commit(tmp, path);
+}
+
+void write_stream_atomic(const fs::path& path, const std::function<void(std::ostream&)>& write) {
+  write_path_atomic(path, [&](const fs::path& tmp) {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw RuntimeError("cannot write '" + tmp.string() + "': " + std::strerror(errno));
+    write(out);
+    out.flush();
+    if (!out) throw RuntimeError("writing '" + path.string() + "' failed (disk full?)");
+    out.close();
+    failpoint("before_rename:" + path.filename().string());
+  });
 }
 
 void write_file_atomic(const fs::path& path, const std::string& bytes) {
