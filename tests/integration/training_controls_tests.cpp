@@ -292,7 +292,8 @@ const TraceEvent& only(const std::vector<TraceEvent>& events, const std::string&
 }  // namespace
 
 TEST_CASE(
-    "--profile FROM:TO writes a Chrome trace of those steps with the step's phases and LibTorch's operators",
+    "oml-train --profile FROM:TO writes a Chrome trace of those steps with the step's phases and LibTorch's "
+    "operators",
     "[pipelines][integration][controls][profile]") {
   TempDir tmp;
   // Two batches an epoch: step 2 ends epoch 1, step 3 starts epoch 2.
