@@ -288,14 +288,16 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
 
 PredictionInput prediction_input(const config::RunConfig& cfg) {
   const ParsedComponents& parsed = parsed_components(cfg);
-  auto transform =
-      build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
-                      "transforms_predict");
+  const auto transform = [&] {
+    return build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
+                           "transforms_predict");
+  };
   PredictionInput input;
   if (!cfg.data_dir.empty()) {
+    const auto folder_transform = transform();
     if (!fs::is_directory(cfg.data_dir))
       cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
-    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, transform, image_limits(cfg));
+    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, folder_transform, image_limits(cfg));
   } else {
     const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/true);
     if (dataframe.is_text_dataframe()) {
@@ -306,7 +308,7 @@ PredictionInput prediction_input(const config::RunConfig& cfg) {
           "(docs/data.md#text-dataframes)");
     }
     input.rows = all_rows_in_file_order(dataframe);
-    input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform, image_limits(cfg));
+    input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform(), image_limits(cfg));
   }
   return input;
 }
