@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     if (inv.vars.count("seed")) config.seed = inv.vars["seed"].as<int64_t>();
     // Only labels and categories matter here: image files are not needed.
     const oml::data::Dataframe dataframe =
-        oml::pipelines::read_run_dataframe(config, /*require_paths=*/false);
+        oml::pipelines::read_run_dataframe(config, /*require_items=*/false);
     if (dataframe.train().empty()) {
       throw oml::DataError(dataframe.file() + ": has no rows with split 'train' to sample from");
     }

@@ -36,6 +36,7 @@
 #include "runtime/progress.h"
 #include "runtime/run_context.h"
 #include "runtime/run_dir.h"
+#include "runtime/run_inputs.h"
 
 namespace oml::pipelines {
 
@@ -111,6 +112,7 @@ Items items_from_images(const config::RunConfig& cfg) {
   const PredictionInput input = prediction_input(cfg);
   RunContext ctx = start_run(cfg);
   auto extractor = build_extractor_with_weights(cfg, ctx);
+  require_image_extractor(cfg, *extractor, "oml-index / oml-search");
   Items out;
   out.embeddings = embed_dataset(*extractor, input.dataset, ctx,
                                  embed_options(cfg, cfg.batch_size_inference, "embedding"));

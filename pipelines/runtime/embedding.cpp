@@ -56,7 +56,7 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
   distributed::Accumulator accumulator("indices");
   // This rank's share of the items (ceil(n / world) with padding).
   const int64_t world = context.world_size();
-  Progress progress(options.label, (n + world - 1) / world, "img");
+  Progress progress(options.label, (n + world - 1) / world, options.unit);
   while (auto batch = loader.next()) {
     at::Tensor embeddings;
     {

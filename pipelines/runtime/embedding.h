@@ -27,6 +27,7 @@ struct EmbedOptions {
   int64_t num_workers = 2;
   int64_t seed = 0;
   std::string label = "embedding";  ///< progress bar label
+  std::string unit = "img";         ///< what the progress bar counts ("text" for texts)
 };
 
 /// The config's workers and seed with `batch_size`, labelled `label` in progress bars.

@@ -15,6 +15,7 @@
 #include "runtime/embedding_cache.h"
 #include "runtime/pipeline_setup.h"
 #include "runtime/run_context.h"
+#include "runtime/run_inputs.h"
 
 namespace oml::pipelines {
 
@@ -58,6 +59,7 @@ at::Tensor extractor_embeddings(const config::RunConfig& config, const RunContex
                                 const data::DataSplit& split, const std::string& split_name) {
   require_trained_extractor(config);
   auto extractor = build_extractor_with_weights(config, context);
+  require_image_extractor(config, *extractor, "the pairwise pipeline");
   const ParsedComponents& parsed = parsed_components(config);
   const auto& slot = parsed.transforms_extraction ? parsed.transforms_extraction : parsed.transforms_val;
   CachedEmbeddingsRequest request;

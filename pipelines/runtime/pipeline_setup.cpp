@@ -53,7 +53,7 @@ data::ImageLimits image_limits(const config::RunConfig& config) {
   return limits;
 }
 
-data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths) {
+data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_items) {
   if (config.dataset_root.empty()) {
     const config::Node given = config.source["dataset_root"];
     (given.defined() ? given : config.source).fail("the pipeline needs 'dataset_root' (the dataset folder)");
@@ -69,8 +69,9 @@ data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require
   }
   data::DataframeOptions options;
   options.dataset_root = root;
-  options.require_paths = require_paths;
-  options.check_files = require_paths;
+  options.require_paths = require_items;
+  options.accept_text_dataframes = require_items;
+  options.check_files = require_items;
   options.warnings = config.show_dataset_warnings;
   return data::Dataframe::read(csv, options);
 }
@@ -98,7 +99,7 @@ data::SamplerContext sampler_context_for(const config::RunConfig& config, const 
 }
 
 data::Dataframe read_training_dataframe(const config::RunConfig& config) {
-  data::Dataframe dataframe = read_run_dataframe(config, /*require_paths=*/true);
+  data::Dataframe dataframe = read_run_dataframe(config, /*require_items=*/true);
   if (dataframe.train().empty()) {
     throw DataError(dataframe.file() + ": has no rows with split 'train'; training needs some");
   }
@@ -287,18 +288,27 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
 
 PredictionInput prediction_input(const config::RunConfig& cfg) {
   const ParsedComponents& parsed = parsed_components(cfg);
-  auto transform =
-      build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
-                      "transforms_predict");
+  const auto transform = [&] {
+    return build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
+                           "transforms_predict");
+  };
   PredictionInput input;
   if (!cfg.data_dir.empty()) {
+    const auto folder_transform = transform();
     if (!fs::is_directory(cfg.data_dir))
       cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
-    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, transform, image_limits(cfg));
+    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, folder_transform, image_limits(cfg));
   } else {
-    const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
+    const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/true);
+    if (dataframe.is_text_dataframe()) {
+      throw DataError(
+          dataframe.file() +
+          " is a text dataframe ('text' column, no 'path'): oml-predict, oml-index and oml-search "
+          "embed images only; texts are embedded by oml-train and oml-validate "
+          "(docs/data.md#text-dataframes)");
+    }
     input.rows = all_rows_in_file_order(dataframe);
-    input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform, image_limits(cfg));
+    input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform(), image_limits(cfg));
   }
   return input;
 }

@@ -63,7 +63,10 @@ const Component& require_component(const config::RunConfig& config, const std::o
 }
 
 /// dataset_root / dataframe_name, read and validated (DataError naming file, line, column).
-data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_paths);
+/// `require_items`: every row names its item — a `path` (images, which must exist) or, in a text
+/// dataframe (a `text` column and no `path`), a `text`; false: neither is required (precomputed
+/// embeddings, oml-sampler). Which kind the run's extractor reads is checked by run_inputs().
+data::Dataframe read_run_dataframe(const config::RunConfig& config, bool require_items);
 /// The bounds the run's images are decoded within (max_image_pixels).
 data::ImageLimits image_limits(const config::RunConfig& config);
 
@@ -76,7 +79,8 @@ std::shared_ptr<const data::Transform> build_transform(const config::RunConfig& 
 /// Labels (0..L-1), categories, seed and bs_train of the train split, for the sampler.
 data::SamplerContext sampler_context_for(const config::RunConfig& config, const data::Dataframe& dataframe);
 
-/// The train split of the config's dataframe (DataError when it has no train rows).
+/// The config's dataframe with items (read_run_dataframe), limited by limit_val_batches;
+/// DataError when it has no train rows.
 data::Dataframe read_training_dataframe(const config::RunConfig& config);
 
 /// The config's sampler over the train split, not wrapped: the Trainer deals its epochs out to

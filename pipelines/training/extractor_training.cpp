@@ -16,6 +16,7 @@
 #include "runtime/pipeline_setup.h"
 #include "runtime/progress.h"
 #include "runtime/run_context.h"
+#include "runtime/run_inputs.h"
 #include "training/extractor_pipelines.h"
 #include "training/trainer.h"
 
@@ -33,20 +34,23 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   const data::Dataframe dataframe = read_training_dataframe(cfg);
   const data::DataSplit& train_split = dataframe.train();
   const bool has_validation = !dataframe.validation().empty();
-  auto train_dataset = std::make_shared<data::ImageDataset>(
-      train_split, build_transform(cfg, parsed.transforms_train, "transforms_train"), image_limits(cfg));
-  train_dataset->reserve_cache(cfg.cache_size);
-  std::shared_ptr<data::ImageDataset> val_dataset;
-  if (has_validation) {
-    val_dataset = std::make_shared<data::ImageDataset>(
-        dataframe.validation(), build_transform(cfg, parsed.transforms_val, "transforms_val"),
-        image_limits(cfg));
-  }
   const auto sampler = build_train_sampler(cfg, dataframe);
 
-  // ---- model, loss, optimizer ---------------------------------------------------------------
+  // ---- model, then the datasets of what it reads (images or texts) --------------------------
   auto extractor = build_extractor(cfg);
   extractor->to(ctx.device);
+  const RunInputs inputs =
+      run_inputs(cfg, *extractor, dataframe, {"transforms_train", "transforms_val", "log_images"});
+  const std::shared_ptr<data::Dataset> train_dataset =
+      run_dataset(cfg, inputs, dataframe, train_split, parsed.transforms_train, "transforms_train");
+  train_dataset->reserve_cache(cfg.cache_size);
+  std::shared_ptr<data::Dataset> val_dataset;
+  if (has_validation) {
+    val_dataset =
+        run_dataset(cfg, inputs, dataframe, dataframe.validation(), parsed.transforms_val, "transforms_val");
+  }
+
+  // ---- loss, optimizer ----------------------------------------------------------------------
   const models::BackboneFreezing freezing = backbone_freezing(cfg, *extractor);
   losses::CriterionContext criterion_context;
   criterion_context.embedding_size = extractor->feat_dim();
@@ -90,9 +94,10 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   }
   hooks.validation_split = &dataframe.validation();
   const auto retrieval_backend = build_retrieval_backend(cfg);
+  EmbedOptions validation_embedding = embed_options(cfg, cfg.bs_val, "validation");
+  validation_embedding.unit = inputs.unit();
   hooks.validate = [&]() -> metrics::EmbeddingMetricsResult {
-    const at::Tensor embeddings =
-        embed_dataset(*extractor, val_dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
+    const at::Tensor embeddings = embed_dataset(*extractor, val_dataset, ctx, validation_embedding);
     metrics::EmbeddingMetricsOptions metric_options;
     metric_options.metrics = metric_table;
     use_retrieval_backend(cfg, *retrieval_backend, metric_options);

@@ -28,6 +28,7 @@
 #include "runtime/progress.h"
 #include "runtime/run_context.h"
 #include "runtime/run_dir.h"
+#include "runtime/run_inputs.h"
 #include "training/extractor_pipelines.h"
 #include "training/retrieval_grids.h"
 
@@ -160,7 +161,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   output.check();
   RunContext ctx = start_run(cfg);
   const bool precomputed = !cfg.embeddings.empty();
-  const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/!precomputed);
+  const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/!precomputed);
   const data::DataSplit& split = dataframe.validation();
   if (split.empty())
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");
@@ -178,9 +179,17 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     }
   } else {
     auto extractor = build_extractor_with_weights(cfg, ctx);
-    auto transform = build_transform(cfg, parsed_components(cfg).transforms_val, "transforms_val");
-    auto dataset = std::make_shared<data::ImageDataset>(split, transform, image_limits(cfg));
-    embeddings = embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.bs_val, "validation"));
+    const RunInputs inputs = run_inputs(cfg, *extractor, dataframe, {"transforms_val"});
+    if (inputs.kind == RowInput::texts && (grids.worst > 0 || !grids.query_ids.empty())) {
+      throw UsageError(
+          "--visualize and --query-ids draw the images of the retrieved items, and this dataframe holds "
+          "texts");
+    }
+    auto dataset =
+        run_dataset(cfg, inputs, dataframe, split, parsed_components(cfg).transforms_val, "transforms_val");
+    EmbedOptions embedding = embed_options(cfg, cfg.bs_val, "validation");
+    embedding.unit = inputs.unit();
+    embeddings = embed_dataset(*extractor, dataset, ctx, embedding);
   }
 
   metrics::EmbeddingMetricsOptions options;
@@ -221,6 +230,7 @@ int predict_extractor(const cli::Invocation& invocation, const config::RunConfig
   const PredictionInput input = prediction_input(cfg);
   const std::shared_ptr<data::ImageDataset>& dataset = input.dataset;
   auto extractor = build_extractor_with_weights(cfg, ctx);
+  require_image_extractor(cfg, *extractor, "oml-predict");
   const at::Tensor embeddings =
       embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.batch_size_inference, "prediction"));
 

@@ -26,7 +26,7 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
   const CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
   output.check();
   RunContext ctx = start_run(cfg);
-  const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_paths=*/true);
+  const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/true);
   const data::DataSplit& split = dataframe.validation();
   if (split.empty())
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");

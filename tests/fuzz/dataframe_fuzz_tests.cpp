@@ -120,7 +120,7 @@ class DataframeFuzz {
   // oml-sampler, oml-validate with `embeddings:`: no paths required, no files checked.
   void without_paths(const std::string& csv) {
     fuzz::write_bytes(dir_ / "df.csv", csv);
-    pipelines::read_run_dataframe(config_, /*require_paths=*/false);
+    pipelines::read_run_dataframe(config_, /*require_items=*/false);
   }
 
  private:

@@ -41,6 +41,7 @@ void DataSplit::keep_first(std::size_t rows) {
     if (column.size() > rows) column.resize(rows);
   };
   cut(paths);
+  cut(texts);
   cut(labels);
   cut(original_labels);
   cut(categories);
@@ -98,12 +99,17 @@ class RowReader {
 
   void set(const CsvRecord* record) { record_ = record; }
   bool has(const std::string& column) const { return index_.count(column) > 0; }
-  std::string cell(const std::string& column) const { return trim(record_->fields.at(index_.at(column))); }
+  std::string cell(const std::string& column) const { return trim(raw(column)); }
+  /// The cell as written (texts keep their spaces).
+  const std::string& raw(const std::string& column) const { return record_->fields.at(index_.at(column)); }
 
   [[noreturn]] void fail(const std::string& column, const std::string& value,
                          const std::string& expected) const {
-    throw DataError(file_ + ":" + std::to_string(record_->line) + ": column '" + column + "': got '" + value +
-                    "', expected " + expected);
+    fail_with(column, "got '" + value + "', expected " + expected);
+  }
+  /// "file:line: column 'c': message".
+  [[noreturn]] void fail_with(const std::string& column, const std::string& message) const {
+    throw DataError(file_ + ":" + std::to_string(record_->line) + ": column '" + column + "': " + message);
   }
 
  private:
@@ -120,9 +126,12 @@ std::map<std::string, std::size_t> index_header(const CsvRecord& header, const s
     OML_CHECK(index.emplace(name, i).second, DataError, file, ":", header.line, ": column '", name,
               "' appears twice in the header");
   }
-  // Rule 1: required columns.
+  // Rule 1: required columns; a text dataframe names its rows' texts instead of their images
+  // where the caller accepts one.
   std::vector<std::string> required{columns::kLabel, columns::kSplit, columns::kIsQuery, columns::kIsGallery};
-  if (options.require_paths) required.insert(required.begin() + 1, columns::kPath);
+  const bool text_dataframe = index.count(columns::kText) > 0 && index.count(columns::kPath) == 0;
+  if (options.require_paths && !(options.accept_text_dataframes && text_dataframe))
+    required.insert(required.begin() + 1, columns::kPath);
   std::vector<std::string> missing;
   for (const auto& name : required) {
     if (!index.count(name)) missing.push_back(name);
@@ -171,6 +180,20 @@ void build_label2category(DataSplit& split, const std::string& file, const char*
   }
 }
 
+// Rule 10: a text is not blank (OML: every text has a length) and is UTF-8 (the tokenizer's input).
+std::string checked_text(const RowReader& row) {
+  const std::string& text = row.raw(columns::kText);
+  if (trim(text).empty()) {
+    row.fail_with(columns::kText,
+                  "got '" + text + "', expected a text (an empty or blank cell has nothing to embed)");
+  }
+  if (!is_valid_utf8(text)) {
+    row.fail_with(columns::kText, "the text is not valid UTF-8 (save the dataframe as UTF-8); got '" +
+                                      valid_utf8(text.substr(0, 60)) + (text.size() > 60 ? "...'" : "'"));
+  }
+  return text;
+}
+
 // Rule 6: every query label occurs among the gallery labels.
 void check_queries_have_gallery(const DataSplit& split, const std::string& file) {
   std::set<int64_t> gallery;
@@ -216,6 +239,14 @@ void check_files_exist(const std::vector<DataSplit*>& splits, const std::string&
 
 }  // namespace
 
+bool Dataframe::has_column(const std::string& name) const {
+  return std::find(columns_.begin(), columns_.end(), name) != columns_.end();
+}
+
+bool Dataframe::is_text_dataframe() const {
+  return has_column(columns::kText) && !has_column(columns::kPath);
+}
+
 Dataframe Dataframe::read(const fs::path& csv_path, const DataframeOptions& options) {
   std::error_code ec;
   OML_CHECK(!fs::is_directory(csv_path, ec), DataError, "the dataframe ", csv_path.string(),
@@ -238,6 +269,7 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file,
   OML_CHECK(records.size() > 1, DataError, file, ": the dataframe has a header but no rows");
 
   const bool has_paths = index.count(columns::kPath) > 0;
+  const bool has_texts = index.count(columns::kText) > 0;
   const bool has_categories = index.count(columns::kCategory) > 0;
   const bool has_sequences = index.count(columns::kSequence) > 0;
   const bool has_bboxes = index.count("x_1") > 0;
@@ -245,6 +277,7 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file,
 
   Dataframe df;
   df.file_ = file;
+  for (const std::string& name : records[0].fields) df.columns_.push_back(trim(name));
   RowReader row(file, index);
   for (std::size_t r = 1; r < records.size(); ++r) {
     const CsvRecord& record = records[r];
@@ -293,6 +326,7 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file,
       if (path.empty() && options.require_paths) row.fail(columns::kPath, path, "an image path");
       split.paths.push_back(fs::path(path).is_absolute() ? path : (root / path).lexically_normal().string());
     }
+    if (has_texts) split.texts.push_back(checked_text(row));
     if (has_categories) split.categories.push_back(row.cell(columns::kCategory));
     if (has_sequences) split.sequences.push_back(row.cell(columns::kSequence));
 

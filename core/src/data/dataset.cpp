@@ -55,6 +55,17 @@ ItemInfo item_info(const DataSplit& split, int64_t index) {
   return info;
 }
 
+at::Tensor Dataset::collate(const std::vector<at::Tensor>& items, const std::vector<int64_t>& indices) const {
+  OML_ASSERT(!items.empty() && items.size() == indices.size(), items.size(), " items for ", indices.size(),
+             " indices");
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    OML_CHECK(items[i].sizes() == items[0].sizes(), DataError, "cannot batch items of different sizes: item ",
+              indices[0], " is ", items[0].sizes(), " but item ", indices[i], " is ", items[i].sizes(),
+              " (use a transform with a fixed output size, e.g. norm_resize)");
+  }
+  return torch::stack(items);
+}
+
 // ---- ImageDataset -----------------------------------------------------------------------------
 
 ImageDataset::ImageDataset(DataSplit split, std::shared_ptr<const Transform> transform, ImageLimits limits)
@@ -62,7 +73,10 @@ ImageDataset::ImageDataset(DataSplit split, std::shared_ptr<const Transform> tra
   OML_CHECK(transform_ != nullptr, UsageError, "ImageDataset needs a transform");
   OML_CHECK(split_.paths.size() == split_.size(), DataError,
             "an image dataset needs a 'path' for every row (", split_.paths.size(), " paths for ",
-            split_.size(), " rows)");
+            split_.size(), " rows)",
+            split_.has_texts() ? "; these rows are texts (a text dataframe), which a text extractor such as "
+                                 "hf_text_encoder reads"
+                               : "");
 }
 
 ImageDataset::~ImageDataset() = default;

@@ -74,12 +74,7 @@ LoadedBatch Loader::load_batch(int64_t position) const {
     label_data[i] = info.label;
     batch.categories.push_back(info.category);
   }
-  for (std::size_t i = 1; i < items.size(); ++i) {
-    OML_CHECK(items[i].sizes() == items[0].sizes(), DataError, "cannot batch items of different sizes: item ",
-              indices[0], " is ", items[0].sizes(), " but item ", indices[i], " is ", items[i].sizes(),
-              " (use a transform with a fixed output size, e.g. norm_resize)");
-  }
-  batch.images = torch::stack(items);
+  batch.images = dataset_->collate(items, indices);
   batch.labels = labels;
   batch.indices = torch::tensor(indices, torch::kInt64);
   return batch;

@@ -274,11 +274,28 @@ TextEncoderImpl::TextEncoderImpl(TextEncoderConfig config, TextPooling pooling, 
 TextEncoderImpl::TextEncoderImpl(const TextEncoderOptions& options)
     : TextEncoderImpl(read_hf_text_folder(options.model_dir), text_pooling(options.pooling),
                       options.normalise_features) {
+  model_dir_ = options.model_dir;
   load_hf_state_dict(read_hf_weights(options.model_dir), options.model_dir);
   if (!options.weights.empty()) load_weights(options.weights);
 }
 
 std::string TextEncoderImpl::who() const { return "text encoder (" + config_.model_type + ")"; }
+
+int64_t TextEncoderImpl::max_tokens() const {
+  if (family_ == TextFamily::roberta) return config_.max_position_embeddings - *config_.pad_token_id - 1;
+  return config_.max_position_embeddings;
+}
+
+TextInputSpec TextEncoderImpl::text_input() const {
+  OML_CHECK(!model_dir_.empty(), UsageError, who(),
+            " was built from a config, not read from a model folder: it has no tokenizer.json to name");
+  TextInputSpec spec;
+  spec.tokenizer_file = model_dir_ / "tokenizer.json";
+  spec.max_tokens = max_tokens();
+  spec.pad_id = config_.pad_token_id.value_or(0);
+  spec.token_types = family_ != TextFamily::distilbert;
+  return spec;
+}
 
 torch::Tensor TextEncoderImpl::embeddings(const TokenBatch& batch) {
   const auto& ids = batch.input_ids;

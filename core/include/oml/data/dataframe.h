@@ -1,7 +1,10 @@
 #pragma once
-// The OML dataset dataframe (docs/contracts.md#dataframe): a CSV file with one row per image.
+// The OML dataset dataframe (docs/contracts.md#dataframe): a CSV file with one row per image,
+// or per text in a text dataframe (a `text` column in place of `path`, as OML's
+// TextLabeledDataset reads it; docs/data.md#text-dataframes).
 //
 //   label,path,split,is_query,is_gallery[,category][,sequence][,x_1,x_2,y_1,y_2]
+//   label,text,split,is_query,is_gallery[,category][,sequence]
 //
 // `Dataframe::read` applies every rule of docs/contracts.md#dataframe and fails with a DataError that
 // names the file, the 1-based line, the column and the expected value. The result is split into
@@ -27,7 +30,10 @@ struct BBox {
 
 /// The rows of one split, column by column (every vector has size() entries unless noted).
 struct DataSplit {
-  std::vector<std::string> paths;           ///< absolute paths (dataset_root / path); may be empty
+  std::vector<std::string> paths;  ///< absolute paths (dataset_root / path); may be empty
+  /// The `text` column as written (not trimmed); empty without one. Read whenever the column is
+  /// there (as OML checks it whenever it is there): every text non-blank and valid UTF-8.
+  std::vector<std::string> texts;
   std::vector<int64_t> labels;              ///< train: remapped to 0..L-1; validation: as in the file
   std::vector<int64_t> original_labels;     ///< labels as written in the file
   std::vector<std::string> categories;      ///< empty when the dataframe has no `category` column
@@ -44,6 +50,7 @@ struct DataSplit {
   bool empty() const { return lines.empty(); }
   bool has_labels() const { return !labels.empty(); }
   bool has_paths() const { return !paths.empty(); }
+  bool has_texts() const { return !texts.empty(); }
   bool has_categories() const { return !categories.empty(); }
   bool has_sequences() const { return !sequences.empty(); }
   bool has_bboxes() const { return !bboxes.empty(); }
@@ -62,6 +69,9 @@ struct DataframeOptions {
   std::optional<std::filesystem::path> dataset_root;
   /// `path` column required (false for dataframes that go with precomputed embeddings).
   bool require_paths = true;
+  /// Where require_paths asks for `path`, a text dataframe — a `text` column and no `path`, OML's
+  /// format for texts — is accepted instead: its rows name their texts.
+  bool accept_text_dataframes = false;
   /// Check up front that every image file exists (rule 7).
   bool check_files = true;
   /// Warn about labels with several categories (rule 9; OML's `show_dataset_warnings`).
@@ -80,6 +90,11 @@ class Dataframe {
   const DataSplit& train() const { return train_; }
   const DataSplit& validation() const { return validation_; }
   const std::string& file() const { return file_; }
+  /// The header's column names, in file order.
+  const std::vector<std::string>& columns() const { return columns_; }
+  bool has_column(const std::string& name) const;
+  /// A text dataframe: a `text` column and no `path` (OML's format for texts).
+  bool is_text_dataframe() const;
   /// Total number of rows.
   std::size_t size() const { return train_.size() + validation_.size(); }
   /// Keeps the validation split's first `rows` rows (limit_val_batches).
@@ -87,6 +102,7 @@ class Dataframe {
 
  private:
   std::string file_;
+  std::vector<std::string> columns_;
   DataSplit train_;
   DataSplit validation_;
 };
@@ -95,6 +111,7 @@ class Dataframe {
 namespace columns {
 inline constexpr const char* kLabel = "label";
 inline constexpr const char* kPath = "path";
+inline constexpr const char* kText = "text";
 inline constexpr const char* kSplit = "split";
 inline constexpr const char* kIsQuery = "is_query";
 inline constexpr const char* kIsGallery = "is_gallery";

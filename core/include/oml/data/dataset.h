@@ -7,6 +7,8 @@
 //   comes from the split and is available without decoding anything.
 // - EmbeddingsDataset: rows of a precomputed embeddings tensor [N, D] with a split's metadata, so
 //   metrics and pairwise training can run without images.
+// - TextDataset (oml/data/text_dataset.h): the texts of a text dataframe, tokenized for a text
+//   extractor and padded per batch.
 
 #include <ATen/core/Tensor.h>
 
@@ -35,16 +37,22 @@ struct ItemInfo {
   bool is_gallery = false;
 };
 
-/// Contract: size() and info() are cheap and never fail for 0 <= index < size(); load() may be
-/// called concurrently from several threads and must be deterministic for a given
-/// (index, RandomKey); its errors are oml::Error subclasses naming the offending file.
+/// Contract: size() and info() are cheap and never fail for 0 <= index < size(); load() and
+/// collate() may be called concurrently from several threads and must be deterministic for a
+/// given (index, RandomKey) and items; their errors are oml::Error subclasses naming the
+/// offending file (and row).
 class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual ItemInfo info(int64_t index) const = 0;
-  /// The item's tensor: an image [3, H, W] (after the transform) or an embedding [D].
+  /// The item's tensor: an image [3, H, W] (after the transform), an embedding [D], or a text's
+  /// tokens [2 | 3, n] (TextDataset).
   virtual at::Tensor load(int64_t index, const RandomKey& key) const = 0;
+  /// One batch of load()'s items (items[i] is dataset index indices[i]) as the model's input
+  /// tensor (LoadedBatch::images). This default stacks them into [B, ...] and throws DataError
+  /// when their sizes differ (naming two of the indices); TextDataset pads its texts instead.
+  virtual at::Tensor collate(const std::vector<at::Tensor>& items, const std::vector<int64_t>& indices) const;
   /// The split describing every item (labels, categories, query/gallery flags, paths).
   virtual const DataSplit& meta() const = 0;
   /// Keeps up to `max_items` encoded files in memory, shared by every loader over this dataset

@@ -42,7 +42,9 @@ struct LoaderOptions {
 };
 
 struct LoadedBatch {
-  at::Tensor images;                    ///< [B, 3, H, W] float (or [B, D] for embeddings)
+  /// The model's input, as the dataset collates it: images [B, 3, H, W] float, embeddings [B, D],
+  /// or a text batch's packed tokens [B, 2 | 3, L] int64 (TextDataset).
+  at::Tensor images;
   at::Tensor labels;                    ///< [B] int64 (-1 for unlabelled items)
   at::Tensor indices;                   ///< [B] int64 dataset indices
   std::vector<std::string> categories;  ///< one per item ("" without a category column)

@@ -54,6 +54,7 @@ class ExtractorWithMLPImpl : public Extractor, public io::LegacyNames {
   BackboneFreezing requested_freezing() const override;
   bool backbone_frozen() const { return frozen_; }
   Extractor& backbone() { return *backbone_; }
+  const Extractor& backbone() const { return *backbone_; }
 
   /// `weights` with the names of files written before this class used OML's names renamed to
   /// the current ones; other names unchanged. io::load_state_dict calls it (LegacyNames).

@@ -20,6 +20,7 @@
 #include "oml/io/state_dict.h"
 #include "oml/models/extractor.h"
 #include "oml/models/text_config.h"
+#include "oml/models/text_input.h"
 #include "oml/models/token_batch.h"
 
 namespace oml::models {
@@ -91,8 +92,9 @@ TORCH_MODULE(DistilBertLayer);
 /// Dropout (hidden_dropout_prob on the embeddings and each sublayer's output,
 /// attention_probs_dropout_prob on the attention weights) acts in train() mode, as transformers'.
 /// Parameters stay float32; under autocast (bf16) the layers compute in bf16 as transformers'
-/// do under torch.autocast.
-class TextEncoderImpl : public Extractor, public OmlWeightsReader {
+/// do under torch.autocast. Built from a folder, it tells the pipelines to tokenize with the
+/// folder's tokenizer.json (TextInputSource).
+class TextEncoderImpl : public Extractor, public OmlWeightsReader, public TextInputSource {
  public:
   /// Random weights, initialised as transformers does (normal(0, initializer_range) for linear
   /// and embedding weights with the padding row zero, zero biases, LayerNorms 1 and 0;
@@ -115,6 +117,12 @@ class TextEncoderImpl : public Extractor, public OmlWeightsReader {
 
   int64_t feat_dim() const override { return config_.hidden_size; }
   ExtractorInput input() const override { return ExtractorInput::tokens; }
+  /// `model_dir`/tokenizer.json, max_tokens(), the config's pad_token_id (0 without one), token
+  /// types unless DistilBERT. UsageError for a model built from a TextEncoderConfig (no folder).
+  TextInputSpec text_input() const override;
+  /// The most tokens per text its positions hold: max_position_embeddings, less pad_token_id + 1
+  /// for RoBERTa (whose positions start after the padding id).
+  int64_t max_tokens() const;
   std::string oml_module_attribute() const override { return "model"; }  // HFWrapper.model
 
   /// Loads `weights` strictly: a Hugging Face folder (its weights file; its config.json must
@@ -146,6 +154,7 @@ class TextEncoderImpl : public Extractor, public OmlWeightsReader {
   std::string who() const;
 
   TextEncoderConfig config_;
+  std::filesystem::path model_dir_;  ///< the folder it was read from; empty when built from a config
   TextFamily family_;
   TextPooling pooling_;
   bool normalise_features_;

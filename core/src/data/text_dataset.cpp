@@ -1,0 +1,102 @@
+#include "oml/data/text_dataset.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "oml/common/error.h"
+
+namespace oml::data {
+
+void check_options(const TextDatasetOptions& options) {
+  OML_CHECK(options.max_tokens >= 1, UsageError, "text dataset: max_tokens must be >= 1, got ",
+            options.max_tokens);
+  OML_CHECK(options.pad_id >= 0, UsageError, "text dataset: pad_id must be >= 0, got ", options.pad_id);
+}
+
+std::shared_ptr<const text::Tokenizer> prepare_tokenizer(text::Tokenizer tokenizer, int64_t max_tokens) {
+  OML_CHECK(max_tokens >= 1, UsageError, "prepare_tokenizer: max_tokens must be >= 1, got ", max_tokens);
+  const auto limit = static_cast<size_t>(max_tokens);
+  text::TruncationOptions truncation = tokenizer.truncation().value_or(text::TruncationOptions{});
+  if (!tokenizer.truncation() || truncation.max_length > limit) truncation.max_length = limit;
+  truncation.stride = 0;
+  tokenizer.set_truncation(truncation);
+  tokenizer.set_padding(std::nullopt);
+  return std::make_shared<text::Tokenizer>(std::move(tokenizer));
+}
+
+TextDataset::TextDataset(DataSplit split, std::shared_ptr<const text::Tokenizer> tokenizer,
+                         TextDatasetOptions options)
+    : split_(std::move(split)), tokenizer_(std::move(tokenizer)), options_(std::move(options)) {
+  check_options(options_);
+  OML_CHECK(tokenizer_ != nullptr, UsageError, "TextDataset needs a tokenizer");
+  const auto& truncation = tokenizer_->truncation();
+  OML_CHECK(truncation && truncation->max_length >= 1 &&
+                truncation->max_length <= static_cast<size_t>(options_.max_tokens) && !tokenizer_->padding(),
+            UsageError, "TextDataset needs a tokenizer that truncates to at most ", options_.max_tokens,
+            " tokens and does not pad (prepare_tokenizer makes one of ", tokenizer_->source(), ")");
+  OML_CHECK(split_.texts.size() == split_.size(), DataError, options_.source,
+            ": a text dataset needs a 'text' for every row (", split_.texts.size(), " texts for ",
+            split_.size(), " rows)",
+            split_.has_paths() ? "; these rows are images, which an image extractor reads" : "");
+}
+
+TextDataset::~TextDataset() = default;
+
+ItemInfo TextDataset::info(int64_t index) const { return item_info(split_, index); }
+
+std::string TextDataset::where(int64_t index) const {
+  return options_.source + ":" + std::to_string(split_.lines[static_cast<std::size_t>(index)]) +
+         ": column '" + columns::kText + "'";
+}
+
+at::Tensor TextDataset::load(int64_t index, const RandomKey&) const {
+  OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ",
+            size(), ")");
+  const std::string place = where(index);
+  const text::Encoding encoding = tokenizer_->encode(split_.texts[static_cast<std::size_t>(index)], place);
+  const auto n = static_cast<int64_t>(encoding.size());
+  OML_CHECK(n > 0, DataError, place, ": the text gives no token with the tokenizer ", tokenizer_->source(),
+            " (it has no special tokens to add and drops every character of this text)");
+  const int64_t rows = this->rows();
+  at::Tensor item = torch::empty({rows, n}, torch::kInt64);
+  int64_t* out = item.data_ptr<int64_t>();
+  std::copy(encoding.ids.begin(), encoding.ids.end(), out);
+  std::copy(encoding.attention_mask.begin(), encoding.attention_mask.end(), out + n);
+  if (rows == 3) std::copy(encoding.type_ids.begin(), encoding.type_ids.end(), out + 2 * n);
+  return item;
+}
+
+at::Tensor TextDataset::collate(const std::vector<at::Tensor>& items,
+                                const std::vector<int64_t>& indices) const {
+  OML_ASSERT(!items.empty() && items.size() == indices.size(), items.size(), " items for ", indices.size(),
+             " indices");
+  const int64_t rows = this->rows();
+  int64_t longest = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const at::Tensor& item = items[i];
+    OML_CHECK(item.dim() == 2 && item.size(0) == rows && item.size(1) >= 1 &&
+                  item.scalar_type() == torch::kInt64 && item.is_contiguous(),
+              DataError, "text dataset of ", options_.source, ": item ", indices[i], " is ", item.sizes(),
+              " ", item.scalar_type(), ", expected the int64 [", rows, ", n] tokens of one text");
+    longest = std::max(longest, item.size(1));
+  }
+  const auto batch = static_cast<int64_t>(items.size());
+  // Padding: ids pad_id, attention mask 0, token type ids 0.
+  at::Tensor packed = torch::zeros({batch, rows, longest}, torch::kInt64);
+  int64_t* out = packed.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const at::Tensor& item = items[static_cast<std::size_t>(b)];
+    const int64_t n = item.size(1);
+    const int64_t* in = item.data_ptr<int64_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t* row = out + (b * rows + r) * longest;
+      std::copy(in + r * n, in + (r + 1) * n, row);
+      if (r == 0) std::fill(row + n, row + longest, options_.pad_id);
+    }
+  }
+  return packed;
+}
+
+}  // namespace oml::data

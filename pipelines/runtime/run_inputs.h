@@ -1,0 +1,70 @@
+#pragma once
+// What the rows of a run's dataframe give its extractor: images (the `path` column, through the
+// configured transforms) or texts (the `text` column of a text dataframe, through the
+// extractor's own tokenizer), decided by Extractor::input() and checked against the dataframe
+// and the config before any item is loaded (docs/data.md#text-dataframes).
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oml/config/run_config.h"
+#include "oml/models/text_input.h"
+#include "oml/registry/parsed_components.h"
+
+namespace oml::data {
+class Dataframe;
+class Dataset;
+struct DataSplit;
+}  // namespace oml::data
+namespace oml::models {
+class Extractor;
+}  // namespace oml::models
+namespace oml::text {
+class Tokenizer;
+}  // namespace oml::text
+
+namespace oml::pipelines {
+
+/// What the items of a run are.
+enum class RowInput { images, texts };
+
+struct RunInputs {
+  RowInput kind = RowInput::images;
+  /// Texts only: what the extractor said (TextInputSource) and its tokenizer, read once and set
+  /// up for the model's length (data::prepare_tokenizer), shared by the run's text datasets.
+  std::optional<models::TextInputSpec> text;
+  std::shared_ptr<const text::Tokenizer> tokenizer;
+
+  /// The progress bars' unit: "img" or "text".
+  std::string unit() const { return kind == RowInput::texts ? "text" : "img"; }
+};
+
+/// The run's inputs for `extractor` over `dataframe` (as read_run_dataframe read it):
+/// - an image extractor takes images; a text dataframe (`text`, no `path`) is a ConfigError at
+///   `extractor` naming both;
+/// - a text extractor (input() == tokens) takes the dataframe's texts: ConfigError at
+///   `extractor` naming both when the dataframe has no `text` column, or when the extractor is no
+///   TextInputSource (it does not say which tokenizer); ConfigError at each of `image_keys` the
+///   config sets (`transforms_train`, `transforms_val`, `log_images: true`: image-only settings
+///   a text run would silently ignore); DataError when the tokenizer file does not exist; the
+///   tokenizer's own ConfigError when it cannot be read.
+RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& extractor,
+                     const data::Dataframe& dataframe, const std::vector<std::string>& image_keys);
+
+/// The dataset of `split` (rows of `dataframe`) for `inputs`: an ImageDataset through the
+/// transform parsed into `transform_slot` (ConfigError at `transform_key` when the config has
+/// none), or a TextDataset with the inputs' tokenizer.
+std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, const RunInputs& inputs,
+                                           const data::Dataframe& dataframe, const data::DataSplit& split,
+                                           const std::optional<ParsedComponents::Transform>& transform_slot,
+                                           const std::string& transform_key);
+
+/// For what embeds images only (oml-predict, the pairwise pipelines, oml-index and oml-search,
+/// named by `command`): a ConfigError at `extractor` when it reads texts (text dataframes are read
+/// by oml-train and oml-validate).
+void require_image_extractor(const config::RunConfig& config, const models::Extractor& extractor,
+                             const std::string& command);
+
+}  // namespace oml::pipelines

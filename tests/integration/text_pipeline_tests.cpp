@@ -1,0 +1,237 @@
+// Text through the extractor pipelines, as a user runs them: oml-train and oml-validate on a text
+// dataframe with `extractor: {name: hf_text_encoder, args: {model_dir: ...}}` (one process and two
+// ranks), and the mismatches a user meets (a text model with an image dataframe and the reverse,
+// image settings in a text run, commands that do not feed text yet). The model is the tiny BERT
+// of tests/support/text_fixtures.h, written into the test's folder: nothing is downloaded.
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "integration/pipeline_fixtures.h"
+#include "support/support.h"
+#include "support/text_fixtures.h"
+
+using Catch::Matchers::Contains;
+using namespace oml::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kAdjectives = {"red", "blue",  "green", "small", "large",  "old",
+                                              "new", "quiet", "fast",  "slow",  "bright", "dark"};
+
+// The text of label `label`'s item `item`: its topic word (one per label) among others, in texts of
+// 3 to 11 tokens, so that every batch pads some of its texts. No two texts are the same.
+std::string text_of(int label, int item) {
+  const auto& words = tiny_text_words();  // the 12 topics come first
+  const std::string topic = words[static_cast<std::size_t>(label)];
+  const std::string other = words[static_cast<std::size_t>((label + 5) % 12)];
+  const std::string first = kAdjectives[static_cast<std::size_t>((label + item) % 12)];
+  const std::string second = kAdjectives[static_cast<std::size_t>((label + 3 * item + 1) % 12)];
+  switch (item) {
+    case 0:
+      return "The " + topic;
+    case 1:
+      return "a " + first + " " + topic + "s";
+    case 2:
+      return "the " + topic + " is very " + second;
+    default:
+      return "A " + first + " and " + second + " " + topic + " near the " + other;
+  }
+}
+
+// Labels 0-7 train (4 texts each), labels 8-11 validation (3 texts each, every one a query and a
+// gallery item).
+void write_text_dataframe(const fs::path& dir) {
+  std::string csv = "label,text,split,is_query,is_gallery\n";
+  for (int label = 0; label < 8; ++label) {
+    for (int item = 0; item < 4; ++item)
+      csv += std::to_string(label) + "," + text_of(label, item) + ",train,,\n";
+  }
+  for (int label = 8; label < 12; ++label) {
+    for (int item = 0; item < 3; ++item)
+      csv += std::to_string(label) + "," + text_of(label, item) + ",validation,True,True\n";
+  }
+  write_file(dir / "df.csv", csv);
+}
+
+// The same shape as images: files that exist (never decoded: the runs stop before loading them).
+void write_image_dataframe(const fs::path& dir) {
+  std::string csv = "label,path,split,is_query,is_gallery\n";
+  for (int label = 0; label < 8; ++label) {
+    for (int item = 0; item < 4; ++item) {
+      const std::string name = "img_" + std::to_string(label) + "_" + std::to_string(item) + ".png";
+      write_file(dir / name, "not decoded");
+      csv += std::to_string(label) + "," + name + ",train,,\n";
+    }
+  }
+  write_file(dir / "df.csv", csv);
+}
+
+const char* const kMetricArgs = "metric_args: {cmc_top_k: [1, 3], map_top_k: [3]}\n";
+
+std::string text_train_config(const TempDir& dir) {
+  return "pipeline: extractor\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
+         "dataset_root: " +
+         (dir / "data").string() + "\nlogs_root: " + (dir / "logs").string() +
+         "\nrun_name: run\n"
+         "sampler: {name: balance, args: {n_labels: 4, n_instances: 2, epoch_size: 3}}\n"
+         "extractor: {name: hf_text_encoder, args: {model_dir: " +
+         (dir / "model").string() +
+         ", pooling: mean}}\n"
+         "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
+         "optimizer: {name: adam, args: {lr: 0.001}}\n"
+         "max_epochs: 2\nvalid_period: 1\nbs_val: 5\n" +
+         kMetricArgs;
+}
+
+// `weights` empty: the model folder's own (random) weights.
+std::string text_validate_config(const TempDir& dir, const fs::path& weights) {
+  return "dataset_root: " + (dir / "data").string() + "\nlogs_root: " + (dir / "logs").string() +
+         "\nrun_name: validation\nnum_threads: 1\nnum_workers: 1\nbs_val: 5\n" +
+         (weights.empty() ? std::string() : "weights: " + weights.string() + "\n") +
+         "extractor: {name: hf_text_encoder, args: {model_dir: " + (dir / "model").string() +
+         ", pooling: mean}}\n" + kMetricArgs;
+}
+
+// A folder with the tiny model, the text dataframe and both configs.
+void write_text_run(const TempDir& dir) {
+  write_tiny_text_model(dir / "model");
+  write_text_dataframe(dir / "data");
+  write_file(dir / "train.yaml", text_train_config(dir));
+}
+
+std::map<std::string, double> validation_metrics(const fs::path& file) {
+  return read_json(file).get<std::map<std::string, double>>();
+}
+
+}  // namespace
+
+TEST_CASE("A text encoder trains on a text dataframe and validates its checkpoint",
+          "[pipelines][integration][text]") {
+  TempDir dir;
+  write_text_run(dir);
+  const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()));
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  CHECK_THAT(train.out + train.err, Contains("tokenized by " + (dir / "model" / "tokenizer.json").string()) &&
+                                        Contains("truncated to 32 tokens"));
+  const fs::path run = dir / "logs" / "run";
+  for (const char* file :
+       {"train.jsonl", "metrics.jsonl", "checkpoints/best.ckpt", "checkpoints/last.ckpt"}) {
+    INFO(file);
+    CHECK(fs::exists(run / file));
+  }
+  // 2 epochs x 3 batches of 4 labels x 2 texts; every loss finite and logged with the miner's numbers.
+  const auto steps = read_jsonl(run / "train.jsonl");
+  REQUIRE(steps.size() == 6);
+  for (const auto& step : steps) {
+    INFO(step.dump());
+    REQUIRE(step.contains("loss"));
+    CHECK(std::isfinite(step.at("loss").get<double>()));
+    CHECK(step.at("loss").get<double>() >= 0.0);
+    CHECK(step.contains("active_tri"));
+    CHECK(step.at("samples_per_s").get<double>() > 0.0);
+  }
+  // Validated after each epoch on the 12 validation texts.
+  const auto validations = read_jsonl(run / "metrics.jsonl");
+  REQUIRE(validations.size() == 2);
+  for (const auto& record : validations) {
+    const auto metrics = record.at("metrics").get<std::map<std::string, double>>();
+    for (const char* key : {"OVERALL/cmc/1", "OVERALL/cmc/3", "OVERALL/map/3"}) {
+      INFO(key);
+      REQUIRE(metrics.count(key) == 1);
+      CHECK(metrics.at(key) >= 0.0);
+      CHECK(metrics.at(key) <= 1.0);
+    }
+  }
+
+  // oml-validate on best.ckpt reproduces the metrics training logged for it ...
+  write_file(dir / "validate.yaml", text_validate_config(dir, run / "checkpoints" / "best.ckpt"));
+  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
+  INFO(validate.out << validate.err);
+  REQUIRE(validate.exit_code == 0);
+  check_same_metrics(best_metrics(run), validation_metrics(dir / "logs" / "validation" / "metrics.json"));
+  // ... and so do other batches, padded to other lengths: padding changes no embedding.
+  const auto rebatched = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()) +
+                                                     " --set bs_val=3 --set run_name=rebatched");
+  INFO(rebatched.out << rebatched.err);
+  REQUIRE(rebatched.exit_code == 0);
+  check_same_metrics(best_metrics(run), validation_metrics(dir / "logs" / "rebatched" / "metrics.json"));
+}
+
+TEST_CASE("Two-rank DDP training on texts validates as one process does",
+          "[pipelines][ddp][integration][text]") {
+  TempDir dir;
+  write_text_run(dir);
+  const auto train =
+      run_oml("oml-train", "--nproc-per-node 2 --config " + quote((dir / "train.yaml").string()));
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const fs::path run = dir / "logs" / "run";
+  // 3 batches per epoch dealt to 2 ranks (padded): 2 steps per epoch.
+  const auto steps = read_jsonl(run / "train.jsonl");
+  REQUIRE(steps.size() == 4);
+  for (const auto& step : steps) CHECK(std::isfinite(step.at("loss").get<double>()));
+  REQUIRE(read_jsonl(run / "metrics.jsonl").size() == 2);
+  // Each rank embedded its share of the validation texts in batches of its own; merged, they give
+  // the metrics one process computes from best.ckpt.
+  write_file(dir / "validate.yaml", text_validate_config(dir, run / "checkpoints" / "best.ckpt"));
+  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
+  INFO(validate.out << validate.err);
+  REQUIRE(validate.exit_code == 0);
+  check_same_metrics(best_metrics(run), validation_metrics(dir / "logs" / "validation" / "metrics.json"));
+}
+
+TEST_CASE("A text model and an image dataframe (or the reverse) are a config error naming both",
+          "[pipelines][integration][text]") {
+  TempDir dir;
+  write_text_run(dir);
+  const std::string config = "--config " + quote((dir / "train.yaml").string());
+
+  SECTION("a text extractor with an image dataframe") {
+    write_image_dataframe(dir / "images");
+    const auto r = run_oml("oml-train", config + " --set dataset_root=" + quote((dir / "images").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("train.yaml:") &&
+                          Contains("extractor 'hf_text_encoder' reads texts (tokens)") &&
+                          Contains("has no 'text' column"));
+  }
+  SECTION("an image extractor with a text dataframe") {
+    const auto r = run_oml("oml-train", config + " --set " +
+                                            quote("extractor={name: conv_net, args: {channels: [8, 16], "
+                                                  "feat_dim: 8}}") +
+                                            " --set " + quote("transforms_train={name: norm}"));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("extractor 'conv_net' reads images") && Contains("is a text dataframe") &&
+                          Contains("df.csv"));
+  }
+  SECTION("an image transform in a text run") {
+    const auto r = run_oml("oml-train", config + " --set " + quote("transforms_train={name: norm}"));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("transforms_train") && Contains("is an image setting") &&
+                          Contains("hf_text_encoder"));
+  }
+  SECTION("image grids in a text run") {
+    const auto r = run_oml("oml-train", config + " --set log_images=true");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("log_images") && Contains("is an image setting"));
+  }
+  SECTION("a model folder without tokenizer.json") {
+    fs::remove(dir / "model" / "tokenizer.json");
+    const auto r = run_oml("oml-train", config);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains((dir / "model" / "tokenizer.json").string() + " does not exist"));
+  }
+  SECTION("oml-predict does not embed texts yet") {
+    write_file(dir / "predict.yaml",
+               text_validate_config(dir, {}) + "save_dir: " + (dir / "pred").string() + "\n");
+    const auto r = run_oml("oml-predict", "--config " + quote((dir / "predict.yaml").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("is a text dataframe") && Contains("oml-predict"));
+    CHECK_FALSE(fs::exists(dir / "pred" / "embeddings.npy"));
+  }
+  // Nothing was trained: no run directory was left behind by a refused run.
+  CHECK_FALSE(fs::exists(dir / "logs" / "run" / "checkpoints" / "last.ckpt"));
+}
