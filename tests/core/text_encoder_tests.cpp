@@ -34,10 +34,10 @@ const std::vector<std::string> kFamilies = {"bert", "roberta", "xlm-roberta", "c
 
 void reference(const std::string& command, const TempDir& dir, const std::string& arg = "") {
   const std::string script = oml::test::source_path("tests/python/text_encoder_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
-                                         " " + oml::test::quote(dir.path().string()) +
-                                         (arg.empty() ? "" : " " + oml::test::quote(arg)),
-                                     600);
+  std::string line = oml::test::python() + " " + oml::test::quote(script) + " " + command + " " +
+                     oml::test::quote(dir.path().string());
+  if (!arg.empty()) line += ' ' + oml::test::quote(arg);
+  const auto result = oml::test::run(line, 600);
   INFO("text_encoder_reference.py " << command << " " << arg
                                     << " failed (scripts/setup.sh --with-tests)\nstdout: " << result.out
                                     << "\nstderr: " << result.err);

@@ -168,6 +168,10 @@ TEST_CASE("Mutated HTTP requests to oml-serve are answered below 500 with JSON",
   target.extension = ".http";
   const std::string png = served.image;
   const std::string e = "[0.1, -0.2, 0.3, 0, 1, 2, 3, 4]";
+  // A body holding bytes that are not UTF-8, a NUL among them: sized by the array, less its own
+  // terminator (a hand-counted length read past the literal).
+  static constexpr char kNotUtf8[] = "{\"embedding\": \"\xff\xfe\x00\x01\"}";
+  const std::string kNotUtf8Body(kNotUtf8, sizeof kNotUtf8 - 1);
   target.seeds = {
       request("GET", "/health", ""),
       request("GET", "/metrics", ""),
@@ -187,7 +191,7 @@ TEST_CASE("Mutated HTTP requests to oml-serve are answered below 500 with JSON",
       request("POST", "/search",
               "{\"embedding\": [1e308, -1e308, 4.9e-324, -0, 1e400, 0, 0, 0], \"k\": 1e300}"),
       request("POST", "/items", "{\"embedding\": " + e + ", \"label\": 18446744073709551616}"),
-      request("POST", "/search", std::string("{\"embedding\": \"\xff\xfe\x00\x01\"}", 23)),
+      request("POST", "/search", kNotUtf8Body),
       request("POST", "/items", "{\"embedding\": " + e + ", \"path\": \"\xc3\x28\"}"),
       "POST /search HTTP/1.1\r\nContent-Length: 64\r\n\r\n{\"embedding\": [0.1",
       request("POST", "/search", std::string(200, '[') + std::string(200, ']')),

@@ -4,8 +4,10 @@
 // image settings in a text run, commands that do not feed text yet). The model is the tiny BERT
 // of tests/support/text_fixtures.h, written into the test's folder: nothing is downloaded.
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "integration/pipeline_fixtures.h"
@@ -21,6 +23,16 @@ namespace {
 const std::vector<std::string> kAdjectives = {"red", "blue",  "green", "small", "large",  "old",
                                               "new", "quiet", "fast",  "slow",  "bright", "dark"};
 
+// `words` joined by spaces. Appended one by one: GCC 12 warns falsely about "literal" + string.
+std::string sentence(std::initializer_list<std::string_view> words) {
+  std::string out;
+  for (const std::string_view word : words) {
+    if (!out.empty()) out += ' ';
+    out += word;
+  }
+  return out;
+}
+
 // The text of label `label`'s item `item`: its topic word (one per label) among others, in texts of
 // 3 to 11 tokens, so that every batch pads some of its texts. No two texts are the same.
 std::string text_of(int label, int item) {
@@ -31,13 +43,13 @@ std::string text_of(int label, int item) {
   const std::string second = kAdjectives[static_cast<std::size_t>((label + 3 * item + 1) % 12)];
   switch (item) {
     case 0:
-      return "The " + topic;
+      return sentence({"The", topic});
     case 1:
-      return "a " + first + " " + topic + "s";
+      return sentence({"a", first, topic + "s"});
     case 2:
-      return "the " + topic + " is very " + second;
+      return sentence({"the", topic, "is very", second});
     default:
-      return "A " + first + " and " + second + " " + topic + " near the " + other;
+      return sentence({"A", first, "and", second, topic, "near the", other});
   }
 }
 
@@ -46,12 +58,20 @@ std::string text_of(int label, int item) {
 void write_text_dataframe(const fs::path& dir) {
   std::string csv = "label,text,split,is_query,is_gallery\n";
   for (int label = 0; label < 8; ++label) {
-    for (int item = 0; item < 4; ++item)
-      csv += std::to_string(label) + "," + text_of(label, item) + ",train,,\n";
+    for (int item = 0; item < 4; ++item) {
+      csv += std::to_string(label);
+      csv += ',';
+      csv += text_of(label, item);
+      csv += ",train,,\n";
+    }
   }
   for (int label = 8; label < 12; ++label) {
-    for (int item = 0; item < 3; ++item)
-      csv += std::to_string(label) + "," + text_of(label, item) + ",validation,True,True\n";
+    for (int item = 0; item < 3; ++item) {
+      csv += std::to_string(label);
+      csv += ',';
+      csv += text_of(label, item);
+      csv += ",validation,True,True\n";
+    }
   }
   write_file(dir / "df.csv", csv);
 }
