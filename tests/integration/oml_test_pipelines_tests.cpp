@@ -31,6 +31,11 @@ namespace {
 
 const char* const kFolder = "tests/fixtures/oml_configs/test_pipelines/";
 
+// The key OML's script points at the mock dataset: predict.py sets data_dir, the others dataset_root.
+std::string dataset_key(const std::string& config_text) {
+  return config_text.find("\ndata_dir:") != std::string::npos ? "data_dir" : "dataset_root";
+}
+
 // OML's mock dataset, generated (the docstring of tests/python/oml_mock_dataset.py says how).
 fs::path mock_dataset(const fs::path& root) {
   const auto r = oml::test::run(oml::test::python() + " " +
@@ -65,10 +70,10 @@ struct Fixture {
 // One of OML's test configs as written, run by `command` from `cwd` with what OML's script sets:
 // dataset_root (or predict's data_dir) to the mock dataset.
 oml::test::CommandResult run_test_config(const std::string& command, const std::string& config,
-                                         const fs::path& cwd, const Fixture& f, const std::string& extra = "") {
+                                         const fs::path& cwd, const Fixture& f,
+                                         const std::string& extra = "") {
   const fs::path file = oml::test::source_path(kFolder + config);
-  const std::string text = read_file(file);
-  const std::string key = text.find("\ndata_dir:") != std::string::npos ? "data_dir" : "dataset_root";
+  const std::string key = dataset_key(read_file(file));
   const std::string line = "cd " + quote(cwd.string()) + " && OML_WEIGHTS_DIR=" + quote(f.weights.string()) +
                            " " + quote(command_path(command)) + " --config " + quote(file.string()) +
                            " --set " + key + "=" + quote(f.data.string()) + " " + extra + " --progress quiet";
@@ -100,20 +105,19 @@ void train_as_written(const std::string& config, const std::string& checkpointin
 
 }  // namespace
 
-// Every test config is accepted by the command that runs it, before any data (seconds).
+// Every test config is read and its components parsed as the commands do before any data (seconds).
 TEST_CASE("Every pipeline-test config of OML is accepted as written, with only the dataset path set",
           "[integration][oml_configs][oml_test_pipelines]") {
   oml::cli::register_builtins();
   int checked = 0;
   for (const auto& entry : fs::directory_iterator(oml::test::source_path(kFolder))) {
     if (entry.path().extension() != ".yaml") continue;
-    const std::string text = read_file(entry.path());
     oml::cli::Invocation invocation;
     invocation.command = "oml-train";
     invocation.config_path = entry.path().string();
-    const bool predict = text.find("\ndata_dir:") != std::string::npos;
-    invocation.overrides = {std::string(predict ? "data_dir" : "dataset_root") + "=/nonexistent/data"};
-    if (entry.path().filename() == "train_with_bboxes.yaml") invocation.plugins = {OML_CUSTOM_AUGMENTATIONS_PLUGIN};
+    invocation.overrides = {dataset_key(read_file(entry.path())) + "=/nonexistent/data"};
+    if (entry.path().filename() == "train_with_bboxes.yaml")
+      invocation.plugins = {OML_CUSTOM_AUGMENTATIONS_PLUGIN};
     INFO(entry.path().string());
     CHECK_NOTHROW(invocation.load_config());
     ++checked;
