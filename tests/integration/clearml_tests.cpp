@@ -9,6 +9,7 @@
 #include "tracker_fixtures.h"
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using oml::test::quote;
 using oml::test::read_jsonl;
@@ -179,6 +180,25 @@ TEST_CASE("A failed run's ClearML session still imports and its console says how
   REQUIRE_FALSE(logs.empty());
   CHECK(logs.back().at("msg") == "oml-cpp: the run ended FAILED");
   CHECK(logs.back().at("level") == "error");
+}
+
+// The session's end runs in the interrupt's cleanup (an io::InterruptHook), where writing its zip
+// through io::write_stream_atomic waited for the cleanup itself: the command hung for good.
+TEST_CASE("An interrupted run's ClearML session ends and imports; the command exits 130 or 143",
+          "[clearml][integration]") {
+  for (const auto& [signal, code] : {std::pair<std::string, int>{"INT", 130}, {"TERM", 143}}) {
+    DYNAMIC_SECTION("SIG" << signal << ": exit code " << code) {
+      TempDir dir;
+      const auto r = oml::test::interrupt_training(dir, kLogger, signal);
+      INFO(r.err);
+      CHECK_THAT(r.out, EndsWith("status=" + std::to_string(code) + "\n"));
+      const fs::path folder = session(dir / "logs" / "run");
+      CHECK(fs::exists(folder.string() + ".zip"));
+      const auto logs = events_of_type(import_with_clearml(folder), "log");
+      REQUIRE_FALSE(logs.empty());
+      CHECK(logs.back().at("msg") == "oml-cpp: the run ended KILLED");
+    }
+  }
 }
 
 TEST_CASE("The clearml logger's args are checked with the config", "[clearml][integration]") {

@@ -184,7 +184,7 @@ TEST_CASE("Every config OML ships is accepted as shipped, with only the paths an
           "[integration][oml_configs]") {
   oml::cli::register_builtins();
   int checked = 0;
-  const fs::path root = oml::test::source_path("tests/fixtures/oml_configs");
+  const fs::path root = oml::test::source_path("tests/fixtures/oml_configs/pipelines");
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
     if (entry.path().extension() != ".yaml") continue;
     const std::string text = read_file(entry.path());

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "little_endian.h"
 #include "oml/common/error.h"
 #include "oml/io/atomic_file.h"
+#include "oml/io/pending_files.h"
 
 namespace oml::report::detail {
 
@@ -87,6 +89,29 @@ std::string read_all(const fs::path& file) {
   return bytes;
 }
 
+// A logger's finish() of an interrupted run runs as an interrupt hook, which must not create a
+// PendingFile or publish() (io/pending_files.h): the cleanup holds their lock and would wait for
+// itself, and the command would hang instead of ending (ClearML's zip did, on Ctrl-C or SIGTERM).
+// The file goes through a temporary and a rename of its own; the rename cannot be cut in half by
+// the cleanup, which is this very thread.
+void write_during_interrupt(const fs::path& path, const std::function<void(std::ostream&)>& write) {
+  const fs::path tmp = io::temporary_sibling(path);
+  try {
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      OML_CHECK(out, RuntimeError, "cannot write '", tmp.string(), "'");
+      write(out);
+      out.flush();
+      OML_CHECK(out, RuntimeError, "writing '", path.string(), "' failed (disk full?)");
+    }
+    fs::rename(tmp, path);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw;
+  }
+}
+
 }  // namespace
 
 void write_zip(const fs::path& folder, const fs::path& zip) {
@@ -115,7 +140,7 @@ void write_zip(const fs::path& folder, const fs::path& zip) {
     put_le(out_bytes, 0, 2);  // extra field length
     return out_bytes;
   };
-  io::write_stream_atomic(zip, [&](std::ostream& out) {
+  const auto write_archive = [&](std::ostream& out) {
     for (const auto& file : files) {
       const std::string data = read_all(file);
       ZipEntry entry;
@@ -160,7 +185,12 @@ void write_zip(const fs::path& folder, const fs::path& zip) {
     put_le(end, 0, 2);  // comment length
     out.write(directory.data(), static_cast<std::streamsize>(directory.size()));
     out.write(end.data(), static_cast<std::streamsize>(end.size()));
-  });
+  };
+  if (io::interrupt_signal() != 0) {
+    write_during_interrupt(zip, write_archive);
+    return;
+  }
+  io::write_stream_atomic(zip, write_archive);
 }
 
 }  // namespace oml::report::detail

@@ -31,8 +31,9 @@ void link_or_copy(const std::filesystem::path& from, const std::filesystem::path
 
 /// The folder's files as one zip archive at `zip` (stored, not compressed: what goes in is PNG
 /// and a little JSON), names relative to `folder` with '/' separators, written atomically
-/// (io::write_stream_atomic). RuntimeError naming the file that cannot be read or written, or
-/// that is larger than a zip without ZIP64 holds (4 GiB).
+/// (io::write_stream_atomic; during an interrupt's cleanup, where a logger's finish() runs as an
+/// io::InterruptHook, through a temporary and a rename without a PendingFile). RuntimeError naming the file
+/// that cannot be read or written, or that is larger than a zip without ZIP64 holds (4 GiB).
 void write_zip(const std::filesystem::path& folder, const std::filesystem::path& zip);
 
 }  // namespace oml::report::detail
