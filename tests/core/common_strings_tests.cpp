@@ -10,7 +10,7 @@ TEST_CASE("valid_utf8 keeps well-formed UTF-8 and replaces every ill-formed byte
           "[common][strings]") {
   const std::string replacement = "\xEF\xBF\xBD";
   // Well-formed: ASCII, 2-, 3- and 4-byte sequences at the edges of their ranges.
-  for (const std::string text :
+  for (const std::string& text :
        {std::string(""), std::string("plain"), std::string("\xC2\x80"), std::string("\xDF\xBF"),
         std::string("\xE0\xA0\x80"), std::string("\xED\x9F\xBF"), std::string("\xEE\x80\x80"),
         std::string("\xEF\xBF\xBF"), std::string("\xF0\x90\x80\x80"), std::string("\xF4\x8F\xBF\xBF"),
