@@ -74,10 +74,15 @@ oml::test::CommandResult run_test_config(const std::string& command, const std::
                                          const fs::path& cwd, const Fixture& f,
                                          const std::string& extra = "") {
   const fs::path file = oml::test::source_path(kFolder + config);
-  const std::string key = dataset_key(read_file(file));
-  const std::string line = "cd " + quote(cwd.string()) + " && OML_WEIGHTS_DIR=" + quote(f.weights.string()) +
-                           " " + quote(command_path(command)) + " --config " + quote(file.string()) +
-                           " --set " + key + "=" + quote(f.data.string()) + " " + extra + " --progress quiet";
+  const std::string text = read_file(file);
+  std::string line = "cd " + quote(cwd.string()) + " && OML_WEIGHTS_DIR=" + quote(f.weights.string()) + " " +
+                     quote(command_path(command)) + " --config " + quote(file.string()) + " --set " +
+                     dataset_key(text) + "=" + quote(f.data.string());
+  // train_postprocessor.yaml caches embeddings in /tmp, as OML's test does; a path like the others,
+  // pointed into the test's folder so that no run leaves files behind.
+  if (text.find("\nembeddings_cache_dir:") != std::string::npos)
+    line += " --set embeddings_cache_dir=" + quote((f.dir / "embeddings_cache").string());
+  line += " " + extra + " --progress quiet";
   auto r = oml::test::run(line, 1800);
   INFO(config << "\n" << r.err);
   CHECK(r.exit_code == 0);
