@@ -259,10 +259,6 @@ std::vector<std::string> every_node(const std::string& command, int nnodes, int 
   return commands;
 }
 
-std::map<std::string, double> metrics_json(const fs::path& path) {
-  return read_json(path).get<std::map<std::string, double>>();
-}
-
 // A training run long enough for a fault to land mid-way: 200 short epochs, validation only at
 // the end (or every epoch with `validate_every_epoch`), ddp.timeout_s = 10.
 // 200 short epochs, validation at the end only, last.ckpt after every epoch (asked for: by default

@@ -69,10 +69,6 @@ std::string pairwise_validate_config(const fs::path& logs, const fs::path& extra
          (pairwise_weights.empty() ? std::string() : ", weights: " + pairwise_weights) + "}}\n";
 }
 
-std::map<std::string, double> metrics_file(const fs::path& path) {
-  return read_json(path).get<std::map<std::string, double>>();
-}
-
 std::size_t files_in(const fs::path& dir) {
   std::size_t n = 0;
   for (const auto& entry : fs::directory_iterator(dir)) n += entry.is_regular_file() ? 1 : 0;
@@ -131,7 +127,7 @@ TEST_CASE("Pairwise training re-ranks validation, and oml-validate reproduces it
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.out << validate.err);
   REQUIRE(validate.exit_code == 0);
-  check_same_metrics(best_metrics(run), metrics_file(dir / "logs" / "validation" / "metrics.json"));
+  check_same_metrics(best_metrics(run), metrics_json(dir / "logs" / "validation" / "metrics.json"));
   CHECK_THAT(validate.out, Contains("before_reranking/OVERALL/cmc/1"));
 }
 
@@ -142,7 +138,7 @@ TEST_CASE("An identity linear_siamese re-ranker leaves the metrics unchanged",
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.out << validate.err);
   REQUIRE(validate.exit_code == 0);
-  const auto metrics = metrics_file(dir / "logs" / "validation" / "metrics.json");
+  const auto metrics = metrics_json(dir / "logs" / "validation" / "metrics.json");
   int compared = 0;
   for (const auto& [key, value] : metrics) {
     if (key.rfind("before_reranking/", 0) == 0) continue;
@@ -186,8 +182,8 @@ TEST_CASE("The re-ranker receives a Faiss backend's top-n: faiss_flat gives exac
   REQUIRE(flat.exit_code == 0);
   CHECK_THAT(flat.err + flat.out, Contains("k-NN with faiss_flat"));
   // faiss_flat is exhaustive: the same top-5 lists before re-ranking, so the same re-ranked ones.
-  const auto exact_metrics = metrics_file(dir / "logs" / "exact" / "metrics.json");
-  const auto flat_metrics = metrics_file(dir / "logs" / "flat" / "metrics.json");
+  const auto exact_metrics = metrics_json(dir / "logs" / "exact" / "metrics.json");
+  const auto flat_metrics = metrics_json(dir / "logs" / "flat" / "metrics.json");
   check_same_metrics(exact_metrics, flat_metrics);
   CHECK(exact_metrics.size() == flat_metrics.size());
   // The re-ranker changed something, so equal re-ranked metrics are not a coincidence of
@@ -203,7 +199,7 @@ TEST_CASE("The re-ranker receives a Faiss backend's top-n: faiss_flat gives exac
   const auto ivf = validate("ivf", "retrieval_backend: {name: faiss_ivf, report_recall: 100}\n");
   INFO(ivf.out << ivf.err);
   REQUIRE(ivf.exit_code == 0);
-  const auto ivf_metrics = metrics_file(dir / "logs" / "ivf" / "metrics.json");
+  const auto ivf_metrics = metrics_json(dir / "logs" / "ivf" / "metrics.json");
   for (const char* key : {"OVERALL/cmc/1", "before_reranking/OVERALL/cmc/1", "OVERALL/map/5",
                           "before_reranking/OVERALL/knn_recall/5"}) {
     INFO(key);
@@ -231,7 +227,7 @@ TEST_CASE("Two-rank DDP pairwise training checkpoints once and matches single-pr
   const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
   INFO(validate.out << validate.err);
   REQUIRE(validate.exit_code == 0);
-  check_same_metrics(best_metrics(run), metrics_file(dir / "logs" / "validation" / "metrics.json"));
+  check_same_metrics(best_metrics(run), metrics_json(dir / "logs" / "validation" / "metrics.json"));
 }
 
 TEST_CASE("An image pairwise model (concat_siamese) trains and re-ranks",

@@ -78,6 +78,11 @@ inline nlohmann::json read_json(const fs::path& path) {
   return nlohmann::json::parse(oml::test::read_file(path));
 }
 
+// A metrics.json as oml-validate writes it: metric name -> value.
+inline std::map<std::string, double> metrics_json(const fs::path& path) {
+  return read_json(path).get<std::map<std::string, double>>();
+}
+
 // The metrics.jsonl record whose checkpoint metric is the best (what best.ckpt holds).
 inline std::map<std::string, double> best_metrics(const fs::path& run) {
   std::map<std::string, double> best;

@@ -122,8 +122,16 @@ void write_text_run(const TempDir& dir) {
   write_file(dir / "train.yaml", text_train_config(dir));
 }
 
-std::map<std::string, double> validation_metrics(const fs::path& file) {
-  return read_json(file).get<std::map<std::string, double>>();
+// oml-validate on the run's best.ckpt, with `overrides`, writes under logs/`run_name` the metrics
+// training logged for that checkpoint.
+void check_validation_reproduces(const TempDir& dir, const fs::path& run, const std::string& overrides,
+                                 const std::string& run_name) {
+  write_file(dir / "validate.yaml", text_validate_config(dir, run / "checkpoints" / "best.ckpt"));
+  const auto validate =
+      run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()) + " " + overrides);
+  INFO(validate.out << validate.err);
+  REQUIRE(validate.exit_code == 0);
+  check_same_metrics(best_metrics(run), metrics_json(dir / "logs" / run_name / "metrics.json"));
 }
 
 }  // namespace
@@ -168,17 +176,9 @@ TEST_CASE("A text encoder trains on a text dataframe and validates its checkpoin
   }
 
   // oml-validate on best.ckpt reproduces the metrics training logged for it ...
-  write_file(dir / "validate.yaml", text_validate_config(dir, run / "checkpoints" / "best.ckpt"));
-  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
-  INFO(validate.out << validate.err);
-  REQUIRE(validate.exit_code == 0);
-  check_same_metrics(best_metrics(run), validation_metrics(dir / "logs" / "validation" / "metrics.json"));
+  check_validation_reproduces(dir, run, "", "validation");
   // ... and so do other batches, padded to other lengths: padding changes no embedding.
-  const auto rebatched = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()) +
-                                                     " --set bs_val=3 --set run_name=rebatched");
-  INFO(rebatched.out << rebatched.err);
-  REQUIRE(rebatched.exit_code == 0);
-  check_same_metrics(best_metrics(run), validation_metrics(dir / "logs" / "rebatched" / "metrics.json"));
+  check_validation_reproduces(dir, run, "--set bs_val=3 --set run_name=rebatched", "rebatched");
 }
 
 TEST_CASE("Two-rank DDP training on texts validates as one process does",
@@ -197,11 +197,7 @@ TEST_CASE("Two-rank DDP training on texts validates as one process does",
   REQUIRE(read_jsonl(run / "metrics.jsonl").size() == 2);
   // Each rank embedded its share of the validation texts in batches of its own; merged, they give
   // the metrics one process computes from best.ckpt.
-  write_file(dir / "validate.yaml", text_validate_config(dir, run / "checkpoints" / "best.ckpt"));
-  const auto validate = run_oml("oml-validate", "--config " + quote((dir / "validate.yaml").string()));
-  INFO(validate.out << validate.err);
-  REQUIRE(validate.exit_code == 0);
-  check_same_metrics(best_metrics(run), validation_metrics(dir / "logs" / "validation" / "metrics.json"));
+  check_validation_reproduces(dir, run, "", "validation");
 }
 
 TEST_CASE("A text model and an image dataframe (or the reverse) are a config error naming both",
