@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -155,6 +156,23 @@ int64_t C10dStore::add(const std::string& key, int64_t delta) {
 // ---- group ------------------------------------------------------------------------------
 struct C10dGroup::Impl {
   c10::intrusive_ptr<torch_compat::C10dBackend> group;
+  bool gloo = false;
+
+  // LibTorch 2.x records every Gloo collective in a process-wide flight recorder
+  // (FlightRecorder<c10::Event>, on unless TORCH_FR_BUFFER_SIZE=0) whose first record for a
+  // group inserts into a std::map outside the recorder's own lock: two Gloo groups in one
+  // process launching at once (ranks as threads, as the tests run them) corrupt that map and
+  // crash. So Gloo launches take one process-wide lock. Only the enqueue is serialised (the
+  // collective runs on Gloo's own threads and is waited for after the lock is released), and
+  // NCCL launches are left alone: NCCL's first collective may block in communicator setup until
+  // the other ranks arrive, which under a shared lock would deadlock ranks-as-threads.
+  template <class Launch>
+  auto launch(Launch&& launch_on_group) {
+    if (!gloo) return launch_on_group(*group);
+    static std::mutex gloo_launches;
+    const std::lock_guard<std::mutex> held(gloo_launches);
+    return launch_on_group(*group);
+  }
 };
 
 namespace {
@@ -179,6 +197,7 @@ C10dGroup::C10dGroup(C10dStore& store, int rank, int size, const std::string& ba
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices.push_back(gloo_device(peer_host));
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(base, rank, size, options);
+    impl_->gloo = true;
     return;
   }
   if (backend == "nccl" && cuda_module::built()) {
@@ -194,7 +213,7 @@ C10dGroup::~C10dGroup() = default;
 C10dWork C10dGroup::broadcast(std::vector<at::Tensor>& tensors, int root) {
   c10d::BroadcastOptions options;
   options.rootRank = root;
-  return wrap(impl_->group->broadcast(tensors, options));
+  return wrap(impl_->launch([&](auto& group) { return group.broadcast(tensors, options); }));
 }
 
 C10dWork C10dGroup::all_reduce(std::vector<at::Tensor>& tensors, ReduceKind op) {
@@ -202,20 +221,23 @@ C10dWork C10dGroup::all_reduce(std::vector<at::Tensor>& tensors, ReduceKind op) 
   options.reduceOp = op == ReduceKind::sum   ? c10d::ReduceOp::SUM
                      : op == ReduceKind::max ? c10d::ReduceOp::MAX
                                              : c10d::ReduceOp::MIN;
-  return wrap(impl_->group->allreduce(tensors, options));
+  return wrap(impl_->launch([&](auto& group) { return group.allreduce(tensors, options); }));
 }
 
 C10dWork C10dGroup::all_gather(std::vector<std::vector<at::Tensor>>& outputs,
                                std::vector<at::Tensor>& inputs) {
-  return wrap(impl_->group->allgather(outputs, inputs));
+  return wrap(impl_->launch([&](auto& group) { return group.allgather(outputs, inputs); }));
 }
 
 C10dWork C10dGroup::all_to_all(at::Tensor& output, at::Tensor& input) {
   std::vector<int64_t> equal_splits;  // empty: dim 0 split evenly
-  return wrap(impl_->group->alltoall_base(output, input, equal_splits, equal_splits));
+  return wrap(impl_->launch(
+      [&](auto& group) { return group.alltoall_base(output, input, equal_splits, equal_splits); }));
 }
 
-C10dWork C10dGroup::barrier() { return wrap(impl_->group->barrier()); }
+C10dWork C10dGroup::barrier() {
+  return wrap(impl_->launch([](auto& group) { return group.barrier(); }));
+}
 
 bool backend_available(const std::string& backend) {
   if (backend == "gloo") return true;
