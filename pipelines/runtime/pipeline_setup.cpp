@@ -185,12 +185,22 @@ std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::Ru
 }
 
 namespace {
+/// Whether validation can produce `key`: an OVERALL key, or "<category>/<stem>" of one.
+bool validation_may_compute(const std::string& key, const std::vector<std::string>& overall_keys) {
+  const auto computed = [&](const std::string& k) {
+    return std::find(overall_keys.begin(), overall_keys.end(), k) != overall_keys.end();
+  };
+  if (starts_with(key, "OVERALL/")) return computed(key);
+  const auto slash = key.find('/');
+  return slash != std::string::npos && slash > 0 && computed("OVERALL" + key.substr(slash));
+}
+
 void check_metric_key(const std::string& setting, const std::string& key,
                       const std::vector<std::string>& overall_keys) {
-  if (!starts_with(key, "OVERALL/")) return;
-  if (std::find(overall_keys.begin(), overall_keys.end(), key) != overall_keys.end()) return;
+  if (validation_may_compute(key, overall_keys)) return;
   throw SettingError(setting, "'" + key + "' is not computed with these metric_args" +
-                                  did_you_mean(key, overall_keys) + "; computed: " + join(overall_keys));
+                                  did_you_mean(key, overall_keys) + "; computed: " + join(overall_keys) +
+                                  " (and the same per category, as <category>/cmc/1)");
 }
 }  // namespace
 
@@ -198,12 +208,25 @@ void check_checkpoint_metric(const config::RunConfig& config, const std::vector<
   check_metric_key("metric_for_checkpointing", config.metric_for_checkpointing, overall_keys);
 }
 
-void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys) {
-  if (config.scheduling.monitor_metric.empty()) {
+std::string training_loss_epoch_key(const std::string& loss_name) { return loss_name + "_epoch"; }
+
+MonitoredValue check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys,
+                                    const std::string& loss_name) {
+  const std::string& key = config.scheduling.monitor_metric;
+  if (key.empty()) {
     throw SettingError(
         "scheduling", "this scheduler monitors a metric: set scheduling.monitor_metric (e.g. OVERALL/cmc/1)");
   }
-  check_metric_key("scheduling.monitor_metric", config.scheduling.monitor_metric, overall_keys);
+  const std::string epoch_key = training_loss_epoch_key(loss_name);
+  if (key == epoch_key || key == loss_name) return MonitoredValue::training_loss;
+  if (validation_may_compute(key, overall_keys)) return MonitoredValue::validation_metric;
+  std::vector<std::string> known = overall_keys;
+  known.push_back(epoch_key);
+  throw SettingError("scheduling.monitor_metric",
+                     "'" + key + "' is neither a metric validation computes nor the training loss" +
+                         did_you_mean(key, known) + "; validation computes " + join(overall_keys) +
+                         " (and the same per category, as <category>/cmc/1); the training loss's epoch "
+                         "mean is '" + epoch_key + "'");
 }
 
 void check_early_stopping_metric(const config::RunConfig& config,

@@ -123,12 +123,27 @@ void check_retrieval_backend(const config::RunConfig& config);
 void use_retrieval_backend(const config::RunConfig& config, const retrieval::RetrievalBackend& backend,
                            metrics::EmbeddingMetricsOptions& options);
 
-/// SettingError when metric_for_checkpointing names an OVERALL metric that metric_args do not
-/// compute (category keys are checked at the first validation, when categories are known).
+/// SettingError unless metric_for_checkpointing names a metric validation computes: an OVERALL
+/// key of `overall_keys`, or a category's key of such a stem ("<category>/cmc/1" beside
+/// "OVERALL/cmc/1"; whether the category exists is known at the first validation).
 void check_checkpoint_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);
-/// Same for scheduling.monitor_metric (required by schedulers that monitor a metric).
-void check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys);
-/// Same for early_stopping.monitor (when early stopping is configured).
+
+/// What a scheduler's scheduling.monitor_metric names.
+enum class MonitoredValue {
+  validation_metric,  ///< stepped at validation epochs with rank 0's computed value
+  training_loss,      ///< stepped at epoch ends with the epoch's mean training loss
+};
+/// The key under which the epoch mean of the training loss `loss_name` (losses::training_loss_name)
+/// can be monitored: "<loss_name>_epoch", Lightning's name for what OML logs on_epoch (an OML
+/// config's `monitor_metric: triplet_loss_epoch`); Lightning's callback metrics also carry it
+/// under `loss_name` itself, which is accepted too.
+std::string training_loss_epoch_key(const std::string& loss_name);
+/// Checks scheduling.monitor_metric (required by schedulers that monitor a metric) before
+/// training: a validation metric as for metric_for_checkpointing, or the training loss's epoch
+/// mean; SettingError for anything else, listing both kinds.
+MonitoredValue check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys,
+                                    const std::string& loss_name);
+/// Same as check_checkpoint_metric for early_stopping.monitor (when early stopping is configured).
 void check_early_stopping_metric(const config::RunConfig& config,
                                  const std::vector<std::string>& overall_keys);
 

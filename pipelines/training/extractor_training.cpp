@@ -65,6 +65,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   options.resume_from = request.resume_from;
   options.has_validation = has_validation;
   options.metric_keys = metric_table.overall_keys();
+  options.loss_name = losses::training_loss_name(*criterion);
   Trainer trainer(document, cfg, ctx,
                   {extractor.get(), "extractor", criterion.get(), optimizer.get(), sampler},
                   std::move(options));

@@ -55,6 +55,7 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   options.resume_from = request.resume_from;
   options.has_validation = has_validation;
   options.metric_keys = metric_table.overall_keys();
+  options.loss_name = "loss";  // OML's pairwise module logs its loss as "loss"
   Trainer trainer(document, cfg, ctx, {model.get(), "pairwise_model", nullptr, optimizer.get(), sampler},
                   std::move(options));
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "oml/common/autocast.h"
@@ -244,12 +245,20 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
   // Config mistakes surface before anything is written or trained.
   if (options_.has_validation) check_checkpoint_metric(config_, options_.metric_keys);
   if (scheduler_ && scheduler_->requires_metric()) {
-    if (!options_.has_validation) {
-      throw SettingError(
-          "scheduling.scheduler",
-          "this scheduler monitors a validation metric, but the dataframe has no validation rows");
+    if (config_.scheduling.scheduler_interval == config::SchedulerInterval::step) {
+      throw SettingError("scheduling.scheduler_interval",
+                         "this scheduler steps with its monitored value, which exists once per epoch "
+                         "(a validation metric, or the training loss's epoch mean): use "
+                         "scheduler_interval: epoch");
     }
-    check_monitor_metric(config_, options_.metric_keys);
+    monitored_ = check_monitor_metric(config_, options_.metric_keys, options_.loss_name);
+    if (monitored_ == MonitoredValue::validation_metric && !options_.has_validation) {
+      throw SettingError("scheduling.monitor_metric",
+                         "'" + config_.scheduling.monitor_metric +
+                             "' is a validation metric, but the dataframe has no validation rows (the "
+                             "training loss's epoch mean, '" +
+                             training_loss_epoch_key(options_.loss_name) + "', needs none)");
+    }
   }
   if (const auto& stopping = config_.controls.early_stopping) {
     if (!options_.has_validation) {
@@ -459,6 +468,8 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         next_loader ? std::move(next_loader) : epoch_loader(train_inputs, from);
     epoch_start.reset();
     const int64_t epoch_batches = loader->num_batches();
+    epoch_loss_sum_ = 0;
+    epoch_loss_rows_ = 0;
     Progress progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config_.max_epochs),
                       epoch_batches, "batch");
     int64_t batches_done = 0;
@@ -495,7 +506,10 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       const bool first = step_batches == 0;
       const bool last = step_batches + 1 == accumulate || batches_done + 1 == epoch_batches;
       std::map<std::string, double> logs;
-      step_loss += accumulate_batch(*batch, hooks, epoch, first, last, logs);
+      const double batch_loss = accumulate_batch(*batch, hooks, epoch, first, last, logs);
+      step_loss += batch_loss;
+      epoch_loss_sum_ += batch_loss * static_cast<double>(batch->indices.size(0));
+      epoch_loss_rows_ += batch->indices.size(0);
       ++batches_done;
       ++step_batches;
       step_samples += batch->indices.size(0) * world;
@@ -607,6 +621,22 @@ void Trainer::optimizer_step(std::map<std::string, double>& logs) {
       step_ % scheduling.scheduler_frequency == 0) {
     scheduler_->step();
   }
+}
+
+double Trainer::epoch_training_loss() const {
+  // The batches' losses are already means over the ranks; only the weights (this rank's batch
+  // rows) could differ, so every rank takes rank 0's value and steps its scheduler alike.
+  double mean = epoch_loss_rows_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_loss_rows_)
+                                     : std::numeric_limits<double>::quiet_NaN();
+  if (context_.world_size() > 1) {
+    mean = distributed::values_from_rank0(*context_.group, context_.device, {{"loss", mean}}).at("loss");
+  }
+  if (std::isnan(mean)) {
+    throw SettingError("scheduling.monitor_metric", "'" + config_.scheduling.monitor_metric +
+                                                        "' (the training loss's epoch mean) has no value: the "
+                                                        "epoch trained no batch");
+  }
+  return mean;
 }
 
 double Trainer::mean_finite_loss(const at::Tensor& loss, int64_t epoch) const {
@@ -731,12 +761,13 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
     }
     if (context_.is_main())
       print_metrics_table(last_metrics_, "validation after epoch " + std::to_string(epoch + 1) + ":");
-    if (scheduler_ && !per_step && scheduler_->requires_metric()) {
+    if (scheduler_ && !per_step && scheduler_->requires_metric() &&
+        monitored_ == MonitoredValue::validation_metric) {
       // reduce_on_plateau steps with the monitored value at validation epochs.
       const auto monitored = last_metrics_.find(scheduling.monitor_metric);
       if (monitored == last_metrics_.end()) {
-        // Keys outside OVERALL/ (a category's, or a name from another trainer such as OML's
-        // `triplet_loss_epoch`) can only be judged once the metrics exist.
+        // A category's key (checked for its stem before training) exists only when the
+        // validation rows have that category.
         throw SettingError("scheduling.monitor_metric",
                            "'" + scheduling.monitor_metric + "' is not among the validation metrics" +
                                did_you_mean(scheduling.monitor_metric, metric_names(last_metrics_)) +
@@ -765,6 +796,12 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
   if (scheduler_ && !per_step && !scheduler_->requires_metric() &&
       (epoch + 1) % scheduling.scheduler_frequency == 0) {
     scheduler_->step();
+  }
+  // As Lightning steps a plateau scheduler that monitors OML's `<criterion>_loss_epoch`: at
+  // every scheduler_frequency-th epoch's end, after validation, with the epoch's mean loss.
+  if (scheduler_ && scheduler_->requires_metric() && monitored_ == MonitoredValue::training_loss &&
+      (epoch + 1) % scheduling.scheduler_frequency == 0) {
+    scheduler_->step(epoch_training_loss());
   }
   // The checkpoints due, from one snapshot after everything this epoch's end changes (the
   // schedulers, early stopping): last.ckpt first, the kept best ones the same bytes.

@@ -126,6 +126,9 @@ struct TrainerOptions {
   /// metric_for_checkpointing and a scheduler's monitor_metric are checked against them before
   /// anything runs.
   std::vector<std::string> metric_keys;
+  /// The training loss's name as OML logs it (losses::training_loss_name: "triplet_loss",
+  /// "arcface_loss", "loss"): a scheduler may monitor its epoch mean as "<loss_name>_epoch".
+  std::string loss_name = "loss";
 };
 
 /// Where training stands: the sampler's epoch, how much of it has been consumed, and the number
@@ -237,6 +240,8 @@ class Trainer {
   /// Timer broadcasts it too), so all stop at the same step. Collective when max_time is set.
   bool reached_max_time() const;
   double mean_finite_loss(const at::Tensor& loss, int64_t epoch) const;
+  /// The epoch's mean training loss, rank 0's on every rank (collective under DDP).
+  double epoch_training_loss() const;
   /// Rank 0: hands the CheckpointWriter a snapshot of the state at `next` for `files` (names in
   /// checkpoints/; the first is written, the others get the same bytes), then `remove`.
   void write_checkpoints(const TrainingPosition& next, std::vector<std::string> files,
@@ -273,6 +278,13 @@ class Trainer {
   std::unique_ptr<BatchTrace> batch_trace_;  ///< OML_TRACE_BATCHES only
   std::unique_ptr<StepProfiler> profiler_;   ///< records `profile:`'s steps (none: does nothing)
   std::unique_ptr<distributed::GradientSync> gradient_sync_;
+  /// What a metric-monitoring scheduler (reduce_on_plateau) steps with.
+  MonitoredValue monitored_ = MonitoredValue::validation_metric;
+  /// This epoch's training loss so far (each batch's mean over the ranks, weighted by the
+  /// batch's rows, as Lightning's on_epoch mean): what a training_loss monitor steps with. A run
+  /// resumed inside an epoch counts that epoch's batches from the resume on.
+  double epoch_loss_sum_ = 0;
+  int64_t epoch_loss_rows_ = 0;
   /// precision 16 only (CUDA): the dynamic loss scale; in checkpoints (resume.grad_scaler), so a
   /// resumed run continues with the scale it had.
   std::unique_ptr<optim::GradScaler> scaler_;

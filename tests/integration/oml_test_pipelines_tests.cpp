@@ -148,12 +148,9 @@ TEST_CASE("OML's pipeline test validate2.yaml runs as written: 2 ranks, adaptive
   CHECK_THAT(r.err + r.out, Contains("OVERALL/cmc/1"));
 }
 
-// Hidden ([.]) until oml-cpp reads the config's `scheduling.monitor_metric: triplet_loss_epoch`
-// (Lightning's name of the epoch's mean training loss, which OML's ReduceLROnPlateau watches):
-// oml-train refuses it as "not among the validation metrics", and only at the validation after
-// the second epoch, not before training.
+// Its ReduceLROnPlateau monitors `triplet_loss_epoch`, the epoch mean of the training loss.
 TEST_CASE("OML's pipeline test train_with_bboxes.yaml runs with its custom_augmentations from a plugin",
-          "[integration][oml_configs][oml_test_pipelines][.]") {
+          "[integration][oml_configs][oml_test_pipelines]") {
   train_as_written("train_with_bboxes.yaml", "OVERALL/cmc/5", "wandb",
                    "--plugin " + quote(OML_CUSTOM_AUGMENTATIONS_PLUGIN));
 }

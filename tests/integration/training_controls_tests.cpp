@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "integration/pipeline_fixtures.h"
@@ -469,19 +471,71 @@ TEST_CASE("ddp.gather_embeddings_for_loss: 2 ranks with batch B train as one pro
   CHECK(std::isfinite(mixed_got[1]));
 }
 
-TEST_CASE("A monitored metric that validation does not compute is exit 2 naming the key",
+TEST_CASE("A plateau scheduler monitoring OML's triplet_loss_epoch steps at each epoch's end with the mean loss",
+          "[controls][integration]") {
+  TempDir tmp;
+  // OML's train_with_bboxes.yaml: ReduceLROnPlateau on `triplet_loss_epoch`, Lightning's name of
+  // the epoch mean of the loss OML logs as "triplet_loss". Validation only after the last epoch,
+  // so the scheduler's steps come from the training loss alone. patience 100: it only records.
+  const Run run = train_ok(tmp, "plateau",
+                           train_config(tmp / "plateau",
+                                        "scheduling: {scheduler: {name: reduce_on_plateau, args: {mode: min, "
+                                        "patience: 100}}, monitor_metric: triplet_loss_epoch}\n"),
+                           "--set max_epochs=3 --set valid_period=3");
+  // Each epoch's mean of the logged step losses (equal P x K batches: the row-weighted mean).
+  std::map<int64_t, std::pair<double, int>> sums;
+  for (const auto& record : read_jsonl(run.dir / "train.jsonl")) {
+    auto& [sum, count] = sums[record.at("epoch").get<int64_t>()];
+    sum += record.at("loss").get<double>();
+    ++count;
+  }
+  REQUIRE(sums.size() == 3);
+  // torch's ReduceLROnPlateau (mode min, relative threshold 1e-4) over those three values.
+  std::optional<double> best;
+  for (const auto& [epoch, sum_count] : sums) {
+    const double mean = sum_count.first / sum_count.second;
+    if (!best || mean < *best * (1 - 1e-4)) best = mean;
+  }
+  const auto checkpoint = oml::io::load_checkpoint(run.dir / "checkpoints" / "last.ckpt");
+  REQUIRE(checkpoint.resume.has_value());
+  const auto state = checkpoint.resume->scheduler.toGenericDict();
+  CHECK(state.at("step").toInt() == 3);  // once per epoch, not only at the one validation
+  CHECK(state.at("best").toDouble() == Approx(*best).epsilon(1e-9));
+
+  // Lightning's other name of the same value, and no validation at all: the loss needs none (a
+  // validation metric would be refused).
+  const Run plain = train_ok(tmp, "loss_key",
+                             train_config(tmp / "loss_key",
+                                          "limit_val_batches: 0\nscheduling: {scheduler: {name: reduce_on_plateau, "
+                                          "args: {mode: min}}, monitor_metric: triplet_loss}\n"));
+  CHECK_FALSE(fs::exists(plain.dir / "metrics.jsonl"));
+  CHECK(oml::io::load_checkpoint(plain.dir / "checkpoints" / "last.ckpt")
+            .resume->scheduler.toGenericDict()
+            .at("step")
+            .toInt() == 2);
+}
+
+TEST_CASE("A monitored key that is neither a metric nor the training loss is exit 2 before training",
           "[controls][integration]") {
   TempDir dir;
-  // OML's train_with_bboxes.yaml monitors `triplet_loss_epoch`, a Lightning log of the loss:
-  // not a validation metric here. Keys outside OVERALL/ are judged once the metrics exist.
-  write_file(dir / "t.yaml", train_config(dir / "logs",
-                                          "scheduling: {scheduler: {name: reduce_on_plateau}, "
-                                          "monitor_metric: triplet_loss_epoch}\n"));
-  const auto r = run_oml("oml-train", "--config " + quote((dir / "t.yaml").string()));
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Contains("scheduling.monitor_metric") &&
-                        Contains("'triplet_loss_epoch' is not among the "
-                                 "validation metrics") &&
-                        Contains("OVERALL/cmc/1"));
-  CHECK(r.err.find("internal error") == std::string::npos);
+  const auto refused = [&](const std::string& name, const std::string& extra) {
+    write_file(dir / (name + ".yaml"), train_config(dir / name, extra));
+    const auto r = run_oml("oml-train", "--config " + quote((dir / (name + ".yaml")).string()));
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("internal error") == std::string::npos);
+    CHECK_FALSE(fs::exists(dir / name / "run" / "train.jsonl"));  // refused before any step
+    return r.err;
+  };
+  // The loss of another criterion (this run's is triplet_with_miner: "triplet_loss").
+  CHECK_THAT(refused("arcface_key", "scheduling: {scheduler: {name: reduce_on_plateau}, "
+                                    "monitor_metric: arcface_loss_epoch}\n"),
+             Contains("scheduling.monitor_metric") && Contains("'arcface_loss_epoch' is neither") &&
+                 Contains("OVERALL/cmc/1") && Contains("'triplet_loss_epoch'"));
+  // A category's key whose metric is not computed, and a plateau scheduler stepped per step.
+  CHECK_THAT(refused("category_key", "metric_for_checkpointing: shirts/cmc/7\n"),
+             Contains("metric_for_checkpointing") && Contains("'shirts/cmc/7'"));
+  CHECK_THAT(refused("per_step", "scheduling: {scheduler: {name: reduce_on_plateau}, scheduler_interval: step, "
+                                 "monitor_metric: OVERALL/cmc/1}\n"),
+             Contains("scheduling.scheduler_interval") && Contains("scheduler_interval: epoch"));
 }

@@ -30,4 +30,9 @@ void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, c
             labels.scalar_type());
 }
 
+std::string training_loss_name(const Criterion& criterion) {
+  const std::string name = criterion.log_name();
+  return name.empty() ? "loss" : name + "_loss";
+}
+
 }  // namespace oml::losses

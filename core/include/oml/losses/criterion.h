@@ -39,7 +39,15 @@ struct LossOutput {
 class Criterion : public torch::nn::Module {
  public:
   virtual LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
+  /// The family name OML gives this loss (its `criterion_name`: "triplet", "arcface",
+  /// "surrogate_precision"); empty for losses without one. The training loss is known as
+  /// "<name>_loss" ("loss" when empty), and its epoch mean as "<name>_loss_epoch", the name an
+  /// OML config's scheduling.monitor_metric uses.
+  virtual std::string log_name() const { return {}; }
 };
+
+/// "<log_name>_loss", or "loss" for a criterion without a log name (as OML's training_step).
+std::string training_loss_name(const Criterion& criterion);
 
 /// Euclidean distances between all rows of `a` and all rows of `b` ([Na, Nb]), in O(Na x Nb)
 /// memory; differentiable, with a zero (not NaN) gradient where a distance is 0.

@@ -25,6 +25,7 @@ class TripletLossWithMinerImpl : public Criterion {
  public:
   TripletLossWithMinerImpl(std::shared_ptr<TripletMiner> miner, TripletOptions options = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  std::string log_name() const override { return "triplet"; }
 
  private:
   std::shared_ptr<TripletMiner> miner_;
@@ -46,6 +47,7 @@ class TripletLossImpl : public Criterion {
  public:
   TripletLossImpl(TripletLayout layout, TripletOptions options = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  std::string log_name() const override { return "triplet"; }
 
  private:
   TripletLayout layout_;
