@@ -210,7 +210,8 @@ void check_checkpoint_metric(const config::RunConfig& config, const std::vector<
 
 std::string training_loss_epoch_key(const std::string& loss_name) { return loss_name + "_epoch"; }
 
-MonitoredValue check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys,
+MonitoredValue check_monitor_metric(const config::RunConfig& config,
+                                    const std::vector<std::string>& overall_keys,
                                     const std::string& loss_name) {
   const std::string& key = config.scheduling.monitor_metric;
   if (key.empty()) {
@@ -226,7 +227,8 @@ MonitoredValue check_monitor_metric(const config::RunConfig& config, const std::
                      "'" + key + "' is neither a metric validation computes nor the training loss" +
                          did_you_mean(key, known) + "; validation computes " + join(overall_keys) +
                          " (and the same per category, as <category>/cmc/1); the training loss's epoch "
-                         "mean is '" + epoch_key + "'");
+                         "mean is '" +
+                         epoch_key + "'");
 }
 
 void check_early_stopping_metric(const config::RunConfig& config,

@@ -141,7 +141,8 @@ std::string training_loss_epoch_key(const std::string& loss_name);
 /// Checks scheduling.monitor_metric (required by schedulers that monitor a metric) before
 /// training: a validation metric as for metric_for_checkpointing, or the training loss's epoch
 /// mean; SettingError for anything else, listing both kinds.
-MonitoredValue check_monitor_metric(const config::RunConfig& config, const std::vector<std::string>& overall_keys,
+MonitoredValue check_monitor_metric(const config::RunConfig& config,
+                                    const std::vector<std::string>& overall_keys,
                                     const std::string& loss_name);
 /// Same as check_checkpoint_metric for early_stopping.monitor (when early stopping is configured).
 void check_early_stopping_metric(const config::RunConfig& config,

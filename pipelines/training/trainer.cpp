@@ -632,9 +632,10 @@ double Trainer::epoch_training_loss() const {
     mean = distributed::values_from_rank0(*context_.group, context_.device, {{"loss", mean}}).at("loss");
   }
   if (std::isnan(mean)) {
-    throw SettingError("scheduling.monitor_metric", "'" + config_.scheduling.monitor_metric +
-                                                        "' (the training loss's epoch mean) has no value: the "
-                                                        "epoch trained no batch");
+    throw SettingError("scheduling.monitor_metric",
+                       "'" + config_.scheduling.monitor_metric +
+                           "' (the training loss's epoch mean) has no value: the "
+                           "epoch trained no batch");
   }
   return mean;
 }

@@ -93,7 +93,8 @@ void load_config_as_oml_train(const std::string& input) {
   const auto scheduler = build_scheduler(config, *optimizer, steps_per_epoch);
   pipelines::check_checkpoint_metric(config, metrics.overall_keys());
   if (scheduler && scheduler->requires_metric())
-    pipelines::check_monitor_metric(config, metrics.overall_keys(), criterion ? losses::training_loss_name(*criterion) : "loss");
+    pipelines::check_monitor_metric(config, metrics.overall_keys(),
+                                    criterion ? losses::training_loss_name(*criterion) : "loss");
 }
 
 }  // namespace

@@ -471,8 +471,9 @@ TEST_CASE("ddp.gather_embeddings_for_loss: 2 ranks with batch B train as one pro
   CHECK(std::isfinite(mixed_got[1]));
 }
 
-TEST_CASE("A plateau scheduler monitoring OML's triplet_loss_epoch steps at each epoch's end with the mean loss",
-          "[controls][integration]") {
+TEST_CASE(
+    "A plateau scheduler monitoring OML's triplet_loss_epoch steps at each epoch's end with the mean loss",
+    "[controls][integration]") {
   TempDir tmp;
   // OML's train_with_bboxes.yaml: ReduceLROnPlateau on `triplet_loss_epoch`, Lightning's name of
   // the epoch mean of the loss OML logs as "triplet_loss". Validation only after the last epoch,
@@ -504,10 +505,11 @@ TEST_CASE("A plateau scheduler monitoring OML's triplet_loss_epoch steps at each
 
   // Lightning's other name of the same value, and no validation at all: the loss needs none (a
   // validation metric would be refused).
-  const Run plain = train_ok(tmp, "loss_key",
-                             train_config(tmp / "loss_key",
-                                          "limit_val_batches: 0\nscheduling: {scheduler: {name: reduce_on_plateau, "
-                                          "args: {mode: min}}, monitor_metric: triplet_loss}\n"));
+  const Run plain =
+      train_ok(tmp, "loss_key",
+               train_config(tmp / "loss_key",
+                            "limit_val_batches: 0\nscheduling: {scheduler: {name: reduce_on_plateau, "
+                            "args: {mode: min}}, monitor_metric: triplet_loss}\n"));
   CHECK_FALSE(fs::exists(plain.dir / "metrics.jsonl"));
   CHECK(oml::io::load_checkpoint(plain.dir / "checkpoints" / "last.ckpt")
             .resume->scheduler.toGenericDict()
@@ -528,14 +530,16 @@ TEST_CASE("A monitored key that is neither a metric nor the training loss is exi
     return r.err;
   };
   // The loss of another criterion (this run's is triplet_with_miner: "triplet_loss").
-  CHECK_THAT(refused("arcface_key", "scheduling: {scheduler: {name: reduce_on_plateau}, "
-                                    "monitor_metric: arcface_loss_epoch}\n"),
+  CHECK_THAT(refused("arcface_key",
+                     "scheduling: {scheduler: {name: reduce_on_plateau}, "
+                     "monitor_metric: arcface_loss_epoch}\n"),
              Contains("scheduling.monitor_metric") && Contains("'arcface_loss_epoch' is neither") &&
                  Contains("OVERALL/cmc/1") && Contains("'triplet_loss_epoch'"));
   // A category's key whose metric is not computed, and a plateau scheduler stepped per step.
   CHECK_THAT(refused("category_key", "metric_for_checkpointing: shirts/cmc/7\n"),
              Contains("metric_for_checkpointing") && Contains("'shirts/cmc/7'"));
-  CHECK_THAT(refused("per_step", "scheduling: {scheduler: {name: reduce_on_plateau}, scheduler_interval: step, "
-                                 "monitor_metric: OVERALL/cmc/1}\n"),
+  CHECK_THAT(refused("per_step",
+                     "scheduling: {scheduler: {name: reduce_on_plateau}, scheduler_interval: step, "
+                     "monitor_metric: OVERALL/cmc/1}\n"),
              Contains("scheduling.scheduler_interval") && Contains("scheduler_interval: epoch"));
 }
