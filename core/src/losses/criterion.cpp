@@ -30,4 +30,8 @@ void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, c
             labels.scalar_type());
 }
 
+void check_labels_on_host(Criterion& criterion, const torch::Tensor& labels) {
+  if (labels.device().is_cpu()) criterion.check_labels(labels);
+}
+
 }  // namespace oml::losses

@@ -102,4 +102,12 @@ LossOutput SubCenterArcFaceLossImpl::forward(const torch::Tensor& input, const t
   return out;
 }
 
+void CosFaceLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "cosface");
+}
+
+void SubCenterArcFaceLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "sub_center_arcface");
+}
+
 }  // namespace oml::losses

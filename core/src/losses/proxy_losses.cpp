@@ -45,13 +45,14 @@ LossOutput ProxyAnchorLossImpl::forward(const torch::Tensor& input, const torch:
       masked_logsumexp(alpha * distance.margin(cos, margin).t(), is_class, /*add_one=*/true);
   const auto neg_terms =
       masked_logsumexp(alpha * distance.margin(-margin, cos).t(), ~is_class, /*add_one=*/true);
-  const int64_t with_positives = is_class.any(1).sum().item<int64_t>();  // >= 1: the batch is not empty
+  // The proxies with an item in the batch (>= 1: the batch is not empty), counted on the device.
+  const auto with_positives = is_class.any(1).sum();
   LossOutput out;
-  const auto pos = pos_terms.sum() / static_cast<double>(with_positives);
+  const auto pos = pos_terms.sum() / with_positives;
   const auto neg = neg_terms.sum() / static_cast<double>(num_classes);
   out.loss = pos + neg;
-  out.logs["pos_loss"] = pos.item<double>();
-  out.logs["neg_loss"] = neg.item<double>();
+  out.logs["pos_loss"] = pos.detach();
+  out.logs["neg_loss"] = neg.detach();
   return out;
 }
 
@@ -127,6 +128,18 @@ LossOutput SoftTripleLossImpl::forward(const torch::Tensor& input, const torch::
                  .mean();
   out.logs["accuracy"] = detail::accuracy(to_classes, labels);
   return out;
+}
+
+void ProxyAnchorLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "proxy_anchor");
+}
+
+void ProxyNCALossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "proxy_nca");
+}
+
+void SoftTripleLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "soft_triple");
 }
 
 }  // namespace oml::losses

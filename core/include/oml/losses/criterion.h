@@ -19,10 +19,13 @@ struct CriterionContext {
 };
 
 /// A loss value plus scalars the training log records per step (train.jsonl), e.g.
-/// {"active_tri": 0.4, "pos_dist": 0.8, "neg_dist": 1.1} or {"accuracy": 0.93}.
+/// {"active_tri": 0.4, "pos_dist": 0.8, "neg_dist": 1.1} or {"accuracy": 0.93}. Each log value
+/// is a detached tensor of one element, left where the loss computed it: the trainer reads them
+/// when it writes the step's log line, not in the step (on CUDA a read makes the host wait for the
+/// GPU). A number the loss knows on the host goes in as a CPU tensor (torch::scalar_tensor).
 struct LossOutput {
   torch::Tensor loss;
-  std::map<std::string, double> logs;
+  std::map<std::string, torch::Tensor> logs;
 };
 
 /// Contract for every loss:
@@ -30,7 +33,10 @@ struct LossOutput {
 ///   differentiate w.r.t. the embeddings and the loss's own parameters (registered on the
 ///   module: they are optimised with their own learning rate and saved in checkpoints).
 /// - A batch the loss cannot use (one label only, no positive pairs, labels out of range)
-///   throws DataError saying what the batch lacks — never returns NaN or an empty loss.
+///   throws DataError saying what the batch lacks — never returns NaN or an empty loss. The
+///   checks that read the labels' values are check_labels(): forward() runs them itself when the
+///   labels are on the CPU; for labels on a device the caller runs them on its host copy first
+///   (the trainer does, on the sampler's labels), so that no step waits for the device.
 /// - Log keys are stable across steps (train.jsonl columns).
 /// - Under mixed precision (`precision: bf16 | 16`) the forward runs inside an autocast region
 ///   and the embeddings may be bfloat16 / float16. The built-in losses compute in float32
@@ -39,7 +45,14 @@ struct LossOutput {
 class Criterion : public torch::nn::Module {
  public:
   virtual LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
+  /// The checks of a batch's labels [B] (CPU, integer) that need their values — a label range,
+  /// a label with two items — throwing the DataError forward() would. The default checks none.
+  virtual void check_labels(const torch::Tensor& labels) { (void)labels; }
 };
+
+/// Runs `criterion.check_labels(labels)` when `labels` are on the CPU (reading them costs
+/// nothing there); labels on a device were checked on the host by the caller (the contract above).
+void check_labels_on_host(Criterion& criterion, const torch::Tensor& labels);
 
 /// Euclidean distances between all rows of `a` and all rows of `b` ([Na, Nb]), in O(Na x Nb)
 /// memory; differentiable, with a zero (not NaN) gradient where a distance is 0.
