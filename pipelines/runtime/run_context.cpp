@@ -77,8 +77,9 @@ RunContext start_run(const config::RunConfig& config) {
   // its workspace setting when it creates its first handle. Each rank logs what ATen reports in
   // force in its process.
   if (config.controls.deterministic != config::Determinism::off) {
-    use_deterministic_algorithms(/*warn_only=*/config.controls.deterministic == config::Determinism::warn);
-    oml::log::info("deterministic mode: " + describe(determinism_state()));
+    const bool warn_only = config.controls.deterministic == config::Determinism::warn;
+    oml::use_deterministic_algorithms(warn_only);
+    oml::log::info("deterministic mode: " + oml::describe(oml::determinism_state()));
   }
   const distributed::Placement placement =
       distributed::placement_for(config.accelerator, ctx.world, config.device_ids);

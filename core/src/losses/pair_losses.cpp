@@ -46,7 +46,7 @@ struct PairBatch {
   LossOutput zero(const std::vector<std::string>& log_keys) const {
     LossOutput out;
     out.loss = (embeddings * 0).sum();
-    for (const auto& key : log_keys) out.logs[key] = torch::zeros({}, torch::kDouble);
+    for (const auto& key : log_keys) out.logs[key] = torch::scalar_tensor(0.0, torch::kDouble);
     return out;
   }
 };
