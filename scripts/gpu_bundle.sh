@@ -5,7 +5,8 @@
 #   .gpu/      the binaries (stripped), the Debian libraries they load (xz, without glibc; GCC 12's libstdc++
 #              only used where the machine's is older) and check.sh: the GPU tests, ViT-S/16 bf16
 #              and resnet18 throughput, oml-cpp against PyTorch eager on that GPU (~60 MB);
-#   .gpudata/  Fashion-MNIST's IDX files and default_job.sh: the default job on accelerator: cuda
+#   .gpudata/  Fashion-MNIST's IDX files and default_job.sh: the default job on accelerator: cuda,
+#              then twice with `deterministic: true`, whose logs must be identical
 #              (~30 MB; separate because a device call carries at most 64 MiB);
 #   .gpuoml/   Fashion-MNIST regrouped for OML's samplers (tests/python/oml_shaped_dataset.py:
 #              its dataframes and the 2,600 PNGs they name, ~2 MB) and
@@ -113,6 +114,31 @@ start=$(date +%s%N)
   --set logs_root=/tmp/oml-gpu/logs --progress lines > "$OUT/default_job.log" 2>&1
 echo "default job on cuda: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms"
 grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/logs/*/metrics.jsonl
+# Lightning's deterministic: true (docs/training.md#deterministic-training): two runs of the default
+# job give the same train.jsonl (but for the timing field, samples_per_s) and metrics.jsonl.
+for run in 1 2; do
+  rm -rf "/tmp/oml-gpu/deterministic$run"
+  "$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set deterministic=true \
+    --set logs_root=/tmp/oml-gpu/deterministic$run --progress lines > "$OUT/deterministic$run.log" 2>&1
+  echo "deterministic default job $run on cuda: exit $?"
+done
+grep -m1 'deterministic mode' "$OUT/deterministic1.log"
+"$PY" - /tmp/oml-gpu/deterministic1/*/ /tmp/oml-gpu/deterministic2/*/ <<'SAME'
+import json, sys
+def rows(path):
+    out = []
+    for line in open(path):
+        row = json.loads(line)
+        row.pop("samples_per_s", None)  # the only timing field
+        out.append(row)
+    return out
+for log in ["train.jsonl", "metrics.jsonl"]:
+    a, b = rows(sys.argv[1] + log), rows(sys.argv[2] + log)
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    same = first is None and len(a) == len(b)
+    print(f"deterministic: two runs' {log} ({len(a)} and {len(b)} lines):",
+          "identical" if same else f"DIFFERENT (first at line {first})")
+SAME
 # The profiler on the GPU (docs/training.md#profiling-a-run): Kineto must record CUDA kernels.
 "$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set max_steps=60 \
   --set limit_val_batches=0 --set scheduling=null --set logs_root=/tmp/oml-gpu/profiled --profile 50:52 \

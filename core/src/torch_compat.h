@@ -24,6 +24,8 @@
 //     1.13 is built without Kineto, so there the legacy profiler's RecordProfile writes the
 //     trace -> report/profiler.cpp tests OML_TORCH_AT_LEAST(2, 0) itself, to keep the profiler's
 //     headers out of this file's every user.
+//   - c10::Event::synchronize in 2.x (1.13's Event has query() only)
+//     -> synchronize_event, used by common/pending_scalars.cpp.
 //   - the optimizers' multi-tensor kernels: at::_foreach_lerp_ in 2.x (1.13 has the other
 //     _foreach_ ops optim/multi_tensor.cpp uses), at::_fused_adam_ / _fused_adamw_ / _fused_sgd_
 //     on the CPU and CUDA since 2.4 (1.13: _fused_adam_ on CUDA only, neither of the others)
@@ -37,6 +39,7 @@
 
 #include <ATen/Functions.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/Event.h>
 #include <c10/macros/Macros.h>
 #include <c10/util/Logging.h>       // glog's or c10's own, by C10_USE_GLOG
 #include <c10/util/string_utils.h>  // c10::guts::to_string (1.13's optimizer state keys)
@@ -46,6 +49,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 
 #define OML_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -144,6 +148,16 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
   auto weights = at::softmax(scores, -1);
   if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
   return at::matmul(weights.to(v.scalar_type()), v);
+#endif
+}
+
+/// Blocks until the work recorded before `event` is done (only that work: a stream's later work
+/// is not waited for). 1.13's Event has no synchronize(): there its query() is polled.
+inline void synchronize_event(const c10::Event& event) {
+#if OML_TORCH_AT_LEAST(2, 4)
+  event.synchronize();
+#else
+  while (!event.query()) std::this_thread::yield();
 #endif
 }
 

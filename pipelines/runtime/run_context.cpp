@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "oml/common/determinism.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/common/runtime.h"
@@ -71,6 +72,14 @@ RunContext start_run(const config::RunConfig& config) {
     const bool prefixed = std::getenv(distributed::kPrefixedByLauncher) != nullptr;
     oml::log::init(prefixed ? -1 : ctx.world.rank);
     if (!ctx.is_main()) Progress::set_default_mode(ProgressMode::quiet);
+  }
+  // Lightning's `deterministic`, on every rank alike, before anything touches CUDA: cuBLAS reads
+  // its workspace setting when it creates its first handle. Each rank logs what ATen reports in
+  // force in its process.
+  if (config.controls.deterministic != config::Determinism::off) {
+    const bool warn_only = config.controls.deterministic == config::Determinism::warn;
+    oml::use_deterministic_algorithms(warn_only);
+    oml::log::info("deterministic mode: " + oml::describe(oml::determinism_state()));
   }
   const distributed::Placement placement =
       distributed::placement_for(config.accelerator, ctx.world, config.device_ids);

@@ -80,13 +80,18 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
               std::to_string(ctx.world_size()) + " ranks' batches of the step");
   }
   hooks.step = [&](const data::LoadedBatch& batch) {
+    // The label checks that read values run here, on the sampler's labels in host memory; on the
+    // device they would make every step wait for the GPU (Criterion::check_labels).
+    criterion->check_labels(batch.labels);
+    // Non-blocking copies: from the loader's pageable memory CUDA stages them at once, without
+    // waiting for the device (a blocking copy waits for all the work queued before it).
     torch::Tensor embeddings;
     {
       const report::TraceRange range(report::phase::forward);
-      embeddings = extractor->forward(batch.images.to(ctx.device));
+      embeddings = extractor->forward(batch.images.to(ctx.device, /*non_blocking=*/true));
     }
     const report::TraceRange range(report::phase::loss);
-    const torch::Tensor labels = batch.labels.to(ctx.device);
+    const torch::Tensor labels = batch.labels.to(ctx.device, /*non_blocking=*/true);
     if (gather) return losses::loss_over_all_ranks(*criterion, *ctx.group, embeddings, labels);
     return criterion->forward(embeddings, labels);
   };

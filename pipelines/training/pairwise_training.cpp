@@ -96,18 +96,19 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
     at::Tensor logits;
     {
       const report::TraceRange range(report::phase::forward);
-      const at::Tensor inputs = batch.images.to(ctx.device);
-      logits = model->forward(inputs.index_select(0, pairs.ids1.to(ctx.device)),
-                              inputs.index_select(0, pairs.ids2.to(ctx.device)));
+      // Non-blocking copies: from the loader's pageable memory CUDA stages them at once, without
+      // waiting for the device (a blocking copy would wait for every step queued before).
+      const at::Tensor inputs = batch.images.to(ctx.device, /*non_blocking=*/true);
+      logits = model->forward(inputs.index_select(0, pairs.ids1.to(ctx.device, /*non_blocking=*/true)),
+                              inputs.index_select(0, pairs.ids2.to(ctx.device, /*non_blocking=*/true)));
     }
     const report::TraceRange range(report::phase::loss);
-    const at::Tensor targets = pairs.is_negative.to(ctx.device);
+    const at::Tensor targets = pairs.is_negative.to(ctx.device, /*non_blocking=*/true);
     losses::LossOutput out;
     // float32 whatever the precision (autocast keeps this op in float32 on CUDA, not on the CPU).
     out.loss = torch::binary_cross_entropy_with_logits(logits.to(torch::kFloat), targets.to(torch::kFloat));
-    out.logs["pairs"] = static_cast<double>(pairs.ids1.size(0));
-    out.logs["pair_accuracy"] =
-        ((logits.detach() > 0).to(torch::kFloat) == targets).to(torch::kFloat).mean().item<double>();
+    out.logs["pairs"] = torch::scalar_tensor(static_cast<double>(pairs.ids1.size(0)), torch::kDouble);
+    out.logs["pair_accuracy"] = ((logits.detach() > 0).to(torch::kFloat) == targets).to(torch::kFloat).mean();
     return out;
   };
   std::map<std::string, double> before_reranking;  // the frozen extractor's metrics, computed once

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "oml/common/autocast.h"
 #include "oml/common/logging.h"
+#include "oml/common/pending_scalars.h"
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
 #include "oml/data/dataset.h"
@@ -124,6 +126,22 @@ std::string step_status(double loss, double lr, double samples_per_s) {
 
 constexpr const char* kLastCheckpoint = "last.ckpt";
 
+constexpr const char* kDeferReadsVariable = "OML_DEFER_STEP_READS";
+
+/// Whether a step's loss and logs are read one step late: on CUDA, where a read makes the host
+/// wait for the GPU, unless OML_DEFER_STEP_READS says otherwise — 1: also on the CPU (the tests
+/// check that way there), 0: at once, also on CUDA (a non-finite loss then stops the run before
+/// its step is applied, for one synchronisation per batch).
+bool defer_step_reads(const c10::Device& device) {
+  const char* value = std::getenv(kDeferReadsVariable);
+  if (value == nullptr || *value == '\0') return device.is_cuda();
+  const std::string text = value;
+  if (text == "1" || text == "0") return text == "1";
+  throw UsageError(std::string(kDeferReadsVariable) +
+                   " must be 1 (read a step's loss and logs one step late) or 0 (at once), got '" + text +
+                   "'");
+}
+
 /// A copy of `state` in host memory that training does not touch (the optimizer updates the
 /// model's tensors in place), contiguous as a checkpoint stores it.
 io::StateDict host_copy(const io::StateDict& state) {
@@ -171,6 +189,19 @@ void check_same_components(const std::string& checkpoint_yaml, const std::string
 }
 
 }  // namespace
+
+/// An optimizer step's train.jsonl line before the values its device computed are read.
+struct PendingStepLog {
+  int64_t epoch = 0;
+  int64_t step = 0;
+  double lr = 0;
+  double samples_per_s = 0;
+  std::map<std::string, double> host_logs;  ///< known on the host (the gradient scaler's)
+  int64_t batches = 0;                      ///< the step's batches: the first values
+  std::vector<int64_t> batch_rows;          ///< this rank's rows of each (the epoch mean's weights)
+  std::vector<std::string> loss_log_keys;   ///< the loss's log keys: the values after them
+  PendingScalars values;
+};
 
 RestoredState restore_checkpoint(const std::string& path, const config::RunConfig& config,
                                  const TrainingParts& parts, optim::Scheduler* scheduler,
@@ -229,6 +260,7 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
       parts_(std::move(parts)),
       options_(std::move(options)),
       resolved_yaml_(document.dump()),
+      defer_step_reads_(defer_step_reads(context.device)),
       schedule_(config.controls.checkpointing),
       best_checkpoints_(config.controls.checkpointing.save_top_k,
                         config.mode_for_checkpointing == config::CheckpointMode::max) {
@@ -480,7 +512,8 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
                               from.consumed + done * share_->items_per_step(), from.world_size};
     };
     // The batches of the current optimizer step: their mean loss and their samples are logged.
-    double step_loss = 0;
+    std::vector<at::Tensor> step_losses;  // one per batch (accumulate_batch)
+    std::vector<int64_t> step_rows;       // and its rows on this rank
     int64_t step_batches = 0, step_samples = 0;
     auto step_start = std::chrono::steady_clock::now();
     for (;;) {
@@ -505,11 +538,9 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       // Lightning steps after every accumulate_grad_batches-th batch and after the epoch's last.
       const bool first = step_batches == 0;
       const bool last = step_batches + 1 == accumulate || batches_done + 1 == epoch_batches;
-      std::map<std::string, double> logs;
-      const double batch_loss = accumulate_batch(*batch, hooks, epoch, first, last, logs);
-      step_loss += batch_loss;
-      epoch_loss_sum_ += batch_loss * static_cast<double>(batch->indices.size(0));
-      epoch_loss_rows_ += batch->indices.size(0);
+      std::map<std::string, at::Tensor> logs;  // the step's last batch's are logged
+      step_losses.push_back(accumulate_batch(*batch, hooks, epoch, first, last, logs));
+      step_rows.push_back(batch->indices.size(0));
       ++batches_done;
       ++step_batches;
       step_samples += batch->indices.size(0) * world;
@@ -517,22 +548,26 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         progress.advance(1, "");
         continue;
       }
-      optimizer_step(logs);
+      auto line = std::make_unique<PendingStepLog>();
+      optimizer_step(line->host_logs);
       std::optional<report::TraceRange> logging(std::in_place, report::phase::logging);
-      const double mean_loss = step_loss / static_cast<double>(step_batches);
-      const double lr = parts_.optimizer->param_groups().at(0).options().get_lr();
-      const double samples_per_s = samples_per_second(step_samples, step_start);
-      step_loss = 0;
-      step_batches = step_samples = 0;
-      if (context_.is_main()) {
-        nlohmann::json record{{"loss", mean_loss}, {"samples_per_s", samples_per_s}};
-        for (const auto& kv : logs) record[kv.first] = kv.second;
-        record["epoch"] = epoch;
-        record["step"] = step_;
-        record["lr"] = lr;
-        recorder_->train_step(record);
+      line->epoch = epoch;
+      line->step = step_;
+      line->lr = parts_.optimizer->param_groups().at(0).options().get_lr();
+      line->samples_per_s = samples_per_second(step_samples, step_start);
+      line->batches = step_batches;
+      line->batch_rows = std::move(step_rows);
+      step_rows.clear();
+      std::vector<at::Tensor> values = std::move(step_losses);
+      for (auto& [key, value] : logs) {
+        line->loss_log_keys.push_back(key);
+        values.push_back(std::move(value));
       }
-      progress.advance(1, step_status(mean_loss, lr, samples_per_s));
+      line->values = PendingScalars(values);  // queues the copy of the device's values
+      step_losses.clear();
+      step_batches = step_samples = 0;
+      log_step(std::move(line));
+      progress.advance(1, step_status_);
       logging.reset();
       profiler_->step_ends(step_);
       if (reached_max_steps() || reached_max_time()) {
@@ -541,7 +576,13 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       }
       after_step(inside_epoch(batches_done), batches_done == epoch_batches);
     }
-    progress.finish();
+    // Before validation and the epoch's checkpoints: the last step's loss is checked first
+    // (deferred reads only: a trace shows this logging between the steps).
+    if (unread_step_) {
+      const report::TraceRange logging(report::phase::logging);
+      write_unread_step();
+    }
+    progress.finish(step_status_);
     {
       const report::TraceRange epoch_end(report::phase::epoch_end);
       // BatchNorm statistics are updated locally on each rank; as PyTorch's DDP does
@@ -559,8 +600,9 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
   finish(position);
 }
 
-double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
-                                 bool first, bool last, std::map<std::string, double>& logs) {
+at::Tensor Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks,
+                                     int64_t epoch, bool first, bool last,
+                                     std::map<std::string, at::Tensor>& logs) {
   // Mixed precision: autocast around the forward and the loss only, never around backward or
   // the optimizer. Parameters, their gradients and the optimizer state stay float32.
   losses::LossOutput out;
@@ -568,10 +610,12 @@ double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingH
     const AutocastGuard autocast(context_.precision, context_.device);
     out = hooks.step(batch);
   }
-  double mean_loss = 0;
-  {
-    const report::TraceRange logging(report::phase::logging);  // the loss read back: a host sync
-    mean_loss = mean_finite_loss(out.loss, epoch);
+  at::Tensor logged;
+  if (defer_step_reads_) {
+    logged = out.loss.detach();  // read with the step's log line (write_step_log)
+  } else {
+    const report::TraceRange logging(report::phase::logging);  // the loss read back
+    logged = at::scalar_tensor(mean_finite_loss(out.loss, epoch), at::kDouble);
   }
 
   if (first) optim::zero_grad(*parts_.optimizer);
@@ -588,7 +632,7 @@ double Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingH
   (scaler_ ? scaler_->scale(loss) : loss).backward();
   if (last) gradient_sync_->finish();
   logs = std::move(out.logs);
-  return mean_loss;
+  return logged;
 }
 
 void Trainer::optimizer_step(std::map<std::string, double>& logs) {
@@ -623,6 +667,11 @@ void Trainer::optimizer_step(std::map<std::string, double>& logs) {
   }
 }
 
+void Trainer::add_to_epoch_loss(double batch_loss, int64_t rows) {
+  epoch_loss_sum_ += batch_loss * static_cast<double>(rows);
+  epoch_loss_rows_ += rows;
+}
+
 double Trainer::epoch_training_loss() const {
   // The batches' losses are already means over the ranks; only the weights (this rank's batch
   // rows) could differ, so every rank takes rank 0's value and steps its scheduler alike.
@@ -645,14 +694,80 @@ double Trainer::mean_finite_loss(const at::Tensor& loss, int64_t epoch) const {
   at::Tensor value = loss.detach().to(torch::kCPU).to(torch::kDouble).reshape({1});
   context_.group->all_reduce(value);
   const double mean = value.item<double>() / static_cast<double>(context_.world_size());
-  if (std::isfinite(mean)) return mean;
-  const std::string where = "epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step_ + 1);
+  if (!std::isfinite(mean))
+    throw_non_finite_loss(mean, epoch, step_ + 1, "training stopped before applying that step");
+  return mean;
+}
+
+void Trainer::throw_non_finite_loss(double loss, int64_t epoch, int64_t step,
+                                    const std::string& stopped) const {
+  const std::string where = "epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step);
   const fs::path last = paths_.checkpoints / "last.ckpt";
-  throw RuntimeError("the loss became " + std::string(std::isnan(mean) ? "NaN" : "infinite") + " at " +
-                     where + "; training stopped before applying that step. " +
+  throw RuntimeError("the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") + " at " +
+                     where + "; " + stopped + ". " +
                      (fs::exists(last) ? "The last good checkpoint is " + last.string()
                                        : std::string("No checkpoint was written yet")) +
                      "; lower the learning rate or check the data");
+}
+
+void Trainer::log_step(std::unique_ptr<PendingStepLog> line) {
+  if (!defer_step_reads_) {
+    write_step_log(*line);
+    return;
+  }
+  // This step's values are still being computed on the device; the previous step's are done,
+  // or nearly (this step's work is queued behind them): that one's line is written now.
+  std::unique_ptr<PendingStepLog> previous = std::move(unread_step_);
+  unread_step_ = std::move(line);
+  if (previous) write_step_log(*previous);
+}
+
+void Trainer::write_unread_step() {
+  if (!unread_step_) return;
+  const std::unique_ptr<PendingStepLog> line = std::move(unread_step_);
+  write_step_log(*line);
+}
+
+void Trainer::write_step_log(PendingStepLog& line) {
+  const std::vector<double>& values = line.values.read();
+  const auto batches = static_cast<std::size_t>(line.batches);
+  OML_ASSERT(values.size() == batches + line.loss_log_keys.size() && line.batch_rows.size() == batches);
+  double step_loss = 0;
+  if (defer_step_reads_) {
+    // Each rank's own batch losses: their mean over the ranks, and whether any rank diverged,
+    // as mean_finite_loss learns them per batch where reading is free.
+    at::Tensor losses = at::tensor(at::ArrayRef<double>(values.data(), batches), at::kDouble);
+    context_.group->all_reduce(losses);
+    const auto summed = losses.accessor<double, 1>();
+    for (std::size_t i = 0; i < batches; ++i) {
+      const double mean = summed[static_cast<int64_t>(i)] / static_cast<double>(context_.world_size());
+      if (!std::isfinite(mean)) {
+        throw_non_finite_loss(mean, line.epoch, line.step,
+                              "training stopped when the step's loss was read (on CUDA after the next "
+                              "step was queued: that step and at most the one after it were applied, "
+                              "no validation and no checkpoint saw them)");
+      }
+      step_loss += mean;
+      add_to_epoch_loss(mean, line.batch_rows[i]);
+    }
+  } else {
+    for (std::size_t i = 0; i < batches; ++i) {
+      step_loss += values[i];  // already over the ranks
+      add_to_epoch_loss(values[i], line.batch_rows[i]);
+    }
+  }
+  const double mean_loss = step_loss / static_cast<double>(batches);
+  if (context_.is_main()) {
+    nlohmann::json record{{"loss", mean_loss}, {"samples_per_s", line.samples_per_s}};
+    for (std::size_t i = 0; i < line.loss_log_keys.size(); ++i)
+      record[line.loss_log_keys[i]] = values[batches + i];
+    for (const auto& kv : line.host_logs) record[kv.first] = kv.second;
+    record["epoch"] = line.epoch;
+    record["step"] = line.step;
+    record["lr"] = line.lr;
+    recorder_->train_step(record);
+  }
+  step_status_ = step_status(mean_loss, line.lr, line.samples_per_s);
 }
 
 void Trainer::write_checkpoints(const TrainingPosition& next, std::vector<std::string> files,
@@ -710,6 +825,10 @@ void Trainer::after_step(const TrainingPosition& here, bool epoch_ends) {
       if (epoch_ends) {
         last_due_at_epoch_end_ = true;
       } else {
+        // The unread step's loss is checked before the checkpoint holds it. Reading is collective
+        // under DDP, and this is rank 0's decision alone: there the step goes unchecked into it
+        // (docs/training.md#a-non-finite-loss).
+        if (context_.world_size() == 1) write_unread_step();
         write_last(here);
       }
     }
@@ -719,6 +838,7 @@ void Trainer::after_step(const TrainingPosition& here, bool epoch_ends) {
 
 void Trainer::stop_for_interrupt(const TrainingPosition& here) {
   try {
+    write_unread_step();  // a single process (the only one interrupted so): its last step's line
     write_last(here);
     writer_->wait();
     log::info("last.ckpt holds step " + std::to_string(here.step) + " (epoch " +

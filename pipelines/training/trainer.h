@@ -8,11 +8,14 @@
 //     model.train(); hooks.on_epoch_start(epoch)            // e.g. (un)freezing a backbone
 //     for each remaining batch of the sampler's epoch (up to limit_train_batches):
 //       loss = hooks.step(batch)                            // the pipeline's forward
-//       mean loss over the ranks; stop on NaN/Inf naming the step (before the step is applied)
+//       CPU: mean loss over the ranks; stop on NaN/Inf naming the step (before it is applied)
 //       zero_grad (first batch of a step); backward of loss / accumulate_grad_batches
 //       every accumulate_grad_batches-th batch and the epoch's last one:
 //         gradient sync (one all-reduce per step); clipping; optimizer step; per-step scheduler
 //         log (train.jsonl, logger, progress with throughput); stop at max_steps
+//         (CUDA: the step's loss and logs are read, averaged over the ranks and checked when
+//         the next step is queued or the epoch ends, so no step waits for the GPU: a step's
+//         log line is written one step late)
 //       checkpoint triggers (every_n_train_steps, train_time_interval); an interrupt ends here
 //     broadcast BatchNorm buffers from rank 0
 //     validate when due (hooks.validate), early stopping, per-epoch schedulers, the checkpoints
@@ -94,6 +97,7 @@ class CheckpointWriter;
 class EarlyStopping;
 class RunRecorder;
 class StepProfiler;
+struct PendingStepLog;
 
 /// Where the run writes: logs_root/run_name (or the resumed run's directory) and its checkpoints.
 struct RunPaths {
@@ -213,9 +217,11 @@ class Trainer {
  private:
   /// Forward and backward of one batch of an optimizer step (`first` and `last` of its
   /// accumulate_grad_batches batches: zero_grad before the first, gradient sync after the
-  /// last); returns the batch's mean loss over the ranks.
-  double accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
-                          bool first, bool last, std::map<std::string, double>& logs);
+  /// last); `logs` gets the loss's log values. Returns the batch's loss for the step's log: with
+  /// deferred reads this rank's loss, detached, on the device; otherwise its mean over the
+  /// ranks as a CPU double, checked finite (mean_finite_loss).
+  at::Tensor accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
+                              bool first, bool last, std::map<std::string, at::Tensor>& logs);
   /// After the last batch of a step: clipping, the optimizer step, the per-step scheduler.
   void optimizer_step(std::map<std::string, double>& logs);
   /// Batches of every epoch on this rank after limit_train_batches.
@@ -239,9 +245,24 @@ class Trainer {
   /// Whether `max_time` is reached after a step; every rank gets rank 0's answer (Lightning's
   /// Timer broadcasts it too), so all stop at the same step. Collective when max_time is set.
   bool reached_max_time() const;
+  /// The loss's mean over the ranks (collective), read now; RuntimeError when it is not finite.
   double mean_finite_loss(const at::Tensor& loss, int64_t epoch) const;
+  /// Counts a batch's loss (its mean over the ranks) with weight `rows` into the epoch's mean.
+  void add_to_epoch_loss(double batch_loss, int64_t rows);
   /// The epoch's mean training loss, rank 0's on every rank (collective under DDP).
   double epoch_training_loss() const;
+  /// The RuntimeError of a non-finite `loss` at `step` (1-based) of `epoch`; `stopped` says
+  /// what was applied.
+  [[noreturn]] void throw_non_finite_loss(double loss, int64_t epoch, int64_t step,
+                                          const std::string& stopped) const;
+  /// A step's log line: written now without deferred reads; with them kept unread while the
+  /// next step runs, and the previous step's written. Collective.
+  void log_step(std::unique_ptr<PendingStepLog> line);
+  /// Writes the unread step's line, if any (before validation, checkpoints, the end). Collective.
+  void write_unread_step();
+  /// Reads `line`'s values, averages its loss over the ranks (deferred reads: checks that it is
+  /// finite), writes train.jsonl and the logger's scalars (rank 0), updates step_status_.
+  void write_step_log(PendingStepLog& line);
   /// Rank 0: hands the CheckpointWriter a snapshot of the state at `next` for `files` (names in
   /// checkpoints/; the first is written, the others get the same bytes), then `remove`.
   void write_checkpoints(const TrainingPosition& next, std::vector<std::string> files,
@@ -272,6 +293,12 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   TrainingPosition start_;
   int64_t step_ = 0;
+  /// Whether a step's loss and logs are read after the next step is queued (on CUDA, where a
+  /// read waits for the GPU) instead of at once (on the CPU, where reading waits for nothing);
+  /// OML_DEFER_STEP_READS=1 or 0 chooses either on any device.
+  bool defer_step_reads_ = false;
+  std::unique_ptr<PendingStepLog> unread_step_;  ///< deferred reads: the last step's line
+  std::string step_status_;                      ///< the last written line, for the progress bar
   RunPaths paths_;
   std::optional<RunDir> run_dir_;  ///< rank 0: the run's directory, locked while training
   std::unique_ptr<RunRecorder> recorder_;
@@ -281,8 +308,9 @@ class Trainer {
   /// What a metric-monitoring scheduler (reduce_on_plateau) steps with.
   MonitoredValue monitored_ = MonitoredValue::validation_metric;
   /// This epoch's training loss so far (each batch's mean over the ranks, weighted by the
-  /// batch's rows, as Lightning's on_epoch mean): what a training_loss monitor steps with. A run
-  /// resumed inside an epoch counts that epoch's batches from the resume on.
+  /// batch's rows, as Lightning's on_epoch mean; counted when the step's line is written, which
+  /// is before the epoch's end also with deferred reads): what a training_loss monitor steps
+  /// with. A run resumed inside an epoch counts that epoch's batches from the resume on.
   double epoch_loss_sum_ = 0;
   int64_t epoch_loss_rows_ = 0;
   /// precision 16 only (CUDA): the dynamic loss scale; in checkpoints (resume.grad_scaler), so a

@@ -81,10 +81,10 @@ TEST_CASE("Triplet loss with hard mining gives the hand-computed loss and logs",
   const auto out = loss->forward(line_points(), line_labels());
   // Per anchor relu(0.1 + d(a,p) - d(a,n)): 0, 0, 2.1, 5.1, 0.
   CHECK(out.loss.item<double>() == Approx(7.2 / 5));
-  CHECK(out.logs.at("active_tri") == Approx(0.4));
-  CHECK(out.logs.at("pos_dist") == Approx((3 + 2 + 3 + 6 + 6) / 5.0));
-  CHECK(out.logs.at("neg_dist") == Approx((4 + 3 + 1 + 1 + 7) / 5.0));
-  CHECK(out.logs.at("n_triplets") == 5);
+  CHECK(out.logs.at("active_tri").item<double>() == Approx(0.4));
+  CHECK(out.logs.at("pos_dist").item<double>() == Approx((3 + 2 + 3 + 6 + 6) / 5.0));
+  CHECK(out.logs.at("neg_dist").item<double>() == Approx((4 + 3 + 1 + 1 + 7) / 5.0));
+  CHECK(out.logs.at("n_triplets").item<double>() == 5);
 }
 
 TEST_CASE("The all-triplets miner lists every valid triplet and caps the count with distinct ones",
@@ -213,7 +213,7 @@ TEST_CASE("ArcFace logits add the angular margin to the target class only", "[lo
   const double smooth = 0.8 * (lse - expected[0]) + 0.1 * (lse - expected[1]) + 0.1 * (lse - expected[2]);
   const auto out = smoothed->forward(x, y);
   CHECK(out.loss.item<double>() == Approx(smooth).epsilon(1e-5));
-  CHECK(out.logs.at("accuracy") == 1.0);
+  CHECK(out.logs.at("accuracy").item<double>() == 1.0);
 }
 
 TEST_CASE("ArcFace rejects labels beyond num_classes", "[losses]") {

@@ -104,9 +104,9 @@ TEST_CASE(
             Approx(oml::io::load_tensor(dir / (prefix + "_loss.pt")).item<double>()).margin(1e-5));
       CHECK(max_abs_diff(embeddings.grad(), oml::io::load_tensor(dir / (prefix + "_grad.pt"))) <= 1e-5);
       // OML's logs (need_logs): triplet 0 of every batch is active, its d(a,p) is 0.
-      CHECK(out.logs.at("active_tri") > 0);
-      CHECK(out.logs.at("pos_dist") > 0);
-      CHECK(out.logs.at("neg_dist") > 0);
+      CHECK(out.logs.at("active_tri").item<double>() > 0);
+      CHECK(out.logs.at("pos_dist").item<double>() > 0);
+      CHECK(out.logs.at("neg_dist").item<double>() > 0);
     }
   }
 }

@@ -132,7 +132,7 @@ TEST_CASE("PML's contrastive, multi-similarity, supcon and ntxent losses: value 
       CHECK(max_abs_diff(embeddings.grad(), expected_grad) <= 1e-5);
       // The logged terms of contrastive and multi-similarity add up to the loss.
       if (out.logs.count("pos_loss") > 0) {
-        CHECK(out.logs.at("pos_loss") + out.logs.at("neg_loss") ==
+        CHECK(out.logs.at("pos_loss").item<double>() + out.logs.at("neg_loss").item<double>() ==
               Approx(out.loss.item<double>()).margin(1e-6));
       }
     }
@@ -194,7 +194,7 @@ TEST_CASE("PML's proxy and margin softmax losses: value and gradients equal to P
       CHECK(max_abs_diff(embeddings.grad(), expected_grad) <= 1e-5);
       CHECK(max_abs_diff(weights.grad(), oml::io::load_tensor(dir / (prefix + "_weights_grad.pt"))) <= 1e-5);
       if (out.logs.count("pos_loss") > 0) {
-        CHECK(out.logs.at("pos_loss") + out.logs.at("neg_loss") ==
+        CHECK(out.logs.at("pos_loss").item<double>() + out.logs.at("neg_loss").item<double>() ==
               Approx(out.loss.item<double>()).margin(1e-5));
       }
     }

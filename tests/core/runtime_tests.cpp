@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <torch/torch.h>
 
+#include "oml/common/determinism.h"
 #include "oml/common/runtime.h"
 #include "support/support.h"
 
@@ -72,4 +73,49 @@ TEST_CASE("SingleThreadedBlas runs MKL on one thread in the thread that holds it
                        torch::mm(a.to(torch::kDouble), a.t().to(torch::kDouble)).to(torch::kFloat)));
   }
   CHECK(get_max() == before);
+}
+
+TEST_CASE("Deterministic mode turns on ATen's deterministic algorithms, cuDNN's and cuBLAS's workspace",
+          "[runtime][determinism]") {
+  auto& context = at::globalContext();
+  const bool benchmark = context.benchmarkCuDNN();
+  const char* user_workspace = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  const std::string saved_workspace = user_workspace ? user_workspace : "";
+  ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  context.setBenchmarkCuDNN(true);
+  // max_unpool2d has no deterministic kernel on the CPU: ATen refuses it in deterministic mode.
+  const auto unpool = [] {
+    return torch::max_unpool2d(torch::ones({1, 1, 2, 2}), torch::zeros({1, 1, 2, 2}, torch::kLong), {4, 4});
+  };
+  CHECK_NOTHROW(unpool());
+
+  oml::use_deterministic_algorithms(/*warn_only=*/false);
+  auto state = oml::determinism_state();
+  CHECK(state.algorithms);
+  CHECK_FALSE(state.warn_only);
+  CHECK(state.cudnn_deterministic);
+  CHECK_FALSE(state.cudnn_benchmark);
+  CHECK(state.cublas_workspace_config == ":4096:8");
+  CHECK(oml::describe(state) ==
+        "deterministic algorithms on (errors), cuDNN deterministic, cuDNN benchmark off, "
+        "CUBLAS_WORKSPACE_CONFIG=:4096:8");
+  CHECK_THROWS_WITH(unpool(), Catch::Matchers::Contains("does not have a deterministic implementation"));
+
+  // "warn": the operation runs (ATen warns); a workspace setting the user exported stays.
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
+  oml::use_deterministic_algorithms(/*warn_only=*/true);
+  state = oml::determinism_state();
+  CHECK(state.algorithms);
+  CHECK(state.warn_only);
+  CHECK(state.cublas_workspace_config == ":16:8");
+  CHECK_NOTHROW(unpool());
+
+  context.setDeterministicAlgorithms(false, false);
+  context.setDeterministicCuDNN(false);
+  context.setBenchmarkCuDNN(benchmark);
+  if (saved_workspace.empty()) {
+    ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  } else {
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", saved_workspace.c_str(), 1);
+  }
 }

@@ -109,6 +109,28 @@ TEST_CASE("Bad training controls are config errors naming their key", "[config][
   CHECK_THAT(all, Contains("accumulate_grad_batches") && Contains("'devices'"));
 }
 
+TEST_CASE(
+    "deterministic is read as Lightning's Trainer argument: true, false or warn, top level or extra args",
+    "[config][controls]") {
+  using oml::config::Determinism;
+  CHECK(parse("max_epochs: 1\n").controls.deterministic == Determinism::off);
+  CHECK(parse("deterministic: true\n").controls.deterministic == Determinism::on);
+  CHECK(parse("deterministic: False\n").controls.deterministic == Determinism::off);
+  CHECK(parse("deterministic: warn\n").controls.deterministic == Determinism::warn);
+  CHECK(parse("deterministic: null\n").controls.deterministic == Determinism::off);  // Lightning's None
+  // OML's configs pass Trainer arguments in lightning_trainer_extra_args.
+  CHECK(parse("lightning_trainer_extra_args: {deterministic: true}\n").controls.deterministic ==
+        Determinism::on);
+  CHECK(parse("lightning_trainer_extra_args: {deterministic: warn}\n").controls.deterministic ==
+        Determinism::warn);
+  CHECK_THAT(parse_error("deterministic: 1\n"),
+             Contains("deterministic") && Contains("expected true, false or warn") && Contains("got '1'"));
+  CHECK_THAT(parse_error("lightning_trainer_extra_args: {deterministic: [true]}\n"),
+             Contains("lightning_trainer_extra_args.deterministic") && Contains("got a collection"));
+  CHECK_THAT(parse_error("deterministic: true\nlightning_trainer_extra_args: {deterministic: true}\n"),
+             Contains("'deterministic' is also given at controls.yaml:1"));
+}
+
 TEST_CASE("BatchLimit takes min(batches, N) of an int and int(batches x f) of a float, as Lightning",
           "[config][controls]") {
   CHECK(BatchLimit{false, 5}.apply(37, "limit_train_batches") == 5);

@@ -6,8 +6,11 @@
 // with the gradient scaler's fused kernels (an Inf step is skipped and the scale halves, as in
 // PyTorch); Adam, AdamW and SGD on CUDA default to foreach, and their foreach and fused steps
 // equal the CPU's; a one-rank NCCL process group; two ranks over Gloo sharing the one GPU
-// (sync_dicts and gradient sync of CUDA tensors, equal to the same ranks on the CPU).
+// (sync_dicts and gradient sync of CUDA tensors, equal to the same ranks on the CPU); the default
+// job's training step queues its work without a host synchronisation.
 #include <ATen/Context.h>
+#include <c10/cuda/CUDAFunctions.h>  // c10's sync debug mode
+#include <c10/util/Exception.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -16,6 +19,7 @@
 
 #include "distributed/c10d_adapter.h"  // white box: a one-rank NCCL group (ProcessGroup needs 2+)
 #include "oml/common/autocast.h"
+#include "oml/common/pending_scalars.h"
 #include "oml/config/document.h"
 #include "oml/config/precision.h"
 #include "oml/losses/criterion.h"
@@ -262,4 +266,86 @@ TEST_CASE(
         CHECK(torch::allclose(on_gpu[i], on_cpu[i], 1e-4, 1e-5));
     }
   }
+}
+
+namespace {
+
+// Counts the synchronising CUDA calls c10's sync debug mode reports (it warns once per call in
+// L_WARN mode); other warnings are kept to show.
+class SyncCounter : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("synchronizing CUDA operation") != std::string::npos) {
+      ++synchronisations;
+    } else {
+      others.push_back(warning.msg());
+    }
+  }
+  int synchronisations = 0;
+  std::vector<std::string> others;
+};
+
+}  // namespace
+
+TEST_CASE("The default job's training step queues its work on cuda:0 without a host synchronisation",
+          "[gpu][step_sync]") {
+  require_gpu();
+  oml::cli::register_builtins();
+  // configs/fashion_mnist/train_extractor.yaml's parts: conv_net, ArcFace, Adam, balance 10 x 16
+  // batches of 28 px grey images.
+  const auto doc = oml::config::Document::from_string(
+      "extractor: {name: conv_net, args: {channels: [16, 32, 64], feat_dim: 128}}\n"
+      "criterion: {name: arcface, args: {m: 0.5, s: 30}}\n"
+      "optimizer: {name: adam, args: {lr: 0.001}}\n",
+      "default_job.yaml");
+  torch::manual_seed(11);
+  auto extractor =
+      oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
+  oml::losses::CriterionContext context;
+  context.embedding_size = extractor->feat_dim();
+  context.num_classes = 10;
+  auto criterion = oml::registries().losses.create(
+      oml::config::parse_component(doc.root()["criterion"], "criterion"), context);
+  extractor->to(kGpu);
+  criterion->to(kGpu);
+  extractor->train();
+  auto optimizer = oml::registries().optimizers.create(
+      oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
+      oml::optim::OptimizerContext{extractor->parameters(), criterion->parameters()});
+  const auto host_labels = torch::arange(10).repeat_interleave(16);
+  std::vector<at::Tensor> host_images;
+  for (int i = 0; i < 4; ++i) host_images.push_back(torch::randn({160, 1, 28, 28}));
+  // As the extractor pipeline and the Trainer on CUDA: labels checked on the host, non-blocking
+  // copies, the loss and its logs taken as PendingScalars and read one step later.
+  std::optional<oml::PendingScalars> unread;
+  std::vector<double> read_losses;
+  const auto step = [&](int i) {
+    criterion->check_labels(host_labels);
+    const auto images = host_images[static_cast<std::size_t>(i) % host_images.size()].to(kGpu, true);
+    const auto labels = host_labels.to(kGpu, true);
+    oml::optim::zero_grad(*optimizer);
+    const auto out = criterion->forward(extractor->forward(images), labels);
+    out.loss.backward();
+    optimizer->step();
+    std::vector<at::Tensor> values{out.loss.detach()};
+    for (const auto& kv : out.logs) values.push_back(kv.second);
+    oml::PendingScalars taken(values);
+    if (unread) read_losses.push_back(unread->read().at(0));
+    unread.emplace(std::move(taken));
+  };
+  for (int i = 0; i < 3; ++i) step(i);  // warm-up: cuDNN's choices, Adam's state, the pinned pool
+  SyncCounter counter;
+  constexpr int kSteps = 8;
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&counter);
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+    for (int i = 0; i < kSteps; ++i) step(3 + i);
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  }
+  for (const auto& other : counter.others) WARN(other);
+  INFO(counter.synchronisations << " synchronisations in " << kSteps << " steps");
+  CHECK(counter.synchronisations == 0);
+  // The values read one step late are the losses.
+  REQUIRE(read_losses.size() == 3 + kSteps - 1);
+  for (const double loss : read_losses) CHECK(std::isfinite(loss));
 }

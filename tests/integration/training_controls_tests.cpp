@@ -122,6 +122,42 @@ TEST_CASE("accumulate_grad_batches steps after the epoch's last batch too, and w
         static_cast<int64_t>(steps.size()));
 }
 
+TEST_CASE("deterministic: true is in force in every training process and, on the CPU, changes no result",
+          "[pipelines][integration][controls][determinism]") {
+  TempDir tmp;
+  const std::string short_run = "max_epochs: 1\nlimit_train_batches: 3\n";
+  const Run plain = train_ok(tmp, "plain", per_image_config(tmp / "plain", 8, short_run));
+  CHECK_THAT(plain.result.err, !Contains("deterministic mode"));
+  const Run deterministic = train_ok(
+      tmp, "deterministic", per_image_config(tmp / "deterministic", 8, short_run + "deterministic: true\n"));
+  // What ATen's context reports in the training process, read back after setting it.
+  CHECK_THAT(deterministic.result.err,
+             Contains("deterministic mode: deterministic algorithms on (errors), cuDNN deterministic, "
+                      "cuDNN benchmark off, CUBLAS_WORKSPACE_CONFIG="));
+  CHECK_THAT(read_file(deterministic.dir / "config.yaml"), Contains("deterministic: true"));
+  // On the CPU training is bit-reproducible already: the same numbers (the timing field aside).
+  auto without_timing = [](const Run& run) {
+    auto records = read_jsonl(run.dir / "train.jsonl");
+    for (auto& record : records) record.erase("samples_per_s");
+    return records;
+  };
+  CHECK(without_timing(deterministic) == without_timing(plain));
+  CHECK(read_jsonl(deterministic.dir / "metrics.jsonl") == read_jsonl(plain.dir / "metrics.jsonl"));
+
+  // OML's form, "warn", under DDP: every rank turns it on.
+  const Run ranks = train_ok(
+      tmp, "ranks",
+      per_image_config(tmp / "ranks", 8, short_run + "lightning_trainer_extra_args: {deterministic: warn}\n"),
+      "--nproc-per-node 2");
+  const std::string& err = ranks.result.err;
+  std::size_t lines = 0;
+  for (std::size_t at = err.find("deterministic algorithms on (warnings)"); at != std::string::npos;
+       at = err.find("deterministic algorithms on (warnings)", at + 1))
+    ++lines;
+  INFO(err);
+  CHECK(lines == 2);
+}
+
 TEST_CASE(
     "gradient_clip_val bounds each step as clip_grad_norm_ / clip_grad_value_ do, a huge one changes nothing",
     "[pipelines][integration][controls]") {

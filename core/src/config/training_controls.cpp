@@ -147,6 +147,20 @@ const std::map<std::string, ControlReader>& control_readers() {
        [](const Node& n, TrainingControls& c, int64_t&) { c.limit_val_batches = parse_batch_limit(n); }},
       {"max_time",
        [](const Node& n, TrainingControls& c, int64_t&) { c.max_time_s = parse_duration(n, "max_time"); }},
+      {"deterministic",
+       [](const Node& n, TrainingControls& c, int64_t&) {
+         // Lightning's Optional[Union[bool, "warn"]]: YAML's true/false spellings, or "warn".
+         static const std::map<std::string, Determinism> values{
+             {"true", Determinism::on},   {"True", Determinism::on},   {"TRUE", Determinism::on},
+             {"false", Determinism::off}, {"False", Determinism::off}, {"FALSE", Determinism::off},
+             {"warn", Determinism::warn}};
+         const auto found = n.is_scalar() ? values.find(n.as<std::string>()) : values.end();
+         if (found == values.end()) {
+           n.fail("expected true, false or warn (Lightning's Trainer(deterministic=...)), got " +
+                  (n.is_scalar() ? "'" + n.as<std::string>() + "'" : std::string("a collection")));
+         }
+         c.deterministic = found->second;
+       }},
       {"check_val_every_n_epoch",
        [](const Node& n, TrainingControls&, int64_t& valid_period) {
          const auto period = n.as<int64_t>();

@@ -7,6 +7,7 @@
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/config/argument_error.h"
+#include "pml_support.h"
 
 namespace oml::losses {
 
@@ -64,7 +65,7 @@ torch::Tensor ArcFaceLossImpl::logits(const torch::Tensor& embeddings, const tor
 torch::Tensor ArcFaceLossImpl::targets(const torch::Tensor& labels) const {
   const double eps = options_.smoothing_epsilon;
   const int64_t classes = options_.num_classes;
-  const auto one_hot = torch::one_hot(labels, classes).to(torch::kFloat);
+  const auto one_hot = losses::one_hot(labels, classes, torch::kFloat);
   if (options_.label_categories.empty()) return one_hot * (1 - eps) + eps / static_cast<double>(classes);
   // OML's label_smoothing with categories: eps spread over the classes of the label's category.
   // A class without a category (beyond the train labels, or < 0) is a category of its own.
@@ -74,7 +75,7 @@ torch::Tensor ArcFaceLossImpl::targets(const torch::Tensor& labels) const {
     const bool known = i < options_.label_categories.size() && options_.label_categories[i] >= 0;
     categories[i] = known ? options_.label_categories[i] : -1 - c;
   }
-  const auto all = torch::tensor(categories, torch::kLong).to(labels.device());
+  const auto all = torch::tensor(categories, torch::kLong).to(labels.device(), /*non_blocking=*/true);
   const auto same = all.index_select(0, labels).unsqueeze(1) == all.unsqueeze(0);  // [B, C]
   const auto share = eps / same.sum(1, true).to(torch::kFloat);
   return torch::where(same, share, torch::zeros_like(share)) + one_hot * (1 - eps);
@@ -86,9 +87,7 @@ LossOutput ArcFaceLossImpl::forward(const torch::Tensor& input, const torch::Ten
   check_batch(embeddings, labels, name_);
   OML_CHECK(embeddings.size(1) == options_.in_features, DataError, name_, ": expected embeddings of size ",
             options_.in_features, ", got ", embeddings.size(1));
-  const int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
-  OML_CHECK(lo >= 0 && hi < options_.num_classes, DataError, name_, ": labels must be in [0, ",
-            options_.num_classes, "), got ", lo, "..", hi, " (num_classes too small for the train labels?)");
+  check_labels_on_host(*this, labels);
   const auto z = logits(embeddings, labels);
   const auto losses = -(targets(labels).to(z.scalar_type()) * torch::log_softmax(z, 1)).sum(1);
   LossOutput out;
@@ -97,8 +96,12 @@ LossOutput ArcFaceLossImpl::forward(const torch::Tensor& input, const torch::Ten
   // Accuracy of the plain cosine classifier (without the margin, as at inference).
   const auto cos =
       torch::mm(embeddings, weight.t()) / (embeddings.norm(2, 1, true) * weight.norm(2, 1).unsqueeze(0));
-  out.logs["accuracy"] = (cos.argmax(1) == labels).to(torch::kDouble).mean().item<double>();
+  out.logs["accuracy"] = (cos.argmax(1) == labels).to(torch::kDouble).mean();
   return out;
+}
+
+void ArcFaceLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, name_);
 }
 
 MLPArcFaceLossImpl::MLPArcFaceLossImpl(MLPArcFaceOptions options) : options_(std::move(options)) {
@@ -130,5 +133,7 @@ LossOutput MLPArcFaceLossImpl::forward(const torch::Tensor& input, const torch::
             embeddings.size(1));
   return arcface->forward(mlp->forward(embeddings), labels);
 }
+
+void MLPArcFaceLossImpl::check_labels(const torch::Tensor& labels) { arcface->check_labels(labels); }
 
 }  // namespace oml::losses

@@ -1,5 +1,6 @@
 #include "oml/losses/criterion.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "oml/common/error.h"
@@ -33,6 +34,18 @@ void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, c
 std::string training_loss_name(const Criterion& criterion) {
   const std::string name = criterion.log_name();
   return name.empty() ? "loss" : name + "_loss";
+}
+
+torch::Tensor one_hot(const torch::Tensor& labels, int64_t classes, c10::ScalarType dtype) {
+  const auto index = labels.to(torch::kLong).unsqueeze(1);
+  return torch::zeros({labels.size(0), classes}, labels.options().dtype(dtype)).scatter_(1, index, 1);
+}
+
+void check_labels_on_host(Criterion& criterion, const torch::Tensor& labels) {
+  if (!labels.device().is_cpu()) return;
+  // Named in profiles, and what the step-sync tests tell apart from a read inside the step.
+  RECORD_USER_SCOPE(kLabelCheckScope);
+  criterion.check_labels(labels);
 }
 
 }  // namespace oml::losses

@@ -25,7 +25,7 @@ torch::Tensor margin_cross_entropy(const torch::Tensor& cosines, const torch::Te
                                    Modify modified) {
   const auto target_class = labels.to(torch::kLong);
   const auto target = cosines.gather(1, target_class.unsqueeze(1));  // [B, 1]
-  const auto is_target = torch::one_hot(target_class, cosines.size(1)).to(cosines.scalar_type());
+  const auto is_target = losses::one_hot(target_class, cosines.size(1), cosines.scalar_type());
   const auto logits = (cosines + is_target * (modified(target) - target)) * scale;
   // Per item, then PML's MeanReducer (the reduction='mean' sum differs in the last bit).
   namespace F = torch::nn::functional;
@@ -100,6 +100,14 @@ LossOutput SubCenterArcFaceLossImpl::forward(const torch::Tensor& input, const t
   });
   out.logs["accuracy"] = detail::accuracy(cosines, labels);
   return out;
+}
+
+void CosFaceLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "cosface");
+}
+
+void SubCenterArcFaceLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "sub_center_arcface");
 }
 
 }  // namespace oml::losses

@@ -46,7 +46,7 @@ struct PairBatch {
   LossOutput zero(const std::vector<std::string>& log_keys) const {
     LossOutput out;
     out.loss = (embeddings * 0).sum();
-    for (const auto& key : log_keys) out.logs[key] = 0.0;
+    for (const auto& key : log_keys) out.logs[key] = torch::scalar_tensor(0.0, torch::kDouble);
     return out;
   }
 };
@@ -94,8 +94,8 @@ LossOutput ContrastiveLossImpl::forward(const torch::Tensor& input, const torch:
       torch::relu(distance.margin(options_.neg_margin, d.masked_select(b.pairs.negative))), b.embeddings);
   LossOutput out;
   out.loss = pos + neg;
-  out.logs["pos_loss"] = pos.item<double>();
-  out.logs["neg_loss"] = neg.item<double>();
+  out.logs["pos_loss"] = pos.detach();
+  out.logs["neg_loss"] = neg.detach();
   return out;
 }
 
@@ -124,8 +124,8 @@ LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const to
       masked_logsumexp(beta * distance.margin(base, b.values), b.pairs.negative, /*add_one=*/true) / beta;
   LossOutput out;
   out.loss = (pos + neg).mean();
-  out.logs["pos_loss"] = pos.mean().item<double>();
-  out.logs["neg_loss"] = neg.mean().item<double>();
+  out.logs["pos_loss"] = pos.mean().detach();
+  out.logs["neg_loss"] = neg.mean().detach();
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "pml_support.h"
 
+#include <ATen/record_function.h>
+
 #include <limits>
 
 #include "oml/common/error.h"
@@ -42,14 +44,19 @@ void check_class_batch(const torch::Tensor& embeddings, const torch::Tensor& lab
   check_batch(embeddings, labels, who);
   OML_CHECK(embeddings.size(1) == embedding_size, DataError, who, ": expected embeddings of size ",
             embedding_size, " (embedding_size), got ", embeddings.size(1));
+  if (labels.device().is_cpu()) check_label_range(labels, num_classes, who);
+}
+
+void check_label_range(const torch::Tensor& labels, int64_t num_classes, const std::string& who) {
+  RECORD_USER_SCOPE(kLabelCheckScope);  // a read of the labels: on the host, before the step
   const int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
   OML_CHECK(lo >= 0 && hi < num_classes, DataError, who, ": labels must be in [0, ", num_classes, "), got ",
             lo, "..", hi, " (num_classes too small for the train labels?)");
 }
 
-double accuracy(const torch::Tensor& scores, const torch::Tensor& labels) {
+torch::Tensor accuracy(const torch::Tensor& scores, const torch::Tensor& labels) {
   torch::NoGradGuard no_grad;
-  return (scores.argmax(1) == labels).to(torch::kDouble).mean().item<double>();
+  return (scores.argmax(1) == labels).to(torch::kDouble).mean();
 }
 
 }  // namespace oml::losses::detail

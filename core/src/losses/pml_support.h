@@ -30,12 +30,18 @@ void check_class_sizes(int64_t num_classes, int64_t embedding_size, const std::s
 void require_class_sizes(int64_t num_classes, int64_t embedding_size, const std::string& name);
 
 /// The checks of a batch for a loss with one weight row/column per class: `embeddings` [B, D]
-/// float32 with D == embedding_size, integer labels [B] in [0, num_classes). DataError otherwise,
-/// naming `who` and what does not fit.
+/// float32 with D == embedding_size, integer labels [B] in [0, num_classes) (their range only
+/// when they are on the CPU: see Criterion::check_labels). DataError otherwise, naming `who` and
+/// what does not fit.
 void check_class_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, int64_t embedding_size,
                        int64_t num_classes, const std::string& who);
 
-/// The fraction of rows whose largest score is their label's ([B, C] scores, [B] labels); a log value.
-double accuracy(const torch::Tensor& scores, const torch::Tensor& labels);
+/// DataError naming `who` unless every label is in [0, num_classes); reads the labels' values
+/// (a Criterion::check_labels).
+void check_label_range(const torch::Tensor& labels, int64_t num_classes, const std::string& who);
+
+/// The fraction of rows whose largest score is their label's ([B, C] scores, [B] labels), a
+/// double tensor on their device; a log value.
+torch::Tensor accuracy(const torch::Tensor& scores, const torch::Tensor& labels);
 
 }  // namespace oml::losses::detail

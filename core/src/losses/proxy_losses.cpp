@@ -38,20 +38,21 @@ LossOutput ProxyAnchorLossImpl::forward(const torch::Tensor& input, const torch:
   const Distance distance(options_.distance);
   const auto cos = distance.matrix(embeddings, proxies);  // [B, C]
   // Per proxy (a row of the transposed [C, B] matrices): its class's items and the others.
-  const auto is_class = torch::one_hot(labels.to(torch::kLong), num_classes).to(torch::kBool).t();
+  const auto is_class = losses::one_hot(labels, num_classes, torch::kBool).t();
   const double alpha = options_.alpha, margin = options_.margin;
   // For cosine: alpha (margin - cos) and alpha (cos + margin), PML's margin() in general.
   const auto pos_terms =
       masked_logsumexp(alpha * distance.margin(cos, margin).t(), is_class, /*add_one=*/true);
   const auto neg_terms =
       masked_logsumexp(alpha * distance.margin(-margin, cos).t(), ~is_class, /*add_one=*/true);
-  const int64_t with_positives = is_class.any(1).sum().item<int64_t>();  // >= 1: the batch is not empty
+  // The proxies with an item in the batch (>= 1: the batch is not empty), counted on the device.
+  const auto with_positives = is_class.any(1).sum();
   LossOutput out;
-  const auto pos = pos_terms.sum() / static_cast<double>(with_positives);
+  const auto pos = pos_terms.sum() / with_positives;
   const auto neg = neg_terms.sum() / static_cast<double>(num_classes);
   out.loss = pos + neg;
-  out.logs["pos_loss"] = pos.item<double>();
-  out.logs["neg_loss"] = neg.item<double>();
+  out.logs["pos_loss"] = pos.detach();
+  out.logs["neg_loss"] = neg.detach();
   return out;
 }
 
@@ -118,7 +119,7 @@ LossOutput SoftTripleLossImpl::forward(const torch::Tensor& input, const torch::
   const auto weights = torch::softmax(to_centres * (1.0 / options_.gamma), 2);
   const auto to_classes = (weights * to_centres).sum(2);  // [B, C]
   const auto target = labels.to(torch::kLong);
-  const auto margin = torch::one_hot(target, num_classes).to(to_classes.scalar_type()) * options_.margin;
+  const auto margin = losses::one_hot(target, num_classes, to_classes.scalar_type()) * options_.margin;
   LossOutput out;
   namespace F = torch::nn::functional;
   // Per item, then PML's MeanReducer (the reduction='mean' sum differs in the last bit).
@@ -127,6 +128,18 @@ LossOutput SoftTripleLossImpl::forward(const torch::Tensor& input, const torch::
                  .mean();
   out.logs["accuracy"] = detail::accuracy(to_classes, labels);
   return out;
+}
+
+void ProxyAnchorLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "proxy_anchor");
+}
+
+void ProxyNCALossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "proxy_nca");
+}
+
+void SoftTripleLossImpl::check_labels(const torch::Tensor& labels) {
+  detail::check_label_range(labels, options_.num_classes, "soft_triple");
 }
 
 }  // namespace oml::losses

@@ -97,7 +97,7 @@ LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& input, const tor
   const auto precision = per_anchor.mean();
   LossOutput out;
   out.loss = 1 - precision;
-  out.logs["precision"] = precision.item<double>();
+  out.logs["precision"] = precision.detach();
   return out;
 }
 

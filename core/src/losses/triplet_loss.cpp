@@ -41,10 +41,10 @@ LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const t
   LossOutput out;
   out.loss = options_.reduction == "mean" ? losses.mean() : losses.sum();
   torch::NoGradGuard no_grad;
-  out.logs["active_tri"] = (losses > 0).to(torch::kDouble).mean().item<double>();
-  out.logs["pos_dist"] = (a - p).norm(2, 1).mean().item<double>();
-  out.logs["neg_dist"] = (a - n).norm(2, 1).mean().item<double>();
-  out.logs["n_triplets"] = static_cast<double>(t.size());
+  out.logs["active_tri"] = (losses > 0).to(torch::kDouble).mean();
+  out.logs["pos_dist"] = (a - p).norm(2, 1).mean();
+  out.logs["neg_dist"] = (a - n).norm(2, 1).mean();
+  out.logs["n_triplets"] = torch::scalar_tensor(static_cast<double>(t.size()), torch::kDouble);
   return out;
 }
 
@@ -99,9 +99,9 @@ LossOutput TripletLossImpl::forward(const torch::Tensor& input, const torch::Ten
   LossOutput out;
   out.loss = options_.reduction == "mean" ? losses.mean() : losses.sum();
   torch::NoGradGuard no_grad;
-  out.logs["active_tri"] = (losses > 0).to(torch::kDouble).mean().item<double>();
-  out.logs["pos_dist"] = (a - p).norm(2, 1).mean().item<double>();
-  out.logs["neg_dist"] = (a - ng).norm(2, 1).mean().item<double>();
+  out.logs["active_tri"] = (losses > 0).to(torch::kDouble).mean();
+  out.logs["pos_dist"] = (a - p).norm(2, 1).mean();
+  out.logs["neg_dist"] = (a - ng).norm(2, 1).mean();
   return out;
 }
 

@@ -21,6 +21,10 @@ class Node;
 enum class GradientClipAlgorithm { norm, value };
 const std::vector<std::string>& gradient_clip_algorithm_names();
 
+/// Lightning's `deterministic:`: off (false, or not given), on (true: an operation without a
+/// deterministic algorithm is an error when it runs) or warn ("warn": a warning instead).
+enum class Determinism { off, on, warn };
+
 /// Lightning's `limit_train_batches` / `limit_val_batches`: an integer is a number of batches
 /// (1 is one batch), a float a fraction of them (1.0 is all of them).
 struct BatchLimit {
@@ -84,6 +88,9 @@ struct TrainingControls {
   /// their earlier time), validates and writes its checkpoints as at an epoch's end.
   std::optional<double> max_time_s;
   CheckpointingOptions checkpointing;
+  /// Lightning's `deterministic`: every process of the run uses deterministic algorithms
+  /// (oml::use_deterministic_algorithms) from its start.
+  Determinism deterministic = Determinism::off;
 };
 
 /// The keys `lightning_trainer_extra_args` accepts (Lightning Trainer arguments oml-cpp has).

@@ -37,6 +37,8 @@ class ArcFaceLossImpl : public Criterion {
   explicit ArcFaceLossImpl(ArcFaceOptions options, const std::string& name = "arcface");
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
   std::string log_name() const override { return "arcface"; }
+  /// DataError unless every label is in [0, num_classes).
+  void check_labels(const torch::Tensor& labels) override;
   /// s * margin-adjusted cosines [B, num_classes] (the logits fed to the cross-entropy).
   torch::Tensor logits(const torch::Tensor& embeddings, const torch::Tensor& labels);
   /// The cross-entropy targets [B, num_classes] of `labels` (smoothed as configured).
@@ -66,6 +68,7 @@ class MLPArcFaceLossImpl : public Criterion {
   explicit MLPArcFaceLossImpl(MLPArcFaceOptions options);
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
   std::string log_name() const override { return "arcface"; }
+  void check_labels(const torch::Tensor& labels) override;  ///< ArcFace's
 
   torch::nn::Sequential mlp{nullptr};
   ArcFaceLoss arcface{nullptr};

@@ -35,6 +35,7 @@ class CosFaceLossImpl : public Criterion {
  public:
   explicit CosFaceLossImpl(CosFaceOptions options);
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< labels in [0, num_classes)
 
   torch::Tensor W;  ///< PML's name
 
@@ -69,6 +70,7 @@ class SubCenterArcFaceLossImpl : public Criterion {
  public:
   explicit SubCenterArcFaceLossImpl(SubCenterArcFaceOptions options);
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< labels in [0, num_classes)
 
   torch::Tensor W;  ///< PML's name
 

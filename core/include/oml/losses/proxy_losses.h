@@ -40,6 +40,7 @@ class ProxyAnchorLossImpl : public Criterion {
  public:
   explicit ProxyAnchorLossImpl(ProxyAnchorOptions options);
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< labels in [0, num_classes)
 
   torch::Tensor proxies;
 
@@ -70,6 +71,7 @@ class ProxyNCALossImpl : public Criterion {
  public:
   explicit ProxyNCALossImpl(ProxyNCAOptions options);
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< labels in [0, num_classes)
 
   torch::Tensor proxies;
 
@@ -103,6 +105,7 @@ class SoftTripleLossImpl : public Criterion {
  public:
   explicit SoftTripleLossImpl(SoftTripleOptions options);
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< labels in [0, num_classes)
 
   torch::Tensor fc;
 
