@@ -66,7 +66,7 @@ TEST_CASE("accelerator cpu uses Gloo on the CPU and loads no CUDA", "[ddp][cuda_
 
 #if OML_TORCH_CUDA
 
-TEST_CASE("A CPU process does not load LibTorch's CUDA half; asking for cuda loads it and it works",
+TEST_CASE("A CPU process does not load LibTorch's CUDA half, and asking for cuda loads it and it works",
           "[ddp][cuda_module]") {
   check_hidden_case_passes("[.cuda_module_fresh_process]");
 }

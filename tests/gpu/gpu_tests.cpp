@@ -172,8 +172,9 @@ TEST_CASE("The gradient scaler's CUDA kernels skip an Inf step, halve the scale 
   CHECK(scaler.current_scale() == 1024);
 }
 
-TEST_CASE("Adam, AdamW and SGD on cuda:0 default to foreach; their foreach and fused steps equal the CPU's",
-          "[gpu][optim]") {
+TEST_CASE(
+    "Adam, AdamW and SGD on cuda:0 default to foreach, and their foreach and fused steps equal the CPU's",
+    "[gpu][optim]") {
   require_gpu();
   oml::cli::register_builtins();
   using oml::optim::StepKernel;

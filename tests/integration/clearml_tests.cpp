@@ -184,7 +184,7 @@ TEST_CASE("A failed run's ClearML session still imports and its console says how
 
 // The session's end runs in the interrupt's cleanup (an io::InterruptHook), where writing its zip
 // through io::write_stream_atomic waited for the cleanup itself: the command hung for good.
-TEST_CASE("An interrupted run's ClearML session ends and imports; the command exits 130 or 143",
+TEST_CASE("An interrupted run's ClearML session ends and imports, and the command exits 130 or 143",
           "[clearml][integration]") {
   for (const auto& [signal, code] : {std::pair<std::string, int>{"INT", 130}, {"TERM", 143}}) {
     DYNAMIC_SECTION("SIG" << signal << ": exit code " << code) {
