@@ -80,9 +80,10 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
               std::to_string(ctx.world_size()) + " ranks' batches of the step");
   }
   hooks.step = [&](const data::LoadedBatch& batch) {
-    // The label checks that read values run here, on the sampler's labels in host memory; on the
-    // device they would make every step wait for the GPU (Criterion::check_labels).
-    criterion->check_labels(batch.labels);
+    // For a device, the label checks that read values run here, on the sampler's labels in host
+    // memory: there they would make every step wait for it (Criterion::check_labels). On the CPU
+    // forward() runs them itself, so they run once either way.
+    if (!ctx.device.is_cpu()) losses::check_labels_on_host(*criterion, batch.labels);
     // Non-blocking copies: from the loader's pageable memory CUDA stages them at once, without
     // waiting for the device (a blocking copy waits for all the work queued before it).
     torch::Tensor embeddings;
