@@ -37,8 +37,9 @@ int main(int argc, char** argv) {
       "[--k K]\n"
       "                   (the gallery: the config's data_dir or dataframe through its model, or "
       "--embeddings)\n"
-      "  oml-index add    --index DIR (--images FOLDER | --dataframe CSV | --embeddings FILE.npy [--items "
-      "CSV])\n"
+      "  oml-index add    --index DIR (--images FOLDER | --texts FILE | --dataframe CSV | --embeddings "
+      "FILE.npy "
+      "[--items CSV])\n"
       "  oml-index remove --index DIR (--ids 3,17,... | --ids-file FILE)\n"
       "  oml-index compact --index DIR   (the changes logged by add/remove written into a new version)\n"
       "  oml-index calibrate --index DIR --target-fmr F (--dataframe CSV | --images FOLDER | --embeddings "
@@ -53,10 +54,11 @@ int main(int argc, char** argv) {
       ("action", po::value<std::string>(), "build | add | remove | compact | calibrate | info")
       ("out", po::value<std::string>(), "build: the index folder to create (must not exist, or be empty)")
       ("index", po::value<std::string>(), "add, remove, compact, calibrate, info: the index folder")
-      ("embeddings", po::value<std::string>(), "the items as float32 [N, D] embeddings (.npy), not images")
+      ("embeddings", po::value<std::string>(), "the items as float32 [N, D] embeddings (.npy), not images or texts")
       ("items", po::value<std::string>(), "with --embeddings: a CSV whose header names any of path, label, category; a row per embedding")
       ("images", po::value<std::string>(), "add, calibrate: a folder of images, embedded by the index's model")
-      ("dataframe", po::value<std::string>(), "add, calibrate: a dataframe (path, label, category columns) of images, embedded by the index's model")
+      ("texts", po::value<std::string>(), "add: a UTF-8 file of texts, one per line, embedded by a text index's model")
+      ("dataframe", po::value<std::string>(), "add, calibrate: a dataframe (path or text, label, category columns), embedded by the index's model")
       ("ids", po::value<std::string>(), "remove: item ids, comma-separated")
       ("ids-file", po::value<std::string>(), "remove: a file of item ids, one per line")
       ("target-fmr", po::value<double>(), "calibrate: the false match rate to allow (e.g. 0.001)")

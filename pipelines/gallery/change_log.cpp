@@ -28,6 +28,7 @@ constexpr std::size_t kHeaderBytes = 16;        // magic + the version's number
 constexpr uint32_t kMaxRecordBytes = 1u << 31;  // a length past this is damage, not a record
 constexpr unsigned char kAdd = 1;
 constexpr unsigned char kRemove = 2;
+constexpr unsigned char kAddTexts = 3;  // kAdd with each item's text after its path
 
 uint32_t crc(const std::string& bytes) {
   return static_cast<uint32_t>(
@@ -162,7 +163,7 @@ ChangeSummary read_change_log(const fs::path& file, int64_t version_number, int6
     PayloadReader reader(payload, file, static_cast<int64_t>(at));
     const auto kind = reader.get<unsigned char>();
     const auto count = reader.get<uint64_t>();
-    if (kind == kAdd) {
+    if (kind == kAdd || kind == kAddTexts) {
       const auto dim = reader.get<uint64_t>();
       if (static_cast<int64_t>(dim) != dimension)
         reader.fail("adds rows of dimension " + std::to_string(dim) + " to an index of " +
@@ -178,6 +179,7 @@ ChangeSummary read_change_log(const fs::path& file, int64_t version_number, int6
         reader.floats(block.data_ptr<float>() + i * dim, dim);
         out.added.ids.push_back(id);
         out.added.paths.push_back(reader.text());
+        out.added.texts.push_back(kind == kAddTexts ? reader.text() : std::string());
         const bool has_label = reader.get<unsigned char>() != 0;
         const auto label = reader.get<int64_t>();
         out.added.labels.push_back(has_label ? std::optional<int64_t>(label) : std::nullopt);
@@ -261,7 +263,11 @@ void ChangeLogWriter::append_add(const IndexedItems& items, const at::Tensor& ro
   const auto dim = static_cast<uint64_t>(r.size(1));
   std::string payload;
   payload.reserve(items.size() * (dim * 4 + 32) + 17);
-  put<unsigned char>(payload, kAdd);
+  // Items with texts (a text index) take the kind that carries them; the others keep kAdd's
+  // layout, which logs of earlier versions hold.
+  const bool texts = std::any_of(items.texts.begin(), items.texts.end(),
+                                 [](const std::string& text) { return !text.empty(); });
+  put<unsigned char>(payload, texts ? kAddTexts : kAdd);
   put<uint64_t>(payload, items.size());
   put<uint64_t>(payload, dim);
   const float* data = r.data_ptr<float>();
@@ -269,6 +275,7 @@ void ChangeLogWriter::append_add(const IndexedItems& items, const at::Tensor& ro
     put<int64_t>(payload, items.ids[i]);
     payload.append(reinterpret_cast<const char*>(data + i * dim), dim * sizeof(float));
     put_text(payload, items.paths[i]);
+    if (texts) put_text(payload, items.texts[i]);
     put<unsigned char>(payload, items.labels[i] ? 1 : 0);
     put<int64_t>(payload, items.labels[i].value_or(0));
     put_text(payload, items.categories[i]);

@@ -11,6 +11,7 @@
 //   add:    u8 1 | u64 count | u64 dimension | count x (i64 id | f32[dimension] row as the index
 //           searches it | u32 length + path | u8 has label | i64 label | u32 length + category)
 //   remove: u8 2 | u64 count | count x i64 id
+//   add with texts (a text index's items): u8 3 | as add, with `u32 length + text` after each path
 // Readers apply the records on top of the version (ChangeSummary): added rows are appended in log
 // order, removed ids dropped — which is what applying them one by one gives, since ids are never
 // reused and a removal keeps the order of the rest. A record cut short at the end of the file

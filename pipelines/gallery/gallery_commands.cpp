@@ -48,7 +48,9 @@ namespace {
 struct Items {
   at::Tensor embeddings;  // [N, D] float32
   IndexedItems records;
-  data::DataSplit images;  // the rows' images (paths, boxes) when they were embedded from images
+  ItemInputs inputs = ItemInputs::images;
+  data::DataSplit images;             // the rows' images (paths, boxes) when they were embedded from images
+  std::vector<fs::path> model_files;  // a text model's files (TextInputSpec::model_files)
 };
 
 std::string option(const cli::Invocation& inv, const char* name) {
@@ -72,9 +74,7 @@ Items items_from_embeddings(const std::string& npy, const std::string& items_csv
   Items out;
   out.embeddings = io::map_npy_matrix(npy);
   const auto n = static_cast<std::size_t>(out.embeddings.size(0));
-  out.records.paths.assign(n, "");
-  out.records.labels.assign(n, std::nullopt);
-  out.records.categories.assign(n, "");
+  out.records.resize_records(n);
   if (items_csv.empty()) return out;
   const std::vector<data::CsvRecord> records = data::parse_csv(read_text_file(items_csv), items_csv);
   OML_CHECK(!records.empty(), DataError, items_csv,
@@ -107,21 +107,26 @@ Items items_from_embeddings(const std::string& npy, const std::string& items_csv
   return out;
 }
 
-// The images the config names (data_dir, or its dataframe's rows) through its model.
-Items items_from_images(const config::RunConfig& cfg) {
-  const PredictionInput input = prediction_input(cfg);
+// The images or texts the config names (data_dir, or its dataframe's rows) through its model.
+Items items_from_model(const config::RunConfig& cfg) {
   RunContext ctx = start_run(cfg);
   auto extractor = build_extractor_with_weights(cfg, ctx);
-  require_image_extractor(cfg, *extractor, "oml-index / oml-search");
+  const PredictionInput input = prediction_input(cfg, *extractor);
+  EmbedOptions embed = embed_options(cfg, cfg.batch_size_inference, "embedding");
+  embed.unit = input.inputs.unit();
   Items out;
-  out.embeddings = embed_dataset(*extractor, input.dataset, ctx,
-                                 embed_options(cfg, cfg.batch_size_inference, "embedding"));
+  out.embeddings = embed_dataset(*extractor, input.dataset, ctx, embed);
   const data::DataSplit& rows = input.dataset->meta();
   const auto n = static_cast<std::size_t>(out.embeddings.size(0));
-  out.images = rows;
-  out.records.paths = rows.paths;
-  out.records.labels.assign(n, std::nullopt);
-  out.records.categories.assign(n, "");
+  out.records.resize_records(n);
+  if (input.inputs.kind == RowInput::texts) {
+    out.inputs = ItemInputs::texts;
+    out.records.texts = rows.texts;
+    out.model_files = input.inputs.text->model_files;
+  } else {
+    out.images = rows;
+    out.records.paths = rows.paths;
+  }
   for (std::size_t i = 0; i < n && i < input.rows.original_labels.size(); ++i) {
     out.records.labels[i] = input.rows.original_labels[i];
   }
@@ -138,33 +143,48 @@ std::string model_file(const config::RunConfig& cfg) {
   return fs::absolute(cfg.weights).lexically_normal().string();
 }
 
-// The images of `--images` FOLDER or `--dataframe` CSV through the index's model.
+// The images of `--images` FOLDER, the lines of `--texts` FILE, or the rows of `--dataframe` CSV
+// through the index's model.
 Items items_from_index_model(const cli::Invocation& inv, const IndexVersion& index, const std::string& images,
-                             const std::string& dataframe) {
+                             const std::string& texts, const std::string& dataframe) {
+  const bool text_index = index.manifest.inputs == ItemInputs::texts;
+  OML_CHECK(
+      images.empty() || !text_index, UsageError, "--images ", images, ": ", index.dir.string(),
+      " holds texts, embedded by a text model: give --texts FILE (one text per line) or --dataframe CSV");
+  OML_CHECK(texts.empty() || text_index, UsageError, "--texts ", texts, ": ", index.dir.string(),
+            " holds images", index.manifest.has_model ? ", embedded by an image model" : " (it has no model)",
+            ": give --images FOLDER or --dataframe CSV");
   std::vector<std::string> overrides;
-  if (!images.empty()) {
-    overrides.push_back("data_dir=" + images);
+  if (!images.empty() || !texts.empty()) {
+    overrides.push_back("data_dir=" + (images.empty() ? texts : images));
   } else {
     const fs::path file = fs::absolute(dataframe);
     overrides.push_back("data_dir=''");
     overrides.push_back("dataset_root=" + file.parent_path().string());
     overrides.push_back("dataframe_name=" + file.filename().string());
   }
-  return items_from_images(index_model_config(inv, index, overrides));
+  return items_from_model(index_model_config(inv, index, overrides));
 }
 
-// The items a command adds or searches: --embeddings (with --items), --images or --dataframe.
+// The items a command adds or searches: --embeddings (with --items), --images, --texts or
+// --dataframe.
 Items input_items(const cli::Invocation& inv, const IndexVersion& index) {
   const std::string embeddings = option(inv, "embeddings");
   const std::string images = option(inv, "images");
+  const std::string texts = option(inv, "texts");
   const std::string dataframe = option(inv, "dataframe");
-  const int given = !embeddings.empty() + !images.empty() + !dataframe.empty();
+  const int given = !embeddings.empty() + !images.empty() + !texts.empty() + !dataframe.empty();
   OML_CHECK(given == 1, UsageError,
-            "give the items as exactly one of --embeddings FILE.npy, --images FOLDER, --dataframe CSV");
-  if (!embeddings.empty()) return items_from_embeddings(embeddings, option(inv, "items"));
+            "give the items as exactly one of --embeddings FILE.npy, --images FOLDER, --texts FILE, "
+            "--dataframe CSV");
+  if (!embeddings.empty()) {
+    Items items = items_from_embeddings(embeddings, option(inv, "items"));
+    items.inputs = index.manifest.inputs;
+    return items;
+  }
   OML_CHECK(option(inv, "items").empty(), UsageError,
             "--items goes with --embeddings (a dataframe has its own columns)");
-  return items_from_index_model(inv, index, images, dataframe);
+  return items_from_index_model(inv, index, images, texts, dataframe);
 }
 
 void check_dimension(const Items& items, const IndexVersion& index, const std::string& what) {
@@ -200,7 +220,7 @@ config::RunConfig index_model_config(const cli::Invocation& inv, const IndexVers
                                      std::vector<std::string> overrides) {
   const IndexManifest& m = index.manifest;
   OML_CHECK(m.has_model, UsageError, index.dir.string(),
-            " was built from embeddings, without a model to embed images with: give embeddings");
+            " was built from embeddings, without a model to embed images or texts with: give embeddings");
   if (!m.weights.empty()) {
     if (!fs::is_regular_file(m.weights)) {
       throw DataError(index.dir.string() + ": its model file " + m.weights +
@@ -213,6 +233,17 @@ config::RunConfig index_model_config(const cli::Invocation& inv, const IndexVers
                       "); embeddings of new images would not match the gallery's: build the index again");
     }
     overrides.insert(overrides.begin(), "weights=" + m.weights);
+  }
+  for (const auto& [file, sha256] : m.model_files) {
+    if (!fs::is_regular_file(file)) {
+      throw DataError(index.dir.string() + ": its model's file " + file +
+                      " is gone; texts cannot be embedded as the gallery was (build the index again)");
+    }
+    if (sha256_file_hex(file) != sha256) {
+      throw DataError(index.dir.string() + ": its model's file " + file +
+                      " has changed since the index was built (sha256 " + sha256 +
+                      "); embeddings of new texts would not match the gallery's: build the index again");
+    }
   }
   const config::Document document =
       config::Document::from_string(index.config_yaml, (index.version / "config.yaml").string(), overrides);
@@ -321,8 +352,8 @@ int index_build(const cli::Invocation& inv) {
   const std::string embeddings = option(inv, "embeddings");
   // A gallery of embeddings needs no model: without --config, the defaults (the exact backend).
   OML_CHECK(inv.config_path || !embeddings.empty(), UsageError,
-            "--config FILE is required to embed images (its model, transforms and data); a gallery given as "
-            "--embeddings needs none");
+            "--config FILE is required to embed images or texts (its model, transforms and data); a gallery "
+            "given as --embeddings needs none");
   const config::Document document = inv.config_path
                                         ? inv.load_document()
                                         : config::Document::from_string("{}", "<defaults>", inv.overrides);
@@ -339,11 +370,16 @@ int index_build(const cli::Invocation& inv) {
   if (!embeddings.empty()) {
     items = items_from_embeddings(embeddings, option(inv, "items"));
   } else {
-    items = items_from_images(cfg);
+    items = items_from_model(cfg);
     contents.manifest.has_model = true;
+    contents.manifest.inputs = items.inputs;
     contents.manifest.weights = model_file(cfg);
     if (!contents.manifest.weights.empty() && fs::is_regular_file(contents.manifest.weights)) {
       contents.manifest.weights_sha256 = sha256_file_hex(contents.manifest.weights);
+    }
+    for (const fs::path& file : items.model_files) {
+      const std::string path = fs::absolute(file).lexically_normal().string();
+      contents.manifest.model_files[path] = sha256_file_hex(path);
     }
   }
   const int64_t n = items.embeddings.size(0);
@@ -469,9 +505,9 @@ int index_calibrate(const cli::Invocation& inv) {
   for (int64_t i = 0; i < n; ++i) {
     OML_CHECK(
         items.records.labels[static_cast<std::size_t>(i)].has_value(), DataError, "calibration item ", i,
-        (items.records.paths[static_cast<std::size_t>(i)].empty()
+        (items.records.source(static_cast<std::size_t>(i), items.inputs).empty()
              ? std::string()
-             : " (" + items.records.paths[static_cast<std::size_t>(i)] + ")"),
+             : " (" + items.records.source(static_cast<std::size_t>(i), items.inputs) + ")"),
         " has no label; calibration needs a labelled set (a dataframe's label column, or --items with a "
         "label column)");
     items.records.ids.push_back(i);
@@ -517,7 +553,10 @@ int index_info(const cli::Invocation& inv) {
   std::cout << "model:       "
             << (m.has_model ? (m.weights.empty() ? std::string("the config's extractor") : m.weights)
                             : std::string("none (built from embeddings)"))
-            << "\n";
+            << "\n"
+            << "items are:   " << (m.inputs == ItemInputs::texts ? "texts" : "images") << "\n";
+  for (const auto& [file, sha256] : m.model_files)
+    std::cout << "model file:  " << file << " (sha256 " << sha256 << ")\n";
   if (m.calibration.is_object()) std::cout << "calibration: " << m.calibration.dump() << "\n";
   std::cout << "written by:  oml-cpp " << m.oml_cpp_version << ", LibTorch " << m.libtorch_version
             << std::endl;
@@ -539,6 +578,10 @@ std::unique_ptr<SearchReranker> search_reranker(const cli::Invocation& inv, cons
   }
   auto reranker = std::make_unique<SearchReranker>(inv, file);
   if (reranker->takes_images()) {
+    OML_CHECK(loaded.version.manifest.inputs != ItemInputs::texts, UsageError, "--rerank ", file,
+              ": its pairwise model '", reranker->model_name(), "' reads images, and ",
+              loaded.version.dir.string(),
+              " holds texts (re-rank with a model that reads embeddings, such as linear_siamese)");
     OML_CHECK(
         option(inv, "embeddings").empty(), UsageError, "--rerank ", file, ": its pairwise model '",
         reranker->model_name(),
@@ -640,6 +683,9 @@ int search_index(const cli::Invocation& inv) {
   };
 
   const IndexedItems& gallery = loaded.version.items;
+  // The queries' and items' column: their paths, or a text index's texts.
+  const ItemInputs inputs = loaded.version.manifest.inputs;
+  const char* column = inputs == ItemInputs::texts ? "text" : "path";
   at::Tensor ids = at::full({nq, k}, -1, at::kLong);
   at::Tensor distances = at::full({nq, k}, std::numeric_limits<float>::infinity(), at::kFloat);
   auto id_rows = ids.accessor<int64_t, 2>();
@@ -647,7 +693,7 @@ int search_index(const cli::Invocation& inv) {
   output.claim();
   int64_t unknown = 0;
   io::write_stream_atomic(out_dir / "neighbours.csv", [&](std::ostream& csv) {
-    csv << "query,query_path,rank,id,path,label,category,distance\n";
+    csv << "query,query_" << column << ",rank,id," << column << ",label,category,distance\n";
     char distance[32];
     for (int64_t q = 0; q < nq; ++q) {
       if (unknown_query(q)) {
@@ -661,8 +707,9 @@ int search_index(const cli::Invocation& inv) {
         id_rows[q][i] = gallery.ids[g];
         distance_rows[q][i] = d;
         std::snprintf(distance, sizeof(distance), "%.9g", d);
-        csv << q << ',' << data::csv_escape(queries.records.paths[static_cast<std::size_t>(q)]) << ','
-            << i + 1 << ',' << gallery.ids[g] << ',' << data::csv_escape(gallery.paths[g]) << ',';
+        csv << q << ',' << data::csv_escape(queries.records.source(static_cast<std::size_t>(q), inputs))
+            << ',' << i + 1 << ',' << gallery.ids[g] << ',' << data::csv_escape(gallery.source(g, inputs))
+            << ',';
         if (gallery.labels[g]) csv << *gallery.labels[g];
         csv << ',' << data::csv_escape(gallery.categories[g]) << ',' << distance << '\n';
       }
@@ -670,10 +717,10 @@ int search_index(const cli::Invocation& inv) {
   });
   // One line per query: the first item listed, or "unknown".
   io::write_stream_atomic(out_dir / "answers.csv", [&](std::ostream& csv) {
-    csv << "query,query_path,answer,id,label,distance\n";
+    csv << "query,query_" << column << ",answer,id,label,distance\n";
     char distance[32];
     for (int64_t q = 0; q < nq; ++q) {
-      csv << q << ',' << data::csv_escape(queries.records.paths[static_cast<std::size_t>(q)]) << ',';
+      csv << q << ',' << data::csv_escape(queries.records.source(static_cast<std::size_t>(q), inputs)) << ',';
       if (id_rows[q][0] < 0) {
         csv << "unknown,,,\n";
         continue;

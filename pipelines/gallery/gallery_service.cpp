@@ -10,7 +10,9 @@
 #include "oml/common/error.h"
 #include "oml/common/failpoint.h"
 #include "oml/common/logging.h"
+#include "oml/common/strings.h"
 #include "oml/data/image.h"
+#include "oml/data/text_dataset.h"
 #include "oml/data/transform.h"
 #include "oml/models/extractor.h"
 #include "oml/retrieval/distance_space.h"
@@ -37,15 +39,23 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
     context_ = std::make_unique<RunContext>(start_run(cfg));
     extractor_ = build_extractor_with_weights(cfg, *context_);
     extractor_->eval();
-    const ParsedComponents& parsed = parsed_components(cfg);
-    transform_ =
-        build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
-                        "transforms_predict");
-    max_image_pixels_ = options_.max_image_pixels.value_or(cfg.max_image_pixels);
-    decode_budget_ = std::make_unique<data::DecodeBudget>(options_.decode_memory_bytes);
-    embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
-        [this](std::vector<at::Tensor>& images) { return embed_batch(images); }, options_.embed_batch,
-        [](const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes(); });
+    inputs_ = loaded_.version.manifest.inputs;
+    if (inputs_ == ItemInputs::texts) {
+      text_ = std::make_unique<RunInputs>(text_inputs(cfg, *extractor_, "requests", {}));
+      // Texts of any length batch together: the batch is padded to its longest.
+      embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
+          [this](std::vector<at::Tensor>& tokens) { return embed_text_batch(tokens); }, options_.embed_batch);
+    } else {
+      const ParsedComponents& parsed = parsed_components(cfg);
+      transform_ =
+          build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
+                          "transforms_predict");
+      max_image_pixels_ = options_.max_image_pixels.value_or(cfg.max_image_pixels);
+      decode_budget_ = std::make_unique<data::DecodeBudget>(options_.decode_memory_bytes);
+      embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
+          [this](std::vector<at::Tensor>& images) { return embed_batch(images); }, options_.embed_batch,
+          [](const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes(); });
+    }
   }
   searcher_ = std::make_unique<MicroBatcher<std::shared_ptr<Query>, SearchAnswer>>(
       [this](std::vector<std::shared_ptr<Query>>& queries) { return search_batch(queries); },
@@ -133,12 +143,12 @@ std::string GalleryService::describe() const {
   return loaded_.index->describe();
 }
 
-std::vector<at::Tensor> GalleryService::embed_batch(std::vector<at::Tensor>& images) {
+std::vector<at::Tensor> GalleryService::forward(const at::Tensor& batch) {
   const torch::NoGradGuard no_grad;
   at::Tensor embeddings;
   {
     const AutocastGuard autocast(context_->precision, context_->device);
-    embeddings = extractor_->forward(torch::stack(images).to(context_->device));
+    embeddings = extractor_->forward(batch.to(context_->device));
   }
   embeddings = embeddings.to(torch::kCPU).to(torch::kFloat).contiguous();
   std::vector<at::Tensor> out;
@@ -146,9 +156,37 @@ std::vector<at::Tensor> GalleryService::embed_batch(std::vector<at::Tensor>& ima
   return out;
 }
 
+std::vector<at::Tensor> GalleryService::embed_batch(std::vector<at::Tensor>& images) {
+  return forward(torch::stack(images));
+}
+
+std::vector<at::Tensor> GalleryService::embed_text_batch(std::vector<at::Tensor>& tokens) {
+  std::vector<int64_t> indices(tokens.size());
+  for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
+  return forward(data::pad_text_items(tokens, indices, text_dataset_options(*text_, "requests")));
+}
+
+at::Tensor GalleryService::embed_text(const std::string& text) {
+  OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
+            " was built from embeddings, without a model: send embeddings, not texts");
+  OML_CHECK(inputs_ == ItemInputs::texts, UsageError, dir_.string(),
+            " holds images, embedded by an image model: send \"image\" or \"embedding\", not \"text\"");
+  if (static_cast<int64_t>(text.size()) > options_.max_text_bytes) {
+    throw TextTooLong("the text has " + std::to_string(text.size()) +
+                      " bytes, more than --max-text-kb allows (" + std::to_string(options_.max_text_bytes) +
+                      ")");
+  }
+  OML_CHECK(!trim(text).empty(), DataError, "\"text\" is empty or blank: there is nothing to embed");
+  const at::Tensor tokens = data::encode_text(
+      *text_->tokenizer, text, text_dataset_options(*text_, "requests"), "the request's \"text\"");
+  return embedder_->submit(tokens);
+}
+
 at::Tensor GalleryService::embed(const std::string& image_bytes) {
   OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
             " was built from embeddings, without a model: send embeddings, not images");
+  OML_CHECK(inputs_ == ItemInputs::images, UsageError, dir_.string(),
+            " holds texts, embedded by a text model: send \"text\" or \"embedding\", not an image");
   const std::string what = "(the request's)";
   const data::ImageHeader header = data::read_image_header(image_bytes, what);
   data::ImageLimits limits;
@@ -223,7 +261,7 @@ std::vector<SearchAnswer> GalleryService::search_batch(std::vector<std::shared_p
       if (answer.threshold && d > *answer.threshold) break;
       const auto g = static_cast<std::size_t>(found.retrieved[found.begin(qi) + i]);
       answer.neighbours.push_back(
-          Neighbour{items.ids[g], items.paths[g], items.labels[g], items.categories[g], d});
+          Neighbour{items.ids[g], items.paths[g], items.texts[g], items.labels[g], items.categories[g], d});
     }
   }
   return out;
@@ -239,6 +277,7 @@ std::vector<int64_t> GalleryService::add(const std::vector<NewItem>& new_items) 
               " values, the index holds embeddings of dimension ", dimension_);
     rows.push_back(item.embedding.to(torch::kFloat));
     records.paths.push_back(item.path);
+    records.texts.push_back(item.text);
     records.labels.push_back(item.label);
     records.categories.push_back(item.category);
   }

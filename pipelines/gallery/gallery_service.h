@@ -24,6 +24,8 @@
 
 #include "gallery/gallery_commands.h"
 #include "gallery/micro_batcher.h"
+#include "oml/common/error.h"
+#include "runtime/run_inputs.h"
 
 namespace oml::data {
 class DecodeBudget;
@@ -37,10 +39,16 @@ namespace oml::pipelines {
 
 struct RunContext;
 
+/// A text over ServiceOptions::max_text_bytes (oml-serve answers 413).
+struct TextTooLong : UsageError {
+  using UsageError::UsageError;
+};
+
 /// One neighbour of a query.
 struct Neighbour {
   int64_t id = 0;
   std::string path;
+  std::string text;  ///< a text index's item
   std::optional<int64_t> label;
   std::string category;
   float distance = 0.0F;
@@ -57,6 +65,7 @@ struct SearchAnswer {
 struct NewItem {
   at::Tensor embedding;  ///< [D] float32
   std::string path;
+  std::string text;  ///< a text index's item (what embed_text() embedded, or a record)
   std::optional<int64_t> label;
   std::string category;
 };
@@ -71,6 +80,9 @@ struct ServiceOptions {
   /// What concurrent embed() calls may hold together while they decode and transform images
   /// (data::DecodeBudget): a request waits for its share; one larger than all of it is refused.
   int64_t decode_memory_bytes = int64_t{2048} * 1024 * 1024;
+  /// Longer texts (UTF-8 bytes) are refused before tokenizing (TextTooLong): a model reads 512
+  /// tokens at most, and tokenizing costs with the length.
+  int64_t max_text_bytes = 64 * 1024;
   /// The change log is written into a new version once it holds this much and half the
   /// gallery's bytes (compaction_due()).
   int64_t compact_min_bytes = kDefaultCompactMinBytes;
@@ -87,6 +99,11 @@ class GalleryService {
   /// when the bytes are not an image; UsageError when the index has no model. Decoding and the
   /// transform hold the image's share of the decode budget (waiting for it when others hold it).
   at::Tensor embed(const std::string& image_bytes);
+  /// [D] float32 embedding of a text, tokenized with the index model's tokenizer and batched with
+  /// other requests' texts (padded to the longest). TextTooLong over max_text_bytes; DataError
+  /// for an empty or blank text or one that is not UTF-8; UsageError when the index holds images
+  /// or has no model.
+  at::Tensor embed_text(const std::string& text);
   /// The top `k` of `embedding` ([D]; DataError for another size or non-finite values), cut at
   /// `threshold` — nullopt: the calibrated one if any; NaN: none (a distance may be negative:
   /// -q.g under `distance: dot`; UsageError for a negative one under the other distances).
@@ -102,6 +119,8 @@ class GalleryService {
   int64_t dimension() const { return dimension_; }
   int64_t max_k() const { return options_.max_k; }
   bool has_model() const;
+  /// What the index's items are (and its model reads): images or texts.
+  ItemInputs inputs() const { return inputs_; }
   std::string describe() const;
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -109,6 +128,9 @@ class GalleryService {
   struct Query;
   std::vector<SearchAnswer> search_batch(std::vector<std::shared_ptr<Query>>& queries);  // one search call
   std::vector<at::Tensor> embed_batch(std::vector<at::Tensor>& images);
+  std::vector<at::Tensor> embed_text_batch(std::vector<at::Tensor>& tokens);  // padded to the longest
+  /// One forward pass of `batch` ([B, ...] model inputs): B float32 [D] embeddings on the CPU.
+  std::vector<at::Tensor> forward(const at::Tensor& batch);
   /// After a change (under the exclusive lock): wakes the compactor when the log is due.
   void after_change();
   /// The compactor thread: writes the next version whenever one is due, until stopped.
@@ -134,6 +156,8 @@ class GalleryService {
   std::thread compactor_;
   std::shared_ptr<models::Extractor> extractor_;
   std::shared_ptr<const data::Transform> transform_;
+  ItemInputs inputs_ = ItemInputs::images;
+  std::unique_ptr<RunInputs> text_;  // a text index's tokenizer and packing
   int64_t max_image_pixels_ = 0;
   std::unique_ptr<data::DecodeBudget> decode_budget_;
   std::unique_ptr<RunContext> context_;

@@ -361,6 +361,8 @@ HttpResponse HttpApi::handle(const HttpRequest& request) noexcept {
       }
     } catch (const data::ImageTooLarge& e) {
       answer_error(http::status::payload_too_large, e.what());
+    } catch (const TextTooLong& e) {
+      answer_error(http::status::payload_too_large, e.what());
     } catch (const DataError& e) {
       answer_error(http::status::unprocessable_entity, e.what());
     } catch (const UsageError& e) {
@@ -408,9 +410,18 @@ void HttpApi::authorize(const HttpRequest& request, const std::string& path) con
 
 namespace {
 
+// "text": a string (the JSON parser has checked it is UTF-8; line breaks and tabs are text).
+std::string text_field(const nlohmann::json& body) {
+  if (!body.at("text").is_string()) bad_request("\"text\" must be a string");
+  return body.at("text").get<std::string>();
+}
+
 // The request's embedding: given ("embedding"), or of its image (a body of Content-Type
-// image/*, or base64 in "image").
+// image/*, or base64 in "image"), or of its text ("text", an index of texts). "text" with
+// "embedding" is a record (POST /items); with "image" it is refused.
 at::Tensor input_embedding(GalleryService& service, const HttpRequest& request, const nlohmann::json& body) {
+  if (body.contains("text") && (body.contains("image") || is_image_body(request)))
+    bad_request("give \"text\" or an image, not both");
   if (is_image_body(request)) return service.embed(request.body());
   if (body.contains("embedding")) {
     const nlohmann::json& values = body.at("embedding");
@@ -437,6 +448,9 @@ at::Tensor input_embedding(GalleryService& service, const HttpRequest& request, 
     if (!body.at("image").is_string()) bad_request("\"image\" must be a base64 string");
     return service.embed(base64_decode(body.at("image").get<std::string>()));
   }
+  if (body.contains("text")) return service.embed_text(text_field(body));
+  if (service.inputs() == ItemInputs::texts)
+    bad_request("give \"embedding\": [numbers] or \"text\": \"...\" (this index holds texts)");
   bad_request(
       "give \"embedding\": [numbers] or \"image\": \"<base64>\" (or send the image itself as the body, "
       "Content-Type image/jpeg or image/png)");
@@ -477,7 +491,8 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
                           {"items", service_.size()},
                           {"dimension", service_.dimension()},
                           {"backend", service_.describe()},
-                          {"model", service_.has_model()}});
+                          {"model", service_.has_model()},
+                          {"inputs", service_.inputs() == ItemInputs::texts ? "texts" : "images"}});
   }
   if (path == "/metrics") {
     only(http::verb::get);
@@ -511,6 +526,8 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
                         : finite(query_number(params.at("threshold"), "threshold"), "threshold");
       }
     }
+    if (body.contains("text") && body.contains("embedding"))
+      bad_request("give \"text\" or \"embedding\", not both");
     const at::Tensor embedding = input_embedding(service_, request, body);
     if (path == "/embed") {
       const std::vector<float> values(embedding.data_ptr<float>(),
@@ -520,9 +537,10 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
     }
     const SearchAnswer answer = service_.search(embedding, k, threshold);
     nlohmann::json neighbours = nlohmann::json::array();
+    const bool texts = service_.inputs() == ItemInputs::texts;
     for (const Neighbour& n : answer.neighbours) {
       neighbours.push_back({{"id", n.id},
-                            {"path", n.path},
+                            {texts ? "text" : "path", texts ? n.text : n.path},
                             {"label", n.label ? nlohmann::json(*n.label) : nlohmann::json(nullptr)},
                             {"category", n.category},
                             {"distance", n.distance}});
@@ -558,8 +576,15 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
     std::vector<NewItem> items;
     for (const nlohmann::json* entry : entries) {
       NewItem item;
+      // An item's record is what the index keeps in items.csv: a path, or a text index's text.
+      const bool texts = service_.inputs() == ItemInputs::texts;
+      if (texts && entry->contains("path"))
+        bad_request("this index holds texts: an item is its \"text\", not a \"path\"");
+      if (!texts && entry->contains("text"))
+        bad_request("this index holds images: an item has a \"path\", not a \"text\"");
       item.embedding = input_embedding(service_, request, *entry);
       if (entry->contains("path")) item.path = item_text(*entry, "path", 4096);
+      if (entry->contains("text")) item.text = text_field(*entry);
       if (entry->contains("category")) item.category = item_text(*entry, "category", 1024);
       if (entry->contains("label") && !(*entry)["label"].is_null()) {
         const nlohmann::json& label = (*entry)["label"];

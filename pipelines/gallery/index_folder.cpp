@@ -87,11 +87,14 @@ std::string utc_now() {
   return text;
 }
 
-std::string items_csv(const IndexedItems& items) {
+// items.csv's second column: what each item is.
+const char* source_column(ItemInputs inputs) { return inputs == ItemInputs::texts ? "text" : "path"; }
+
+std::string items_csv(const IndexedItems& items, ItemInputs inputs) {
   std::ostringstream out;
-  out << "id,path,label,category\n";
+  out << "id," << source_column(inputs) << ",label,category\n";
   for (std::size_t i = 0; i < items.size(); ++i) {
-    out << items.ids[i] << ',' << data::csv_escape(items.paths[i]) << ',';
+    out << items.ids[i] << ',' << data::csv_escape(items.source(i, inputs)) << ',';
     if (items.labels[i]) out << *items.labels[i];
     out << ',' << data::csv_escape(items.categories[i]) << '\n';
   }
@@ -107,11 +110,12 @@ int64_t parse_integer(const std::string& text, const fs::path& file, int64_t lin
   return *value;
 }
 
-IndexedItems parse_items(const fs::path& file) {
+IndexedItems parse_items(const fs::path& file, ItemInputs inputs) {
   const std::vector<data::CsvRecord> records = data::parse_csv(read_text(file), file.string());
-  const std::vector<std::string> header{"id", "path", "label", "category"};
+  const std::vector<std::string> header{"id", source_column(inputs), "label", "category"};
   if (records.empty() || records.front().fields != header) {
-    throw DataError(file.string() + ":1: expected the header id,path,label,category");
+    throw DataError(file.string() + ":1: expected the header id," + source_column(inputs) +
+                    ",label,category");
   }
   IndexedItems items;
   for (std::size_t r = 1; r < records.size(); ++r) {
@@ -121,7 +125,8 @@ IndexedItems parse_items(const fs::path& file) {
                       std::to_string(record.fields.size()));
     }
     items.ids.push_back(parse_integer(record.fields[0], file, record.line, "id"));
-    items.paths.push_back(record.fields[1]);
+    items.paths.push_back(inputs == ItemInputs::images ? record.fields[1] : std::string());
+    items.texts.push_back(inputs == ItemInputs::texts ? record.fields[1] : std::string());
     items.labels.push_back(record.fields[2].empty() ? std::nullopt
                                                     : std::optional<int64_t>(parse_integer(
                                                           record.fields[2], file, record.line, "label")));
@@ -151,7 +156,7 @@ void write_version_folder(const fs::path& dir, const std::string& name, IndexCon
   if (ec) throw RuntimeError("cannot create " + tmp.string() + ": " + ec.message());
   try {
     io::write_npy(tmp / kEmbeddings, index.gallery().embeddings);
-    io::write_file_atomic(tmp / kItems, items_csv(contents.items));
+    io::write_file_atomic(tmp / kItems, items_csv(contents.items, manifest.inputs));
     io::write_file_atomic(tmp / kConfig, contents.config_yaml);
     manifest.index_file = index.write(tmp / kIndexFile);
     io::write_file_atomic(tmp / kManifest, manifest.to_json().dump(2) + "\n");
@@ -186,6 +191,7 @@ void remove_other_versions(const fs::path& dir, const std::string& keep) {
 void IndexedItems::append(const IndexedItems& more) {
   ids.insert(ids.end(), more.ids.begin(), more.ids.end());
   paths.insert(paths.end(), more.paths.begin(), more.paths.end());
+  texts.insert(texts.end(), more.texts.begin(), more.texts.end());
   labels.insert(labels.end(), more.labels.begin(), more.labels.end());
   categories.insert(categories.end(), more.categories.begin(), more.categories.end());
 }
@@ -202,6 +208,7 @@ void IndexedItems::remove(const std::vector<int64_t>& removed) {
     if (write != i) {
       ids[write] = ids[i];
       paths[write] = std::move(paths[i]);
+      texts[write] = std::move(texts[i]);
       labels[write] = labels[i];
       categories[write] = std::move(categories[i]);
     }
@@ -209,8 +216,20 @@ void IndexedItems::remove(const std::vector<int64_t>& removed) {
   }
   ids.resize(write);
   paths.resize(write);
+  texts.resize(write);
   labels.resize(write);
   categories.resize(write);
+}
+
+void IndexedItems::resize_records(std::size_t n) {
+  paths.resize(n);
+  texts.resize(n);
+  labels.resize(n);
+  categories.resize(n);
+}
+
+const std::string& IndexedItems::source(std::size_t i, ItemInputs inputs) const {
+  return inputs == ItemInputs::texts ? texts[i] : paths[i];
 }
 
 retrieval::ItemSet IndexedItems::item_set(const at::Tensor& embeddings) const {
@@ -227,7 +246,10 @@ retrieval::ItemSet IndexedItems::item_set(const at::Tensor& embeddings) const {
 nlohmann::json IndexManifest::to_json() const {
   nlohmann::json out;
   out["format"] = kFormat;
-  out["format_version"] = kFormatVersion;
+  // A text index is format 2, which earlier readers refuse rather than embed texts as images.
+  const bool texts = inputs == ItemInputs::texts;
+  out["format_version"] = texts ? kFormatVersion : 1;
+  if (texts) out["inputs"] = "texts";
   out["items"] = items;
   out["dimension"] = dimension;
   out["next_id"] = next_id;
@@ -244,6 +266,7 @@ nlohmann::json IndexManifest::to_json() const {
     out["model"] = nullptr;
   } else {
     out["model"] = {{"weights", weights}, {"sha256", weights_sha256}};
+    if (!model_files.empty()) out["model"]["files"] = model_files;
   }
   out["calibration"] = calibration;
   out["created"] = created;
@@ -281,6 +304,15 @@ IndexManifest IndexManifest::from_json(const nlohmann::json& json, const std::st
       m.has_model = true;
       m.weights = json.at("model").at("weights").get<std::string>();
       m.weights_sha256 = json.at("model").at("sha256").get<std::string>();
+      m.model_files = json.at("model").value("files", std::map<std::string, std::string>());
+    }
+    const std::string inputs = json.value("inputs", std::string("images"));
+    if (inputs != "images" && inputs != "texts") {
+      throw DataError(file + ": \"inputs\" is '" + inputs + "', expected images or texts");
+    }
+    m.inputs = inputs == "texts" ? ItemInputs::texts : ItemInputs::images;
+    if (m.inputs == ItemInputs::texts && !m.has_model) {
+      throw DataError(file + ": a text index without a model (\"model\" is null)");
     }
     m.calibration = json.value("calibration", nlohmann::json(nullptr));
     if (m.calibration.is_object()) {  // checked here, so that searches read them without a failure
@@ -312,7 +344,7 @@ IndexVersion read_index_folder(const fs::path& dir) {
     throw DataError(manifest_file.string() + ": not JSON (" + e.what() + ")");
   }
   out.manifest = IndexManifest::from_json(json, manifest_file.string());
-  out.items = parse_items(out.version / kItems);
+  out.items = parse_items(out.version / kItems, out.manifest.inputs);
   out.embeddings = io::map_npy_matrix(out.version / kEmbeddings);
   out.config_yaml = read_text(out.version / kConfig);
   const auto n = static_cast<int64_t>(out.items.size());

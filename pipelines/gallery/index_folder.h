@@ -9,7 +9,8 @@
 //       config.yaml        the resolved config the gallery was embedded with (model, transforms,
 //                          retrieval_backend)
 //       embeddings.npy     float32 [N, D], row i = item i (memory-mapped when read)
-//       items.csv          id,path,label,category per row, in the rows' order
+//       items.csv          id,path,label,category per row, in the rows' order (id,text,... for a
+//                          text index: manifest `inputs: texts`)
 //       faiss.index        the backend's own index (Faiss write_index), for the kinds that have one
 //
 //   <dir>/v000003.changes  the changes made since (change_log.h), appended record by record
@@ -40,14 +41,23 @@ class GalleryIndex;
 
 namespace oml::pipelines {
 
+/// What an index's items are, and what its model embeds: images (also an index of embeddings,
+/// whose items.csv may name paths) or texts.
+enum class ItemInputs { images, texts };
+
 /// The gallery items' records (items.csv), one per embedding row.
 struct IndexedItems {
   std::vector<int64_t> ids;                    ///< stable ids: assigned at build (0..N-1) and by add
   std::vector<std::string> paths;              ///< image paths ("" for an item given as an embedding)
+  std::vector<std::string> texts;              ///< a text index's texts ("" elsewhere)
   std::vector<std::optional<int64_t>> labels;  ///< nullopt: unlabelled
   std::vector<std::string> categories;         ///< "" : none
 
   std::size_t size() const { return ids.size(); }
+  /// Sizes every record column but `ids` to `n` rows (new rows empty, unlabelled).
+  void resize_records(std::size_t n);
+  /// Item i's path, or its text in a text index.
+  const std::string& source(std::size_t i, ItemInputs inputs) const;
   void append(const IndexedItems& more);
   /// Keeps the rows not in `removed` (ascending positions).
   void remove(const std::vector<int64_t>& removed);
@@ -57,7 +67,9 @@ struct IndexedItems {
 
 /// manifest.json.
 struct IndexManifest {
-  static constexpr int kFormatVersion = 1;
+  /// The newest format read: 2 is a text index (`inputs: texts`, items.csv's `text` column);
+  /// image indexes are still written as 1.
+  static constexpr int kFormatVersion = 2;
   int64_t items = 0;
   int64_t dimension = 0;
   int64_t next_id = 0;                               ///< the id the next added item gets
@@ -66,9 +78,13 @@ struct IndexManifest {
   int64_t tuned_for_k = 0;                           ///< the k target_recall chose them for (0: not tuned)
   std::optional<retrieval::RecallEstimate> tuned;    ///< the recall reached at build
   bool index_file = false;                           ///< faiss.index is present
-  bool has_model = false;                            ///< built from images through the config's extractor
-  std::string weights;         ///< its `weights:` file, absolute ("": the extractor's own)
-  std::string weights_sha256;  ///< its SHA-256 when built
+  bool has_model = false;                  ///< built from images or texts through the config's extractor
+  ItemInputs inputs = ItemInputs::images;  ///< what the items and the model's inputs are
+  std::string weights;                     ///< its `weights:` file, absolute ("": the extractor's own)
+  std::string weights_sha256;              ///< its SHA-256 when built
+  /// The files the model and its tokenizer are read from (a text model's folder:
+  /// TextInputSpec::model_files), absolute path -> SHA-256 when built.
+  std::map<std::string, std::string> model_files;
   nlohmann::json calibration;  ///< null, or the open-set threshold (docs/serving.md#calibration)
   std::string created;         ///< UTC time of this version
   std::string oml_cpp_version;

@@ -7,6 +7,7 @@
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/data/sampler.h"
+#include "oml/data/text_dataset.h"
 #include "oml/data/transform.h"
 #include "oml/ddp/epoch_position.h"
 #include "oml/distributed/device.h"
@@ -296,7 +297,8 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
   const bool bboxes = dataframe.train().has_bboxes() || dataframe.validation().has_bboxes();
   const bool categories = dataframe.train().has_categories() || dataframe.validation().has_categories();
   for (const Row& row : rows) {
-    out.paths.push_back(row.split->paths[row.index]);
+    if (row.split->has_paths()) out.paths.push_back(row.split->paths[row.index]);
+    if (row.split->has_texts()) out.texts.push_back(row.split->texts[row.index]);
     out.lines.push_back(row.line);
     // Labels as written in the file (the train split's are remapped to 0..L-1).
     if (!row.split->original_labels.empty())
@@ -305,34 +307,56 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
       out.categories.push_back(row.split->has_categories() ? row.split->categories[row.index] : "");
     if (bboxes) out.bboxes.push_back(row.split->has_bboxes() ? row.split->bboxes[row.index] : std::nullopt);
   }
-  if (out.original_labels.size() != out.paths.size()) out.original_labels.clear();
+  if (out.original_labels.size() != out.size()) out.original_labels.clear();
   return out;
 }
 
 }  // namespace
 
-PredictionInput prediction_input(const config::RunConfig& cfg) {
+const std::vector<std::string>& PredictionInput::sources() const {
+  const data::DataSplit& items = dataset->meta();
+  return inputs.kind == RowInput::texts ? items.texts : items.paths;
+}
+
+PredictionInput prediction_input(const config::RunConfig& cfg, const models::Extractor& extractor) {
   const ParsedComponents& parsed = parsed_components(cfg);
   const auto transform = [&] {
     return build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
                            "transforms_predict");
   };
+  const bool texts = extractor.input() == models::ExtractorInput::tokens;
   PredictionInput input;
   if (!cfg.data_dir.empty()) {
-    const auto folder_transform = transform();
-    if (!fs::is_directory(cfg.data_dir))
-      cfg.source["data_dir"].fail("folder '" + cfg.data_dir + "' does not exist");
-    input.dataset = data::ImageDataset::from_folder(cfg.data_dir, folder_transform, image_limits(cfg));
-  } else {
-    const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/true);
-    if (dataframe.is_text_dataframe()) {
-      throw DataError(
-          dataframe.file() +
-          " is a text dataframe ('text' column, no 'path'): oml-predict, oml-index and oml-search "
-          "embed images only; texts are embedded by oml-train and oml-validate "
-          "(docs/data.md#text-dataframes)");
+    const config::Node node = cfg.source["data_dir"];
+    if (!texts) {
+      const auto folder_transform = transform();
+      if (fs::is_regular_file(cfg.data_dir)) {
+        node.fail("'" + cfg.data_dir +
+                  "' is a file; the extractor reads images, and data_dir names a folder of them");
+      }
+      if (!fs::is_directory(cfg.data_dir)) node.fail("folder '" + cfg.data_dir + "' does not exist");
+      input.dataset = data::ImageDataset::from_folder(cfg.data_dir, folder_transform, image_limits(cfg));
+      return input;
     }
-    input.rows = all_rows_in_file_order(dataframe);
+    if (!fs::is_regular_file(cfg.data_dir)) {
+      node.fail(
+          "'" + cfg.data_dir + "' " +
+          (fs::is_directory(cfg.data_dir) ? std::string("is a folder") : std::string("does not exist")) +
+          "; the extractor reads texts, and data_dir names a UTF-8 file of them, one per line");
+    }
+    input.inputs = text_inputs(cfg, extractor, cfg.data_dir, {"transforms_predict", "transforms_val"});
+    input.dataset =
+        std::make_shared<data::TextDataset>(data::read_text_lines(cfg.data_dir), input.inputs.tokenizer,
+                                            text_dataset_options(input.inputs, cfg.data_dir));
+    return input;
+  }
+  const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/true);
+  input.inputs = run_inputs(cfg, extractor, dataframe, {"transforms_predict", "transforms_val"});
+  input.rows = all_rows_in_file_order(dataframe);
+  if (input.inputs.kind == RowInput::texts) {
+    input.dataset = std::make_shared<data::TextDataset>(input.rows, input.inputs.tokenizer,
+                                                        text_dataset_options(input.inputs, dataframe.file()));
+  } else {
     input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform(), image_limits(cfg));
   }
   return input;

@@ -11,6 +11,7 @@
 #include "oml/data/dataframe.h"
 #include "oml/data/image.h"
 #include "oml/registry/parsed_components.h"
+#include "runtime/run_inputs.h"
 
 namespace oml::data {
 class ImageDataset;
@@ -148,14 +149,24 @@ MonitoredValue check_monitor_metric(const config::RunConfig& config,
 void check_early_stopping_metric(const config::RunConfig& config,
                                  const std::vector<std::string>& overall_keys);
 
-/// What oml-predict (and oml-index, oml-search) embed: the images of `data_dir` (sorted paths),
-/// or else every row of the dataframe in file order, with the prediction transform.
+/// What oml-predict (and oml-index, oml-search) embed with `extractor`:
+/// - an image extractor: the images of `data_dir` (a folder, sorted paths), or else every row of
+///   the dataframe in file order, through the prediction transform;
+/// - a text extractor: the lines of `data_dir` (a UTF-8 file, one text per line:
+///   data::read_text_lines), or else every row of the text dataframe in file order, through the
+///   extractor's tokenizer (run_inputs; the image settings transforms_predict and transforms_val
+///   are refused at their keys).
+/// ConfigError at `data_dir` when it is not what the extractor reads (a folder of images, a file
+/// of texts); the dataframe's and run_inputs' errors otherwise.
 struct PredictionInput {
-  std::shared_ptr<data::ImageDataset> dataset;
-  /// From a dataframe: its rows (paths; labels as written in `original_labels`, categories
-  /// where it has them); empty for a folder.
+  RunInputs inputs;
+  std::shared_ptr<data::Dataset> dataset;
+  /// From a dataframe: its rows (paths or texts; labels as written in `original_labels`,
+  /// categories where it has them); empty for a folder or a file of lines.
   data::DataSplit rows;
+  /// What each item is, in dataset order: its image's path, or its text.
+  const std::vector<std::string>& sources() const;
 };
-PredictionInput prediction_input(const config::RunConfig& config);
+PredictionInput prediction_input(const config::RunConfig& config, const models::Extractor& extractor);
 
 }  // namespace oml::pipelines

@@ -61,6 +61,13 @@ RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& e
                                 "): give it a text dataframe ('text' in place of 'path', "
                                 "docs/data.md#text-dataframes) or use an image extractor");
   }
+  return text_inputs(config, extractor, dataframe.file(), image_keys);
+}
+
+RunInputs text_inputs(const config::RunConfig& config, const models::Extractor& extractor,
+                      const std::string& texts, const std::vector<std::string>& image_keys) {
+  if (extractor.input() != models::ExtractorInput::tokens)
+    extractor_node(config).fail(extractor_name(config) + " reads images, not texts");
   refuse_image_settings(config, image_keys);
   const std::optional<models::TextInputSpec> spec = models::text_input_of(extractor);
   if (!spec) {
@@ -80,10 +87,20 @@ RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& e
   inputs.text = spec;
   inputs.tokenizer =
       data::prepare_tokenizer(text::Tokenizer::from_file(spec->tokenizer_file.string()), spec->max_tokens);
-  log::info("texts of " + dataframe.file() + ": tokenized by " + spec->tokenizer_file.string() +
-            ", truncated to " + std::to_string(inputs.tokenizer->truncation()->max_length) +
+  log::info("texts of " + texts + ": tokenized by " + spec->tokenizer_file.string() + ", truncated to " +
+            std::to_string(inputs.tokenizer->truncation()->max_length) +
             " tokens, each batch padded to its longest text");
   return inputs;
+}
+
+data::TextDatasetOptions text_dataset_options(const RunInputs& inputs, const std::string& source) {
+  OML_ASSERT(inputs.text && inputs.tokenizer, "text inputs without their tokenizer");
+  data::TextDatasetOptions options;
+  options.max_tokens = inputs.text->max_tokens;
+  options.pad_id = inputs.text->pad_id;
+  options.token_types = inputs.text->token_types;
+  options.source = source;
+  return options;
 }
 
 std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, const RunInputs& inputs,
@@ -94,21 +111,15 @@ std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, cons
     return std::make_shared<data::ImageDataset>(split, build_transform(config, transform_slot, transform_key),
                                                 image_limits(config));
   }
-  OML_ASSERT(inputs.text && inputs.tokenizer, "text inputs without their tokenizer");
-  data::TextDatasetOptions options;
-  options.max_tokens = inputs.text->max_tokens;
-  options.pad_id = inputs.text->pad_id;
-  options.token_types = inputs.text->token_types;
-  options.source = dataframe.file();
-  return std::make_shared<data::TextDataset>(split, inputs.tokenizer, options);
+  return std::make_shared<data::TextDataset>(split, inputs.tokenizer,
+                                             text_dataset_options(inputs, dataframe.file()));
 }
 
 void require_image_extractor(const config::RunConfig& config, const models::Extractor& extractor,
                              const std::string& command) {
   if (extractor.input() == models::ExtractorInput::images) return;
   extractor_node(config).fail(extractor_name(config) + " reads texts, and " + command +
-                              " feeds images only: text dataframes are read by oml-train and oml-validate "
-                              "(docs/data.md#text-dataframes)");
+                              " feeds images only (docs/data.md#text-dataframes)");
 }
 
 }  // namespace oml::pipelines

@@ -17,6 +17,7 @@ namespace oml::data {
 class Dataframe;
 class Dataset;
 struct DataSplit;
+struct TextDatasetOptions;
 }  // namespace oml::data
 namespace oml::models {
 class Extractor;
@@ -53,6 +54,17 @@ struct RunInputs {
 RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& extractor,
                      const data::Dataframe& dataframe, const std::vector<std::string>& image_keys);
 
+/// The text inputs of `extractor`, which reads texts (ConfigError at `extractor` otherwise): its
+/// TextInputSpec and its tokenizer, read once. `texts` names where the texts come from, for the
+/// log. ConfigError at each of `image_keys` the config sets; ConfigError when the extractor is
+/// no TextInputSource; DataError when the tokenizer file does not exist; the tokenizer's own
+/// ConfigError when it cannot be read.
+RunInputs text_inputs(const config::RunConfig& config, const models::Extractor& extractor,
+                      const std::string& texts, const std::vector<std::string>& image_keys);
+
+/// How a TextDataset of `inputs` (text inputs) tokenizes and packs; `source` names the texts.
+data::TextDatasetOptions text_dataset_options(const RunInputs& inputs, const std::string& source);
+
 /// The dataset of `split` (rows of `dataframe`) for `inputs`: an ImageDataset through the
 /// transform parsed into `transform_slot` (ConfigError at `transform_key` when the config has
 /// none), or a TextDataset with the inputs' tokenizer.
@@ -61,9 +73,8 @@ std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, cons
                                            const std::optional<ParsedComponents::Transform>& transform_slot,
                                            const std::string& transform_key);
 
-/// For what embeds images only (oml-predict, the pairwise pipelines, oml-index and oml-search,
-/// named by `command`): a ConfigError at `extractor` when it reads texts (text dataframes are read
-/// by oml-train and oml-validate).
+/// For what embeds images only (the pairwise pipelines, named by `command`): a ConfigError at
+/// `extractor` when it reads texts.
 void require_image_extractor(const config::RunConfig& config, const models::Extractor& extractor,
                              const std::string& command);
 

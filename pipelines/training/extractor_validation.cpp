@@ -10,6 +10,7 @@
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
+#include "oml/data/csv.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/distributed/process_group.h"
@@ -227,12 +228,11 @@ int predict_extractor(const cli::Invocation& invocation, const config::RunConfig
   const CommandOutput output = prediction_output(cfg.save_dir);
   output.check();
   RunContext ctx = start_run(cfg);
-  const PredictionInput input = prediction_input(cfg);
-  const std::shared_ptr<data::ImageDataset>& dataset = input.dataset;
   auto extractor = build_extractor_with_weights(cfg, ctx);
-  require_image_extractor(cfg, *extractor, "oml-predict");
-  const at::Tensor embeddings =
-      embed_dataset(*extractor, dataset, ctx, embed_options(cfg, cfg.batch_size_inference, "prediction"));
+  const PredictionInput input = prediction_input(cfg, *extractor);
+  EmbedOptions embed = embed_options(cfg, cfg.batch_size_inference, "prediction");
+  embed.unit = input.inputs.unit();
+  const at::Tensor embeddings = embed_dataset(*extractor, input.dataset, ctx, embed);
 
   if (ctx.is_main()) {
     output.claim();
@@ -240,17 +240,9 @@ int predict_extractor(const cli::Invocation& invocation, const config::RunConfig
     io::write_npy(dir / "embeddings.npy", embeddings);
     io::save_tensor(dir / "embeddings.pt", embeddings);
     std::ostringstream csv;
-    csv << "index,path\n";
-    const auto& paths = dataset->meta().paths;
-    for (std::size_t i = 0; i < paths.size(); ++i) {
-      std::string path = paths[i];
-      if (path.find_first_of(",\"\n") != std::string::npos) {
-        std::string quoted = "\"";
-        for (char c : path) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-        path = quoted + "\"";
-      }
-      csv << i << "," << path << "\n";
-    }
+    csv << "index," << (input.inputs.kind == RowInput::texts ? "text" : "path") << "\n";
+    const std::vector<std::string>& sources = input.sources();
+    for (std::size_t i = 0; i < sources.size(); ++i) csv << i << "," << data::csv_escape(sources[i]) << "\n";
     io::write_file_atomic(dir / "embeddings.csv", csv.str());
     log::info("wrote " + std::to_string(embeddings.size(0)) + " embeddings of size " +
               std::to_string(embeddings.size(1)) + " to " + dir.string() +

@@ -22,6 +22,7 @@
 #include "shell/cli.h"
 #include "shell/components.h"
 #include "support/support.h"
+#include "support/text_fixtures.h"
 
 using namespace oml;
 
@@ -99,6 +100,13 @@ const std::vector<std::string>& http_dictionary() {
                                                "\"threshold\"",
                                                "\"label\"",
                                                "\"path\"",
+                                               "\"text\"",
+                                               "\u00e9",
+                                               "\u200b",
+                                               "\t",
+                                               "\n",
+                                               "\xe4\xb8\xad",
+                                               "\xf0\x9f\x98\x80",
                                                "\"category\"",
                                                "1e400",
                                                "-1e400",
@@ -159,6 +167,60 @@ struct Served {
   }
 };
 
+// A real service over an index of 12 texts embedded by the tiny BERT of text_fixtures.h.
+struct ServedTexts {
+  fuzz::ScratchDir dir;
+  std::unique_ptr<pipelines::GalleryService> service;
+  std::unique_ptr<pipelines::HttpApi> api;
+
+  ServedTexts() {
+    cli::register_builtins();
+    test::write_tiny_text_model(dir / "model");
+    const auto& words = test::tiny_text_words();
+    std::string df = "label,text,split,is_query,is_gallery\n";
+    for (std::size_t i = 0; i < 12; ++i) {
+      df += std::to_string(i % 4) + ",the " + words[i] + " and " + words[(i * 5) % words.size()] +
+            ",validation,True,True\n";
+    }
+    test::write_file(dir / "df.csv", df);
+    test::write_file(dir / "predict.yaml",
+                     "num_threads: 1\nnum_workers: 0\ndataset_root: " + dir.path().string() +
+                         "\nextractor: {name: hf_text_encoder, args: {model_dir: " +
+                         (dir / "model").string() + ", pooling: mean}}\n");
+    const auto built =
+        test::run_oml("oml-index", "build --config " + test::quote((dir / "predict.yaml").string()) +
+                                       " --out " + test::quote((dir / "index").string()));
+    if (built.exit_code != 0) throw std::runtime_error("oml-index build failed: " + built.err);
+    cli::Invocation invocation;
+    invocation.command = "oml-serve";
+    pipelines::ServiceOptions service_options;
+    service_options.max_text_bytes = 4096;
+    service = std::make_unique<pipelines::GalleryService>(invocation, dir / "index", service_options);
+    pipelines::ApiOptions api_options;
+    api_options.max_items = 50;
+    api = std::make_unique<pipelines::HttpApi>(*service, api_options);
+  }
+};
+
+// What every answer of HttpApi must be (the property of both targets).
+void check_answer(const std::optional<pipelines::HttpResponse>& answer) {
+  if (!answer) return;  // closed unanswered, as the server does
+  const unsigned status = answer->result_int();
+  const std::string& body = answer->body();
+  if (status >= 500) throw InternalError("HTTP " + std::to_string(status) + ": " + body);
+  const auto type = answer->find(boost::beast::http::field::content_type);
+  if (type == answer->end())
+    throw InternalError("HTTP " + std::to_string(status) + " without a Content-Type");
+  if (type->value() == "application/json") {
+    const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded() || !json.is_object())
+      throw InternalError("HTTP " + std::to_string(status) + " with a body that is not JSON");
+    if (status >= 400)
+      throw DataError("HTTP " + std::to_string(status) + ": " +
+                      json.value("error", std::string("(no error)")));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("Mutated HTTP requests to oml-serve are answered below 500 with JSON", "[fuzz][http]") {
@@ -201,25 +263,39 @@ TEST_CASE("Mutated HTTP requests to oml-serve are answered below 500 with JSON",
   };
   target.dictionary = http_dictionary();
   target.describe = [](const std::string& input) { return "request: " + valid_utf8(input.substr(0, 300)); };
-  target.entry_points = {
-      {"oml-serve", [&](const std::string& bytes) {
-         const auto answer = served.api->answer_bytes(bytes, 1024 * 1024);
-         if (!answer) return;  // closed unanswered, as the server does
-         const unsigned status = answer->result_int();
-         const std::string& body = answer->body();
-         if (status >= 500) throw InternalError("HTTP " + std::to_string(status) + ": " + body);
-         const auto type = answer->find(boost::beast::http::field::content_type);
-         if (type == answer->end())
-           throw InternalError("HTTP " + std::to_string(status) + " without a Content-Type");
-         if (type->value() == "application/json") {
-           const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-           if (json.is_discarded() || !json.is_object())
-             throw InternalError("HTTP " + std::to_string(status) + " with a body that is not JSON");
-           if (status >= 400)
-             throw DataError("HTTP " + std::to_string(status) + ": " +
-                             json.value("error", std::string("(no error)")));
-         }
-       }}};
+  target.entry_points = {{"oml-serve", [&](const std::string& bytes) {
+                            check_answer(served.api->answer_bytes(bytes, 1024 * 1024));
+                          }}};
+  fuzz::check(target, 4.0);
+}
+
+TEST_CASE("Mutated HTTP requests to a text index's oml-serve are answered below 500 with JSON",
+          "[fuzz][http_text]") {
+  ServedTexts served;
+  fuzz::Target target;
+  target.name = "http_text";
+  target.extension = ".http";
+  target.seeds = {
+      request("POST", "/search", "{\"text\": \"the red bicycle\", \"k\": 3}"),
+      request("POST", "/embed",
+              "{\"text\": \"caf\\u00e9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 \\t\\u0000\"}"),
+      request("POST", "/items", "{\"text\": \"a new line\\nof text\", \"label\": 2, \"category\": \"c\"}"),
+      request("POST", "/items",
+              "{\"items\": [{\"text\": \"one\"}, {\"text\": \"two\", \"embedding\": [0]}]}"),
+      request("POST", "/search", "{\"text\": \"" + std::string(3000, 'w') + "\"}"),
+      request("POST", "/search", "{\"text\": \"\\ud800\"}"),
+      request("POST", "/search", "{\"text\": \"\"}"),
+      request("POST", "/search", "{\"text\": [\"a\"]}"),
+      request("POST", "/search", "{\"text\": \"a\", \"image\": \"iVBORw0KGgo=\"}"),
+      request("POST", "/embed", "\x89PNG\r\n", "image/png"),
+      request("DELETE", "/items/12", ""),
+      request("GET", "/health", ""),
+  };
+  target.dictionary = http_dictionary();
+  target.describe = [](const std::string& input) { return "request: " + valid_utf8(input.substr(0, 300)); };
+  target.entry_points = {{"oml-serve", [&](const std::string& bytes) {
+                            check_answer(served.api->answer_bytes(bytes, 1024 * 1024));
+                          }}};
   fuzz::check(target, 4.0);
 }
 

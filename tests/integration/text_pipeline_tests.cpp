@@ -1,8 +1,9 @@
 // Text through the extractor pipelines, as a user runs them: oml-train and oml-validate on a text
 // dataframe with `extractor: {name: hf_text_encoder, args: {model_dir: ...}}` (one process and two
 // ranks), and the mismatches a user meets (a text model with an image dataframe and the reverse,
-// image settings in a text run, commands that do not feed text yet). The model is the tiny BERT
-// of tests/support/text_fixtures.h, written into the test's folder: nothing is downloaded.
+// image settings in a text run). The model is the tiny BERT of tests/support/text_fixtures.h,
+// written into the test's folder: nothing is downloaded. Predicting, indexing, searching and
+// serving texts: text_serving_tests.cpp.
 #include <cmath>
 #include <initializer_list>
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "integration/pipeline_fixtures.h"
+#include "integration/text_run_fixtures.h"
 #include "support/support.h"
 #include "support/text_fixtures.h"
 
@@ -19,62 +21,6 @@ using namespace oml::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-const std::vector<std::string> kAdjectives = {"red", "blue",  "green", "small", "large",  "old",
-                                              "new", "quiet", "fast",  "slow",  "bright", "dark"};
-
-// `words` joined by spaces. Appended one by one: GCC 12 warns falsely about "literal" + string.
-std::string sentence(std::initializer_list<std::string_view> words) {
-  std::string out;
-  for (const std::string_view word : words) {
-    if (!out.empty()) out += ' ';
-    out += word;
-  }
-  return out;
-}
-
-// The text of label `label`'s item `item`: its topic word (one per label) among others, in texts of
-// 3 to 11 tokens, so that every batch pads some of its texts. No two texts are the same.
-std::string text_of(int label, int item) {
-  const auto& words = tiny_text_words();  // the 12 topics come first
-  const std::string topic = words[static_cast<std::size_t>(label)];
-  const std::string other = words[static_cast<std::size_t>((label + 5) % 12)];
-  const std::string first = kAdjectives[static_cast<std::size_t>((label + item) % 12)];
-  const std::string second = kAdjectives[static_cast<std::size_t>((label + 3 * item + 1) % 12)];
-  switch (item) {
-    case 0:
-      return sentence({"The", topic});
-    case 1:
-      return sentence({"a", first, topic + "s"});
-    case 2:
-      return sentence({"the", topic, "is very", second});
-    default:
-      return sentence({"A", first, "and", second, topic, "near the", other});
-  }
-}
-
-// Labels 0-7 train (4 texts each), labels 8-11 validation (3 texts each, every one a query and a
-// gallery item).
-void write_text_dataframe(const fs::path& dir) {
-  std::string csv = "label,text,split,is_query,is_gallery\n";
-  for (int label = 0; label < 8; ++label) {
-    for (int item = 0; item < 4; ++item) {
-      csv += std::to_string(label);
-      csv += ',';
-      csv += text_of(label, item);
-      csv += ",train,,\n";
-    }
-  }
-  for (int label = 8; label < 12; ++label) {
-    for (int item = 0; item < 3; ++item) {
-      csv += std::to_string(label);
-      csv += ',';
-      csv += text_of(label, item);
-      csv += ",validation,True,True\n";
-    }
-  }
-  write_file(dir / "df.csv", csv);
-}
 
 // The same shape as images: files that exist (never decoded: the runs stop before loading them).
 void write_image_dataframe(const fs::path& dir) {
@@ -87,39 +33,6 @@ void write_image_dataframe(const fs::path& dir) {
     }
   }
   write_file(dir / "df.csv", csv);
-}
-
-const char* const kMetricArgs = "metric_args: {cmc_top_k: [1, 3], map_top_k: [3]}\n";
-
-std::string text_train_config(const TempDir& dir) {
-  return "pipeline: extractor\nseed: 3\nnum_threads: 1\nnum_workers: 1\n"
-         "dataset_root: " +
-         (dir / "data").string() + "\nlogs_root: " + (dir / "logs").string() +
-         "\nrun_name: run\n"
-         "sampler: {name: balance, args: {n_labels: 4, n_instances: 2, epoch_size: 3}}\n"
-         "extractor: {name: hf_text_encoder, args: {model_dir: " +
-         (dir / "model").string() +
-         ", pooling: mean}}\n"
-         "criterion: {name: triplet_with_miner, args: {margin: 0.2, miner: {name: hard_triplets}}}\n"
-         "optimizer: {name: adam, args: {lr: 0.001}}\n"
-         "max_epochs: 2\nvalid_period: 1\nbs_val: 5\n" +
-         kMetricArgs;
-}
-
-// `weights` empty: the model folder's own (random) weights.
-std::string text_validate_config(const TempDir& dir, const fs::path& weights) {
-  return "dataset_root: " + (dir / "data").string() + "\nlogs_root: " + (dir / "logs").string() +
-         "\nrun_name: validation\nnum_threads: 1\nnum_workers: 1\nbs_val: 5\n" +
-         (weights.empty() ? std::string() : "weights: " + weights.string() + "\n") +
-         "extractor: {name: hf_text_encoder, args: {model_dir: " + (dir / "model").string() +
-         ", pooling: mean}}\n" + kMetricArgs;
-}
-
-// A folder with the tiny model, the text dataframe and both configs.
-void write_text_run(const TempDir& dir) {
-  write_tiny_text_model(dir / "model");
-  write_text_dataframe(dir / "data");
-  write_file(dir / "train.yaml", text_train_config(dir));
 }
 
 // oml-validate on the run's best.ckpt, with `overrides`, writes under logs/`run_name` the metrics
@@ -239,14 +152,6 @@ TEST_CASE("A text model and an image dataframe (or the reverse) are a config err
     const auto r = run_oml("oml-train", config);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains((dir / "model" / "tokenizer.json").string() + " does not exist"));
-  }
-  SECTION("oml-predict does not embed texts yet") {
-    write_file(dir / "predict.yaml",
-               text_validate_config(dir, {}) + "save_dir: " + (dir / "pred").string() + "\n");
-    const auto r = run_oml("oml-predict", "--config " + quote((dir / "predict.yaml").string()));
-    CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Contains("is a text dataframe") && Contains("oml-predict"));
-    CHECK_FALSE(fs::exists(dir / "pred" / "embeddings.npy"));
   }
   // Nothing was trained: no run directory was left behind by a refused run.
   CHECK_FALSE(fs::exists(dir / "logs" / "run" / "checkpoints" / "last.ckpt"));

@@ -3,9 +3,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <fstream>
 #include <utility>
 
 #include "oml/common/error.h"
+#include "oml/common/strings.h"
 
 namespace oml::data {
 
@@ -51,15 +53,32 @@ std::string TextDataset::where(int64_t index) const {
          ": column '" + columns::kText + "'";
 }
 
-at::Tensor TextDataset::load(int64_t index, const RandomKey&) const {
-  OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ",
-            size(), ")");
-  const std::string place = where(index);
-  const text::Encoding encoding = tokenizer_->encode(split_.texts[static_cast<std::size_t>(index)], place);
+DataSplit read_text_lines(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  OML_CHECK(in.good(), DataError, file, ": cannot be read (expected a text file, one text per line)");
+  DataSplit out;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    OML_CHECK(is_valid_utf8(line), DataError, file, ":", number,
+              ": not valid UTF-8 (texts are read as UTF-8, one per line)");
+    OML_CHECK(!trim(line).empty(), DataError, file, ":", number,
+              ": an empty or blank line; every line is a text to embed (remove it)");
+    out.texts.push_back(std::move(line));
+    out.lines.push_back(number);
+  }
+  OML_CHECK(in.eof(), DataError, file, ": reading failed");
+  OML_CHECK(!out.texts.empty(), DataError, file, ": holds no text (expected one text per line)");
+  return out;
+}
+
+at::Tensor encode_text(const text::Tokenizer& tokenizer, const std::string& text,
+                       const TextDatasetOptions& options, const std::string& place) {
+  const text::Encoding encoding = tokenizer.encode(text, place);
   const auto n = static_cast<int64_t>(encoding.size());
-  OML_CHECK(n > 0, DataError, place, ": the text gives no token with the tokenizer ", tokenizer_->source(),
+  OML_CHECK(n > 0, DataError, place, ": the text gives no token with the tokenizer ", tokenizer.source(),
             " (it has no special tokens to add and drops every character of this text)");
-  const int64_t rows = this->rows();
+  const int64_t rows = options.token_types ? 3 : 2;
   at::Tensor item = torch::empty({rows, n}, torch::kInt64);
   int64_t* out = item.data_ptr<int64_t>();
   std::copy(encoding.ids.begin(), encoding.ids.end(), out);
@@ -68,18 +87,18 @@ at::Tensor TextDataset::load(int64_t index, const RandomKey&) const {
   return item;
 }
 
-at::Tensor TextDataset::collate(const std::vector<at::Tensor>& items,
-                                const std::vector<int64_t>& indices) const {
+at::Tensor pad_text_items(const std::vector<at::Tensor>& items, const std::vector<int64_t>& indices,
+                          const TextDatasetOptions& options) {
   OML_ASSERT(!items.empty() && items.size() == indices.size(), items.size(), " items for ", indices.size(),
              " indices");
-  const int64_t rows = this->rows();
+  const int64_t rows = options.token_types ? 3 : 2;
   int64_t longest = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const at::Tensor& item = items[i];
     OML_CHECK(item.dim() == 2 && item.size(0) == rows && item.size(1) >= 1 &&
                   item.scalar_type() == torch::kInt64 && item.is_contiguous(),
-              DataError, "text dataset of ", options_.source, ": item ", indices[i], " is ", item.sizes(),
-              " ", item.scalar_type(), ", expected the int64 [", rows, ", n] tokens of one text");
+              DataError, "texts of ", options.source, ": item ", indices[i], " is ", item.sizes(), " ",
+              item.scalar_type(), ", expected the int64 [", rows, ", n] tokens of one text");
     longest = std::max(longest, item.size(1));
   }
   const auto batch = static_cast<int64_t>(items.size());
@@ -93,10 +112,21 @@ at::Tensor TextDataset::collate(const std::vector<at::Tensor>& items,
     for (int64_t r = 0; r < rows; ++r) {
       int64_t* row = out + (b * rows + r) * longest;
       std::copy(in + r * n, in + (r + 1) * n, row);
-      if (r == 0) std::fill(row + n, row + longest, options_.pad_id);
+      if (r == 0) std::fill(row + n, row + longest, options.pad_id);
     }
   }
   return packed;
+}
+
+at::Tensor TextDataset::load(int64_t index, const RandomKey&) const {
+  OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ",
+            size(), ")");
+  return encode_text(*tokenizer_, split_.texts[static_cast<std::size_t>(index)], options_, where(index));
+}
+
+at::Tensor TextDataset::collate(const std::vector<at::Tensor>& items,
+                                const std::vector<int64_t>& indices) const {
+  return pad_text_items(items, indices, options_);
 }
 
 }  // namespace oml::data

@@ -89,8 +89,9 @@ io::StateDict read_weights_file(const fs::path& path) {
   return io::read_safetensors(path).tensors;
 }
 
-// A sharded checkpoint: the index's weight_map names each tensor's file.
-io::StateDict read_shards(const fs::path& index_path) {
+// A sharded checkpoint's index: each shard file (checked to lie beside the index) with the tensors
+// its weight_map places in it.
+std::map<fs::path, std::set<std::string>> read_shard_map(const fs::path& index_path) {
   const std::string source = index_path.string();
   std::ifstream in(index_path);
   nlohmann::json index;
@@ -101,14 +102,11 @@ io::StateDict read_shards(const fs::path& index_path) {
   }
   OML_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), DataError,
             source, ": expected an object with a 'weight_map' of tensor name -> file");
-  std::map<std::string, std::set<std::string>> names_by_file;
-  for (const auto& [name, file] : index["weight_map"].items()) {
-    OML_CHECK(file.is_string(), DataError, source, ": weight_map['", name, "'] must be a file name, got ",
-              file.dump());
-    names_by_file[file.get<std::string>()].insert(name);
-  }
-  io::StateDict out;
-  for (const auto& [file, names] : names_by_file) {
+  std::map<fs::path, std::set<std::string>> names_by_file;
+  for (const auto& [name, value] : index["weight_map"].items()) {
+    OML_CHECK(value.is_string(), DataError, source, ": weight_map['", name, "'] must be a file name, got ",
+              value.dump());
+    const std::string file = value.get<std::string>();
     // Shards lie next to the index (transformers writes bare file names); a path elsewhere is
     // not read.
     OML_CHECK(!file.empty() && fs::path(file).filename() == fs::path(file) && file != "." && file != "..",
@@ -116,6 +114,15 @@ io::StateDict read_shards(const fs::path& index_path) {
     const auto shard_path = index_path.parent_path() / file;
     OML_CHECK(fs::is_regular_file(shard_path), DataError, source, ": the shard ", file,
               " it names is not in ", index_path.parent_path().string());
+    names_by_file[shard_path].insert(name);
+  }
+  return names_by_file;
+}
+
+// A sharded checkpoint: the index's weight_map names each tensor's file.
+io::StateDict read_shards(const fs::path& index_path) {
+  io::StateDict out;
+  for (const auto& [shard_path, names] : read_shard_map(index_path)) {
     auto shard = read_weights_file(shard_path);
     for (const auto& name : names) {
       const auto found = shard.find(name);
@@ -125,6 +132,15 @@ io::StateDict read_shards(const fs::path& index_path) {
     }
   }
   return out;
+}
+
+// The weights file transformers would read in `dir` (its order of preference), or empty.
+fs::path hf_weights_entry(const fs::path& dir) {
+  for (const char* name : {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                           "pytorch_model.bin.index.json"}) {
+    if (fs::is_regular_file(dir / name)) return dir / name;
+  }
+  return {};
 }
 
 }  // namespace
@@ -294,6 +310,8 @@ TextInputSpec TextEncoderImpl::text_input() const {
   spec.max_tokens = max_tokens();
   spec.pad_id = config_.pad_token_id.value_or(0);
   spec.token_types = family_ != TextFamily::distilbert;
+  spec.model_files = {model_dir_ / "config.json", spec.tokenizer_file};
+  for (fs::path& file : hf_weight_files(model_dir_)) spec.model_files.push_back(std::move(file));
   return spec;
 }
 
@@ -434,6 +452,16 @@ void TextEncoderImpl::save_pretrained(const fs::path& dir) const {
 
 // ---- folders ------------------------------------------------------------------------------------
 
+std::vector<fs::path> hf_weight_files(const fs::path& dir) {
+  const fs::path entry = hf_weights_entry(dir);
+  if (entry.empty()) return {};
+  std::vector<fs::path> files{entry};
+  if (entry.extension() == ".json") {
+    for (const auto& shard : read_shard_map(entry)) files.push_back(shard.first);
+  }
+  return files;
+}
+
 TextEncoderConfig read_hf_text_folder(const fs::path& dir) {
   OML_CHECK(fs::is_directory(dir), DataError, dir.string(),
             ": no such folder (expected a Hugging Face model folder: config.json + model.safetensors or "
@@ -445,17 +473,10 @@ TextEncoderConfig read_hf_text_folder(const fs::path& dir) {
 }
 
 io::StateDict read_hf_weights(const fs::path& dir) {
-  // transformers' order of preference.
-  if (fs::is_regular_file(dir / "model.safetensors"))
-    return io::read_safetensors(dir / "model.safetensors").tensors;
-  if (fs::is_regular_file(dir / "model.safetensors.index.json"))
-    return read_shards(dir / "model.safetensors.index.json");
-  if (fs::is_regular_file(dir / "pytorch_model.bin")) {
-    const auto path = dir / "pytorch_model.bin";
-    return io::find_state_dict(io::read_torch_file(path), path.string());
-  }
-  if (fs::is_regular_file(dir / "pytorch_model.bin.index.json"))
-    return read_shards(dir / "pytorch_model.bin.index.json");
+  const fs::path entry = hf_weights_entry(dir);
+  if (entry.extension() == ".json") return read_shards(entry);
+  if (entry.filename() == "model.safetensors") return io::read_safetensors(entry).tensors;
+  if (!entry.empty()) return io::find_state_dict(io::read_torch_file(entry), entry.string());
   std::vector<std::string> entries;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec))

@@ -56,6 +56,25 @@ void check_options(const TextDatasetOptions& options);
 /// not used); padding off (collate() pads each batch). UsageError for max_tokens < 1.
 std::shared_ptr<const text::Tokenizer> prepare_tokenizer(text::Tokenizer tokenizer, int64_t max_tokens);
 
+/// The texts of a file of lines (UTF-8, one text per line, '\n' or "\r\n" endings, no header): a
+/// DataSplit with `texts` and their 1-based `lines`, no labels — what oml-predict and oml-search
+/// embed from a text file. DataError naming the file and the line for a line that is not valid
+/// UTF-8 or is empty or blank (nothing to embed), and for a file without any text.
+DataSplit read_text_lines(const std::string& file);
+
+/// One text's tokens as a TextDataset item: int64 [R, n] (input ids, attention mask and, with
+/// options.token_types, token type ids), through `tokenizer` (prepare_tokenizer's). `place` names
+/// the text in messages ("data/df.csv:17: column 'text'", "the request's \"text\""): DataError
+/// when the text is not UTF-8 (the tokenizer's) or gives no token at all.
+at::Tensor encode_text(const text::Tokenizer& tokenizer, const std::string& text,
+                       const TextDatasetOptions& options, const std::string& place);
+
+/// encode_text()'s items padded on the right to the longest: [B, R, L] int64, padding ids
+/// options.pad_id, mask and type ids 0. DataError naming `source` and the item's index in
+/// `indices` when an item is not int64 [R, n].
+at::Tensor pad_text_items(const std::vector<at::Tensor>& items, const std::vector<int64_t>& indices,
+                          const TextDatasetOptions& options);
+
 class TextDataset : public Dataset {
  public:
   /// Items are the rows of `split`, which must have texts (DataError naming options.source

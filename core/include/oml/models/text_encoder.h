@@ -172,6 +172,10 @@ TORCH_MODULE(TextEncoder);
 /// none (listing what it holds), or naming the file when one is malformed.
 io::StateDict read_hf_weights(const std::filesystem::path& dir);
 
+/// The files read_hf_weights reads in `dir`: the weights file, or a shard index followed by its
+/// shards; empty when the folder has none. DataError when a shard index is malformed.
+std::vector<std::filesystem::path> hf_weight_files(const std::filesystem::path& dir);
+
 /// The config.json of a Hugging Face model folder (read_text_config). DataError when the folder
 /// or the file does not exist.
 TextEncoderConfig read_hf_text_folder(const std::filesystem::path& dir);

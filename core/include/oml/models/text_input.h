@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 namespace oml::models {
 
@@ -26,6 +27,10 @@ struct TextInputSpec {
   int64_t pad_id = 0;
   /// Whether it takes token type ids (packed [B, 3, L]); false: [B, 2, L] (DistilBERT).
   bool token_types = true;
+  /// The files the model and its tokenizer are read from (hf_text_encoder: config.json,
+  /// tokenizer.json and the weights file or shards): an index folder pins them by SHA-256, so
+  /// that a query is embedded as its gallery was (docs/serving.md#texts). Empty: none to pin.
+  std::vector<std::filesystem::path> model_files;
 };
 
 /// Implemented by text extractors alongside Extractor.
