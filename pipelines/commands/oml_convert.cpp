@@ -28,9 +28,12 @@ int run_convert(const oml::cli::Invocation& inv) {
   options.limit = vars["limit"].as<int64_t>();
   options.num_threads = vars["threads"].as<int>();
   options.on_progress = oml::pipelines::progress_callback("converting", "img");
+  OML_CHECK(format != "debian-descriptions" || vars["threads"].defaulted(), UsageError,
+            "--threads applies to the image datasets (debian-descriptions copies no files)");
   const std::string format = vars["format"].as<std::string>();
-  OML_CHECK(options.val_fraction == 0 || format == "image-folder", UsageError,
-            "--val-fraction applies to image-folder only (", format, " has an official split)");
+  OML_CHECK(options.val_fraction == 0 || format == "image-folder" || format == "debian-descriptions",
+            UsageError, "--val-fraction applies to image-folder and debian-descriptions only (", format,
+            " has an official split)");
 
   const auto start = std::chrono::steady_clock::now();
   const auto report = oml::data::convert_dataset(format, options);
@@ -47,20 +50,21 @@ int run_convert(const oml::cli::Invocation& inv) {
 int main(int argc, char** argv) {
   oml::cli::CommandSpec spec;
   spec.name = "oml-convert";
-  spec.summary = "convert a dataset into the OML format (images + df.csv)";
+  spec.summary = "convert a dataset into the OML format (images + df.csv, or a text df.csv)";
   spec.usage =
       "  oml-convert FORMAT --src DIR --dst DIR [--val-fraction F --seed S] [--limit N]\n"
-      "  FORMAT: fashion-mnist | image-folder | cub | sop | cars | inshop (see docs/data.md)";
+      "  FORMAT: fashion-mnist | image-folder | cub | sop | cars | inshop | debian-descriptions (see "
+      "docs/data.md)";
   spec.needs_config = false;
   spec.add_options = [](po::options_description& o) {
     // clang-format off
     o.add_options()
-      ("format", po::value<std::string>(), "fashion-mnist | image-folder | cub | sop | cars | inshop")
-      ("src", po::value<std::string>(), "the dataset as downloaded")
+      ("format", po::value<std::string>(), "fashion-mnist | image-folder | cub | sop | cars | inshop | debian-descriptions")
+      ("src", po::value<std::string>(), "the dataset as downloaded (debian-descriptions: an apt Translation-en file)")
       ("dst", po::value<std::string>(), "output folder (images + df.csv); replaced atomically if it exists")
       ("val-fraction", po::value<double>()->default_value(0.0),
-       "image-folder: fraction of the labels (sub-folders) used for validation, unseen in training")
-      ("seed", po::value<uint64_t>()->default_value(0), "image-folder: seed choosing the validation labels")
+       "image-folder, debian-descriptions: fraction of the labels (sub-folders, descriptions) used for validation, unseen in training")
+      ("seed", po::value<uint64_t>()->default_value(0), "image-folder, debian-descriptions: seed choosing the validation labels")
       ("limit", po::value<int64_t>()->default_value(-1), "keep at most N rows per split (quick tests)")
       ("threads", po::value<int>()->default_value(0), "threads encoding/copying images (0 = all cores)");
     // clang-format on

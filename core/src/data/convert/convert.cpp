@@ -12,19 +12,21 @@ namespace {
 using Converter = ConvertReport (*)(const ConvertOptions&);
 
 const std::map<std::string, Converter>& converters() {
-  static const std::map<std::string, Converter> table{{"fashion-mnist", convert::convert_fashion_mnist},
-                                                      {"image-folder", convert::convert_image_folder},
-                                                      {"cub", convert::convert_cub},
-                                                      {"sop", convert::convert_sop},
-                                                      {"cars", convert::convert_cars},
-                                                      {"inshop", convert::convert_inshop}};
+  static const std::map<std::string, Converter> table{
+      {"fashion-mnist", convert::convert_fashion_mnist},
+      {"image-folder", convert::convert_image_folder},
+      {"cub", convert::convert_cub},
+      {"sop", convert::convert_sop},
+      {"cars", convert::convert_cars},
+      {"inshop", convert::convert_inshop},
+      {"debian-descriptions", convert::convert_debian_descriptions}};
   return table;
 }
 }  // namespace
 
 const std::vector<std::string>& convert_formats() {
-  static const std::vector<std::string> names{"fashion-mnist", "image-folder", "cub",
-                                              "sop",           "cars",         "inshop"};
+  static const std::vector<std::string> names{"fashion-mnist", "image-folder",       "cub", "sop", "cars",
+                                              "inshop",        "debian-descriptions"};
   return names;
 }
 

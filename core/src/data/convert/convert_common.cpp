@@ -217,17 +217,19 @@ void OutputFolder::copy_files(const std::vector<std::pair<fs::path, std::string>
 
 ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
   bool has_category = false, has_bbox = false;
+  const bool texts = !rows.empty() && !rows.front().text.empty();
   for (const auto& row : rows) {
     has_category |= !row.category.empty();
     has_bbox |= row.bbox.has_value();
   }
   std::ostringstream csv;
-  csv << "label,path,split,is_query,is_gallery" << (has_category ? ",category" : "")
-      << (has_bbox ? ",x_1,x_2,y_1,y_2" : "") << "\n";
+  csv << "label," << (texts ? "text" : "path") << ",split,is_query,is_gallery"
+      << (has_category ? ",category" : "") << (has_bbox ? ",x_1,x_2,y_1,y_2" : "") << "\n";
   ConvertReport report;
   std::set<int64_t> labels;
   for (const auto& row : rows) {
-    csv << row.label << ',' << csv_escape(row.path) << ',' << (row.train ? "train" : "validation") << ',';
+    csv << row.label << ',' << csv_escape(texts ? row.text : row.path) << ','
+        << (row.train ? "train" : "validation") << ',';
     if (!row.train)
       csv << (row.is_query ? "True" : "False") << ',' << (row.is_gallery ? "True" : "False");
     else
@@ -243,11 +245,13 @@ ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
     ++(row.train ? report.train_rows : report.validation_rows);
     labels.insert(row.label);
   }
-  OML_CHECK(!rows.empty(), DataError, "--src ", options_.src.string(), " holds no images to convert");
+  OML_CHECK(!rows.empty(), DataError, "--src ", options_.src.string(), " holds no items to convert");
   const fs::path df_path = staging_ / "df.csv";
   io::write_file_atomic(df_path, csv.str());
   // The converter's own output must pass every rule a user's dataframe must pass.
-  Dataframe::read(df_path);
+  DataframeOptions check;
+  check.accept_text_dataframes = texts;
+  Dataframe::read(df_path, check);
   // OML's copies of the datasets with boxes name that dataframe df_with_bboxes.csv and OML's
   // recipes ask for it by that name: the same file under both names.
   if (has_bbox) fs::create_hard_link(df_path, staging_ / "df_with_bboxes.csv");

@@ -18,10 +18,12 @@ namespace oml::data::convert {
 
 namespace fs = std::filesystem;
 
-/// One output row; `path` is relative to the output folder.
+/// One output row; `path` is relative to the output folder. A text dataset's rows have a `text`
+/// and no path (docs/data.md#text-dataframes).
 struct Row {
   int64_t label = 0;
   std::string path;
+  std::string text;
   bool train = true;
   bool is_query = false;
   bool is_gallery = false;
@@ -80,8 +82,8 @@ class OutputFolder {
   /// staging / files[i].second, in parallel. A missing source is a DataError naming it.
   void copy_files(const std::vector<std::pair<fs::path, std::string>>& files) const;
 
-  /// Writes df.csv, checks it with the dataframe reader (every rule of
-  /// docs/contracts.md#dataframe), swaps the folder into place and returns the summary.
+  /// Writes df.csv (a `text` column in place of `path` when the rows are texts), checks it with the dataframe
+  /// reader (every rule of docs/contracts.md#dataframe), swaps the folder into place and returns the summary.
   ConvertReport commit(const std::vector<Row>& rows);
 
  private:
@@ -98,5 +100,6 @@ ConvertReport convert_cub(const ConvertOptions& options);
 ConvertReport convert_sop(const ConvertOptions& options);
 ConvertReport convert_cars(const ConvertOptions& options);
 ConvertReport convert_inshop(const ConvertOptions& options);
+ConvertReport convert_debian_descriptions(const ConvertOptions& options);
 
 }  // namespace oml::data::convert
