@@ -2,6 +2,7 @@
 // that follow the official layouts of CUB-200-2011, SOP, CARS196 and DeepFashion InShop.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <set>
@@ -397,4 +398,61 @@ TEST_CASE("oml-convert rejects unknown formats and missing arguments with exit 2
   CHECK(wrong_src.exit_code == 2);
   CHECK_THAT(wrong_src.err, Contains("Ebay_train.txt"));
   CHECK_FALSE(fs::exists(dir / "out"));
+}
+
+TEST_CASE("oml-convert debian-descriptions cuts apt's descriptions into a text retrieval dataset",
+          "[convert][integration][text]") {
+  TempDir dir;
+  // Stanzas as apt's Translation-en has them: continuation lines start with a space, " ." is a
+  // paragraph break. pkg-1 and pkg-1-dev share their first paragraph (left out: a second right
+  // answer); tiny is too short to cut.
+  std::string translations;
+  const auto stanza = [&](const std::string& package, const std::string& body) {
+    translations += "Package: " + package + "\nDescription-md5: 0123\nDescription-en: a short summary\n" + body + "\n";
+  };
+  const auto words = [](int from, int count) {
+    std::string out;
+    for (int i = from; i < from + count; ++i) out += " w" + std::to_string(i) + (i % 7 == 6 ? "." : "");
+    return out;
+  };
+  for (int p = 0; p < 10; ++p) {
+    stanza("pkg-" + std::to_string(p), words(p * 100, 14) + "\n .\n" + words(p * 100 + 50, 16));
+  }
+  stanza("pkg-1-dev", words(100, 14) + "\n .\n" + words(900, 16));
+  stanza("tiny", " only a few words here.");
+  write_file(dir / "Translation-en", translations);
+
+  auto r = convert("debian-descriptions", dir / "Translation-en", dir / "out", "--val-fraction 0.3 --seed 1");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("14 train rows, 6 validation rows, 10 labels"));
+  oml::data::DataframeOptions options;
+  options.accept_text_dataframes = true;
+  const auto df = oml::data::Dataframe::read(dir / "out" / "df.csv", options);
+  REQUIRE(df.validation().texts.size() == 6);
+  // Each description's halves: the cut is after a sentence end, both at least 12 words.
+  const std::string& first = df.train().texts[0];
+  const std::string& second = df.train().texts[1];
+  CHECK(first.back() == '.');
+  CHECK(std::count(first.begin(), first.end(), ' ') + 1 == 14);
+  bool whole = false;  // the halves give back one package's description, the paragraphs joined
+  for (int p = 0; p < 10; ++p) whole |= " " + first + " " + second == words(p * 100, 14) + words(p * 100 + 50, 16);
+  CHECK(whole);
+  CHECK(df.train().labels[0] == df.train().labels[1]);
+  for (std::size_t i = 0; i < df.validation().size(); ++i) CHECK(df.validation().is_query[i]);
+  // The same seed gives the same split.
+  r = convert("debian-descriptions", dir / "Translation-en", dir / "again", "--val-fraction 0.3 --seed 1");
+  REQUIRE(r.exit_code == 0);
+  CHECK(oml::test::read_file(dir / "out" / "df.csv") == oml::test::read_file(dir / "again" / "df.csv"));
+
+  SECTION("no --val-fraction, or a file of no stanzas") {
+    r = convert("debian-descriptions", dir / "Translation-en", dir / "x");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("needs --val-fraction"));
+    write_file(dir / "empty", "nothing here\n");
+    r = convert("debian-descriptions", dir / "empty", dir / "x", "--val-fraction 0.2");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("holds no Description-en or Description fields"));
+    CHECK_FALSE(fs::exists(dir / "x"));
+  }
 }
