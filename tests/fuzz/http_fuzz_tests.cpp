@@ -10,6 +10,8 @@
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <utility>
 
 #include "fuzz/fuzz.h"
 #include "gallery/gallery_service.h"
@@ -125,6 +127,23 @@ const std::vector<std::string>& http_dictionary() {
   return tokens;
 }
 
+// oml-index build of <dir>/predict.yaml into <dir>/index, then that index served (as oml-serve
+// does, without a socket) with `options`.
+std::pair<std::unique_ptr<pipelines::GalleryService>, std::unique_ptr<pipelines::HttpApi>> build_and_serve(
+    const fuzz::ScratchDir& dir, const pipelines::ServiceOptions& options) {
+  const auto built =
+      test::run_oml("oml-index", "build --config " + test::quote((dir / "predict.yaml").string()) +
+                                     " --out " + test::quote((dir / "index").string()));
+  if (built.exit_code != 0) throw std::runtime_error("oml-index build failed: " + built.err);
+  cli::Invocation invocation;
+  invocation.command = "oml-serve";
+  auto service = std::make_unique<pipelines::GalleryService>(invocation, dir / "index", options);
+  pipelines::ApiOptions api_options;
+  api_options.max_items = 50;
+  auto api = std::make_unique<pipelines::HttpApi>(*service, api_options);
+  return {std::move(service), std::move(api)};
+}
+
 // A real service over an index of 24 Fashion-MNIST images embedded by a small conv net.
 struct Served {
   fuzz::ScratchDir dir;
@@ -152,18 +171,9 @@ struct Served {
                      "num_threads: 1\nnum_workers: 0\nweights: " + (dir / "model.pth").string() +
                          "\ntransforms_predict: {name: norm}\ndataset_root: " + dir.path().string() +
                          "\nextractor: {name: conv_net, args: {channels: [4, 8], feat_dim: 8}}\n");
-    const auto built =
-        test::run_oml("oml-index", "build --config " + test::quote((dir / "predict.yaml").string()) +
-                                       " --out " + test::quote((dir / "index").string()));
-    if (built.exit_code != 0) throw std::runtime_error("oml-index build failed: " + built.err);
-    cli::Invocation invocation;
-    invocation.command = "oml-serve";
     pipelines::ServiceOptions service_options;
     service_options.decode_memory_bytes = int64_t{64} * 1024 * 1024;
-    service = std::make_unique<pipelines::GalleryService>(invocation, dir / "index", service_options);
-    pipelines::ApiOptions api_options;
-    api_options.max_items = 50;
-    api = std::make_unique<pipelines::HttpApi>(*service, api_options);
+    std::tie(service, api) = build_and_serve(dir, service_options);
   }
 };
 
@@ -187,18 +197,9 @@ struct ServedTexts {
                      "num_threads: 1\nnum_workers: 0\ndataset_root: " + dir.path().string() +
                          "\nextractor: {name: hf_text_encoder, args: {model_dir: " +
                          (dir / "model").string() + ", pooling: mean}}\n");
-    const auto built =
-        test::run_oml("oml-index", "build --config " + test::quote((dir / "predict.yaml").string()) +
-                                       " --out " + test::quote((dir / "index").string()));
-    if (built.exit_code != 0) throw std::runtime_error("oml-index build failed: " + built.err);
-    cli::Invocation invocation;
-    invocation.command = "oml-serve";
     pipelines::ServiceOptions service_options;
     service_options.max_text_bytes = 4096;
-    service = std::make_unique<pipelines::GalleryService>(invocation, dir / "index", service_options);
-    pipelines::ApiOptions api_options;
-    api_options.max_items = 50;
-    api = std::make_unique<pipelines::HttpApi>(*service, api_options);
+    std::tie(service, api) = build_and_serve(dir, service_options);
   }
 };
 

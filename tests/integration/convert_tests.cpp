@@ -408,7 +408,8 @@ TEST_CASE("oml-convert debian-descriptions cuts apt's descriptions into a text r
   // answer); tiny is too short to cut.
   std::string translations;
   const auto stanza = [&](const std::string& package, const std::string& body) {
-    translations += "Package: " + package + "\nDescription-md5: 0123\nDescription-en: a short summary\n" + body + "\n";
+    translations +=
+        "Package: " + package + "\nDescription-md5: 0123\nDescription-en: a short summary\n" + body + "\n";
   };
   const auto words = [](int from, int count) {
     std::string out;
@@ -436,7 +437,8 @@ TEST_CASE("oml-convert debian-descriptions cuts apt's descriptions into a text r
   CHECK(first.back() == '.');
   CHECK(std::count(first.begin(), first.end(), ' ') + 1 == 14);
   bool whole = false;  // the halves give back one package's description, the paragraphs joined
-  for (int p = 0; p < 10; ++p) whole |= " " + first + " " + second == words(p * 100, 14) + words(p * 100 + 50, 16);
+  for (int p = 0; p < 10; ++p)
+    whole |= " " + first + " " + second == words(p * 100, 14) + words(p * 100 + 50, 16);
   CHECK(whole);
   CHECK(df.train().labels[0] == df.train().labels[1]);
   for (std::size_t i = 0; i < df.validation().size(); ++i) CHECK(df.validation().is_query[i]);

@@ -52,6 +52,21 @@ fs::path write_gallery_dataframe(const fs::path& dir) {
   return dir / "gallery.csv";
 }
 
+// The run folder with the index of its gallery dataframe (the validation rows), built by
+// oml-index through the folder's model: <dir>/index.
+fs::path build_text_index(const TempDir& dir) {
+  write_text_run(dir);
+  const fs::path gallery = write_gallery_dataframe(dir / "data");
+  const fs::path config = write_predict_config(dir, "predict.yaml", dir / "unused");
+  const auto r =
+      run_oml("oml-index", "build --config " + quote(config.string()) +
+                               " --set dataset_root=" + quote(gallery.parent_path().string()) +
+                               " --set dataframe_name=gallery.csv --out " + quote((dir / "index").string()));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return dir / "index";
+}
+
 // The predicted embeddings of `texts` (a file of lines) through the run folder's model.
 at::Tensor predicted(const TempDir& dir, const std::vector<std::string>& texts, const std::string& name) {
   write_file(dir / (name + ".txt"), lines(texts));
@@ -140,15 +155,8 @@ TEST_CASE("oml-predict embeds a text dataframe and a file of lines alike", "[ser
 TEST_CASE("oml-index and oml-search keep a text gallery's texts and find its items",
           "[serving][integration][text]") {
   TempDir dir;
-  write_text_run(dir);
-  const fs::path gallery = write_gallery_dataframe(dir / "data");
-  const fs::path config = write_predict_config(dir, "predict.yaml", dir / "unused");
-  const fs::path index = dir / "index";
-  auto r = run_oml("oml-index", "build --config " + quote(config.string()) +
-                                    " --set dataset_root=" + quote(gallery.parent_path().string()) +
-                                    " --set dataframe_name=gallery.csv --out " + quote(index.string()));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  const fs::path index = build_text_index(dir);
+  const fs::path gallery = dir / "data" / "gallery.csv";
   const std::string version = current_version(index);
   const nlohmann::json manifest = read_json(index / version / "manifest.json");
   CHECK(manifest.at("inputs") == "texts");
@@ -164,9 +172,9 @@ TEST_CASE("oml-index and oml-search keep a text gallery's texts and find its ite
   // Queries that are gallery texts find themselves first.
   const std::vector<std::string> texts = validation_texts();
   write_file(dir / "queries.txt", texts[4] + "\n" + texts[9] + "\n");
-  r = run_oml("oml-search", "--index " + quote(index.string()) + " --texts " +
-                                quote((dir / "queries.txt").string()) + " --top-k 3 --out " +
-                                quote((dir / "found").string()));
+  auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --texts " +
+                                     quote((dir / "queries.txt").string()) + " --top-k 3 --out " +
+                                     quote((dir / "found").string()));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   auto neighbours = csv_rows(dir / "found" / "neighbours.csv");
@@ -228,15 +236,7 @@ TEST_CASE("oml-index and oml-search keep a text gallery's texts and find its ite
 TEST_CASE("oml-serve embeds, searches and adds texts as oml-predict embeds them",
           "[serving][integration][text]") {
   TempDir dir;
-  write_text_run(dir);
-  const fs::path gallery = write_gallery_dataframe(dir / "data");
-  const fs::path config = write_predict_config(dir, "predict.yaml", dir / "unused");
-  const fs::path index = dir / "index";
-  auto r = run_oml("oml-index", "build --config " + quote(config.string()) +
-                                    " --set dataset_root=" + quote(gallery.parent_path().string()) +
-                                    " --set dataframe_name=gallery.csv --out " + quote(index.string()));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  const fs::path index = build_text_index(dir);
   const std::vector<std::string> texts = validation_texts();
   const std::string added = "a sentence that only the server has seen";
   std::vector<std::string> asked = texts;
