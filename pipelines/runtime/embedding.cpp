@@ -2,8 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <numeric>
 
 #include "oml/common/autocast.h"
 #include "oml/common/logging.h"
@@ -11,6 +13,7 @@
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
 #include "oml/data/sampler.h"
+#include "oml/data/text_dataset.h"
 #include "oml/ddp/ddp_sampler_wrapper.h"
 #include "oml/distributed/sync_dicts.h"
 #include "oml/models/extractor.h"
@@ -31,6 +34,48 @@ EmbedOptions embed_options(const config::RunConfig& config, int64_t batch_size, 
   return options;
 }
 
+namespace {
+
+// The items in a given order, the same every epoch: texts to embed, longest first.
+class OrderedSampler final : public data::IndexSampler {
+ public:
+  OrderedSampler(std::vector<int64_t> order, int64_t batch_size)
+      : order_(std::move(order)), batch_size_(batch_size) {}
+  std::string name() const override { return "length order"; }
+  int64_t size() const override { return static_cast<int64_t>(order_.size()); }
+  int64_t batch_size() const override { return batch_size_; }
+  bool drop_last() const override { return false; }
+  std::vector<int64_t> indices(int64_t) const override { return order_; }
+
+ private:
+  std::vector<int64_t> order_;
+  int64_t batch_size_;
+};
+
+// The order a dataset is embedded in: a text dataset's items by their number of tokens, longest
+// first (ties in dataset order), so that each batch, padded to its longest text, pads little —
+// sentence-transformers' encode() sorts likewise; images in dataset order. The embeddings come
+// back in dataset order either way (the Accumulator sorts them by index).
+std::shared_ptr<data::IndexSampler> embedding_order(const data::Dataset& dataset, int64_t batch_size,
+                                                    const data::SamplerContext& context) {
+  const auto* texts = dynamic_cast<const data::TextDataset*>(&dataset);
+  samplers::IndexSamplerOptions sequential;
+  sequential.batch_size = batch_size;
+  if (texts == nullptr) return std::make_shared<samplers::SequentialSampler>(context, sequential);
+  const int64_t n = texts->size();
+  std::vector<int64_t> tokens(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) tokens[static_cast<std::size_t>(i)] = texts->token_count(i);
+  std::vector<int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return tokens[static_cast<std::size_t>(a)] > tokens[static_cast<std::size_t>(b)];
+  });
+  samplers::check_options(sequential, "sequential");
+  return std::make_shared<OrderedSampler>(std::move(order), batch_size);
+}
+
+}  // namespace
+
 at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<const data::Dataset>& dataset,
                          const RunContext& context, const EmbedOptions& options) {
   const int64_t n = dataset->size();
@@ -38,12 +83,10 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
   sampler_context.labels.assign(static_cast<std::size_t>(n), 0);  // sequential only needs the count
   sampler_context.seed = options.seed;
   sampler_context.source = "the dataset to embed";
-  samplers::IndexSamplerOptions sequential_options;
-  sequential_options.batch_size = options.batch_size;
-  auto sequential = std::make_shared<samplers::SequentialSampler>(sampler_context, sequential_options);
   // No shuffle, padded: every rank runs the same steps; one rank embeds the items in order.
-  const ddp::DDPSamplerWrapper share(sequential, ddp::DdpSamplerOptions{}, context.rank(),
-                                     context.world_size(), options.seed);
+  const ddp::DDPSamplerWrapper share(embedding_order(*dataset, options.batch_size, sampler_context),
+                                     ddp::DdpSamplerOptions{}, context.rank(), context.world_size(),
+                                     options.seed);
 
   data::LoaderOptions loader_options;
   loader_options.num_workers = static_cast<int>(options.num_workers);

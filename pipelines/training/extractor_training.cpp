@@ -66,6 +66,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   options.has_validation = has_validation;
   options.metric_keys = metric_table.overall_keys();
   options.loss_name = losses::training_loss_name(*criterion);
+  options.item_unit = inputs.unit();
   Trainer trainer(document, cfg, ctx,
                   {extractor.get(), "extractor", criterion.get(), optimizer.get(), sampler},
                   std::move(options));

@@ -117,10 +117,10 @@ std::vector<std::string> metric_names(const std::map<std::string, double>& metri
   return names;
 }
 
-/// "loss 0.2130 lr 1.00e-03 850 img/s" for progress bars.
-std::string step_status(double loss, double lr, double samples_per_s) {
+/// "loss 0.2130 lr 1.00e-03 850 img/s" for progress bars (`unit`: "img", "text").
+std::string step_status(double loss, double lr, double samples_per_s, const std::string& unit) {
   char status[96];
-  std::snprintf(status, sizeof(status), "loss %.4f lr %.2e %.0f img/s", loss, lr, samples_per_s);
+  std::snprintf(status, sizeof(status), "loss %.4f lr %.2e %.0f %s/s", loss, lr, samples_per_s, unit.c_str());
   return status;
 }
 
@@ -767,7 +767,7 @@ void Trainer::write_step_log(PendingStepLog& line) {
     record["lr"] = line.lr;
     recorder_->train_step(record);
   }
-  step_status_ = step_status(mean_loss, line.lr, line.samples_per_s);
+  step_status_ = step_status(mean_loss, line.lr, line.samples_per_s, options_.item_unit);
 }
 
 void Trainer::write_checkpoints(const TrainingPosition& next, std::vector<std::string> files,

@@ -133,6 +133,8 @@ struct TrainerOptions {
   /// The training loss's name as OML logs it (losses::training_loss_name: "triplet_loss",
   /// "arcface_loss", "loss"): a scheduler may monitor its epoch mean as "<loss_name>_epoch".
   std::string loss_name = "loss";
+  /// What the throughput counts in progress bars: "img" or "text" (RunInputs::unit()).
+  std::string item_unit = "img";
 };
 
 /// Where training stands: the sampler's epoch, how much of it has been consumed, and the number

@@ -435,7 +435,8 @@ TEST_CASE("oml-convert debian-descriptions cuts apt's descriptions into a text r
   const std::string& first = df.train().texts[0];
   const std::string& second = df.train().texts[1];
   CHECK(first.back() == '.');
-  CHECK(std::count(first.begin(), first.end(), ' ') + 1 == 14);
+  CHECK(std::count(first.begin(), first.end(), ' ') + 1 >= 12);
+  CHECK(std::count(second.begin(), second.end(), ' ') + 1 >= 12);
   bool whole = false;  // the halves give back one package's description, the paragraphs joined
   for (int p = 0; p < 10; ++p)
     whole |= " " + first + " " + second == words(p * 100, 14) + words(p * 100 + 50, 16);

@@ -305,8 +305,8 @@ TEST_CASE("oml-serve embeds, searches and adds texts as oml-predict embeds them"
 TEST_CASE("Texts sent to an image index are refused, and the server goes on",
           "[serving][integration][text]") {
   TempDir dir;
-  const Model m = model(dir);
-  const fs::path gallery = subset_rows(dir, "gallery.csv", 0, 8);
+  const Model m = model(dir.path());
+  const fs::path gallery = subset_rows(dir.path(), "gallery.csv", 0, 8);
   const auto r = build_index(m, gallery, dir / "index");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);

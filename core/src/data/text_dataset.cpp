@@ -124,6 +124,13 @@ at::Tensor TextDataset::load(int64_t index, const RandomKey&) const {
   return encode_text(*tokenizer_, split_.texts[static_cast<std::size_t>(index)], options_, where(index));
 }
 
+int64_t TextDataset::token_count(int64_t index) const {
+  OML_CHECK(index >= 0 && index < size(), UsageError, "dataset index ", index, " is out of range [0, ",
+            size(), ")");
+  return static_cast<int64_t>(
+      tokenizer_->encode(split_.texts[static_cast<std::size_t>(index)], where(index)).size());
+}
+
 at::Tensor TextDataset::collate(const std::vector<at::Tensor>& items,
                                 const std::vector<int64_t>& indices) const {
   return pad_text_items(items, indices, options_);

@@ -89,6 +89,9 @@ class TextDataset : public Dataset {
   /// DataError naming the file, the line and the column when the text gives no token at all (a
   /// tokenizer without special tokens on a text it drops entirely).
   at::Tensor load(int64_t index, const RandomKey& key) const override;
+  /// The number of tokens of row `index`'s encoding (what load() gives, before padding): it
+  /// tokenizes the text. DataError as load().
+  int64_t token_count(int64_t index) const;
   /// load()'s items padded to the longest: [B, R, L] int64. DataError when an item is not
   /// int64 [R, n] (not one of this dataset's).
   at::Tensor collate(const std::vector<at::Tensor>& items,

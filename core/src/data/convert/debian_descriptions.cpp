@@ -25,7 +25,17 @@ constexpr std::size_t kMinHalfWords = 12;
 struct Description {
   std::string package;
   std::vector<std::string> words;  // the long description, paragraphs run together
+  std::string first_paragraph;     // its words up to the first " ." line
 };
+
+std::string joined(const std::vector<std::string>& words, std::size_t from, std::size_t to) {
+  std::string out;
+  for (std::size_t i = from; i < to; ++i) {
+    if (!out.empty()) out += ' ';
+    out += words[i];
+  }
+  return out;
+}
 
 // The long descriptions of `file`, in file order. A continuation line starts with a space; " ."
 // separates paragraphs (Debian Policy 5.6.13).
@@ -50,7 +60,11 @@ std::vector<Description> read_descriptions(const fs::path& file) {
     }
     if (line.front() == ' ' || line.front() == '\t') {
       if (current == nullptr) continue;  // a continuation of another field
-      if (trim(line) == ".") continue;
+      if (trim(line) == ".") {
+        if (current->first_paragraph.empty())
+          current->first_paragraph = joined(current->words, 0, current->words.size());
+        continue;
+      }
       std::istringstream words(line);
       for (std::string word; words >> word;) current->words.push_back(std::move(word));
       continue;
@@ -63,7 +77,7 @@ std::vector<Description> read_descriptions(const fs::path& file) {
     if (field == "Description-en" || field == "Description") {
       OML_CHECK(!package.empty(), DataError, file.string(), ":", number, ": a ", field,
                 " field before its stanza's Package field");
-      out.push_back(Description{package, {}});
+      out.push_back(Description{package, {}, {}});
       current = &out.back();
     }
   }
@@ -92,15 +106,6 @@ std::size_t cut_point(const std::vector<std::string>& words) {
   return best;
 }
 
-std::string joined(const std::vector<std::string>& words, std::size_t from, std::size_t to) {
-  std::string out;
-  for (std::size_t i = from; i < to; ++i) {
-    if (!out.empty()) out += ' ';
-    out += words[i];
-  }
-  return out;
-}
-
 }  // namespace
 
 ConvertReport convert_debian_descriptions(const ConvertOptions& options) {
@@ -112,12 +117,16 @@ ConvertReport convert_debian_descriptions(const ConvertOptions& options) {
   OML_CHECK(fs::is_regular_file(options.src, ec), DataError, "--src ", options.src.string(),
             " is not a file (expected an apt Translation-en file, uncompressed)");
   // One label per distinct description: a text shared by several packages (a library and its
-  // -dev package often share theirs), or a half another description has too, would be a second
-  // right answer under another label.
+  // -dev package often share their first paragraph and differ in the last), or a half another
+  // description has too, would be a second right answer under another label.
   std::vector<std::pair<std::string, std::string>> halves;
-  std::unordered_set<std::string> seen;
+  std::unordered_set<std::string> seen;      // halves kept
+  std::unordered_set<std::string> openings;  // first paragraphs of the descriptions kept
   for (const Description& d : read_descriptions(options.src)) {
     if (d.words.size() < 2 * kMinHalfWords) continue;
+    const std::string& opening =
+        d.first_paragraph.empty() ? joined(d.words, 0, d.words.size()) : d.first_paragraph;
+    if (!openings.insert(opening).second) continue;
     const std::size_t cut = cut_point(d.words);
     std::string first = joined(d.words, 0, cut);
     std::string second = joined(d.words, cut, d.words.size());
