@@ -28,9 +28,9 @@ int run_convert(const oml::cli::Invocation& inv) {
   options.limit = vars["limit"].as<int64_t>();
   options.num_threads = vars["threads"].as<int>();
   options.on_progress = oml::pipelines::progress_callback("converting", "img");
+  const std::string format = vars["format"].as<std::string>();
   OML_CHECK(format != "debian-descriptions" || vars["threads"].defaulted(), UsageError,
             "--threads applies to the image datasets (debian-descriptions copies no files)");
-  const std::string format = vars["format"].as<std::string>();
   OML_CHECK(options.val_fraction == 0 || format == "image-folder" || format == "debian-descriptions",
             UsageError, "--val-fraction applies to image-folder and debian-descriptions only (", format,
             " has an official split)");
