@@ -41,6 +41,7 @@ packages=(
   libmatio-dev  # MATLAB .mat annotations for oml-convert (CARS196; core/src/data/convert/mat_file.cpp)
   # the text tokenizers' Unicode data and tokenizer.json's regular expressions (core/src/text/)
   libicu-dev
+  libsndfile1-dev  # audio files (WAV, FLAC, ...) for audio datasets (core/src/data/audio.cpp)
   dataset-fashion-mnist
   # Debian's LibTorch links the generic libblas.so.3; the reference BLAS is ~25x slower than
   # OpenBLAS here (6.5 vs 156 GFLOP/s for a 2048^2 matmul). Installing this package switches

@@ -324,6 +324,7 @@ PredictionInput prediction_input(const config::RunConfig& cfg, const models::Ext
     return build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
                            "transforms_predict");
   };
+  refuse_audio_extractor(cfg, extractor);
   const bool texts = extractor.input() == models::ExtractorInput::tokens;
   PredictionInput input;
   if (!cfg.data_dir.empty()) {

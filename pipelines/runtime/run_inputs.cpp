@@ -43,8 +43,16 @@ void refuse_image_settings(const config::RunConfig& config, const std::vector<st
 
 }  // namespace
 
+void refuse_audio_extractor(const config::RunConfig& config, const models::Extractor& extractor) {
+  if (extractor.input() != models::ExtractorInput::audio) return;
+  extractor_node(config).fail(extractor_name(config) +
+                              " reads audio, and the commands do not feed audio yet (the library reads "
+                              "audio dataframes: docs/data.md#audio-dataframes)");
+}
+
 RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& extractor,
                      const data::Dataframe& dataframe, const std::vector<std::string>& image_keys) {
+  refuse_audio_extractor(config, extractor);
   const std::string columns = join(dataframe.columns());
   if (extractor.input() != models::ExtractorInput::tokens) {
     if (dataframe.is_text_dataframe()) {
@@ -66,6 +74,7 @@ RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& e
 
 RunInputs text_inputs(const config::RunConfig& config, const models::Extractor& extractor,
                       const std::string& texts, const std::vector<std::string>& image_keys) {
+  refuse_audio_extractor(config, extractor);
   if (extractor.input() != models::ExtractorInput::tokens)
     extractor_node(config).fail(extractor_name(config) + " reads images, not texts");
   refuse_image_settings(config, image_keys);
@@ -118,6 +127,7 @@ std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, cons
 void require_image_extractor(const config::RunConfig& config, const models::Extractor& extractor,
                              const std::string& command) {
   if (extractor.input() == models::ExtractorInput::images) return;
+  refuse_audio_extractor(config, extractor);
   extractor_node(config).fail(extractor_name(config) + " reads texts, and " + command +
                               " feeds images only (docs/data.md#text-dataframes)");
 }

@@ -73,8 +73,13 @@ std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, cons
                                            const std::optional<ParsedComponents::Transform>& transform_slot,
                                            const std::string& transform_key);
 
+/// A ConfigError at `extractor` when it reads audio (ecapa_tdnn): the library has audio datasets
+/// (oml/data/audio_dataset.h), but no command feeds them yet. Called where a run's inputs are
+/// chosen, so that an audio extractor is refused before any work instead of being fed images.
+void refuse_audio_extractor(const config::RunConfig& config, const models::Extractor& extractor);
+
 /// For what embeds images only (the pairwise pipelines, named by `command`): a ConfigError at
-/// `extractor` when it reads texts.
+/// `extractor` when it reads texts or audio.
 void require_image_extractor(const config::RunConfig& config, const models::Extractor& extractor,
                              const std::string& command);
 

@@ -49,6 +49,7 @@ void DataSplit::keep_first(std::size_t rows) {
   cut(is_query);
   cut(is_gallery);
   cut(bboxes);
+  cut(start_times);
   cut(lines);
   const std::set<int64_t> kept(labels.begin(), labels.end());
   for (auto it = label2category.begin(); it != label2category.end();) {
@@ -194,6 +195,25 @@ std::string checked_text(const RowReader& row) {
   return text;
 }
 
+// Rule 11: an audio segment's start in seconds (OML's `start_time`, a float column whose empty cells it
+// fills with 0.0): a finite number >= 0. Where it lies within the file is checked on loading,
+// when the file's length is known (AudioDataset).
+double checked_start_time(const RowReader& row) {
+  const std::string cell = row.cell(columns::kStartTime);
+  if (cell.empty()) return 0.0;
+  std::size_t used = 0;
+  double value = -1.0;
+  try {
+    value = std::stod(cell, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != cell.size() || !std::isfinite(value) || value < 0.0) {
+    row.fail(columns::kStartTime, cell, "a start in seconds (a number >= 0) or an empty cell (0)");
+  }
+  return value;
+}
+
 // Rule 6: every query label occurs among the gallery labels.
 void check_queries_have_gallery(const DataSplit& split, const std::string& file) {
   std::set<int64_t> gallery;
@@ -273,6 +293,7 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file,
   const bool has_categories = index.count(columns::kCategory) > 0;
   const bool has_sequences = index.count(columns::kSequence) > 0;
   const bool has_bboxes = index.count("x_1") > 0;
+  const bool has_start_times = index.count(columns::kStartTime) > 0;
   const fs::path root = fs::absolute(options.dataset_root.value_or(fs::current_path()));
 
   Dataframe df;
@@ -329,6 +350,7 @@ Dataframe Dataframe::parse(const std::string& text, const std::string& file,
     if (has_texts) split.texts.push_back(checked_text(row));
     if (has_categories) split.categories.push_back(row.cell(columns::kCategory));
     if (has_sequences) split.sequences.push_back(row.cell(columns::kSequence));
+    if (has_start_times) split.start_times.push_back(checked_start_time(row));
 
     // Rule 8 (rows): four empty cells, or four integers with 0 <= x_1 < x_2 and 0 <= y_1 < y_2.
     if (has_bboxes) {

@@ -6,6 +6,7 @@
 #include "oml/config/args_reader.h"
 #include "oml/io/state_dict.h"
 #include "oml/models/conv_net.h"
+#include "oml/models/ecapa_tdnn.h"
 #include "oml/models/extractor_with_mlp.h"
 #include "oml/models/pairwise_model.h"
 #include "oml/models/resnet.h"
@@ -106,6 +107,16 @@ void register_builtin_models(Registries& reg) {
       },
       "BERT / RoBERTa / XLM-RoBERTa / CamemBERT / DistilBERT text encoder from a Hugging Face model folder "
       "(transformers' BertModel ...); cls, mean, max or pooler pooling; takes packed tokens");
+  reg.extractors.add(
+      "ecapa_tdnn", config::checked_parse<ECAPATDNNOptions>([](config::ArgsReader& r, ECAPATDNNOptions& o) {
+        r.required("arch", o.arch).optional("weights", o.weights);
+        r.optional("normalise_features", o.normalise_features);
+      }),
+      [](const ECAPATDNNOptions& o, const NoContext&) -> std::shared_ptr<Extractor> {
+        return ECAPATDNN(o).ptr();
+      },
+      "ECAPA-TDNN speaker embeddings as OML's ECAPATDNNExtractor (ecapa_tdnn_taoruijie); takes 16 kHz "
+      "waveforms [B, 1, N]; TaoRuijie's zoo weights");
   reg.extractors.add(
       "conv_net", config::checked_parse<ConvNetOptions>([](config::ArgsReader& r, ConvNetOptions& o) {
         r.optional("in_channels", o.in_channels)

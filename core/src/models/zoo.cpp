@@ -86,6 +86,11 @@ std::vector<ZooEntry> make_entries() {
            {"vitl14_336px_unicom", "l14_336px", "FP16-ViT-L-14-336px.pt"}}) {
     out.push_back({arch, "vit_unicom", arch, file, deepglint + "/" + release + "/" + file, "", ""});
   }
+  // TaoRuijie's ECAPA-TDNN (OML's ECAPATDNNExtractor.pretrained_models): his training script's
+  // state dict (`speaker_encoder.*`, `speaker_loss.weight`), which ecapa_tdnn.cpp reads as OML does.
+  out.push_back({"ecapa_tdnn_taoruijie", "ecapa_tdnn", "ecapa_tdnn_taoruijie", "ecapa_tdnn_taoruijie.pth",
+                 "https://github.com/TaoRuijie/ECAPA-TDNN/raw/refs/heads/main/exps/pretrain.model",
+                 "2bbc0ea09a41217eaff16b676ecb63d7", ""});
   // MoCo v2's ResNet-50 (OML's ResnetExtractor.pretrained_models): a MoCo training checkpoint,
   // whose query encoder the resnet extractor takes (resnet.cpp).
   out.push_back(

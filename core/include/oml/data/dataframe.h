@@ -1,10 +1,13 @@
 #pragma once
 // The OML dataset dataframe (docs/contracts.md#dataframe): a CSV file with one row per image,
 // or per text in a text dataframe (a `text` column in place of `path`, as OML's
-// TextLabeledDataset reads it; docs/data.md#text-dataframes).
+// TextLabeledDataset reads it; docs/data.md#text-dataframes), or per audio segment in an audio
+// dataframe (paths of audio files, and optionally where each segment starts, as OML's
+// AudioLabeledDataset reads it; docs/data.md#audio-dataframes).
 //
 //   label,path,split,is_query,is_gallery[,category][,sequence][,x_1,x_2,y_1,y_2]
 //   label,text,split,is_query,is_gallery[,category][,sequence]
+//   label,path,split,is_query,is_gallery[,category][,sequence][,start_time]
 //
 // `Dataframe::read` applies every rule of docs/contracts.md#dataframe and fails with a DataError that
 // names the file, the 1-based line, the column and the expected value. The result is split into
@@ -42,6 +45,9 @@ struct DataSplit {
   std::vector<bool> is_gallery;             ///< validation only (empty for train)
   std::vector<std::optional<BBox>> bboxes;  ///< empty without bbox columns; nullopt = whole image
   std::vector<int64_t> lines;               ///< 1-based line of each row in the CSV file
+  /// The `start_time` column in seconds (an empty cell: 0, as OML fills NaN); empty without the
+  /// column. Read whenever the column is there: every value a finite number >= 0.
+  std::vector<double> start_times;
   /// Category of each label (keys are `labels`' values); empty without a category column. A
   /// label seen with several categories keeps the first one (and read() warns).
   std::map<int64_t, std::string> label2category;
@@ -54,6 +60,7 @@ struct DataSplit {
   bool has_categories() const { return !categories.empty(); }
   bool has_sequences() const { return !sequences.empty(); }
   bool has_bboxes() const { return !bboxes.empty(); }
+  bool has_start_times() const { return !start_times.empty(); }
   /// Number of distinct labels.
   int64_t num_labels() const;
   /// OML's `label2category` as arcface takes it: for each label 0..num_labels()-1 the index of its
@@ -117,6 +124,7 @@ inline constexpr const char* kIsQuery = "is_query";
 inline constexpr const char* kIsGallery = "is_gallery";
 inline constexpr const char* kCategory = "category";
 inline constexpr const char* kSequence = "sequence";
+inline constexpr const char* kStartTime = "start_time";
 }  // namespace columns
 
 }  // namespace oml::data

@@ -1,6 +1,6 @@
 #pragma once
-// The extractor interface: a module mapping a batch of images (or of tokenised texts) to one
-// embedding per item.
+// The extractor interface: a module mapping a batch of images (or of tokenised texts, or of
+// waveforms) to one embedding per item.
 
 #include <torch/nn/module.h>
 
@@ -22,12 +22,14 @@ struct BackboneFreezing {
 enum class ExtractorInput {
   images,  ///< float images [B, C, H, W]
   tokens,  ///< a tokenizer's output packed into one int64 tensor [B, 2 or 3, L] (oml/models/token_batch.h)
+  audio,   ///< float waveforms [B, 1, N] or [B, N] at the extractor's sample rate (oml/data/audio_dataset.h)
 };
 
 /// Contract for every extractor (built-in or plugin):
 /// - `forward(inputs)` takes a batch of what `input()` says — float images [B, C, H, W] (every
-///   extractor unless it says otherwise), or packed tokens [B, 2 | 3, L] (text extractors: the
-///   input ids, the attention mask and optionally the token type ids, one row each) — and
+///   extractor unless it says otherwise), packed tokens [B, 2 | 3, L] (text extractors: the
+///   input ids, the attention mask and optionally the token type ids, one row each), or
+///   waveforms [B, 1, N] (audio extractors, as an AudioDataset collates them) — and
 ///   returns embeddings [B, feat_dim()]. One tensor either way, so that batches move through the
 ///   loader, the devices, DDP and serving unchanged. It must work for B = 1 and in both train()
 ///   and eval() mode.

@@ -1,0 +1,117 @@
+#include "oml/data/audio_dataset.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <utility>
+
+#include "oml/common/error.h"
+#include "oml/common/strings.h"
+#include "oml/data/audio.h"
+
+namespace oml::data {
+namespace {
+
+std::string lower_extension(const std::string& path) {
+  std::string extension = std::filesystem::path(path).extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension;
+}
+
+}  // namespace
+
+void check_options(const AudioDatasetOptions& options) {
+  OML_CHECK(options.sample_rate > 0, UsageError, "audio dataset: sample_rate must be > 0, got ",
+            options.sample_rate);
+  if (options.max_num_seconds) {
+    const double seconds = *options.max_num_seconds;
+    OML_CHECK(std::isfinite(seconds) && seconds > 0, UsageError,
+              "audio dataset: max_num_seconds must be a number > 0 (or unset to keep whole files), got ",
+              seconds);
+    OML_CHECK(static_cast<int64_t>(seconds * static_cast<double>(options.sample_rate)) >= 1, UsageError,
+              "audio dataset: max_num_seconds ", seconds, " is less than one frame at ", options.sample_rate,
+              " Hz");
+  }
+}
+
+const std::vector<std::string>& audio_extensions() {
+  static const std::vector<std::string> extensions = {".mp3", ".wav", ".ogg",
+                                                      ".flac"};  // OML's AUDIO_EXTENSIONS
+  return extensions;
+}
+
+at::Tensor trim_or_pad(const at::Tensor& audio, int64_t frame_offset, int64_t num_frames,
+                       const std::string& place) {
+  OML_ASSERT(audio.dim() == 2 && num_frames >= 1 && frame_offset >= 0, "audio ", audio.sizes(), ", offset ",
+             frame_offset, ", frames ", num_frames);
+  const int64_t length = audio.size(1);
+  OML_CHECK(frame_offset <= length, DataError, place, ": the segment starts at frame ", frame_offset,
+            ", past the end of the audio (", length, " frames after resampling)");
+  at::Tensor out = audio;
+  // OML cuts only a file longer than the segment; a shorter one keeps its start.
+  if (length > num_frames) out = out.narrow(1, frame_offset, std::min(num_frames, length - frame_offset));
+  if (out.size(1) < num_frames) out = torch::constant_pad_nd(out, {num_frames - out.size(1), 0});  // left
+  return out.contiguous();
+}
+
+AudioDataset::AudioDataset(DataSplit split, AudioDatasetOptions options)
+    : split_(std::move(split)), options_(std::move(options)) {
+  check_options(options_);
+  OML_CHECK(split_.has_paths() && split_.paths.size() == split_.size(), DataError, options_.source,
+            ": an audio dataset needs a 'path' for every row (", split_.paths.size(), " paths for ",
+            split_.size(), " rows)",
+            split_.has_texts() ? "; these rows are texts, which a text extractor reads" : "");
+  OML_CHECK(!split_.has_start_times() || split_.start_times.size() == split_.size(), DataError,
+            options_.source, ": ", split_.start_times.size(), " start times for ", split_.size(), " rows");
+  const auto& known = audio_extensions();
+  for (std::size_t i = 0; i < split_.size(); ++i) {
+    const std::string extension = lower_extension(split_.paths[i]);
+    OML_CHECK(std::find(known.begin(), known.end(), extension) != known.end(), DataError, options_.source,
+              ":", split_.lines[i], ": column 'path': got '", split_.paths[i],
+              "', expected an audio file ending in ", join(known), " (as OML's audio datasets)");
+  }
+  if (options_.max_num_seconds) {
+    num_frames_ = static_cast<int64_t>(*options_.max_num_seconds * static_cast<double>(options_.sample_rate));
+  }
+}
+
+ItemInfo AudioDataset::info(int64_t index) const { return item_info(split_, index); }
+
+int64_t AudioDataset::frame_offset(int64_t index) const {
+  if (!split_.has_start_times()) return 0;
+  // Python's int(): truncation toward zero.
+  return static_cast<int64_t>(split_.start_times[static_cast<std::size_t>(index)] *
+                              static_cast<double>(options_.sample_rate));
+}
+
+at::Tensor AudioDataset::load(int64_t index, const RandomKey&) const {
+  OML_ASSERT(index >= 0 && index < size(), "audio item ", index, " of ", size());
+  const auto row = static_cast<std::size_t>(index);
+  const Audio audio = read_audio(split_.paths[row]);
+  at::Tensor samples = options_.convert_to_mono ? downmix_to_mono(audio.samples) : audio.samples;
+  samples = resample_audio(samples, audio.sample_rate, options_.sample_rate);
+  if (!num_frames_) return samples.contiguous();
+  const std::string place = options_.source + ":" + std::to_string(split_.lines[row]) + ": column '" +
+                            columns::kStartTime + "' (" + split_.paths[row] + ")";
+  return trim_or_pad(samples, frame_offset(index), *num_frames_, place);
+}
+
+at::Tensor AudioDataset::collate(const std::vector<at::Tensor>& items,
+                                 const std::vector<int64_t>& indices) const {
+  OML_ASSERT(!items.empty() && items.size() == indices.size(), items.size(), " items for ", indices.size(),
+             " indices");
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    OML_CHECK(items[i].sizes() == items[0].sizes(), DataError, options_.source,
+              ": cannot batch audio of different sizes: line ",
+              split_.lines[static_cast<std::size_t>(indices[0])], " gives ", items[0].sizes(), " but line ",
+              split_.lines[static_cast<std::size_t>(indices[i])], " gives ", items[i].sizes(),
+              " (set max_num_seconds to cut every item to one length, and convert_to_mono for one channel)");
+  }
+  return torch::stack(items);
+}
+
+}  // namespace oml::data
