@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/audio_reference.h"
 #include "oml/common/error.h"
 #include "oml/data/audio.h"
 #include "oml/data/audio_dataset.h"
@@ -25,16 +26,6 @@ using oml::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-void reference(const std::string& command, const TempDir& dir) {
-  const std::string script = oml::test::source_path("tests/python/audio_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
-                                         " " + oml::test::quote(dir.path().string()),
-                                     600);
-  INFO("audio_reference.py " << command << " failed (scripts/setup.sh --with-tests)\nstdout: " << result.out
-                             << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
-}
 
 // The signals audio_reference.py writes: file name, rate, channels.
 struct Signal {
@@ -93,7 +84,7 @@ Dataframe audio_dataframe(const TempDir& dir, const std::string& csv, bool check
 TEST_CASE("read_audio gives the samples and rate soundfile reads from WAV and FLAC files, mono and stereo",
           "[audio][data][pytorch]") {
   TempDir dir;
-  reference("signals", dir);
+  oml::test::audio_reference("signals", dir);
   for (const Signal& signal : signals()) {
     INFO(signal.file);
     const oml::data::Audio audio = oml::data::read_audio(dir / signal.file);
@@ -109,7 +100,7 @@ TEST_CASE("read_audio gives the samples and rate soundfile reads from WAV and FL
 TEST_CASE("Downmixed and resampled to 16 kHz, every signal equals torchaudio's resample to 1e-4",
           "[audio][data][pytorch]") {
   TempDir dir;
-  reference("signals", dir);
+  oml::test::audio_reference("signals", dir);
   for (const Signal& signal : signals()) {
     INFO(signal.file);
     const oml::data::Audio audio = oml::data::read_audio(dir / signal.file);
@@ -211,7 +202,7 @@ TEST_CASE("An audio dataframe's start_time column: seconds, an empty cell 0, any
 TEST_CASE("AudioDataset gives OML's AudioLabeledDataset and AudioQueryGalleryLabeledDataset items",
           "[audio][data][pytorch]") {
   TempDir dir;
-  reference("dataset", dir);
+  oml::test::audio_reference("dataset", dir);
   const Dataframe df = audio_dataframe(dir, oml::test::read_file(dir / "df.csv"), /*check_files=*/true);
   const AudioDataset train(df.train(), AudioDatasetOptions{});
   const AudioDataset validation(df.validation(), AudioDatasetOptions{});
@@ -307,7 +298,7 @@ TEST_CASE("AudioDataset: trims and pads as OML, downmixes stereo, and names the 
 TEST_CASE("AudioDataset averages a stereo file's channels, or keeps them without convert_to_mono",
           "[audio][data][pytorch]") {
   TempDir dir;
-  reference("signals", dir);
+  oml::test::audio_reference("signals", dir);
   const Dataframe df =
       audio_dataframe(dir, "label,path,split,is_query,is_gallery\n0,stereo44k.wav,train,,\n");
   AudioDatasetOptions options;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/audio_reference.h"
+#include "core/extractor_yaml.h"
 #include "oml/common/error.h"
 #include "oml/config/argument_error.h"
 #include "oml/config/document.h"
@@ -30,17 +32,10 @@ using oml::test::max_abs_diff;
 using oml::test::TempDir;
 namespace fs = std::filesystem;
 
-namespace {
+using oml::test::extractor_from_yaml;
+using oml::test::parse_errors;
 
-void reference(const std::string& command, const TempDir& dir) {
-  const std::string script = oml::test::source_path("tests/python/audio_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
-                                         " " + oml::test::quote(dir.path().string()),
-                                     600);
-  INFO("audio_reference.py " << command << " failed (scripts/setup.sh --with-tests)\nstdout: " << result.out
-                             << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
-}
+namespace {
 
 oml::models::ECAPATDNN make_ecapa(const std::string& weights = "", bool normalise_features = false) {
   oml::models::ECAPATDNNOptions options;
@@ -51,28 +46,12 @@ oml::models::ECAPATDNN make_ecapa(const std::string& weights = "", bool normalis
   return model;
 }
 
-oml::config::ErrorList parse_errors(const std::string& yaml) {
-  const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
-  oml::config::ErrorList errors;
-  (void)oml::registries().extractors.parse(oml::config::parse_component(doc.root()["extractor"], "extractor"),
-                                           errors);
-  return errors;
-}
-
-std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& yaml) {
-  const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
-  auto model =
-      oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
-  model->eval();
-  return model;
-}
-
 }  // namespace
 
 TEST_CASE("ECAPA's front end gives OML's log-mel features of speech-like signals to 1e-4",
           "[audio][models][ecapa_tdnn][pytorch]") {
   TempDir dir;
-  reference("signals", dir);
+  oml::test::audio_reference("signals", dir);
   const oml::models::MelSpectrogramOptions mel;
   // The buffers a fresh model starts with are torchaudio's.
   CHECK(max_abs_diff(
@@ -100,7 +79,7 @@ TEST_CASE("ecapa_tdnn gives OML's embeddings from OML's state dict, from TaoRuij
           "[audio][models][ecapa_tdnn][pytorch]") {
   oml::cli::register_builtins();
   TempDir dir;
-  reference("ecapa", dir);
+  oml::test::audio_reference("ecapa", dir);
   torch::NoGradGuard no_grad;
   const at::Tensor waves = oml::io::load_tensor(dir / "ecapa_input.pt");
   const at::Tensor expected = oml::io::load_tensor(dir / "ecapa_expected.pt");

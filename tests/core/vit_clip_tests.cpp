@@ -11,6 +11,7 @@
 
 #include <fstream>
 
+#include "core/extractor_yaml.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/config/error_list.h"
@@ -29,6 +30,9 @@ using oml::test::error_text;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
 namespace fs = std::filesystem;
+
+using oml::test::extractor_from_yaml;
+using oml::test::parse_errors;
 
 namespace {
 
@@ -285,22 +289,6 @@ TEST_CASE(
 namespace {
 
 // The problems the parse of `extractor: <yaml>` finds (none: empty).
-oml::config::ErrorList parse_errors(const std::string& yaml) {
-  const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
-  oml::config::ErrorList errors;
-  (void)oml::registries().extractors.parse(oml::config::parse_component(doc.root()["extractor"], "extractor"),
-                                           errors);
-  return errors;
-}
-
-std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& yaml) {
-  const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
-  auto model =
-      oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
-  model->eval();
-  return model;
-}
-
 }  // namespace
 
 TEST_CASE(

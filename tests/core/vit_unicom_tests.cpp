@@ -4,6 +4,7 @@
 // embeddings in oml-cpp, and a checkpoint written by oml-cpp gives oml-cpp's embeddings in OML.
 #include <torch/torch.h>
 
+#include "core/extractor_yaml.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/config/error_list.h"
@@ -21,6 +22,9 @@ using oml::test::error_text;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
 namespace fs = std::filesystem;
+
+using oml::test::extractor_from_yaml;
+using oml::test::parse_errors;
 
 namespace {
 
@@ -42,22 +46,6 @@ oml::models::ViTUnicom make_unicom(const std::string& arch, const std::string& w
   options.weights = weights;
   options.normalise_features = normalise_features;
   oml::models::ViTUnicom model(options);
-  model->eval();
-  return model;
-}
-
-oml::config::ErrorList parse_errors(const std::string& yaml) {
-  const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
-  oml::config::ErrorList errors;
-  (void)oml::registries().extractors.parse(oml::config::parse_component(doc.root()["extractor"], "extractor"),
-                                           errors);
-  return errors;
-}
-
-std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& yaml) {
-  const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
-  auto model =
-      oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
   model->eval();
   return model;
 }
