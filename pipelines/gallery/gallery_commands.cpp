@@ -554,7 +554,7 @@ int index_info(const cli::Invocation& inv) {
             << (m.has_model ? (m.weights.empty() ? std::string("the config's extractor") : m.weights)
                             : std::string("none (built from embeddings)"))
             << "\n"
-            << "items are:   " << (m.inputs == ItemInputs::texts ? "texts" : "images") << "\n";
+            << "items are:   " << inputs_name(m.inputs) << "\n";
   for (const auto& [file, sha256] : m.model_files)
     std::cout << "model file:  " << file << " (sha256 " << sha256 << ")\n";
   if (m.calibration.is_object()) std::cout << "calibration: " << m.calibration.dump() << "\n";
@@ -685,7 +685,7 @@ int search_index(const cli::Invocation& inv) {
   const IndexedItems& gallery = loaded.version.items;
   // The queries' and items' column: their paths, or a text index's texts.
   const ItemInputs inputs = loaded.version.manifest.inputs;
-  const char* column = inputs == ItemInputs::texts ? "text" : "path";
+  const char* column = item_column(inputs);
   at::Tensor ids = at::full({nq, k}, -1, at::kLong);
   at::Tensor distances = at::full({nq, k}, std::numeric_limits<float>::infinity(), at::kFloat);
   auto id_rows = ids.accessor<int64_t, 2>();

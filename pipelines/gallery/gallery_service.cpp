@@ -42,6 +42,7 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
     inputs_ = loaded_.version.manifest.inputs;
     if (inputs_ == ItemInputs::texts) {
       text_ = std::make_unique<RunInputs>(text_inputs(cfg, *extractor_, "requests", {}));
+      text_options_ = std::make_unique<data::TextDatasetOptions>(text_dataset_options(*text_, "requests"));
       // Texts of any length batch together: the batch is padded to its longest.
       embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
           [this](std::vector<at::Tensor>& tokens) { return embed_text_batch(tokens); }, options_.embed_batch);
@@ -163,7 +164,7 @@ std::vector<at::Tensor> GalleryService::embed_batch(std::vector<at::Tensor>& ima
 std::vector<at::Tensor> GalleryService::embed_text_batch(std::vector<at::Tensor>& tokens) {
   std::vector<int64_t> indices(tokens.size());
   for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
-  return forward(data::pad_text_items(tokens, indices, text_dataset_options(*text_, "requests")));
+  return forward(data::pad_text_items(tokens, indices, *text_options_));
 }
 
 at::Tensor GalleryService::embed_text(const std::string& text) {
@@ -177,8 +178,8 @@ at::Tensor GalleryService::embed_text(const std::string& text) {
                       ")");
   }
   OML_CHECK(!trim(text).empty(), DataError, "\"text\" is empty or blank: there is nothing to embed");
-  const at::Tensor tokens = data::encode_text(
-      *text_->tokenizer, text, text_dataset_options(*text_, "requests"), "the request's \"text\"");
+  const at::Tensor tokens =
+      data::encode_text(*text_->tokenizer, text, *text_options_, "the request's \"text\"");
   return embedder_->submit(tokens);
 }
 

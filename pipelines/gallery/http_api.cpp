@@ -492,7 +492,7 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
                           {"dimension", service_.dimension()},
                           {"backend", service_.describe()},
                           {"model", service_.has_model()},
-                          {"inputs", service_.inputs() == ItemInputs::texts ? "texts" : "images"}});
+                          {"inputs", inputs_name(service_.inputs())}});
   }
   if (path == "/metrics") {
     only(http::verb::get);
@@ -540,7 +540,7 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
     const bool texts = service_.inputs() == ItemInputs::texts;
     for (const Neighbour& n : answer.neighbours) {
       neighbours.push_back({{"id", n.id},
-                            {texts ? "text" : "path", texts ? n.text : n.path},
+                            {item_column(service_.inputs()), texts ? n.text : n.path},
                             {"label", n.label ? nlohmann::json(*n.label) : nlohmann::json(nullptr)},
                             {"category", n.category},
                             {"distance", n.distance}});

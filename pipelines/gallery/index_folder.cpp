@@ -87,12 +87,9 @@ std::string utc_now() {
   return text;
 }
 
-// items.csv's second column: what each item is.
-const char* source_column(ItemInputs inputs) { return inputs == ItemInputs::texts ? "text" : "path"; }
-
 std::string items_csv(const IndexedItems& items, ItemInputs inputs) {
   std::ostringstream out;
-  out << "id," << source_column(inputs) << ",label,category\n";
+  out << "id," << item_column(inputs) << ",label,category\n";
   for (std::size_t i = 0; i < items.size(); ++i) {
     out << items.ids[i] << ',' << data::csv_escape(items.source(i, inputs)) << ',';
     if (items.labels[i]) out << *items.labels[i];
@@ -112,10 +109,9 @@ int64_t parse_integer(const std::string& text, const fs::path& file, int64_t lin
 
 IndexedItems parse_items(const fs::path& file, ItemInputs inputs) {
   const std::vector<data::CsvRecord> records = data::parse_csv(read_text(file), file.string());
-  const std::vector<std::string> header{"id", source_column(inputs), "label", "category"};
+  const std::vector<std::string> header{"id", item_column(inputs), "label", "category"};
   if (records.empty() || records.front().fields != header) {
-    throw DataError(file.string() + ":1: expected the header id," + source_column(inputs) +
-                    ",label,category");
+    throw DataError(file.string() + ":1: expected the header id," + item_column(inputs) + ",label,category");
   }
   IndexedItems items;
   for (std::size_t r = 1; r < records.size(); ++r) {
@@ -188,6 +184,10 @@ void remove_other_versions(const fs::path& dir, const std::string& keep) {
 
 // --- items ------------------------------------------------------------------------------------
 
+const char* item_column(ItemInputs inputs) { return inputs == ItemInputs::texts ? "text" : "path"; }
+
+const char* inputs_name(ItemInputs inputs) { return inputs == ItemInputs::texts ? "texts" : "images"; }
+
 void IndexedItems::append(const IndexedItems& more) {
   ids.insert(ids.end(), more.ids.begin(), more.ids.end());
   paths.insert(paths.end(), more.paths.begin(), more.paths.end());
@@ -249,7 +249,7 @@ nlohmann::json IndexManifest::to_json() const {
   // A text index is format 2, which earlier readers refuse rather than embed texts as images.
   const bool texts = inputs == ItemInputs::texts;
   out["format_version"] = texts ? kFormatVersion : 1;
-  if (texts) out["inputs"] = "texts";
+  if (texts) out["inputs"] = inputs_name(inputs);
   out["items"] = items;
   out["dimension"] = dimension;
   out["next_id"] = next_id;

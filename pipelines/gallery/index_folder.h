@@ -45,6 +45,11 @@ namespace oml::pipelines {
 /// whose items.csv may name paths) or texts.
 enum class ItemInputs { images, texts };
 
+/// items.csv's (and the search outputs') column of what an item is: "path", or "text".
+const char* item_column(ItemInputs inputs);
+/// The manifest's name of `inputs`: "images" or "texts".
+const char* inputs_name(ItemInputs inputs);
+
 /// The gallery items' records (items.csv), one per embedding row.
 struct IndexedItems {
   std::vector<int64_t> ids;                    ///< stable ids: assigned at build (0..N-1) and by add
