@@ -53,10 +53,12 @@ TEST_CASE("ECAPA's front end gives OML's log-mel features of speech-like signals
   TempDir dir;
   oml::test::audio_reference("signals", dir);
   const oml::models::MelSpectrogramOptions mel;
-  // The buffers a fresh model starts with are torchaudio's.
+  // The buffers a fresh model starts with are torchaudio's. The filterbank is float32 arithmetic on
+  // frequencies up to 8 kHz divided by bands ~20 Hz wide, so one ulp of a frequency (5e-4 Hz) moves a
+  // weight by ~2.5e-5: LibTorch 1.13's float32 pow differs from 2.11's by that much (9.7e-6 seen).
   CHECK(max_abs_diff(
             oml::models::melscale_fbanks(mel.n_freqs(), mel.f_min, mel.f_max, mel.n_mels, mel.sample_rate),
-            oml::io::load_tensor(dir / "mel_fb.pt")) <= 1e-6);
+            oml::io::load_tensor(dir / "mel_fb.pt")) <= 5e-5);
   CHECK(max_abs_diff(torch::hamming_window(mel.win_length), oml::io::load_tensor(dir / "mel_window.pt")) <=
         1e-7);
 
