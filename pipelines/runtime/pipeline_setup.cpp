@@ -1,10 +1,12 @@
 #include "runtime/pipeline_setup.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
 #include "oml/data/dataframe.h"
+#include "oml/data/audio_dataset.h"
 #include "oml/data/dataset.h"
 #include "oml/data/sampler.h"
 #include "oml/data/text_dataset.h"
@@ -296,9 +298,11 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
   data::DataSplit out;
   const bool bboxes = dataframe.train().has_bboxes() || dataframe.validation().has_bboxes();
   const bool categories = dataframe.train().has_categories() || dataframe.validation().has_categories();
+  const bool start_times = dataframe.train().has_start_times() || dataframe.validation().has_start_times();
   for (const Row& row : rows) {
     if (row.split->has_paths()) out.paths.push_back(row.split->paths[row.index]);
     if (row.split->has_texts()) out.texts.push_back(row.split->texts[row.index]);
+    if (start_times) out.start_times.push_back(row.split->has_start_times() ? row.split->start_times[row.index] : 0.0);
     out.lines.push_back(row.line);
     // Labels as written in the file (the train split's are remapped to 0..L-1).
     if (!row.split->original_labels.empty())
@@ -318,32 +322,19 @@ const std::vector<std::string>& PredictionInput::sources() const {
   return inputs.kind == RowInput::texts ? items.texts : items.paths;
 }
 
-PredictionInput prediction_input(const config::RunConfig& cfg, const models::Extractor& extractor) {
-  const ParsedComponents& parsed = parsed_components(cfg);
-  const auto transform = [&] {
-    return build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
-                           "transforms_predict");
-  };
-  refuse_audio_extractor(cfg, extractor);
-  const bool texts = extractor.input() == models::ExtractorInput::tokens;
+namespace {
+
+/// oml-predict's `data_dir`: a folder of images or audio files, or a UTF-8 file of texts.
+PredictionInput prediction_input_from_data_dir(const config::RunConfig& cfg, const models::Extractor& extractor,
+                                               const std::function<std::shared_ptr<const data::Transform>()>& transform) {
+  const config::Node node = cfg.source["data_dir"];
   PredictionInput input;
-  if (!cfg.data_dir.empty()) {
-    const config::Node node = cfg.source["data_dir"];
-    if (!texts) {
-      const auto folder_transform = transform();
-      if (fs::is_regular_file(cfg.data_dir)) {
-        node.fail("'" + cfg.data_dir +
-                  "' is a file; the extractor reads images, and data_dir names a folder of them");
-      }
-      if (!fs::is_directory(cfg.data_dir)) node.fail("folder '" + cfg.data_dir + "' does not exist");
-      input.dataset = data::ImageDataset::from_folder(cfg.data_dir, folder_transform, image_limits(cfg));
-      return input;
-    }
+  const models::ExtractorInput reads = extractor.input();
+  if (reads == models::ExtractorInput::tokens) {
     if (!fs::is_regular_file(cfg.data_dir)) {
-      node.fail(
-          "'" + cfg.data_dir + "' " +
-          (fs::is_directory(cfg.data_dir) ? std::string("is a folder") : std::string("does not exist")) +
-          "; the extractor reads texts, and data_dir names a UTF-8 file of them, one per line");
+      node.fail("'" + cfg.data_dir + "' " +
+                (fs::is_directory(cfg.data_dir) ? std::string("is a folder") : std::string("does not exist")) +
+                "; the extractor reads texts, and data_dir names a UTF-8 file of them, one per line");
     }
     input.inputs = text_inputs(cfg, extractor, cfg.data_dir, {"transforms_predict", "transforms_val"});
     input.dataset =
@@ -351,14 +342,40 @@ PredictionInput prediction_input(const config::RunConfig& cfg, const models::Ext
                                             text_dataset_options(input.inputs, cfg.data_dir));
     return input;
   }
+  const std::string what = reads == models::ExtractorInput::audio ? "audio files" : "images";
+  if (fs::is_regular_file(cfg.data_dir)) {
+    node.fail("'" + cfg.data_dir + "' is a file; the extractor reads " + what +
+              ", and data_dir names a folder of them");
+  }
+  if (!fs::is_directory(cfg.data_dir)) node.fail("folder '" + cfg.data_dir + "' does not exist");
+  if (reads == models::ExtractorInput::audio) {
+    input.inputs = audio_inputs(cfg, extractor, cfg.data_dir, {"transforms_predict", "transforms_val"});
+    input.dataset =
+        data::AudioDataset::from_folder(cfg.data_dir, audio_dataset_options(input.inputs, cfg.data_dir));
+    return input;
+  }
+  input.inputs = image_inputs(cfg, extractor);
+  input.dataset = data::ImageDataset::from_folder(cfg.data_dir, transform(), image_limits(cfg));
+  return input;
+}
+
+}  // namespace
+
+PredictionInput prediction_input(const config::RunConfig& cfg, const models::Extractor& extractor) {
+  const ParsedComponents& parsed = parsed_components(cfg);
+  const auto transform = [&] {
+    return build_transform(cfg, parsed.transforms_predict ? parsed.transforms_predict : parsed.transforms_val,
+                           "transforms_predict");
+  };
+  if (!cfg.data_dir.empty()) return prediction_input_from_data_dir(cfg, extractor, transform);
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/true);
+  PredictionInput input;
   input.inputs = run_inputs(cfg, extractor, dataframe, {"transforms_predict", "transforms_val"});
   input.rows = all_rows_in_file_order(dataframe);
-  if (input.inputs.kind == RowInput::texts) {
-    input.dataset = std::make_shared<data::TextDataset>(input.rows, input.inputs.tokenizer,
-                                                        text_dataset_options(input.inputs, dataframe.file()));
-  } else {
+  if (input.inputs.kind == RowInput::images) {
     input.dataset = std::make_shared<data::ImageDataset>(input.rows, transform(), image_limits(cfg));
+  } else {
+    input.dataset = run_dataset(cfg, input.inputs, dataframe, input.rows, std::nullopt, "transforms_predict");
   }
   return input;
 }

@@ -1,6 +1,7 @@
 #include "runtime/run_inputs.h"
 
 #include <filesystem>
+#include <sstream>
 #include <system_error>
 
 #include "oml/common/error.h"
@@ -9,6 +10,7 @@
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/data/text_dataset.h"
+#include "oml/models/audio_input.h"
 #include "oml/models/extractor.h"
 #include "oml/text/tokenizer.h"
 #include "runtime/pipeline_setup.h"
@@ -29,38 +31,70 @@ config::Node extractor_node(const config::RunConfig& config) {
   return node.defined() ? node : config.source;
 }
 
-/// A ConfigError at each of `keys` the config sets: image settings a text run would ignore.
-void refuse_image_settings(const config::RunConfig& config, const std::vector<std::string>& keys) {
+const char* reads(models::ExtractorInput input) {
+  switch (input) {
+    case models::ExtractorInput::tokens:
+      return "texts";
+    case models::ExtractorInput::audio:
+      return "audio";
+    case models::ExtractorInput::images:
+      break;
+  }
+  return "images";
+}
+
+/// A ConfigError at each of `keys` the config sets: image settings a text or audio run would ignore.
+void refuse_image_settings(const config::RunConfig& config, const models::Extractor& extractor,
+                           const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
     const config::Node node = config.source[key];
     const bool set = key == "log_images" ? config.log_images : !node.is_null();
     if (!set) continue;
     (node.defined() ? node : config.source)
-        .fail("'" + key + "' is an image setting, and this run reads texts (" + extractor_name(config) +
-              " takes tokens, made by its own tokenizer.json): remove it");
+        .fail("'" + key + "' is an image setting, and this run reads " + reads(extractor.input()) + " (" +
+              extractor_name(config) +
+              (extractor.input() == models::ExtractorInput::tokens
+                   ? " takes tokens, made by its own tokenizer.json"
+                   : " takes waveforms, cut as `audio:` says") +
+              "): remove it");
   }
+}
+
+/// A ConfigError at `audio:` when the config sets it and the run reads no audio.
+void refuse_audio_settings(const config::RunConfig& config, const models::Extractor& extractor) {
+  const config::Node node = config.source["audio"];
+  if (node.is_null()) return;
+  node.fail("'audio' says how audio files become items, and this run reads " +
+            std::string(reads(extractor.input())) + " (" + extractor_name(config) + "): remove it");
 }
 
 }  // namespace
 
-void refuse_audio_extractor(const config::RunConfig& config, const models::Extractor& extractor) {
-  if (extractor.input() != models::ExtractorInput::audio) return;
-  extractor_node(config).fail(extractor_name(config) +
-                              " reads audio, and the commands do not feed audio yet (the library reads "
-                              "audio dataframes: docs/data.md#audio-dataframes)");
+std::string RunInputs::unit() const {
+  switch (kind) {
+    case RowInput::texts:
+      return "text";
+    case RowInput::audio:
+      return "clip";
+    case RowInput::images:
+      break;
+  }
+  return "img";
 }
 
 RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& extractor,
                      const data::Dataframe& dataframe, const std::vector<std::string>& image_keys) {
-  refuse_audio_extractor(config, extractor);
   const std::string columns = join(dataframe.columns());
   if (extractor.input() != models::ExtractorInput::tokens) {
     if (dataframe.is_text_dataframe()) {
-      extractor_node(config).fail(extractor_name(config) + " reads images, but the dataframe " +
-                                  dataframe.file() +
+      extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) +
+                                  ", but the dataframe " + dataframe.file() +
                                   " is a text dataframe (a 'text' column and no 'path'; columns: " + columns +
-                                  "): use a text extractor such as hf_text_encoder, or an image dataframe");
+                                  "): use a text extractor such as hf_text_encoder, or a dataframe of paths");
     }
+    if (extractor.input() == models::ExtractorInput::audio)
+      return audio_inputs(config, extractor, dataframe.file(), image_keys);
+    refuse_audio_settings(config, extractor);
     return {};
   }
   if (!dataframe.has_column(data::columns::kText)) {
@@ -72,12 +106,19 @@ RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& e
   return text_inputs(config, extractor, dataframe.file(), image_keys);
 }
 
+RunInputs image_inputs(const config::RunConfig& config, const models::Extractor& extractor) {
+  if (extractor.input() != models::ExtractorInput::images)
+    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) + ", not images");
+  refuse_audio_settings(config, extractor);
+  return {};
+}
+
 RunInputs text_inputs(const config::RunConfig& config, const models::Extractor& extractor,
                       const std::string& texts, const std::vector<std::string>& image_keys) {
-  refuse_audio_extractor(config, extractor);
   if (extractor.input() != models::ExtractorInput::tokens)
-    extractor_node(config).fail(extractor_name(config) + " reads images, not texts");
-  refuse_image_settings(config, image_keys);
+    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) + ", not texts");
+  refuse_image_settings(config, extractor, image_keys);
+  refuse_audio_settings(config, extractor);
   const std::optional<models::TextInputSpec> spec = models::text_input_of(extractor);
   if (!spec) {
     extractor_node(config).fail(
@@ -102,6 +143,47 @@ RunInputs text_inputs(const config::RunConfig& config, const models::Extractor& 
   return inputs;
 }
 
+RunInputs audio_inputs(const config::RunConfig& config, const models::Extractor& extractor,
+                       const std::string& source, const std::vector<std::string>& image_keys) {
+  if (extractor.input() != models::ExtractorInput::audio)
+    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) + ", not audio");
+  refuse_image_settings(config, extractor, image_keys);
+  const std::optional<int64_t> rate = models::audio_sample_rate_of(extractor);
+  if (!rate) {
+    extractor_node(config).fail(extractor_name(config) +
+                                " reads audio but does not say at which sample rate: it implements no "
+                                "oml::models::AudioInputSource (oml/models/audio_input.h), so the pipelines "
+                                "cannot check what they feed it");
+  }
+  const config::AudioOptions& audio = config.audio;
+  if (audio.sample_rate != *rate) {
+    const config::Node node = config.source["audio"]["sample_rate"];
+    (node.defined() ? node : config.source)
+        .fail(std::to_string(audio.sample_rate) + " Hz, but " + extractor_name(config) +
+              " reads waveforms sampled at " + std::to_string(*rate) +
+              " Hz (its front end is built for that rate): set audio.sample_rate: " + std::to_string(*rate) +
+              " (every file is resampled to it)");
+  }
+  RunInputs inputs;
+  inputs.kind = RowInput::audio;
+  data::AudioDatasetOptions options;
+  options.sample_rate = audio.sample_rate;
+  options.max_num_seconds =
+      audio.max_num_seconds > 0 ? std::optional<double>(audio.max_num_seconds) : std::nullopt;
+  options.convert_to_mono = audio.convert_to_mono;
+  inputs.audio = options;
+  std::ostringstream message;
+  message << "audio of " << source << ": resampled to " << audio.sample_rate << " Hz"
+          << (audio.convert_to_mono ? ", downmixed to mono" : "");
+  if (audio.max_num_seconds > 0) {
+    message << ", cut or left-padded to " << audio.max_num_seconds << " s";
+  } else {
+    message << ", whole files";
+  }
+  log::info(message.str());
+  return inputs;
+}
+
 data::TextDatasetOptions text_dataset_options(const RunInputs& inputs, const std::string& source) {
   OML_ASSERT(inputs.text && inputs.tokenizer, "text inputs without their tokenizer");
   data::TextDatasetOptions options;
@@ -112,24 +194,35 @@ data::TextDatasetOptions text_dataset_options(const RunInputs& inputs, const std
   return options;
 }
 
+data::AudioDatasetOptions audio_dataset_options(const RunInputs& inputs, const std::string& source) {
+  OML_ASSERT(inputs.audio, "audio inputs without their options");
+  data::AudioDatasetOptions options = *inputs.audio;
+  options.source = source;
+  return options;
+}
+
 std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, const RunInputs& inputs,
                                            const data::Dataframe& dataframe, const data::DataSplit& split,
                                            const std::optional<ParsedComponents::Transform>& transform_slot,
                                            const std::string& transform_key) {
-  if (inputs.kind == RowInput::images) {
-    return std::make_shared<data::ImageDataset>(split, build_transform(config, transform_slot, transform_key),
-                                                image_limits(config));
+  switch (inputs.kind) {
+    case RowInput::texts:
+      return std::make_shared<data::TextDataset>(split, inputs.tokenizer,
+                                                 text_dataset_options(inputs, dataframe.file()));
+    case RowInput::audio:
+      return std::make_shared<data::AudioDataset>(split, audio_dataset_options(inputs, dataframe.file()));
+    case RowInput::images:
+      break;
   }
-  return std::make_shared<data::TextDataset>(split, inputs.tokenizer,
-                                             text_dataset_options(inputs, dataframe.file()));
+  return std::make_shared<data::ImageDataset>(split, build_transform(config, transform_slot, transform_key),
+                                              image_limits(config));
 }
 
 void require_image_extractor(const config::RunConfig& config, const models::Extractor& extractor,
                              const std::string& command) {
   if (extractor.input() == models::ExtractorInput::images) return;
-  refuse_audio_extractor(config, extractor);
-  extractor_node(config).fail(extractor_name(config) + " reads texts, and " + command +
-                              " feeds images only (docs/data.md#text-dataframes)");
+  extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) + ", and " +
+                              command + " feeds images only (docs/data.md)");
 }
 
 }  // namespace oml::pipelines

@@ -181,10 +181,10 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   } else {
     auto extractor = build_extractor_with_weights(cfg, ctx);
     const RunInputs inputs = run_inputs(cfg, *extractor, dataframe, {"transforms_val"});
-    if (inputs.kind == RowInput::texts && (grids.worst > 0 || !grids.query_ids.empty())) {
+    if (inputs.kind != RowInput::images && (grids.worst > 0 || !grids.query_ids.empty())) {
       throw UsageError(
-          "--visualize and --query-ids draw the images of the retrieved items, and this dataframe holds "
-          "texts");
+          "--visualize and --query-ids draw the images of the retrieved items, and this dataframe holds " +
+          std::string(inputs.kind == RowInput::texts ? "texts" : "audio"));
     }
     auto dataset =
         run_dataset(cfg, inputs, dataframe, split, parsed_components(cfg).transforms_val, "transforms_val");

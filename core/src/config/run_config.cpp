@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 
@@ -91,6 +92,23 @@ DdpOptions parse_ddp(const Node& node) {
   if (ddp.check_params_every < 0)
     node["check_params_every"].fail("expected 0 (off) or a positive step count");
   return ddp;
+}
+
+AudioOptions parse_audio(const Node& node) {
+  AudioOptions audio;
+  MapReader r(node, "audio");
+  r.optional("sample_rate", audio.sample_rate)
+      .optional("max_num_seconds", audio.max_num_seconds)
+      .optional("convert_to_mono", audio.convert_to_mono);
+  r.finish();
+  if (audio.sample_rate <= 0) node["sample_rate"].fail("expected a positive rate in Hz");
+  if (!std::isfinite(audio.max_num_seconds) || audio.max_num_seconds < 0)
+    node["max_num_seconds"].fail("expected a positive duration in seconds, or 0 for whole files");
+  if (audio.max_num_seconds > 0 && audio.max_num_seconds * static_cast<double>(audio.sample_rate) < 1.0) {
+    node["max_num_seconds"].fail("expected at least one sample's duration (1 / sample_rate seconds), got " +
+                                 std::to_string(audio.max_num_seconds));
+  }
+  return audio;
 }
 
 SchedulingOptions parse_scheduling(const Node& node) {
@@ -269,6 +287,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   check([&] { c.scheduling = parse_scheduling(r.take("scheduling")); });
   c.metric_args = r.take("metric_args");
   check([&] { c.ddp = parse_ddp(r.take("ddp")); });
+  check([&] { c.audio = parse_audio(r.take("audio")); });
   if (c.pipeline == Pipeline::pairwise && c.ddp.gather_embeddings_for_loss) {
     check([&] {
       root["ddp"]["gather_embeddings_for_loss"].fail(

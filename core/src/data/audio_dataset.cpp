@@ -88,16 +88,31 @@ int64_t AudioDataset::frame_offset(int64_t index) const {
                               static_cast<double>(options_.sample_rate));
 }
 
+at::Tensor audio_item(const Audio& audio, const AudioDatasetOptions& options, int64_t frame_offset,
+                      const std::string& place) {
+  at::Tensor samples = options.convert_to_mono ? downmix_to_mono(audio.samples) : audio.samples;
+  samples = resample_audio(samples, audio.sample_rate, options.sample_rate);
+  if (!options.max_num_seconds) return samples.contiguous();
+  const auto num_frames =
+      static_cast<int64_t>(*options.max_num_seconds * static_cast<double>(options.sample_rate));
+  return trim_or_pad(samples, frame_offset, num_frames, place);
+}
+
+std::shared_ptr<AudioDataset> AudioDataset::from_folder(const std::filesystem::path& folder,
+                                                        AudioDatasetOptions options) {
+  DataSplit split;
+  split.paths = files_under(folder, audio_extensions(), "audio files");
+  for (std::size_t i = 0; i < split.paths.size(); ++i) split.lines.push_back(static_cast<int64_t>(i) + 1);
+  if (options.source == AudioDatasetOptions{}.source) options.source = "folder " + folder.string();
+  return std::make_shared<AudioDataset>(std::move(split), std::move(options));
+}
+
 at::Tensor AudioDataset::load(int64_t index, const RandomKey&) const {
   OML_ASSERT(index >= 0 && index < size(), "audio item ", index, " of ", size());
   const auto row = static_cast<std::size_t>(index);
-  const Audio audio = read_audio(split_.paths[row]);
-  at::Tensor samples = options_.convert_to_mono ? downmix_to_mono(audio.samples) : audio.samples;
-  samples = resample_audio(samples, audio.sample_rate, options_.sample_rate);
-  if (!num_frames_) return samples.contiguous();
   const std::string place = options_.source + ":" + std::to_string(split_.lines[row]) + ": column '" +
                             columns::kStartTime + "' (" + split_.paths[row] + ")";
-  return trim_or_pad(samples, frame_offset(index), *num_frames_, place);
+  return audio_item(read_audio(split_.paths[row]), options_, frame_offset(index), place);
 }
 
 at::Tensor AudioDataset::collate(const std::vector<at::Tensor>& items,

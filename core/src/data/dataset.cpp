@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "oml/common/error.h"
+#include "oml/common/strings.h"
 #include "oml/data/image.h"
 
 namespace fs = std::filesystem;
@@ -81,11 +82,11 @@ ImageDataset::ImageDataset(DataSplit split, std::shared_ptr<const Transform> tra
 
 ImageDataset::~ImageDataset() = default;
 
-std::shared_ptr<ImageDataset> ImageDataset::from_folder(const fs::path& folder,
-                                                        std::shared_ptr<const Transform> transform,
-                                                        ImageLimits limits) {
+std::vector<std::string> files_under(const fs::path& folder, const std::vector<std::string>& extensions,
+                                     const std::string& what) {
   std::error_code ec;
-  OML_CHECK(fs::is_directory(folder, ec), DataError, "image folder ", folder.string(), " does not exist");
+  OML_CHECK(fs::is_directory(folder, ec), DataError, "folder ", folder.string(), " (of ", what,
+            ") does not exist");
   std::vector<std::string> paths;
   for (auto it =
            fs::recursive_directory_iterator(folder, fs::directory_options::follow_directory_symlink, ec);
@@ -93,16 +94,22 @@ std::shared_ptr<ImageDataset> ImageDataset::from_folder(const fs::path& folder,
     if (!it->is_regular_file()) continue;
     std::string ext = it->path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp")
+    if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
       paths.push_back(it->path().string());
   }
-  OML_CHECK(!ec, DataError, "cannot list image folder ", folder.string(), ": ", ec.message());
-  OML_CHECK(!paths.empty(), DataError, "image folder ", folder.string(),
-            " holds no images (expected .jpg, .jpeg, .png or .bmp files)");
+  OML_CHECK(!ec, DataError, "cannot list folder ", folder.string(), ": ", ec.message());
+  OML_CHECK(!paths.empty(), DataError, "folder ", folder.string(), " holds no ", what, " (expected ",
+            join(extensions, ", "), " files)");
   std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+std::shared_ptr<ImageDataset> ImageDataset::from_folder(const fs::path& folder,
+                                                        std::shared_ptr<const Transform> transform,
+                                                        ImageLimits limits) {
   DataSplit split;
-  split.paths = paths;
-  for (std::size_t i = 0; i < paths.size(); ++i) split.lines.push_back(static_cast<int64_t>(i) + 1);
+  split.paths = files_under(folder, {".jpg", ".jpeg", ".png", ".bmp"}, "images");
+  for (std::size_t i = 0; i < split.paths.size(); ++i) split.lines.push_back(static_cast<int64_t>(i) + 1);
   return std::make_shared<ImageDataset>(std::move(split), std::move(transform), std::move(limits));
 }
 

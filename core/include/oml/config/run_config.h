@@ -41,6 +41,15 @@ struct DdpOptions {
   bool gather_embeddings_for_loss = false;
 };
 
+/// `audio:` — how an audio run's files become items (docs/data.md#audio-dataframes). OML's
+/// pipelines have no such keys: the defaults are its constants (DEFAULT_SAMPLE_RATE,
+/// MAX_AUDIO_LEN, DEFAULT_CONVERT_TO_MONO).
+struct AudioOptions {
+  int64_t sample_rate = 16000;  ///< Hz every file is resampled to: the extractor's rate
+  double max_num_seconds = 3.0;  ///< each item's duration; 0: whole files
+  bool convert_to_mono = true;   ///< average the channels into one
+};
+
 /// `scheduling:`
 struct SchedulingOptions {
   std::optional<ComponentSpec> scheduler;
@@ -116,6 +125,9 @@ struct RunConfig {
   bool log_images = false;
   std::optional<ComponentSpec> logger;
   DdpOptions ddp;
+  /// Read whether or not the run reads audio; a run that does not refuses the key
+  /// (pipelines::run_inputs), so a stray `audio:` is not silently ignored.
+  AudioOptions audio;
 
   std::optional<ComponentSpec> postprocessor;
   /// `retrieval_backend: {name, args, report_recall}` — who finds the top-k of every retrieval

@@ -27,6 +27,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,8 +64,22 @@ const std::vector<std::string>& audio_extensions();
 at::Tensor trim_or_pad(const at::Tensor& audio, int64_t frame_offset, int64_t num_frames,
                        const std::string& place);
 
+struct Audio;
+
+/// What an AudioDataset makes of one decoded file (the server's requests go through it too):
+/// downmixed with convert_to_mono, resampled to sample_rate, then trim_or_pad from
+/// `frame_offset` to max_num_seconds' frames (kept whole without it). `place` names the item in
+/// trim_or_pad's DataError.
+at::Tensor audio_item(const Audio& audio, const AudioDatasetOptions& options, int64_t frame_offset,
+                      const std::string& place);
+
 class AudioDataset : public Dataset {
  public:
+  /// Unlabelled set: every audio file under `folder` (recursively; audio_extensions(), any case)
+  /// in sorted path order, each cut from its start. DataError when the folder has none.
+  static std::shared_ptr<AudioDataset> from_folder(const std::filesystem::path& folder,
+                                                   AudioDatasetOptions options);
+
   /// Items are the rows of `split`, which must have paths, each ending in one of
   /// audio_extensions() (DataError naming options.source, the line and the path otherwise);
   /// `start_times`, when the split has them, place each item's segment. Files are read on load.

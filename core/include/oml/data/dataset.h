@@ -60,6 +60,13 @@ class Dataset {
   virtual void reserve_cache(int64_t max_items) const {}
 };
 
+/// Every regular file under `folder` (recursively, following linked folders) whose extension is
+/// one of `extensions` (lowercase, with the dot; compared without regard to case), in sorted path
+/// order. DataError naming the folder when it does not exist, cannot be listed, or holds no such
+/// file; `what` names the files in that message ("images", "audio files").
+std::vector<std::string> files_under(const std::filesystem::path& folder,
+                                     const std::vector<std::string>& extensions, const std::string& what);
+
 class ImageDataset : public Dataset {
  public:
   /// Items are the rows of `split` (paths required). `transform` must not be null. Every image

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/models/audio_input.h"
 #include "oml/models/extractor.h"
 #include "oml/models/mel_spectrogram.h"
 
@@ -83,7 +84,7 @@ class EcapaBottle2neckImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EcapaBottle2neck);
 
-class ECAPATDNNImpl : public Extractor, public OmlWeightsReader {
+class ECAPATDNNImpl : public Extractor, public OmlWeightsReader, public AudioInputSource {
  public:
   explicit ECAPATDNNImpl(ECAPATDNNOptions options);
 
@@ -94,6 +95,7 @@ class ECAPATDNNImpl : public Extractor, public OmlWeightsReader {
   int64_t feat_dim() const override { return fc6_->options.out_features(); }
   ExtractorInput input() const override { return ExtractorInput::audio; }
   std::string oml_module_attribute() const override { return "model"; }  // ECAPATDNNExtractor.model
+  int64_t sample_rate() const override { return kEcapaSampleRate; }
 
   /// Loads `weights` (a file or the zoo name ecapa_tdnn_taoruijie) as OML's ECAPATDNNExtractor
   /// does: the dict itself or its `state_dict` entry, without `criterion.weight` and
