@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       "[--k K]\n"
       "                   (the gallery: the config's data_dir or dataframe through its model, or "
       "--embeddings)\n"
-      "  oml-index add    --index DIR (--images FOLDER | --texts FILE | --dataframe CSV | --embeddings "
+      "  oml-index add    --index DIR (--images FOLDER | --texts FILE | --audio FOLDER | --dataframe CSV | --embeddings "
       "FILE.npy "
       "[--items CSV])\n"
       "  oml-index remove --index DIR (--ids 3,17,... | --ids-file FILE)\n"
@@ -54,10 +54,11 @@ int main(int argc, char** argv) {
       ("action", po::value<std::string>(), "build | add | remove | compact | calibrate | info")
       ("out", po::value<std::string>(), "build: the index folder to create (must not exist, or be empty)")
       ("index", po::value<std::string>(), "add, remove, compact, calibrate, info: the index folder")
-      ("embeddings", po::value<std::string>(), "the items as float32 [N, D] embeddings (.npy), not images or texts")
+      ("embeddings", po::value<std::string>(), "the items as float32 [N, D] embeddings (.npy), not images, texts or audio")
       ("items", po::value<std::string>(), "with --embeddings: a CSV whose header names any of path, label, category; a row per embedding")
       ("images", po::value<std::string>(), "add, calibrate: a folder of images, embedded by the index's model")
       ("texts", po::value<std::string>(), "add: a UTF-8 file of texts, one per line, embedded by a text index's model")
+      ("audio", po::value<std::string>(), "add: a folder of audio files, embedded by an audio index's model")
       ("dataframe", po::value<std::string>(), "add, calibrate: a dataframe (path or text, label, category columns), embedded by the index's model")
       ("ids", po::value<std::string>(), "remove: item ids, comma-separated")
       ("ids-file", po::value<std::string>(), "remove: a file of item ids, one per line")

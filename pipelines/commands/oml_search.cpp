@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   spec.name = "oml-search";
   spec.summary = "search a saved gallery index with new queries (docs/serving.md)";
   spec.usage =
-      "  oml-search --index DIR (--images FOLDER | --texts FILE | --dataframe CSV | --embeddings FILE.npy "
+      "  oml-search --index DIR (--images FOLDER | --texts FILE | --audio FOLDER | --dataframe CSV | --embeddings FILE.npy "
       "[--items "
       "CSV]) "
       "--out DIR\n"
@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
       ("index", po::value<std::string>(), "the index folder (oml-index build)")
       ("images", po::value<std::string>(), "the queries: a folder of images, embedded by the index's model")
       ("texts", po::value<std::string>(), "the queries: a UTF-8 file of texts, one per line, embedded by a text index's model")
-      ("dataframe", po::value<std::string>(), "the queries: a dataframe's images or texts, embedded by the index's model")
+      ("audio", po::value<std::string>(), "the queries: a folder of audio files, embedded by an audio index's model")
+      ("dataframe", po::value<std::string>(), "the queries: a dataframe's images, texts or audio files, embedded by the index's model")
       ("embeddings", po::value<std::string>(), "the queries as float32 [N, D] embeddings (.npy)")
       ("items", po::value<std::string>(), "with --embeddings: a CSV naming the queries' paths (column path)")
       ("out", po::value<std::string>(), "the folder for neighbours.csv, neighbours_ids.npy, neighbours_distances.npy")

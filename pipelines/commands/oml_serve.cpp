@@ -16,10 +16,8 @@ int main(int argc, char** argv) {
       "  oml-serve --index DIR [--host 127.0.0.1] [--port 8080] [--auth-token-file FILE [--auth "
       "changes|all]]\n"
       "            [--max-batch 32] [--max-wait-ms 0] [--max-body-mb 16] [--max-items 1000]\n"
-      "            [--max-image-pixels N] [--decode-memory-mb 2048] [--max-text-kb 64] [--compact-min-mb "
-      "16]\n"
-      "            [--timeout-s 30]"
-      "\n"
+      "            [--max-image-pixels N] [--decode-memory-mb 2048] [--max-text-kb 64] [--max-audio-mb 16]\n"
+      "            [--compact-min-mb 16] [--timeout-s 30]\n"
       "            [--threads 4] [--workers 64] [--top-k 10]";
   spec.needs_config = false;
   spec.add_options = [](po::options_description& o) {
@@ -43,6 +41,8 @@ int main(int argc, char** argv) {
        "memory that concurrent image decodes and transforms may hold together; a request waits for its share")
       ("max-text-kb", po::value<double>()->default_value(64.0),
        "longest text a request may give (UTF-8 bytes), refused (413) before tokenizing; models read 512 tokens at most")
+      ("max-audio-mb", po::value<double>()->default_value(16.0),
+       "most float32 samples one audio request may decode to (MiB, all channels: 16 is 87 s of 48 kHz mono), refused (413) as the decoder passes it")
       ("compact-min-mb", po::value<double>()->default_value(16.0),
        "the change log is written into a new index version once it holds this many MiB and half the gallery's bytes")
       ("timeout-s", po::value<int>()->default_value(30), "a connection's read or write time limit")

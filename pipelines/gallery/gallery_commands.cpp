@@ -123,6 +123,9 @@ Items items_from_model(const config::RunConfig& cfg) {
     out.inputs = ItemInputs::texts;
     out.records.texts = rows.texts;
     out.model_files = input.inputs.text->model_files;
+  } else if (input.inputs.kind == RowInput::audio) {
+    out.inputs = ItemInputs::audio;
+    out.records.paths = rows.paths;
   } else {
     out.images = rows;
     out.records.paths = rows.paths;
@@ -143,20 +146,36 @@ std::string model_file(const config::RunConfig& cfg) {
   return fs::absolute(cfg.weights).lexically_normal().string();
 }
 
-// The images of `--images` FOLDER, the lines of `--texts` FILE, or the rows of `--dataframe` CSV
-// through the index's model.
-Items items_from_index_model(const cli::Invocation& inv, const IndexVersion& index, const std::string& images,
-                             const std::string& texts, const std::string& dataframe) {
-  const bool text_index = index.manifest.inputs == ItemInputs::texts;
-  OML_CHECK(
-      images.empty() || !text_index, UsageError, "--images ", images, ": ", index.dir.string(),
-      " holds texts, embedded by a text model: give --texts FILE (one text per line) or --dataframe CSV");
-  OML_CHECK(texts.empty() || text_index, UsageError, "--texts ", texts, ": ", index.dir.string(),
-            " holds images", index.manifest.has_model ? ", embedded by an image model" : " (it has no model)",
-            ": give --images FOLDER or --dataframe CSV");
+// The options that give a command's items as files, one per kind of index: the kind, and what
+// the option names.
+struct FileOption {
+  const char* name;
+  ItemInputs inputs;
+  const char* names;
+};
+constexpr FileOption kFileOptions[] = {{"images", ItemInputs::images, "FOLDER (of images)"},
+                                       {"texts", ItemInputs::texts, "FILE (one text per line)"},
+                                       {"audio", ItemInputs::audio, "FOLDER (of audio files)"}};
+
+// The files of `option` (--images FOLDER, --texts FILE, --audio FOLDER), or the rows of
+// `--dataframe` CSV when `option` is null, through the index's model. UsageError when the option
+// is not the index's kind.
+Items items_from_index_model(const cli::Invocation& inv, const IndexVersion& index, const FileOption* option,
+                             const std::string& value, const std::string& dataframe) {
+  const ItemInputs held = index.manifest.inputs;
   std::vector<std::string> overrides;
-  if (!images.empty() || !texts.empty()) {
-    overrides.push_back("data_dir=" + (images.empty() ? texts : images));
+  if (option) {
+    if (option->inputs != held) {
+      std::string give;
+      for (const FileOption& other : kFileOptions) {
+        if (other.inputs == held) give = std::string("--") + other.name + " " + other.names;
+      }
+      throw UsageError("--" + std::string(option->name) + " " + value + ": " + index.dir.string() + " holds " +
+                       inputs_name(held) +
+                       (index.manifest.has_model ? ", embedded by a model that reads them" : " (it has no model)") +
+                       ": give " + give + " or --dataframe CSV");
+    }
+    overrides.push_back("data_dir=" + value);
   } else {
     const fs::path file = fs::absolute(dataframe);
     overrides.push_back("data_dir=''");
@@ -166,17 +185,21 @@ Items items_from_index_model(const cli::Invocation& inv, const IndexVersion& ind
   return items_from_model(index_model_config(inv, index, overrides));
 }
 
-// The items a command adds or searches: --embeddings (with --items), --images, --texts or
-// --dataframe.
+// The items a command adds or searches: --embeddings (with --items), --images, --texts, --audio
+// or --dataframe.
 Items input_items(const cli::Invocation& inv, const IndexVersion& index) {
   const std::string embeddings = option(inv, "embeddings");
-  const std::string images = option(inv, "images");
-  const std::string texts = option(inv, "texts");
   const std::string dataframe = option(inv, "dataframe");
-  const int given = !embeddings.empty() + !images.empty() + !texts.empty() + !dataframe.empty();
+  int given = !embeddings.empty() + !dataframe.empty();
+  const FileOption* files = nullptr;
+  for (const FileOption& candidate : kFileOptions) {
+    if (option(inv, candidate.name).empty()) continue;
+    files = &candidate;
+    ++given;
+  }
   OML_CHECK(given == 1, UsageError,
             "give the items as exactly one of --embeddings FILE.npy, --images FOLDER, --texts FILE, "
-            "--dataframe CSV");
+            "--audio FOLDER, --dataframe CSV");
   if (!embeddings.empty()) {
     Items items = items_from_embeddings(embeddings, option(inv, "items"));
     items.inputs = index.manifest.inputs;
@@ -184,7 +207,7 @@ Items input_items(const cli::Invocation& inv, const IndexVersion& index) {
   }
   OML_CHECK(option(inv, "items").empty(), UsageError,
             "--items goes with --embeddings (a dataframe has its own columns)");
-  return items_from_index_model(inv, index, images, texts, dataframe);
+  return items_from_index_model(inv, index, files, files ? option(inv, files->name) : std::string(), dataframe);
 }
 
 void check_dimension(const Items& items, const IndexVersion& index, const std::string& what) {
@@ -220,7 +243,7 @@ config::RunConfig index_model_config(const cli::Invocation& inv, const IndexVers
                                      std::vector<std::string> overrides) {
   const IndexManifest& m = index.manifest;
   OML_CHECK(m.has_model, UsageError, index.dir.string(),
-            " was built from embeddings, without a model to embed images or texts with: give embeddings");
+            " was built from embeddings, without a model to embed images, texts or audio with: give embeddings");
   if (!m.weights.empty()) {
     if (!fs::is_regular_file(m.weights)) {
       throw DataError(index.dir.string() + ": its model file " + m.weights +
@@ -352,7 +375,7 @@ int index_build(const cli::Invocation& inv) {
   const std::string embeddings = option(inv, "embeddings");
   // A gallery of embeddings needs no model: without --config, the defaults (the exact backend).
   OML_CHECK(inv.config_path || !embeddings.empty(), UsageError,
-            "--config FILE is required to embed images or texts (its model, transforms and data); a gallery "
+            "--config FILE is required to embed images, texts or audio (its model, transforms and data); a gallery "
             "given as --embeddings needs none");
   const config::Document document = inv.config_path
                                         ? inv.load_document()
@@ -578,10 +601,10 @@ std::unique_ptr<SearchReranker> search_reranker(const cli::Invocation& inv, cons
   }
   auto reranker = std::make_unique<SearchReranker>(inv, file);
   if (reranker->takes_images()) {
-    OML_CHECK(loaded.version.manifest.inputs != ItemInputs::texts, UsageError, "--rerank ", file,
+    OML_CHECK(loaded.version.manifest.inputs == ItemInputs::images, UsageError, "--rerank ", file,
               ": its pairwise model '", reranker->model_name(), "' reads images, and ",
-              loaded.version.dir.string(),
-              " holds texts (re-rank with a model that reads embeddings, such as linear_siamese)");
+              loaded.version.dir.string(), " holds ", inputs_name(loaded.version.manifest.inputs),
+              " (re-rank with a model that reads embeddings, such as linear_siamese)");
     OML_CHECK(
         option(inv, "embeddings").empty(), UsageError, "--rerank ", file, ": its pairwise model '",
         reranker->model_name(),

@@ -264,6 +264,8 @@ int serve_index(const cli::Invocation& inv) {
   service_options.compact_min_bytes = static_cast<int64_t>(vars["compact-min-mb"].as<double>() * 1024 * 1024);
   service_options.max_text_bytes = static_cast<int64_t>(vars["max-text-kb"].as<double>() * 1024);
   OML_CHECK(service_options.max_text_bytes >= 1, UsageError, "--max-text-kb must be positive");
+  service_options.max_audio_bytes = static_cast<int64_t>(vars["max-audio-mb"].as<double>() * 1024 * 1024);
+  OML_CHECK(service_options.max_audio_bytes >= 1024, UsageError, "--max-audio-mb must be at least 0.001");
   OML_CHECK(vars["compact-min-mb"].as<double>() > 0, UsageError, "--compact-min-mb must be positive");
   OML_CHECK(service_options.embed_batch.max_batch >= 1, UsageError, "--max-batch must be >= 1");
   OML_CHECK(service_options.embed_batch.max_wait.count() >= 0, UsageError, "--max-wait-ms must be >= 0");

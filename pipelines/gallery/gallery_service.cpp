@@ -11,6 +11,7 @@
 #include "oml/common/failpoint.h"
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
+#include "oml/data/audio.h"
 #include "oml/data/image.h"
 #include "oml/data/text_dataset.h"
 #include "oml/data/transform.h"
@@ -20,6 +21,30 @@
 #include "runtime/run_context.h"
 
 namespace oml::pipelines {
+
+namespace {
+
+// More channels than any recording format carries (7.1 is 8); a header claiming more is refused
+// before decoding.
+constexpr int64_t kMaxRequestChannels = 32;
+// What an audio request holds of the decode budget, in units of --max-audio-mb: the decoded
+// samples, the tensor made of them, and the resampled copy.
+constexpr int64_t kAudioWorkingCopies = 3;
+
+// What a request gives to be embedded by an index of `inputs`.
+const char* request_field(ItemInputs inputs) {
+  switch (inputs) {
+    case ItemInputs::texts:
+      return "\"text\"";
+    case ItemInputs::audio:
+      return "\"audio\" (base64)";
+    case ItemInputs::images:
+      break;
+  }
+  return "\"image\" (base64, or the image as the body)";
+}
+
+}  // namespace
 
 struct GalleryService::Query {
   at::Tensor embedding;  // [D]
@@ -46,6 +71,19 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
       // Texts of any length batch together: the batch is padded to its longest.
       embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
           [this](std::vector<at::Tensor>& tokens) { return embed_text_batch(tokens); }, options_.embed_batch);
+    } else if (inputs_ == ItemInputs::audio) {
+      OML_CHECK(options_.max_audio_bytes >= 4 && kAudioWorkingCopies * options_.max_audio_bytes <= options_.decode_memory_bytes,
+                UsageError, "--decode-memory-mb (", options_.decode_memory_bytes / (1024 * 1024),
+                " MiB) must hold ", kAudioWorkingCopies, " x --max-audio-mb (",
+                options_.max_audio_bytes / (1024 * 1024), " MiB): an audio request's decode holds that much");
+      decode_budget_ = std::make_unique<data::DecodeBudget>(options_.decode_memory_bytes);
+      const RunInputs audio = audio_inputs(cfg, *extractor_, "requests", {});
+      audio_options_ =
+          std::make_unique<data::AudioDatasetOptions>(audio_dataset_options(audio, "the request's \"audio\""));
+      // Clips are cut to one length (audio.max_num_seconds); whole files batch with their equals.
+      embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
+          [this](std::vector<at::Tensor>& clips) { return embed_batch(clips); }, options_.embed_batch,
+          [](const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes(); });
     } else {
       const ParsedComponents& parsed = parsed_components(cfg);
       transform_ =
@@ -170,8 +208,9 @@ std::vector<at::Tensor> GalleryService::embed_text_batch(std::vector<at::Tensor>
 at::Tensor GalleryService::embed_text(const std::string& text) {
   OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
             " was built from embeddings, without a model: send embeddings, not texts");
-  OML_CHECK(inputs_ == ItemInputs::texts, UsageError, dir_.string(),
-            " holds images, embedded by an image model: send \"image\" or \"embedding\", not \"text\"");
+  OML_CHECK(inputs_ == ItemInputs::texts, UsageError, dir_.string(), " holds ", inputs_name(inputs_),
+            ", embedded by a model that reads them: send ", request_field(inputs_),
+            " or \"embedding\", not \"text\"");
   if (static_cast<int64_t>(text.size()) > options_.max_text_bytes) {
     throw TextTooLong("the text has " + std::to_string(text.size()) +
                       " bytes, more than --max-text-kb allows (" + std::to_string(options_.max_text_bytes) +
@@ -183,11 +222,33 @@ at::Tensor GalleryService::embed_text(const std::string& text) {
   return embedder_->submit(tokens);
 }
 
+at::Tensor GalleryService::embed_audio(const std::string& audio_bytes) {
+  OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
+            " was built from embeddings, without a model: send embeddings, not audio");
+  OML_CHECK(inputs_ == ItemInputs::audio, UsageError, dir_.string(), " holds ", inputs_name(inputs_),
+            ", embedded by a model that reads them: send ", request_field(inputs_),
+            " or \"embedding\", not \"audio\"");
+  data::AudioDecodeLimits limits;
+  limits.max_samples = options_.max_audio_bytes / 4;
+  limits.max_channels = kMaxRequestChannels;
+  limits.setting = "--max-audio-mb";
+  const std::string what = "the request's \"audio\"";
+  at::Tensor clip;
+  {
+    // The decoded samples, the tensor made of them and the resampled copy, at most.
+    const data::DecodeBudget::Hold hold =
+        decode_budget_->reserve(kAudioWorkingCopies * options_.max_audio_bytes, what, "--decode-memory-mb");
+    clip = data::audio_item(data::decode_audio(audio_bytes, what, limits), *audio_options_, 0, what);
+  }
+  return embedder_->submit(clip);
+}
+
 at::Tensor GalleryService::embed(const std::string& image_bytes) {
   OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
             " was built from embeddings, without a model: send embeddings, not images");
-  OML_CHECK(inputs_ == ItemInputs::images, UsageError, dir_.string(),
-            " holds texts, embedded by a text model: send \"text\" or \"embedding\", not an image");
+  OML_CHECK(inputs_ == ItemInputs::images, UsageError, dir_.string(), " holds ", inputs_name(inputs_),
+            ", embedded by a model that reads them: send ", request_field(inputs_),
+            " or \"embedding\", not an image");
   const std::string what = "(the request's)";
   const data::ImageHeader header = data::read_image_header(image_bytes, what);
   data::ImageLimits limits;

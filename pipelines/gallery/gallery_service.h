@@ -83,6 +83,11 @@ struct ServiceOptions {
   /// Longer texts (UTF-8 bytes) are refused before tokenizing (TextTooLong): a model reads 512
   /// tokens at most, and tokenizing costs with the length.
   int64_t max_text_bytes = 64 * 1024;
+  /// Audio that decodes to more bytes of float32 samples (all channels) is refused as soon as the
+  /// decoder passes them (data::AudioTooLong): a small compressed file may hold hours. 16 MiB is
+  /// 87 s of 48 kHz mono; items are cut to the index config's audio.max_num_seconds anyway. Each
+  /// audio request holds 3x this much of the decode budget while it decodes and resamples.
+  int64_t max_audio_bytes = int64_t{16} * 1024 * 1024;
   /// The change log is written into a new version once it holds this much and half the
   /// gallery's bytes (compaction_due()).
   int64_t compact_min_bytes = kDefaultCompactMinBytes;
@@ -104,6 +109,12 @@ class GalleryService {
   /// for an empty or blank text or one that is not UTF-8; UsageError when the index holds images
   /// or has no model.
   at::Tensor embed_text(const std::string& text);
+  /// [D] float32 embedding of an encoded audio file (WAV, FLAC, OGG, MP3, ...): decoded, downmixed,
+  /// resampled and cut as the index's dataset was (data::audio_item from its start), batched with
+  /// other requests' clips of the same length. data::AudioTooLong over max_audio_bytes;
+  /// DataError when the bytes are not audio; UsageError when the index holds images or texts or
+  /// has no model.
+  at::Tensor embed_audio(const std::string& audio_bytes);
   /// The top `k` of `embedding` ([D]; DataError for another size or non-finite values), cut at
   /// `threshold` — nullopt: the calibrated one if any; NaN: none (a distance may be negative:
   /// -q.g under `distance: dot`; UsageError for a negative one under the other distances).
@@ -119,7 +130,7 @@ class GalleryService {
   int64_t dimension() const { return dimension_; }
   int64_t max_k() const { return options_.max_k; }
   bool has_model() const;
-  /// What the index's items are (and its model reads): images or texts.
+  /// What the index's items are (and its model reads): images, texts or audio.
   ItemInputs inputs() const { return inputs_; }
   std::string describe() const;
   const std::filesystem::path& dir() const { return dir_; }
@@ -159,6 +170,7 @@ class GalleryService {
   ItemInputs inputs_ = ItemInputs::images;
   std::unique_ptr<RunInputs> text_;                         // a text index's tokenizer
   std::unique_ptr<data::TextDatasetOptions> text_options_;  // and how its tokens are packed
+  std::unique_ptr<data::AudioDatasetOptions> audio_options_;  // an audio index's cutting
   int64_t max_image_pixels_ = 0;
   std::unique_ptr<data::DecodeBudget> decode_budget_;
   std::unique_ptr<RunContext> context_;

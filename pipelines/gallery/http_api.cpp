@@ -27,6 +27,7 @@
 #include "oml/common/logging.h"
 #include "oml/common/numbers.h"
 #include "oml/common/strings.h"
+#include "oml/data/audio.h"
 #include "oml/data/image.h"
 
 namespace oml::pipelines {
@@ -142,6 +143,10 @@ nlohmann::json parse_json(const HttpRequest& request) {
 bool is_image_body(const HttpRequest& request) {
   const std::string type(request[http::field::content_type]);
   return type.rfind("image/", 0) == 0 || type == "application/octet-stream";
+}
+
+bool is_audio_body(const HttpRequest& request) {
+  return std::string(request[http::field::content_type]).rfind("audio/", 0) == 0;
 }
 
 double number(const nlohmann::json& value, const std::string& key) {
@@ -363,6 +368,8 @@ HttpResponse HttpApi::handle(const HttpRequest& request) noexcept {
       answer_error(http::status::payload_too_large, e.what());
     } catch (const TextTooLong& e) {
       answer_error(http::status::payload_too_large, e.what());
+    } catch (const data::AudioTooLong& e) {
+      answer_error(http::status::payload_too_large, e.what());
     } catch (const DataError& e) {
       answer_error(http::status::unprocessable_entity, e.what());
     } catch (const UsageError& e) {
@@ -417,12 +424,15 @@ std::string text_field(const nlohmann::json& body) {
 }
 
 // The request's embedding: given ("embedding"), or of its image (a body of Content-Type
-// image/*, or base64 in "image"), or of its text ("text", an index of texts). "text" with
-// "embedding" is a record (POST /items); with "image" it is refused.
+// image/*, or base64 in "image"), of its text ("text", an index of texts), or of its audio
+// (base64 in "audio", or a body of Content-Type audio/*: an index of audio). "text" with
+// "embedding" is a record (POST /items); two inputs to embed are refused.
 at::Tensor input_embedding(GalleryService& service, const HttpRequest& request, const nlohmann::json& body) {
-  if (body.contains("text") && (body.contains("image") || is_image_body(request)))
-    bad_request("give \"text\" or an image, not both");
+  const int inputs = body.contains("text") + body.contains("image") + body.contains("audio") +
+                     is_image_body(request) + is_audio_body(request);
+  if (inputs > 1) bad_request("give one of \"text\", \"image\" and \"audio\" (or a body that is one)");
   if (is_image_body(request)) return service.embed(request.body());
+  if (is_audio_body(request)) return service.embed_audio(request.body());
   if (body.contains("embedding")) {
     const nlohmann::json& values = body.at("embedding");
     if (!values.is_array()) bad_request("\"embedding\" must be an array of numbers");
@@ -449,8 +459,17 @@ at::Tensor input_embedding(GalleryService& service, const HttpRequest& request, 
     return service.embed(base64_decode(body.at("image").get<std::string>()));
   }
   if (body.contains("text")) return service.embed_text(text_field(body));
+  if (body.contains("audio")) {
+    if (!body.at("audio").is_string()) bad_request("\"audio\" must be a base64 string");
+    return service.embed_audio(base64_decode(body.at("audio").get<std::string>()));
+  }
   if (service.inputs() == ItemInputs::texts)
     bad_request("give \"embedding\": [numbers] or \"text\": \"...\" (this index holds texts)");
+  if (service.inputs() == ItemInputs::audio) {
+    bad_request(
+        "give \"embedding\": [numbers] or \"audio\": \"<base64>\" (or send the audio file itself as the "
+        "body, Content-Type audio/wav, audio/flac, ...; this index holds audio)");
+  }
   bad_request(
       "give \"embedding\": [numbers] or \"image\": \"<base64>\" (or send the image itself as the body, "
       "Content-Type image/jpeg or image/png)");
@@ -508,7 +527,9 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
     only(http::verb::post);
     known_params(params,
                  path == "/search" ? std::set<std::string>{"k", "threshold"} : std::set<std::string>{}, path);
-    nlohmann::json body = is_image_body(request) ? nlohmann::json::object() : parse_json(request);
+    // An image or audio file as the body has no JSON: its parameters are in the query string.
+    const bool file_body = is_image_body(request) || is_audio_body(request);
+    nlohmann::json body = file_body ? nlohmann::json::object() : parse_json(request);
     const double max_k = static_cast<double>(service_.max_k());
     int64_t k = options_.default_k;
     std::optional<double> threshold;  // nullopt: the calibrated one
@@ -580,8 +601,10 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
       const bool texts = service_.inputs() == ItemInputs::texts;
       if (texts && entry->contains("path"))
         bad_request("this index holds texts: an item is its \"text\", not a \"path\"");
-      if (!texts && entry->contains("text"))
-        bad_request("this index holds images: an item has a \"path\", not a \"text\"");
+      if (!texts && entry->contains("text")) {
+        bad_request("this index holds " + std::string(inputs_name(service_.inputs())) +
+                    ": an item has a \"path\", not a \"text\"");
+      }
       item.embedding = input_embedding(service_, request, *entry);
       if (entry->contains("path")) item.path = item_text(*entry, "path", 4096);
       if (entry->contains("text")) item.text = text_field(*entry);

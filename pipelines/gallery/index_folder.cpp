@@ -121,7 +121,7 @@ IndexedItems parse_items(const fs::path& file, ItemInputs inputs) {
                       std::to_string(record.fields.size()));
     }
     items.ids.push_back(parse_integer(record.fields[0], file, record.line, "id"));
-    items.paths.push_back(inputs == ItemInputs::images ? record.fields[1] : std::string());
+    items.paths.push_back(inputs != ItemInputs::texts ? record.fields[1] : std::string());
     items.texts.push_back(inputs == ItemInputs::texts ? record.fields[1] : std::string());
     items.labels.push_back(record.fields[2].empty() ? std::nullopt
                                                     : std::optional<int64_t>(parse_integer(
@@ -186,7 +186,17 @@ void remove_other_versions(const fs::path& dir, const std::string& keep) {
 
 const char* item_column(ItemInputs inputs) { return inputs == ItemInputs::texts ? "text" : "path"; }
 
-const char* inputs_name(ItemInputs inputs) { return inputs == ItemInputs::texts ? "texts" : "images"; }
+const char* inputs_name(ItemInputs inputs) {
+  switch (inputs) {
+    case ItemInputs::texts:
+      return "texts";
+    case ItemInputs::audio:
+      return "audio";
+    case ItemInputs::images:
+      break;
+  }
+  return "images";
+}
 
 void IndexedItems::append(const IndexedItems& more) {
   ids.insert(ids.end(), more.ids.begin(), more.ids.end());
@@ -246,10 +256,11 @@ retrieval::ItemSet IndexedItems::item_set(const at::Tensor& embeddings) const {
 nlohmann::json IndexManifest::to_json() const {
   nlohmann::json out;
   out["format"] = kFormat;
-  // A text index is format 2, which earlier readers refuse rather than embed texts as images.
-  const bool texts = inputs == ItemInputs::texts;
-  out["format_version"] = texts ? kFormatVersion : 1;
-  if (texts) out["inputs"] = inputs_name(inputs);
+  // A text or audio index is format 2, which earlier readers refuse rather than embed its inputs
+  // as images.
+  const bool images = inputs == ItemInputs::images;
+  out["format_version"] = images ? 1 : kFormatVersion;
+  if (!images) out["inputs"] = inputs_name(inputs);
   out["items"] = items;
   out["dimension"] = dimension;
   out["next_id"] = next_id;
@@ -307,12 +318,15 @@ IndexManifest IndexManifest::from_json(const nlohmann::json& json, const std::st
       m.model_files = json.at("model").value("files", std::map<std::string, std::string>());
     }
     const std::string inputs = json.value("inputs", std::string("images"));
-    if (inputs != "images" && inputs != "texts") {
-      throw DataError(file + ": \"inputs\" is '" + inputs + "', expected images or texts");
+    bool known = false;
+    for (const ItemInputs kind : {ItemInputs::images, ItemInputs::texts, ItemInputs::audio}) {
+      if (inputs != inputs_name(kind)) continue;
+      m.inputs = kind;
+      known = true;
     }
-    m.inputs = inputs == "texts" ? ItemInputs::texts : ItemInputs::images;
-    if (m.inputs == ItemInputs::texts && !m.has_model) {
-      throw DataError(file + ": a text index without a model (\"model\" is null)");
+    if (!known) throw DataError(file + ": \"inputs\" is '" + inputs + "', expected images, texts or audio");
+    if (m.inputs != ItemInputs::images && !m.has_model) {
+      throw DataError(file + ": an index of " + inputs + " without a model (\"model\" is null)");
     }
     m.calibration = json.value("calibration", nlohmann::json(nullptr));
     if (m.calibration.is_object()) {  // checked here, so that searches read them without a failure

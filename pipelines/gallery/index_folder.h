@@ -10,7 +10,7 @@
 //                          retrieval_backend)
 //       embeddings.npy     float32 [N, D], row i = item i (memory-mapped when read)
 //       items.csv          id,path,label,category per row, in the rows' order (id,text,... for a
-//                          text index: manifest `inputs: texts`)
+//                          text index: manifest `inputs: texts`; audio: `inputs: audio`)
 //       faiss.index        the backend's own index (Faiss write_index), for the kinds that have one
 //
 //   <dir>/v000003.changes  the changes made since (change_log.h), appended record by record
@@ -42,18 +42,18 @@ class GalleryIndex;
 namespace oml::pipelines {
 
 /// What an index's items are, and what its model embeds: images (also an index of embeddings,
-/// whose items.csv may name paths) or texts.
-enum class ItemInputs { images, texts };
+/// whose items.csv may name paths), texts, or audio files.
+enum class ItemInputs { images, texts, audio };
 
 /// items.csv's (and the search outputs') column of what an item is: "path", or "text".
 const char* item_column(ItemInputs inputs);
-/// The manifest's name of `inputs`: "images" or "texts".
+/// The manifest's name of `inputs`: "images", "texts" or "audio".
 const char* inputs_name(ItemInputs inputs);
 
 /// The gallery items' records (items.csv), one per embedding row.
 struct IndexedItems {
   std::vector<int64_t> ids;                    ///< stable ids: assigned at build (0..N-1) and by add
-  std::vector<std::string> paths;              ///< image paths ("" for an item given as an embedding)
+  std::vector<std::string> paths;              ///< image or audio paths ("" for an item given as an embedding)
   std::vector<std::string> texts;              ///< a text index's texts ("" elsewhere)
   std::vector<std::optional<int64_t>> labels;  ///< nullopt: unlabelled
   std::vector<std::string> categories;         ///< "" : none
@@ -72,8 +72,8 @@ struct IndexedItems {
 
 /// manifest.json.
 struct IndexManifest {
-  /// The newest format read: 2 is a text index (`inputs: texts`, items.csv's `text` column);
-  /// image indexes are still written as 1.
+  /// The newest format read: 2 is a text or audio index (`inputs: texts` with items.csv's `text`
+  /// column, `inputs: audio`); image indexes are still written as 1.
   static constexpr int kFormatVersion = 2;
   int64_t items = 0;
   int64_t dimension = 0;
@@ -83,7 +83,7 @@ struct IndexManifest {
   int64_t tuned_for_k = 0;                           ///< the k target_recall chose them for (0: not tuned)
   std::optional<retrieval::RecallEstimate> tuned;    ///< the recall reached at build
   bool index_file = false;                           ///< faiss.index is present
-  bool has_model = false;                  ///< built from images or texts through the config's extractor
+  bool has_model = false;                  ///< built from images, texts or audio through the config's extractor
   ItemInputs inputs = ItemInputs::images;  ///< what the items and the model's inputs are
   std::string weights;                     ///< its `weights:` file, absolute ("": the extractor's own)
   std::string weights_sha256;              ///< its SHA-256 when built

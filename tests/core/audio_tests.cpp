@@ -312,3 +312,37 @@ TEST_CASE("AudioDataset averages a stereo file's channels, or keeps them without
   CHECK(both.sizes() == std::vector<int64_t>{2, 16000});
   CHECK(max_abs_diff(both.mean(0, true), expected) <= 1e-4);
 }
+
+TEST_CASE("Decoding bytes from strangers stops at the sample limit and refuses hostile headers",
+          "[audio][data][hostile]") {
+  // 2 s of 16 kHz stereo: 64000 samples.
+  const std::vector<float> stereo(64000, 0.25F);
+  const std::string file = oml::test::wav_bytes(stereo, 16000, 2);
+  oml::data::AudioDecodeLimits limits;
+  limits.setting = "--max-audio-mb";
+  limits.max_samples = 64000;
+  CHECK(oml::data::decode_audio(file, "request", limits).frames() == 32000);
+  limits.max_samples = 40000;
+  CHECK_THROWS_AS(oml::data::decode_audio(file, "request", limits), oml::data::AudioTooLong);
+  CHECK_THROWS_WITH(oml::data::decode_audio(file, "request", limits),
+                    Contains("request: the audio decodes to more than 40000 samples") &&
+                        Contains("--max-audio-mb") && Contains("2 channels at 16000 Hz"));
+  // A header claiming 600 channels over a few bytes: refused before anything is decoded.
+  limits.max_channels = 32;
+  const std::string wide = oml::test::wav_bytes(std::vector<float>(1200, 0.1F), 16000, 1, 600);
+  CHECK_THROWS_WITH(oml::data::decode_audio(wide, "request", limits),
+                    Contains("request: the audio has 600 channels; at most 32"));
+  // A rate no recording has, and one whose resampling filter would take gigabytes.
+  CHECK_THROWS_WITH(oml::data::decode_audio(oml::test::wav_bytes(stereo, 4000000, 2), "request"),
+                    Contains("4000000 Hz; expected at most 768000 Hz"));
+  const oml::data::Audio prime = oml::data::decode_audio(oml::test::wav_bytes(stereo, 47999, 2), "request");
+  CHECK_THROWS_WITH(oml::data::resample_audio(prime.samples, prime.sample_rate, 16000),
+                    Contains("resampling from 47999 Hz to 16000 Hz needs a filter of") &&
+                        Contains("convert the file to a common rate"));
+  // Common rates stay well within it.
+  for (const int64_t rate : {8000, 11025, 22050, 32000, 44100, 48000, 88200, 96000, 192000}) {
+    INFO(rate);
+    CHECK(oml::data::resample_audio(torch::zeros({1, 64}), rate, 16000).size(1) ==
+          (64 * 16000 + rate - 1) / rate);
+  }
+}

@@ -178,18 +178,51 @@ TEST_CASE("ecapa_tdnn trains: gradients reach its parameters, none the front end
   for (const auto& buffer : model->named_buffers()) CHECK_FALSE(buffer.value().requires_grad());
 }
 
-TEST_CASE("The pipelines refuse an audio extractor at 'extractor:' instead of feeding it images or texts",
+TEST_CASE("The pipelines feed an audio extractor audio items cut as `audio:` says, at its sample rate",
           "[audio][models][ecapa_tdnn][config]") {
   oml::cli::register_builtins();
-  const oml::config::RunConfig config = oml::test::parse_run_config_text(
-      "extractor: {name: ecapa_tdnn, args: {arch: ecapa_tdnn_taoruijie}}\n", "audio.yaml");
+  const std::string extractor = "extractor: {name: ecapa_tdnn, args: {arch: ecapa_tdnn_taoruijie}}\n";
   auto model = make_ecapa();
   const auto dataframe =
       oml::data::Dataframe::parse("label,path,split,is_query,is_gallery\n0,a.wav,validation,True,True\n",
-                                  "df.csv", oml::data::DataframeOptions{.check_files = false});
-  CHECK_THROWS_WITH(oml::pipelines::run_inputs(config, *model, dataframe, {}),
-                    Contains("audio.yaml:1") && Contains("extractor 'ecapa_tdnn' reads audio"));
+                                  "df.csv", oml::data::DataframeOptions{.dataset_root = {}, .check_files = false});
+
+  // OML's constants by default; `audio:` sets them.
+  const auto defaults =
+      oml::pipelines::run_inputs(oml::test::parse_run_config_text(extractor, "audio.yaml"), *model, dataframe, {});
+  CHECK(defaults.kind == oml::pipelines::RowInput::audio);
+  CHECK(defaults.unit() == "clip");
+  REQUIRE(defaults.audio);
+  CHECK(defaults.audio->sample_rate == 16000);
+  CHECK(defaults.audio->max_num_seconds == 3.0);
+  CHECK(defaults.audio->convert_to_mono);
+  const auto whole = oml::pipelines::run_inputs(
+      oml::test::parse_run_config_text(extractor + "audio: {max_num_seconds: 0, convert_to_mono: false}\n",
+                                       "audio.yaml"),
+      *model, dataframe, {});
+  REQUIRE(whole.audio);
+  CHECK_FALSE(whole.audio->max_num_seconds.has_value());
+  CHECK_FALSE(whole.audio->convert_to_mono);
+
+  // The model's front end is for 16 kHz: another rate is refused at its key.
+  const oml::config::RunConfig other_rate =
+      oml::test::parse_run_config_text(extractor + "audio: {sample_rate: 8000}\n", "audio.yaml");
+  CHECK_THROWS_WITH(oml::pipelines::run_inputs(other_rate, *model, dataframe, {}),
+                    Contains("audio.yaml:2") && Contains("8000 Hz, but extractor 'ecapa_tdnn' reads waveforms "
+                                                         "sampled at 16000 Hz"));
+  // Image settings, and the commands that read texts or images only.
+  const oml::config::RunConfig with_transform = oml::test::parse_run_config_text(
+      extractor + "transforms_val: {name: norm_resize_torch, args: {im_size: 32}}\n", "audio.yaml");
+  CHECK_THROWS_WITH(oml::pipelines::run_inputs(with_transform, *model, dataframe, {"transforms_val"}),
+                    Contains("audio.yaml:2") && Contains("'transforms_val' is an image setting, and this run "
+                                                         "reads audio"));
+  const oml::config::RunConfig config = oml::test::parse_run_config_text(extractor, "audio.yaml");
   CHECK_THROWS_WITH(oml::pipelines::text_inputs(config, *model, "texts.txt", {}), Contains("reads audio"));
   CHECK_THROWS_WITH(oml::pipelines::require_image_extractor(config, *model, "the pairwise pipeline"),
                     Contains("reads audio"));
+  for (const char* wrong : {"audio: {sample_rate: 0}", "audio: {max_num_seconds: -1}", "audio: {rate: 1}"}) {
+    INFO(wrong);
+    CHECK_THROWS_AS(oml::test::parse_run_config_text(extractor + wrong + "\n", "audio.yaml"),
+                    oml::ConfigError);
+  }
 }

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -18,32 +17,8 @@ namespace oml::test {
 
 // `samples` [frames x channels] interleaved, in [-1, 1], as a 16-bit PCM WAV file.
 inline void write_wav(const fs::path& path, const std::vector<float>& samples, int rate, int channels) {
-  const auto u32 = [](std::string& out, uint32_t v) {
-    for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
-  };
-  const auto u16 = [](std::string& out, uint16_t v) {
-    out += static_cast<char>(v & 0xFF);
-    out += static_cast<char>(v >> 8);
-  };
-  const auto data_bytes = static_cast<uint32_t>(samples.size() * 2);
-  std::string out = "RIFF";
-  u32(out, 36 + data_bytes);
-  out += "WAVEfmt ";
-  u32(out, 16);
-  u16(out, 1);  // PCM
-  u16(out, static_cast<uint16_t>(channels));
-  u32(out, static_cast<uint32_t>(rate));
-  u32(out, static_cast<uint32_t>(rate * channels * 2));
-  u16(out, static_cast<uint16_t>(channels * 2));
-  u16(out, 16);
-  out += "data";
-  u32(out, data_bytes);
-  for (const float sample : samples) {
-    const float clipped = std::fmax(-1.0F, std::fmin(1.0F, sample));
-    u16(out, static_cast<uint16_t>(static_cast<int16_t>(std::lround(clipped * 32767.0F))));
-  }
   fs::create_directories(path.parent_path());
-  write_file(path, out);
+  write_file(path, wav_bytes(samples, rate, channels));
 }
 
 // Speaker `speaker`'s utterance `item`, `seconds` long at `rate`: a voiced signal whose pitch

@@ -1,5 +1,7 @@
 #include "support/support.h"
 
+#include <cmath>
+
 #include <zlib.h>
 
 #include <caffe2/serialize/inline_container.h>
@@ -224,6 +226,35 @@ std::string png_bomb(uint32_t width, uint32_t height) {
   deflateEnd(&z);
   return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", ihdr) + png_chunk("IDAT", idat) +
          png_chunk("IEND", "");
+}
+
+std::string wav_bytes(const std::vector<float>& samples, int rate, int channels, int claimed_channels) {
+  const auto u32 = [](std::string& out, uint32_t v) {
+    for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
+  };
+  const auto u16 = [](std::string& out, uint16_t v) {
+    out += static_cast<char>(v & 0xFF);
+    out += static_cast<char>(v >> 8);
+  };
+  const int header_channels = claimed_channels > 0 ? claimed_channels : channels;
+  const auto data_bytes = static_cast<uint32_t>(samples.size() * 2);
+  std::string out = "RIFF";
+  u32(out, 36 + data_bytes);
+  out += "WAVEfmt ";
+  u32(out, 16);
+  u16(out, 1);  // PCM
+  u16(out, static_cast<uint16_t>(header_channels));
+  u32(out, static_cast<uint32_t>(rate));
+  u32(out, static_cast<uint32_t>(rate * header_channels * 2));
+  u16(out, static_cast<uint16_t>(header_channels * 2));
+  u16(out, 16);
+  out += "data";
+  u32(out, data_bytes);
+  for (const float sample : samples) {
+    const float clipped = std::fmax(-1.0F, std::fmin(1.0F, sample));
+    u16(out, static_cast<uint16_t>(static_cast<int16_t>(std::lround(clipped * 32767.0F))));
+  }
+  return out;
 }
 
 }  // namespace oml::test

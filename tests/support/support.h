@@ -97,4 +97,9 @@ std::string png_bomb(uint32_t width, uint32_t height);
 /// bomb's header says, without its data (a reader that trusts it allocates the claimed size).
 std::string png_claiming(uint32_t width, uint32_t height);
 
+/// A 16-bit PCM WAV file of `samples` (interleaved frames x `channels`, in [-1, 1], clipped) at
+/// `rate` Hz. `claimed_channels` > 0 writes that channel count into the header instead (a
+/// hostile header; the data stays as given).
+std::string wav_bytes(const std::vector<float>& samples, int rate, int channels, int claimed_channels = 0);
+
 }  // namespace oml::test

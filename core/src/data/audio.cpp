@@ -80,7 +80,7 @@ std::pair<at::Tensor, int64_t> sinc_resample_kernel(int64_t orig_freq, int64_t n
 
 }  // namespace
 
-Audio decode_audio(const std::string& bytes, const std::string& source) {
+Audio decode_audio(const std::string& bytes, const std::string& source, const AudioDecodeLimits& limits) {
   OML_CHECK(!bytes.empty(), DataError, source,
             ": the file is empty (0 bytes); expected an audio file (WAV, FLAC, OGG, MP3, ...)");
   MemoryFile memory{&bytes, 0};
@@ -93,15 +93,28 @@ Audio decode_audio(const std::string& bytes, const std::string& source) {
   OML_CHECK(info.channels >= 1 && info.samplerate >= 1, DataError, source, ": the audio header says ",
             info.channels, " channels at ", info.samplerate,
             " Hz; expected at least one channel and a rate > 0");
+  OML_CHECK(info.samplerate <= kMaxAudioSampleRate, DataError, source, ": the audio header says ",
+            info.samplerate, " Hz; expected at most ", kMaxAudioSampleRate, " Hz");
+  OML_CHECK(limits.max_channels <= 0 || info.channels <= limits.max_channels, DataError, source,
+            ": the audio has ", info.channels, " channels; at most ", limits.max_channels, " are accepted");
   const int64_t channels = info.channels;
   // Read in blocks until the decoder stops: a header's frame count is not reliable for every
-  // format (MP3, streamed OGG).
+  // format (MP3, streamed OGG), and a small file may decode to hours (a FLAC of silence), so the
+  // limit is checked on what is decoded. Blocks hold 2^18 samples whatever the channel count.
+  const sf_count_t block_frames = std::max<sf_count_t>(1, (sf_count_t{1} << 18) / channels);
   std::vector<float> interleaved;
-  std::vector<float> block(static_cast<std::size_t>(channels) * 65536);
+  std::vector<float> block(static_cast<std::size_t>(channels * block_frames));
   while (true) {
-    const sf_count_t got = sf_readf_float(handle.get(), block.data(), 65536);
+    const sf_count_t got = sf_readf_float(handle.get(), block.data(), block_frames);
     if (got <= 0) break;
     interleaved.insert(interleaved.end(), block.begin(), block.begin() + got * channels);
+    if (limits.max_samples > 0 && static_cast<int64_t>(interleaved.size()) > limits.max_samples) {
+      throw AudioTooLong(::oml::detail::concat(
+          source, ": the audio decodes to more than ", limits.max_samples, " samples (",
+          limits.max_samples * 4 / (1024 * 1024), " MiB of float32, ", limits.setting, "; ",
+          limits.max_samples / channels / info.samplerate, " s of this file's ", channels, " channels at ",
+          info.samplerate, " Hz): send a shorter clip"));
+    }
   }
   const int error = sf_error(handle.get());
   OML_CHECK(error == SF_ERR_NO_ERROR, DataError, source, ": decoding failed (", sf_error_number(error),
@@ -145,6 +158,13 @@ at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t
   const int64_t gcd = std::gcd(from_rate, to_rate);
   const int64_t orig = from_rate / gcd;
   const int64_t next = to_rate / gcd;
+  // The kernel is [next, ~orig + 2 * 6 * orig / next] float64: rates with a small gcd (a prime rate
+  // such as 47999 Hz) would ask for gigabytes. Common rates (8 to 192 kHz) need well under a million.
+  const double kernel_values = static_cast<double>(next) * (static_cast<double>(orig) + 16.0 * static_cast<double>(orig) / static_cast<double>(next) + 16.0);
+  OML_CHECK(kernel_values <= kMaxResampleKernelValues, DataError, "resampling from ", from_rate, " Hz to ", to_rate,
+            " Hz needs a filter of ", static_cast<int64_t>(kernel_values), " values (the rates' greatest common divisor is ",
+            gcd, "), more than ", static_cast<int64_t>(kMaxResampleKernelValues),
+            ": convert the file to a common rate (8, 16, 22.05, 44.1 or 48 kHz) first");
   const auto [kernel, width] = sinc_resample_kernel(orig, next);
 
   const auto shape = waveform.sizes().vec();

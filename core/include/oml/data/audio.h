@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <string>
 
+#include "oml/common/error.h"
+
 namespace oml::data {
 
 /// One decoded audio file: `samples` float32 [channels, frames] (contiguous), `sample_rate` in Hz.
@@ -27,13 +29,33 @@ struct Audio {
   int64_t frames() const { return samples.size(1); }
 };
 
+/// The highest sample rate a header may claim (DataError above it): 768 kHz, beyond any recording.
+inline constexpr int64_t kMaxAudioSampleRate = 768000;
+/// The largest resampling filter resample_audio builds (DataError above it): 2^26 values, 512 MB.
+inline constexpr double kMaxResampleKernelValues = 67108864.0;
+
+/// Audio that decodes to more than AudioDecodeLimits::max_samples (oml-serve answers 413).
+struct AudioTooLong : DataError {
+  using DataError::DataError;
+};
+
+/// What a decode may produce, for bytes from strangers: a small compressed file may decode to
+/// hours of samples, and a header may claim any number of channels.
+struct AudioDecodeLimits {
+  int64_t max_samples = 0;   ///< samples of all channels together (4 bytes each); 0: no limit
+  int64_t max_channels = 0;  ///< 0: no limit (libsndfile's own is 1024); more is a DataError
+  std::string setting;       ///< names the limit in AudioTooLong's message ("--max-audio-mb")
+};
+
 /// Decodes `file`. DataError naming the file when it cannot be opened or read, is empty, is not
-/// audio libsndfile can decode (its reason is quoted), or holds no samples.
+/// audio libsndfile can decode (its reason is quoted), holds no samples, or claims a rate above
+/// kMaxAudioSampleRate.
 Audio read_audio(const std::filesystem::path& file);
 
 /// Decodes a file's `bytes` held in memory; `source` names them in messages ("data/a.wav", "the
-/// request's \"audio\""). Same errors as read_audio.
-Audio decode_audio(const std::string& bytes, const std::string& source);
+/// request's \"audio\""). Same errors as read_audio, and AudioTooLong as soon as what is decoded
+/// exceeds `limits`.
+Audio decode_audio(const std::string& bytes, const std::string& source, const AudioDecodeLimits& limits = {});
 
 /// The average of the channels, [C, N] -> [1, N] (a mono [1, N] is returned as it is).
 /// UsageError unless `samples` is a float tensor [C, N] with C >= 1.
@@ -43,7 +65,8 @@ at::Tensor downmix_to_mono(const at::Tensor& samples);
 /// otherwise), as torchaudio.functional.resample and torchaudio.transforms.Resample do by
 /// default: band-limited sinc interpolation with a Hann window, lowpass_filter_width 6, rolloff
 /// 0.99, the kernel computed in float64 for the rates divided by their gcd; the output has
-/// ceil(N * to_rate / from_rate) samples. Equal rates return `waveform` unchanged.
+/// ceil(N * to_rate / from_rate) samples. Equal rates return `waveform` unchanged. DataError when
+/// the filter would exceed kMaxResampleKernelValues (rates whose gcd is small, e.g. 47999 Hz).
 at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t to_rate);
 
 }  // namespace oml::data
