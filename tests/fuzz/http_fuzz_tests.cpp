@@ -2,7 +2,8 @@
 // parser to the API's routes, JSON handling, base64 and image decoding, and the search, embed,
 // add and remove calls of a real GalleryService over a small index with a model (what a
 // connection does, without the socket: HttpApi::answer_bytes). And the image header readers
-// alone, on mutated files of every format they size.
+// alone, on mutated files of every format they size, and the audio decoder with the server's
+// limits (mutated WAV files: libsndfile also sniffs FLAC, OGG, AIFF and the rest from them).
 //
 // The property (http_api.h's contract): every answer is a status below 500 with a JSON body
 // that parses — a 500 or an answer that is not JSON is a failure, as is any exception, crash,
@@ -18,6 +19,8 @@
 #include "gallery/http_api.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
+#include "oml/data/audio.h"
+#include "oml/data/audio_dataset.h"
 #include "oml/data/csv.h"
 #include "oml/data/image.h"
 #include "oml/models/conv_net.h"
@@ -346,6 +349,35 @@ TEST_CASE("Mutated image files end in a decoded image or a DataError", "[fuzz][i
                             if (image.dim() != 3 || image.size(2) != 3)
                               throw InternalError("decode_image returned " + std::to_string(image.dim()) +
                                                   " dims");
+                          }}};
+  fuzz::check(target, 3.0);
+}
+
+TEST_CASE("Mutated audio files end in an item or a DataError", "[fuzz][audio]") {
+  fuzz::Target target;
+  target.name = "audio";
+  target.extension = ".wav";
+  std::vector<float> wave(800);
+  for (std::size_t i = 0; i < wave.size(); ++i) wave[i] = 0.5F * std::sin(0.05F * static_cast<float>(i));
+  target.seeds.push_back(oml::test::wav_bytes(wave, 16000, 1));
+  target.seeds.push_back(oml::test::wav_bytes(wave, 22050, 2));
+  target.seeds.push_back(oml::test::wav_bytes(wave, 8000, 4));
+  target.dictionary = {"RIFF", "RIFX", "RF64", "WAVE", "fmt ", "data", "fact", "LIST", "fLaC", "OggS",
+                       "ID3",  "\xff\xfb", "FORM", "AIFF", "\x80\xbb\0\0", "\x44\xac\0\0", "\xff\xff\xff\xff",
+                       "\0\0\0\0", "\x01\0", "\x03\0", "\xfe\xff"};
+  // What oml-serve applies to a request: a sample limit and a channel limit, then the cut to
+  // 0.1 s at 16 kHz as an index config's audio: would.
+  data::AudioDecodeLimits limits;
+  limits.max_samples = 1 << 20;
+  limits.max_channels = 32;
+  limits.setting = "the fuzz target's limit";
+  data::AudioDatasetOptions options;
+  options.max_num_seconds = 0.1;
+  target.entry_points = {{"decode_audio", [&](const std::string& bytes) {
+                            const data::Audio audio = data::decode_audio(bytes, "fuzzed audio", limits);
+                            const at::Tensor item = data::audio_item(audio, options, 0, "fuzzed audio");
+                            if (item.dim() != 2 || item.size(0) != 1 || item.size(1) != 1600)
+                              throw InternalError("audio_item returned " + std::to_string(item.dim()) + " dims");
                           }}};
   fuzz::check(target, 3.0);
 }
