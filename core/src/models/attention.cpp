@@ -20,7 +20,8 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   }
   const int64_t head_dim = dim / num_heads;
   // [B, N, 3, heads, head_dim] -> [3, B, heads, N, head_dim]
-  const auto qkv = torch::nn::functional::linear(x, in_weight, in_bias)
+  // at::linear: one addmm for the [B, N, D] input (oml/models/dense.h says why).
+  const auto qkv = at::linear(x, in_weight, in_bias)
                        .reshape({batch, tokens, 3, num_heads, head_dim})
                        .permute({2, 0, 3, 1, 4});
   // ATen's fused attention (flash / memory-efficient kernels on CUDA, the flash kernel on the
@@ -29,7 +30,7 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   const auto out = torch_compat::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], torch::Tensor(), 0.0)
                        .transpose(1, 2)
                        .reshape({batch, tokens, dim});
-  return torch::nn::functional::linear(out, out_weight, out_bias);
+  return at::linear(out, out_weight, out_bias);
 }
 
 torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

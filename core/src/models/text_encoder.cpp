@@ -177,17 +177,17 @@ BertLayerImpl::BertLayerImpl(const TextEncoderConfig& c)
   const int64_t d = c.hidden_size;
   auto attention = register_module("attention", std::make_shared<nn::Module>("BertAttention"));
   auto self = attention->register_module("self", std::make_shared<nn::Module>("BertSelfAttention"));
-  query_ = self->register_module("query", nn::Linear(d, d));
-  key_ = self->register_module("key", nn::Linear(d, d));
-  value_ = self->register_module("value", nn::Linear(d, d));
+  query_ = self->register_module("query", Dense(d, d));
+  key_ = self->register_module("key", Dense(d, d));
+  value_ = self->register_module("value", Dense(d, d));
   auto attention_output =
       attention->register_module("output", std::make_shared<nn::Module>("BertSelfOutput"));
-  attention_dense_ = attention_output->register_module("dense", nn::Linear(d, d));
+  attention_dense_ = attention_output->register_module("dense", Dense(d, d));
   attention_norm_ = attention_output->register_module("LayerNorm", layer_norm(c));
   auto intermediate = register_module("intermediate", std::make_shared<nn::Module>("BertIntermediate"));
-  intermediate_ = intermediate->register_module("dense", nn::Linear(d, c.intermediate_size));
+  intermediate_ = intermediate->register_module("dense", Dense(d, c.intermediate_size));
   auto output = register_module("output", std::make_shared<nn::Module>("BertOutput"));
-  output_dense_ = output->register_module("dense", nn::Linear(c.intermediate_size, d));
+  output_dense_ = output->register_module("dense", Dense(c.intermediate_size, d));
   output_norm_ = output->register_module("LayerNorm", layer_norm(c));
 }
 
@@ -208,14 +208,14 @@ DistilBertLayerImpl::DistilBertLayerImpl(const TextEncoderConfig& c)
       hidden_act_(c.hidden_act) {
   const int64_t d = c.hidden_size;
   auto attention = register_module("attention", std::make_shared<nn::Module>("DistilBertSelfAttention"));
-  q_lin_ = attention->register_module("q_lin", nn::Linear(d, d));
-  k_lin_ = attention->register_module("k_lin", nn::Linear(d, d));
-  v_lin_ = attention->register_module("v_lin", nn::Linear(d, d));
-  out_lin_ = attention->register_module("out_lin", nn::Linear(d, d));
+  q_lin_ = attention->register_module("q_lin", Dense(d, d));
+  k_lin_ = attention->register_module("k_lin", Dense(d, d));
+  v_lin_ = attention->register_module("v_lin", Dense(d, d));
+  out_lin_ = attention->register_module("out_lin", Dense(d, d));
   sa_norm_ = register_module("sa_layer_norm", layer_norm(c));
   auto ffn = register_module("ffn", std::make_shared<nn::Module>("FFN"));
-  lin1_ = ffn->register_module("lin1", nn::Linear(d, c.intermediate_size));
-  lin2_ = ffn->register_module("lin2", nn::Linear(c.intermediate_size, d));
+  lin1_ = ffn->register_module("lin1", Dense(d, c.intermediate_size));
+  lin2_ = ffn->register_module("lin2", Dense(c.intermediate_size, d));
   output_norm_ = register_module("output_layer_norm", layer_norm(c));
 }
 

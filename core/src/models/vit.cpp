@@ -110,16 +110,16 @@ ViTBlockImpl::ViTBlockImpl(int64_t dim, int64_t num_heads, bool layer_scale) : n
   norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({dim}).eps(kLayerNormEps)));
   // Submodules named as DINO's: attn.{qkv,proj}, mlp.{fc1,fc2}.
   auto attn = register_module("attn", std::make_shared<nn::Module>("Attention"));
-  qkv_ = attn->register_module("qkv", nn::Linear(dim, 3 * dim));
-  proj_ = attn->register_module("proj", nn::Linear(dim, dim));
+  qkv_ = attn->register_module("qkv", Dense(dim, 3 * dim));
+  proj_ = attn->register_module("proj", Dense(dim, dim));
   if (layer_scale) {
     auto ls1 = register_module("ls1", std::make_shared<nn::Module>("LayerScale"));
     gamma1_ = ls1->register_parameter("gamma", torch::ones({dim}));
   }
   norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({dim}).eps(kLayerNormEps)));
   auto mlp = register_module("mlp", std::make_shared<nn::Module>("Mlp"));
-  fc1_ = mlp->register_module("fc1", nn::Linear(dim, 4 * dim));
-  fc2_ = mlp->register_module("fc2", nn::Linear(4 * dim, dim));
+  fc1_ = mlp->register_module("fc1", Dense(dim, 4 * dim));
+  fc2_ = mlp->register_module("fc2", Dense(4 * dim, dim));
   if (layer_scale) {
     auto ls2 = register_module("ls2", std::make_shared<nn::Module>("LayerScale"));
     gamma2_ = ls2->register_parameter("gamma", torch::ones({dim}));

@@ -119,11 +119,11 @@ ClipResidualBlockImpl::ClipResidualBlockImpl(int64_t width, int64_t heads) : hea
   auto attn = register_module("attn", std::make_shared<nn::Module>("MultiheadAttention"));
   in_proj_weight_ = attn->register_parameter("in_proj_weight", torch::empty({3 * width, width}));
   in_proj_bias_ = attn->register_parameter("in_proj_bias", torch::zeros({3 * width}));
-  out_proj_ = attn->register_module("out_proj", nn::Linear(width, width));
+  out_proj_ = attn->register_module("out_proj", Dense(width, width));
   ln_1_ = register_module("ln_1", nn::LayerNorm(nn::LayerNormOptions({width})));
   auto mlp = register_module("mlp", std::make_shared<nn::Module>("Sequential"));
-  c_fc_ = mlp->register_module("c_fc", nn::Linear(width, 4 * width));
-  c_proj_ = mlp->register_module("c_proj", nn::Linear(4 * width, width));
+  c_fc_ = mlp->register_module("c_fc", Dense(width, 4 * width));
+  c_proj_ = mlp->register_module("c_proj", Dense(4 * width, width));
   ln_2_ = register_module("ln_2", nn::LayerNorm(nn::LayerNormOptions({width})));
   // torch.nn.MultiheadAttention's initialisation: Xavier-uniform input projections, zero biases.
   torch::NoGradGuard no_grad;

@@ -93,11 +93,11 @@ UnicomBlockImpl::UnicomBlockImpl(int64_t dim, int64_t num_heads, double drop_pat
   norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({dim})));
   norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({dim})));
   auto attn = register_module("attn", std::make_shared<nn::Module>("Attention"));
-  qkv_ = attn->register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(false)));
-  proj_ = attn->register_module("proj", nn::Linear(dim, dim));
+  qkv_ = attn->register_module("qkv", Dense(nn::LinearOptions(dim, 3 * dim).bias(false)));
+  proj_ = attn->register_module("proj", Dense(dim, dim));
   auto mlp = register_module("mlp", std::make_shared<nn::Module>("Mlp"));
-  fc1_ = mlp->register_module("fc1", nn::Linear(dim, 4 * dim));
-  fc2_ = mlp->register_module("fc2", nn::Linear(4 * dim, dim));
+  fc1_ = mlp->register_module("fc1", Dense(dim, 4 * dim));
+  fc2_ = mlp->register_module("fc2", Dense(4 * dim, dim));
 }
 
 torch::Tensor UnicomBlockImpl::drop_path(const torch::Tensor& branch) const {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "oml/io/state_dict.h"
+#include "oml/models/dense.h"
 #include "oml/models/extractor.h"
 #include "oml/models/text_config.h"
 #include "oml/models/text_input.h"
@@ -65,8 +66,8 @@ class BertLayerImpl : public torch::nn::Module {
   int64_t num_heads_;
   double hidden_dropout_, attention_dropout_;
   std::string hidden_act_;
-  torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, attention_dense_{nullptr};
-  torch::nn::Linear intermediate_{nullptr}, output_dense_{nullptr};
+  Dense query_{nullptr}, key_{nullptr}, value_{nullptr}, attention_dense_{nullptr};
+  Dense intermediate_{nullptr}, output_dense_{nullptr};
   torch::nn::LayerNorm attention_norm_{nullptr}, output_norm_{nullptr};
 };
 TORCH_MODULE(BertLayer);
@@ -82,8 +83,8 @@ class DistilBertLayerImpl : public torch::nn::Module {
   int64_t num_heads_;
   double hidden_dropout_, attention_dropout_;
   std::string hidden_act_;
-  torch::nn::Linear q_lin_{nullptr}, k_lin_{nullptr}, v_lin_{nullptr}, out_lin_{nullptr};
-  torch::nn::Linear lin1_{nullptr}, lin2_{nullptr};
+  Dense q_lin_{nullptr}, k_lin_{nullptr}, v_lin_{nullptr}, out_lin_{nullptr};
+  Dense lin1_{nullptr}, lin2_{nullptr};
   torch::nn::LayerNorm sa_norm_{nullptr}, output_norm_{nullptr};
 };
 TORCH_MODULE(DistilBertLayer);

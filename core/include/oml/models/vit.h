@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/models/dense.h"
 #include "oml/models/extractor.h"
 
 namespace oml::models {
@@ -63,7 +64,7 @@ class ViTBlockImpl : public torch::nn::Module {
 
   int64_t num_heads_;
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
-  torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+  Dense qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
   torch::Tensor gamma1_, gamma2_;  ///< undefined without LayerScale
 };
 TORCH_MODULE(ViTBlock);

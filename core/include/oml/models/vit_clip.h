@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/models/dense.h"
 #include "oml/models/extractor.h"
 
 namespace oml::models {
@@ -58,7 +59,7 @@ class ClipResidualBlockImpl : public torch::nn::Module {
   int64_t heads_;
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
   torch::Tensor in_proj_weight_, in_proj_bias_;
-  torch::nn::Linear out_proj_{nullptr}, c_fc_{nullptr}, c_proj_{nullptr};
+  Dense out_proj_{nullptr}, c_fc_{nullptr}, c_proj_{nullptr};
 };
 TORCH_MODULE(ClipResidualBlock);
 

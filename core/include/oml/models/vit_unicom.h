@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/models/dense.h"
 #include "oml/models/extractor.h"
 
 namespace oml::models {
@@ -64,7 +65,7 @@ class UnicomBlockImpl : public torch::nn::Module {
   int64_t num_heads_;
   double drop_path_;
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
-  torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+  Dense qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
 TORCH_MODULE(UnicomBlock);
 
