@@ -1,7 +1,8 @@
 // Audio data: decoding files with libsndfile (oml/data/audio.h) against what soundfile reads from
-// the same files, resampling against torchaudio, audio dataframes' `start_time` column, and the
+// the same files, resampling against torchaudio, audio dataframes' `start_time` column, the
 // audio dataset (oml/data/audio_dataset.h) against OML 4.0's AudioLabeledDataset and
-// AudioQueryGalleryLabeledDataset. tests/python/audio_reference.py writes the speech-like test
+// AudioQueryGalleryLabeledDataset, and Kaldi's filterbank features (oml/models/kaldi_fbank.h)
+// against torchaudio.compliance.kaldi.fbank. tests/python/audio_reference.py writes the speech-like test
 // signals (fixed seeds, nothing downloaded) and the references.
 #include <torch/torch.h>
 
@@ -15,6 +16,7 @@
 #include "oml/data/audio_dataset.h"
 #include "oml/data/dataframe.h"
 #include "oml/io/torch_file.h"
+#include "oml/models/kaldi_fbank.h"
 #include "support/support.h"
 
 using Catch::Matchers::Contains;
@@ -345,4 +347,74 @@ TEST_CASE("Decoding bytes from strangers stops at the sample limit and refuses h
     CHECK(oml::data::resample_audio(torch::zeros({1, 64}), rate, 16000).size(1) ==
           (64 * 16000 + rate - 1) / rate);
   }
+}
+
+TEST_CASE("kaldi_fbank equals torchaudio.compliance.kaldi.fbank for every option torchaudio offers",
+          "[audio][models][kaldi]") {
+  TempDir dir;
+  oml::test::audio_reference("kaldi", dir);
+  using oml::models::KaldiFbankOptions;
+  // The cases of audio_reference.py's KALDI_CASES.
+  std::vector<std::pair<std::string, KaldiFbankOptions>> cases;
+  cases.emplace_back("defaults", KaldiFbankOptions{});
+  KaldiFbankOptions wespeaker;
+  wespeaker.num_mel_bins = 80;
+  wespeaker.window_type = "hamming";
+  wespeaker.energy_floor = 0.0;
+  cases.emplace_back("wespeaker", wespeaker);
+  KaldiFbankOptions htk;
+  htk.num_mel_bins = 40;
+  htk.use_energy = true;
+  htk.htk_compat = true;
+  htk.snip_edges = false;
+  htk.window_type = "hanning";
+  htk.raw_energy = false;
+  htk.subtract_mean = true;
+  cases.emplace_back("energy_htk_edges", htk);
+  KaldiFbankOptions energy_first;
+  energy_first.use_energy = true;
+  energy_first.energy_floor = 0.0;
+  cases.emplace_back("energy_first", energy_first);
+  KaldiFbankOptions linear;
+  linear.use_power = false;
+  linear.use_log_fbank = false;
+  linear.window_type = "blackman";
+  linear.preemphasis_coefficient = 0.0;
+  linear.remove_dc_offset = false;
+  linear.low_freq = 64.0;
+  linear.high_freq = -400.0;
+  linear.round_to_power_of_two = false;
+  cases.emplace_back("linear_magnitude_blackman", linear);
+  KaldiFbankOptions rectangular;
+  rectangular.sample_frequency = 8000.0;
+  rectangular.frame_length_ms = 20.0;
+  rectangular.frame_shift_ms = 8.0;
+  rectangular.window_type = "rectangular";
+  rectangular.num_mel_bins = 15;
+  rectangular.snip_edges = false;
+  cases.emplace_back("rectangular_8k", rectangular);
+  cases.emplace_back("stereo", KaldiFbankOptions{});
+
+  for (const auto& [name, options] : cases) {
+    INFO(name);
+    const at::Tensor wave = oml::io::load_tensor(dir / ("kaldi_" + name + "_wave.pt"));
+    const at::Tensor expected = oml::io::load_tensor(dir / ("kaldi_" + name + ".pt"));
+    const at::Tensor features = oml::models::kaldi_fbank(wave, options);
+    REQUIRE(features.sizes() == expected.sizes());
+    // Log features to 1e-4; linear magnitudes relative to their largest.
+    const double scale = options.use_log_fbank ? 1.0 : std::max(1.0, expected.abs().max().item<double>());
+    CHECK(max_abs_diff(features, expected) / scale <= 1e-4);
+  }
+
+  KaldiFbankOptions bad;
+  bad.num_mel_bins = 3;
+  CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({1000}), bad), Contains("num_mel_bins must be > 3"));
+  bad = {};
+  bad.window_type = "gauss";
+  CHECK_THROWS_WITH(oml::models::check_options(bad), Contains("window_type 'gauss'"));
+  bad = {};
+  bad.high_freq = 9000.0;
+  CHECK_THROWS_WITH(oml::models::check_options(bad), Contains("<= 8000"));
+  CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({300})), Contains("shorter than one frame (400 samples)"));
+  CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({1000}, torch::kLong)), Contains("float waveform"));
 }

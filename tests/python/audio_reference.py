@@ -19,6 +19,9 @@ signal comes from a fixed seed.
                                      waveforms (DIR/ecapa_input.pt, [3, 1, 24000]) and OML's
                                      embeddings of it, plain and normalised
                                      (DIR/ecapa_expected.pt, DIR/ecapa_expected_normalised.pt)
+    audio_reference.py kaldi DIR     speech-like waveforms (DIR/kaldi_<case>_wave.pt) and
+                                     torchaudio.compliance.kaldi.fbank of each with the case's
+                                     arguments (KALDI_CASES; DIR/kaldi_<case>.pt)
     audio_reference.py dataset DIR   mono audio files and an audio dataframe DIR/df.csv with
                                      start times, and OML's AudioLabeledDataset's items of its
                                      train rows and AudioQueryGalleryLabeledDataset's of its
@@ -183,15 +186,45 @@ def dataset(out):
     torch.save(torch.stack([val_set[i]["input_tensors"] for i in range(len(val_set))]), out / "val_items.pt")
 
 
+# torchaudio.compliance.kaldi.fbank's arguments per case of tests/core/audio_tests.cpp (the C++
+# test sets the same ones); the signal's rate is the case's sample_frequency (16 kHz unless set).
+KALDI_CASES = {
+    "defaults": {},
+    "wespeaker": {"num_mel_bins": 80, "window_type": "hamming", "energy_floor": 0.0},
+    "energy_htk_edges": {"num_mel_bins": 40, "use_energy": True, "htk_compat": True, "snip_edges": False,
+                         "window_type": "hanning", "raw_energy": False, "subtract_mean": True},
+    "energy_first": {"use_energy": True, "energy_floor": 0.0},
+    "linear_magnitude_blackman": {"use_power": False, "use_log_fbank": False, "window_type": "blackman",
+                                  "preemphasis_coefficient": 0.0, "remove_dc_offset": False, "low_freq": 64.0,
+                                  "high_freq": -400.0, "round_to_power_of_two": False},
+    "rectangular_8k": {"sample_frequency": 8000.0, "frame_length": 20.0, "frame_shift": 8.0,
+                       "window_type": "rectangular", "num_mel_bins": 15, "snip_edges": False},
+}
+
+
+def kaldi(out):
+    from torchaudio.compliance import kaldi as compliance
+
+    for i, (name, args) in enumerate(KALDI_CASES.items()):
+        rate = int(args.get("sample_frequency", 16000.0))
+        wave = torch.from_numpy(speech_like(1.37, rate, seed=40 + i)).float().unsqueeze(0)
+        torch.save(wave, out / f"kaldi_{name}_wave.pt")
+        torch.save(compliance.fbank(wave, **args), out / f"kaldi_{name}.pt")
+    # A stereo waveform: channel -1 is the first.
+    stereo = torch.from_numpy(np.stack([speech_like(0.9, 16000, 50), speech_like(0.9, 16000, 51)])).float()
+    torch.save(stereo, out / "kaldi_stereo_wave.pt")
+    torch.save(compliance.fbank(stereo), out / "kaldi_stereo.pt")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["signals", "ecapa", "dataset"])
+    parser.add_argument("command", choices=["signals", "ecapa", "dataset", "kaldi"])
     parser.add_argument("dir")
     args = parser.parse_args()
     torch.set_num_threads(1)
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    {"signals": signals, "ecapa": ecapa, "dataset": dataset}[args.command](out)
+    {"signals": signals, "ecapa": ecapa, "dataset": dataset, "kaldi": kaldi}[args.command](out)
     return 0
 
 
