@@ -69,6 +69,20 @@ function(oml_precompile_heavy_headers target)
     set_source_files_properties(${light_sources} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
   endif()
   get_target_property(type ${target} TYPE)
+  # OML_UNITY_BUILD: a library's heavy files compiled one folder at a time (the PCH's ~10 s load
+  # paid once per folder); the light ones, which load no PCH, stay one file each.
+  # (not the tests' support library: test files keep their helpers in anonymous namespaces freely).
+  if(OML_UNITY_BUILD AND NOT type STREQUAL "EXECUTABLE" AND heavy_sources
+     AND NOT source_dir MATCHES "/tests(/|$)")
+    foreach(source IN LISTS heavy_sources)
+      get_filename_component(path "${source}" ABSOLUTE BASE_DIR "${source_dir}")
+      get_filename_component(folder "${path}" DIRECTORY)
+      file(RELATIVE_PATH group "${PROJECT_SOURCE_DIR}" "${folder}")
+      string(MAKE_C_IDENTIFIER "${group}" group)
+      set_source_files_properties(${source} PROPERTIES UNITY_GROUP "${group}")
+    endforeach()
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE GROUP)
+  endif()
   if(owner)
     target_precompile_headers(${target} PRIVATE
       <torch/torch.h>

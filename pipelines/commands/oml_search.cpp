@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   spec.name = "oml-search";
   spec.summary = "search a saved gallery index with new queries (docs/serving.md)";
   spec.usage =
-      "  oml-search --index DIR (--images FOLDER | --texts FILE | --audio FOLDER | --dataframe CSV | --embeddings FILE.npy "
+      "  oml-search --index DIR (--images FOLDER | --texts FILE | --audio FOLDER | --dataframe CSV | "
+      "--embeddings FILE.npy "
       "[--items "
       "CSV]) "
       "--out DIR\n"

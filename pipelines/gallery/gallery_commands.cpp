@@ -170,10 +170,11 @@ Items items_from_index_model(const cli::Invocation& inv, const IndexVersion& ind
       for (const FileOption& other : kFileOptions) {
         if (other.inputs == held) give = std::string("--") + other.name + " " + other.names;
       }
-      throw UsageError("--" + std::string(option->name) + " " + value + ": " + index.dir.string() + " holds " +
-                       inputs_name(held) +
-                       (index.manifest.has_model ? ", embedded by a model that reads them" : " (it has no model)") +
-                       ": give " + give + " or --dataframe CSV");
+      throw UsageError(
+          "--" + std::string(option->name) + " " + value + ": " + index.dir.string() + " holds " +
+          inputs_name(held) +
+          (index.manifest.has_model ? ", embedded by a model that reads them" : " (it has no model)") +
+          ": give " + give + " or --dataframe CSV");
     }
     overrides.push_back("data_dir=" + value);
   } else {
@@ -207,7 +208,8 @@ Items input_items(const cli::Invocation& inv, const IndexVersion& index) {
   }
   OML_CHECK(option(inv, "items").empty(), UsageError,
             "--items goes with --embeddings (a dataframe has its own columns)");
-  return items_from_index_model(inv, index, files, files ? option(inv, files->name) : std::string(), dataframe);
+  return items_from_index_model(inv, index, files, files ? option(inv, files->name) : std::string(),
+                                dataframe);
 }
 
 void check_dimension(const Items& items, const IndexVersion& index, const std::string& what) {
@@ -242,8 +244,9 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& sourc
 config::RunConfig index_model_config(const cli::Invocation& inv, const IndexVersion& index,
                                      std::vector<std::string> overrides) {
   const IndexManifest& m = index.manifest;
-  OML_CHECK(m.has_model, UsageError, index.dir.string(),
-            " was built from embeddings, without a model to embed images, texts or audio with: give embeddings");
+  OML_CHECK(
+      m.has_model, UsageError, index.dir.string(),
+      " was built from embeddings, without a model to embed images, texts or audio with: give embeddings");
   if (!m.weights.empty()) {
     if (!fs::is_regular_file(m.weights)) {
       throw DataError(index.dir.string() + ": its model file " + m.weights +
@@ -374,9 +377,10 @@ int index_build(const cli::Invocation& inv) {
   OML_CHECK(k >= 1, UsageError, "--k expects the number of neighbours searches ask for (>= 1), got ", k);
   const std::string embeddings = option(inv, "embeddings");
   // A gallery of embeddings needs no model: without --config, the defaults (the exact backend).
-  OML_CHECK(inv.config_path || !embeddings.empty(), UsageError,
-            "--config FILE is required to embed images, texts or audio (its model, transforms and data); a gallery "
-            "given as --embeddings needs none");
+  OML_CHECK(
+      inv.config_path || !embeddings.empty(), UsageError,
+      "--config FILE is required to embed images, texts or audio (its model, transforms and data); a gallery "
+      "given as --embeddings needs none");
   const config::Document document = inv.config_path
                                         ? inv.load_document()
                                         : config::Document::from_string("{}", "<defaults>", inv.overrides);

@@ -72,14 +72,15 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
       embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
           [this](std::vector<at::Tensor>& tokens) { return embed_text_batch(tokens); }, options_.embed_batch);
     } else if (inputs_ == ItemInputs::audio) {
-      OML_CHECK(options_.max_audio_bytes >= 4 && kAudioWorkingCopies * options_.max_audio_bytes <= options_.decode_memory_bytes,
+      OML_CHECK(options_.max_audio_bytes >= 4 &&
+                    kAudioWorkingCopies * options_.max_audio_bytes <= options_.decode_memory_bytes,
                 UsageError, "--decode-memory-mb (", options_.decode_memory_bytes / (1024 * 1024),
                 " MiB) must hold ", kAudioWorkingCopies, " x --max-audio-mb (",
                 options_.max_audio_bytes / (1024 * 1024), " MiB): an audio request's decode holds that much");
       decode_budget_ = std::make_unique<data::DecodeBudget>(options_.decode_memory_bytes);
       const RunInputs audio = audio_inputs(cfg, *extractor_, "requests", {});
-      audio_options_ =
-          std::make_unique<data::AudioDatasetOptions>(audio_dataset_options(audio, "the request's \"audio\""));
+      audio_options_ = std::make_unique<data::AudioDatasetOptions>(
+          audio_dataset_options(audio, "the request's \"audio\""));
       // Clips are cut to one length (audio.max_num_seconds); whole files batch with their equals.
       embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
           [this](std::vector<at::Tensor>& clips) { return embed_batch(clips); }, options_.embed_batch,

@@ -168,8 +168,8 @@ class GalleryService {
   std::shared_ptr<models::Extractor> extractor_;
   std::shared_ptr<const data::Transform> transform_;
   ItemInputs inputs_ = ItemInputs::images;
-  std::unique_ptr<RunInputs> text_;                         // a text index's tokenizer
-  std::unique_ptr<data::TextDatasetOptions> text_options_;  // and how its tokens are packed
+  std::unique_ptr<RunInputs> text_;                           // a text index's tokenizer
+  std::unique_ptr<data::TextDatasetOptions> text_options_;    // and how its tokens are packed
   std::unique_ptr<data::AudioDatasetOptions> audio_options_;  // an audio index's cutting
   int64_t max_image_pixels_ = 0;
   std::unique_ptr<data::DecodeBudget> decode_budget_;

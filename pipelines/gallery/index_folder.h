@@ -52,9 +52,9 @@ const char* inputs_name(ItemInputs inputs);
 
 /// The gallery items' records (items.csv), one per embedding row.
 struct IndexedItems {
-  std::vector<int64_t> ids;                    ///< stable ids: assigned at build (0..N-1) and by add
-  std::vector<std::string> paths;              ///< image or audio paths ("" for an item given as an embedding)
-  std::vector<std::string> texts;              ///< a text index's texts ("" elsewhere)
+  std::vector<int64_t> ids;        ///< stable ids: assigned at build (0..N-1) and by add
+  std::vector<std::string> paths;  ///< image or audio paths ("" for an item given as an embedding)
+  std::vector<std::string> texts;  ///< a text index's texts ("" elsewhere)
   std::vector<std::optional<int64_t>> labels;  ///< nullopt: unlabelled
   std::vector<std::string> categories;         ///< "" : none
 
@@ -83,7 +83,7 @@ struct IndexManifest {
   int64_t tuned_for_k = 0;                           ///< the k target_recall chose them for (0: not tuned)
   std::optional<retrieval::RecallEstimate> tuned;    ///< the recall reached at build
   bool index_file = false;                           ///< faiss.index is present
-  bool has_model = false;                  ///< built from images, texts or audio through the config's extractor
+  bool has_model = false;  ///< built from images, texts or audio through the config's extractor
   ItemInputs inputs = ItemInputs::images;  ///< what the items and the model's inputs are
   std::string weights;                     ///< its `weights:` file, absolute ("": the extractor's own)
   std::string weights_sha256;              ///< its SHA-256 when built

@@ -5,8 +5,8 @@
 
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
-#include "oml/data/dataframe.h"
 #include "oml/data/audio_dataset.h"
+#include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/data/sampler.h"
 #include "oml/data/text_dataset.h"
@@ -302,7 +302,8 @@ data::DataSplit all_rows_in_file_order(const data::Dataframe& dataframe) {
   for (const Row& row : rows) {
     if (row.split->has_paths()) out.paths.push_back(row.split->paths[row.index]);
     if (row.split->has_texts()) out.texts.push_back(row.split->texts[row.index]);
-    if (start_times) out.start_times.push_back(row.split->has_start_times() ? row.split->start_times[row.index] : 0.0);
+    if (start_times)
+      out.start_times.push_back(row.split->has_start_times() ? row.split->start_times[row.index] : 0.0);
     out.lines.push_back(row.line);
     // Labels as written in the file (the train split's are remapped to 0..L-1).
     if (!row.split->original_labels.empty())
@@ -325,16 +326,18 @@ const std::vector<std::string>& PredictionInput::sources() const {
 namespace {
 
 /// oml-predict's `data_dir`: a folder of images or audio files, or a UTF-8 file of texts.
-PredictionInput prediction_input_from_data_dir(const config::RunConfig& cfg, const models::Extractor& extractor,
-                                               const std::function<std::shared_ptr<const data::Transform>()>& transform) {
+PredictionInput prediction_input_from_data_dir(
+    const config::RunConfig& cfg, const models::Extractor& extractor,
+    const std::function<std::shared_ptr<const data::Transform>()>& transform) {
   const config::Node node = cfg.source["data_dir"];
   PredictionInput input;
   const models::ExtractorInput reads = extractor.input();
   if (reads == models::ExtractorInput::tokens) {
     if (!fs::is_regular_file(cfg.data_dir)) {
-      node.fail("'" + cfg.data_dir + "' " +
-                (fs::is_directory(cfg.data_dir) ? std::string("is a folder") : std::string("does not exist")) +
-                "; the extractor reads texts, and data_dir names a UTF-8 file of them, one per line");
+      node.fail(
+          "'" + cfg.data_dir + "' " +
+          (fs::is_directory(cfg.data_dir) ? std::string("is a folder") : std::string("does not exist")) +
+          "; the extractor reads texts, and data_dir names a UTF-8 file of them, one per line");
     }
     input.inputs = text_inputs(cfg, extractor, cfg.data_dir, {"transforms_predict", "transforms_val"});
     input.dataset =

@@ -108,7 +108,8 @@ RunInputs run_inputs(const config::RunConfig& config, const models::Extractor& e
 
 RunInputs image_inputs(const config::RunConfig& config, const models::Extractor& extractor) {
   if (extractor.input() != models::ExtractorInput::images)
-    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) + ", not images");
+    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) +
+                                ", not images");
   refuse_audio_settings(config, extractor);
   return {};
 }
@@ -116,7 +117,8 @@ RunInputs image_inputs(const config::RunConfig& config, const models::Extractor&
 RunInputs text_inputs(const config::RunConfig& config, const models::Extractor& extractor,
                       const std::string& texts, const std::vector<std::string>& image_keys) {
   if (extractor.input() != models::ExtractorInput::tokens)
-    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) + ", not texts");
+    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) +
+                                ", not texts");
   refuse_image_settings(config, extractor, image_keys);
   refuse_audio_settings(config, extractor);
   const std::optional<models::TextInputSpec> spec = models::text_input_of(extractor);
@@ -146,7 +148,8 @@ RunInputs text_inputs(const config::RunConfig& config, const models::Extractor& 
 RunInputs audio_inputs(const config::RunConfig& config, const models::Extractor& extractor,
                        const std::string& source, const std::vector<std::string>& image_keys) {
   if (extractor.input() != models::ExtractorInput::audio)
-    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) + ", not audio");
+    extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) +
+                                ", not audio");
   refuse_image_settings(config, extractor, image_keys);
   const std::optional<int64_t> rate = models::audio_sample_rate_of(extractor);
   if (!rate) {

@@ -408,13 +408,15 @@ TEST_CASE("kaldi_fbank equals torchaudio.compliance.kaldi.fbank for every option
 
   KaldiFbankOptions bad;
   bad.num_mel_bins = 3;
-  CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({1000}), bad), Contains("num_mel_bins must be > 3"));
+  CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({1000}), bad),
+                    Contains("num_mel_bins must be > 3"));
   bad = {};
   bad.window_type = "gauss";
   CHECK_THROWS_WITH(oml::models::check_options(bad), Contains("window_type 'gauss'"));
   bad = {};
   bad.high_freq = 9000.0;
   CHECK_THROWS_WITH(oml::models::check_options(bad), Contains("<= 8000"));
-  CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({300})), Contains("shorter than one frame (400 samples)"));
+  CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({300})),
+                    Contains("shorter than one frame (400 samples)"));
   CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({1000}, torch::kLong)), Contains("float waveform"));
 }

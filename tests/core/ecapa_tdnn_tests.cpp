@@ -183,13 +183,13 @@ TEST_CASE("The pipelines feed an audio extractor audio items cut as `audio:` say
   oml::cli::register_builtins();
   const std::string extractor = "extractor: {name: ecapa_tdnn, args: {arch: ecapa_tdnn_taoruijie}}\n";
   auto model = make_ecapa();
-  const auto dataframe =
-      oml::data::Dataframe::parse("label,path,split,is_query,is_gallery\n0,a.wav,validation,True,True\n",
-                                  "df.csv", oml::data::DataframeOptions{.dataset_root = {}, .check_files = false});
+  const auto dataframe = oml::data::Dataframe::parse(
+      "label,path,split,is_query,is_gallery\n0,a.wav,validation,True,True\n", "df.csv",
+      oml::data::DataframeOptions{.dataset_root = {}, .check_files = false});
 
   // OML's constants by default; `audio:` sets them.
-  const auto defaults =
-      oml::pipelines::run_inputs(oml::test::parse_run_config_text(extractor, "audio.yaml"), *model, dataframe, {});
+  const auto defaults = oml::pipelines::run_inputs(oml::test::parse_run_config_text(extractor, "audio.yaml"),
+                                                   *model, dataframe, {});
   CHECK(defaults.kind == oml::pipelines::RowInput::audio);
   CHECK(defaults.unit() == "clip");
   REQUIRE(defaults.audio);
@@ -207,9 +207,10 @@ TEST_CASE("The pipelines feed an audio extractor audio items cut as `audio:` say
   // The model's front end is for 16 kHz: another rate is refused at its key.
   const oml::config::RunConfig other_rate =
       oml::test::parse_run_config_text(extractor + "audio: {sample_rate: 8000}\n", "audio.yaml");
-  CHECK_THROWS_WITH(oml::pipelines::run_inputs(other_rate, *model, dataframe, {}),
-                    Contains("audio.yaml:2") && Contains("8000 Hz, but extractor 'ecapa_tdnn' reads waveforms "
-                                                         "sampled at 16000 Hz"));
+  CHECK_THROWS_WITH(
+      oml::pipelines::run_inputs(other_rate, *model, dataframe, {}),
+      Contains("audio.yaml:2") && Contains("8000 Hz, but extractor 'ecapa_tdnn' reads waveforms "
+                                           "sampled at 16000 Hz"));
   // Image settings, and the commands that read texts or images only.
   const oml::config::RunConfig with_transform = oml::test::parse_run_config_text(
       extractor + "transforms_val: {name: norm_resize_torch, args: {im_size: 32}}\n", "audio.yaml");

@@ -362,9 +362,27 @@ TEST_CASE("Mutated audio files end in an item or a DataError", "[fuzz][audio]") 
   target.seeds.push_back(oml::test::wav_bytes(wave, 16000, 1));
   target.seeds.push_back(oml::test::wav_bytes(wave, 22050, 2));
   target.seeds.push_back(oml::test::wav_bytes(wave, 8000, 4));
-  target.dictionary = {"RIFF", "RIFX", "RF64", "WAVE", "fmt ", "data", "fact", "LIST", "fLaC", "OggS",
-                       "ID3",  "\xff\xfb", "FORM", "AIFF", "\x80\xbb\0\0", "\x44\xac\0\0", "\xff\xff\xff\xff",
-                       "\0\0\0\0", "\x01\0", "\x03\0", "\xfe\xff"};
+  target.dictionary = {"RIFF",
+                       "RIFX",
+                       "RF64",
+                       "WAVE",
+                       "fmt ",
+                       "data",
+                       "fact",
+                       "LIST",
+                       "fLaC",
+                       "OggS",
+                       "ID3",
+                       "\xff\xfb",
+                       "FORM",
+                       "AIFF",
+                       "\x80\xbb\0\0",
+                       "\x44\xac\0\0",
+                       "\xff\xff\xff\xff",
+                       "\0\0\0\0",
+                       "\x01\0",
+                       "\x03\0",
+                       "\xfe\xff"};
   // What oml-serve applies to a request: a sample limit and a channel limit, then the cut to
   // 0.1 s at 16 kHz as an index config's audio: would.
   data::AudioDecodeLimits limits;
@@ -377,7 +395,8 @@ TEST_CASE("Mutated audio files end in an item or a DataError", "[fuzz][audio]") 
                             const data::Audio audio = data::decode_audio(bytes, "fuzzed audio", limits);
                             const at::Tensor item = data::audio_item(audio, options, 0, "fuzzed audio");
                             if (item.dim() != 2 || item.size(0) != 1 || item.size(1) != 1600)
-                              throw InternalError("audio_item returned " + std::to_string(item.dim()) + " dims");
+                              throw InternalError("audio_item returned " + std::to_string(item.dim()) +
+                                                  " dims");
                           }}};
   fuzz::check(target, 3.0);
 }

@@ -30,15 +30,16 @@ fs::path write_predict_config(const TempDir& dir, const std::string& name, const
 
 }  // namespace
 
-TEST_CASE("An ECAPA-TDNN trains on an audio dataframe; its checkpoint validates and predicts as trained",
+TEST_CASE("An ECAPA-TDNN trains on an audio dataframe, and its checkpoint validates and predicts as trained",
           "[pipelines][integration][audio]") {
   TempDir dir;
   write_audio_run(dir);
   const auto train = run_oml("oml-train", "--config " + quote((dir / "train.yaml").string()), 900);
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
-  CHECK_THAT(train.out + train.err, Contains("resampled to 16000 Hz, downmixed to mono, cut or left-padded to 1 s") &&
-                                        Contains("clip/s"));
+  CHECK_THAT(
+      train.out + train.err,
+      Contains("resampled to 16000 Hz, downmixed to mono, cut or left-padded to 1 s") && Contains("clip/s"));
   const fs::path run = dir / "logs" / "run";
   // 1 epoch x 2 batches of 2 speakers x 2 clips.
   const auto steps = read_jsonl(run / "train.jsonl");
@@ -76,17 +77,19 @@ TEST_CASE("An ECAPA-TDNN trains on an audio dataframe; its checkpoint validates 
   CHECK(max_abs_diff(rows[3], rows[4]) > 1e-3);  // two segments of one file, two embeddings
 
   // ... and a folder of audio files alike: each file once, in sorted path order, from its start.
-  const auto folder = run_oml("oml-predict", "--config " + quote(config.string()) + " --set data_dir=" +
-                                                 quote((dir / "data").string()) + " --set save_dir=" +
-                                                 quote((dir / "folder").string()),
-                              600);
+  const auto folder =
+      run_oml("oml-predict",
+              "--config " + quote(config.string()) + " --set data_dir=" + quote((dir / "data").string()) +
+                  " --set save_dir=" + quote((dir / "folder").string()),
+              600);
   INFO(folder.out << folder.err);
   REQUIRE(folder.exit_code == 0);
   const at::Tensor files = oml::io::read_npy_matrix(dir / "folder" / "embeddings.npy");
   const auto file_rows = csv_rows(dir / "folder" / "embeddings.csv");
   REQUIRE(files.size(0) == 22);
   std::map<std::string, int64_t> file_index;
-  for (std::size_t i = 1; i < file_rows.size(); ++i) file_index[file_rows[i][1]] = static_cast<int64_t>(i) - 1;
+  for (std::size_t i = 1; i < file_rows.size(); ++i)
+    file_index[file_rows[i][1]] = static_cast<int64_t>(i) - 1;
   for (std::size_t row = 1; row < csv.size(); ++row) {
     if (row == 5) continue;  // the segment from 1.2 s: no file gives it
     INFO(csv[row][1]);
@@ -126,8 +129,9 @@ TEST_CASE("Audio runs refuse what they cannot honour, naming the key or the file
     CHECK_THAT(r.err, Contains("max_num_seconds") && Contains("0 for whole files"));
   }
   SECTION("a text dataframe") {
-    write_file(dir / "texts" / "df.csv",
-               "label,text,split,is_query,is_gallery\n0,hello,train,,\n0,hi,train,,\n1,yes,train,,\n1,no,train,,\n");
+    write_file(
+        dir / "texts" / "df.csv",
+        "label,text,split,is_query,is_gallery\n0,hello,train,,\n0,hi,train,,\n1,yes,train,,\n1,no,train,,\n");
     const auto r = run_oml("oml-train", config + " --set dataset_root=" + quote((dir / "texts").string()));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("extractor 'ecapa_tdnn' reads audio") && Contains("is a text dataframe"));
@@ -147,8 +151,7 @@ TEST_CASE("Audio runs refuse what they cannot honour, naming the key or the file
   SECTION("a validation grid, which draws images") {
     write_file(dir / "validate.yaml", audio_validate_config(dir, ""));
     const auto r = run_oml("oml-validate",
-                           "--config " + quote((dir / "validate.yaml").string()) + " --visualize 2",
-                           600);
+                           "--config " + quote((dir / "validate.yaml").string()) + " --visualize 2", 600);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("this dataframe holds audio"));
   }

@@ -28,17 +28,17 @@ fs::path build_audio_index(const TempDir& dir) {
   for (int speaker = 4; speaker < 6; ++speaker) {
     for (int item = 0; item < 3; ++item) {
       const bool stereo = (speaker + item) % 3 == 0;
-      gallery += std::to_string(speaker) + ",speaker" + std::to_string(speaker) + "/take" + std::to_string(item) +
-                 (stereo ? "_22k.wav" : ".wav") + ",validation,True,True,voice\n";
+      gallery += std::to_string(speaker) + ",speaker" + std::to_string(speaker) + "/take" +
+                 std::to_string(item) + (stereo ? "_22k.wav" : ".wav") + ",validation,True,True,voice\n";
     }
   }
   write_file(dir / "data" / "gallery.csv", gallery);
   const fs::path config = dir / "predict.yaml";
   write_file(config, audio_validate_config(dir, dir / "logs" / "run" / "checkpoints" / "best.ckpt") +
                          "save_dir: " + (dir / "pred").string() + "\nretrieval_backend: {name: exact}\n");
-  const auto build = run_oml("oml-index", "build --config " + quote(config.string()) +
-                                              " --set dataframe_name=gallery.csv --out " +
-                                              quote((dir / "index").string()),
+  const auto build = run_oml("oml-index",
+                             "build --config " + quote(config.string()) +
+                                 " --set dataframe_name=gallery.csv --out " + quote((dir / "index").string()),
                              600);
   INFO(build.err);
   REQUIRE(build.exit_code == 0);
@@ -77,10 +77,11 @@ TEST_CASE("An index of audio: built, searched with a folder of clips, served wit
   fs::create_directories(dir / "queries");
   fs::copy_file(dir / "data" / "speaker4" / "take1.wav", dir / "queries" / "a.wav");
   fs::copy_file(dir / "data" / "speaker5" / "take1_22k.wav", dir / "queries" / "b.wav");
-  const auto search = run_oml("oml-search", "--index " + quote(index.string()) + " --audio " +
-                                                quote((dir / "queries").string()) + " --top-k 2 --out " +
-                                                quote((dir / "found").string()),
-                              600);
+  const auto search =
+      run_oml("oml-search",
+              "--index " + quote(index.string()) + " --audio " + quote((dir / "queries").string()) +
+                  " --top-k 2 --out " + quote((dir / "found").string()),
+              600);
   INFO(search.err);
   REQUIRE(search.exit_code == 0);
   const auto found = csv_rows(dir / "found" / "neighbours.csv");
@@ -97,18 +98,36 @@ TEST_CASE("An index of audio: built, searched with a folder of clips, served wit
     CHECK(images.exit_code == 2);
     CHECK_THAT(images.err, Contains("holds audio") && Contains("give --audio FOLDER"));
     write_file(dir / "q.txt", "hello\n");
-    const auto texts = run_oml("oml-search", "--index " + quote(index.string()) + " --texts " +
-                                                 quote((dir / "q.txt").string()) + " --out " +
-                                                 quote((dir / "y").string()));
+    const auto texts =
+        run_oml("oml-search", "--index " + quote(index.string()) + " --texts " +
+                                  quote((dir / "q.txt").string()) + " --out " + quote((dir / "y").string()));
     CHECK(texts.exit_code == 2);
     CHECK_THAT(texts.err, Contains("holds audio"));
   }
 
+  SECTION("oml-index add --audio appends a folder's clips, found by the same clips") {
+    const auto add = run_oml(
+        "oml-index", "add --index " + quote(index.string()) + " --audio " + quote((dir / "queries").string()),
+        600);
+    INFO(add.err);
+    REQUIRE(add.exit_code == 0);
+    CHECK_THAT(add.out, Contains("added 2 items") && Contains(": 8 items"));
+    const auto again =
+        run_oml("oml-search",
+                "--index " + quote(index.string()) + " --audio " + quote((dir / "queries").string()) +
+                    " --top-k 1 --out " + quote((dir / "again").string()),
+                600);
+    REQUIRE(again.exit_code == 0);
+    const auto top = csv_rows(dir / "again" / "neighbours.csv");
+    REQUIRE(top.size() == 3);
+    CHECK(std::stof(top[1].back()) < 1e-3F);  // each clip finds an item at distance ~0
+  }
+
   SECTION("oml-serve embeds and searches clips as oml-predict and oml-search do") {
     // oml-predict over the query folder: the reference embeddings.
-    const auto predict = run_oml("oml-predict", "--config " + quote(config.string()) + " --set data_dir=" +
-                                                    quote((dir / "queries").string()),
-                                 600);
+    const auto predict = run_oml(
+        "oml-predict",
+        "--config " + quote(config.string()) + " --set data_dir=" + quote((dir / "queries").string()), 600);
     INFO(predict.err);
     REQUIRE(predict.exit_code == 0);
     const at::Tensor expected = oml::io::read_npy_matrix(dir / "pred" / "embeddings.npy");
@@ -117,8 +136,8 @@ TEST_CASE("An index of audio: built, searched with a folder of clips, served wit
     const auto health = call(server.url() + "/health");
     CHECK(health.body.at("inputs") == "audio");
     write_file(dir / "a.json", "{\"audio\": \"" + base64_of(dir / "queries" / "a.wav") + "\"}");
-    const auto a = call("-H 'Content-Type: application/json' --data-binary @" + quote((dir / "a.json").string()) +
-                        " " + server.url() + "/embed");
+    const auto a = call("-H 'Content-Type: application/json' --data-binary @" +
+                        quote((dir / "a.json").string()) + " " + server.url() + "/embed");
     INFO(a.text);
     REQUIRE(a.status == 200);
     CHECK(max_abs_diff(embedding_of(a.body), expected[0]) < 1e-4);
@@ -128,10 +147,12 @@ TEST_CASE("An index of audio: built, searched with a folder of clips, served wit
     INFO(b.text);
     REQUIRE(b.status == 200);
     CHECK(max_abs_diff(embedding_of(b.body), expected[1]) < 1e-4);
-    const auto near = call("-H 'Content-Type: audio/wav' --data-binary @" +
-                           quote((dir / "queries" / "b.wav").string()) + " '" + server.url() + "/search?k=1'");
+    const auto near =
+        call("-H 'Content-Type: audio/wav' --data-binary @" + quote((dir / "queries" / "b.wav").string()) +
+             " '" + server.url() + "/search?k=1'");
     REQUIRE(near.status == 200);
-    CHECK_THAT(near.body.at("neighbours")[0].at("path").get<std::string>(), Contains("speaker5/take1_22k.wav"));
+    CHECK_THAT(near.body.at("neighbours")[0].at("path").get<std::string>(),
+               Contains("speaker5/take1_22k.wav"));
 
     // An item added by its audio, found by the same clip.
     write_file(dir / "item.json", "{\"audio\": \"" + base64_of(dir / "data" / "speaker0" / "take0_22k.wav") +
@@ -141,16 +162,16 @@ TEST_CASE("An index of audio: built, searched with a folder of clips, served wit
     INFO(added.text);
     REQUIRE(added.status == 201);
     const auto again = call("-H 'Content-Type: audio/wav' --data-binary @" +
-                            quote((dir / "data" / "speaker0" / "take0_22k.wav").string()) + " '" + server.url() +
-                            "/search?k=1'");
+                            quote((dir / "data" / "speaker0" / "take0_22k.wav").string()) + " '" +
+                            server.url() + "/search?k=1'");
     REQUIRE(again.status == 200);
     CHECK(again.body.at("neighbours")[0].at("path") == "new/take.wav");
 
     // Mistakes and hostile bytes: 400 for the wrong kind, 422 for bytes that are not audio, 413 for
     // a clip that decodes past --max-audio-mb (0.5 MiB: 131072 samples; 10 s at 16 kHz is 160000).
     write_file(dir / "text.json", "{\"text\": \"hello\"}");
-    CHECK(call("-H 'Content-Type: application/json' --data-binary @" + quote((dir / "text.json").string()) + " " +
-               server.url() + "/embed")
+    CHECK(call("-H 'Content-Type: application/json' --data-binary @" + quote((dir / "text.json").string()) +
+               " " + server.url() + "/embed")
               .status == 400);
     write_file(dir / "image.json", "{\"image\": \"" + base64_of(dir / "a.json") + "\"}");
     const auto image = call("-H 'Content-Type: application/json' --data-binary @" +

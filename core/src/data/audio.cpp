@@ -109,11 +109,11 @@ Audio decode_audio(const std::string& bytes, const std::string& source, const Au
     if (got <= 0) break;
     interleaved.insert(interleaved.end(), block.begin(), block.begin() + got * channels);
     if (limits.max_samples > 0 && static_cast<int64_t>(interleaved.size()) > limits.max_samples) {
-      throw AudioTooLong(::oml::detail::concat(
-          source, ": the audio decodes to more than ", limits.max_samples, " samples (",
-          limits.max_samples * 4 / (1024 * 1024), " MiB of float32, ", limits.setting, "; ",
-          limits.max_samples / channels / info.samplerate, " s of this file's ", channels, " channels at ",
-          info.samplerate, " Hz): send a shorter clip"));
+      throw AudioTooLong(
+          ::oml::detail::concat(source, ": the audio decodes to more than ", limits.max_samples, " samples (",
+                                limits.max_samples * 4 / (1024 * 1024), " MiB of float32, ", limits.setting,
+                                "; ", limits.max_samples / channels / info.samplerate, " s of this file's ",
+                                channels, " channels at ", info.samplerate, " Hz): send a shorter clip"));
     }
   }
   const int error = sf_error(handle.get());
@@ -160,10 +160,13 @@ at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t
   const int64_t next = to_rate / gcd;
   // The kernel is [next, ~orig + 2 * 6 * orig / next] float64: rates with a small gcd (a prime rate
   // such as 47999 Hz) would ask for gigabytes. Common rates (8 to 192 kHz) need well under a million.
-  const double kernel_values = static_cast<double>(next) * (static_cast<double>(orig) + 16.0 * static_cast<double>(orig) / static_cast<double>(next) + 16.0);
-  OML_CHECK(kernel_values <= kMaxResampleKernelValues, DataError, "resampling from ", from_rate, " Hz to ", to_rate,
-            " Hz needs a filter of ", static_cast<int64_t>(kernel_values), " values (the rates' greatest common divisor is ",
-            gcd, "), more than ", static_cast<int64_t>(kMaxResampleKernelValues),
+  const double kernel_values =
+      static_cast<double>(next) *
+      (static_cast<double>(orig) + 16.0 * static_cast<double>(orig) / static_cast<double>(next) + 16.0);
+  OML_CHECK(kernel_values <= kMaxResampleKernelValues, DataError, "resampling from ", from_rate, " Hz to ",
+            to_rate, " Hz needs a filter of ", static_cast<int64_t>(kernel_values),
+            " values (the rates' greatest common divisor is ", gcd, "), more than ",
+            static_cast<int64_t>(kMaxResampleKernelValues),
             ": convert the file to a common rate (8, 16, 22.05, 44.1 or 48 kHz) first");
   const auto [kernel, width] = sinc_resample_kernel(orig, next);
 

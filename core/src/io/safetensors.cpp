@@ -30,15 +30,15 @@ struct Dtype {
   const char* code;
   at::ScalarType type;
 };
-constexpr Dtype kDtypes[] = {{"F64", at::kDouble},    {"F32", at::kFloat}, {"F16", at::kHalf},
-                             {"BF16", at::kBFloat16}, {"I64", at::kLong},  {"I32", at::kInt},
-                             {"I16", at::kShort},     {"I8", at::kChar},   {"U8", at::kByte},
-                             {"BOOL", at::kBool}};
+constexpr Dtype kSafetensorsDtypes[] = {{"F64", at::kDouble},    {"F32", at::kFloat}, {"F16", at::kHalf},
+                                        {"BF16", at::kBFloat16}, {"I64", at::kLong},  {"I32", at::kInt},
+                                        {"I16", at::kShort},     {"I8", at::kChar},   {"U8", at::kByte},
+                                        {"BOOL", at::kBool}};
 // Codes of the format that have no tensor type on every LibTorch oml-cpp builds against.
 const std::set<std::string> kUnsupportedCodes = {"U16",     "U32", "U64",     "F8_E4M3", "F8_E5M2",
                                                  "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
 
-[[noreturn]] void bad_file(const fs::path& path, const std::string& what) {
+[[noreturn]] void bad_safetensors(const fs::path& path, const std::string& what) {
   throw DataError(path.string() + ": not a valid safetensors file: " + what);
 }
 
@@ -71,10 +71,10 @@ json parse_header(const fs::path& path, const std::string& text) {
   try {
     header = json::parse(text, track);
   } catch (const json::exception& e) {
-    bad_file(path, std::string("the header is not valid JSON (") + e.what() + ")");
+    bad_safetensors(path, std::string("the header is not valid JSON (") + e.what() + ")");
   }
-  if (!duplicate.empty()) bad_file(path, "the header has the key '" + duplicate + "' twice");
-  if (!header.is_object()) bad_file(path, "the header is not a JSON object");
+  if (!duplicate.empty()) bad_safetensors(path, "the header has the key '" + duplicate + "' twice");
+  if (!header.is_object()) bad_safetensors(path, "the header is not a JSON object");
   return header;
 }
 
@@ -97,9 +97,9 @@ Entry parse_entry(const fs::path& path, const std::string& name, const json& inf
   const auto& dtype = info.at("dtype");
   if (!dtype.is_string()) bad_tensor(path, name, "dtype must be a string, got " + dtype.dump());
   const auto code = dtype.get<std::string>();
-  const auto known =
-      std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](const Dtype& d) { return code == d.code; });
-  if (known == std::end(kDtypes)) {
+  const auto known = std::find_if(std::begin(kSafetensorsDtypes), std::end(kSafetensorsDtypes),
+                                  [&](const Dtype& d) { return code == d.code; });
+  if (known == std::end(kSafetensorsDtypes)) {
     bad_tensor(path, name,
                kUnsupportedCodes.count(code)
                    ? "dtype " + code + " is not supported (F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL are)"
@@ -137,10 +137,12 @@ Entry parse_entry(const fs::path& path, const std::string& name, const json& inf
 }
 
 std::map<std::string, std::string> parse_metadata(const fs::path& path, const json& value) {
-  if (!value.is_object()) bad_file(path, "__metadata__ must be an object of strings, got " + value.dump());
+  if (!value.is_object())
+    bad_safetensors(path, "__metadata__ must be an object of strings, got " + value.dump());
   std::map<std::string, std::string> out;
   for (const auto& [key, item] : value.items()) {
-    if (!item.is_string()) bad_file(path, "__metadata__['" + key + "'] must be a string, got " + item.dump());
+    if (!item.is_string())
+      bad_safetensors(path, "__metadata__['" + key + "'] must be a string, got " + item.dump());
     out.emplace(key, item.get<std::string>());
   }
   return out;
@@ -163,18 +165,18 @@ void check_tiling(const fs::path& path, std::vector<Entry>& entries, std::uint64
     expected = e.end;
   }
   if (expected > data_bytes) {
-    bad_file(path, "truncated: the tensors need " + std::to_string(expected) +
-                       " bytes of data, the file has " + std::to_string(data_bytes));
+    bad_safetensors(path, "truncated: the tensors need " + std::to_string(expected) +
+                              " bytes of data, the file has " + std::to_string(data_bytes));
   }
   if (expected < data_bytes) {
-    bad_file(path, std::to_string(data_bytes - expected) +
-                       " bytes after the last tensor's data (the header accounts for " +
-                       std::to_string(expected) + " of " + std::to_string(data_bytes) + ")");
+    bad_safetensors(path, std::to_string(data_bytes - expected) +
+                              " bytes after the last tensor's data (the header accounts for " +
+                              std::to_string(expected) + " of " + std::to_string(data_bytes) + ")");
   }
 }
 
 const char* dtype_code(at::ScalarType type) {
-  for (const auto& d : kDtypes) {
+  for (const auto& d : kSafetensorsDtypes) {
     if (d.type == type) return d.code;
   }
   return nullptr;
@@ -189,24 +191,25 @@ SafetensorsContent read_safetensors(const fs::path& path) {
   const std::uint64_t file_bytes = fs::file_size(path, ec);
   if (ec) throw DataError(path.string() + ": cannot read the safetensors file's size: " + ec.message());
   if (file_bytes < 8) {
-    bad_file(path, std::to_string(file_bytes) + " bytes, less than the 8-byte header length");
+    bad_safetensors(path, std::to_string(file_bytes) + " bytes, less than the 8-byte header length");
   }
   unsigned char length_bytes[8];
   in.read(reinterpret_cast<char*>(length_bytes), 8);
   std::uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | length_bytes[i];
   if (header_bytes > file_bytes - 8) {
-    bad_file(path, "truncated: the header is " + std::to_string(header_bytes) + " bytes long, the file has " +
-                       std::to_string(file_bytes - 8) + " after the length");
+    bad_safetensors(path, "truncated: the header is " + std::to_string(header_bytes) +
+                              " bytes long, the file has " + std::to_string(file_bytes - 8) +
+                              " after the length");
   }
   if (header_bytes > kMaxHeaderBytes) {
-    bad_file(path, "a header of " + std::to_string(header_bytes) + " bytes (at most " +
-                       std::to_string(kMaxHeaderBytes) + " are allowed)");
+    bad_safetensors(path, "a header of " + std::to_string(header_bytes) + " bytes (at most " +
+                              std::to_string(kMaxHeaderBytes) + " are allowed)");
   }
   std::string text(header_bytes, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_bytes));
   if (!in) throw DataError(path.string() + ": cannot read the safetensors header");
-  if (text.empty() || text.front() != '{') bad_file(path, "the header does not start with '{'");
+  if (text.empty() || text.front() != '{') bad_safetensors(path, "the header does not start with '{'");
   const json header = parse_header(path, text);
 
   SafetensorsContent content;

@@ -85,7 +85,7 @@ LossOutput TripletLossImpl::forward(const torch::Tensor& input, const torch::Ten
                                     ? "rows " + std::to_string(i) + ", " + std::to_string(n + i) + ", " +
                                           std::to_string(2 * n + i) + " of [anchors; positives; negatives]"
                                     : "rows " + std::to_string(3 * i) + ".." + std::to_string(3 * i + 2);
-      throw DataError(detail::concat(
+      throw DataError(::oml::detail::concat(
           name_, ": the batch is not made of triplets: triplet ", i, " (", where, ") has labels ",
           la[i].item<int64_t>(), ", ", lp[i].item<int64_t>(), ", ", ln[i].item<int64_t>(),
           "; anchor and positive must share a label that the negative lacks (a P x K sampler's batch "

@@ -87,7 +87,8 @@ void check_options(const KaldiFbankOptions& o) {
   const double high = nyquist_high(o);
   OML_CHECK(0.0 <= o.low_freq && o.low_freq < nyquist && 0.0 < high && high <= nyquist && o.low_freq < high,
             UsageError, "kaldi_fbank: low_freq ", o.low_freq, " and high_freq ", o.high_freq,
-            " must satisfy 0 <= low < high <= ", nyquist, " (the Nyquist frequency; high <= 0 is an offset from it)");
+            " must satisfy 0 <= low < high <= ", nyquist,
+            " (the Nyquist frequency; high <= 0 is an offset from it)");
   OML_CHECK(o.window_type == "povey" || o.window_type == "hanning" || o.window_type == "hamming" ||
                 o.window_type == "rectangular" || o.window_type == "blackman",
             UsageError, "kaldi_fbank: window_type '", o.window_type,
@@ -106,7 +107,8 @@ at::Tensor kaldi_mel_banks(const KaldiFbankOptions& o, int64_t padded_window) {
   const at::Tensor right = mel_low + (bin + 2.0) * delta;
   const double bin_width = o.sample_frequency / static_cast<double>(padded_window);
   const at::Tensor fft_mel =
-      (1127.0 * (1.0 + bin_width * torch::arange(padded_window / 2, torch::kFloat32) / 700.0).log()).unsqueeze(0);
+      (1127.0 * (1.0 + bin_width * torch::arange(padded_window / 2, torch::kFloat32) / 700.0).log())
+          .unsqueeze(0);
   const at::Tensor up = (fft_mel - left) / (center - left);
   const at::Tensor down = (right - fft_mel) / (right - center);
   return torch::max(torch::zeros({1}), torch::min(up, down));

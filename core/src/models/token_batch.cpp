@@ -49,15 +49,16 @@ void check_token_batch(const TokenBatch& b, const std::string& who) {
   const auto bad = mask.ne(0).logical_and(mask.ne(1));
   if (bad.any().item<bool>()) {
     const auto where = bad.nonzero()[0];
-    throw DataError(detail::concat(who, ": attention mask values must be 0 or 1, got ",
-                                   mask.index({where[0], where[1]}).item<int64_t>(), " in row ",
-                                   where[0].item<int64_t>()));
+    throw DataError(::oml::detail::concat(who, ": attention mask values must be 0 or 1, got ",
+                                          mask.index({where[0], where[1]}).item<int64_t>(), " in row ",
+                                          where[0].item<int64_t>()));
   }
   const auto empty = mask.sum(1).eq(0);
   if (empty.any().item<bool>()) {
-    throw DataError(detail::concat(who, ": row ", empty.nonzero()[0][0].item<int64_t>(),
-                                   " of the attention mask has no token (a text must have at least one, e.g. "
-                                   "the tokenizer's [CLS])"));
+    throw DataError(
+        ::oml::detail::concat(who, ": row ", empty.nonzero()[0][0].item<int64_t>(),
+                              " of the attention mask has no token (a text must have at least one, e.g. "
+                              "the tokenizer's [CLS])"));
   }
 }
 

@@ -11,6 +11,7 @@
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/zoo.h"
+#include "weight_init.h"
 
 namespace oml::models {
 namespace {
@@ -58,10 +59,6 @@ const std::vector<ViTArch>& archs() {
   };
   return all;
 }
-
-// DINO's trunc_normal_(std=0.02) cuts at +-2 (absolute), i.e. 100 standard deviations: a plain
-// normal draw clamped there has the same distribution for every practical purpose.
-void trunc_normal(torch::Tensor& t, double std) { t.normal_(0.0, std).clamp_(-2.0, 2.0); }
 
 // The arch a weights file was made for, from the shapes it holds ("" when not recognisable).
 std::string guess_arch(const io::StateDict& weights) {
@@ -161,16 +158,16 @@ ViTImpl::ViTImpl(ViTOptions options) : options_(std::move(options)), arch_(vit_a
     // The original initialisation: truncated normal(0.02) for the position embedding and every
     // linear weight, zero biases; DINO draws the CLS token like pos_embed, DINOv2 with std 1e-6.
     torch::NoGradGuard no_grad;
-    trunc_normal(pos_embed_, 0.02);
+    detail::trunc_normal(pos_embed_, 0.02);
     if (arch_.dinov2) {
       cls_token_.normal_(0.0, 1e-6);
       if (register_tokens_.defined()) register_tokens_.normal_(0.0, 1e-6);
     } else {
-      trunc_normal(cls_token_, 0.02);
+      detail::trunc_normal(cls_token_, 0.02);
     }
     for (auto& module : modules(/*include_self=*/false)) {
       if (auto* linear = module->as<nn::Linear>()) {
-        trunc_normal(linear->weight, 0.02);
+        detail::trunc_normal(linear->weight, 0.02);
         linear->bias.zero_();
       }
     }

@@ -32,7 +32,7 @@ ViTClipArch clip(const std::string& name, int64_t width, int64_t layers, int64_t
 }
 
 // OML's ViTCLIPExtractor.constructors.
-const std::vector<ViTClipArch>& archs() {
+const std::vector<ViTClipArch>& clip_archs() {
   static const std::vector<ViTClipArch> all = {
       clip("vitb16_224", 768, 12, 12, 16, 224, 512),
       clip("vitb32_224", 768, 12, 12, 32, 224, 512),
@@ -48,7 +48,7 @@ torch::Tensor layer_norm(nn::LayerNorm& norm, const torch::Tensor& x) {
 }
 
 // The arch a weights file was made for, from the shapes it holds ("" when not recognisable).
-std::string guess_arch(const io::StateDict& weights) {
+std::string guess_clip_arch(const io::StateDict& weights) {
   const auto conv = weights.find("conv1.weight");
   const auto pos = weights.find("positional_embedding");
   const auto proj = weights.find("proj");
@@ -58,7 +58,7 @@ std::string guess_arch(const io::StateDict& weights) {
   }
   int64_t layers = 0;
   while (weights.count("transformer.resblocks." + std::to_string(layers) + ".ln_1.weight")) ++layers;
-  for (const auto& a : archs()) {
+  for (const auto& a : clip_archs()) {
     const int64_t grid = a.input_resolution / a.patch_size;
     if (a.width == conv->second.size(0) && a.patch_size == conv->second.size(2) && a.layers == layers &&
         pos->second.size(0) == grid * grid + 1 && a.output_dim == proj->second.size(1)) {
@@ -94,14 +94,14 @@ io::StateDict visual_part(const io::StateDict& weights, const io::StateDict& mod
 const std::vector<std::string>& vit_clip_arch_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (const auto& a : archs()) out.push_back(a.name);
+    for (const auto& a : clip_archs()) out.push_back(a.name);
     return out;
   }();
   return names;
 }
 
 ViTClipArch vit_clip_arch(const std::string& name) {
-  for (const auto& a : archs()) {
+  for (const auto& a : clip_archs()) {
     if (a.name == name) return a;
   }
   config::fail_argument("extractor 'vit_clip'", "arch", "unknown arch '", name, "'",
@@ -177,7 +177,7 @@ void ViTClipImpl::load_weights(const std::string& weights) {
   try {
     io::load_state_dict(*this, file, path);
   } catch (DataError& e) {
-    const std::string file_arch = guess_arch(file);
+    const std::string file_arch = guess_clip_arch(file);
     if (!file_arch.empty() && file_arch != arch_.name) {
       e.add_context("the file holds " + file_arch + " weights, the model is arch " + arch_.name);
     }

@@ -9,6 +9,7 @@
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/zoo.h"
+#include "weight_init.h"
 
 namespace oml::models {
 namespace {
@@ -31,7 +32,7 @@ ViTUnicomArch unicom(const std::string& name, int64_t size, int64_t patch, int64
 }
 
 // OML's ViTUnicomExtractor.constructors, i.e. UNICOM's build_model.
-const std::vector<ViTUnicomArch>& archs() {
+const std::vector<ViTUnicomArch>& unicom_archs() {
   static const std::vector<ViTUnicomArch> all = {
       unicom("vitb32_unicom", 224, 32, 768, 512, 12, 12),
       unicom("vitb16_unicom", 224, 16, 768, 768, 12, 12),
@@ -41,19 +42,15 @@ const std::vector<ViTUnicomArch>& archs() {
   return all;
 }
 
-// timm's trunc_normal_(std) cuts at +-2 (absolute), 100 standard deviations for std 0.02: a
-// clamped normal draw has the same distribution for every practical purpose.
-void trunc_normal(torch::Tensor& t, double std) { t.normal_(0.0, std).clamp_(-2.0, 2.0); }
-
 // The arch a weights file was made for, from the shapes it holds ("" when not recognisable).
-std::string guess_arch(const io::StateDict& weights) {
+std::string guess_unicom_arch(const io::StateDict& weights) {
   const auto proj = weights.find("patch_embed.proj.weight");
   const auto pos = weights.find("pos_embed");
   if (proj == weights.end() || pos == weights.end() || proj->second.dim() != 4 || pos->second.dim() != 3)
     return "";
   int64_t depth = 0;
   while (weights.count("blocks." + std::to_string(depth) + ".norm1.weight")) ++depth;
-  for (const auto& a : archs()) {
+  for (const auto& a : unicom_archs()) {
     const int64_t grid = a.input_size / a.patch_size;
     if (a.dim == proj->second.size(0) && a.patch_size == proj->second.size(2) && a.depth == depth &&
         pos->second.size(1) == grid * grid) {
@@ -68,14 +65,14 @@ std::string guess_arch(const io::StateDict& weights) {
 const std::vector<std::string>& vit_unicom_arch_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (const auto& a : archs()) out.push_back(a.name);
+    for (const auto& a : unicom_archs()) out.push_back(a.name);
     return out;
   }();
   return names;
 }
 
 ViTUnicomArch vit_unicom_arch(const std::string& name) {
-  for (const auto& a : archs()) {
+  for (const auto& a : unicom_archs()) {
     if (a.name == name) return a;
   }
   config::fail_argument("extractor 'vit_unicom'", "arch", "unknown arch '", name, "'",
@@ -147,10 +144,10 @@ ViTUnicomImpl::ViTUnicomImpl(ViTUnicomOptions options)
     // UNICOM's initialisation: truncated normal (0.02) for the position embedding and every
     // linear weight, zero biases; PyTorch's defaults for the rest.
     torch::NoGradGuard no_grad;
-    trunc_normal(pos_embed_, 0.02);
+    detail::trunc_normal(pos_embed_, 0.02);
     for (auto& module : modules(/*include_self=*/false)) {
       if (auto* linear = module->as<nn::Linear>()) {
-        trunc_normal(linear->weight, 0.02);
+        detail::trunc_normal(linear->weight, 0.02);
         if (linear->bias.defined()) linear->bias.zero_();
       }
     }
@@ -168,7 +165,7 @@ void ViTUnicomImpl::load_weights(const std::string& weights) {
   try {
     io::load_state_dict(*this, backbone, path);
   } catch (DataError& e) {
-    const std::string file_arch = guess_arch(backbone);
+    const std::string file_arch = guess_unicom_arch(backbone);
     if (!file_arch.empty() && file_arch != arch_.name) {
       e.add_context("the file holds " + file_arch + " weights, the model is arch " + arch_.name);
     }

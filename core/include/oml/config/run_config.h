@@ -45,7 +45,7 @@ struct DdpOptions {
 /// pipelines have no such keys: the defaults are its constants (DEFAULT_SAMPLE_RATE,
 /// MAX_AUDIO_LEN, DEFAULT_CONVERT_TO_MONO).
 struct AudioOptions {
-  int64_t sample_rate = 16000;  ///< Hz every file is resampled to: the extractor's rate
+  int64_t sample_rate = 16000;   ///< Hz every file is resampled to: the extractor's rate
   double max_num_seconds = 3.0;  ///< each item's duration; 0: whole files
   bool convert_to_mono = true;   ///< average the channels into one
 };
