@@ -206,12 +206,16 @@ std::vector<at::Tensor> GalleryService::embed_text_batch(std::vector<at::Tensor>
   return forward(data::pad_text_items(tokens, indices, *text_options_));
 }
 
-at::Tensor GalleryService::embed_text(const std::string& text) {
+void GalleryService::require_model_for(ItemInputs given, const std::string& what) const {
   OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
-            " was built from embeddings, without a model: send embeddings, not texts");
-  OML_CHECK(inputs_ == ItemInputs::texts, UsageError, dir_.string(), " holds ", inputs_name(inputs_),
-            ", embedded by a model that reads them: send ", request_field(inputs_),
-            " or \"embedding\", not \"text\"");
+            " was built from embeddings, without a model: send embeddings, not ", what);
+  OML_CHECK(inputs_ == given, UsageError, dir_.string(), " holds ", inputs_name(inputs_),
+            ", embedded by a model that reads them: send ", request_field(inputs_), " or \"embedding\", not ",
+            what);
+}
+
+at::Tensor GalleryService::embed_text(const std::string& text) {
+  require_model_for(ItemInputs::texts, "\"text\"");
   if (static_cast<int64_t>(text.size()) > options_.max_text_bytes) {
     throw TextTooLong("the text has " + std::to_string(text.size()) +
                       " bytes, more than --max-text-kb allows (" + std::to_string(options_.max_text_bytes) +
@@ -224,11 +228,7 @@ at::Tensor GalleryService::embed_text(const std::string& text) {
 }
 
 at::Tensor GalleryService::embed_audio(const std::string& audio_bytes) {
-  OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
-            " was built from embeddings, without a model: send embeddings, not audio");
-  OML_CHECK(inputs_ == ItemInputs::audio, UsageError, dir_.string(), " holds ", inputs_name(inputs_),
-            ", embedded by a model that reads them: send ", request_field(inputs_),
-            " or \"embedding\", not \"audio\"");
+  require_model_for(ItemInputs::audio, "\"audio\"");
   data::AudioDecodeLimits limits;
   limits.max_samples = options_.max_audio_bytes / 4;
   limits.max_channels = kMaxRequestChannels;
@@ -245,11 +245,7 @@ at::Tensor GalleryService::embed_audio(const std::string& audio_bytes) {
 }
 
 at::Tensor GalleryService::embed(const std::string& image_bytes) {
-  OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
-            " was built from embeddings, without a model: send embeddings, not images");
-  OML_CHECK(inputs_ == ItemInputs::images, UsageError, dir_.string(), " holds ", inputs_name(inputs_),
-            ", embedded by a model that reads them: send ", request_field(inputs_),
-            " or \"embedding\", not an image");
+  require_model_for(ItemInputs::images, "an image");
   const std::string what = "(the request's)";
   const data::ImageHeader header = data::read_image_header(image_bytes, what);
   data::ImageLimits limits;

@@ -137,6 +137,8 @@ class GalleryService {
 
  private:
   struct Query;
+  /// UsageError unless the index has a model and its items are `given` (a request sent `what`).
+  void require_model_for(ItemInputs given, const std::string& what) const;
   std::vector<SearchAnswer> search_batch(std::vector<std::shared_ptr<Query>>& queries);  // one search call
   std::vector<at::Tensor> embed_batch(std::vector<at::Tensor>& images);
   std::vector<at::Tensor> embed_text_batch(std::vector<at::Tensor>& tokens);  // padded to the longest
