@@ -223,7 +223,10 @@ std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, cons
 
 void require_image_extractor(const config::RunConfig& config, const models::Extractor& extractor,
                              const std::string& command) {
-  if (extractor.input() == models::ExtractorInput::images) return;
+  if (extractor.input() == models::ExtractorInput::images) {
+    refuse_audio_settings(config, extractor);
+    return;
+  }
   extractor_node(config).fail(extractor_name(config) + " reads " + reads(extractor.input()) + ", and " +
                               command + " feeds images only (docs/data.md)");
 }

@@ -95,7 +95,7 @@ std::shared_ptr<data::Dataset> run_dataset(const config::RunConfig& config, cons
                                            const std::string& transform_key);
 
 /// For what embeds images only (the pairwise pipelines, named by `command`): a ConfigError at
-/// `extractor` when it reads texts or audio.
+/// `extractor` when it reads texts or audio, and at `audio:` when the config sets it.
 void require_image_extractor(const config::RunConfig& config, const models::Extractor& extractor,
                              const std::string& command);
 
