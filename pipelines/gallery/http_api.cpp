@@ -431,6 +431,10 @@ at::Tensor input_embedding(GalleryService& service, const HttpRequest& request, 
   const int inputs = body.contains("text") + body.contains("image") + body.contains("audio") +
                      is_image_body(request) + is_audio_body(request);
   if (inputs > 1) bad_request("give one of \"text\", \"image\" and \"audio\" (or a body that is one)");
+  // A text beside an embedding is the item's record; an image or a clip beside one would be
+  // silently unused.
+  if (body.contains("embedding") && inputs == 1 && !body.contains("text"))
+    bad_request("give \"embedding\" or the input to embed (\"image\", \"audio\" or the body), not both");
   if (is_image_body(request)) return service.embed(request.body());
   if (is_audio_body(request)) return service.embed_audio(request.body());
   if (body.contains("embedding")) {
