@@ -74,9 +74,6 @@ AudioDataset::AudioDataset(DataSplit split, AudioDatasetOptions options)
               ":", split_.lines[i], ": column 'path': got '", split_.paths[i],
               "', expected an audio file ending in ", join(known), " (as OML's audio datasets)");
   }
-  if (options_.max_num_seconds) {
-    num_frames_ = static_cast<int64_t>(*options_.max_num_seconds * static_cast<double>(options_.sample_rate));
-  }
 }
 
 ItemInfo AudioDataset::info(int64_t index) const { return item_info(split_, index); }
@@ -88,14 +85,18 @@ int64_t AudioDataset::frame_offset(int64_t index) const {
                               static_cast<double>(options_.sample_rate));
 }
 
+std::optional<int64_t> item_frames(const AudioDatasetOptions& options) {
+  if (!options.max_num_seconds) return std::nullopt;
+  return static_cast<int64_t>(*options.max_num_seconds * static_cast<double>(options.sample_rate));
+}
+
 at::Tensor audio_item(const Audio& audio, const AudioDatasetOptions& options, int64_t frame_offset,
                       const std::string& place) {
   at::Tensor samples = options.convert_to_mono ? downmix_to_mono(audio.samples) : audio.samples;
   samples = resample_audio(samples, audio.sample_rate, options.sample_rate);
-  if (!options.max_num_seconds) return samples.contiguous();
-  const auto num_frames =
-      static_cast<int64_t>(*options.max_num_seconds * static_cast<double>(options.sample_rate));
-  return trim_or_pad(samples, frame_offset, num_frames, place);
+  const std::optional<int64_t> num_frames = item_frames(options);
+  if (!num_frames) return samples.contiguous();
+  return trim_or_pad(samples, frame_offset, *num_frames, place);
 }
 
 std::shared_ptr<AudioDataset> AudioDataset::from_folder(const std::filesystem::path& folder,

@@ -95,8 +95,9 @@ void check_options(const KaldiFbankOptions& o) {
             "' is not one of povey, hanning, hamming, rectangular, blackman");
 }
 
-at::Tensor kaldi_mel_banks(const KaldiFbankOptions& o, int64_t padded_window) {
-  check_options(o);
+namespace {
+
+at::Tensor mel_banks(const KaldiFbankOptions& o, int64_t padded_window) {
   // As torchaudio: the band edges in double, the FFT bins' mel values and the slopes in float32.
   const double mel_low = kaldi_mel(o.low_freq);
   const double mel_high = kaldi_mel(nyquist_high(o));
@@ -112,6 +113,13 @@ at::Tensor kaldi_mel_banks(const KaldiFbankOptions& o, int64_t padded_window) {
   const at::Tensor up = (fft_mel - left) / (center - left);
   const at::Tensor down = (right - fft_mel) / (right - center);
   return torch::max(torch::zeros({1}), torch::min(up, down));
+}
+
+}  // namespace
+
+at::Tensor kaldi_mel_banks(const KaldiFbankOptions& o, int64_t padded_window) {
+  check_options(o);
+  return mel_banks(o, padded_window);
 }
 
 at::Tensor kaldi_fbank(const at::Tensor& waveform, const KaldiFbankOptions& o) {
@@ -146,7 +154,7 @@ at::Tensor kaldi_fbank(const at::Tensor& waveform, const KaldiFbankOptions& o) {
   at::Tensor spectrum = torch::fft_rfft(frames).abs();
   if (o.use_power) spectrum = spectrum.pow(2.0);
   const at::Tensor banks =
-      torch::constant_pad_nd(kaldi_mel_banks(o, f.padded).to(type), {0, 1});  // the Nyquist bin: 0
+      torch::constant_pad_nd(mel_banks(o, f.padded).to(type), {0, 1});  // the Nyquist bin: 0
   at::Tensor features = torch::mm(spectrum, banks.t());
   if (o.use_log_fbank) features = torch::max(features, epsilon).log();
   if (o.use_energy) {

@@ -66,6 +66,10 @@ at::Tensor trim_or_pad(const at::Tensor& audio, int64_t frame_offset, int64_t nu
 
 struct Audio;
 
+/// F, the frames of every item: int(max_num_seconds * sample_rate); nullopt without
+/// max_num_seconds (whole files).
+std::optional<int64_t> item_frames(const AudioDatasetOptions& options);
+
 /// What an AudioDataset makes of one decoded file (the server's requests go through it too):
 /// downmixed with convert_to_mono, resampled to sample_rate, then trim_or_pad from
 /// `frame_offset` to max_num_seconds' frames (kept whole without it). `place` names the item in
@@ -100,14 +104,13 @@ class AudioDataset : public Dataset {
 
   const AudioDatasetOptions& options() const { return options_; }
   /// F, the frames of every item; nullopt without max_num_seconds.
-  std::optional<int64_t> num_frames() const { return num_frames_; }
+  std::optional<int64_t> num_frames() const { return item_frames(options_); }
   /// int(start_time * sample_rate) of row `index` (0 without start times).
   int64_t frame_offset(int64_t index) const;
 
  private:
   DataSplit split_;
   AudioDatasetOptions options_;
-  std::optional<int64_t> num_frames_;
 };
 
 }  // namespace oml::data
