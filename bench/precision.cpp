@@ -11,7 +11,8 @@
 // modes: `all` (default), or `32` / `bf16` for that precision's NCHW mode alone (one process per
 // precision, for its peak RSS under /usr/bin/time -v).
 // OML_BENCH_DEVICE=cuda runs on cuda:0 (scripts/gpu_check.sh): the model, the batch and autocast
-// there, the clock read after a synchronize.
+// there, the clock read after a synchronize. OML_BENCH_TRACE=FILE writes a Chrome trace of the
+// last timed steps (the last mode of the last round; bench/trace_ops.py sums it per operator).
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,7 @@
 #include "oml/models/extractor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
+#include "oml/report/profiler.h"
 #include "shell/cli.h"
 #include "shell/components.h"
 
@@ -77,7 +80,16 @@ double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_
     to_contiguous(model);
   }
   const torch::Device device = bench_device();
-  torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(1e-3));
+  // The registry's Adam with its defaults, as oml-train builds it (torch.optim's for-loop on the
+  // CPU, foreach on CUDA); OML_BENCH_OPTIMIZER replaces it, e.g. '{name: adam, args: {lr: 1e-3, fused: true}}'.
+  const char* optimizer_yaml = std::getenv("OML_BENCH_OPTIMIZER");
+  const auto doc = oml::config::Document::from_string(
+      std::string("optimizer: ") + (optimizer_yaml ? optimizer_yaml : "{name: adam, args: {lr: 1e-3}}"),
+      "<OML_BENCH_OPTIMIZER>");
+  const auto opt_ptr = oml::registries().optimizers.create(
+      oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
+      oml::optim::OptimizerContext{model.parameters(), {}});
+  auto& opt = *opt_ptr;
   auto images = torch::randn({batch, 3, side, side}).to(device);
   if (mode.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   const auto labels = torch::arange(batch / 4).repeat_interleave(4).to(device);
@@ -94,10 +106,14 @@ double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_
   };
   step();  // warm-up (allocations, oneDNN primitive creation, CUDA kernels' first load)
   synchronize(device);
+  const char* trace_path = std::getenv("OML_BENCH_TRACE");
+  std::unique_ptr<oml::report::TraceSession> trace;
+  if (trace_path != nullptr) trace = std::make_unique<oml::report::TraceSession>(device.is_cuda());
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
   synchronize(device);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (trace) trace->save(trace_path);  // each mode overwrites it: the last one stays
   return static_cast<double>(batch * steps) / seconds;
 }
 

@@ -24,10 +24,13 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   const auto qkv = at::linear(x, in_weight, in_bias)
                        .reshape({batch, tokens, 3, num_heads, head_dim})
                        .permute({2, 0, 3, 1, 4});
+  // unbind, not qkv[0], qkv[1], qkv[2]: each select's backward would zero a tensor of qkv's
+  // whole size and add its third into it; unbind's backward stacks the three gradients once.
+  const auto q_k_v = qkv.unbind(0);
   // ATen's fused attention (flash / memory-efficient kernels on CUDA, the flash kernel on the
   // CPU), as timm's `fused_attn` ViTs train: the [B, heads, N, N] weights are never stored for
   // the backward pass. On 1.13 torch_compat writes it out as matmul, softmax, matmul.
-  const auto out = torch_compat::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], torch::Tensor(), 0.0)
+  const auto out = torch_compat::scaled_dot_product_attention(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
                        .transpose(1, 2)
                        .reshape({batch, tokens, dim});
   return at::linear(out, out_weight, out_bias);
