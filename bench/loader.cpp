@@ -1,7 +1,15 @@
 // Loader throughput (images/s) for the two paths of docs/benchmarks.md:
 //   1. Fashion-MNIST: 28x28 grayscale PNGs -> `norm` -> [3, 28, 28]
-//   2. generated 500x375 JPEGs -> `norm_resize` / `augs` at 224 -> [3, 224, 224]
-// with 1 and 2 workers. Usage: bench_loader [--fmnist DIR_WITH_IDX] [--images N]
+//   2. generated 500x375 JPEGs -> each of --transforms at 224 -> [3, 224, 224]
+// with 1 and 2 workers (--workers).
+//
+//   bench_loader [--fmnist DIR_WITH_IDX | --fmnist none] [--images N] [--workers 1,2]
+//                [--transforms norm_resize,augs] [--keep-jpegs DIR]
+//
+// --transforms takes the names of the registry (OML's too: augs_torch, augs_albu, ...), each
+// with im_size 224. --keep-jpegs writes the JPEGs and a df.csv of OML's columns into DIR (a new
+// folder) and keeps them, for bench/loader_python.py to load the same files with OML 4.0 and
+// torch's DataLoader.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -9,6 +17,9 @@
 #include <ctime>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "oml/config/document.h"
 #include "oml/config/reader.h"
@@ -70,9 +81,17 @@ Throughput measure(const std::shared_ptr<Dataset>& dataset, int workers, int64_t
   return {images / wall, images / cpu};
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
 void report(const std::string& path, const std::string& transform_name,
-            const std::shared_ptr<Dataset>& dataset, int64_t batch_size) {
-  for (int workers : {1, 2}) {
+            const std::shared_ptr<Dataset>& dataset, int64_t batch_size,
+            const std::vector<int>& worker_counts) {
+  for (int workers : worker_counts) {
     const Throughput t = measure(dataset, workers, batch_size);
     std::cout << "| " << path << " | " << transform_name << " | " << batch_size << " | " << workers << " | "
               << std::fixed << std::setprecision(0) << t.wall << " | " << t.cpu << " |" << std::endl;
@@ -84,9 +103,22 @@ void report(const std::string& path, const std::string& transform_name,
 int main(int argc, char** argv) {
   std::string fmnist = "/usr/share/datasets/fashion-mnist";
   int64_t n_jpeg = 400;
+  std::vector<int> worker_counts{1, 2};
+  std::vector<std::string> transforms{"norm_resize", "augs"};
+  fs::path keep;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--fmnist")) fmnist = argv[i + 1];
     if (!std::strcmp(argv[i], "--images")) n_jpeg = std::stoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--transforms")) transforms = split_list(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--keep-jpegs")) keep = argv[i + 1];
+    if (!std::strcmp(argv[i], "--workers")) {
+      worker_counts.clear();
+      for (const auto& w : split_list(argv[i + 1])) worker_counts.push_back(std::stoi(w));
+    }
+  }
+  if (!keep.empty() && fs::exists(keep)) {
+    std::cerr << "bench_loader: --keep-jpegs " << keep << " exists; give a new folder" << std::endl;
+    return 2;
   }
   oml::cli::register_builtins();
   torch::set_num_threads(1);
@@ -97,33 +129,40 @@ int main(int argc, char** argv) {
                "|\n|---|---|---|---|---|---|"
             << std::endl;
   // 1. Fashion-MNIST PNGs (the first 10,000 train images).
-  ConvertOptions convert;
-  convert.src = fmnist;
-  convert.dst = work / "fmnist";
-  convert.limit = 10000;
-  convert_dataset("fashion-mnist", convert);
-  const auto df = Dataframe::read(work / "fmnist" / "df.csv");
-  report("Fashion-MNIST 28x28 PNG", "norm",
-         std::make_shared<ImageDataset>(df.train(), transform("name: norm")), 256);
+  if (fmnist != "none") {
+    ConvertOptions convert;
+    convert.src = fmnist;
+    convert.dst = work / "fmnist";
+    convert.limit = 10000;
+    convert_dataset("fashion-mnist", convert);
+    const auto df = Dataframe::read(work / "fmnist" / "df.csv");
+    report("Fashion-MNIST 28x28 PNG", "norm",
+           std::make_shared<ImageDataset>(df.train(), transform("name: norm")), 256, worker_counts);
+  }
 
   // 2. Generated 500x375 JPEGs (smooth gradients plus noise, ~quality 90 camera-like files).
+  const fs::path jpeg_dir = keep.empty() ? work / "jpeg" : keep;
   DataSplit split;
+  std::string df_csv = "label,path,split,is_query,is_gallery\n";
   for (int64_t i = 0; i < n_jpeg; ++i) {
     const auto y = torch::linspace(0, 1, 375).view({375, 1, 1});
     const auto x = torch::linspace(0, 1, 500).view({1, 500, 1});
     const auto colour = torch::rand({1, 1, 3});
     auto image =
         (y * 120 + x * 100 + colour * 35 + torch::rand({375, 500, 3}) * 40).clamp(0, 255).to(torch::kUInt8);
-    const fs::path path = work / "jpeg" / (std::to_string(i) + ".jpg");
+    const fs::path path = jpeg_dir / (std::to_string(i) + ".jpg");
     fs::create_directories(path.parent_path());
     oml::io::write_file_atomic(path, encode_image(image, path.string(), 90));
     split.paths.push_back(path.string());
     split.lines.push_back(i + 2);
+    df_csv += std::to_string(i % 10) + "," + path.filename().string() + ",train,,\n";
   }
-  report("500x375 JPEG", "norm_resize 224",
-         std::make_shared<ImageDataset>(split, transform("{name: norm_resize, args: {im_size: 224}}")), 32);
-  report("500x375 JPEG", "augs 224",
-         std::make_shared<ImageDataset>(split, transform("{name: augs, args: {im_size: 224}}")), 32);
+  if (!keep.empty()) oml::io::write_file_atomic(keep / "df.csv", df_csv);
+  for (const auto& name : transforms) {
+    report("500x375 JPEG", name + " 224",
+           std::make_shared<ImageDataset>(split, transform("{name: " + name + ", args: {im_size: 224}}")), 32,
+           worker_counts);
+  }
   fs::remove_all(work);
   return 0;
 }

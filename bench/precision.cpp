@@ -81,14 +81,15 @@ double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_
   }
   const torch::Device device = bench_device();
   // The registry's Adam with its defaults, as oml-train builds it (torch.optim's for-loop on the
-  // CPU, foreach on CUDA); OML_BENCH_OPTIMIZER replaces it, e.g. '{name: adam, args: {lr: 1e-3, fused: true}}'.
+  // CPU, foreach on CUDA); OML_BENCH_OPTIMIZER replaces it, e.g. '{name: adam, args: {lr: 1e-3, fused:
+  // true}}'.
   const char* optimizer_yaml = std::getenv("OML_BENCH_OPTIMIZER");
   const auto doc = oml::config::Document::from_string(
       std::string("optimizer: ") + (optimizer_yaml ? optimizer_yaml : "{name: adam, args: {lr: 1e-3}}"),
       "<OML_BENCH_OPTIMIZER>");
-  const auto opt_ptr = oml::registries().optimizers.create(
-      oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
-      oml::optim::OptimizerContext{model.parameters(), {}});
+  const auto opt_ptr =
+      oml::registries().optimizers.create(oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
+                                          oml::optim::OptimizerContext{model.parameters(), {}});
   auto& opt = *opt_ptr;
   auto images = torch::randn({batch, 3, side, side}).to(device);
   if (mode.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);

@@ -11,6 +11,7 @@
 #include "oml/common/logging.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
+#include "oml/data/device_copy.h"
 #include "oml/data/loader.h"
 #include "oml/data/sampler.h"
 #include "oml/data/text_dataset.h"
@@ -91,7 +92,9 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
   data::LoaderOptions loader_options;
   loader_options.num_workers = static_cast<int>(options.num_workers);
   loader_options.seed = static_cast<uint64_t>(options.seed);
+  loader_options.pin_memory = context.device.is_cuda();
   data::Loader loader(dataset, share.batches(0), loader_options);
+  const data::DeviceCopier copier(context.device);
 
   const bool was_training = extractor.is_training();
   extractor.eval();
@@ -101,12 +104,13 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
   const int64_t world = context.world_size();
   Progress progress(options.label, (n + world - 1) / world, options.unit);
   while (auto batch = loader.next()) {
+    copier.to_device(*batch);
     at::Tensor embeddings;
     {
       // Validation and prediction compute as training does; what is collected (and written) is
       // float32 whatever the precision.
       const AutocastGuard autocast(context.precision, context.device);
-      embeddings = extractor.forward(batch->images.to(context.device));
+      embeddings = extractor.forward(batch->images);
     }
     embeddings = embeddings.to(torch::kCPU).to(torch::kFloat);
     accumulator.update({{"embeddings", embeddings}, {"indices", batch->indices}});

@@ -85,8 +85,8 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
     // memory: there they would make every step wait for it (Criterion::check_labels). On the CPU
     // forward() runs them itself, so they run once either way.
     if (!ctx.device.is_cpu()) losses::check_labels_on_host(*criterion, batch.labels);
-    // Non-blocking copies: from the loader's pageable memory CUDA stages them at once, without
-    // waiting for the device (a blocking copy waits for all the work queued before it).
+    // The Trainer's DeviceCopier has put the images on the device already (a no-op here); the
+    // labels come from the loader's page-locked memory on a GPU, so their copy does not wait.
     torch::Tensor embeddings;
     {
       const report::TraceRange range(report::phase::forward);

@@ -16,6 +16,7 @@
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
 #include "oml/data/dataset.h"
+#include "oml/data/device_copy.h"
 #include "oml/data/loader.h"
 #include "oml/data/sampler.h"
 #include "oml/distributed/from_rank0.h"
@@ -95,11 +96,13 @@ distributed::GradientSyncOptions gradient_sync_options(const config::RunConfig& 
   return options;
 }
 
-data::LoaderOptions training_loader_options(const config::RunConfig& config, int64_t epoch) {
+data::LoaderOptions training_loader_options(const config::RunConfig& config, int64_t epoch,
+                                            const torch::Device& device) {
   data::LoaderOptions options;
   options.num_workers = static_cast<int>(config.num_workers);
   options.seed = static_cast<uint64_t>(config.seed);
   options.epoch = epoch;
+  options.pin_memory = device.is_cuda();  // for the side stream's copies (DeviceCopier)
   return options;
 }
 
@@ -460,7 +463,7 @@ std::unique_ptr<data::Loader> Trainer::epoch_loader(std::shared_ptr<const data::
   const int64_t left = std::max<int64_t>(0, limited_epoch_batches() - done_before);
   if (static_cast<int64_t>(batches.size()) > left) batches.resize(static_cast<std::size_t>(left));
   return std::make_unique<data::Loader>(std::move(inputs), std::move(batches),
-                                        training_loader_options(config_, from.epoch));
+                                        training_loader_options(config_, from.epoch, context_.device));
 }
 
 void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const TrainingHooks& hooks) {
@@ -482,6 +485,8 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         "again to stop at once)");
   }
   std::unique_ptr<data::Loader> next_loader;
+  // On a GPU each batch's copy runs on a side stream, beside the previous step's work.
+  const data::DeviceCopier copier(context_.device);
   fit_start_ = std::chrono::steady_clock::now();  // max_time counts training, not the setup before
   schedule_.start(fit_start_);
   // A run resumed from a checkpoint written at max_steps has nothing left to do.
@@ -526,6 +531,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         std::optional<report::TraceRange> wait;
         if (batch_due) wait.emplace(report::phase::data_wait);
         batch = loader->next();
+        if (batch) copier.to_device(*batch);
       }
       if (!batch) break;
       // The epoch's last batch is in hand: the next epoch's loader starts on its first batches

@@ -7,6 +7,7 @@
 #include "oml/config/reader.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
+#include "oml/data/device_copy.h"
 #include "oml/data/image.h"
 #include "oml/data/loader.h"
 #include "oml/data/transform.h"
@@ -258,4 +259,22 @@ TEST_CASE("Embeddings datasets batch precomputed rows with their metadata", "[da
   CHECK(torch::equal(batch->labels, torch::tensor({1, 1}, torch::kInt64)));
   CHECK_THROWS_WITH(oml::data::EmbeddingsDataset(torch::zeros({2, 2}), split, "e.pt"),
                     Contains("e.pt holds 2 embeddings") && Contains("3 rows"));
+}
+
+TEST_CASE("On the CPU the device copier leaves a batch where the loader put it", "[data][loader]") {
+  DataSplit split;
+  split.labels = {0, 1};
+  split.original_labels = split.labels;
+  split.lines = {2, 3};
+  const auto embeddings = torch::arange(4, torch::kFloat32).view({2, 2});
+  const auto dataset = std::make_shared<oml::data::EmbeddingsDataset>(embeddings, split, "e.pt");
+  Loader loader(dataset, {{1, 0}}, LoaderOptions{});
+  auto batch = loader.next();
+  REQUIRE(batch.has_value());
+  const void* before = batch->images.data_ptr();
+  const oml::data::DeviceCopier copier(torch::kCPU);
+  CHECK_FALSE(copier.side_stream());
+  copier.to_device(*batch);
+  CHECK(batch->images.data_ptr() == before);  // no copy
+  CHECK(torch::equal(batch->images, embeddings.flip(0)));
 }

@@ -7,7 +7,8 @@
 // PyTorch); Adam, AdamW and SGD on CUDA default to foreach, and their foreach and fused steps
 // equal the CPU's; a one-rank NCCL process group; two ranks over Gloo sharing the one GPU
 // (sync_dicts and gradient sync of CUDA tensors, equal to the same ranks on the CPU); the default
-// job's training step queues its work without a host synchronisation.
+// job's training step queues its work without a host synchronisation; the loader's batches come
+// in page-locked memory and reach the GPU through the side stream intact.
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAFunctions.h>  // c10's sync debug mode
 #include <c10/util/Exception.h>
@@ -22,6 +23,9 @@
 #include "oml/common/pending_scalars.h"
 #include "oml/config/document.h"
 #include "oml/config/precision.h"
+#include "oml/data/dataset.h"
+#include "oml/data/device_copy.h"
+#include "oml/data/loader.h"
 #include "oml/losses/criterion.h"
 #include "oml/models/extractor.h"
 #include "oml/optim/grad_scaler.h"
@@ -313,16 +317,22 @@ TEST_CASE("The default job's training step queues its work on cuda:0 without a h
   auto optimizer = oml::registries().optimizers.create(
       oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
       oml::optim::OptimizerContext{extractor->parameters(), criterion->parameters()});
-  const auto host_labels = torch::arange(10).repeat_interleave(16);
+  const auto host_labels = torch::arange(10).repeat_interleave(16).pin_memory();
   std::vector<at::Tensor> host_images;
-  for (int i = 0; i < 4; ++i) host_images.push_back(torch::randn({160, 1, 28, 28}));
-  // As the extractor pipeline and the Trainer on CUDA: labels checked on the host, non-blocking
-  // copies, the loss and its logs taken as PendingScalars and read one step later.
+  for (int i = 0; i < 4; ++i) host_images.push_back(torch::randn({160, 1, 28, 28}).pin_memory());
+  // As the extractor pipeline and the Trainer on CUDA: the loader's page-locked batches, their
+  // images copied on the DeviceCopier's side stream, labels checked on the host and copied
+  // without blocking, the loss and its logs taken as PendingScalars and read one step later.
+  const oml::data::DeviceCopier copier(kGpu);
+  REQUIRE(copier.side_stream());
   std::optional<oml::PendingScalars> unread;
   std::vector<double> read_losses;
   const auto step = [&](int i) {
     criterion->check_labels(host_labels);
-    const auto images = host_images[static_cast<std::size_t>(i) % host_images.size()].to(kGpu, true);
+    oml::data::LoadedBatch batch;
+    batch.images = host_images[static_cast<std::size_t>(i) % host_images.size()];
+    copier.to_device(batch);
+    const auto& images = batch.images;
     const auto labels = host_labels.to(kGpu, true);
     oml::optim::zero_grad(*optimizer);
     const auto out = criterion->forward(extractor->forward(images), labels);
@@ -349,4 +359,50 @@ TEST_CASE("The default job's training step queues its work on cuda:0 without a h
   // The values read one step late are the losses.
   REQUIRE(read_losses.size() == 3 + kSteps - 1);
   for (const double loss : read_losses) CHECK(std::isfinite(loss));
+}
+
+TEST_CASE("The loader's page-locked batches reach cuda:0 through the side stream intact", "[gpu][feed]") {
+  require_gpu();
+  // 64 rows of 4096 values, row i filled with i: each batch's contents say which rows it holds.
+  constexpr int64_t kRows = 64, kDim = 4096;
+  oml::data::DataSplit split;
+  for (int64_t i = 0; i < kRows; ++i) {
+    split.paths.push_back("row" + std::to_string(i));
+    split.labels.push_back(i % 4);
+    split.original_labels.push_back(i % 4);
+    split.categories.emplace_back();
+    split.lines.push_back(i + 2);
+  }
+  const auto rows = torch::arange(kRows, torch::kFloat32).unsqueeze(1).expand({kRows, kDim}).contiguous();
+  const auto dataset = std::make_shared<oml::data::EmbeddingsDataset>(rows, split);
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t b = 0; b < kRows / 8; ++b) {
+    batches.emplace_back();
+    for (int64_t i = 0; i < 8; ++i) batches.back().push_back((b * 8 + i) * 5 % kRows);  // 5 is coprime to 64
+  }
+  oml::data::LoaderOptions options;
+  options.num_workers = 2;
+  options.pin_memory = true;
+  oml::data::Loader loader(dataset, batches, options);
+  const oml::data::DeviceCopier copier(kGpu);
+  REQUIRE(copier.side_stream());
+  // Long work queued on the step's stream first: the copies must neither wait for it to be
+  // right nor be overwritten by it (the step's stream waits for each copy before reading it).
+  auto busy = torch::randn({2048, 2048}, torch::TensorOptions(kGpu));
+  std::vector<at::Tensor> sums;
+  int64_t seen = 0;
+  while (auto batch = loader.next()) {
+    CHECK(batch->images.is_pinned());
+    CHECK(batch->labels.is_pinned());
+    for (int i = 0; i < 4; ++i) busy = torch::tanh(busy.mm(busy));
+    const auto expected = batch->indices.to(torch::kFloat32) * kDim;
+    copier.to_device(*batch);
+    REQUIRE(batch->images.device() == kGpu);
+    CHECK(batch->labels.device().is_cpu());  // the step checks labels in host memory
+    sums.push_back(batch->images.sum(1));    // queued on the step's stream, after the copy
+    CHECK(torch::equal(sums.back().cpu(), expected));
+    ++seen;
+  }
+  CHECK(seen == kRows / 8);
+  CHECK(torch::isfinite(busy).all().item<bool>());
 }

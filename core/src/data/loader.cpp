@@ -77,6 +77,12 @@ LoadedBatch Loader::load_batch(int64_t position) const {
   batch.images = dataset_->collate(items, indices);
   batch.labels = labels;
   batch.indices = torch::tensor(indices, torch::kInt64);
+  if (options_.pin_memory) {
+    // A copy into the host allocator's cached page-locked blocks: the DMA transfer then needs no
+    // staging, and the worker pays it rather than the training thread.
+    batch.images = batch.images.pin_memory();
+    batch.labels = batch.labels.pin_memory();
+  }
   return batch;
 }
 

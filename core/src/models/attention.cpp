@@ -30,9 +30,10 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   // ATen's fused attention (flash / memory-efficient kernels on CUDA, the flash kernel on the
   // CPU), as timm's `fused_attn` ViTs train: the [B, heads, N, N] weights are never stored for
   // the backward pass. On 1.13 torch_compat writes it out as matmul, softmax, matmul.
-  const auto out = torch_compat::scaled_dot_product_attention(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
-                       .transpose(1, 2)
-                       .reshape({batch, tokens, dim});
+  const auto out =
+      torch_compat::scaled_dot_product_attention(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
+          .transpose(1, 2)
+          .reshape({batch, tokens, dim});
   return at::linear(out, out_weight, out_bias);
 }
 

@@ -39,6 +39,11 @@ struct LoaderOptions {
   uint64_t seed = 0;    ///< with `epoch` and the dataset index: the items' augmentation key
   int64_t epoch = 0;
   int64_t cache_size = 0;  ///< encoded files kept in memory by the dataset (0 = none)
+  /// The workers put each batch's tensors in page-locked memory (LibTorch's CUDA host allocator,
+  /// as torch's DataLoader(pin_memory=True)), so that their copies to a GPU are asynchronous
+  /// (DeviceCopier). Only for a run on a CUDA device, whose placement has loaded LibTorch's CUDA
+  /// half: without it pinning is a LibTorch error at the first batch.
+  bool pin_memory = false;
 };
 
 struct LoadedBatch {
