@@ -48,7 +48,7 @@ namespace {
 struct Items {
   at::Tensor embeddings;  // [N, D] float32
   IndexedItems records;
-  ItemInputs inputs = ItemInputs::images;
+  RowInput inputs = RowInput::images;
   data::DataSplit images;             // the rows' images (paths, boxes) when they were embedded from images
   std::vector<fs::path> model_files;  // a text model's files (TextInputSpec::model_files)
 };
@@ -119,12 +119,11 @@ Items items_from_model(const config::RunConfig& cfg) {
   const data::DataSplit& rows = input.dataset->meta();
   const auto n = static_cast<std::size_t>(out.embeddings.size(0));
   out.records.resize_records(n);
+  out.inputs = input.inputs.kind;
   if (input.inputs.kind == RowInput::texts) {
-    out.inputs = ItemInputs::texts;
     out.records.texts = rows.texts;
     out.model_files = input.inputs.text->model_files;
   } else if (input.inputs.kind == RowInput::audio) {
-    out.inputs = ItemInputs::audio;
     out.records.paths = rows.paths;
   } else {
     out.images = rows;
@@ -150,19 +149,19 @@ std::string model_file(const config::RunConfig& cfg) {
 // the option names.
 struct FileOption {
   const char* name;
-  ItemInputs inputs;
+  RowInput inputs;
   const char* names;
 };
-constexpr FileOption kFileOptions[] = {{"images", ItemInputs::images, "FOLDER (of images)"},
-                                       {"texts", ItemInputs::texts, "FILE (one text per line)"},
-                                       {"audio", ItemInputs::audio, "FOLDER (of audio files)"}};
+constexpr FileOption kFileOptions[] = {{"images", RowInput::images, "FOLDER (of images)"},
+                                       {"texts", RowInput::texts, "FILE (one text per line)"},
+                                       {"audio", RowInput::audio, "FOLDER (of audio files)"}};
 
 // The files of `option` (--images FOLDER, --texts FILE, --audio FOLDER), or the rows of
 // `--dataframe` CSV when `option` is null, through the index's model. UsageError when the option
 // is not the index's kind.
 Items items_from_index_model(const cli::Invocation& inv, const IndexVersion& index, const FileOption* option,
                              const std::string& value, const std::string& dataframe) {
-  const ItemInputs held = index.manifest.inputs;
+  const RowInput held = index.manifest.inputs;
   std::vector<std::string> overrides;
   if (option) {
     if (option->inputs != held) {
@@ -605,7 +604,7 @@ std::unique_ptr<SearchReranker> search_reranker(const cli::Invocation& inv, cons
   }
   auto reranker = std::make_unique<SearchReranker>(inv, file);
   if (reranker->takes_images()) {
-    OML_CHECK(loaded.version.manifest.inputs == ItemInputs::images, UsageError, "--rerank ", file,
+    OML_CHECK(loaded.version.manifest.inputs == RowInput::images, UsageError, "--rerank ", file,
               ": its pairwise model '", reranker->model_name(), "' reads images, and ",
               loaded.version.dir.string(), " holds ", inputs_name(loaded.version.manifest.inputs),
               " (re-rank with a model that reads embeddings, such as linear_siamese)");
@@ -711,7 +710,7 @@ int search_index(const cli::Invocation& inv) {
 
   const IndexedItems& gallery = loaded.version.items;
   // The queries' and items' column: their paths, or a text index's texts.
-  const ItemInputs inputs = loaded.version.manifest.inputs;
+  const RowInput inputs = loaded.version.manifest.inputs;
   const char* column = item_column(inputs);
   at::Tensor ids = at::full({nq, k}, -1, at::kLong);
   at::Tensor distances = at::full({nq, k}, std::numeric_limits<float>::infinity(), at::kFloat);

@@ -32,13 +32,13 @@ constexpr int64_t kMaxRequestChannels = 32;
 constexpr int64_t kAudioWorkingCopies = 3;
 
 // What a request gives to be embedded by an index of `inputs`.
-const char* request_field(ItemInputs inputs) {
+const char* request_field(RowInput inputs) {
   switch (inputs) {
-    case ItemInputs::texts:
+    case RowInput::texts:
       return "\"text\"";
-    case ItemInputs::audio:
+    case RowInput::audio:
       return "\"audio\" (base64)";
-    case ItemInputs::images:
+    case RowInput::images:
       break;
   }
   return "\"image\" (base64, or the image as the body)";
@@ -65,13 +65,13 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
     extractor_ = build_extractor_with_weights(cfg, *context_);
     extractor_->eval();
     inputs_ = loaded_.version.manifest.inputs;
-    if (inputs_ == ItemInputs::texts) {
+    if (inputs_ == RowInput::texts) {
       text_ = std::make_unique<RunInputs>(text_inputs(cfg, *extractor_, "requests", {}));
       text_options_ = std::make_unique<data::TextDatasetOptions>(text_dataset_options(*text_, "requests"));
       // Texts of any length batch together: the batch is padded to its longest.
       embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
           [this](std::vector<at::Tensor>& tokens) { return embed_text_batch(tokens); }, options_.embed_batch);
-    } else if (inputs_ == ItemInputs::audio) {
+    } else if (inputs_ == RowInput::audio) {
       OML_CHECK(options_.max_audio_bytes >= 4 &&
                     kAudioWorkingCopies * options_.max_audio_bytes <= options_.decode_memory_bytes,
                 UsageError, "--decode-memory-mb (", options_.decode_memory_bytes / (1024 * 1024),
@@ -206,7 +206,7 @@ std::vector<at::Tensor> GalleryService::embed_text_batch(std::vector<at::Tensor>
   return forward(data::pad_text_items(tokens, indices, *text_options_));
 }
 
-void GalleryService::require_model_for(ItemInputs given, const std::string& what) const {
+void GalleryService::require_model_for(RowInput given, const std::string& what) const {
   OML_CHECK(extractor_ != nullptr, UsageError, dir_.string(),
             " was built from embeddings, without a model: send embeddings, not ", what);
   OML_CHECK(inputs_ == given, UsageError, dir_.string(), " holds ", inputs_name(inputs_),
@@ -215,7 +215,7 @@ void GalleryService::require_model_for(ItemInputs given, const std::string& what
 }
 
 at::Tensor GalleryService::embed_text(const std::string& text) {
-  require_model_for(ItemInputs::texts, "\"text\"");
+  require_model_for(RowInput::texts, "\"text\"");
   if (static_cast<int64_t>(text.size()) > options_.max_text_bytes) {
     throw TextTooLong("the text has " + std::to_string(text.size()) +
                       " bytes, more than --max-text-kb allows (" + std::to_string(options_.max_text_bytes) +
@@ -228,7 +228,7 @@ at::Tensor GalleryService::embed_text(const std::string& text) {
 }
 
 at::Tensor GalleryService::embed_audio(const std::string& audio_bytes) {
-  require_model_for(ItemInputs::audio, "\"audio\"");
+  require_model_for(RowInput::audio, "\"audio\"");
   data::AudioDecodeLimits limits;
   limits.max_samples = options_.max_audio_bytes / 4;
   limits.max_channels = kMaxRequestChannels;
@@ -245,7 +245,7 @@ at::Tensor GalleryService::embed_audio(const std::string& audio_bytes) {
 }
 
 at::Tensor GalleryService::embed(const std::string& image_bytes) {
-  require_model_for(ItemInputs::images, "an image");
+  require_model_for(RowInput::images, "an image");
   const std::string what = "(the request's)";
   const data::ImageHeader header = data::read_image_header(image_bytes, what);
   data::ImageLimits limits;

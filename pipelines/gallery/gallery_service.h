@@ -131,14 +131,14 @@ class GalleryService {
   int64_t max_k() const { return options_.max_k; }
   bool has_model() const;
   /// What the index's items are (and its model reads): images, texts or audio.
-  ItemInputs inputs() const { return inputs_; }
+  RowInput inputs() const { return inputs_; }
   std::string describe() const;
   const std::filesystem::path& dir() const { return dir_; }
 
  private:
   struct Query;
   /// UsageError unless the index has a model and its items are `given` (a request sent `what`).
-  void require_model_for(ItemInputs given, const std::string& what) const;
+  void require_model_for(RowInput given, const std::string& what) const;
   std::vector<SearchAnswer> search_batch(std::vector<std::shared_ptr<Query>>& queries);  // one search call
   std::vector<at::Tensor> embed_batch(std::vector<at::Tensor>& images);
   std::vector<at::Tensor> embed_text_batch(std::vector<at::Tensor>& tokens);  // padded to the longest
@@ -169,7 +169,7 @@ class GalleryService {
   std::thread compactor_;
   std::shared_ptr<models::Extractor> extractor_;
   std::shared_ptr<const data::Transform> transform_;
-  ItemInputs inputs_ = ItemInputs::images;
+  RowInput inputs_ = RowInput::images;
   std::unique_ptr<RunInputs> text_;                           // a text index's tokenizer
   std::unique_ptr<data::TextDatasetOptions> text_options_;    // and how its tokens are packed
   std::unique_ptr<data::AudioDatasetOptions> audio_options_;  // an audio index's cutting

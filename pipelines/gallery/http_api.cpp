@@ -467,9 +467,9 @@ at::Tensor input_embedding(GalleryService& service, const HttpRequest& request, 
     if (!body.at("audio").is_string()) bad_request("\"audio\" must be a base64 string");
     return service.embed_audio(base64_decode(body.at("audio").get<std::string>()));
   }
-  if (service.inputs() == ItemInputs::texts)
+  if (service.inputs() == RowInput::texts)
     bad_request("give \"embedding\": [numbers] or \"text\": \"...\" (this index holds texts)");
-  if (service.inputs() == ItemInputs::audio) {
+  if (service.inputs() == RowInput::audio) {
     bad_request(
         "give \"embedding\": [numbers] or \"audio\": \"<base64>\" (or send the audio file itself as the "
         "body, Content-Type audio/wav, audio/flac, ...; this index holds audio)");
@@ -562,7 +562,7 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
     }
     const SearchAnswer answer = service_.search(embedding, k, threshold);
     nlohmann::json neighbours = nlohmann::json::array();
-    const bool texts = service_.inputs() == ItemInputs::texts;
+    const bool texts = service_.inputs() == RowInput::texts;
     for (const Neighbour& n : answer.neighbours) {
       neighbours.push_back({{"id", n.id},
                             {item_column(service_.inputs()), texts ? n.text : n.path},
@@ -602,7 +602,7 @@ HttpResponse HttpApi::route(const HttpRequest& request, const std::string& path,
     for (const nlohmann::json* entry : entries) {
       NewItem item;
       // An item's record is what the index keeps in items.csv: a path, or a text index's text.
-      const bool texts = service_.inputs() == ItemInputs::texts;
+      const bool texts = service_.inputs() == RowInput::texts;
       if (texts && entry->contains("path"))
         bad_request("this index holds texts: an item is its \"text\", not a \"path\"");
       if (!texts && entry->contains("text")) {

@@ -87,7 +87,7 @@ std::string utc_now() {
   return text;
 }
 
-std::string items_csv(const IndexedItems& items, ItemInputs inputs) {
+std::string items_csv(const IndexedItems& items, RowInput inputs) {
   std::ostringstream out;
   out << "id," << item_column(inputs) << ",label,category\n";
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -107,7 +107,7 @@ int64_t parse_integer(const std::string& text, const fs::path& file, int64_t lin
   return *value;
 }
 
-IndexedItems parse_items(const fs::path& file, ItemInputs inputs) {
+IndexedItems parse_items(const fs::path& file, RowInput inputs) {
   const std::vector<data::CsvRecord> records = data::parse_csv(read_text(file), file.string());
   const std::vector<std::string> header{"id", item_column(inputs), "label", "category"};
   if (records.empty() || records.front().fields != header) {
@@ -121,8 +121,8 @@ IndexedItems parse_items(const fs::path& file, ItemInputs inputs) {
                       std::to_string(record.fields.size()));
     }
     items.ids.push_back(parse_integer(record.fields[0], file, record.line, "id"));
-    items.paths.push_back(inputs != ItemInputs::texts ? record.fields[1] : std::string());
-    items.texts.push_back(inputs == ItemInputs::texts ? record.fields[1] : std::string());
+    items.paths.push_back(inputs != RowInput::texts ? record.fields[1] : std::string());
+    items.texts.push_back(inputs == RowInput::texts ? record.fields[1] : std::string());
     items.labels.push_back(record.fields[2].empty() ? std::nullopt
                                                     : std::optional<int64_t>(parse_integer(
                                                           record.fields[2], file, record.line, "label")));
@@ -184,15 +184,15 @@ void remove_other_versions(const fs::path& dir, const std::string& keep) {
 
 // --- items ------------------------------------------------------------------------------------
 
-const char* item_column(ItemInputs inputs) { return inputs == ItemInputs::texts ? "text" : "path"; }
+const char* item_column(RowInput inputs) { return inputs == RowInput::texts ? "text" : "path"; }
 
-const char* inputs_name(ItemInputs inputs) {
+const char* inputs_name(RowInput inputs) {
   switch (inputs) {
-    case ItemInputs::texts:
+    case RowInput::texts:
       return "texts";
-    case ItemInputs::audio:
+    case RowInput::audio:
       return "audio";
-    case ItemInputs::images:
+    case RowInput::images:
       break;
   }
   return "images";
@@ -238,8 +238,8 @@ void IndexedItems::resize_records(std::size_t n) {
   categories.resize(n);
 }
 
-const std::string& IndexedItems::source(std::size_t i, ItemInputs inputs) const {
-  return inputs == ItemInputs::texts ? texts[i] : paths[i];
+const std::string& IndexedItems::source(std::size_t i, RowInput inputs) const {
+  return inputs == RowInput::texts ? texts[i] : paths[i];
 }
 
 retrieval::ItemSet IndexedItems::item_set(const at::Tensor& embeddings) const {
@@ -258,7 +258,7 @@ nlohmann::json IndexManifest::to_json() const {
   out["format"] = kFormat;
   // A text or audio index is format 2, which earlier readers refuse rather than embed its inputs
   // as images.
-  const bool images = inputs == ItemInputs::images;
+  const bool images = inputs == RowInput::images;
   out["format_version"] = images ? 1 : kFormatVersion;
   if (!images) out["inputs"] = inputs_name(inputs);
   out["items"] = items;
@@ -319,13 +319,13 @@ IndexManifest IndexManifest::from_json(const nlohmann::json& json, const std::st
     }
     const std::string inputs = json.value("inputs", std::string("images"));
     bool known = false;
-    for (const ItemInputs kind : {ItemInputs::images, ItemInputs::texts, ItemInputs::audio}) {
+    for (const RowInput kind : {RowInput::images, RowInput::texts, RowInput::audio}) {
       if (inputs != inputs_name(kind)) continue;
       m.inputs = kind;
       known = true;
     }
     if (!known) throw DataError(file + ": \"inputs\" is '" + inputs + "', expected images, texts or audio");
-    if (m.inputs != ItemInputs::images && !m.has_model) {
+    if (m.inputs != RowInput::images && !m.has_model) {
       throw DataError(file + ": an index of " + inputs + " without a model (\"model\" is null)");
     }
     m.calibration = json.value("calibration", nlohmann::json(nullptr));

@@ -34,6 +34,7 @@
 
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
+#include "runtime/row_input.h"
 
 namespace oml::retrieval {
 class GalleryIndex;
@@ -41,14 +42,10 @@ class GalleryIndex;
 
 namespace oml::pipelines {
 
-/// What an index's items are, and what its model embeds: images (also an index of embeddings,
-/// whose items.csv may name paths), texts, or audio files.
-enum class ItemInputs { images, texts, audio };
-
 /// items.csv's (and the search outputs') column of what an item is: "path", or "text".
-const char* item_column(ItemInputs inputs);
+const char* item_column(RowInput inputs);
 /// The manifest's name of `inputs`: "images", "texts" or "audio".
-const char* inputs_name(ItemInputs inputs);
+const char* inputs_name(RowInput inputs);
 
 /// The gallery items' records (items.csv), one per embedding row.
 struct IndexedItems {
@@ -62,7 +59,7 @@ struct IndexedItems {
   /// Sizes every record column but `ids` to `n` rows (new rows empty, unlabelled).
   void resize_records(std::size_t n);
   /// Item i's path, or its text in a text index.
-  const std::string& source(std::size_t i, ItemInputs inputs) const;
+  const std::string& source(std::size_t i, RowInput inputs) const;
   void append(const IndexedItems& more);
   /// Keeps the rows not in `removed` (ascending positions).
   void remove(const std::vector<int64_t>& removed);
@@ -83,10 +80,10 @@ struct IndexManifest {
   int64_t tuned_for_k = 0;                           ///< the k target_recall chose them for (0: not tuned)
   std::optional<retrieval::RecallEstimate> tuned;    ///< the recall reached at build
   bool index_file = false;                           ///< faiss.index is present
-  bool has_model = false;  ///< built from images, texts or audio through the config's extractor
-  ItemInputs inputs = ItemInputs::images;  ///< what the items and the model's inputs are
-  std::string weights;                     ///< its `weights:` file, absolute ("": the extractor's own)
-  std::string weights_sha256;              ///< its SHA-256 when built
+  bool has_model = false;              ///< built from images, texts or audio through the config's extractor
+  RowInput inputs = RowInput::images;  ///< what the items and the model's inputs are
+  std::string weights;                 ///< its `weights:` file, absolute ("": the extractor's own)
+  std::string weights_sha256;          ///< its SHA-256 when built
   /// The files the model and its tokenizer are read from (a text model's folder:
   /// TextInputSpec::model_files), absolute path -> SHA-256 when built.
   std::map<std::string, std::string> model_files;

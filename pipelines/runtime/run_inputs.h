@@ -14,6 +14,7 @@
 #include "oml/data/audio_dataset.h"
 #include "oml/models/text_input.h"
 #include "oml/registry/parsed_components.h"
+#include "runtime/row_input.h"
 
 namespace oml::data {
 class Dataframe;
@@ -29,9 +30,6 @@ class Tokenizer;
 }  // namespace oml::text
 
 namespace oml::pipelines {
-
-/// What the items of a run are.
-enum class RowInput { images, texts, audio };
 
 struct RunInputs {
   RowInput kind = RowInput::images;

@@ -438,12 +438,18 @@ TEST_CASE(
   OML_REQUIRE_NAMESPACES();
   TempDir dir;
   Hosts hosts(2);
-  // Validation every epoch, one row per batch: most of an epoch's time is spent embedding the
-  // validation rows, and the next collective after that is sync_dicts' all_gather. The link goes
-  // down just after rank 0 reports the end of epoch 2's training.
+  // Validation every epoch. Rank 0 pauses before each sync_dicts merge (common/failpoint.h; a
+  // validation has two), and the link goes down during epoch 2's first pause, once epoch 1's
+  // last.ckpt is written, so the next collective is sync_dicts' all_gather. (Cut on the progress line of
+  // epoch 2 instead, the link sometimes went down during the BatchNorm buffers' broadcast just before it.)
   const std::string args = long_training(dir) + " --set valid_period=1 --set bs_val=1";
-  const auto nodes = run_nodes(hosts, dir.path(), every_node("oml-train", 2, 1, args),
-                               Fault{"grep -q 'epoch 2/200 2/2' $NODES/err0", hosts.cut_link(1)}, 150);
+  auto commands = every_node("oml-train", 2, 1, args);
+  commands[0] = "env OML_FAILPOINTS=sync_dicts=pause:3 " + commands[0];
+  const auto nodes =
+      run_nodes(hosts, dir.path(), commands,
+                Fault{"[ \"$(grep -c 'failpoint sync_dicts' $NODES/err0 2>/dev/null)\" -ge 3 ] 2>/dev/null",
+                      hosts.cut_link(1)},
+                150);
   INFO(describe(nodes));
   print_times("link cut during validation", nodes);
   check_every_node_failed_in_time(nodes);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "oml/common/error.h"
+#include "oml/common/failpoint.h"
 #include "oml/common/strings.h"
 #include "oml/distributed/process_group.h"
 
@@ -204,6 +205,7 @@ int64_t row_count(const SyncValue& value) {
 
 SyncDict sync_dicts(ProcessGroup& group, const SyncDict& local) {
   if (group.size() == 1) return local;
+  failpoint("sync_dicts");  // a fault injected here lands in the all_gather that follows
   const std::string schema = schema_of(local);
   const auto schemas = group.all_gather_bytes(schema);
   if (std::any_of(schemas.begin(), schemas.end(), [&](const std::string& s) { return s != schema; })) {

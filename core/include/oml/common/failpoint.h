@@ -14,7 +14,9 @@
 //
 // Failpoints in the code: `before_rename:<file name>` — an atomic write's temporary file is
 // complete and flushed, and not yet renamed over <file name> (io/atomic_file.h); `serve:search` —
-// oml-serve's batched search, before it searches (a failure of the server's own code).
+// oml-serve's batched search, before it searches (a failure of the server's own code);
+// `sync_dicts` — a rank about to merge its dictionary with the others' (sync_dicts.h), before its
+// first all_gather (a link cut there lands in the merge).
 
 #include <string>
 
