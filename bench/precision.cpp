@@ -4,12 +4,13 @@
 // (input and weights, or the input batch only), alternated over rounds (these machines drift: compare medians
 // of alternating rounds).
 //
-//   bench_precision [threads] [rounds] [steps] [extractor-yaml] [side] [modes]
+//   bench_precision [threads] [rounds] [steps] [extractor-yaml] [side] [modes] [batch]
 //
 // extractor-yaml: another extractor as a config component, side: its image side (default 64),
 // e.g. for a ViT: bench_precision 0 3 3 '{name: vit, args: {arch: vits16}}' 224
-// modes: `all` (default), or `32` / `bf16` for that precision's NCHW mode alone (one process per
-// precision, for its peak RSS under /usr/bin/time -v).
+// modes: `all` (default), `32` / `bf16` for that precision's NCHW mode alone (one process per
+// precision, for its peak RSS under /usr/bin/time -v), or `nchw` for both NCHW modes.
+// batch: the batch size (default 32; a multiple of 4: 4 items per label).
 // OML_BENCH_DEVICE=cuda runs on cuda:0 (scripts/gpu_check.sh): the model, the batch and autocast
 // there, the clock read after a synchronize. OML_BENCH_TRACE=FILE writes a Chrome trace of the
 // last timed steps (the last mode of the last round; bench/trace_ops.py sums it per operator).
@@ -134,8 +135,13 @@ int main(int argc, char** argv) {
   const std::string spec_text = argc > 4 ? argv[4] : "{name: resnet, args: {arch: resnet18}}";
   const int64_t side = argc > 5 ? std::atoll(argv[5]) : 64;
   const std::string only = argc > 6 ? argv[6] : "all";
-  if (only != "all" && only != "32" && only != "bf16") {
-    std::fprintf(stderr, "bench_precision: modes must be all, 32 or bf16, got '%s'\n", only.c_str());
+  if (only != "all" && only != "32" && only != "bf16" && only != "nchw") {
+    std::fprintf(stderr, "bench_precision: modes must be all, 32, bf16 or nchw, got '%s'\n", only.c_str());
+    return 2;
+  }
+  const int64_t batch = argc > 7 ? std::atoll(argv[7]) : 32;
+  if (batch < 4 || batch % 4 != 0) {
+    std::fprintf(stderr, "bench_precision: batch must be a positive multiple of 4, got '%s'\n", argv[7]);
     return 2;
   }
   oml::cli::register_builtins();
@@ -144,20 +150,23 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   auto model = oml::registries().extractors.create(spec);
   model->to(bench_device());
-  std::printf("device: %s, threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch 32, %d steps x %d rounds\n",
-              bench_device().str().c_str(), threads, oml::blas_backend().c_str(), spec_text.c_str(),
-              static_cast<long long>(side), static_cast<long long>(side), steps, rounds);
+  std::printf(
+      "device: %s, threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch %lld, %d steps x %d rounds\n",
+      bench_device().str().c_str(), threads, oml::blas_backend().c_str(), spec_text.c_str(),
+      static_cast<long long>(side), static_cast<long long>(side), static_cast<long long>(batch), steps,
+      rounds);
   std::vector<Mode> modes{{Precision::fp32, false, false, "32 NCHW"},
                           {Precision::bf16, false, false, "bf16 NCHW"},
                           {Precision::fp32, true, true, "32 channels_last"},
                           {Precision::bf16, true, true, "bf16 channels_last"},
                           {Precision::fp32, true, false, "32 cl input only"},
                           {Precision::bf16, true, false, "bf16 cl input only"}};
-  if (only != "all") modes = {modes[only == "32" ? 0 : 1]};
+  if (only == "nchw") modes.resize(2);
+  if (only == "32" || only == "bf16") modes = {modes[only == "32" ? 0 : 1]};
   std::vector<std::vector<double>> results(modes.size());
   for (int r = 0; r < rounds; ++r) {
     for (std::size_t m = 0; m < modes.size(); ++m) {
-      const double v = images_per_second(*model, modes[m], 32, side, steps);
+      const double v = images_per_second(*model, modes[m], batch, side, steps);
       results[m].push_back(v);
       std::printf("round %d  %-20s %7.1f images/s\n", r + 1, modes[m].name.c_str(), v);
       std::fflush(stdout);
@@ -166,7 +175,7 @@ int main(int argc, char** argv) {
   std::printf("median over %d rounds:\n", rounds);
   for (std::size_t m = 0; m < modes.size(); ++m) {
     std::printf("  %-20s %7.1f images/s", modes[m].name.c_str(), median(results[m]));
-    if (only == "all") std::printf(" (%.2fx precision 32 NCHW)", median(results[m]) / median(results[0]));
+    if (modes.size() > 1) std::printf(" (%.2fx precision 32 NCHW)", median(results[m]) / median(results[0]));
     std::printf("\n");
   }
   return 0;

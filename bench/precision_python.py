@@ -1,10 +1,12 @@
 """bf16 autocast against fp32 in Python PyTorch, the counterpart of bench_precision.
 
-    python bench/precision_python.py [threads] [rounds] [steps] [side] [arch] [modes]
+    python bench/precision_python.py [threads] [rounds] [steps] [side] [arch] [modes] [batch]
 
-arch: resnet18 (default) or a ViT of tests/python/vit_reference.py (vits16: the network the parity
-tests hold equal to oml-cpp's `vit`); modes: all (default), 32 or bf16. OML_BENCH_DEVICE=cuda runs
-on cuda:0 (as bench_precision does; autocast on "cuda", the clock read after a synchronize).
+arch: resnet18 (default), resnet50 or a ViT of tests/python/vit_reference.py (vits16: the network
+the parity tests hold equal to oml-cpp's `vit`); modes: all (default: 32 and bf16), 32 or bf16;
+batch: default 32, a multiple of 4. OML_BENCH_DEVICE=cuda runs on cuda:0 (as bench_precision
+does; autocast on "cuda", the clock read after a synchronize). OML_BENCH_COMPILE=1 runs the model
+through torch.compile (default mode): each mode's warm-up step pays its compilation.
 
 The same training step as bench/precision.cpp's NCHW modes: torchvision's resnet18 without its
 classifier (512-d embeddings), synthetic 3 x side x side batches of 32 (8 labels x 4), a soft-margin
@@ -74,10 +76,12 @@ def main():
     arch = args[4] if len(args) > 4 else "resnet18"
     modes = args[5] if len(args) > 5 else "all"
     assert modes in ("all", "32", "bf16"), f"modes must be all, 32 or bf16, got {modes}"
+    batch = int(args[6]) if len(args) > 6 else 32
+    assert batch >= 4 and batch % 4 == 0, f"batch must be a positive multiple of 4, got {batch}"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    if arch == "resnet18":
-        model = torchvision.models.resnet18()
+    if arch in ("resnet18", "resnet50"):
+        model = getattr(torchvision.models, arch)()
         model.fc = torch.nn.Identity()
     else:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
@@ -85,12 +89,15 @@ def main():
 
         model = VisionTransformer(arch)
     model.to(DEVICE)
-    print(f"python {torch.__version__}, threads: {threads}, device: {DEVICE}, {arch}, {side}x{side}, batch 32, "
-          f"{steps} steps x {rounds} rounds")
+    compiled = os.environ.get("OML_BENCH_COMPILE") == "1"
+    if compiled:
+        model = torch.compile(model)
+    print(f"python {torch.__version__}, threads: {threads}, device: {DEVICE}, {arch}, {side}x{side}, batch {batch}, "
+          f"{steps} steps x {rounds} rounds{', torch.compile' if compiled else ''}")
     results = {"32": [], "bf16": []} if modes == "all" else {modes: []}
     for r in range(rounds):
         for name in results:
-            v = images_per_second(model, name == "bf16", 32, side, steps)
+            v = images_per_second(model, name == "bf16", batch, side, steps)
             results[name].append(v)
             print(f"round {r + 1}  python {name:5s} {v:7.1f} images/s", flush=True)
     print(f"median over {rounds} rounds:")

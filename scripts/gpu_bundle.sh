@@ -3,8 +3,9 @@
 # mirror) but has Python's torch 2.11.0+cu130 -- the machines this project is lent. It packs what
 # this machine built (build/, the wheel's LibTorch 2.11 with CUDA) into two folders to copy there:
 #   .gpu/      the binaries (stripped), the Debian libraries they load (xz, without glibc; GCC 12's libstdc++
-#              only used where the machine's is older) and check.sh: the GPU tests, ViT-S/16 bf16
-#              and resnet18 throughput, oml-cpp against PyTorch eager on that GPU (~60 MB);
+#              only used where the machine's is older) and check.sh: the GPU tests, then the
+#              training step of resnet18, ViT-S/16 and resnet50 against PyTorch eager and
+#              torch.compile on that GPU (bench/step_table.sh; ~60 MB);
 #   .gpudata/  Fashion-MNIST's IDX files and default_job.sh: the default job on accelerator: cuda,
 #              then twice with `deterministic: true`, whose logs must be identical
 #              (~30 MB; separate because a device call carries at most 64 MiB);
@@ -92,15 +93,11 @@ nvidia-smi -L
 echo "== 1. the GPU tests"
 (cd /tmp && "$B/oml_gpu_tests" --durations yes 2>&1 | tee "$OUT/gpu_tests.log")
 [ "${OML_GPU_BENCH:-1}" = 1 ] || exit 0
-echo "== 2. ViT-S/16 224 px bf16, batch 32, oml-cpp and PyTorch eager alternating"
-vit='{name: vit, args: {arch: vits16}}'
-for round in 1 2 3; do
-  OML_BENCH_DEVICE=cuda "$B/bench_precision" 0 1 20 "$vit" 224 bf16 2>&1 | tee -a "$OUT/vit_oml.txt"
-  OML_BENCH_DEVICE=cuda "$PY" bench/precision_python.py 0 1 20 224 vits16 bf16 2>&1 | tee -a "$OUT/vit_torch.txt"
-done
-echo "== 3. resnet18 64 px fp32 and bf16, batch 32"
-OML_BENCH_DEVICE=cuda "$B/bench_precision" 0 3 20 2>&1 | tee "$OUT/resnet18_oml.txt"
-OML_BENCH_DEVICE=cuda "$PY" bench/precision_python.py 0 3 20 2>&1 | tee "$OUT/resnet18_torch.txt"
+echo "== 2. the training step: oml-cpp, PyTorch eager and torch.compile (issue 42's table)"
+# resnet18 64 px, ViT-S/16 and resnet50 224 px; fp32 and bf16; batch 32 and 256. What is left
+# after OML_GPU_BENCH_S seconds (default 300) is listed as not run.
+bash bench/step_table.sh --device cuda --bench "$B/bench_precision" --python "$PY" --rounds 2 --steps 20 \
+  --cases "resnet18 vits16 resnet50" --budget-s "${OML_GPU_BENCH_S:-300}" 2>&1 | tee "$OUT/step_table.txt"
 CHECK
 
 cp /usr/share/datasets/fashion-mnist/*-ubyte.gz .gpudata/

@@ -8,8 +8,9 @@
 #      (sync_dicts and gradient sync of CUDA tensors equal to the CPU's);
 #   2. the default job (configs/fashion_mnist/train_extractor.yaml) on accelerator: cuda: its wall
 #      time and cmc@1;
-#   3. ViT-S/16 224 px bf16 training throughput, oml-cpp (bench_precision) and PyTorch eager
-#      (bench/precision_python.py) on the same GPU, alternating.
+#   3. the training step of resnet18, ViT-S/16 and resnet50, oml-cpp (bench_precision) beside
+#      PyTorch eager and torch.compile (bench/precision_python.py) on the same GPU, alternating
+#      (bench/step_table.sh; at most OML_GPU_BENCH_S seconds, 300 by default).
 # It prints a table at the end; docs/benchmarks.md#gpu-check says where its figures go.
 set -euo pipefail
 # Usage: scripts/gpu_check.sh [--python PY] [--skip-build] [--steps N]
@@ -64,20 +65,15 @@ job_start=$(date +%s.%N)
 job_seconds=$(echo "$(date +%s.%N) - $job_start" | bc)
 cmc1=$(grep -o '"OVERALL/cmc/1": *[0-9.]*' "$results"/logs/*/metrics.jsonl 2>/dev/null | tail -1 | grep -o '[0-9.]*$' || echo "?")
 
-echo "== 3. ViT-S/16 224 px bf16 training, oml-cpp vs PyTorch eager on the GPU"
-vit='{name: vit, args: {arch: vits16}}'
-for round in 1 2 3; do
-  OML_BENCH_DEVICE=cuda "$build_dir/bench/bench_precision" 0 1 "$steps" "$vit" 224 bf16 |
-    tee -a "$results/vit_oml.txt"
-  OML_BENCH_DEVICE=cuda "$python" bench/precision_python.py 0 1 "$steps" 224 vits16 bf16 |
-    tee -a "$results/vit_torch.txt"
-done
+echo "== 3. the training step: oml-cpp, PyTorch eager and torch.compile on the GPU"
+bash bench/step_table.sh --device cuda --bench "$build_dir/bench/bench_precision" --python "$python" \
+  --rounds 2 --steps "$steps" --cases "resnet18 vits16 resnet50" --budget-s "${OML_GPU_BENCH_S:-300}" |
+  tee "$results/step_table.txt"
 
 echo
 echo "gpu_check summary ($("$python" -c 'import torch; print(torch.cuda.get_device_name(0))'))"
 echo "  GPU tests:            $([ $status = 0 ] && echo passed || echo FAILED)"
 echo "  default job (cuda):   ${job_seconds%.*} s, cmc@1 $cmc1"
-echo "  ViT-S/16 bf16 oml-cpp: $(grep -o 'bf16[^,]*images/s[^,]*' "$results/vit_oml.txt" | tr '\n' ' ')"
-echo "  ViT-S/16 bf16 PyTorch: $(grep -o 'bf16[^,]*images/s[^,]*' "$results/vit_torch.txt" | tr '\n' ' ')"
+echo "  training step:        the table in $results/step_table.txt"
 echo "  logs: $results"
 exit $status

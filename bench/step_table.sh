@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Training-step throughput of oml-cpp beside PyTorch eager and torch.compile (default mode), for
+# issue 42's table: resnet18 at 64 px, resnet50 at 224 px and ViT-S/16 at 224 px, fp32 and bf16,
+# at batch 32 and 256 (the step: bench_precision's and bench/precision_python.py's).
+#
+#   bench/step_table.sh [--device cpu|cuda] [--bench PATH] [--python PY] [--rounds R] [--steps S]
+#                       [--batches "32 256"] [--cases "resnet18 resnet50 vits16"] [--no-compile]
+#                       [--budget-s SECONDS]
+#
+# For each case and batch: R rounds of oml-cpp then PyTorch eager, alternating (one process each,
+# both precisions inside), then one torch.compile process of R rounds (its compilation, once per
+# precision, is paid in each precision's warm-up step and not timed). Cases left when the elapsed
+# time passes --budget-s are listed as not run, so that a device call with a hard limit still
+# returns its table. Prints each measurement, then a table of medians (images/s) and ratios.
+# scripts/gpu_bundle.sh's check.sh runs it on cuda; on the CPU it rehearses the same command:
+#   bench/step_table.sh --rounds 1 --steps 1 --batches 8 --cases resnet18
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+device=cpu
+bench=$root/build/bench/bench_precision
+python=${OML_PYTHON:-/opt/oml-cpp/venv/bin/python}
+rounds=3
+steps=20
+batches="32 256"
+cases="resnet18 resnet50 vits16"
+compile=1
+budget=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    --bench) bench=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --batches) batches=$2; shift 2 ;;
+    --cases) cases=$2; shift 2 ;;
+    --no-compile) compile=0; shift ;;
+    --budget-s) budget=$2; shift 2 ;;
+    *) echo "step_table: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[ -x "$bench" ] || { echo "step_table: no $bench (build bench_precision first)" >&2; exit 2; }
+case "$device" in cpu) export OML_BENCH_DEVICE=cpu ;; cuda) export OML_BENCH_DEVICE=cuda ;;
+  *) echo "step_table: --device must be cpu or cuda, got '$device'" >&2; exit 2 ;; esac
+
+# case -> oml-cpp extractor | Python arch | side
+spec() {
+  case "$1" in
+    resnet18) echo "{name: resnet, args: {arch: resnet18}}|resnet18|64" ;;
+    resnet50) echo "{name: resnet, args: {arch: resnet50}}|resnet50|224" ;;
+    vits16) echo "{name: vit, args: {arch: vits16}}|vits16|224" ;;
+    *) echo "step_table: unknown case '$1' (resnet18, resnet50, vits16)" >&2; exit 2 ;;
+  esac
+}
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+start=$(date +%s)
+# "round N  32 NCHW  X images/s" (oml-cpp) and "round N  python 32  X images/s" -> "32 X" / "bf16 X"
+values() { grep -E '^round [0-9]+ ' | sed -E 's/^round [0-9]+ +(python +)?(32|bf16)( NCHW)? +([0-9.]+) images\/s.*/\2 \4/'; }
+record() { while read -r precision v; do echo "$1|$2|$precision|$3|$v" | tee -a "$results"; done; }
+skipped=()
+for c in $cases; do
+  IFS='|' read -r extractor arch side <<< "$(spec "$c")"
+  for batch in $batches; do
+    if [ "$budget" -gt 0 ] && [ $(($(date +%s) - start)) -ge "$budget" ]; then
+      skipped+=("$c batch $batch")
+      continue
+    fi
+    # A program that fails (out of memory at batch 256, ...) leaves its cells empty, not the table.
+    for r in $(seq 1 "$rounds"); do
+      "$bench" 0 1 "$steps" "$extractor" "$side" nchw "$batch" | values | record "$c" "$batch" oml-cpp ||
+        echo "step_table: oml-cpp failed on $c batch $batch" >&2
+      "$python" "$root/bench/precision_python.py" 0 1 "$steps" "$side" "$arch" all "$batch" 2>/dev/null |
+        values | record "$c" "$batch" eager || echo "step_table: PyTorch eager failed on $c batch $batch" >&2
+    done
+    if [ "$compile" = 1 ]; then
+      OML_BENCH_COMPILE=1 "$python" "$root/bench/precision_python.py" 0 "$rounds" "$steps" "$side" "$arch" all \
+        "$batch" 2>/dev/null | values | record "$c" "$batch" compile ||
+        echo "step_table: torch.compile failed on $c batch $batch" >&2
+    fi
+  done
+done
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
+m() { { grep -F "$1|$2|$3|$4|" "$results" || true; } | cut -d'|' -f5 | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.2f×", a / b}'; }
+echo
+echo "| case | batch | precision | oml-cpp | PyTorch eager | torch.compile | oml-cpp / eager | oml-cpp / compile |"
+echo "|---|---|---|---|---|---|---|---|"
+for c in $cases; do
+  for batch in $batches; do
+    for precision in 32 bf16; do
+      a=$(m "$c" "$batch" "$precision" oml-cpp)
+      [ "$a" = nan ] && continue
+      e=$(m "$c" "$batch" "$precision" eager)
+      k=$(m "$c" "$batch" "$precision" compile)
+      echo "| $c | $batch | $precision | $a | $e | $k | $(ratio "$a" "$e") | $(ratio "$a" "$k") |"
+    done
+  done
+done
+echo "(images/s on $device, medians of $rounds rounds of $steps steps; $(($(date +%s) - start)) s in all)"
+for s in ${skipped[@]+"${skipped[@]}"}; do echo "not run (--budget-s $budget): $s"; done
