@@ -17,10 +17,10 @@
 #include <ctime>
 #include <iomanip>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "oml/common/strings.h"
 #include "oml/config/document.h"
 #include "oml/config/reader.h"
 #include "oml/data/convert.h"
@@ -81,13 +81,6 @@ Throughput measure(const std::shared_ptr<Dataset>& dataset, int workers, int64_t
   return {images / wall, images / cpu};
 }
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
-
 void report(const std::string& path, const std::string& transform_name,
             const std::shared_ptr<Dataset>& dataset, int64_t batch_size,
             const std::vector<int>& worker_counts) {
@@ -109,11 +102,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--fmnist")) fmnist = argv[i + 1];
     if (!std::strcmp(argv[i], "--images")) n_jpeg = std::stoll(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--transforms")) transforms = split_list(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--transforms")) transforms = oml::split(argv[i + 1], ',');
     if (!std::strcmp(argv[i], "--keep-jpegs")) keep = argv[i + 1];
     if (!std::strcmp(argv[i], "--workers")) {
       worker_counts.clear();
-      for (const auto& w : split_list(argv[i + 1])) worker_counts.push_back(std::stoi(w));
+      for (const auto& w : oml::split(argv[i + 1], ',')) worker_counts.push_back(std::stoi(w));
     }
   }
   if (!keep.empty() && fs::exists(keep)) {
