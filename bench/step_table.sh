@@ -52,6 +52,7 @@ spec() {
     *) echo "step_table: unknown case '$1' (resnet18, resnet50, vits16)" >&2; exit 2 ;;
   esac
 }
+for c in $cases; do spec "$c" > /dev/null || exit 2; done  # spec's exit inside $(...) would not end the script
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 start=$(date +%s)
