@@ -7,6 +7,8 @@ the parity tests hold equal to oml-cpp's `vit`); modes: all (default: 32 and bf1
 batch: default 32, a multiple of 4. OML_BENCH_DEVICE=cuda runs on cuda:0 (as bench_precision
 does; autocast on "cuda", the clock read after a synchronize). OML_BENCH_COMPILE=1 runs the model
 through torch.compile (default mode): each mode's warm-up step pays its compilation.
+OML_BENCH_TRACE=FILE writes torch.profiler's Chrome trace of the last mode's timed steps, as
+bench_precision does with the same variable (bench/trace_ops.py reads both).
 
 The same training step as bench/precision.cpp's NCHW modes: torchvision's resnet18 without its
 classifier (512-d embeddings), synthetic 3 x side x side batches of 32 (8 labels x 4), a soft-margin
@@ -60,11 +62,23 @@ def images_per_second(model, bf16, batch, side, steps):
 
     step()  # warm-up (allocations, oneDNN primitive creation, CUDA kernels' first load)
     synchronize()
+    trace = os.environ.get("OML_BENCH_TRACE")
+    profiler = None
+    if trace:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if DEVICE.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        profiler = torch.profiler.profile(activities=activities)
+        profiler.__enter__()
     start = time.perf_counter()
     for _ in range(steps):
         step()
     synchronize()
-    return batch * steps / (time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        profiler.export_chrome_trace(trace)  # each mode overwrites it: the last one stays
+    return batch * steps / seconds
 
 
 def main():
