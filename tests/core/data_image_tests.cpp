@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 
 #include "oml/common/error.h"
@@ -114,6 +115,60 @@ TEST_CASE("Corrupt, empty and truncated images are DataErrors naming the file", 
       Contains("/d/text.png") && Contains("is not a JPEG, PNG, BMP, WebP, TIFF or PNM/PFM file"));
   CHECK_THROWS_WITH(oml::data::decode_image("", "/d/empty.png"), Contains("empty file"));
   CHECK_THROWS_WITH(oml::data::read_file_bytes("/no/such.png"), Contains("/no/such.png"));
+}
+
+namespace {
+
+// A PFM file: `kind` "PF" (RGB) or "Pf" (grey), rows stored bottom to top, little-endian samples
+// when `scale` is negative.
+std::string pfm_bytes(const std::string& kind, int width, int height, const std::string& scale,
+                      const std::vector<float>& samples) {
+  std::string out = kind + "\n" + std::to_string(width) + " " + std::to_string(height) + "\n" + scale + "\n";
+  const bool little = scale.front() == '-';
+  for (const float value : samples) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &value, 4);
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(bits >> (little ? 8 * i : 24 - 8 * i)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("PFM decodes by its specification, and never through a temporary file", "[data][image]") {
+  // OpenCV decodes PFM only from a file: it wrote each one to $OPENCV_TEMP_PATH (/tmp) and left
+  // the file there whenever its own header parser disagreed (this header's blank line).
+  oml::test::TempDir temp;
+  ::setenv("OPENCV_TEMP_PATH", temp.path().c_str(), 1);
+  // 3 wide, 2 high; stored rows are bottom first: the image's top row is the second stored row.
+  std::vector<float> samples;
+  for (int i = 0; i < 18; ++i) samples.push_back(static_cast<float>(i) * 14.0f / 255.0f);
+  const auto expected = [&](float divide) {
+    auto rows = torch::tensor(samples).view({2, 3, 3}).flip(0);
+    return (rows * 255.0 / divide).round().clamp(0, 255).to(torch::kUInt8);
+  };
+  for (const std::string scale : {"-1.0", "1", "-2.0"}) {
+    INFO("scale " << scale);
+    const std::string bytes = pfm_bytes("PF", 3, 2, scale, samples);
+    const auto decoded = oml::data::decode_image(bytes, "x.pfm");
+    CHECK(torch::equal(decoded, expected(scale == "-2.0" ? 2.0f : 1.0f)));
+  }
+  // Grey: one channel, repeated into RGB.
+  const auto grey = oml::data::decode_image(pfm_bytes("Pf", 3, 2, "-1", {0, 0.5f, 1, 1, 0.5f, 0}), "g.pfm");
+  CHECK(torch::equal(grey.select(2, 0), torch::tensor({255, 128, 0, 0, 128, 255}).view({2, 3}).to(torch::kUInt8)));
+  CHECK(torch::equal(grey.select(2, 1), grey.select(2, 2)));
+  // What OpenCV would have decoded through a temporary file.
+  std::string odd = pfm_bytes("PF", 2, 2, "-1.0", std::vector<float>(12, 0.25f));
+  odd.insert(3, "\n");
+  CHECK(oml::data::decode_image(odd, "odd.pfm").sizes() == at::IntArrayRef{2, 2, 3});
+  CHECK_THROWS_WITH(oml::data::decode_image(odd.substr(0, odd.size() - 1), "/d/cut.pfm"),
+                    Contains("/d/cut.pfm") && Contains("truncated PFM"));
+  CHECK_THROWS_WITH(oml::data::decode_image(pfm_bytes("PF", 1, 1, "zero", {0, 0, 0}), "/d/s.pfm"),
+                    Contains("/d/s.pfm") && Contains("scale 'zero'"));
+  CHECK_THROWS_WITH(oml::data::decode_image(pfm_bytes("PF", 1, 1, "0", {0, 0, 0}), "/d/s.pfm"),
+                    Contains("not a non-zero number"));
+  CHECK(std::filesystem::is_empty(temp.path()));
+  ::unsetenv("OPENCV_TEMP_PATH");
 }
 
 TEST_CASE("Bounding boxes crop before transforms and must lie inside the image", "[data][image]") {

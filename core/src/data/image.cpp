@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 #include <zlib.h>
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -35,6 +37,71 @@ bool jpeg_is_complete(const std::string& bytes) {
 bool is_png(const std::string& bytes) { return bytes.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0; }
 
 using ::oml::detail::big_endian_u32;
+
+bool is_pfm(const std::string& bytes) { return bytes.size() >= 2 && bytes[0] == 'P' && (bytes[1] == 'F' || bytes[1] == 'f'); }
+
+// PFM, decoded here rather than by OpenCV: OpenCV 4.6 decodes PFM only from a file, so imdecode
+// writes the bytes to a temporary file first (/tmp/__opencv_temp.*), and when its own header
+// parser disagrees with the size (validateInputImageSize throws) it leaves that file behind: one
+// file per such image, for oml-serve one per request. The result is what OpenCV's decoder gives
+// (float BGR or grey, rows stored bottom to top, divided by |scale| when that is not 1), so the
+// rest of decode_image treats both alike. Layout: "PF" (colour) or "Pf" (grey), whitespace, width,
+// height and scale as whitespace-separated words, one whitespace byte, then width x height x
+// channels 32-bit floats, little-endian when the scale is negative.
+cv::Mat decode_pfm(const std::string& bytes, const ImageHeader& header, const std::string& path) {
+  std::size_t at = 2;
+  const auto word = [&] {
+    while (at < bytes.size() && (std::isspace(static_cast<unsigned char>(bytes[at])) || bytes[at] == '#')) {
+      if (bytes[at] == '#') {
+        while (at < bytes.size() && bytes[at] != '\n') ++at;
+      } else {
+        ++at;
+      }
+    }
+    const std::size_t start = at;
+    while (at < bytes.size() && !std::isspace(static_cast<unsigned char>(bytes[at]))) ++at;
+    return bytes.substr(start, at - start);
+  };
+  word();  // width and height: read_image_header has checked them
+  word();
+  const std::string scale_word = word();
+  double scale = 0;
+  std::size_t parsed = 0;
+  try {
+    scale = std::stod(scale_word, &parsed);
+  } catch (const std::exception&) {
+    parsed = 0;
+  }
+  OML_CHECK(parsed == scale_word.size() && parsed > 0 && std::isfinite(scale) && scale != 0, DataError, "image ",
+            path, " is a damaged PFM: its scale '", valid_utf8(scale_word.substr(0, 24)),
+            "' is not a non-zero number");
+  OML_CHECK(at < bytes.size(), DataError, "image ", path, " is a damaged PFM: it ends after its header");
+  ++at;  // the one whitespace byte before the samples
+  // pixels() saturates, and a size that passes is at most the file's size, so nothing overflows.
+  const auto available = static_cast<int64_t>(bytes.size() - at);
+  OML_CHECK(header.pixels() <= available / (4 * header.channels), DataError, "image ", path,
+            " is a truncated PFM: its ", header.width, "x", header.height, " samples need ",
+            header.channels * 4, " bytes a pixel after the header, it has ", available, " bytes");
+  const bool little = scale < 0;
+  const int type = header.channels == 3 ? CV_32FC3 : CV_32FC1;
+  cv::Mat out(static_cast<int>(header.height), static_cast<int>(header.width), type);
+  const auto row_floats = static_cast<std::size_t>(header.width * header.channels);
+  const float factor = std::fabs(scale) == 1.0 ? 1.0f : static_cast<float>(1.0 / std::fabs(scale));
+  for (int64_t stored = 0; stored < header.height; ++stored) {
+    auto* row = out.ptr<float>(static_cast<int>(header.height - 1 - stored));
+    const auto* source = reinterpret_cast<const unsigned char*>(bytes.data()) + at + stored * row_floats * 4;
+    for (std::size_t i = 0; i < row_floats; ++i) {
+      const unsigned char* b = source + 4 * i;
+      const uint32_t bits = little ? (uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24)
+                                   : (uint32_t{b[3]} | uint32_t{b[2]} << 8 | uint32_t{b[1]} << 16 | uint32_t{b[0]} << 24);
+      float value;
+      std::memcpy(&value, &bits, 4);
+      row[i] = value * factor;
+    }
+  }
+  if (header.channels == 3) cv::cvtColor(out, out, cv::COLOR_RGB2BGR);
+  return out;
+}
 
 // What is wrong with a PNG's chunk structure ("" when nothing): libpng reports a truncated file or a
 // chunk whose CRC-32 does not match by printing "libpng error: ..." on stderr before OpenCV gives
@@ -137,12 +204,16 @@ at::Tensor decode_image(const std::string& bytes, const std::string& path, const
     const std::string damage = png_damage(bytes);
     OML_CHECK(damage.empty(), DataError, "image ", path, " is a truncated or corrupt PNG: ", damage);
   }
-  const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
   cv::Mat decoded;
-  try {
-    decoded = cv::imdecode(raw, cv::IMREAD_UNCHANGED | cv::IMREAD_IGNORE_ORIENTATION);
-  } catch (const cv::Exception& e) {
-    throw DataError("image " + path + " cannot be decoded: " + trim(e.msg));
+  if (is_pfm(bytes)) {
+    decoded = decode_pfm(bytes, header, path);
+  } else {
+    const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
+    try {
+      decoded = cv::imdecode(raw, cv::IMREAD_UNCHANGED | cv::IMREAD_IGNORE_ORIENTATION);
+    } catch (const cv::Exception& e) {
+      throw DataError("image " + path + " cannot be decoded: " + trim(e.msg));
+    }
   }
   OML_CHECK(!decoded.empty(), DataError, "image ", path, " cannot be decoded (a corrupt or truncated ",
             header.format, " file)");
