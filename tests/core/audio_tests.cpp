@@ -19,6 +19,8 @@
 #include "oml/models/kaldi_fbank.h"
 #include "support/support.h"
 
+namespace audio_tests {
+
 using Catch::Matchers::Contains;
 using oml::data::AudioDataset;
 using oml::data::AudioDatasetOptions;
@@ -420,3 +422,5 @@ TEST_CASE("kaldi_fbank equals torchaudio.compliance.kaldi.fbank for every option
                     Contains("shorter than one frame (400 samples)"));
   CHECK_THROWS_WITH(oml::models::kaldi_fbank(torch::zeros({1000}, torch::kLong)), Contains("float waveform"));
 }
+
+}  // namespace audio_tests

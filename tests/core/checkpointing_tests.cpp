@@ -17,6 +17,8 @@
 #include "training/checkpoint_schedule.h"
 #include "training/checkpoint_writer.h"
 
+namespace checkpointing_tests {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using oml::config::CheckpointingOptions;
@@ -264,3 +266,5 @@ TEST_CASE(
                     Contains("resume.best_k_models") && Contains("'../../etc/passwd'") &&
                         Contains("not a file name of the run's checkpoints/ folder"));
 }
+
+}  // namespace checkpointing_tests

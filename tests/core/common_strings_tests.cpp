@@ -3,6 +3,8 @@
 #include "oml/common/strings.h"
 #include "support/support.h"
 
+namespace common_strings_tests {
+
 using oml::is_valid_utf8;
 using oml::valid_utf8;
 
@@ -41,3 +43,5 @@ TEST_CASE("valid_utf8 keeps well-formed UTF-8 and replaces every ill-formed byte
     CHECK(is_valid_utf8(valid_utf8(input)));
   }
 }
+
+}  // namespace common_strings_tests

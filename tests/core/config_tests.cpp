@@ -7,6 +7,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace config_tests {
+
 using Catch::Matchers::Contains;
 using oml::ConfigError;
 using oml::UsageError;
@@ -663,3 +665,5 @@ TEST_CASE("A SettingError from a layer without the config is placed at its key",
       oml::config::placing_settings(root, []() -> int { throw oml::SettingError("seed", "bad"); }),
       "run.yaml:3:7: seed: bad");
 }
+
+}  // namespace config_tests

@@ -18,6 +18,8 @@
 #include "oml/distributed/process_group.h"
 #include "support/support.h"
 
+namespace cuda_module_tests {
+
 using Catch::Matchers::Contains;
 namespace dist = oml::distributed;
 using oml::config::Accelerator;
@@ -113,3 +115,5 @@ TEST_CASE("cuda_module: CUDA queried first", "[.cuda_module_too_late]") {
 }
 
 #endif
+
+}  // namespace cuda_module_tests

@@ -5,6 +5,8 @@
 #include "oml/data/dataframe.h"
 #include "support/support.h"
 
+namespace data_dataframe_tests {
+
 using Catch::Matchers::Contains;
 using oml::DataError;
 using oml::data::Dataframe;
@@ -189,3 +191,5 @@ TEST_CASE("Dataframes for precomputed embeddings may omit the path column", "[da
   CHECK_FALSE(df.validation().has_paths());
   CHECK(df.validation().labels == std::vector<int64_t>{1});
 }
+
+}  // namespace data_dataframe_tests

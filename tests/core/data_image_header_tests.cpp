@@ -12,6 +12,8 @@
 #include "oml/data/image.h"
 #include "support/support.h"
 
+namespace data_image_header_tests {
+
 using Catch::Matchers::Contains;
 using oml::DataError;
 using oml::data::DecodeBudget;
@@ -168,3 +170,5 @@ TEST_CASE("The decode budget holds concurrent decodes within it and refuses one 
                     Contains("x.png") && Contains("more than the whole --decode-memory-mb budget"));
   CHECK(tiny.in_use() == 0);
 }
+
+}  // namespace data_image_header_tests

@@ -17,6 +17,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace data_image_tests {
+
 using Catch::Matchers::Contains;
 using oml::DataError;
 using oml::data::RandomKey;
@@ -155,7 +157,8 @@ TEST_CASE("PFM decodes by its specification, and never through a temporary file"
   }
   // Grey: one channel, repeated into RGB.
   const auto grey = oml::data::decode_image(pfm_bytes("Pf", 3, 2, "-1", {0, 0.5f, 1, 1, 0.5f, 0}), "g.pfm");
-  CHECK(torch::equal(grey.select(2, 0), torch::tensor({255, 128, 0, 0, 128, 255}).view({2, 3}).to(torch::kUInt8)));
+  CHECK(torch::equal(grey.select(2, 0),
+                     torch::tensor({255, 128, 0, 0, 128, 255}).view({2, 3}).to(torch::kUInt8)));
   CHECK(torch::equal(grey.select(2, 1), grey.select(2, 2)));
   // What OpenCV would have decoded through a temporary file.
   std::string odd = pfm_bytes("PF", 2, 2, "-1.0", std::vector<float>(12, 0.25f));
@@ -258,3 +261,5 @@ TEST_CASE("KeyedRandom draws are a pure function of the key", "[data][transforms
   }
   CHECK(a.next_u64() != c.next_u64());
 }
+
+}  // namespace data_image_tests

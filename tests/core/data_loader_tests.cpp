@@ -15,6 +15,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace data_loader_tests {
+
 using Catch::Matchers::Contains;
 using oml::data::DataSplit;
 using oml::data::ImageDataset;
@@ -278,3 +280,5 @@ TEST_CASE("On the CPU the device copier leaves a batch where the loader put it",
   CHECK(batch->images.data_ptr() == before);  // no copy
   CHECK(torch::equal(batch->images, embeddings.flip(0)));
 }
+
+}  // namespace data_loader_tests

@@ -16,6 +16,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace data_oml_transforms_tests {
+
 using Catch::Matchers::Contains;
 using oml::data::PilFilter;
 using oml::data::RandomKey;
@@ -279,3 +281,5 @@ TEST_CASE("defaults: the transforms group is chosen once per package, for train 
   CHECK_THROWS_WITH(oml::config::Document::from_file((dir / "twice.yaml").string()),
                     Contains("chosen twice"));
 }
+
+}  // namespace data_oml_transforms_tests

@@ -24,6 +24,8 @@
 #include "support/support.h"
 #include "support/text_fixtures.h"
 
+namespace data_text_tests {
+
 using Catch::Matchers::Contains;
 using oml::data::Dataframe;
 using oml::data::DataframeOptions;
@@ -319,3 +321,5 @@ TEST_CASE("hf_text_encoder names its folder's tokenizer.json, the tokens its pos
   CHECK(in_code->max_tokens() == 22);
   CHECK_THROWS_AS(in_code->text_input(), oml::UsageError);
 }
+
+}  // namespace data_text_tests

@@ -10,6 +10,8 @@
 #include "oml/data/transform.h"
 #include "support/support.h"
 
+namespace data_user_errors_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::TempDir;
 using oml::test::write_file;
@@ -79,3 +81,5 @@ TEST_CASE("A truncated JPEG in a dataset is an exit-2 error naming the image", "
     CHECK_THAT(e.what(), Contains((dir / "cut.jpg").string()) && Contains("truncated"));
   }
 }
+
+}  // namespace data_user_errors_tests

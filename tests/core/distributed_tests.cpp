@@ -16,6 +16,8 @@
 #include "oml/distributed/world.h"
 #include "support/support.h"
 
+namespace distributed_tests {
+
 using Catch::Matchers::Contains;
 namespace dist = oml::distributed;
 
@@ -221,3 +223,5 @@ TEST_CASE("With one rank nothing is communicated, so compression rounds nothing"
     CHECK(torch::equal(layer->weight.grad(), grad));
   }
 }
+
+}  // namespace distributed_tests

@@ -16,6 +16,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace docs_tests {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -158,3 +160,5 @@ TEST_CASE("Citations of docs pages in sources, configs and tests resolve", "[doc
   }
   CHECK(checked > 30);
 }
+
+}  // namespace docs_tests

@@ -27,6 +27,8 @@
 #include "support/config_errors.h"
 #include "support/support.h"
 
+namespace ecapa_tdnn_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
@@ -227,3 +229,5 @@ TEST_CASE("The pipelines feed an audio extractor audio items cut as `audio:` say
                     oml::ConfigError);
   }
 }
+
+}  // namespace ecapa_tdnn_tests

@@ -20,6 +20,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace gathered_loss_tests {
+
 using Catch::Matchers::Contains;
 namespace dist = oml::distributed;
 
@@ -259,3 +261,5 @@ TEST_CASE("With one process the gathered loss is the loss itself", "[losses][ddp
   CHECK(oml::losses::loss_over_all_ranks(*loss, *group, embeddings, labels).loss.item<double>() ==
         loss->forward(embeddings, labels).loss.item<double>());
 }
+
+}  // namespace gathered_loss_tests

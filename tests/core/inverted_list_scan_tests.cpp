@@ -13,6 +13,8 @@
 #include "oml/retrieval/knn.h"
 #include "support/support.h"
 
+namespace inverted_list_scan_tests {
+
 using namespace oml;
 using retrieval::detail::InvertedList;
 using retrieval::detail::InvertedListScanner;
@@ -195,3 +197,5 @@ TEST_CASE("The BLAS list scan returns short lists when the probed lists hold few
     CHECK(out.size(q) == (in_list ? 2 : 3));
   }
 }
+
+}  // namespace inverted_list_scan_tests

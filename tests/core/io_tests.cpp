@@ -13,6 +13,8 @@
 #include "oml/models/conv_net.h"
 #include "support/support.h"
 
+namespace io_tests {
+
 using Catch::Matchers::Contains;
 
 TEST_CASE("Tensors saved in PyTorch's format read back identically", "[io]") {
@@ -234,3 +236,5 @@ TEST_CASE("Numbers are read from the whole text or not at all", "[numbers]") {
   CHECK_FALSE(oml::parse_double("0.5 ").has_value());
   CHECK_FALSE(oml::parse_double("none").has_value());
 }
+
+}  // namespace io_tests

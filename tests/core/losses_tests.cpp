@@ -15,6 +15,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace losses_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::losses;
 
@@ -310,3 +312,5 @@ TEST_CASE("Losses and miners are built from config with nested miners", "[losses
   auto arc = oml::registries().losses.create(oml::config::parse_component(doc.root()["arc"], "arc"), ctx);
   CHECK(arc->parameters().at(0).sizes() == torch::IntArrayRef({5, 8}));
 }
+
+}  // namespace losses_tests

@@ -10,6 +10,8 @@
 #include "support/embedding_sets.h"
 #include "support/support.h"
 
+namespace metric_table_tests {
+
 using namespace oml;
 using Catch::Matchers::Contains;
 
@@ -193,3 +195,5 @@ TEST_CASE("OML's metric_args names are accepted: pfc_variance, *_main_category a
   CHECK_THROWS_WITH(table("{visualize_only_overall_category: true, visualize_only_main_category: true}"),
                     Contains("keep one of them"));
 }
+
+}  // namespace metric_table_tests

@@ -17,6 +17,8 @@
 #include "support/embedding_sets.h"
 #include "support/support.h"
 
+namespace metrics_tests {
+
 using namespace oml;
 using Catch::Matchers::Contains;
 
@@ -365,3 +367,5 @@ TEST_CASE("ndcg@k divides the DCG of the first k by that of a perfect ranking", 
       metric_table("{ndcg_top_k: [0]}"),
       Contains("metric_args.ndcg_top_k: metric 'ndcg': k values must be positive integers, got 0"));
 }
+
+}  // namespace metrics_tests

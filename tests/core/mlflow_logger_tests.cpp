@@ -13,6 +13,8 @@
 #include "oml/report/mlflow_logger.h"
 #include "support/support.h"
 
+namespace mlflow_logger_tests {
+
 using namespace oml;
 using Catch::Matchers::Contains;
 using oml::test::read_file;
@@ -174,3 +176,5 @@ TEST_CASE(
   CHECK(read_file(run / "tags" / "oml.resumed_at_step") == "4");
   CHECK(read_file(run / "params" / "max_epochs") == "2");  // a new MLflow run: this process's config
 }
+
+}  // namespace mlflow_logger_tests

@@ -12,6 +12,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace models_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::models;
 
@@ -228,3 +230,5 @@ TEST_CASE("Pairwise models score pairs so that smaller means more similar", "[mo
   trivial->eval();
   CHECK(oml::test::max_abs_diff(trivial->predict(i1, i1), torch::zeros({3})) < 1e-5);
 }
+
+}  // namespace models_tests

@@ -9,6 +9,8 @@
 #include "oml/io/npy.h"
 #include "support/support.h"
 
+namespace npy_tests {
+
 using namespace oml;
 using Catch::Matchers::Contains;
 
@@ -211,3 +213,5 @@ TEST_CASE("gather_rows reads scattered rows of a mapping from its file, not thro
   io::gather_rows(matrix, rows.data(), rows.size(), out.data());
   CHECK(torch::equal(torch::from_blob(out.data(), {static_cast<int64_t>(rows.size()), 64}), expected));
 }
+
+}  // namespace npy_tests

@@ -21,6 +21,8 @@
 #include "support/support.h"
 #include "training/trainer.h"
 
+namespace oml_losses_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
@@ -339,3 +341,5 @@ TEST_CASE("The weights of mlp_arcface and arcface train with loss_lr and resume 
     CHECK(steps(resumed, 5, 9) == uninterrupted);
   }
 }
+
+}  // namespace oml_losses_tests

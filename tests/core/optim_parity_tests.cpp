@@ -19,6 +19,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace optim_parity_tests {
+
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
 
@@ -397,3 +399,5 @@ TEST_CASE("Gradient clipping equals torch.nn.utils.clip_grad_norm_ and clip_grad
     CHECK(max_abs_diff(by_value[i].grad(), load("clip_value_" + std::to_string(i))) <= 1e-6);
   }
 }
+
+}  // namespace optim_parity_tests

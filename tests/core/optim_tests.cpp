@@ -19,6 +19,8 @@
 #include "support/support.h"
 #include "training/trainer.h"
 
+namespace optim_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::optim;
 
@@ -503,3 +505,5 @@ TEST_CASE("fused and foreach both true is a config error (exit 2) naming `fused`
         Contains("c.args.fused") && Contains("2.4 and later"));
   }
 }
+
+}  // namespace optim_tests

@@ -22,6 +22,8 @@
 #include "support/support.h"
 #include "training/trainer.h"
 
+namespace pml_losses_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
@@ -388,3 +390,5 @@ TEST_CASE("The weights of PML's losses with class weights train with loss_lr and
     CHECK(steps(resumed, 5, 9) == uninterrupted);
   }
 }
+
+}  // namespace pml_losses_tests

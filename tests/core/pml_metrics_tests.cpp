@@ -17,6 +17,8 @@
 #include "support/embedding_sets.h"
 #include "support/support.h"
 
+namespace pml_metrics_tests {
+
 using namespace oml;
 using Catch::Matchers::Contains;
 using oml::test::TempDir;
@@ -258,3 +260,5 @@ TEST_CASE("map@R's lists reach the largest ground-truth count whatever the other
   for (int64_t q = 0; q < result.retrieval.num_queries(); ++q) CHECK(result.retrieval.size(q) == 29);
   CHECK(result.metrics.count("OVERALL/mean_average_precision_at_r") == 1);
 }
+
+}  // namespace pml_metrics_tests

@@ -9,6 +9,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace postprocessor_tests {
+
 using namespace oml;
 using Catch::Matchers::Contains;
 
@@ -168,3 +170,5 @@ TEST_CASE("pairwise_reranker reports a model that returns NaN", "[postprocessors
   };
   CHECK_THROWS_AS(retrieval::make_pairwise_reranker({2, 8}, broken)->process(results), RuntimeError);
 }
+
+}  // namespace postprocessor_tests

@@ -19,6 +19,8 @@
 #include "support/support.h"
 #include "torch_compat.h"
 
+namespace precision_tests {
+
 using Catch::Matchers::Contains;
 using oml::AutocastGuard;
 using oml::Float32Guard;
@@ -277,3 +279,5 @@ TEST_CASE("The gradient scaler's scale and growth count survive a checkpoint, as
   REQUIRE(damaged.erase("scale") == 1);
   CHECK_THROWS_WITH(resumed.load_state(damaged), Contains("missing entry 'scale'"));
 }
+
+}  // namespace precision_tests

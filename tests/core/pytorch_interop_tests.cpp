@@ -12,6 +12,8 @@
 #include "oml/optim/resume.h"
 #include "support/support.h"
 
+namespace pytorch_interop_tests {
+
 using oml::test::max_abs_diff;
 
 namespace {
@@ -152,3 +154,5 @@ TEST_CASE("Every kind of file oml-cpp writes loads with torch.load(weights_only=
   CHECK(torch::equal(read.at("strided").toTensor(), torch::arange(12, torch::kFloat).reshape({3, 4}).t()));
   CHECK(read.at("big").toInt() == -(1LL << 50));
 }
+
+}  // namespace pytorch_interop_tests

@@ -10,6 +10,8 @@
 #include "oml/data/transform.h"
 #include "support/support.h"
 
+namespace random_tests {
+
 using oml::data::KeyedRandom;
 using oml::data::RandomKey;
 using oml::data::SamplerRng;
@@ -62,3 +64,5 @@ TEST_CASE("SamplerRng draws the pinned values for (seed, epoch, stream)", "[rand
   CHECK(other.below(uint64_t{1} << 40) == 730154025340ull);
   CHECK(other.choose_weighted_distinct({1.0, 2.0, 3.0, 4.0}, 3) == std::vector<std::size_t>{2, 3, 1});
 }
+
+}  // namespace random_tests

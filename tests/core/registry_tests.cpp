@@ -15,6 +15,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace registry_tests {
+
 using Catch::Matchers::Contains;
 using oml::config::Document;
 using oml::config::parse_component;
@@ -502,3 +504,5 @@ TEST_CASE("A nested component's mistake does not hide its owner's, and a typo hi
   CHECK_THAT(typo,
              Contains("unknown key 'crop_sise'") && Contains("did you mean 'crop_size'") && !Contains("224"));
 }
+
+}  // namespace registry_tests

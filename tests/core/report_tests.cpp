@@ -22,6 +22,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace report_tests {
+
 using namespace oml;
 using Catch::Matchers::Contains;
 using oml::test::TempDir;
@@ -334,3 +336,5 @@ TEST_CASE("report.html holds the curves, every metric, the best checkpoint per c
   options.run_dir = empty.path();
   CHECK_THAT(report::render_run_report(options), Contains("train.jsonl has no steps yet"));
 }
+
+}  // namespace report_tests

@@ -16,6 +16,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace resnet_projector_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
@@ -121,3 +123,5 @@ TEST_CASE("resnet50_projector's head, sizes and zoo name", "[models][resnet]") {
   CHECK_THROWS_WITH(extractor_from_yaml("{name: resnet, args: {arch: resnet51}}"),
                     Contains("resnet152, resnet50_projector"));
 }
+
+}  // namespace resnet_projector_tests

@@ -24,6 +24,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace retrieval_backend_tests {
+
 using namespace oml;
 using Catch::Matchers::Contains;
 
@@ -898,3 +900,5 @@ TEST_CASE("A gallery index by dot searches as its backend does, also written and
     }
   }
 }
+
+}  // namespace retrieval_backend_tests

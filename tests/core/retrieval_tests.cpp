@@ -8,6 +8,8 @@
 #include "oml/retrieval/knn.h"
 #include "support/support.h"
 
+namespace retrieval_tests {
+
 using namespace oml;
 
 namespace {
@@ -204,3 +206,5 @@ TEST_CASE("Retrieval rejects inconsistent inputs with the row named", "[retrieva
     CHECK_THROWS_WITH(retrieval::retrieve_knn(items, items, options), Catch::Contains("float32"));
   }
 }
+
+}  // namespace retrieval_tests

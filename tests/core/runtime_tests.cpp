@@ -6,6 +6,8 @@
 #include "oml/common/runtime.h"
 #include "support/support.h"
 
+namespace runtime_tests {
+
 using Catch::Matchers::StartsWith;
 
 TEST_CASE("LibTorch runs on a fast BLAS: MKL in the wheel's, OpenBLAS in Debian's once set up", "[runtime]") {
@@ -119,3 +121,5 @@ TEST_CASE("Deterministic mode turns on ATen's deterministic algorithms, cuDNN's 
     ::setenv("CUBLAS_WORKSPACE_CONFIG", saved_workspace.c_str(), 1);
   }
 }
+
+}  // namespace runtime_tests

@@ -9,6 +9,8 @@
 #include "oml/io/torch_file.h"
 #include "support/support.h"
 
+namespace safetensors_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::TempDir;
 namespace fs = std::filesystem;
@@ -182,3 +184,5 @@ TEST_CASE("Malformed safetensors files are DataErrors naming the file and the te
   oml::test::write_file(dir / "array.safetensors", file_bytes("[1, 2]", ""));
   CHECK_THROWS_AS(oml::io::read_safetensors(dir / "array.safetensors"), oml::DataError);
 }
+
+}  // namespace safetensors_tests

@@ -10,6 +10,8 @@
 #include "oml/retrieval/sharded_knn.h"
 #include "support/support.h"
 
+namespace sharded_knn_tests {
+
 using namespace oml;
 
 namespace {
@@ -169,3 +171,5 @@ TEST_CASE("With a group of one the split by queries calls the given search once 
   CHECK(calls == 1);
   check_same(result, retrieval::retrieve_knn(queries, gallery, options));
 }
+
+}  // namespace sharded_knn_tests

@@ -25,6 +25,8 @@
 #include "support/support.h"
 #include "support/text_fixtures.h"
 
+namespace shipped_configs_tests {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using oml::test::TempDir;
@@ -186,3 +188,5 @@ TEST_CASE("Every shipped config group option composes and its component builds",
   }
   CHECK(options >= 32);  // every shipped option
 }
+
+}  // namespace shipped_configs_tests

@@ -23,6 +23,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace step_sync_tests {
+
 using Catch::Matchers::Contains;
 
 namespace {
@@ -175,3 +177,5 @@ TEST_CASE("The losses' log values are tensors, and their forward reads nothing b
     }
   }
 }
+
+}  // namespace step_sync_tests

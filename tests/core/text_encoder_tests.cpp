@@ -19,6 +19,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace text_encoder_tests {
+
 using Catch::Matchers::Contains;
 using oml::models::TextEncoder;
 using oml::models::TextEncoderOptions;
@@ -493,3 +495,5 @@ TEST_CASE("A text encoder built from a config has transformers' initialisation a
   CHECK(oml::models::text_base_prefix(roberta) == "roberta");
   CHECK_THROWS_WITH(oml::models::default_text_config("modernbert"), Contains("rotary"));
 }
+
+}  // namespace text_encoder_tests

@@ -17,6 +17,8 @@
 #include "oml/text/tokenizer.h"
 #include "support/support.h"
 
+namespace text_tokenizer_parity_tests {
+
 namespace {
 
 using nlohmann::json;
@@ -184,3 +186,5 @@ TEST_CASE("An XLM-R Unigram tokenizer with a precompiled charsmap encodes as HF 
           "[text][tokenizer][python]") {
   check_parity("unigram");
 }
+
+}  // namespace text_tokenizer_parity_tests

@@ -10,6 +10,8 @@
 #include "oml/text/tokenizer.h"
 #include "support/support.h"
 
+namespace text_tokenizer_tests {
+
 namespace {
 
 using oml::text::Offsets;
@@ -358,3 +360,5 @@ TEST_CASE("Truncating only the second text of a single text is a data error, as 
   CHECK_THROWS_AS(t.encode("un aff", "row 3"), oml::DataError);
   CHECK(t.encode("un", "row 3").ids == std::vector<int64_t>{1});
 }
+
+}  // namespace text_tokenizer_tests

@@ -12,6 +12,8 @@
 #include "support/support.h"
 #include "training/early_stopping.h"
 
+namespace training_controls_tests {
+
 using Catch::Matchers::Contains;
 using oml::config::BatchLimit;
 using oml::config::CheckpointMode;
@@ -178,3 +180,5 @@ TEST_CASE("EarlyStopping's state survives a round trip, and a damaged one is a D
   CHECK_THROWS_AS(resumed.load_state(damaged), oml::DataError);
   CHECK_THROWS_AS(resumed.load_state(c10::IValue(3)), oml::DataError);
 }
+
+}  // namespace training_controls_tests

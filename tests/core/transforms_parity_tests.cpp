@@ -20,6 +20,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace transforms_parity_tests {
+
 using oml::test::max_abs_diff;
 
 namespace {
@@ -143,3 +145,5 @@ TEST_CASE("A fixed-weight resnet18 gives the same embeddings through oml-cpp's a
   CHECK(diff <= 1e-4 * std::max(1.0, scale));
   CHECK(cosine >= 0.99999);
 }
+
+}  // namespace transforms_parity_tests

@@ -25,6 +25,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace vit_clip_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::error_text;
 using oml::test::max_abs_diff;
@@ -324,3 +326,5 @@ TEST_CASE(
   CHECK(names.count("extractor.visual.transformer.resblocks.0.attn.in_proj_weight") == 1);
   CHECK(mlp->feat_dim() == 128);
 }
+
+}  // namespace vit_clip_tests

@@ -22,6 +22,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace vit_interop_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::max_abs_diff;
 using oml::test::TempDir;
@@ -327,3 +329,5 @@ TEST_CASE(
     CHECK(max_abs_diff(loaded->forward(images), expected) <= 1e-4);
   }
 }
+
+}  // namespace vit_interop_tests

@@ -17,6 +17,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace vit_unicom_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::error_text;
 using oml::test::max_abs_diff;
@@ -170,3 +172,5 @@ TEST_CASE("OML's vit_unicom config parses as it is, normalise_features is requir
   CHECK(std::dynamic_pointer_cast<oml::models::OmlWeightsReader>(extractor_from_yaml(
             "{name: vit_unicom, args: {arch: vitb32_unicom, normalise_features: true}}")) != nullptr);
 }
+
+}  // namespace vit_unicom_tests

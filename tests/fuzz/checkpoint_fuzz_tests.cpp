@@ -34,6 +34,8 @@
 #include "support/support.h"
 #include "training/trainer.h"
 
+namespace checkpoint_fuzz_tests {
+
 using namespace oml;
 namespace fs = std::filesystem;
 
@@ -513,3 +515,5 @@ TEST_CASE("Damaged checkpoints and torch.save files end in exit 0 or 2", "[fuzz]
       {"load_tensor (embeddings: x.pt)", [&](const std::string& bytes) { fuzz.embeddings(bytes); }}};
   fuzz::check(target, 4.0);
 }
+
+}  // namespace checkpoint_fuzz_tests

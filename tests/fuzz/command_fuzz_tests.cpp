@@ -16,6 +16,8 @@
 #include "fuzz/fuzz.h"
 #include "support/support.h"
 
+namespace command_fuzz_tests {
+
 using namespace oml;
 
 TEST_CASE("oml-train on mutated configs exits with 0 or 2, never 1 or a signal", "[fuzz][command]") {
@@ -64,3 +66,5 @@ TEST_CASE("oml-train on mutated configs exits with 0 or 2, never 1 or a signal",
   std::cout << "fuzz command: " << runs << " oml-train runs (seed " << settings.seed
             << "): " << by_exit_code[0] << " exited with 0, " << by_exit_code[2] << " with 2 and a message\n";
 }
+
+}  // namespace command_fuzz_tests

@@ -25,6 +25,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace config_fuzz_tests {
+
 using namespace oml;
 
 namespace {
@@ -114,3 +116,5 @@ TEST_CASE("Mutated YAML configs and --set flags end in exit 0 or 2", "[fuzz][con
   target.entry_points = {{"oml-train's config stages", load_config_as_oml_train}};
   fuzz::check(target, 3.0);
 }
+
+}  // namespace config_fuzz_tests

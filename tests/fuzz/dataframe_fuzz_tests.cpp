@@ -13,6 +13,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace dataframe_fuzz_tests {
+
 using namespace oml;
 
 namespace {
@@ -143,3 +145,5 @@ TEST_CASE("Mutated dataframe CSV files end in exit 0 or 2", "[fuzz][dataframe]")
       {"read_run_dataframe without paths", [&](const std::string& csv) { fuzz.without_paths(csv); }}};
   fuzz::check(target, 3.0);
 }
+
+}  // namespace dataframe_fuzz_tests

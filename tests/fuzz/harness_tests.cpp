@@ -8,6 +8,8 @@
 #include "oml/common/error.h"
 #include "support/support.h"
 
+namespace harness_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml;
 
@@ -72,3 +74,5 @@ TEST_CASE("Mutations are a function of the seed", "[fuzz][harness]") {
   CHECK(from_a == from_b);
   CHECK(from_a != from_c);
 }
+
+}  // namespace harness_tests

@@ -29,6 +29,8 @@
 #include "support/support.h"
 #include "support/text_fixtures.h"
 
+namespace http_fuzz_tests {
+
 using namespace oml;
 
 namespace {
@@ -400,3 +402,5 @@ TEST_CASE("Mutated audio files end in an item or a DataError", "[fuzz][audio]") 
                           }}};
   fuzz::check(target, 3.0);
 }
+
+}  // namespace http_fuzz_tests

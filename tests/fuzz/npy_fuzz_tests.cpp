@@ -8,6 +8,8 @@
 #include "oml/io/npy.h"
 #include "support/support.h"
 
+namespace npy_fuzz_tests {
+
 using namespace oml;
 
 namespace {
@@ -216,3 +218,5 @@ TEST_CASE("Mutated .npy files end in exit 0 or 2", "[fuzz][npy]") {
                           }}};
   fuzz::check(target, 2.0);
 }
+
+}  // namespace npy_fuzz_tests

@@ -14,6 +14,8 @@
 #include "oml/io/npy.h"
 #include "support/support.h"
 
+namespace audio_pipeline_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -156,3 +158,5 @@ TEST_CASE("Audio runs refuse what they cannot honour, naming the key or the file
     CHECK_THAT(r.err, Contains("this dataframe holds audio"));
   }
 }
+
+}  // namespace audio_pipeline_tests

@@ -11,6 +11,8 @@
 #include "integration/serving_fixtures.h"
 #include "oml/io/npy.h"
 
+namespace audio_serving_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -191,3 +193,5 @@ TEST_CASE("An index of audio: built, searched with a folder of clips, served wit
     CHECK(server.alive());
   }
 }
+
+}  // namespace audio_serving_tests

@@ -7,6 +7,8 @@
 #include "oml/io/checkpoint.h"
 #include "support/support.h"
 
+namespace checkpointing_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -222,3 +224,5 @@ TEST_CASE("A checkpoint write that fails stops training with the file's name and
     CHECK(entry.path().filename().string().find(".tmp-") == std::string::npos);
   }
 }
+
+}  // namespace checkpointing_tests

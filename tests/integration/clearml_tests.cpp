@@ -8,6 +8,8 @@
 #include "oml/report/clearml_task.h"
 #include "tracker_fixtures.h"
 
+namespace clearml_tests {
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
@@ -209,3 +211,5 @@ TEST_CASE("The clearml logger's args are checked with the config", "[clearml][in
   CHECK_THAT(r.err, Contains("logger.args.task_type") && Contains("training"));
   CHECK_FALSE(fs::exists(dir / "logs" / "run"));
 }
+
+}  // namespace clearml_tests

@@ -5,6 +5,8 @@
 #include "pipeline_fixtures.h"
 #include "support/support.h"
 
+namespace cli_tests {
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
@@ -394,3 +396,5 @@ TEST_CASE("A zoo weights name whose file is missing exits 2 naming the file and 
                  Contains("https://oml.daloroserver.com/download/checkpoints/sop/vits16_sop_21e743.ckpt"));
   check_clean_error(r);
 }
+
+}  // namespace cli_tests

@@ -11,6 +11,8 @@
 #include "oml/data/image.h"
 #include "support/support.h"
 
+namespace convert_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::quote;
 using oml::test::run_oml;
@@ -459,3 +461,5 @@ TEST_CASE("oml-convert debian-descriptions cuts apt's descriptions into a text r
     CHECK_FALSE(fs::exists(dir / "x"));
   }
 }
+
+}  // namespace convert_tests

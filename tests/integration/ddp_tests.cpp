@@ -6,6 +6,8 @@
 #include "distributed_worker/scenarios.h"
 #include "support/support.h"
 
+namespace ddp_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::CommandResult;
 using oml::test::quote;
@@ -411,3 +413,5 @@ TEST_CASE("Bad launcher flags are usage errors naming the flag", "[ddp]") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("--node-rank must be in [0, --nnodes=2), got 2"));
 }
+
+}  // namespace ddp_tests

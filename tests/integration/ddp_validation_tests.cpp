@@ -10,6 +10,8 @@
 
 #include "support/support.h"
 
+namespace ddp_validation_tests {
+
 using oml::test::fashion_mnist_subset;
 using oml::test::quote;
 using oml::test::run_oml;
@@ -86,3 +88,5 @@ TEST_CASE("oml-validate on 3 ranks gives the metrics of one process (padded shar
     CHECK(b.at(key) == Approx(value).margin(1e-6));
   }
 }
+
+}  // namespace ddp_validation_tests

@@ -17,6 +17,8 @@
 #include "oml/retrieval/knn.h"
 #include "serving_fixtures.h"
 
+namespace gallery_index_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -425,3 +427,5 @@ TEST_CASE(
   INFO(negative.err);
   CHECK(negative.exit_code == 0);
 }
+
+}  // namespace gallery_index_tests

@@ -5,6 +5,8 @@
 #include "oml/io/checkpoint.h"
 #include "pipeline_fixtures.h"
 
+namespace interrupt_tests {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
@@ -111,3 +113,5 @@ TEST_CASE("SIGTERM mid-epoch finishes the step, writes last.ckpt there, and a re
   REQUIRE(resumed.exit_code == 0);
   oml::test::check_same_training_log(dir / "full" / "run" / "train.jsonl", log, "step");
 }
+
+}  // namespace interrupt_tests

@@ -8,6 +8,8 @@
 #include "oml/io/checkpoint.h"
 #include "support/support.h"
 
+namespace metric_plugin_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -114,3 +116,5 @@ TEST_CASE("Config mistakes about a plugin metric fail before training and name t
   }
   CHECK_FALSE(fs::exists(dir / "logs" / "run" / "train.jsonl"));
 }
+
+}  // namespace metric_plugin_tests

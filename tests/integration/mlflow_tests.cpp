@@ -14,6 +14,8 @@
 #include "oml/io/checkpoint.h"
 #include "pipeline_fixtures.h"
 
+namespace mlflow_tests {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
@@ -532,3 +534,5 @@ TEST_CASE("A tracking URI that oml-cpp does not write is a config error naming t
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Contains("tracking_url") && Contains("tracking_uri"));
 }
+
+}  // namespace mlflow_tests

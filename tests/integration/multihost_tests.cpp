@@ -28,6 +28,8 @@
 #include "oml/io/npy.h"
 #include "support/support.h"
 
+namespace multihost_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -546,3 +548,5 @@ TEST_CASE("A node started with a different config or world size is detected at t
   }
   CHECK(hosts.wait_until_empty(5).empty());
 }
+
+}  // namespace multihost_tests

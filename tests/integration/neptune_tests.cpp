@@ -8,6 +8,8 @@
 #include "oml/report/neptune_run.h"
 #include "tracker_fixtures.h"
 
+namespace neptune_tests {
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
@@ -199,3 +201,5 @@ TEST_CASE("The neptune logger's args are checked with the config", "[neptune][in
   CHECK_THAT(r.err, Contains("logger.args.projekt") && Contains("did you mean 'project'"));
   CHECK_FALSE(fs::exists(dir / "logs" / "run"));
 }
+
+}  // namespace neptune_tests

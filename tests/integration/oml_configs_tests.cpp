@@ -26,6 +26,8 @@
 #include "shell/cli.h"
 #include "shell/components.h"
 
+namespace oml_configs_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::command_path;
 using oml::test::quote;
@@ -317,3 +319,5 @@ TEST_CASE("show_dataset_warnings: false silences the dataframe's warnings, as OM
   CHECK(quiet.exit_code == 0);
   CHECK_THAT(quiet.err, !Contains("has several categories"));
 }
+
+}  // namespace oml_configs_tests

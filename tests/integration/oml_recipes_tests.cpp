@@ -11,6 +11,8 @@
 #include "oml/models/zoo.h"
 #include "pipeline_fixtures.h"
 
+namespace oml_recipes_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::quote;
 using oml::test::read_file;
@@ -135,3 +137,5 @@ TEST_CASE("The Fashion-MNIST ViT example fine-tunes DINO weights on a CPU in bf1
   REQUIRE(metrics.size() == 1);
   CHECK_THAT(read_file(metrics[0]), Contains("OVERALL/cmc/1"));
 }
+
+}  // namespace oml_recipes_tests

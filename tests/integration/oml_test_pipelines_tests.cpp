@@ -21,6 +21,8 @@
 #include "shell/cli.h"
 #include "shell/components.h"
 
+namespace oml_test_pipelines_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::command_path;
 using oml::test::quote;
@@ -188,3 +190,5 @@ TEST_CASE("OML's pipeline tests train.yaml, then validate.yaml on its checkpoint
   const auto r = run_test_config("oml-validate", "validate.yaml", f.cwd / "logs", f);
   CHECK_THAT(r.err + r.out, Contains("OVERALL/cmc/1"));
 }
+
+}  // namespace oml_test_pipelines_tests

@@ -12,6 +12,8 @@
 #include "oml/retrieval/backend.h"
 #include "support/support.h"
 
+namespace pairwise_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -348,3 +350,5 @@ TEST_CASE("Bad pairwise input fails early with a clear message", "[pipelines][pa
   CHECK_FALSE(fs::exists(dir / "logs" / "pairwise" / "checkpoints"));
   CHECK_FALSE(fs::exists(dir / "logs" / "cache"));  // no embedding pass ran
 }
+
+}  // namespace pairwise_tests

@@ -18,6 +18,8 @@
 #include "oml/metrics/clustering.h"
 #include "support/support.h"
 
+namespace pipeline_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -543,3 +545,5 @@ TEST_CASE("OML_FAILPOINTS pauses an atomic write before its rename, and a malfor
           "OML_FAILPOINTS: expected entries NAME=pause:SECONDS, NAME=fail or NAME=throw separated by ','") &&
           Contains("'before_rename:embeddings.npy=sleep'"));
 }
+
+}  // namespace pipeline_tests

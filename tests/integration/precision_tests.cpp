@@ -7,6 +7,8 @@
 #include "oml/io/npy.h"
 #include "support/support.h"
 
+namespace precision_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -83,3 +85,5 @@ TEST_CASE("precision bf16 trains, validates and predicts in bfloat16 with float3
   CHECK(automatic.exit_code == 2);
   CHECK_THAT(automatic.err, Contains("resolved to the CPU") && Contains("use precision: bf16"));
 }
+
+}  // namespace precision_tests

@@ -9,6 +9,8 @@
 #include "oml/report/tensorboard_writer.h"
 #include "support/support.h"
 
+namespace report_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::fashion_mnist_subset;
 using oml::test::quote;
@@ -211,3 +213,5 @@ TEST_CASE("Chromium renders report.html with its charts and grids", "[report][in
   CHECK(non_white > 0.02);
   CHECK(pixels.std().item<double>() > 10);
 }
+
+}  // namespace report_tests

@@ -11,6 +11,8 @@
 #include "oml/io/torch_file.h"
 #include "support/support.h"
 
+namespace resume_world_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -246,3 +248,5 @@ TEST_CASE("A shuffled index-sampler epoch resumed on 1 or 3 ranks continues the 
                      16 * ranks);
   }
 }
+
+}  // namespace resume_world_tests

@@ -11,6 +11,8 @@
 #include "pipeline_fixtures.h"
 #include "support/support.h"
 
+namespace retrieval_backend_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -226,3 +228,5 @@ TEST_CASE("Validation during training uses the backend and logs its recall",
   CHECK(recall <= 1.0);
   CHECK_THAT(read_file(dir / "logs" / "run" / "report.html"), Contains("knn_recall"));
 }
+
+}  // namespace retrieval_backend_tests

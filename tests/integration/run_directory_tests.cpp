@@ -12,6 +12,8 @@
 #include "oml/report/tensorboard_writer.h"
 #include "support/support.h"
 
+namespace run_directory_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -182,3 +184,5 @@ TEST_CASE("A report that cannot be written is a warning: training goes on and ch
   CHECK(oml::io::load_checkpoint(run / "checkpoints" / "last.ckpt").step == 6);
   CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);
 }
+
+}  // namespace run_directory_tests

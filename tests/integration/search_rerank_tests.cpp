@@ -16,6 +16,8 @@
 #include "oml/retrieval/postprocessor.h"
 #include "serving_fixtures.h"
 
+namespace search_rerank_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -318,3 +320,5 @@ TEST_CASE("Bad oml-search --rerank input exits with 2 and leaves the index as it
   }
   CHECK(snapshot(dir / "index") == before);
 }
+
+}  // namespace search_rerank_tests

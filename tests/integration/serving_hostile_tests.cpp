@@ -10,6 +10,8 @@
 #include "oml/data/image.h"
 #include "serving_fixtures.h"
 
+namespace serving_hostile_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -394,3 +396,5 @@ TEST_CASE("oml-serve answers Expect: 100-continue at once and refuses an announc
   CHECK(std::stod(timed.out.substr(4)) < 0.9);
   CHECK(server.alive());
 }
+
+}  // namespace serving_hostile_tests

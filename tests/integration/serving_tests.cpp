@@ -15,6 +15,8 @@
 #include "oml/io/npy.h"
 #include "serving_fixtures.h"
 
+namespace serving_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -200,3 +202,5 @@ TEST_CASE("oml-serve killed while it writes a change leaves the index whole",
                 .exit_code == 0);
   }
 }
+
+}  // namespace serving_tests

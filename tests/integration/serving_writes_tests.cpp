@@ -16,6 +16,8 @@
 
 #include "serving_fixtures.h"
 
+namespace serving_writes_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -314,3 +316,5 @@ TEST_CASE("Faiss indexes replay logged changes in place: an IVF index finds item
     }
   }
 }
+
+}  // namespace serving_writes_tests

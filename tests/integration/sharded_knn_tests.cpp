@@ -16,6 +16,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace sharded_knn_tests {
+
 using oml::test::quote;
 using oml::test::TempDir;
 using oml::test::write_file;
@@ -176,3 +178,5 @@ TEST_CASE("oml-validate --nproc-per-node 2 and 3 with faiss_ivf and faiss_hnsw w
     CHECK(metrics[3] == metrics[1]);
   }
 }
+
+}  // namespace sharded_knn_tests

@@ -7,6 +7,8 @@
 #include "integration/pipeline_fixtures.h"
 #include "support/support.h"
 
+namespace step_sync_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -96,3 +98,5 @@ TEST_CASE("OML_DEFER_STEP_READS other than 0 or 1 is exit 2 naming it",
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("OML_DEFER_STEP_READS must be 1") && Contains("got 'yes'"));
 }
+
+}  // namespace step_sync_tests

@@ -16,6 +16,8 @@
 #include "support/support.h"
 #include "support/text_fixtures.h"
 
+namespace text_pipeline_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -156,3 +158,5 @@ TEST_CASE("A text model and an image dataframe (or the reverse) are a config err
   // Nothing was trained: no run directory was left behind by a refused run.
   CHECK_FALSE(fs::exists(dir / "logs" / "run" / "checkpoints" / "last.ckpt"));
 }
+
+}  // namespace text_pipeline_tests

@@ -13,6 +13,8 @@
 #include "integration/text_run_fixtures.h"
 #include "oml/io/npy.h"
 
+namespace text_serving_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -325,3 +327,5 @@ TEST_CASE("Texts sent to an image index are refused, and the server goes on",
             .status == 400);
   CHECK(server.alive());
 }
+
+}  // namespace text_serving_tests

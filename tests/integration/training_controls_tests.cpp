@@ -13,6 +13,8 @@
 #include "oml/io/checkpoint.h"
 #include "support/support.h"
 
+namespace training_controls_tests {
+
 using Catch::Matchers::Contains;
 using namespace oml::test;
 namespace fs = std::filesystem;
@@ -579,3 +581,5 @@ TEST_CASE("A monitored key that is neither a metric nor the training loss is exi
                      "monitor_metric: OVERALL/cmc/1}\n"),
              Contains("scheduling.scheduler_interval") && Contains("scheduler_interval: epoch"));
 }
+
+}  // namespace training_controls_tests

@@ -10,6 +10,8 @@
 #include "oml/io/torch_file.h"
 #include "pipeline_fixtures.h"
 
+namespace vit_zoo_tests {
+
 using Catch::Matchers::Contains;
 using oml::test::quote;
 using oml::test::run_oml;
@@ -107,3 +109,5 @@ TEST_CASE(
     CHECK(oml::test::max_abs_diff(ours, oml::io::load_tensor(dir / "python_tuned.pt")) <= 1e-4);
   }
 }
+
+}  // namespace vit_zoo_tests

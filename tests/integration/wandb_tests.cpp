@@ -6,6 +6,8 @@
 #include "oml/report/wandb_run.h"
 #include "tracker_fixtures.h"
 
+namespace wandb_tests {
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using oml::test::quote;
@@ -215,3 +217,5 @@ TEST_CASE("The wandb logger's args are checked with the config", "[wandb][integr
   CHECK_THAT(r.err, Contains("logger.args.projekt") && Contains("did you mean 'project'"));
   CHECK_FALSE(fs::exists(dir / "logs" / "run"));
 }
+
+}  // namespace wandb_tests

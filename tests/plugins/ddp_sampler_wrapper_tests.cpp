@@ -13,6 +13,8 @@
 #include "sampler_test_data.h"
 #include "support/support.h"
 
+namespace ddp_sampler_wrapper_tests {
+
 using Catch::Matchers::Contains;
 using oml::data::Batch;
 using oml::ddp::DdpSamplerOptions;
@@ -241,3 +243,5 @@ TEST_CASE("The ddp section of a config gives the wrapper's options, with OML's d
   CHECK(options.shuffle_between_ranks);
   CHECK_FALSE(options.pad_to_world_size);
 }
+
+}  // namespace ddp_sampler_wrapper_tests

@@ -6,6 +6,8 @@
 #include "sampler_test_data.h"
 #include "support/support.h"
 
+namespace epoch_position_tests {
+
 using Catch::Matchers::Contains;
 using oml::data::Batch;
 using oml::ddp::DdpSamplerOptions;
@@ -243,3 +245,5 @@ TEST_CASE("A position outside the epoch is a data error", "[ddp][resume]") {
   // The end of an epoch is a position too: nothing left.
   CHECK(rest_of(sampler, padded, {1, 8, 2}, 1, 3).empty());
 }
+
+}  // namespace epoch_position_tests

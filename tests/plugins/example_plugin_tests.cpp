@@ -15,6 +15,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace example_plugin_tests {
+
 using Catch::Matchers::Contains;
 using oml::config::Document;
 
@@ -156,3 +158,5 @@ TEST_CASE("The example metric plugin computes recall@k from the shared retrieval
   CHECK_THROWS_WITH(oml::metrics::configure_metrics(bad.root()["metric_args"]),
                     Contains("cfg.yaml:1:29: metric_args.recall_top_k: metric 'recall'"));
 }
+
+}  // namespace example_plugin_tests

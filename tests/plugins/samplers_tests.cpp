@@ -14,6 +14,8 @@
 #include "shell/components.h"
 #include "support/support.h"
 
+namespace samplers_tests {
+
 using Catch::Matchers::Contains;
 using oml::config::Document;
 using oml::config::parse_component;
@@ -413,3 +415,5 @@ TEST_CASE("Samplers group labels that were not remapped to 0..L-1", "[samplers]"
   const auto labels = check_blocks(context, batches[0], 2);
   CHECK(std::set<int64_t>(labels.begin(), labels.end()) == std::set<int64_t>{-3, 5, 900000});
 }
+
+}  // namespace samplers_tests

@@ -38,7 +38,9 @@ bool is_png(const std::string& bytes) { return bytes.compare(0, 8, "\x89PNG\r\n\
 
 using ::oml::detail::big_endian_u32;
 
-bool is_pfm(const std::string& bytes) { return bytes.size() >= 2 && bytes[0] == 'P' && (bytes[1] == 'F' || bytes[1] == 'f'); }
+bool is_pfm(const std::string& bytes) {
+  return bytes.size() >= 2 && bytes[0] == 'P' && (bytes[1] == 'F' || bytes[1] == 'f');
+}
 
 // PFM, decoded here rather than by OpenCV: OpenCV 4.6 decodes PFM only from a file, so imdecode
 // writes the bytes to a temporary file first (/tmp/__opencv_temp.*), and when its own header
@@ -72,8 +74,8 @@ cv::Mat decode_pfm(const std::string& bytes, const ImageHeader& header, const st
   } catch (const std::exception&) {
     parsed = 0;
   }
-  OML_CHECK(parsed == scale_word.size() && parsed > 0 && std::isfinite(scale) && scale != 0, DataError, "image ",
-            path, " is a damaged PFM: its scale '", valid_utf8(scale_word.substr(0, 24)),
+  OML_CHECK(parsed == scale_word.size() && parsed > 0 && std::isfinite(scale) && scale != 0, DataError,
+            "image ", path, " is a damaged PFM: its scale '", valid_utf8(scale_word.substr(0, 24)),
             "' is not a non-zero number");
   OML_CHECK(at < bytes.size(), DataError, "image ", path, " is a damaged PFM: it ends after its header");
   ++at;  // the one whitespace byte before the samples
@@ -92,8 +94,9 @@ cv::Mat decode_pfm(const std::string& bytes, const ImageHeader& header, const st
     const auto* source = reinterpret_cast<const unsigned char*>(bytes.data()) + at + stored * row_floats * 4;
     for (std::size_t i = 0; i < row_floats; ++i) {
       const unsigned char* b = source + 4 * i;
-      const uint32_t bits = little ? (uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24)
-                                   : (uint32_t{b[3]} | uint32_t{b[2]} << 8 | uint32_t{b[1]} << 16 | uint32_t{b[0]} << 24);
+      const uint32_t bits =
+          little ? (uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24)
+                 : (uint32_t{b[3]} | uint32_t{b[2]} << 8 | uint32_t{b[1]} << 16 | uint32_t{b[0]} << 24);
       float value;
       std::memcpy(&value, &bits, 4);
       row[i] = value * factor;
