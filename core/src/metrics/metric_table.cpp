@@ -108,13 +108,13 @@ void MetricTable::compute(const MetricInputs& inputs, const std::vector<std::uni
     try {
       values = entry.metric->compute(own);
     } catch (Error& e) {
-      detail::add_origin_context(e, "metric", info_of(entry));
+      ::oml::detail::add_origin_context(e, "metric", info_of(entry));
       throw;
     } catch (const std::exception& e) {
-      detail::throw_foreign_error("metric", info_of(entry), e.what(), "while computing");
+      ::oml::detail::throw_foreign_error("metric", info_of(entry), e.what(), "while computing");
     } catch (...) {
-      detail::throw_foreign_error("metric", info_of(entry), "an exception that is not a std::exception",
-                                  "while computing");
+      ::oml::detail::throw_foreign_error("metric", info_of(entry),
+                                         "an exception that is not a std::exception", "while computing");
     }
     check_values(entry, values, inputs.query_rows.size());
     for (auto& [stem, values_of_queries] : values.per_query) {

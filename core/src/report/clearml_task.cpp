@@ -17,6 +17,7 @@
 namespace oml::report {
 
 namespace fs = std::filesystem;
+using detail::unix_time_ms;
 using detail::unix_time_s;
 
 namespace {
@@ -79,7 +80,6 @@ std::string path_segment(const std::string& name) {
 }
 
 // Event timestamps: milliseconds since the epoch.
-int64_t now_ms() { return static_cast<int64_t>(unix_time_s() * 1000.0); }
 
 std::string content_type(const fs::path& file) {
   const std::string ext = file.extension().string();
@@ -231,7 +231,7 @@ void ClearmlOfflineTask::write_task() { io::write_file_atomic(dir_ / kTaskFile, 
 
 void ClearmlOfflineTask::write_log(const std::string& level, const std::string& message) {
   const nlohmann::json event = {
-      {"timestamp", now_ms()},         {"type", "log"}, {"task", id_}, {"level", level},
+      {"timestamp", unix_time_ms()},   {"type", "log"}, {"task", id_}, {"level", level},
       {"worker", detail::host_name()}, {"msg", message}};
   std::ofstream out(dir_ / kLogFile, std::ios::binary | std::ios::app);
   out << json_line(nlohmann::json::array({event}));
@@ -263,7 +263,7 @@ void ClearmlOfflineTask::log_scalar(const std::string& tag, double value, int64_
     return;
   }
   // OML's ClearMLLogger.log_metrics: report_scalar(title=key, series=key, iteration=step).
-  events_.push_back({{"timestamp", now_ms()},
+  events_.push_back({{"timestamp", unix_time_ms()},
                      {"type", "training_stats_scalar"},
                      {"task", id_},
                      {"iter", step},
@@ -284,7 +284,7 @@ void ClearmlOfflineTask::log_image(const std::string& tag, const EncodedImage& i
   const fs::path file = dir_ / "data" / key;
   fs::create_directories(file.parent_path());
   io::write_file_atomic(file, image.png);
-  events_.push_back({{"timestamp", now_ms()},
+  events_.push_back({{"timestamp", unix_time_ms()},
                      {"type", "training_debug_image"},
                      {"task", id_},
                      {"iter", step},

@@ -48,12 +48,6 @@ std::string status_name(int number) {
   return number >= 1 && number <= 5 ? names[number - 1] : "RUNNING";
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string file_uri(const fs::path& path) {
   return "file://" + fs::absolute(path).lexically_normal().string();
 }
@@ -131,7 +125,7 @@ std::string run_meta(const RunInfo& run, const std::string& run_name, const std:
 
 // A random id of MLflow's shape: experiments get a large positive integer, runs a uuid4 hex.
 std::mt19937_64& random_engine() {
-  thread_local std::mt19937_64 engine{std::random_device{}() ^ static_cast<uint64_t>(now_ms())};
+  thread_local std::mt19937_64 engine{std::random_device{}() ^ static_cast<uint64_t>(detail::unix_time_ms())};
   return engine;
 }
 
@@ -183,7 +177,8 @@ class FileStore final : public Store {
                                    : is_local(artifact_location)
                                        ? file_uri(local_path(artifact_location, root_))
                                        : artifact_location;
-      replace_file(root_ / id / "meta.yaml", experiment_meta(id, name, location, "active", now_ms()));
+      replace_file(root_ / id / "meta.yaml",
+                   experiment_meta(id, name, location, "active", detail::unix_time_ms()));
       return id;
     }
   }
@@ -294,7 +289,7 @@ class FileStore final : public Store {
       if (error)
         throw StoreError("cannot create the MLflow folder " + root_.string() + ": " + error.message(), false);
       replace_file(root_ / "0" / "meta.yaml",
-                   experiment_meta("0", "Default", file_uri(root_ / "0"), "active", now_ms()));
+                   experiment_meta("0", "Default", file_uri(root_ / "0"), "active", detail::unix_time_ms()));
     }
     fs::create_directories(root_ / kTrash, error);
     if (error) throw StoreError("cannot create " + (root_ / kTrash).string() + ": " + error.message(), false);

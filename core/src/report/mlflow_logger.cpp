@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "mlflow_store.h"
+#include "offline_files.h"
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
 #include "oml/config/args_reader.h"
@@ -49,12 +50,6 @@ constexpr auto kLinger = std::chrono::milliseconds(1000);
 constexpr int kMaxRefusals = 20;
 // pending.jsonl starts again once nothing waits and it has this many lines.
 constexpr std::size_t kSpoolLinesToCompact = 20000;
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string env(const char* name) {
   const char* value = std::getenv(name);
@@ -260,7 +255,7 @@ class MlflowLogger::Impl {
     Op op = make(Op::metric, known->second, "");
     op.value = value;
     op.step = step;
-    op.time = now_ms();
+    op.time = detail::unix_time_ms();
     push(std::move(op));
   }
 
@@ -299,7 +294,7 @@ class MlflowLogger::Impl {
       }
     }
     Op op = make(Op::status, run_status_name(status), "");
-    op.time = now_ms();
+    op.time = detail::unix_time_ms();
     push(std::move(op));
     if (!thread_.joinable()) return;
     const auto start = Clock::now();
@@ -539,7 +534,7 @@ class MlflowLogger::Impl {
         tags.emplace_back("mlflow.user", user_name());
         tags.emplace_back("mlflow.source.name", "oml-cpp");
         tags.emplace_back("mlflow.source.type", "LOCAL");
-        run = store_->create_run(experiment, run_name_, now_ms(), tags, user_name());
+        run = store_->create_run(experiment, run_name_, detail::unix_time_ms(), tags, user_name());
       }
     } catch (const mlflow::StoreError& e) {
       announce_first_contact();

@@ -24,6 +24,12 @@ double unix_time_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+int64_t unix_time_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string host_name() {
   char buffer[256] = {};
   if (::gethostname(buffer, sizeof(buffer) - 1) != 0) return {};

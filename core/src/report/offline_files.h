@@ -1,10 +1,11 @@
 #pragma once
-// Pieces the offline tracker runs share (W&B, Neptune, ClearML write a folder that the tracker's
-// own tool uploads later): the clock, the host, random ids, and files copied into the run's
-// folder without a copy on the training thread. Private to the report layer; needs nothing of
-// LibTorch.
+// Pieces the tracker loggers share (W&B, Neptune, ClearML write a folder that the tracker's own
+// tool uploads later; MLflow's file store and client take the clock): the clock, the host, random ids, and
+// files copied into the run's folder without a copy on the training thread. Private to the report layer;
+// needs nothing of LibTorch.
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -12,6 +13,9 @@ namespace oml::report::detail {
 
 /// Seconds since the epoch, with the fraction.
 double unix_time_s();
+
+/// Milliseconds since the epoch (MLflow's and ClearML's timestamps).
+int64_t unix_time_ms();
 
 /// This machine's name ("" when the system does not say).
 std::string host_name();

@@ -188,9 +188,9 @@ class ByteLevelNormalizer : public Normalizer {
   }
 };
 
-class Sequence : public Normalizer {
+class NormalizerSequence : public Normalizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  explicit NormalizerSequence(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
   void normalize(NormalizedString& s) const override {
     for (const auto& p : parts_) p->normalize(s);
   }
@@ -415,7 +415,7 @@ std::unique_ptr<Normalizer> make_normalizer(const Json& json, const Place& place
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (size_t i = 0; i < list.size(); ++i)
       parts.push_back(make_normalizer(list[i], place.at("normalizers").at(i)));
-    return std::make_unique<Sequence>(std::move(parts));
+    return std::make_unique<NormalizerSequence>(std::move(parts));
   }
   throw ConfigError(
       place.describe() + ": normalizer type '" + type +

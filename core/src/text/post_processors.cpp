@@ -168,9 +168,10 @@ class Template : public PostProcessor {
   std::map<std::string, Special> specials_;
 };
 
-class Sequence : public PostProcessor {
+class PostProcessorSequence : public PostProcessor {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PostProcessor>> parts) : parts_(std::move(parts)) {}
+  explicit PostProcessorSequence(std::vector<std::unique_ptr<PostProcessor>> parts)
+      : parts_(std::move(parts)) {}
   size_t added_tokens(bool pair) const override {
     size_t n = 0;
     for (const auto& p : parts_) n += p->added_tokens(pair);
@@ -275,7 +276,7 @@ std::unique_ptr<PostProcessor> make_post_processor(const Json& json, const Place
     std::vector<std::unique_ptr<PostProcessor>> parts;
     for (size_t i = 0; i < list.size(); ++i)
       parts.push_back(make_post_processor(list[i], place.at("processors").at(i)));
-    return std::make_unique<Sequence>(std::move(parts));
+    return std::make_unique<PostProcessorSequence>(std::move(parts));
   }
   throw ConfigError(place.describe() + ": post-processor type '" + type +
                     "' is not supported (supported: BertProcessing, RobertaProcessing, TemplateProcessing, "

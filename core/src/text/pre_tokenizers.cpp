@@ -211,9 +211,10 @@ class SplitPattern : public PreTokenizer {
   bool invert_;
 };
 
-class Sequence : public PreTokenizer {
+class PreTokenizerSequence : public PreTokenizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  explicit PreTokenizerSequence(std::vector<std::unique_ptr<PreTokenizer>> parts)
+      : parts_(std::move(parts)) {}
   void pre_tokenize(PreTokenizedString& s) const override {
     for (const auto& p : parts_) p->pre_tokenize(s);
   }
@@ -297,7 +298,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& json, const Place& 
     for (size_t i = 0; i < list.size(); ++i) {
       parts.push_back(make_pre_tokenizer(list[i], place.at("pretokenizers").at(i)));
     }
-    return std::make_unique<Sequence>(std::move(parts));
+    return std::make_unique<PreTokenizerSequence>(std::move(parts));
   }
   throw ConfigError(
       place.describe() + ": pre-tokenizer type '" + type +
