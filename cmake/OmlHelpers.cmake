@@ -70,15 +70,19 @@ function(oml_precompile_heavy_headers target)
   endif()
   get_target_property(type ${target} TYPE)
   # OML_UNITY_BUILD: a library's heavy files compiled one folder at a time (the PCH's ~10 s load
-  # paid once per folder); the light ones, which load no PCH, stay one file each.
-  # (not the tests' support library: test files keep their helpers in anonymous namespaces freely).
+  # paid once per folder), and its light ones one folder at a time too, in a unit of their own
+  # that loads no PCH (the ATen, yaml-cpp and standard headers they share parsed once a folder).
+  # (not the tests' support library: tests/CMakeLists.txt batches the test files its own way).
   if(OML_UNITY_BUILD AND NOT type STREQUAL "EXECUTABLE" AND heavy_sources
      AND NOT source_dir MATCHES "/tests(/|$)")
-    foreach(source IN LISTS heavy_sources)
+    foreach(source IN LISTS heavy_sources light_sources)
       get_filename_component(path "${source}" ABSOLUTE BASE_DIR "${source_dir}")
       get_filename_component(folder "${path}" DIRECTORY)
       file(RELATIVE_PATH group "${PROJECT_SOURCE_DIR}" "${folder}")
       string(MAKE_C_IDENTIFIER "${group}" group)
+      if(source IN_LIST light_sources)
+        string(APPEND group "_light")
+      endif()
       set_source_files_properties(${source} PROPERTIES UNITY_GROUP "${group}")
     endforeach()
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE GROUP)

@@ -346,13 +346,28 @@ TEST_CASE("Mutated image files end in a decoded image or a DataError", "[fuzz][i
                        "\x7f\xff"};
   data::ImageLimits limits;
   limits.max_pixels = 4'000'000;  // a fuzzer's image stays small: larger ones are refused unread
+  // Decoding happens in memory: OpenCV decodes some formats (PFM among those accepted) only
+  // through a temporary file, which it could leave behind; none may appear.
+  oml::test::TempDir opencv_temp;
+  ::setenv("OPENCV_TEMP_PATH", opencv_temp.path().c_str(), 1);
   target.entry_points = {{"decode_image", [&](const std::string& bytes) {
-                            const at::Tensor image = data::decode_image(bytes, "fuzzed image", limits);
-                            if (image.dim() != 3 || image.size(2) != 3)
-                              throw InternalError("decode_image returned " + std::to_string(image.dim()) +
-                                                  " dims");
+                            const auto no_file_left = [&] {
+                              if (!std::filesystem::is_empty(opencv_temp.path()))
+                                throw InternalError("decode_image left a file in OpenCV's temporary folder");
+                            };
+                            try {
+                              const at::Tensor image = data::decode_image(bytes, "fuzzed image", limits);
+                              if (image.dim() != 3 || image.size(2) != 3)
+                                throw InternalError("decode_image returned " + std::to_string(image.dim()) +
+                                                    " dims");
+                            } catch (const DataError&) {
+                              no_file_left();
+                              throw;
+                            }
+                            no_file_left();
                           }}};
   fuzz::check(target, 3.0);
+  ::unsetenv("OPENCV_TEMP_PATH");
 }
 
 TEST_CASE("Mutated audio files end in an item or a DataError", "[fuzz][audio]") {
