@@ -64,8 +64,8 @@ fi
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
-  # A new build folder is a cold build: the libraries' LibTorch-heavy files one folder at a time
-  # (docs/building.md#keeping-builds-fast). Give -DOML_UNITY_BUILD=OFF to work on the code.
+  # A new build folder is a cold build: a unity build, the libraries' files one folder a unit and
+  # the test files eight a unit (docs/building.md#keeping-builds-fast). Give -DOML_UNITY_BUILD=OFF to work on the code.
   cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DOML_UNITY_BUILD=ON \
     -DOML_LIBTORCH_KIND="$libtorch" "${torch_args[@]}" "${cmake_args[@]}"
 elif [ ${#cmake_args[@]} -gt 0 ]; then
