@@ -71,8 +71,10 @@ function(oml_precompile_heavy_headers target)
   get_target_property(type ${target} TYPE)
   # OML_UNITY_BUILD: a library's heavy files compiled one folder at a time (the PCH's ~10 s load
   # paid once per folder), and its light ones one folder at a time too, in a unit of their own
-  # that loads no PCH (the ATen, yaml-cpp and standard headers they share parsed once a folder).
-  # (not the tests' support library: tests/CMakeLists.txt batches the test files its own way).
+  # (the ATen, yaml-cpp and standard headers they share parsed once a folder; CMake gives a
+  # unity unit the target's PCH, so that unit loads it once too).
+  # (not tests/: its support library stays one file a unit; tests/CMakeLists.txt batches the
+  # test files).
   if(OML_UNITY_BUILD AND NOT type STREQUAL "EXECUTABLE" AND heavy_sources
      AND NOT source_dir MATCHES "/tests(/|$)")
     foreach(source IN LISTS heavy_sources light_sources)

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "../common/raw_io.h"
+#include "header_words.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 
@@ -51,22 +52,11 @@ bool is_pfm(const std::string& bytes) {
 // height and scale as whitespace-separated words, one whitespace byte, then width x height x
 // channels 32-bit floats, little-endian when the scale is negative.
 cv::Mat decode_pfm(const std::string& bytes, const ImageHeader& header, const std::string& path) {
-  std::size_t at = 2;
-  const auto word = [&] {
-    while (at < bytes.size() && (std::isspace(static_cast<unsigned char>(bytes[at])) || bytes[at] == '#')) {
-      if (bytes[at] == '#') {
-        while (at < bytes.size() && bytes[at] != '\n') ++at;
-      } else {
-        ++at;
-      }
-    }
-    const std::size_t start = at;
-    while (at < bytes.size() && !std::isspace(static_cast<unsigned char>(bytes[at]))) ++at;
-    return bytes.substr(start, at - start);
-  };
-  word();  // width and height: read_image_header has checked them
-  word();
-  const std::string scale_word = word();
+  detail::HeaderWords words(bytes, 2);
+  words.next();  // width and height: read_image_header has checked them
+  words.next();
+  const std::string scale_word = words.next();
+  std::size_t at = words.position();
   double scale = 0;
   std::size_t parsed = 0;
   try {
@@ -77,7 +67,8 @@ cv::Mat decode_pfm(const std::string& bytes, const ImageHeader& header, const st
   OML_CHECK(parsed == scale_word.size() && parsed > 0 && std::isfinite(scale) && scale != 0, DataError,
             "image ", path, " is a damaged PFM: its scale '", valid_utf8(scale_word.substr(0, 24)),
             "' is not a non-zero number");
-  OML_CHECK(at < bytes.size(), DataError, "image ", path, " is a damaged PFM: it ends after its header");
+  OML_CHECK(at < bytes.size() && std::isspace(static_cast<unsigned char>(bytes[at])), DataError, "image ",
+            path, " is a damaged PFM: no whitespace byte between its scale and its samples");
   ++at;  // the one whitespace byte before the samples
   // pixels() saturates, and a size that passes is at most the file's size, so nothing overflows.
   const auto available = static_cast<int64_t>(bytes.size() - at);

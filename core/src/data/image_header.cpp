@@ -12,6 +12,7 @@
 #include <string>
 
 #include "../common/raw_io.h"
+#include "header_words.h"
 #include "oml/common/strings.h"
 #include "oml/data/image.h"
 
@@ -184,32 +185,6 @@ ImageHeader tiff_header(const std::string& b, const std::string& path) {
 // Netpbm (P1..P6: width, height and, but for bitmaps, the largest value, as whitespace-separated
 // decimal numbers with '#' comments), PAM (P7: WIDTH/HEIGHT/DEPTH/MAXVAL lines up to ENDHDR) and
 // PFM ("PF" colour / "Pf" grey: width, height and a scale; 32-bit float samples).
-class HeaderWords {
- public:
-  HeaderWords(const std::string& b, std::size_t at) : b_(b), at_(at) {}
-  // The next whitespace-separated word, or "" at the end of the header area.
-  std::string next() {
-    const std::size_t end = std::min<std::size_t>(b_.size(), 4096);
-    while (at_ < end) {
-      if (b_[at_] == '#') {
-        while (at_ < end && b_[at_] != '\n') ++at_;
-      } else if (std::isspace(static_cast<unsigned char>(b_[at_]))) {
-        ++at_;
-      } else {
-        break;
-      }
-    }
-    std::string word;
-    while (at_ < end && !std::isspace(static_cast<unsigned char>(b_[at_])) && word.size() < 24)
-      word += b_[at_++];
-    return word;
-  }
-
- private:
-  const std::string& b_;
-  std::size_t at_;
-};
-
 int64_t header_number(const std::string& word, const std::string& path, const std::string& format,
                       const std::string& what) {
   if (word.empty() || word.size() > 18 || !std::all_of(word.begin(), word.end(), [](char c) {
@@ -221,7 +196,7 @@ int64_t header_number(const std::string& word, const std::string& path, const st
 
 ImageHeader netpbm_header(const std::string& b, const std::string& path) {
   const char kind = b[1];
-  HeaderWords words(b, 2);
+  detail::HeaderWords words(b, 2);
   if (kind == 'F' || kind == 'f') {
     const int64_t width = header_number(words.next(), path, "PFM", "width");
     const int64_t height = header_number(words.next(), path, "PFM", "height");

@@ -79,8 +79,6 @@ std::string path_segment(const std::string& name) {
   return out.empty() || out == "." || out == ".." ? "_" + out : out;
 }
 
-// Event timestamps: milliseconds since the epoch.
-
 std::string content_type(const fs::path& file) {
   const std::string ext = file.extension().string();
   if (ext == ".yaml" || ext == ".yml") return "text/yaml";
