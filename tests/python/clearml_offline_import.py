@@ -141,7 +141,12 @@ def main(session):
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(state))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    home = tempfile.mkdtemp(prefix="clearml-home-")
+    with tempfile.TemporaryDirectory(prefix="clearml-home-") as home:
+        run(session, state, url, home)
+    server.shutdown()
+
+
+def run(session, state, url, home):
     os.environ.update(
         {
             "HOME": home,  # no clearml.conf of the user's, and its cache in a folder of its own
@@ -160,7 +165,6 @@ def main(session):
         task_id = Task.import_offline_session(session)
     finally:
         sys.stdout = stdout
-    server.shutdown()
     task = state.tasks.get(task_id, {})
     project = state.projects.get(task.get("project"), {})
     print(
