@@ -1,6 +1,7 @@
 #pragma once
 // The audio tests' Python references: tests/python/audio_reference.py `command` writes its
 // signals and what torchaudio, soundfile and OML compute of them into `dir`.
+#include <memory>
 #include <string>
 
 #include "support/support.h"
@@ -14,6 +15,17 @@ inline void audio_reference(const std::string& command, const TempDir& dir) {
   INFO("audio_reference.py " << command << " failed (scripts/setup.sh --with-tests)\nstdout: " << result.out
                              << "\nstderr: " << result.err);
   REQUIRE(result.exit_code == 0);
+}
+
+/// audio_reference.py's `signals`, written once per process (the script takes seconds) into a
+/// folder the tests only read.
+inline const TempDir& audio_signals() {
+  static const auto dir = [] {
+    auto d = std::make_unique<TempDir>();
+    audio_reference("signals", *d);
+    return d;
+  }();
+  return *dir;
 }
 
 }  // namespace oml::test

@@ -87,8 +87,7 @@ Dataframe audio_dataframe(const TempDir& dir, const std::string& csv, bool check
 
 TEST_CASE("read_audio gives the samples and rate soundfile reads from WAV and FLAC files, mono and stereo",
           "[audio][data][pytorch]") {
-  TempDir dir;
-  oml::test::audio_reference("signals", dir);
+  const TempDir& dir = oml::test::audio_signals();
   for (const Signal& signal : signals()) {
     INFO(signal.file);
     const oml::data::Audio audio = oml::data::read_audio(dir / signal.file);
@@ -103,8 +102,7 @@ TEST_CASE("read_audio gives the samples and rate soundfile reads from WAV and FL
 
 TEST_CASE("Downmixed and resampled to 16 kHz, every signal equals torchaudio's resample to 1e-4",
           "[audio][data][pytorch]") {
-  TempDir dir;
-  oml::test::audio_reference("signals", dir);
+  const TempDir& dir = oml::test::audio_signals();
   for (const Signal& signal : signals()) {
     INFO(signal.file);
     const oml::data::Audio audio = oml::data::read_audio(dir / signal.file);
@@ -301,8 +299,7 @@ TEST_CASE("AudioDataset: trims and pads as OML, downmixes stereo, and names the 
 
 TEST_CASE("AudioDataset averages a stereo file's channels, or keeps them without convert_to_mono",
           "[audio][data][pytorch]") {
-  TempDir dir;
-  oml::test::audio_reference("signals", dir);
+  const TempDir& dir = oml::test::audio_signals();
   const Dataframe df =
       audio_dataframe(dir, "label,path,split,is_query,is_gallery\n0,stereo44k.wav,train,,\n");
   AudioDatasetOptions options;

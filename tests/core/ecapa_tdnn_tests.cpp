@@ -52,8 +52,7 @@ oml::models::ECAPATDNN make_ecapa(const std::string& weights = "", bool normalis
 
 TEST_CASE("ECAPA's front end gives OML's log-mel features of speech-like signals to 1e-4",
           "[audio][models][ecapa_tdnn][pytorch]") {
-  TempDir dir;
-  oml::test::audio_reference("signals", dir);
+  const TempDir& dir = oml::test::audio_signals();
   const oml::models::MelSpectrogramOptions mel;
   // The buffers a fresh model starts with are torchaudio's. The filterbank is float32 arithmetic on
   // frequencies up to 8 kHz divided by bands ~20 Hz wide, so one ulp of a frequency (5e-4 Hz) moves a

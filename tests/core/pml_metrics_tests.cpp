@@ -39,12 +39,19 @@ metrics::MetricTable metric_table(const std::string& yaml) {
   return metrics::configure_metrics(document.root()["metric_args"]);
 }
 
-void export_references(const TempDir& dir) {
-  const std::string script = test::source_path("tests/python/pml_accuracy_reference.py");
-  const auto result = test::run(
-      test::python() + " " + test::quote(script) + " export " + test::quote(dir.path().string()), 600);
-  INFO(result.err);
-  REQUIRE(result.exit_code == 0);
+// The reference script's files, exported once per process (importing PML and scikit-learn costs
+// seconds); the tests only read them.
+const TempDir& references() {
+  static const auto dir = [] {
+    auto d = std::make_unique<TempDir>();
+    const std::string script = test::source_path("tests/python/pml_accuracy_reference.py");
+    const auto result = test::run(
+        test::python() + " " + test::quote(script) + " export " + test::quote(d->path().string()), 600);
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    return d;
+  }();
+  return *dir;
 }
 
 template <class T>
@@ -152,8 +159,7 @@ TEST_CASE("NMI and AMI equal scikit-learn's, edge cases included", "[metrics]") 
   CHECK_THROWS_AS(metrics::normalized_mutual_info({0, 1}, {0}), DataError);
 
   // Random labellings (a negative AMI among them) against scikit-learn in the reference script.
-  const TempDir dir;
-  export_references(dir);
+  const TempDir& dir = references();
   for (int i = 0; i < 5; ++i) {
     const std::string prefix = "mutual_info_" + std::to_string(i);
     INFO(prefix);
@@ -167,8 +173,7 @@ TEST_CASE("NMI and AMI equal scikit-learn's, edge cases included", "[metrics]") 
 
 TEST_CASE("The AccuracyCalculator k-NN metrics equal PML's on random, tied, split and categorised sets",
           "[metrics][pml]") {
-  const TempDir dir;
-  export_references(dir);
+  const TempDir& dir = references();
   for (const std::string& name : reference_cases()) check_case(dir, name, kKnnArgs, kKnnMetrics, 0);
   // Blocks of a few queries by a few gallery items give the same lists, so the same values.
   check_case(dir, "ties_0", kKnnArgs, kKnnMetrics, 0, 0.002);
@@ -176,8 +181,7 @@ TEST_CASE("The AccuracyCalculator k-NN metrics equal PML's on random, tied, spli
 
 TEST_CASE("Retrieval by cosine distance gives the metrics of PML's AccuracyCalculator with CosineSimilarity",
           "[metrics][pml]") {
-  const TempDir dir;
-  export_references(dir);
+  const TempDir& dir = references();
   for (int seed = 0; seed < 3; ++seed) {
     for (const std::string layout : {"_both", "_split"}) {
       const std::string name = "cosine_" + std::to_string(seed) + layout;
@@ -196,8 +200,7 @@ TEST_CASE("Retrieval by cosine distance gives the metrics of PML's AccuracyCalcu
 
 TEST_CASE("Retrieval by dot gives the metrics of PML's AccuracyCalculator with DotProductSimilarity",
           "[metrics][pml][distance]") {
-  const TempDir dir;
-  export_references(dir);
+  const TempDir& dir = references();
   for (int seed = 0; seed < 3; ++seed) {
     for (const std::string layout : {"_both", "_split"}) {
       const std::string name = "dot_" + std::to_string(seed) + layout;
@@ -228,8 +231,7 @@ TEST_CASE("NMI and AMI equal PML's (Faiss k-means) on random, tied, split and ca
     CHECK(metric_table("{nmi: false}").entries().size() == 3);  // off: no Faiss needed
     return;
   }
-  const TempDir dir;
-  export_references(dir);
+  const TempDir& dir = references();
   for (const std::string& name : reference_cases())
     check_case(dir, name, kClusteringArgs, kClusteringMetrics, 4);
 }

@@ -5,6 +5,8 @@
 // weights_only=False alike.
 #include <torch/torch.h>
 
+#include <memory>
+
 #include "oml/io/checkpoint.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/resnet.h"
@@ -27,11 +29,21 @@ void python(const std::string& command, const oml::test::TempDir& dir) {
   REQUIRE(result.exit_code == 0);
 }
 
+// torchvision_interop.py's export, made once per process (importing torchvision costs seconds);
+// tests add their own files beside it under other names.
+const oml::test::TempDir& exported() {
+  static const auto dir = [] {
+    auto d = std::make_unique<oml::test::TempDir>();
+    python("export", *d);
+    return d;
+  }();
+  return *dir;
+}
+
 }  // namespace
 
 TEST_CASE("Torchvision resnet18 weights give the same outputs in oml-cpp", "[models][io][pytorch]") {
-  oml::test::TempDir dir;
-  python("export", dir);
+  const auto& dir = exported();
   const auto images = oml::io::load_tensor(dir / "input.pt");
   torch::NoGradGuard no_grad;
 
@@ -60,8 +72,7 @@ TEST_CASE("Torchvision resnet18 weights give the same outputs in oml-cpp", "[mod
 
 TEST_CASE("An oml-cpp checkpoint loads into torchvision with strict=True and gives the same outputs",
           "[models][io][pytorch]") {
-  oml::test::TempDir dir;
-  python("export", dir);  // for input.pt
+  const auto& dir = exported();  // for input.pt
   torch::manual_seed(3);
   oml::models::ResNetOptions options;
   options.arch = "resnet18";

@@ -10,6 +10,8 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <map>
+#include <memory>
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
@@ -49,10 +51,21 @@ oml::models::ViT make_vit(const std::string& arch, const std::string& weights = 
   return model;
 }
 
+// vit_reference.py's export of `arch`, made once per process and only read by the tests.
+const TempDir& exported(const std::string& arch) {
+  static std::map<std::string, std::unique_ptr<TempDir>> exports;
+  auto& dir = exports[arch];
+  if (!dir) {
+    auto made = std::make_unique<TempDir>();
+    python("export", *made, arch);
+    dir = std::move(made);
+  }
+  return *dir;
+}
+
 // Python's embeddings for every input the export wrote, from both weights files.
 void check_against_python(const std::string& arch, const std::vector<std::string>& inputs) {
-  TempDir dir;
-  python("export", dir, arch);
+  const TempDir& dir = exported(arch);
   torch::NoGradGuard no_grad;
   for (const std::string& file : {arch + ".pth", arch + "_lightning.ckpt"}) {
     INFO(file);
@@ -111,8 +124,7 @@ TEST_CASE("DINOv2 vits14_reg gives Python's embeddings from a state dict and a L
 }
 
 TEST_CASE("use_multi_scale and normalise_features follow OML's ViTExtractor", "[models][vit][pytorch]") {
-  TempDir dir;
-  python("export", dir, "vits16");
+  const TempDir& dir = exported("vits16");
   oml::models::ViTOptions options;
   options.arch = "vits16";
   options.weights = (dir / "vits16.pth").string();

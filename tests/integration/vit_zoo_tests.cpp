@@ -46,16 +46,26 @@ at::Tensor predict(const TempDir& dir, const std::string& name, const std::strin
   return oml::io::load_tensor(dir / name / "embeddings.pt");
 }
 
+// The zoo folder, the images and Python's embeddings of them, made once per process: Catch runs
+// the test case's body once per SECTION, and the two Python calls take ~9 s.
+const TempDir& zoo_export() {
+  static const auto dir = [] {
+    auto d = std::make_unique<TempDir>();
+    python("zoo " + quote(d->path().string()));
+    python("embed " + quote((*d / "zoo" / "vits16_sop.ckpt").string()) + " " +
+           quote((*d / "images").string()) + " " + quote((*d / "python_zoo.pt").string()));
+    return d;
+  }();
+  return *dir;
+}
+
 }  // namespace
 
 TEST_CASE(
     "OML's vits16_sop.ckpt from the weights folder gives OML's embeddings, fine-tunes in bf16 "
     "and goes back to Python",
     "[integration][vit][zoo][pytorch]") {
-  TempDir dir;
-  python("zoo " + quote(dir.path().string()));
-  python("embed " + quote((dir / "zoo" / "vits16_sop.ckpt").string()) + " " +
-         quote((dir / "images").string()) + " " + quote((dir / "python_zoo.pt").string()));
+  const TempDir& dir = zoo_export();
   const auto expected = oml::io::load_tensor(dir / "python_zoo.pt");
   REQUIRE(expected.sizes() == torch::IntArrayRef({4, 384}));
 

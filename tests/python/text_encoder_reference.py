@@ -13,9 +13,10 @@ batch; and the check that a folder oml-cpp wrote loads in transformers and gives
         DIR/NAME_expected.pt (last hidden state, pooled embeddings, the gradients of a fixed
         projection (`direction`) of the mean-pooled embeddings, bf16 autocast outputs); for `bert` also DIR/bert_f16/ and DIR/bert_bf16/ (safetensors in that dtype)
         with the outputs of those rounded weights, and DIR/bert_sharded/ (save_pretrained's shards); one-layer BERTs for each hidden_act
-    text_encoder_reference.py check DIR NAME      loads DIR/oml_NAME/ (written by oml-cpp) with
-        AutoModel.from_pretrained and compares its last hidden state on DIR/NAME_input.pt with
-        DIR/oml_NAME_hidden.pt; exit 1 on a mismatch or a weight transformers did not load
+    text_encoder_reference.py check DIR NAME[,NAME...]   loads DIR/oml_NAME/ (written by oml-cpp)
+        with AutoModel.from_pretrained and compares its last hidden state on DIR/NAME_input.pt with
+        DIR/oml_NAME_hidden.pt, for each NAME; exit 1 on a mismatch or a weight transformers did
+        not load
     text_encoder_reference.py safetensors_write DIR   DIR/dtypes.safetensors by the safetensors
         package: one tensor per dtype oml-cpp reads, a scalar, an empty tensor, metadata; the same
         tensors as DIR/dtypes.pt (torch.save)
@@ -212,7 +213,18 @@ def export(root, names):
                 torch.save({"hidden": hidden}, root / f"bert_{suffix}_expected.pt")
 
 
-def check(root, name):
+def check(root, names):
+    """Every name's folder, in one process (importing transformers costs seconds); all are
+    checked before the exit status reports the problems of any."""
+    problems = []
+    for name in names:
+        problems += [f"{name}: {p}" for p in check_one(root, name)]
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        sys.exit(1)
+
+
+def check_one(root, name):
     folder = root / f"oml_{name}"
     config = json.loads((folder / "config.json").read_text())
     model, info = transformers.AutoModel.from_pretrained(folder, output_loading_info=True, dtype=torch.float32)
@@ -234,9 +246,7 @@ def check(root, name):
     print(f"{name}: max |transformers - oml-cpp| = {diff:.3g}")
     if not diff <= 1e-4:
         problems.append(f"outputs differ by {diff}")
-    if problems:
-        print("\n".join(problems), file=sys.stderr)
-        sys.exit(1)
+    return problems
 
 
 DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -281,7 +291,7 @@ if __name__ == "__main__":
     if command == "export":
         export(root, sys.argv[3].split(",") if len(sys.argv) > 3 else [])
     elif command == "check":
-        check(root, sys.argv[3])
+        check(root, sys.argv[3].split(","))
     elif command == "safetensors_write":
         safetensors_write(root)
     elif command == "safetensors_check":
