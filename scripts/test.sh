@@ -7,14 +7,18 @@ set -euo pipefail
 #   --suites    only these test binaries' folders (core, plugins, integration, fuzz) and what they
 #               need, instead of everything (the script tests and benchmarks are then left out)
 #   --slow      also the tests labelled slow (OML's shipped configs run whole: ~25 min more here)
+#   --optimize N  the build's -O level (1, 2 or 3; a build folder keeps what it was last given,
+#               3 when new): 1 checks the code in a third less compile time (CI's 1.13 build)
 libtorch=wheel
 suites=""
 slow=0
+optimize=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --libtorch) libtorch=${2:?--libtorch needs wheel or debian}; shift ;;
     --suites) suites=${2:?--suites needs a list}; shift ;;
     --slow) slow=1 ;;
+    --optimize) optimize=${2:?--optimize needs 1, 2 or 3}; shift ;;
     *) echo "test: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -25,6 +29,12 @@ start=$(date +%s)
 
 bash "$root/scripts/setup.sh" --with-tests --libtorch "$libtorch"
 build_args=(--libtorch "$libtorch")
+if [ -n "$optimize" ]; then
+  case "$optimize" in
+    1|2|3) build_args+=("-DOML_OPTIMIZE=$optimize") ;;
+    *) echo "test: --optimize takes 1, 2 or 3, not '$optimize'" >&2; exit 2 ;;
+  esac
+fi
 ctest_args=()
 [ "$slow" = 1 ] || ctest_args+=(-LE slow)
 if [ -n "$suites" ]; then
