@@ -18,7 +18,9 @@ while [ $# -gt 0 ]; do
     --libtorch) libtorch=${2:?--libtorch needs wheel or debian}; shift ;;
     --suites) suites=${2:?--suites needs a list}; shift ;;
     --slow) slow=1 ;;
-    --optimize) optimize=${2:?--optimize needs 1, 2 or 3}; shift ;;
+    --optimize)
+      optimize=${2:?--optimize needs 1, 2 or 3}; shift
+      case "$optimize" in 1|2|3) ;; *) echo "test: --optimize takes 1, 2 or 3, not '$optimize'" >&2; exit 2 ;; esac ;;
     *) echo "test: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -29,12 +31,7 @@ start=$(date +%s)
 
 bash "$root/scripts/setup.sh" --with-tests --libtorch "$libtorch"
 build_args=(--libtorch "$libtorch")
-if [ -n "$optimize" ]; then
-  case "$optimize" in
-    1|2|3) build_args+=("-DOML_OPTIMIZE=$optimize") ;;
-    *) echo "test: --optimize takes 1, 2 or 3, not '$optimize'" >&2; exit 2 ;;
-  esac
-fi
+[ -z "$optimize" ] || build_args+=("-DOML_OPTIMIZE=$optimize")
 ctest_args=()
 [ "$slow" = 1 ] || ctest_args+=(-LE slow)
 if [ -n "$suites" ]; then
