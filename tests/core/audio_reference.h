@@ -1,7 +1,6 @@
 #pragma once
 // The audio tests' Python references: tests/python/audio_reference.py `command` writes its
 // signals and what torchaudio, soundfile and OML compute of them into `dir`.
-#include <memory>
 #include <string>
 
 #include "support/support.h"
@@ -20,12 +19,7 @@ inline void audio_reference(const std::string& command, const TempDir& dir) {
 /// audio_reference.py's `signals`, written once per process (the script takes seconds) into a
 /// folder the tests only read.
 inline const TempDir& audio_signals() {
-  static const auto dir = [] {
-    auto d = std::make_unique<TempDir>();
-    audio_reference("signals", *d);
-    return d;
-  }();
-  return *dir;
+  return filled_once([](const TempDir& dir) { audio_reference("signals", dir); });
 }
 
 }  // namespace oml::test

@@ -42,16 +42,13 @@ metrics::MetricTable metric_table(const std::string& yaml) {
 // The reference script's files, exported once per process (importing PML and scikit-learn costs
 // seconds); the tests only read them.
 const TempDir& references() {
-  static const auto dir = [] {
-    auto d = std::make_unique<TempDir>();
+  return test::filled_once([](const TempDir& dir) {
     const std::string script = test::source_path("tests/python/pml_accuracy_reference.py");
     const auto result = test::run(
-        test::python() + " " + test::quote(script) + " export " + test::quote(d->path().string()), 600);
+        test::python() + " " + test::quote(script) + " export " + test::quote(dir.path().string()), 600);
     INFO(result.err);
     REQUIRE(result.exit_code == 0);
-    return d;
-  }();
-  return *dir;
+  });
 }
 
 template <class T>

@@ -5,8 +5,6 @@
 // weights_only=False alike.
 #include <torch/torch.h>
 
-#include <memory>
-
 #include "oml/io/checkpoint.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/resnet.h"
@@ -32,12 +30,7 @@ void python(const std::string& command, const oml::test::TempDir& dir) {
 // torchvision_interop.py's export, made once per process (importing torchvision costs seconds);
 // tests add their own files beside it under other names.
 const oml::test::TempDir& exported() {
-  static const auto dir = [] {
-    auto d = std::make_unique<oml::test::TempDir>();
-    python("export", *d);
-    return d;
-  }();
-  return *dir;
+  return oml::test::filled_once([](const oml::test::TempDir& dir) { python("export", dir); });
 }
 
 }  // namespace

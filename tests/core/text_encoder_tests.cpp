@@ -50,12 +50,7 @@ void reference(const std::string& command, const TempDir& dir, const std::string
 // Every model of text_encoder_reference.py, exported once per process (a transformers import
 // costs seconds); tests add their own files under other names.
 const TempDir& exported() {
-  static const auto dir = [] {
-    auto d = std::make_unique<TempDir>();
-    reference("export", *d);
-    return d;
-  }();
-  return *dir;
+  return oml::test::filled_once([](const TempDir& dir) { reference("export", dir); });
 }
 
 oml::io::StateDict read_dict(const fs::path& path) {

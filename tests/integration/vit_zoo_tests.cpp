@@ -49,14 +49,11 @@ at::Tensor predict(const TempDir& dir, const std::string& name, const std::strin
 // The zoo folder, the images and Python's embeddings of them, made once per process: Catch runs
 // the test case's body once per SECTION, and the two Python calls take ~9 s.
 const TempDir& zoo_export() {
-  static const auto dir = [] {
-    auto d = std::make_unique<TempDir>();
-    python("zoo " + quote(d->path().string()));
-    python("embed " + quote((*d / "zoo" / "vits16_sop.ckpt").string()) + " " +
-           quote((*d / "images").string()) + " " + quote((*d / "python_zoo.pt").string()));
-    return d;
-  }();
-  return *dir;
+  return oml::test::filled_once([](const TempDir& dir) {
+    python("zoo " + quote(dir.path().string()));
+    python("embed " + quote((dir / "zoo" / "vits16_sop.ckpt").string()) + " " +
+           quote((dir / "images").string()) + " " + quote((dir / "python_zoo.pt").string()));
+  });
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,21 @@ class TempDir {
  private:
   fs::path path_;
 };
+
+/// A folder that `fill` fills once per test process, shared by every later call from the same
+/// place: for a Python reference, which costs seconds a call (importing torch, transformers or
+/// OML) and which Catch would otherwise make again for each test case and each SECTION. Tests
+/// only read it or add files under names of their own. Pass a lambda: each lambda is a type of
+/// its own, and so each call site gets its own folder.
+template <class Fill>
+const TempDir& filled_once(Fill fill) {
+  static const std::unique_ptr<TempDir> dir = [&] {
+    auto made = std::make_unique<TempDir>();
+    fill(*made);
+    return made;
+  }();
+  return *dir;
+}
 
 void write_file(const fs::path& path, const std::string& text);
 std::string read_file(const fs::path& path);
