@@ -76,9 +76,9 @@ std::string wav_bytes(int64_t frames) {
   return out;
 }
 
-Dataframe audio_dataframe(const TempDir& dir, const std::string& csv, bool check_files = false) {
+Dataframe audio_dataframe(const fs::path& dir, const std::string& csv, bool check_files = false) {
   oml::data::DataframeOptions options;
-  options.dataset_root = dir.path();
+  options.dataset_root = dir;
   options.check_files = check_files;
   return Dataframe::parse(csv, (dir / "df.csv").string(), options);
 }
@@ -87,7 +87,7 @@ Dataframe audio_dataframe(const TempDir& dir, const std::string& csv, bool check
 
 TEST_CASE("read_audio gives the samples and rate soundfile reads from WAV and FLAC files, mono and stereo",
           "[audio][data][pytorch]") {
-  const TempDir& dir = oml::test::audio_signals();
+  const fs::path& dir = oml::test::audio_signals();
   for (const Signal& signal : signals()) {
     INFO(signal.file);
     const oml::data::Audio audio = oml::data::read_audio(dir / signal.file);
@@ -102,7 +102,7 @@ TEST_CASE("read_audio gives the samples and rate soundfile reads from WAV and FL
 
 TEST_CASE("Downmixed and resampled to 16 kHz, every signal equals torchaudio's resample to 1e-4",
           "[audio][data][pytorch]") {
-  const TempDir& dir = oml::test::audio_signals();
+  const fs::path& dir = oml::test::audio_signals();
   for (const Signal& signal : signals()) {
     INFO(signal.file);
     const oml::data::Audio audio = oml::data::read_audio(dir / signal.file);
@@ -175,20 +175,20 @@ TEST_CASE("read_audio names the file of a missing, empty, non-audio, sample-less
 TEST_CASE("An audio dataframe's start_time column: seconds, an empty cell 0, anything else a DataError",
           "[audio][data]") {
   TempDir dir;
-  const Dataframe df = audio_dataframe(dir,
+  const Dataframe df = audio_dataframe(dir.path(),
                                        "label,path,split,is_query,is_gallery,start_time\n"
                                        "0,a.wav,train,,,0.5\n"
                                        "0,b.wav,train,,,\n"
                                        "1,c.flac,validation,True,True,12\n");
   CHECK(df.train().start_times == std::vector<double>{0.5, 0.0});
   CHECK(df.validation().start_times == std::vector<double>{12.0});
-  CHECK_FALSE(audio_dataframe(dir, "label,path,split,is_query,is_gallery\n0,a.wav,train,,\n")
+  CHECK_FALSE(audio_dataframe(dir.path(), "label,path,split,is_query,is_gallery\n0,a.wav,train,,\n")
                   .train()
                   .has_start_times());
   for (const std::string bad : {"-1", "abc", "nan", "1s"}) {
     INFO(bad);
     try {
-      (void)audio_dataframe(dir,
+      (void)audio_dataframe(dir.path(),
                             "label,path,split,is_query,is_gallery,start_time\n0,a.wav,train,,," + bad + "\n");
       FAIL("accepted start_time " << bad);
     } catch (const oml::DataError& e) {
@@ -203,8 +203,7 @@ TEST_CASE("An audio dataframe's start_time column: seconds, an empty cell 0, any
 
 TEST_CASE("AudioDataset gives OML's AudioLabeledDataset and AudioQueryGalleryLabeledDataset items",
           "[audio][data][pytorch]") {
-  TempDir dir;
-  oml::test::audio_reference("dataset", dir);
+  const fs::path& dir = oml::test::reference_export("audio_reference.py", "dataset");
   const Dataframe df = audio_dataframe(dir, oml::test::read_file(dir / "df.csv"), /*check_files=*/true);
   const AudioDataset train(df.train(), AudioDatasetOptions{});
   const AudioDataset validation(df.validation(), AudioDatasetOptions{});
@@ -245,7 +244,7 @@ TEST_CASE("AudioDataset: trims and pads as OML, downmixes stereo, and names the 
                       Contains("df.csv:3") && Contains("frame 11"));
   }
   SECTION("a start past the end of the file names the dataframe's line and the file") {
-    const Dataframe df = audio_dataframe(dir,
+    const Dataframe df = audio_dataframe(dir.path(),
                                          "label,path,split,is_query,is_gallery,start_time\n"
                                          "0,mono.wav,train,,,0.5\n"
                                          "0,mono.wav,train,,,2.5\n");
@@ -260,7 +259,7 @@ TEST_CASE("AudioDataset: trims and pads as OML, downmixes stereo, and names the 
                                                Contains("16000 frames"));
   }
   SECTION("paths that are not audio files are refused when the dataset is made") {
-    const Dataframe df = audio_dataframe(dir,
+    const Dataframe df = audio_dataframe(dir.path(),
                                          "label,path,split,is_query,is_gallery\n"
                                          "0,mono.wav,train,,\n"
                                          "0,photo.jpg,train,,\n");
@@ -272,7 +271,7 @@ TEST_CASE("AudioDataset: trims and pads as OML, downmixes stereo, and names the 
   SECTION("without max_num_seconds items are whole files, and unequal ones do not batch") {
     const std::string short_wav = wav_bytes(800);
     oml::test::write_file(dir / "short.WAV", short_wav);  // extensions compare without case
-    const Dataframe df = audio_dataframe(dir,
+    const Dataframe df = audio_dataframe(dir.path(),
                                          "label,path,split,is_query,is_gallery\n"
                                          "0,mono.wav,train,,\n"
                                          "0,short.WAV,train,,\n");
@@ -299,7 +298,7 @@ TEST_CASE("AudioDataset: trims and pads as OML, downmixes stereo, and names the 
 
 TEST_CASE("AudioDataset averages a stereo file's channels, or keeps them without convert_to_mono",
           "[audio][data][pytorch]") {
-  const TempDir& dir = oml::test::audio_signals();
+  const fs::path& dir = oml::test::audio_signals();
   const Dataframe df =
       audio_dataframe(dir, "label,path,split,is_query,is_gallery\n0,stereo44k.wav,train,,\n");
   AudioDatasetOptions options;
@@ -350,8 +349,7 @@ TEST_CASE("Decoding bytes from strangers stops at the sample limit and refuses h
 
 TEST_CASE("kaldi_fbank equals torchaudio.compliance.kaldi.fbank for every option torchaudio offers",
           "[audio][models][kaldi]") {
-  TempDir dir;
-  oml::test::audio_reference("kaldi", dir);
+  const fs::path& dir = oml::test::reference_export("audio_reference.py", "kaldi");
   using oml::models::KaldiFbankOptions;
   // The cases of audio_reference.py's KALDI_CASES.
   std::vector<std::pair<std::string, KaldiFbankOptions>> cases;

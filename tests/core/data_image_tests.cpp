@@ -141,7 +141,7 @@ TEST_CASE("PFM decodes by its specification, and never through a temporary file"
   // OpenCV decodes PFM only from a file: it wrote each one to $OPENCV_TEMP_PATH (/tmp) and left
   // the file there whenever its own header parser disagreed (this header's blank line).
   oml::test::TempDir temp;
-  ::setenv("OPENCV_TEMP_PATH", temp.path().c_str(), 1);
+  const oml::test::ScopedEnv opencv_temp("OPENCV_TEMP_PATH", temp.path().string());
   // 3 wide, 2 high; stored rows are bottom first: the image's top row is the second stored row.
   std::vector<float> samples;
   for (int i = 0; i < 18; ++i) samples.push_back(static_cast<float>(i) * 14.0f / 255.0f);
@@ -171,7 +171,6 @@ TEST_CASE("PFM decodes by its specification, and never through a temporary file"
   CHECK_THROWS_WITH(oml::data::decode_image(pfm_bytes("PF", 1, 1, "0", {0, 0, 0}), "/d/s.pfm"),
                     Contains("not a non-zero number"));
   CHECK(std::filesystem::is_empty(temp.path()));
-  ::unsetenv("OPENCV_TEMP_PATH");
 }
 
 TEST_CASE("Bounding boxes crop before transforms and must lie inside the image", "[data][image]") {

@@ -52,7 +52,7 @@ oml::models::ECAPATDNN make_ecapa(const std::string& weights = "", bool normalis
 
 TEST_CASE("ECAPA's front end gives OML's log-mel features of speech-like signals to 1e-4",
           "[audio][models][ecapa_tdnn][pytorch]") {
-  const TempDir& dir = oml::test::audio_signals();
+  const fs::path& dir = oml::test::audio_signals();
   const oml::models::MelSpectrogramOptions mel;
   // The buffers a fresh model starts with are torchaudio's. The filterbank is float32 arithmetic on
   // frequencies up to 8 kHz divided by bands ~20 Hz wide, so one ulp of a frequency (5e-4 Hz) moves a
@@ -81,8 +81,7 @@ TEST_CASE("ECAPA's front end gives OML's log-mel features of speech-like signals
 TEST_CASE("ecapa_tdnn gives OML's embeddings from OML's state dict, from TaoRuijie's layout and by config",
           "[audio][models][ecapa_tdnn][pytorch]") {
   oml::cli::register_builtins();
-  TempDir dir;
-  oml::test::audio_reference("ecapa", dir);
+  const fs::path& dir = oml::test::reference_export("audio_reference.py", "ecapa");
   torch::NoGradGuard no_grad;
   const at::Tensor waves = oml::io::load_tensor(dir / "ecapa_input.pt");
   const at::Tensor expected = oml::io::load_tensor(dir / "ecapa_expected.pt");

@@ -68,13 +68,8 @@ oml::io::StateDict read_state(const std::filesystem::path& path) {
   return oml::io::find_state_dict(oml::io::read_torch_file(path), path.string());
 }
 
-void export_references(const TempDir& dir) {
-  const std::string script = oml::test::source_path("tests/python/oml_losses_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " export " +
-                                     oml::test::quote(dir.path().string()));
-  INFO("oml_losses_reference.py failed (torch and torchvision in the venv? scripts/setup.sh)\n"
-       << result.out << result.err);
-  REQUIRE(result.exit_code == 0);
+const std::filesystem::path& references() {
+  return oml::test::reference_export("oml_losses_reference.py", "export");
 }
 
 // A batch of 4 triplets laid out as `name` takes them, with fitting labels.
@@ -92,8 +87,7 @@ std::pair<torch::Tensor, torch::Tensor> triplet_batch(const std::string& name) {
 TEST_CASE(
     "OML's triplet and triplet_plain: value and gradient equal to OML's TripletLoss and TripletLossPlain",
     "[losses][oml_losses]") {
-  TempDir dir;
-  export_references(dir);
+  const auto& dir = references();
   for (const auto& [name, yaml] : kTripletCases) {
     for (const int seed : {0, 1, 2}) {
       const std::string prefix = name + "_" + std::to_string(seed);
@@ -115,8 +109,7 @@ TEST_CASE(
 
 TEST_CASE("OML's arcface and mlp_arcface: value and gradients equal to OML's, its weights loaded by name",
           "[losses][oml_losses]") {
-  TempDir dir;
-  export_references(dir);
+  const auto& dir = references();
   for (const auto& [name, yaml] : kWeightedCases) {
     for (const int seed : {0, 1, 2}) {
       const std::string prefix = name + "_" + std::to_string(seed);

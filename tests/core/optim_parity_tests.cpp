@@ -145,20 +145,8 @@ std::shared_ptr<torch::optim::Optimizer> optimizer(const std::string& yaml,
   return oml::registries().optimizers.create(spec(yaml), oml::optim::OptimizerContext{params, {}});
 }
 
-void export_references(const TempDir& dir) {
-  const std::string script = oml::test::source_path("tests/python/optim_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " export " +
-                                     oml::test::quote(dir.path().string()));
-  INFO("optim_reference.py failed\n" << result.out << result.err);
-  REQUIRE(result.exit_code == 0);
-}
-
-// Exported once per test process (the script takes seconds), removed at exit.
-const TempDir& references() {
-  static const TempDir dir;
-  static const bool exported = (export_references(dir), true);
-  (void)exported;
-  return dir;
+const std::filesystem::path& references() {
+  return oml::test::reference_export("optim_reference.py", "export");
 }
 
 torch::Tensor load(const std::string& name) { return oml::io::load_tensor(references() / (name + ".pt")); }

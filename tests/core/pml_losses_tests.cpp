@@ -105,21 +105,15 @@ torch::Tensor parameter(oml::losses::Criterion& loss, const std::string& name) {
   return parameters[name];
 }
 
-void export_references(const TempDir& dir) {
-  const std::string script = oml::test::source_path("tests/python/pml_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " export " +
-                                     oml::test::quote(dir.path().string()));
-  INFO("pml_reference.py failed (is pytorch-metric-learning installed? scripts/setup.sh --with-tests)\n"
-       << result.out << result.err);
-  REQUIRE(result.exit_code == 0);
+const std::filesystem::path& references() {
+  return oml::test::reference_export("pml_reference.py", "export");
 }
 
 }  // namespace
 
 TEST_CASE("PML's contrastive, multi-similarity, supcon and ntxent losses: value and gradient equal to PML's",
           "[losses][pml]") {
-  TempDir dir;
-  export_references(dir);
+  const auto& dir = references();
   for (const auto& [name, yaml] : kCases) {
     for (const int seed : {0, 1, 2}) {
       const std::string prefix = name + "_" + std::to_string(seed);
@@ -143,8 +137,7 @@ TEST_CASE("PML's contrastive, multi-similarity, supcon and ntxent losses: value 
 
 TEST_CASE("PML's multi-similarity miner selects PML's pairs, with each distance", "[losses][pml]") {
   oml::cli::register_builtins();
-  TempDir dir;
-  export_references(dir);
+  const auto& dir = references();
   int checked = 0;
   for (const auto& [name, yaml] : kCases) {
     if (yaml.find("miner:") == std::string::npos) continue;
@@ -172,8 +165,7 @@ TEST_CASE("PML's multi-similarity miner selects PML's pairs, with each distance"
 
 TEST_CASE("PML's proxy and margin softmax losses: value and gradients equal to PML's, its weights loaded",
           "[losses][pml]") {
-  TempDir dir;
-  export_references(dir);
+  const auto& dir = references();
   for (const auto& c : kWeightedCases) {
     for (const int seed : {0, 1, 2}) {
       const std::string prefix = c.name + "_" + std::to_string(seed);

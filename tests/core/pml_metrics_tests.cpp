@@ -21,7 +21,6 @@ namespace pml_metrics_tests {
 
 using namespace oml;
 using Catch::Matchers::Contains;
-using oml::test::TempDir;
 
 namespace {
 
@@ -39,16 +38,8 @@ metrics::MetricTable metric_table(const std::string& yaml) {
   return metrics::configure_metrics(document.root()["metric_args"]);
 }
 
-// The reference script's files, exported once per process (importing PML and scikit-learn costs
-// seconds); the tests only read them.
-const TempDir& references() {
-  return test::filled_once([](const TempDir& dir) {
-    const std::string script = test::source_path("tests/python/pml_accuracy_reference.py");
-    const auto result = test::run(
-        test::python() + " " + test::quote(script) + " export " + test::quote(dir.path().string()), 600);
-    INFO(result.err);
-    REQUIRE(result.exit_code == 0);
-  });
+const std::filesystem::path& references() {
+  return test::reference_export("pml_accuracy_reference.py", "export");
 }
 
 template <class T>
@@ -58,7 +49,7 @@ std::vector<T> values_of(const at::Tensor& tensor) {
 }
 
 // The rows of reference case `name`, with categories when it has them.
-metrics::EmbeddingSet reference_set(const TempDir& dir, const std::string& name) {
+metrics::EmbeddingSet reference_set(const std::filesystem::path& dir, const std::string& name) {
   auto load = [&](const std::string& what) { return io::load_tensor(dir / (name + "_" + what + ".pt")); };
   metrics::EmbeddingSet set;
   set.embeddings = load("embeddings").to(torch::kFloat32);
@@ -74,7 +65,7 @@ metrics::EmbeddingSet reference_set(const TempDir& dir, const std::string& name)
 
 // Validates case `name` with `metric_args` and compares `keys` (PML's values at `first` on) with
 // PML's, overall and, for a case with categories, per category.
-void check_case(const TempDir& dir, const std::string& name, const std::string& metric_args,
+void check_case(const std::filesystem::path& dir, const std::string& name, const std::string& metric_args,
                 const std::vector<std::string>& keys, int64_t first, double memory_budget_mb = 128,
                 DistanceKind distance = DistanceKind::euclidean) {
   INFO("case " << name << ", memory budget " << memory_budget_mb << " MB, distance " << to_string(distance));
@@ -156,7 +147,7 @@ TEST_CASE("NMI and AMI equal scikit-learn's, edge cases included", "[metrics]") 
   CHECK_THROWS_AS(metrics::normalized_mutual_info({0, 1}, {0}), DataError);
 
   // Random labellings (a negative AMI among them) against scikit-learn in the reference script.
-  const TempDir& dir = references();
+  const auto& dir = references();
   for (int i = 0; i < 5; ++i) {
     const std::string prefix = "mutual_info_" + std::to_string(i);
     INFO(prefix);
@@ -170,7 +161,7 @@ TEST_CASE("NMI and AMI equal scikit-learn's, edge cases included", "[metrics]") 
 
 TEST_CASE("The AccuracyCalculator k-NN metrics equal PML's on random, tied, split and categorised sets",
           "[metrics][pml]") {
-  const TempDir& dir = references();
+  const auto& dir = references();
   for (const std::string& name : reference_cases()) check_case(dir, name, kKnnArgs, kKnnMetrics, 0);
   // Blocks of a few queries by a few gallery items give the same lists, so the same values.
   check_case(dir, "ties_0", kKnnArgs, kKnnMetrics, 0, 0.002);
@@ -178,7 +169,7 @@ TEST_CASE("The AccuracyCalculator k-NN metrics equal PML's on random, tied, spli
 
 TEST_CASE("Retrieval by cosine distance gives the metrics of PML's AccuracyCalculator with CosineSimilarity",
           "[metrics][pml]") {
-  const TempDir& dir = references();
+  const auto& dir = references();
   for (int seed = 0; seed < 3; ++seed) {
     for (const std::string layout : {"_both", "_split"}) {
       const std::string name = "cosine_" + std::to_string(seed) + layout;
@@ -197,7 +188,7 @@ TEST_CASE("Retrieval by cosine distance gives the metrics of PML's AccuracyCalcu
 
 TEST_CASE("Retrieval by dot gives the metrics of PML's AccuracyCalculator with DotProductSimilarity",
           "[metrics][pml][distance]") {
-  const TempDir& dir = references();
+  const auto& dir = references();
   for (int seed = 0; seed < 3; ++seed) {
     for (const std::string layout : {"_both", "_split"}) {
       const std::string name = "dot_" + std::to_string(seed) + layout;
@@ -228,7 +219,7 @@ TEST_CASE("NMI and AMI equal PML's (Faiss k-means) on random, tied, split and ca
     CHECK(metric_table("{nmi: false}").entries().size() == 3);  // off: no Faiss needed
     return;
   }
-  const TempDir& dir = references();
+  const auto& dir = references();
   for (const std::string& name : reference_cases())
     check_case(dir, name, kClusteringArgs, kClusteringMetrics, 4);
 }

@@ -19,18 +19,12 @@ using oml::test::max_abs_diff;
 namespace {
 
 void python(const std::string& command, const oml::test::TempDir& dir) {
-  const std::string script = oml::test::source_path("tests/python/torchvision_interop.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
-                                     " " + oml::test::quote(dir.path().string()));
-  INFO("python " << command << " failed (does the virtual environment have torch and torchvision? "
-                 << "scripts/setup.sh --with-tests)\nstdout: " << result.out << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
+  oml::test::run_reference("torchvision_interop.py", command, dir.path());
 }
 
-// torchvision_interop.py's export, made once per process (importing torchvision costs seconds);
-// tests add their own files beside it under other names.
-const oml::test::TempDir& exported() {
-  return oml::test::filled_once([](const oml::test::TempDir& dir) { python("export", dir); });
+// torchvision_interop.py's export (read-only).
+const std::filesystem::path& exported() {
+  return oml::test::reference_export("torchvision_interop.py", "export");
 }
 
 }  // namespace
@@ -65,7 +59,8 @@ TEST_CASE("Torchvision resnet18 weights give the same outputs in oml-cpp", "[mod
 
 TEST_CASE("An oml-cpp checkpoint loads into torchvision with strict=True and gives the same outputs",
           "[models][io][pytorch]") {
-  const auto& dir = exported();  // for input.pt
+  oml::test::TempDir dir;
+  oml::test::link_files(exported(), dir.path());  // input.pt
   torch::manual_seed(3);
   oml::models::ResNetOptions options;
   options.arch = "resnet18";

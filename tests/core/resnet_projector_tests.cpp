@@ -25,15 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void export_reference(const TempDir& dir) {
-  const std::string script = oml::test::source_path("tests/python/resnet_projector_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " export " +
-                                     oml::test::quote(dir.path().string()));
-  INFO("resnet_projector_reference.py failed (torch and torchvision in the venv? scripts/setup.sh)\n"
-       << result.out << result.err);
-  REQUIRE(result.exit_code == 0);
-}
-
 std::shared_ptr<oml::models::Extractor> extractor_from_yaml(const std::string& yaml) {
   oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("extractor: " + yaml, "model.yaml");
@@ -56,8 +47,7 @@ TEST_CASE(
     "resnet50_projector gives OML's embeddings from OML's extractor state dict, Lightning checkpoint "
     "and MoCo checkpoint",
     "[models][resnet][pytorch]") {
-  TempDir dir;
-  export_reference(dir);
+  const fs::path& dir = oml::test::reference_export("resnet_projector_reference.py", "export");
   torch::NoGradGuard no_grad;
   const auto images = oml::io::load_tensor(dir / "input.pt");
   for (const auto& [name, args] : kCases) {
@@ -88,9 +78,9 @@ TEST_CASE(
   CHECK(names.count("fc.2.bias") == 1);
 
   // By zoo name: OML's resnet50_moco_v2 is MoCo's published checkpoint, under its own file name.
-  fs::create_directories(dir / "zoo");
-  fs::rename(dir / "moco.pth.tar", dir / "zoo" / "moco_v2_800ep_pretrain.pth.tar");
-  oml::models::set_weights_dir(dir / "zoo");
+  TempDir zoo_dir;
+  fs::create_symlink(dir / "moco.pth.tar", zoo_dir / "moco_v2_800ep_pretrain.pth.tar");
+  oml::models::set_weights_dir(zoo_dir.path());
   const auto zoo = extractor_from_yaml(
       "{name: resnet, args: {arch: resnet50_projector, gem_p: 5.0, remove_fc: True, normalise_features: "
       "False, "

@@ -31,9 +31,8 @@ TEST_CASE("Intra-op threads default to cores divided by local ranks", "[runtime]
 
 TEST_CASE("The allocator is tuned unless the user set glibc's malloc variables", "[runtime]") {
   CHECK(oml::tune_allocator());
-  ::setenv("MALLOC_TRIM_THRESHOLD_", "1048576", 1);
+  const oml::test::ScopedEnv user_setting("MALLOC_TRIM_THRESHOLD_", "1048576");
   CHECK_FALSE(oml::tune_allocator());
-  ::unsetenv("MALLOC_TRIM_THRESHOLD_");
 }
 
 TEST_CASE("SingleThreadedBlas runs OpenBLAS on one thread while it lives", "[runtime]") {
@@ -81,9 +80,7 @@ TEST_CASE("Deterministic mode turns on ATen's deterministic algorithms, cuDNN's 
           "[runtime][determinism]") {
   auto& context = at::globalContext();
   const bool benchmark = context.benchmarkCuDNN();
-  const char* user_workspace = std::getenv("CUBLAS_WORKSPACE_CONFIG");
-  const std::string saved_workspace = user_workspace ? user_workspace : "";
-  ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  oml::test::ScopedEnv workspace("CUBLAS_WORKSPACE_CONFIG", std::nullopt);
   context.setBenchmarkCuDNN(true);
   // max_unpool2d has no deterministic kernel on the CPU: ATen refuses it in deterministic mode.
   const auto unpool = [] {
@@ -104,7 +101,7 @@ TEST_CASE("Deterministic mode turns on ATen's deterministic algorithms, cuDNN's 
   CHECK_THROWS_WITH(unpool(), Catch::Matchers::Contains("does not have a deterministic implementation"));
 
   // "warn": the operation runs (ATen warns); a workspace setting the user exported stays.
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);  // the guard above puts the user's value back
   oml::use_deterministic_algorithms(/*warn_only=*/true);
   state = oml::determinism_state();
   CHECK(state.algorithms);
@@ -115,11 +112,6 @@ TEST_CASE("Deterministic mode turns on ATen's deterministic algorithms, cuDNN's 
   context.setDeterministicAlgorithms(false, false);
   context.setDeterministicCuDNN(false);
   context.setBenchmarkCuDNN(benchmark);
-  if (saved_workspace.empty()) {
-    ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
-  } else {
-    ::setenv("CUBLAS_WORKSPACE_CONFIG", saved_workspace.c_str(), 1);
-  }
 }
 
 }  // namespace runtime_tests

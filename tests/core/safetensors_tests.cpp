@@ -17,16 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void reference(const std::string& command, const TempDir& dir) {
-  const std::string script = oml::test::source_path("tests/python/text_encoder_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
-                                         " " + oml::test::quote(dir.path().string()),
-                                     600);
-  INFO("text_encoder_reference.py " << command << " failed (scripts/setup.sh --with-tests)\nstdout: "
-                                    << result.out << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
-}
-
 // A safetensors file from its header text and data bytes (the length written as given).
 std::string file_bytes(const std::string& header, const std::string& data, uint64_t length) {
   std::string out(8, '\0');
@@ -54,7 +44,8 @@ std::string read_error(const TempDir& dir, const std::string& bytes) {
 TEST_CASE("Every dtype the safetensors package writes reads back as torch.save holds it, and back",
           "[io][safetensors][pytorch]") {
   TempDir dir;
-  reference("safetensors_write", dir);
+  oml::test::link_files(oml::test::reference_export("text_encoder_reference.py", "safetensors_write"),
+                        dir.path());
   const auto content = oml::io::read_safetensors(dir / "dtypes.safetensors");
   const auto expected = oml::io::find_state_dict(oml::io::read_torch_file(dir / "dtypes.pt"), "dtypes.pt");
   REQUIRE(content.tensors.size() == expected.size());
@@ -73,7 +64,7 @@ TEST_CASE("Every dtype the safetensors package writes reads back as torch.save h
 
   // Written by oml-cpp, read by safetensors.safe_open: the same names, dtypes, values, metadata.
   oml::io::write_safetensors(dir / "oml.safetensors", content.tensors, content.metadata);
-  reference("safetensors_check", dir);
+  oml::test::run_reference("text_encoder_reference.py", "safetensors_check", dir.path());
 }
 
 TEST_CASE("A safetensors file oml-cpp writes reads back identically, its data 8-byte aligned",

@@ -35,29 +35,15 @@ namespace {
 
 const std::vector<std::string> kFamilies = {"bert", "roberta", "xlm-roberta", "camembert", "distilbert"};
 
-void reference(const std::string& command, const TempDir& dir, const std::string& arg = "") {
-  const std::string script = oml::test::source_path("tests/python/text_encoder_reference.py");
-  std::string line = oml::test::python() + " " + oml::test::quote(script) + " " + command + " " +
-                     oml::test::quote(dir.path().string());
-  if (!arg.empty()) line += ' ' + oml::test::quote(arg);
-  const auto result = oml::test::run(line, 600);
-  INFO("text_encoder_reference.py " << command << " " << arg
-                                    << " failed (scripts/setup.sh --with-tests)\nstdout: " << result.out
-                                    << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
-}
-
-// Every model of text_encoder_reference.py, exported once per process (a transformers import
-// costs seconds); tests add their own files under other names.
-const TempDir& exported() {
-  return oml::test::filled_once([](const TempDir& dir) { reference("export", dir); });
-}
+// Every model of text_encoder_reference.py (read-only: a test that adds files links them into a
+// folder of its own).
+const fs::path& exported() { return oml::test::reference_export("text_encoder_reference.py", "export"); }
 
 oml::io::StateDict read_dict(const fs::path& path) {
   return oml::io::find_state_dict(oml::io::read_torch_file(path), path.string());
 }
 
-oml::models::TokenBatch batch_of(const TempDir& dir, const std::string& name) {
+oml::models::TokenBatch batch_of(const fs::path& dir, const std::string& name) {
   const auto input = read_dict(dir / (name + "_input.pt"));
   oml::models::TokenBatch batch;
   batch.input_ids = input.at("input_ids");
@@ -135,7 +121,9 @@ TEST_CASE(
     "pytorch_model.bin as task models save it (base-model prefix, head, position_ids, gamma and beta) and "
     "float16 / bfloat16 safetensors load as transformers loads them",
     "[models][text][pytorch]") {
-  const auto& dir = exported();
+  TempDir work;  // for folders of its own beside the export's
+  oml::test::link_files(exported(), work.path());
+  const fs::path& dir = work.path();
   torch::NoGradGuard no_grad;
   for (const auto& name : kFamilies) {
     INFO(name);
@@ -258,7 +246,9 @@ TEST_CASE("Every implemented hidden_act computes what transformers' ACT2FN does"
 TEST_CASE(
     "A folder oml-cpp saves after a training step loads in transformers' AutoModel with the same outputs",
     "[models][text][pytorch]") {
-  const auto& dir = exported();
+  TempDir work;  // for the saved folders beside the export's
+  oml::test::link_files(exported(), work.path());
+  const fs::path& dir = work.path();
   for (const auto& name : kFamilies) {
     INFO(name);
     auto model = load(dir / name, "mean");
@@ -277,7 +267,7 @@ TEST_CASE(
     CHECK(max_abs_diff(load(dir / ("oml_" + name))->hidden_states(batch_of(dir, name)), hidden) == 0.0);
   }
   // All five folders in one Python process: a transformers import costs seconds.
-  reference("check", dir, oml::join(kFamilies, ","));
+  oml::test::run_reference("text_encoder_reference.py", "check", dir, {oml::join(kFamilies, ",")});
 }
 
 TEST_CASE("A text encoder is built by name from a config, alone and inside extractor_with_mlp",
@@ -337,7 +327,9 @@ TEST_CASE(
     "Folders that are not BERT-shaped encoders, or whose weights do not fit, are refused naming what is "
     "wrong",
     "[models][text][pytorch]") {
-  const auto& dir = exported();
+  TempDir work;  // for the edited folders beside the export's
+  oml::test::link_files(exported(), work.path());
+  const fs::path& dir = work.path();
   const std::string config = oml::test::read_file(dir / "bert" / "config.json");
   struct Case {
     std::string what;

@@ -28,21 +28,9 @@ using oml::text::PaddingOptions;
 using oml::text::Tokenizer;
 using oml::text::TruncationOptions;
 
-/// Runs the reference script for `kind` once per process; returns its output folder.
-const oml::test::TempDir& reference(const std::string& kind) {
-  static std::map<std::string, std::unique_ptr<oml::test::TempDir>> dirs;
-  auto& dir = dirs[kind];
-  if (!dir) {
-    dir = std::make_unique<oml::test::TempDir>();
-    const std::string script = oml::test::source_path("tests/python/tokenizers_reference.py");
-    const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + kind +
-                                           " " + oml::test::quote(dir->path().string()),
-                                       600);
-    INFO("tokenizers_reference.py " << kind << " failed (are the test references installed? scripts/setup.sh "
-                                    << "--with-tests)\nstdout: " << result.out << "\nstderr: " << result.err);
-    REQUIRE(result.exit_code == 0);
-  }
-  return *dir;
+/// The reference script's folder for `kind` (read-only).
+const std::filesystem::path& reference(const std::string& kind) {
+  return oml::test::reference_export("tokenizers_reference.py", kind);
 }
 
 json read_json(const std::filesystem::path& path) {

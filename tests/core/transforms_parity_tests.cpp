@@ -32,20 +32,9 @@ std::shared_ptr<oml::data::Transform> make_transform(const std::string& yaml) {
   return oml::registries().transforms.create(oml::config::parse_component(doc.root(), "transform"));
 }
 
-// Exports the images, torchvision's tensors and the reference embeddings once per process.
-const oml::test::TempDir& reference() {
-  static const oml::test::TempDir dir;
-  static const bool exported = [] {
-    const std::string script = oml::test::source_path("tests/python/transforms_reference.py");
-    const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " export " +
-                                       oml::test::quote(dir.path()));
-    INFO("python3 transforms_reference.py failed (are python3-torch and python3-torchvision installed? "
-         << "scripts/setup.sh --with-tests)\nstdout: " << result.out << "\nstderr: " << result.err);
-    REQUIRE(result.exit_code == 0);
-    return true;
-  }();
-  (void)exported;
-  return dir;
+// The images, torchvision's tensors and the reference embeddings (read-only).
+const std::filesystem::path& reference() {
+  return oml::test::reference_export("transforms_reference.py", "export");
 }
 
 std::vector<std::string> reference_images() {

@@ -38,17 +38,9 @@ using oml::test::parse_errors;
 
 namespace {
 
-void python(const std::string& command, const TempDir& dir, const std::string& arch,
-            const std::string& forms = "") {
-  const std::string script = oml::test::source_path("tests/python/vit_clip_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
-                                         " " + oml::test::quote(dir.path().string()) + " " + arch +
-                                         (forms.empty() ? "" : " " + forms),
-                                     600);
-  INFO("vit_clip_reference.py " << command << " " << arch
-                                << " failed (scripts/setup.sh --with-tests)\nstdout: " << result.out
-                                << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
+// vit_clip_reference.py's export of `arch` in `forms` (read-only).
+const fs::path& exported(const std::string& arch, const std::string& forms = "all") {
+  return oml::test::reference_export("vit_clip_reference.py", "export", {arch, forms});
 }
 
 oml::models::ViTClip make_clip(const std::string& arch, const std::string& weights = "",
@@ -63,7 +55,7 @@ oml::models::ViTClip make_clip(const std::string& arch, const std::string& weigh
 }
 
 // OML's embeddings of the exported batch, from each weights file of the export.
-void check_against_oml(const TempDir& dir, const std::string& arch, const std::vector<std::string>& files) {
+void check_against_oml(const fs::path& dir, const std::string& arch, const std::vector<std::string>& files) {
   torch::NoGradGuard no_grad;
   const auto images = oml::io::load_tensor(dir / (arch + "_input.pt"));
   for (const auto& file : files) {
@@ -83,8 +75,7 @@ TEST_CASE(
     "CLIP ViT-B/32 gives OML's embeddings from a state dict, OML's Lightning checkpoint, a whole CLIP "
     "state dict and OpenAI's float16 TorchScript archive",
     "[models][vit_clip][pytorch]") {
-  TempDir dir;
-  python("export", dir, "vitb32_224");
+  const fs::path& dir = exported("vitb32_224");
   check_against_oml(
       dir, "vitb32_224",
       {"vitb32_224.pth", "vitb32_224_lightning.ckpt", "vitb32_224_clip.pth", "vitb32_224_jit.pt"});
@@ -106,9 +97,9 @@ TEST_CASE(
   CHECK(max_abs_diff(normalised, oml::io::load_tensor(dir / "vitb32_224_expected_normalised.pt")) <= 1e-5);
 
   // OpenAI's file by its zoo name: TorchScript found by its content, whatever the file is called.
-  fs::create_directories(dir / "zoo");
-  fs::rename(dir / "vitb32_224_jit.pt", dir / "zoo" / "openai_vitb32_224.ckpt");
-  oml::models::set_weights_dir(dir / "zoo");
+  TempDir zoo_dir;
+  fs::create_symlink(dir / "vitb32_224_jit.pt", zoo_dir / "openai_vitb32_224.ckpt");
+  oml::models::set_weights_dir(zoo_dir.path());
   const auto zoo = make_clip("vitb32_224", "openai_vitb32_224")->forward(images);
   oml::models::set_weights_dir("");
   CHECK(max_abs_diff(zoo, oml::io::load_tensor(dir / "vitb32_224_jit_expected.pt")) <= 1e-4);
@@ -116,9 +107,7 @@ TEST_CASE(
 
 TEST_CASE("CLIP ViT-B/16 gives OML's embeddings from a state dict and OpenAI's TorchScript archive",
           "[models][vit_clip][pytorch]") {
-  TempDir dir;
-  python("export", dir, "vitb16_224", "some");
-  check_against_oml(dir, "vitb16_224", {"vitb16_224.pth", "vitb16_224_jit.pt"});
+  check_against_oml(exported("vitb16_224", "some"), "vitb16_224", {"vitb16_224.pth", "vitb16_224_jit.pt"});
 }
 
 TEST_CASE("An oml-cpp vit_clip checkpoint loads into OML's ViTCLIPExtractor and gives the same embeddings",
@@ -142,7 +131,7 @@ TEST_CASE("An oml-cpp vit_clip checkpoint loads into OML's ViTCLIPExtractor and 
   ckpt.step = 1;
   ckpt.config = "extractor: {name: vit_clip, args: {arch: vitb32_224}}\n";
   oml::io::save_checkpoint(dir / "oml_vitb32_224.ckpt", ckpt);
-  python("check", dir, "vitb32_224");
+  oml::test::run_reference("vit_clip_reference.py", "check", dir.path(), {"vitb32_224"});
 }
 
 TEST_CASE("vit_clip's archs have CLIP's shapes, and an unknown arch lists the known ones",

@@ -10,8 +10,6 @@
 #include <torch/torch.h>
 
 #include <fstream>
-#include <map>
-#include <memory>
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
@@ -32,16 +30,6 @@ using oml::test::TempDir;
 
 namespace {
 
-void python(const std::string& command, const TempDir& dir, const std::string& arch) {
-  const std::string script = oml::test::source_path("tests/python/vit_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
-                                     " " + oml::test::quote(dir.path().string()) + " " + arch);
-  INFO("python3 vit_reference.py " << command << " " << arch << " failed (is python3-torch installed? "
-                                   << "scripts/setup.sh --with-tests)\nstdout: " << result.out
-                                   << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
-}
-
 oml::models::ViT make_vit(const std::string& arch, const std::string& weights = "") {
   oml::models::ViTOptions options;
   options.arch = arch;
@@ -51,21 +39,14 @@ oml::models::ViT make_vit(const std::string& arch, const std::string& weights = 
   return model;
 }
 
-// vit_reference.py's export of `arch`, made once per process and only read by the tests.
-const TempDir& exported(const std::string& arch) {
-  static std::map<std::string, std::unique_ptr<TempDir>> exports;
-  auto& dir = exports[arch];
-  if (!dir) {
-    auto made = std::make_unique<TempDir>();
-    python("export", *made, arch);
-    dir = std::move(made);
-  }
-  return *dir;
+// vit_reference.py's export of `arch` (read-only).
+const std::filesystem::path& exported(const std::string& arch) {
+  return oml::test::reference_export("vit_reference.py", "export", {arch});
 }
 
 // Python's embeddings for every input the export wrote, from both weights files.
 void check_against_python(const std::string& arch, const std::vector<std::string>& inputs) {
-  const TempDir& dir = exported(arch);
+  const auto& dir = exported(arch);
   torch::NoGradGuard no_grad;
   for (const std::string& file : {arch + ".pth", arch + "_lightning.ckpt"}) {
     INFO(file);
@@ -103,7 +84,7 @@ void check_checkpoint_in_python(const std::string& arch, int64_t size) {
   ckpt.step = 1;
   ckpt.config = "extractor: {name: vit, args: {arch: " + arch + "}}\n";
   oml::io::save_checkpoint(dir / ("oml_" + arch + ".ckpt"), ckpt);
-  python("check", dir, arch);
+  oml::test::run_reference("vit_reference.py", "check", dir.path(), {arch});
 }
 
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
@@ -124,7 +105,7 @@ TEST_CASE("DINOv2 vits14_reg gives Python's embeddings from a state dict and a L
 }
 
 TEST_CASE("use_multi_scale and normalise_features follow OML's ViTExtractor", "[models][vit][pytorch]") {
-  const TempDir& dir = exported("vits16");
+  const auto& dir = exported("vits16");
   oml::models::ViTOptions options;
   options.arch = "vits16";
   options.weights = (dir / "vits16.pth").string();
@@ -281,15 +262,9 @@ TEST_CASE(
     "extractor_with_mlp over a ViT is OML's ExtractorWithMLP, names included: OML's zoo model and "
     "checkpoints load, ours load in Python, and our older files still load",
     "[models][vit][zoo][pytorch]") {
-  TempDir dir;
-  const std::string script = oml::test::source_path("tests/python/vit_zoo_reference.py");
-  auto python_mlp = [&](const std::string& command) {
-    const auto r = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command + " " +
-                                  oml::test::quote(dir.path().string()));
-    INFO("vit_zoo_reference.py " << command << "\nstdout: " << r.out << "\nstderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-  };
-  python_mlp("mlp_export");
+  TempDir work;  // the export's files, and this test's own beside them
+  oml::test::link_files(oml::test::reference_export("vit_zoo_reference.py", "mlp_export"), work.path());
+  const std::filesystem::path& dir = work.path();
   torch::NoGradGuard no_grad;
   const auto images = oml::io::load_tensor(dir / "mlp_input.pt");
 
@@ -320,7 +295,7 @@ TEST_CASE(
     ckpt.config = "extractor: " + mlp_yaml(kVits16, "[256, 128]", "") + "\n";
     oml::io::save_checkpoint(dir / "oml_mlp_256_128.ckpt", ckpt);
     oml::io::save_tensor(dir / "oml_mlp_256_128_out.pt", two->forward(images));
-    python_mlp("mlp_check");
+    oml::test::run_reference("vit_zoo_reference.py", "mlp_check", dir);
   }
 
   // A file with the names oml-cpp wrote before: backbone right under `extractor.`, the second

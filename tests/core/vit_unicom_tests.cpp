@@ -30,17 +30,6 @@ using oml::test::parse_errors;
 
 namespace {
 
-void python(const std::string& command, const TempDir& dir, const std::string& arch) {
-  const std::string script = oml::test::source_path("tests/python/vit_unicom_reference.py");
-  const auto result = oml::test::run(oml::test::python() + " " + oml::test::quote(script) + " " + command +
-                                         " " + oml::test::quote(dir.path().string()) + " " + arch,
-                                     600);
-  INFO("vit_unicom_reference.py " << command << " " << arch
-                                  << " failed (scripts/setup.sh --with-tests)\nstdout: " << result.out
-                                  << "\nstderr: " << result.err);
-  REQUIRE(result.exit_code == 0);
-}
-
 oml::models::ViTUnicom make_unicom(const std::string& arch, const std::string& weights = "",
                                    bool normalise_features = false) {
   oml::models::ViTUnicomOptions options;
@@ -58,8 +47,7 @@ TEST_CASE(
     "UNICOM ViT-B/32 gives OML's embeddings from UNICOM's float16 state dict, by zoo name, and from OML's "
     "Lightning checkpoint",
     "[models][vit_unicom][pytorch]") {
-  TempDir dir;
-  python("export", dir, "vitb32_unicom");
+  const fs::path& dir = oml::test::reference_export("vit_unicom_reference.py", "export", {"vitb32_unicom"});
   torch::NoGradGuard no_grad;
   const auto images = oml::io::load_tensor(dir / "vitb32_unicom_input.pt");
   const auto expected = oml::io::load_tensor(dir / "vitb32_unicom_expected.pt");
@@ -85,9 +73,10 @@ TEST_CASE(
   }
 
   // By zoo name: where OML keeps UNICOM's download (torch/checkpoints under the weights folder).
-  fs::create_directories(dir / "zoo" / "torch" / "checkpoints");
-  fs::rename(dir / "vitb32_unicom.pt", dir / "zoo" / "torch" / "checkpoints" / "FP16-ViT-B-32.pt");
-  oml::models::set_weights_dir(dir / "zoo");
+  TempDir zoo_dir;
+  fs::create_directories(zoo_dir / "torch" / "checkpoints");
+  fs::create_symlink(dir / "vitb32_unicom.pt", zoo_dir / "torch" / "checkpoints" / "FP16-ViT-B-32.pt");
+  oml::models::set_weights_dir(zoo_dir.path());
   const auto zoo = make_unicom("vitb32_unicom", "vitb32_unicom")->forward(images);
   oml::models::set_weights_dir("");
   CHECK(max_abs_diff(zoo, expected) <= 1e-4);
@@ -114,7 +103,7 @@ TEST_CASE(
   CHECK(ckpt.state_dict.at("feature.1.num_batches_tracked").item<int64_t>() == 1);
   ckpt.config = "extractor: {name: vit_unicom, args: {arch: vitb32_unicom, normalise_features: false}}\n";
   oml::io::save_checkpoint(dir / "oml_vitb32_unicom.ckpt", ckpt);
-  python("check", dir, "vitb32_unicom");
+  oml::test::run_reference("vit_unicom_reference.py", "check", dir.path(), {"vitb32_unicom"});
 }
 
 TEST_CASE("vit_unicom's archs have UNICOM's shapes, other image sizes, archs and weights are refused by name",

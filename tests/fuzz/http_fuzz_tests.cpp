@@ -349,7 +349,7 @@ TEST_CASE("Mutated image files end in a decoded image or a DataError", "[fuzz][i
   // Decoding happens in memory: OpenCV decodes some formats (PFM among those accepted) only
   // through a temporary file, which it could leave behind; none may appear.
   oml::test::TempDir opencv_temp;
-  ::setenv("OPENCV_TEMP_PATH", opencv_temp.path().c_str(), 1);
+  const oml::test::ScopedEnv opencv_temp_path("OPENCV_TEMP_PATH", opencv_temp.path().string());
   target.entry_points = {{"decode_image", [&](const std::string& bytes) {
                             const auto no_file_left = [&] {
                               if (!std::filesystem::is_empty(opencv_temp.path()))
@@ -367,7 +367,6 @@ TEST_CASE("Mutated image files end in a decoded image or a DataError", "[fuzz][i
                             no_file_left();
                           }}};
   fuzz::check(target, 3.0);
-  ::unsetenv("OPENCV_TEMP_PATH");
 }
 
 TEST_CASE("Mutated audio files end in an item or a DataError", "[fuzz][audio]") {

@@ -327,9 +327,9 @@ TEST_CASE(
   CHECK_THAT(r.err, Contains("both --auth-token-file and OML_SERVE_TOKEN"));
   {
     // The environment's token guards changes as the file's does.
-    ::setenv("OML_SERVE_TOKEN", "0123456789abcdef0123", 1);
+    oml::test::ScopedEnv token("OML_SERVE_TOKEN", "0123456789abcdef0123");
     Server server(index, dir.path());
-    ::unsetenv("OML_SERVE_TOKEN");
+    token.restore();  // the server read it at its start; the test's later commands must not
     CHECK(call("-X DELETE " + server.url() + "/items/0").status == 401);
     CHECK(call("-X DELETE -H 'Authorization: Bearer 0123456789abcdef0123' " + server.url() + "/items/0")
               .status == 200);
@@ -345,9 +345,9 @@ TEST_CASE("A failure inside oml-serve's own code is one request's 500, logged, a
           "[serving][integration][hostile]") {
   TempDir dir;
   const fs::path index = example_index(dir.path());
-  ::setenv("OML_FAILPOINTS", "serve:search=throw", 1);
+  oml::test::ScopedEnv failpoints("OML_FAILPOINTS", "serve:search=throw");
   Server server(index, dir.path());
-  ::unsetenv("OML_FAILPOINTS");
+  failpoints.restore();
   for (int i = 0; i < 3; ++i) {
     const Reply r = call("-X POST -d '{\"embedding\": [0, 0, 1]}' " + server.url() + "/search");
     CHECK(r.status == 500);

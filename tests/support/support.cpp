@@ -11,13 +11,17 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
+#include "oml/common/sha256.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 
@@ -34,6 +38,25 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   fs::remove_all(path_, ec);
+}
+
+ScopedEnv::ScopedEnv(std::string name, const std::optional<std::string>& value) : name_(std::move(name)) {
+  if (const char* before = std::getenv(name_.c_str())) saved_ = before;
+  if (value) {
+    ::setenv(name_.c_str(), value->c_str(), 1);
+  } else {
+    ::unsetenv(name_.c_str());
+  }
+}
+
+void ScopedEnv::restore() {
+  if (restored_) return;
+  restored_ = true;
+  if (saved_) {
+    ::setenv(name_.c_str(), saved_->c_str(), 1);
+  } else {
+    ::unsetenv(name_.c_str());
+  }
 }
 
 void write_file(const fs::path& path, const std::string& text) {
@@ -83,6 +106,113 @@ CommandResult run(const std::string& command_line, int timeout_s) {
 
 CommandResult run_oml(const std::string& command, const std::string& args, int timeout_s) {
   return run(quote(command_path(command)) + " " + args, timeout_s);
+}
+
+namespace {
+
+std::string reference_line(const std::string& script, const std::string& command, const fs::path& dir,
+                           const std::vector<std::string>& args) {
+  std::string line = python() + " " + quote(source_path("tests/python/" + script)) + " " + quote(command) +
+                     " " + quote(dir.string());
+  for (const auto& arg : args) line += " " + quote(arg);
+  return line;
+}
+
+// The digest of every file under tests/python/ (a script may import another): an export kept in
+// OML_TEST_REFERENCES is made again once any of them changes.
+const std::string& python_sources_digest() {
+  static const std::string digest = [] {
+    const fs::path root = source_path("tests/python");
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+      if (entry.is_regular_file() && entry.path().string().find("__pycache__") == std::string::npos)
+        files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    std::string all;
+    for (const auto& file : files) {
+      all += fs::relative(file, root).string() + '\0' + read_file(file) + '\0';
+    }
+    return oml::sha256_hex(all);
+  }();
+  return digest;
+}
+
+// A name that says what the export is (for a person looking into the folder), made of the
+// characters a file name may safely hold.
+std::string readable_name(const std::vector<std::string>& parts) {
+  std::string name;
+  for (const auto& part : parts) {
+    if (!name.empty()) name += '.';
+    for (char c : part) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  }
+  return name.substr(0, 80);
+}
+
+}  // namespace
+
+CommandResult run_reference(const std::string& script, const std::string& command, const fs::path& dir,
+                            const std::vector<std::string>& args, int timeout_s) {
+  const std::string line = reference_line(script, command, dir, args);
+  const auto result = run(line, timeout_s);
+  INFO(line << "\nfailed (exit " << result.exit_code
+            << "; the test references come from scripts/setup.sh --with-tests)"
+            << "\nstdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  return result;
+}
+
+const fs::path& reference_export(const std::string& script, const std::string& command,
+                                 const std::vector<std::string>& args) {
+  // This process's exports, and the folders it made for them when no shared folder was given
+  // (removed at exit).
+  static std::map<std::string, fs::path> made;
+  static std::vector<std::unique_ptr<TempDir>> owned;
+  std::string key = script + '\0' + command;
+  for (const auto& arg : args) key += '\0' + arg;
+  if (const auto found = made.find(key); found != made.end()) return found->second;
+
+  const char* shared = std::getenv("OML_TEST_REFERENCES");
+  if (shared == nullptr || *shared == '\0') {
+    owned.push_back(std::make_unique<TempDir>());
+    run_reference(script, command, owned.back()->path(), args);
+    return made[key] = owned.back()->path();
+  }
+  std::vector<std::string> parts{fs::path(script).stem().string(), command};
+  parts.insert(parts.end(), args.begin(), args.end());
+  const fs::path folder =
+      fs::path(shared) /
+      (readable_name(parts) + "." + oml::sha256_hex(python_sources_digest() + '\0' + key).substr(0, 16));
+  if (!fs::is_directory(folder)) {
+    // Made in a folder of its own and renamed into place whole: a process that finds the folder
+    // finds it complete, and of two processes making the same export at once, the second's
+    // rename fails and it takes the first's.
+    fs::create_directories(shared);
+    std::string pattern = (fs::path(shared) / ".making-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      FAIL("cannot make a folder in OML_TEST_REFERENCES=" << shared << ": " << std::strerror(errno));
+    const fs::path making = pattern;
+    struct Remove {
+      fs::path path;
+      ~Remove() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+      }
+    } remove{making};
+    run_reference(script, command, making, args);
+    std::error_code ec;
+    fs::rename(making, folder, ec);
+    if (ec && !fs::is_directory(folder))
+      FAIL("cannot rename " << making << " to " << folder << ": " << ec.message());
+  }
+  return made[key] = folder;
+}
+
+void link_files(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& entry : fs::directory_iterator(from)) {
+    fs::create_symlink(fs::absolute(entry.path()), to / entry.path().filename());
+  }
 }
 
 std::string error_text(const oml::Error& error) {

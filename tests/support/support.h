@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,10 +38,30 @@ class TempDir {
   fs::path path_;
 };
 
+/// Sets (or, given no value, unsets) one environment variable while it lives, and puts back what
+/// was there before when it goes, also when an assertion fails in between: a test process runs
+/// many cases, and a variable left set (OPENCV_TEMP_PATH naming a removed folder) would change
+/// the cases after it. `restore()` puts it back early, for a setting only a child process's start
+/// must see.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const std::optional<std::string>& value);
+  ~ScopedEnv() { restore(); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  void restore();
+
+ private:
+  std::string name_;
+  std::optional<std::string> saved_;
+  bool restored_ = false;
+};
+
 /// A folder that `fill` fills once per test process, shared by every later call from the same
-/// place: for a Python reference, which costs seconds a call (importing torch, transformers or
-/// OML) and which Catch would otherwise make again for each test case and each SECTION. Tests
-/// only read it or add files under names of their own. Pass a lambda: each lambda is a type of
+/// place, which the process's tests may add files to under names of their own: for work that
+/// costs seconds (several Python calls, a command run) and that Catch would otherwise do again
+/// for each test case and each SECTION. (One reference script's export, which tests only read,
+/// is reference_export's, shared across processes too.) Pass a lambda: each lambda is a type of
 /// its own, and so each call site gets its own folder.
 template <class Fill>
 const TempDir& filled_once(Fill fill) {
@@ -78,6 +99,28 @@ CommandResult run_oml(const std::string& command, const std::string& args, int t
 
 /// Quotes a string for the shell.
 std::string quote(const std::string& text);
+
+/// Runs the Python reference `tests/python/<script> COMMAND DIR ARGS...` (every reference script
+/// takes its folder that way) with the reference environment's interpreter, and REQUIREs that it
+/// succeeds, naming the script, its arguments and its output when it does not.
+CommandResult run_reference(const std::string& script, const std::string& command, const fs::path& dir,
+                            const std::vector<std::string>& args = {}, int timeout_s = 600);
+
+/// The folder of an export: `tests/python/<script> COMMAND DIR ARGS...` for a reference that reads
+/// nothing the test wrote (random weights and inputs, and what PyTorch, PML or OML compute of
+/// them). A reference costs seconds a call (importing torch, transformers or OML), so it is made
+/// once per test process and shared by every later call with the same arguments — and, when
+/// OML_TEST_REFERENCES names a folder, once for every test process given that folder, kept
+/// there under the digest of tests/python/ and the arguments: scripts/test.sh makes one for its
+/// run, and .ci/run one for both LibTorches' runs, whose Python is the same.
+/// Read-only, as other processes read it too: a test that adds files of its own (for a `check`
+/// command) works in a TempDir of its own with the export's files linked in (link_files).
+const fs::path& reference_export(const std::string& script, const std::string& command,
+                                 const std::vector<std::string>& args = {});
+
+/// Symbolic links in `to` (made if missing) to every file and folder directly in `from`, under the
+/// same names.
+void link_files(const fs::path& from, const fs::path& to);
 
 /// The first 300 train and 300 test images of the packaged Fashion-MNIST, converted with
 /// oml-convert once per build tree (build/tests/data/fashion_mnist_300) and shared by every test
