@@ -29,7 +29,25 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$(bash "$root/scripts/build.sh" --libtorch "$libtorch" --print-dir)
 start=$(date +%s)
 
-bash "$root/scripts/setup.sh" --with-tests --libtorch "$libtorch"
+# What the build needs first; what only the tests need (the Python references' wheels, chromium,
+# ...: minutes on a new machine, mostly downloads) installs beside the build, unless it may ask
+# for a password (then before it, in the foreground).
+bash "$root/scripts/setup.sh" --libtorch "$libtorch"
+setup_pid=""
+setup_log=""
+finish_setup() {
+  [ -n "$setup_pid" ] || return 0
+  local pid=$setup_pid
+  setup_pid=""
+  local setup_status=0
+  wait "$pid" || setup_status=$?
+  cat "$setup_log"
+  rm -f "$setup_log"
+  if [ "$setup_status" != 0 ]; then
+    echo "test: installing what the tests need failed (exit $setup_status, above)" >&2
+    return "$setup_status"
+  fi
+}
 build_args=(--libtorch "$libtorch")
 [ -z "$optimize" ] || build_args+=("-DOML_OPTIMIZE=$optimize")
 ctest_args=()
@@ -46,9 +64,30 @@ if [ -n "$suites" ]; then
   done
   ctest_args+=(-R "$regex")
 fi
+# The Python references' exports, shared by the run's test processes
+# (tests/support/support.h, reference_export); a folder the caller gives is used as it is
+# (.ci/run gives one to both LibTorches' runs).
+references=""
+if [ -z "${OML_TEST_REFERENCES:-}" ]; then
+  references=$(mktemp -d "${TMPDIR:-/tmp}/oml-test-references.XXXXXX")
+  export OML_TEST_REFERENCES=$references
+fi
+# Never stop a package installation half-way: on any exit, wait for it first (a Ctrl-C does not
+# reach it: a script's background commands ignore SIGINT).
+trap 'finish_setup || true; [ -z "$references" ] || rm -rf "$references"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if [ "$(id -u)" = 0 ] || sudo -n true 2> /dev/null; then
+  setup_log=$(mktemp "${TMPDIR:-/tmp}/oml-test-setup.XXXXXX")
+  bash "$root/scripts/setup.sh" --with-tests --libtorch "$libtorch" > "$setup_log" 2>&1 &
+  setup_pid=$!
+else
+  bash "$root/scripts/setup.sh" --with-tests --libtorch "$libtorch"
+fi
 bash "$root/scripts/build.sh" "${build_args[@]}"
+echo "test.sh: build ($libtorch LibTorch) finished in $(($(date +%s) - start)) s"
+finish_setup
 built=$(date +%s)
-echo "test.sh: build ($libtorch LibTorch) finished in $((built - start)) s"
 
 cd "$build_dir"
 status=0
