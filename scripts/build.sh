@@ -39,7 +39,12 @@ fi
 jobs=${OML_JOBS:-$(nproc)}
 
 if [ "$libtorch" = wheel ]; then
-  if ! prefix=$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null); then
+  # torch.utils.cmake_prefix_path, found without importing torch: scripts/test.sh installs the
+  # tests' wheels into the same environment while this builds, and an import then could meet a
+  # dependency of torch's half replaced.
+  if ! prefix=$("$venv/bin/python" -c 'import importlib.util, os
+spec = importlib.util.find_spec("torch")
+print(os.path.join(os.path.dirname(spec.origin), "share", "cmake"))' 2>/dev/null) || [ ! -d "$prefix" ]; then
     echo "build: no torch in $venv; run scripts/setup.sh first (or --libtorch debian)" >&2
     exit 2
   fi
