@@ -118,21 +118,25 @@ std::string reference_line(const std::string& script, const std::string& command
   return line;
 }
 
-// The digest of every file under tests/python/ (a script may import another): an export kept in
-// OML_TEST_REFERENCES is made again once any of them changes.
-const std::string& python_sources_digest() {
+// The digest of what an export depends on besides its arguments: every file under tests/python/
+// (a script may import another) and the pinned wheels (scripts/requirements*.txt). An export kept
+// in OML_TEST_REFERENCES is made again once any of them changes.
+const std::string& reference_sources_digest() {
   static const std::string digest = [] {
-    const fs::path root = source_path("tests/python");
+    const fs::path root = source_path("");
     std::vector<fs::path> files;
-    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    for (const auto& entry : fs::recursive_directory_iterator(root / "tests" / "python")) {
       if (entry.is_regular_file() && entry.path().string().find("__pycache__") == std::string::npos)
+        files.push_back(entry.path());
+    }
+    for (const auto& entry : fs::directory_iterator(root / "scripts")) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("requirements", 0) == 0 && entry.path().extension() == ".txt")
         files.push_back(entry.path());
     }
     std::sort(files.begin(), files.end());
     std::string all;
-    for (const auto& file : files) {
-      all += fs::relative(file, root).string() + '\0' + read_file(file) + '\0';
-    }
+    for (const auto& file : files) all += fs::relative(file, root).string() + '\0' + read_file(file) + '\0';
     return oml::sha256_hex(all);
   }();
   return digest;
@@ -182,7 +186,7 @@ const fs::path& reference_export(const std::string& script, const std::string& c
   parts.insert(parts.end(), args.begin(), args.end());
   const fs::path folder =
       fs::path(shared) /
-      (readable_name(parts) + "." + oml::sha256_hex(python_sources_digest() + '\0' + key).substr(0, 16));
+      (readable_name(parts) + "." + oml::sha256_hex(reference_sources_digest() + '\0' + key).substr(0, 16));
   if (!fs::is_directory(folder)) {
     // Made in a folder of its own and renamed into place whole: a process that finds the folder
     // finds it complete, and of two processes making the same export at once, the second's

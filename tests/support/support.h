@@ -111,10 +111,10 @@ CommandResult run_reference(const std::string& script, const std::string& comman
 /// them). A reference costs seconds a call (importing torch, transformers or OML), so it is made
 /// once per test process and shared by every later call with the same arguments — and, when
 /// OML_TEST_REFERENCES names a folder, once for every test process given that folder, kept
-/// there under the digest of tests/python/ and the arguments: scripts/test.sh makes one for its
-/// run, and .ci/run one for both LibTorches' runs, whose Python is the same.
-/// Read-only, as other processes read it too: a test that adds files of its own (for a `check`
-/// command) works in a TempDir of its own with the export's files linked in (link_files).
+/// there under the digest of tests/python/, the pinned wheels and the arguments: scripts/test.sh makes one
+/// for its run, and .ci/run one for both LibTorches' runs, whose Python is the same. Read-only, as other
+/// processes read it too: a test that adds files of its own (for a `check` command) works in a TempDir of its
+/// own with the export's files linked in (link_files).
 const fs::path& reference_export(const std::string& script, const std::string& command,
                                  const std::vector<std::string>& args = {});
 
