@@ -19,6 +19,7 @@
 #include <string>
 
 #include "bench_support.h"
+#include "benchmark.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
 #include "oml/io/mapped_file.h"
@@ -28,6 +29,8 @@
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
 #include "shell/components.h"
+
+namespace ann_retrieval_benchmark {
 
 namespace po = boost::program_options;
 using oml::bench::clustered_embeddings;
@@ -60,7 +63,7 @@ void write_npy_streamed(const std::string& path, int64_t n, int64_t dim, int64_t
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(ann_retrieval) {
   oml::tune_allocator();
   po::options_description options("bench_ann_retrieval options");
   int64_t n = 0, dim = 128, classes = 0, threads = 2, queries = 0, report_recall = 0;
@@ -157,3 +160,5 @@ int main(int argc, char** argv) {
   std::cout << "}" << std::endl;
   return 0;
 }
+
+}  // namespace ann_retrieval_benchmark

@@ -10,7 +10,10 @@
 #include <random>
 #include <vector>
 
+#include "benchmark.h"
 #include "oml/samplers/balance_sampler.h"
+
+namespace balance_sampler_benchmark {
 
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -23,7 +26,7 @@ double median(std::vector<double> values) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(balance_sampler) {
   const int64_t items = argc > 1 ? std::atoll(argv[1]) : 1000000;
   const int64_t labels = argc > 2 ? std::atoll(argv[2]) : 100000;
   const int64_t p = argc > 3 ? std::atoll(argv[3]) : 8;
@@ -62,3 +65,5 @@ int main(int argc, char** argv) {
               median(epoch_cpu), runs);
   return 0;
 }
+
+}  // namespace balance_sampler_benchmark

@@ -20,6 +20,7 @@
 #include <functional>
 #include <iostream>
 
+#include "benchmark.h"
 #include "oml/common/runtime.h"
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
@@ -32,6 +33,8 @@
 #include "shell/cli.h"
 #include "shell/components.h"
 #include "shell/launch.h"
+
+namespace ddp_benchmark {
 
 namespace po = boost::program_options;
 namespace dist = oml::distributed;
@@ -286,7 +289,7 @@ void bench_resnet18(const std::shared_ptr<dist::ProcessGroup>& g) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(ddp) {
   oml::cli::CommandSpec spec;
   spec.name = "bench_ddp";
   spec.summary =
@@ -336,3 +339,5 @@ int main(int argc, char** argv) {
   };
   return oml::cli::run_command(argc, argv, spec);
 }
+
+}  // namespace ddp_benchmark

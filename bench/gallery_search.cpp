@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "benchmark.h"
 #include "oml/config/document.h"
 #include "oml/config/reader.h"
 #include "oml/registry/registries.h"
@@ -30,6 +31,8 @@
 #include "oml/retrieval/detail/inverted_list_scan.h"
 #include "oml/retrieval/gallery_index.h"
 #include "shell/components.h"
+
+namespace gallery_search_benchmark {
 
 namespace po = boost::program_options;
 namespace retrieval = oml::retrieval;
@@ -118,7 +121,7 @@ Timing norms_ms(const at::Tensor& gallery, int64_t nlist, int reps) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(gallery_search) {
   po::options_description options("bench_gallery_search");
   // clang-format off
   options.add_options()
@@ -186,3 +189,5 @@ int main(int argc, char** argv) {
       k.min_ms + m.min_ms, (k.min_ms + m.min_ms) / k.min_ms, f.min_ms, k.min_ms / f.min_ms);
   return 0;
 }
+
+}  // namespace gallery_search_benchmark

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmark.h"
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
 #include "oml/config/reader.h"
@@ -32,6 +33,8 @@
 #include "oml/io/atomic_file.h"
 #include "oml/registry/registries.h"
 #include "shell/components.h"
+
+namespace loader_benchmark {
 
 namespace fs = std::filesystem;
 using namespace oml::data;
@@ -93,7 +96,7 @@ void report(const std::string& path, const std::string& transform_name,
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(loader) {
   std::string fmnist = "/usr/share/datasets/fashion-mnist";
   int64_t n_jpeg = 400;
   std::vector<int> worker_counts{1, 2};
@@ -159,3 +162,5 @@ int main(int argc, char** argv) {
   fs::remove_all(work);
   return 0;
 }
+
+}  // namespace loader_benchmark

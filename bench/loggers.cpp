@@ -20,9 +20,12 @@
 
 #include <unistd.h>
 
+#include "benchmark.h"
 #include "oml/report/mlflow_logger.h"
 #include "oml/report/tensorboard_writer.h"
 #include "oml/report/wandb_run.h"
+
+namespace loggers_benchmark {
 
 namespace fs = std::filesystem;
 
@@ -60,7 +63,7 @@ void time_logger(
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(loggers) {
   const int steps = argc > 1 ? std::atoi(argv[1]) : 10000;
   const std::string server = argc > 2 ? argv[2] : "";
   std::printf("%d steps of 7 scalars (+ a flush every 375), time on the calling thread:\n", steps);
@@ -85,3 +88,5 @@ int main(int argc, char** argv) {
   if (!server.empty()) time_logger("mlflow_server", steps, mlflow(server));
   return 0;
 }
+
+}  // namespace loggers_benchmark

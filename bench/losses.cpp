@@ -19,11 +19,14 @@
 #include <utility>
 #include <vector>
 
+#include "benchmark.h"
 #include "oml/config/document.h"
 #include "oml/losses/criterion.h"
 #include "oml/registry/registries.h"
 #include "shell/cli.h"
 #include "shell/components.h"
+
+namespace losses_benchmark {
 
 namespace {
 
@@ -31,7 +34,7 @@ constexpr int64_t kNumClasses = 100;  // also in bench/losses_python.py
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(losses) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 0;
   const int64_t batch = argc > 2 ? std::atoll(argv[2]) : 160;
   const int64_t dim = argc > 3 ? std::atoll(argv[3]) : 128;
@@ -94,3 +97,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace losses_benchmark

@@ -10,11 +10,14 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "benchmark.h"
 #include "oml/common/runtime.h"
 #include "oml/losses/miners.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/models/conv_net.h"
 #include "oml/models/resnet.h"
+
+namespace models_benchmark {
 
 namespace {
 
@@ -39,7 +42,7 @@ double images_per_second(oml::models::Extractor& model, int64_t batch, int64_t c
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(models) {
   oml::tune_allocator();  // as every oml-* command does
   const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
   torch::manual_seed(0);
@@ -55,3 +58,5 @@ int main(int argc, char** argv) {
   std::printf("resnet18 (3x64x64, batch 32): %.0f images/s\n", images_per_second(*resnet, 32, 3, 64, 5));
   return 0;
 }
+
+}  // namespace models_benchmark

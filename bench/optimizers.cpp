@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "benchmark.h"
 #include "oml/config/document.h"
 #include "oml/models/extractor.h"
 #include "oml/optim/multi_tensor.h"
@@ -25,6 +26,8 @@
 #include "oml/registry/registries.h"
 #include "shell/cli.h"
 #include "shell/components.h"
+
+namespace optimizers_benchmark {
 
 namespace {
 
@@ -56,7 +59,7 @@ double median_ms_per_step(const std::vector<torch::Tensor>& parameters, const st
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(optimizers) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 0;
   const int steps = std::max(1, argc > 2 ? std::atoi(argv[2]) : 30);
   if (threads > 0) torch::set_num_threads(threads);
@@ -92,3 +95,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace optimizers_benchmark

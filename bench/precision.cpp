@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmark.h"
 #include "oml/common/autocast.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
@@ -37,6 +38,8 @@
 #include "oml/report/profiler.h"
 #include "shell/cli.h"
 #include "shell/components.h"
+
+namespace precision_benchmark {
 
 namespace {
 
@@ -127,7 +130,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(precision) {
   oml::tune_allocator();  // as every oml-* command does
   const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
@@ -180,3 +183,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace precision_benchmark

@@ -16,11 +16,14 @@
 #include <string>
 
 #include "bench_support.h"
+#include "benchmark.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/registry/registries.h"
 #include "shell/components.h"
+
+namespace retrieval_benchmark {
 
 namespace po = boost::program_options;
 
@@ -45,7 +48,7 @@ torch::Tensor clustered_embeddings(int64_t n, int64_t dim, int64_t classes, torc
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(retrieval) {
   oml::tune_allocator();  // as every oml-* command does
   po::options_description options("bench_retrieval options");
   int64_t n = 0, dim = 128, classes = 0, threads = 2, top_k = 5, queries = 0;
@@ -104,3 +107,5 @@ int main(int argc, char** argv) {
   std::cout << "}" << std::endl;
   return 0;
 }
+
+}  // namespace retrieval_benchmark

@@ -12,9 +12,12 @@
 #include <filesystem>
 #include <string>
 
+#include "benchmark.h"
 #include "oml/common/sha256.h"
 
-int main(int argc, char** argv) {
+namespace sha256_benchmark {
+
+OML_BENCHMARK(sha256) {
   if (argc < 2 || argc > 3) {
     std::fprintf(stderr, "usage: bench_sha256 FILE [rounds]\n");
     return 2;
@@ -41,3 +44,5 @@ int main(int argc, char** argv) {
               static_cast<double>(bytes) / 1e6, best);
   return 0;
 }
+
+}  // namespace sha256_benchmark

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 
+#include "benchmark.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
 #include "oml/config/reader.h"
@@ -35,6 +36,8 @@
 #include "shell/cli.h"
 #include "shell/components.h"
 #include "shell/launch.h"
+
+namespace sharded_knn_benchmark {
 
 namespace po = boost::program_options;
 namespace dist = oml::distributed;
@@ -168,7 +171,7 @@ int run(dist::ProcessGroup& group) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(sharded_knn) {
   oml::cli::CommandSpec spec;
   spec.name = "bench_sharded_knn";
   spec.summary = "k-NN under DDP: rank 0 alone vs split over the ranks by queries / by gallery";
@@ -197,3 +200,5 @@ int main(int argc, char** argv) {
   };
   return oml::cli::run_command(argc, argv, spec);
 }
+
+}  // namespace sharded_knn_benchmark

@@ -15,10 +15,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "benchmark.h"
 #include "oml/common/autocast.h"
 #include "oml/common/precision.h"
 #include "oml/common/runtime.h"
 #include "oml/models/text_encoder.h"
+
+namespace text_encoder_benchmark {
 
 namespace {
 
@@ -40,7 +43,7 @@ oml::models::TokenBatch bench_text_batch(int64_t batch, int64_t length, int64_t 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(text_encoder) {
   oml::tune_allocator();  // as every oml-* command does
   const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
   const std::string precision_name = argc > 2 ? argv[2] : "32";
@@ -79,3 +82,5 @@ int main(int argc, char** argv) {
               oml::blas_backend().c_str(), seconds / steps);
   return 0;
 }
+
+}  // namespace text_encoder_benchmark

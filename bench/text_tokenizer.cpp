@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "benchmark.h"
 #include "oml/common/error.h"
 #include "oml/text/tokenizer.h"
+
+namespace text_tokenizer_benchmark {
 
 namespace {
 
@@ -24,7 +27,7 @@ double cpu_seconds() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(text_tokenizer) {
   if (argc != 2) {
     std::cerr << "usage: bench_text_tokenizer DIR (prepared by bench/text_tokenizer_python.py DIR)\n";
     return 2;
@@ -58,3 +61,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace text_tokenizer_benchmark

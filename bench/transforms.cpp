@@ -9,11 +9,14 @@
 #include <iomanip>
 #include <iostream>
 
+#include "benchmark.h"
 #include "oml/config/document.h"
 #include "oml/config/reader.h"
 #include "oml/data/transform.h"
 #include "oml/registry/registries.h"
 #include "shell/components.h"
+
+namespace transforms_benchmark {
 
 namespace {
 
@@ -38,7 +41,7 @@ at::Tensor photo(int64_t height, int64_t width) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+OML_BENCHMARK(transforms) {
   int images = 300;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--images") == 0) images = std::atoi(argv[i + 1]);
@@ -68,4 +71,7 @@ int main(int argc, char** argv) {
     std::cout << "  " << std::left << std::setw(72) << spec << std::fixed << std::setprecision(2) << ms
               << " ms CPU per image\n";
   }
+  return 0;
 }
+
+}  // namespace transforms_benchmark

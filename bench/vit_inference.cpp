@@ -13,12 +13,15 @@
 #include <cstdlib>
 #include <string>
 
+#include "benchmark.h"
 #include "oml/common/autocast.h"
 #include "oml/common/runtime.h"
 #include "oml/config/precision.h"
 #include "oml/models/vit.h"
 
-int main(int argc, char** argv) {
+namespace vit_inference_benchmark {
+
+OML_BENCHMARK(vit_inference) {
   oml::tune_allocator();  // as every oml-* command does
   const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
   const std::string arch = argc > 2 ? argv[2] : "vits16";
@@ -51,3 +54,5 @@ int main(int argc, char** argv) {
               oml::blas_backend().c_str(), static_cast<double>(batch * batches) / seconds);
   return 0;
 }
+
+}  // namespace vit_inference_benchmark
