@@ -59,7 +59,9 @@ if [ -n "$suites" ]; then
       core|plugins|integration|fuzz) ;;
       *) echo "test: unknown suite '$s' (core, plugins, integration, fuzz)" >&2; exit 2 ;;
     esac
-    build_args+=(--target "oml_${s}_tests")
+    target="oml_${s}_tests"
+    [ "$s" != plugins ] || target=oml_plugin_tests
+    build_args+=(--target "$target")
     regex="${regex:+$regex|}^$s( \\((built without Faiss|slow)\\))?:"
   done
   ctest_args+=(-R "$regex")
