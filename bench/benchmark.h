@@ -27,7 +27,8 @@ inline bool register_benchmark(const std::string& name, BenchmarkMain main) {
 }  // namespace oml::bench
 
 /// The entry point of benchmark `name`, followed by its body: `OML_BENCHMARK(ddp) { ... }`, with
-/// argc and argv as main() has them (argv[0] the name it was called by).
+/// argc and argv as main() has them (argv[0] the name it was called by). An exception out of it
+/// ends the program with its message and a command's exit code (benchmarks_main.cpp).
 #define OML_BENCHMARK(name)                                     \
   int benchmark_main(int argc, char** argv);                    \
   [[maybe_unused]] const bool benchmark_registered =            \

@@ -1,11 +1,15 @@
 // The benchmark programs' main(): bench/CMakeLists.txt links every bench/<name>.cpp into one
 // executable, and bench_<name> is a link to it, so the name it is called by picks the benchmark
 // (`oml_benchmarks <name> ARGS...` works too).
+#include <boost/program_options/errors.hpp>
+
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <string>
 
 #include "benchmark.h"
+#include "oml/common/error.h"
 
 namespace {
 
@@ -13,6 +17,26 @@ namespace {
 std::string benchmark_name(const char* called) {
   std::string name = std::filesystem::path(called).filename().string();
   return name.rfind("bench_", 0) == 0 ? name.substr(6) : name;
+}
+
+// Runs a benchmark with its errors caught here, as a command's are (docs/contracts.md#exit-codes):
+// a bad argument or input is a message and exit 2, any other failure a message and exit 1,
+// never an uncaught exception's abort.
+int run(const std::string& name, oml::bench::BenchmarkMain benchmark, int argc, char** argv) {
+  try {
+    return benchmark(argc, argv);
+  } catch (const oml::Error& e) {
+    std::fprintf(stderr, "bench_%s: %s: %s\n", name.c_str(), e.kind(), e.what());
+    for (const auto& line : e.context()) std::fprintf(stderr, "  %s\n", line.c_str());
+    return e.exit_code();
+  } catch (const boost::program_options::error& e) {
+    std::fprintf(stderr, "bench_%s: %s (bench/%s.cpp says how it is called)\n", name.c_str(), e.what(),
+                 name.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_%s: %s\n", name.c_str(), e.what());
+    return 1;
+  }
 }
 
 }  // namespace
@@ -23,11 +47,11 @@ int main(int argc, char** argv) {
   // `oml_benchmarks <name> ARGS...` with the argv their parent was given, <name> first.
   if (argc > 0) {
     if (const auto found = all.find(benchmark_name(argv[0])); found != all.end())
-      return found->second(argc, argv);
+      return run(found->first, found->second, argc, argv);
   }
   if (argc > 1) {
     if (const auto found = all.find(benchmark_name(argv[1])); found != all.end())
-      return found->second(argc - 1, argv + 1);
+      return run(found->first, found->second, argc - 1, argv + 1);
   }
   std::string names;
   for (const auto& entry : all) names += (names.empty() ? "" : ", ") + entry.first;
