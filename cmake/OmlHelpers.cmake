@@ -105,6 +105,41 @@ function(oml_precompile_heavy_headers target)
   endif()
 endfunction()
 
+# oml_compile_in_batches(<target> <batch> <namespace> [CHECK <sources...>])
+# For an executable of many short files that each stand alone (the test binaries, the
+# benchmarks): with OML_UNITY_BUILD, its files that take the precompiled header are compiled
+# <batch> a translation unit, so that a cold build loads the PCH and instantiates LibTorch's
+# templates once a batch instead of once a file; the files that take no PCH stay one each. In
+# one unit, two files' file-local helpers of one name would collide or, worse, overload each
+# other, so each file of CHECK keeps its names in `namespace <namespace> {` after its includes
+# (`<stem>` in <namespace> is the file's name without extension), checked when CMake configures,
+# unity build or not. Call after oml_precompile_heavy_headers(<target>). In-tree only.
+function(oml_compile_in_batches target batch namespace)
+  cmake_parse_arguments(ARG "" "" "CHECK" ${ARGN})
+  foreach(source IN LISTS ARG_CHECK)
+    get_filename_component(stem "${source}" NAME_WE)
+    string(REPLACE "<stem>" "${stem}" expected "${namespace}")
+    file(READ "${source}" text)
+    string(FIND "${text}" "\nnamespace ${expected} {\n" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "${source}: each file of ${target} keeps its names in 'namespace ${expected} {', "
+                          "opened after its #includes and closed at its end (oml_compile_in_batches in "
+                          "cmake/OmlHelpers.cmake says why)")
+    endif()
+  endforeach()
+  if(NOT OML_UNITY_BUILD)
+    return()
+  endif()
+  get_target_property(sources ${target} SOURCES)
+  foreach(source IN LISTS sources)
+    get_source_file_property(light "${source}" SKIP_PRECOMPILE_HEADERS)
+    if(light)
+      set_source_files_properties("${source}" PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+    endif()
+  endforeach()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE BATCH UNITY_BUILD_BATCH_SIZE ${batch})
+endfunction()
+
 # _oml_includes_heavy(<file> <out_var>): TRUE when <file> includes, itself or through the
 # project's headers (quoted includes and <oml/...>, resolved against the folders below), a
 # LibTorch header heavier than ATen's core ones: anything under torch/ but torch/version.h, or
