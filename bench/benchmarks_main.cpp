@@ -4,12 +4,11 @@
 #include <boost/program_options/errors.hpp>
 
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <string>
 
 #include "benchmark.h"
-#include "oml/common/error.h"
+#include "shell/cli.h"
 
 namespace {
 
@@ -19,23 +18,19 @@ std::string benchmark_name(const char* called) {
   return name.rfind("bench_", 0) == 0 ? name.substr(6) : name;
 }
 
-// Runs a benchmark with its errors caught here, as a command's are (docs/contracts.md#exit-codes):
-// a bad argument or input is a message and exit 2, any other failure a message and exit 1,
-// never an uncaught exception's abort.
+// Runs a benchmark with its errors reported as a command's are (docs/contracts.md#exit-codes): a
+// message and exit 2 for a bad argument or input, 1 for a failure while running, never an
+// uncaught exception's abort.
 int run(const std::string& name, oml::bench::BenchmarkMain benchmark, int argc, char** argv) {
   try {
     return benchmark(argc, argv);
-  } catch (const oml::Error& e) {
-    std::fprintf(stderr, "bench_%s: %s: %s\n", name.c_str(), e.kind(), e.what());
-    for (const auto& line : e.context()) std::fprintf(stderr, "  %s\n", line.c_str());
-    return e.exit_code();
   } catch (const boost::program_options::error& e) {
-    std::fprintf(stderr, "bench_%s: %s (bench/%s.cpp says how it is called)\n", name.c_str(), e.what(),
-                 name.c_str());
+    // The benchmarks that read their options with Boost directly, not through the shell.
+    std::fprintf(stderr, "bench_%s: usage error: %s (bench/%s.cpp says how it is called)\n", name.c_str(),
+                 e.what(), name.c_str());
     return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_%s: %s\n", name.c_str(), e.what());
-    return 1;
+  } catch (...) {
+    return oml::cli::report_exception("bench_" + name);
   }
 }
 

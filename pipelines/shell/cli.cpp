@@ -44,8 +44,8 @@ void load_plugins(const std::vector<std::string>& paths) {
   }
 }
 
-// Prints the exception being handled as one line ("<command>: <kind>: <message>", then any
-// context lines) and returns the exit code of docs/contracts.md#exit-codes.
+}  // namespace
+
 int report_exception(const std::string& name) {
   try {
     throw;
@@ -67,8 +67,6 @@ int report_exception(const std::string& name) {
     return 1;
   }
 }
-
-}  // namespace
 
 config::Document Invocation::load_document() const {
   if (!config_path) throw UsageError(command + ": --config FILE is required (see --help)");

@@ -59,6 +59,12 @@ struct CommandSpec {
 /// config, data or plugin; 1 failure while running.
 int run_command(int argc, char** argv, const CommandSpec& spec);
 
+/// Prints the exception being handled as `<name>: <kind>: <message>` (then any context lines;
+/// LibTorch's errors without their backtrace) and returns its exit code
+/// (docs/contracts.md#exit-codes): what run_command does with an error, for a program with a
+/// main() of its own (the benchmarks). Call it inside a catch block.
+int report_exception(const std::string& name);
+
 /// Checks that every component the config names is registered and that its args, built-in or
 /// plugin, parse without a problem (Registry::parse), without building any, and returns what
 /// the parses made (the metric table is left to the caller): a ConfigError listing every
