@@ -378,7 +378,8 @@ TEST_CASE("Gradient clipping equals torch.nn.utils.clip_grad_norm_ and clip_grad
     return params;
   };
   auto by_norm = params_with_grads();
-  const double total = oml::optim::clip_gradients(by_norm, 1.5, oml::config::GradientClipAlgorithm::norm);
+  const double total =
+      oml::optim::clip_gradients(by_norm, 1.5, oml::config::GradientClipAlgorithm::norm).item<double>();
   CHECK(total == Approx(load("clip_total_norm").item<double>()).epsilon(1e-6));
   auto by_value = params_with_grads();
   oml::optim::clip_gradients(by_value, 0.5, oml::config::GradientClipAlgorithm::value);

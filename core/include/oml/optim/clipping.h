@@ -11,9 +11,11 @@
 
 namespace oml::optim {
 
-/// Clips the gradients of `parameters` in place (those without one are skipped); returns the
-/// total 2-norm of the gradients before clipping (norm) or 0 (value).
-double clip_gradients(const std::vector<at::Tensor>& parameters, double clip_val,
-                      config::GradientClipAlgorithm algorithm);
+/// Clips the gradients of `parameters` in place (those without one are skipped). Returns the
+/// total 2-norm of the gradients before clipping as a scalar tensor on their device, not read
+/// (norm; reading it would make the host wait for the device), or an undefined tensor (value,
+/// or no gradient at all). Nothing here waits for the device, so a CUDA graph can capture it.
+at::Tensor clip_gradients(const std::vector<at::Tensor>& parameters, double clip_val,
+                          config::GradientClipAlgorithm algorithm);
 
 }  // namespace oml::optim
