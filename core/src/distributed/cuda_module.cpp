@@ -22,6 +22,7 @@ constexpr const char* kModuleFile = "liboml_core_cuda.so";
 struct Module {
   void* handle = nullptr;
   MakeNcclGroupFn make_nccl_group = nullptr;
+  GraphFunctions graphs;
 };
 
 std::mutex& load_mutex() {
@@ -72,6 +73,10 @@ Module open_module() {
   Module module;
   module.handle = handle;
   module.make_nccl_group = symbol<MakeNcclGroupFn>(handle, kMakeNcclGroupSymbol, where);
+  module.graphs.create = symbol<GraphNewFn>(handle, kGraphNewSymbol, where);
+  module.graphs.destroy = symbol<GraphDeleteFn>(handle, kGraphDeleteSymbol, where);
+  module.graphs.capture = symbol<GraphCaptureFn>(handle, kGraphCaptureSymbol, where);
+  module.graphs.replay = symbol<GraphReplayFn>(handle, kGraphReplaySymbol, where);
   return module;
 }
 
@@ -116,6 +121,11 @@ bool loaded() {
 MakeNcclGroupFn nccl_group_factory() {
   load();
   return the_module().make_nccl_group;
+}
+
+const GraphFunctions& graph_functions() {
+  load();
+  return the_module().graphs;
 }
 
 }  // namespace oml::distributed::cuda_module

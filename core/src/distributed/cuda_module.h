@@ -14,7 +14,8 @@
 // (torch::cuda::is_available, torch::manual_seed, at::hasCUDA, ...): asked before load(), CUDA
 // stays off for the whole process. load() detects that and says so instead of leaving a run on
 // a CPU it did not ask for. Binaries that link libtorch_cuda themselves (the GPU tests) are
-// unaffected: the module then finds it loaded.
+// unaffected: the module then finds it loaded. The module also holds CUDA graphs
+// (distributed/cuda_graph.cpp), LibTorch's at::cuda::CUDAGraph being in libtorch_cuda.
 
 #include <string>
 
@@ -43,5 +44,16 @@ bool loaded();
 
 /// The module's constructor of c10d NCCL process groups (module_abi.h), load()ing it first.
 MakeNcclGroupFn nccl_group_factory();
+
+/// The module's CUDA graph entry points (module_abi.h).
+struct GraphFunctions {
+  GraphNewFn create = nullptr;
+  GraphDeleteFn destroy = nullptr;
+  GraphCaptureFn capture = nullptr;
+  GraphReplayFn replay = nullptr;
+};
+
+/// The module's CUDA graph functions, load()ing it first.
+const GraphFunctions& graph_functions();
 
 }  // namespace oml::distributed::cuda_module
