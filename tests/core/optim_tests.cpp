@@ -17,6 +17,7 @@
 #include "shell/cli.h"
 #include "shell/components.h"
 #include "support/support.h"
+#include "torch_compat.h"  // white box: the optimizer state's key on this LibTorch
 #include "training/trainer.h"
 
 namespace optim_tests {
@@ -463,6 +464,114 @@ TEST_CASE("The default adam, adamw and sgd on the CPU step as LibTorch's own cla
     }
     for (std::size_t i = 0; i < start.size(); ++i) CHECK(torch::equal(ours[i], theirs[i]));
   }
+}
+
+TEST_CASE(
+    "In CUDA-graph mode adam, adamw and sgd step as their fused kernels, learning rate changes included",
+    "[optim][kernels][cuda_graphs]") {
+  oml::cli::register_builtins();
+  Toy toy;
+  OptimizerContext toy_ctx{toy.model->parameters(), {}};
+  const auto problem = [&](const std::string& yaml) {
+    const auto opt = oml::registries().optimizers.create(spec("c: " + yaml + "\n"), toy_ctx);
+    auto* capturable = dynamic_cast<CapturableOptimizer*>(opt.get());
+    REQUIRE(capturable != nullptr);
+    return capturable->capture_problem();
+  };
+  if (!fused_kernels_available()) {
+    // LibTorch 1.13: no fused kernels, so no step that reads its counts from the device.
+    CHECK_THAT(problem("{name: adam}"), Contains("does not have (2.4 and later do)"));
+    return;
+  }
+  CHECK(problem("{name: adam}").empty());
+  CHECK(problem("{name: sgd, args: {foreach: null}}").empty());
+  CHECK_THAT(problem("{name: adamw, args: {fused: false}}"), Contains("optimizer 'adamw' has fused: false"));
+  CHECK_THAT(problem("{name: sgd, args: {foreach: true}}"), Contains("optimizer 'sgd' has foreach: true"));
+
+  // Graph mode reads the learning rate from a float32 tensor; a scheduler's change (here at step
+  // 6) reaches it before the next step. Compared with the fused kernel given the lr as a number.
+  for (const std::string args :
+       {"name: adam, args: {lr: 0.01, weight_decay: 0.1, amsgrad: true", "name: adamw, args: {lr: 0.02",
+        "name: sgd, args: {lr: 0.05, momentum: 0.9, "
+        "nesterov: true"}) {
+    INFO(args);
+    torch::manual_seed(4);
+    const std::vector<at::Tensor> start{torch::randn({5, 4}), torch::randn({3})};
+    std::vector<at::Tensor> graph_params, fused_params;
+    for (const auto& t : start) {
+      graph_params.push_back(t.clone().requires_grad_(true));
+      fused_params.push_back(t.clone().requires_grad_(true));
+    }
+    const auto graph_mode =
+        oml::registries().optimizers.create(spec("c: {" + args + "}}\n"), OptimizerContext{graph_params, {}});
+    const auto fused = oml::registries().optimizers.create(spec("c: {" + args + ", fused: true}}\n"),
+                                                           OptimizerContext{fused_params, {}});
+    dynamic_cast<CapturableOptimizer&>(*graph_mode).enable_capture();
+    for (int step = 0; step < 12; ++step) {
+      if (step == 6) {
+        for (auto* opt : {graph_mode.get(), fused.get()}) opt->param_groups()[0].options().set_lr(0.003);
+      }
+      for (std::size_t i = 0; i < start.size(); ++i) {
+        const at::Tensor grad = torch::randn(start[i].sizes());
+        graph_params[i].mutable_grad() = grad.clone();
+        fused_params[i].mutable_grad() = grad.clone();
+      }
+      graph_mode->step();
+      fused->step();
+    }
+    // float32 learning rates against doubles: equal to float32 rounding.
+    for (std::size_t i = 0; i < start.size(); ++i)
+      CHECK(oml::test::max_abs_diff(graph_params[i], fused_params[i]) <= 1e-6);
+  }
+}
+
+TEST_CASE("A captured optimizer step counts on the host once per replay and refuses a first step",
+          "[optim][kernels][cuda_graphs]") {
+  if (!fused_kernels_available()) return;  // nothing can be captured (the case above checks why)
+  oml::cli::register_builtins();
+  torch::manual_seed(5);
+  std::vector<at::Tensor> params{torch::randn({4, 3}).requires_grad_(true),
+                                 torch::randn({2}).requires_grad_(true)};
+  const auto opt = oml::registries().optimizers.create(spec("c: {name: adam, args: {lr: 0.01}}\n"),
+                                                       OptimizerContext{params, {}});
+  auto& capturable = dynamic_cast<CapturableOptimizer&>(*opt);
+  capturable.enable_capture();
+  const auto give_gradients = [&] {
+    for (auto& p : params) p.mutable_grad() = torch::randn(p.sizes());
+  };
+  const auto host_step = [&](const at::Tensor& p) {
+    return static_cast<torch::optim::AdamParamState&>(
+               *opt->state().at(oml::torch_compat::optimizer_state_key(p)))
+        .step();
+  };
+  // A first step inside a capture would be repeated by every replay: refused, and nothing counted.
+  give_gradients();
+  capturable.begin_capture();
+  CHECK_THROWS_WITH(opt->step(),
+                    Contains("optimizer 'adam': a parameter of shape [4, 3] takes its first step "
+                             "in the captured step"));
+  capturable.end_capture(false);
+  CHECK(opt->state().empty());
+  // Eager steps make the state; a captured step (on the CPU it runs, on a GPU it only records)
+  // is taken back on the host, and each replay counts one.
+  for (int i = 0; i < 3; ++i) {
+    give_gradients();
+    opt->step();
+  }
+  CHECK(host_step(params[0]) == 3);
+  capturable.begin_capture();
+  opt->step();
+  capturable.end_capture(true);
+  CHECK(host_step(params[0]) == 3);
+  for (int replay = 0; replay < 4; ++replay) {
+    capturable.before_replay();
+    capturable.after_replay();
+  }
+  CHECK(host_step(params[0]) == 7);
+  CHECK(host_step(params[1]) == 7);
+  give_gradients();
+  opt->step();  // an eager step after replays goes on counting from there
+  CHECK(host_step(params[1]) == 8);
 }
 
 TEST_CASE("fused and foreach both true is a config error (exit 2) naming `fused`, reported with the others",

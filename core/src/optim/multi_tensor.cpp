@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "oml/common/error.h"
@@ -108,8 +109,8 @@ void for_loop_step(torch::optim::Optimizer& self, const std::vector<bool>& in_lo
 }
 
 // What every step() here does: the closure (under grad mode), then each group with gradients
-// by its kernel — `group_step(group, params_with_grad, kernel)` for foreach and fused — and the
-// for-loop groups together through LibTorch's step.
+// by its kernel — `group_step(group, group_index, params_with_grad, kernel)` for foreach and
+// fused — and the for-loop groups together through LibTorch's step.
 template <class GroupStep>
 torch::Tensor multi_tensor_step(torch::optim::Optimizer& self, const LossClosure& closure,
                                 const KernelFlags& flags, const std::function<void()>& libtorch_step,
@@ -134,7 +135,7 @@ torch::Tensor multi_tensor_step(torch::optim::Optimizer& self, const LossClosure
       in_loop[g] = any_loop = true;
       continue;
     }
-    group_step(groups[g], params, kernel);
+    group_step(groups[g], g, params, kernel);
   }
   if (any_loop) for_loop_step(self, in_loop, flags.maximize, libtorch_step);
   return loss;
@@ -169,14 +170,26 @@ struct AdamLists {
   std::vector<State*> states;
 };
 
+// A replay repeats the captured kernels, a state's creation (zero fills) included: a captured
+// step must find every state made by an eager step before it.
+void refuse_new_state_in_capture(bool capturing, const at::Tensor& p, const char* name) {
+  OML_CHECK(!capturing, RuntimeError, "optimizer '", name, "': a parameter of shape ", p.sizes(),
+            " takes its first step in the captured step, which a replay would repeat");
+}
+
 template <class State>
 AdamLists<State> adam_lists(torch::optim::Optimizer& self, const Tensors& params, bool amsgrad, bool fused,
-                            const char* name) {
+                            bool capturing, const char* name) {
   AdamLists<State> lists;
   for (const at::Tensor& p : params) {
     OML_CHECK(!p.grad().is_sparse(), UsageError, "optimizer '", name, "' does not support sparse gradients");
     if (fused) check_fused_parameter(p, name);
-    auto& slot = self.state()[torch_compat::optimizer_state_key(p)];
+    const auto key = torch_compat::optimizer_state_key(p);
+    if (capturing) {
+      const auto found = self.state().find(key);
+      if (found == self.state().end() || !found->second) refuse_new_state_in_capture(capturing, p, name);
+    }
+    auto& slot = self.state()[key];
     if (!slot) {
       auto fresh = std::make_unique<State>();
       fresh->step(0);
@@ -187,8 +200,10 @@ AdamLists<State> adam_lists(torch::optim::Optimizer& self, const Tensors& params
     }
     auto& state = static_cast<State&>(*slot);
     // amsgrad switched on for a state written without it: its maximum starts at zero.
-    if (amsgrad && !state.max_exp_avg_sq().defined())
+    if (amsgrad && !state.max_exp_avg_sq().defined()) {
+      refuse_new_state_in_capture(capturing, p, name);
       state.max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    }
     lists.params.push_back(p);
     lists.grads.push_back(p.grad());
     lists.exp_avgs.push_back(state.exp_avg());
@@ -240,9 +255,12 @@ void adam_foreach(const AdamHyper& h, Tensors params, Tensors grads, Tensors exp
   at::_foreach_addcdiv_(params, exp_avgs, denom, scalars(step_size));
 }
 
+// `capture` (graph mode, CapturableOptimizer) holds this group's learning rate tensor `lr`,
+// null otherwise.
 template <class State>
 void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel kernel,
-                     StepTensors& step_tensors) {
+                     StepTensors& step_tensors, CaptureState* capture, const at::Tensor& lr,
+                     const char* name) {
   for (const Positions& bucket : by_device_and_dtype(lists.params)) {
     const Tensors max_exp_avg_sqs = h.amsgrad ? pick(lists.max_exp_avg_sqs, bucket) : Tensors{};
     if (kernel == StepKernel::foreach) {
@@ -265,32 +283,46 @@ void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel ker
       State& state = *lists.states[i];
       StepTensor& entry = step_tensors[p.unsafeGetTensorImpl()];
       if (!entry.tensor.defined() || entry.value != state.step() || entry.tensor.device() != p.device()) {
+        refuse_new_state_in_capture(capture && capture->capturing, p, name);
         entry.tensor = torch::full({}, static_cast<double>(state.step()),
                                    torch::TensorOptions().dtype(torch::kFloat).device(p.device()));
       }
       state.step(state.step() + 1);
       entry.value = state.step();
       steps.push_back(entry.tensor);
+      if (capture && capture->capturing) capture->stepped.push_back(p);
     }
     at::_foreach_add_(steps, at::Scalar(1));
-    torch_compat::fused_adam_(pick(lists.params, bucket), pick(lists.grads, bucket),
-                              pick(lists.exp_avgs, bucket), pick(lists.exp_avg_sqs, bucket), max_exp_avg_sqs,
-                              steps, h.lr, h.beta1, h.beta2, h.weight_decay, h.eps, h.amsgrad, h.maximize,
-                              h.decoupled);
+    if (capture) {
+      torch_compat::fused_adam_(pick(lists.params, bucket), pick(lists.grads, bucket),
+                                pick(lists.exp_avgs, bucket), pick(lists.exp_avg_sqs, bucket),
+                                max_exp_avg_sqs, steps, lr, h.beta1, h.beta2, h.weight_decay, h.eps,
+                                h.amsgrad, h.maximize, h.decoupled);
+    } else {
+      torch_compat::fused_adam_(pick(lists.params, bucket), pick(lists.grads, bucket),
+                                pick(lists.exp_avgs, bucket), pick(lists.exp_avg_sqs, bucket),
+                                max_exp_avg_sqs, steps, h.lr, h.beta1, h.beta2, h.weight_decay, h.eps,
+                                h.amsgrad, h.maximize, h.decoupled);
+    }
   }
 }
 
 template <class Options, class State>
 torch::Tensor adam_step(torch::optim::Optimizer& self, const LossClosure& closure, const KernelFlags& flags,
-                        bool decoupled, StepTensors& step_tensors, const std::function<void()>& libtorch_step,
-                        const char* name) {
+                        bool decoupled, StepTensors& step_tensors, CaptureState& capture,
+                        const std::function<void()>& libtorch_step, const char* name) {
   return multi_tensor_step(
       self, closure, flags, libtorch_step,
-      [&](torch::optim::OptimizerParamGroup& group, const Tensors& params, StepKernel kernel) {
+      [&](torch::optim::OptimizerParamGroup& group, std::size_t g, const Tensors& params, StepKernel kernel) {
         const AdamHyper h =
             adam_hyper(static_cast<const Options&>(group.options()), flags.maximize, decoupled);
-        auto lists = adam_lists<State>(self, params, h.amsgrad, kernel == StepKernel::fused, name);
-        adam_group_step(h, lists, kernel, step_tensors);
+        auto lists =
+            adam_lists<State>(self, params, h.amsgrad, kernel == StepKernel::fused, capture.capturing, name);
+        if (capture.enabled) {
+          adam_group_step(h, lists, kernel, step_tensors, &capture, capture.lr.at(g), name);
+        } else {
+          adam_group_step(h, lists, kernel, step_tensors, nullptr, at::Tensor(), name);
+        }
       });
 }
 
@@ -361,26 +393,32 @@ void sgd_foreach(torch::optim::Optimizer& self, const SgdHyper& h, Tensors param
   }
 }
 
+// `lr` defined (graph mode): the learning rate is read from it instead of h.lr.
 void fused_sgd_call(const SgdHyper& h, const Tensors& params, const Tensors& grads, const Tensors& bufs,
-                    bool is_first_step) {
+                    bool is_first_step, const at::Tensor& lr) {
   for (const Positions& bucket : by_device_and_dtype(params)) {
-    torch_compat::fused_sgd_(pick(params, bucket), pick(grads, bucket),
-                             bufs.empty() ? Tensors{} : pick(bufs, bucket), h.weight_decay, h.momentum, h.lr,
-                             h.dampening, h.nesterov, h.maximize, is_first_step);
+    const Tensors picked_bufs = bufs.empty() ? Tensors{} : pick(bufs, bucket);
+    if (lr.defined()) {
+      torch_compat::fused_sgd_(pick(params, bucket), pick(grads, bucket), picked_bufs, h.weight_decay,
+                               h.momentum, lr, h.dampening, h.nesterov, h.maximize, is_first_step);
+    } else {
+      torch_compat::fused_sgd_(pick(params, bucket), pick(grads, bucket), picked_bufs, h.weight_decay,
+                               h.momentum, h.lr, h.dampening, h.nesterov, h.maximize, is_first_step);
+    }
   }
 }
 
 // _fused_sgd. PyTorch's first step (is_first_step: the kernel copies the gradient into the new
 // buffer) is only taken when no parameter has a buffer yet; here the parameters without one take
 // it in a call of their own, the others the ordinary step.
-void sgd_fused(torch::optim::Optimizer& self, const SgdHyper& h, const Tensors& params,
-               const Tensors& grads) {
+void sgd_fused(torch::optim::Optimizer& self, const SgdHyper& h, const Tensors& params, const Tensors& grads,
+               bool capturing, const at::Tensor& lr) {
   for (const at::Tensor& g : grads)
     OML_CHECK(!g.is_sparse(), UsageError,
               "optimizer 'sgd' with fused: true does not support sparse gradients");
   for (const at::Tensor& p : params) check_fused_parameter(p, "sgd");
   if (h.momentum == 0) {
-    fused_sgd_call(h, params, grads, {}, /*is_first_step=*/false);
+    fused_sgd_call(h, params, grads, {}, /*is_first_step=*/false, lr);
     return;
   }
   Tensors old_params, old_grads, old_bufs, new_params, new_grads, new_bufs;
@@ -391,6 +429,7 @@ void sgd_fused(torch::optim::Optimizer& self, const SgdHyper& h, const Tensors& 
       old_grads.push_back(grads[i]);
       old_bufs.push_back(buf);
     } else {
+      refuse_new_state_in_capture(capturing, params[i], "sgd");
       buf = at::empty_like(grads[i]);
       set_momentum_buffer(self, params[i], buf);
       new_params.push_back(params[i]);
@@ -398,8 +437,8 @@ void sgd_fused(torch::optim::Optimizer& self, const SgdHyper& h, const Tensors& 
       new_bufs.push_back(buf);
     }
   }
-  if (!old_params.empty()) fused_sgd_call(h, old_params, old_grads, old_bufs, /*is_first_step=*/false);
-  if (!new_params.empty()) fused_sgd_call(h, new_params, new_grads, new_bufs, /*is_first_step=*/true);
+  if (!old_params.empty()) fused_sgd_call(h, old_params, old_grads, old_bufs, /*is_first_step=*/false, lr);
+  if (!new_params.empty()) fused_sgd_call(h, new_params, new_grads, new_bufs, /*is_first_step=*/true, lr);
 }
 
 }  // namespace
@@ -452,25 +491,123 @@ MultiTensor<Base, Options>::MultiTensor(std::vector<torch::optim::OptimizerParam
   check_flags(flags_, optimizer_name<Base>());
 }
 
+// LibTorch's state class of each optimizer with a step count; SGD keeps none.
+template <class Base>
+struct StepCountedState {
+  using type = void;
+};
+template <>
+struct StepCountedState<torch::optim::Adam> {
+  using type = torch::optim::AdamParamState;
+};
+template <>
+struct StepCountedState<torch::optim::AdamW> {
+  using type = torch::optim::AdamWParamState;
+};
+
+template <class Base, class Options>
+std::string MultiTensor<Base, Options>::capture_problem() const {
+  const std::string who = std::string("optimizer '") + optimizer_name<Base>() + "'";
+  if (!fused_kernels_available()) {
+    return who + " steps a CUDA graph with its fused kernel, which this build's LibTorch (" +
+           std::string(TORCH_VERSION) + ") does not have (2.4 and later do)";
+  }
+  if (flags_.fused == std::optional<bool>(false))
+    return who + " has fused: false, and a CUDA graph steps it with its fused kernel";
+  if (flags_.foreach.value_or(false))
+    return who + " has foreach: true, and a CUDA graph steps it with its fused kernel";
+  return "";
+}
+
+template <class Base, class Options>
+void MultiTensor<Base, Options>::enable_capture() {
+  OML_ASSERT(capture_problem().empty(), capture_problem());
+  flags_.fused = true;
+  flags_.foreach.reset();
+  capture_.enabled = true;
+  refresh_learning_rates();
+}
+
+template <class Base, class Options>
+void MultiTensor<Base, Options>::refresh_learning_rates() {
+  // Never inside a capture: a fill captured there would be replayed with the value of the day.
+  if (!capture_.enabled || capture_.capturing) return;
+  auto& groups = this->param_groups();
+  capture_.lr.resize(groups.size());
+  capture_.lr_value.resize(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].params().empty()) continue;
+    const double lr = groups[g].options().get_lr();
+    const c10::Device device = groups[g].params().front().device();
+    at::Tensor& tensor = capture_.lr[g];
+    if (!tensor.defined() || tensor.device() != device) {
+      tensor = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    } else if (capture_.lr_value[g] != lr) {
+      tensor.fill_(lr);  // queued, not waited for
+    }
+    capture_.lr_value[g] = lr;
+  }
+}
+
+template <class Base, class Options>
+void MultiTensor<Base, Options>::count_captured_steps(int64_t delta) {
+  using State = typename StepCountedState<Base>::type;
+  if constexpr (!std::is_void_v<State>) {
+    for (const at::Tensor& p : capture_.stepped) {
+      auto& state = static_cast<State&>(*this->state().at(torch_compat::optimizer_state_key(p)));
+      state.step(state.step() + delta);
+      step_tensors_.at(p.unsafeGetTensorImpl()).value += delta;
+    }
+  }
+}
+
+template <class Base, class Options>
+void MultiTensor<Base, Options>::begin_capture() {
+  OML_ASSERT(capture_.enabled, "begin_capture() before enable_capture()");
+  refresh_learning_rates();
+  capture_.stepped.clear();
+  capture_.capturing = true;
+}
+
+template <class Base, class Options>
+void MultiTensor<Base, Options>::end_capture(bool captured) {
+  capture_.capturing = false;
+  count_captured_steps(-1);  // the captured step ran no kernel: its replays count
+  if (!captured) capture_.stepped.clear();
+}
+
+template <class Base, class Options>
+void MultiTensor<Base, Options>::before_replay() {
+  refresh_learning_rates();
+}
+
+template <class Base, class Options>
+void MultiTensor<Base, Options>::after_replay() {
+  count_captured_steps(1);
+}
+
 template <>
 torch::Tensor MultiTensorAdam::step(LossClosure closure) {
+  refresh_learning_rates();
   return adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(
-      *this, closure, flags_, /*decoupled=*/false, step_tensors_, [this] { torch::optim::Adam::step(); },
-      "adam");
+      *this, closure, flags_, /*decoupled=*/false, step_tensors_, capture_,
+      [this] { torch::optim::Adam::step(); }, "adam");
 }
 
 template <>
 torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
+  refresh_learning_rates();
   return adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
-      *this, closure, flags_, /*decoupled=*/true, step_tensors_, [this] { torch::optim::AdamW::step(); },
-      "adamw");
+      *this, closure, flags_, /*decoupled=*/true, step_tensors_, capture_,
+      [this] { torch::optim::AdamW::step(); }, "adamw");
 }
 
 template <>
 torch::Tensor MultiTensorSGD::step(LossClosure closure) {
+  refresh_learning_rates();
   return multi_tensor_step(
       *this, closure, flags_, [this] { torch::optim::SGD::step(); },
-      [&](torch::optim::OptimizerParamGroup& group, const Tensors& params, StepKernel kernel) {
+      [&](torch::optim::OptimizerParamGroup& group, std::size_t g, const Tensors& params, StepKernel kernel) {
         const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
         SgdHyper h;
         h.lr = o.lr();
@@ -482,7 +619,10 @@ torch::Tensor MultiTensorSGD::step(LossClosure closure) {
         Tensors grads;
         for (const at::Tensor& p : params) grads.push_back(p.grad());
         if (kernel == StepKernel::fused) {
-          sgd_fused(*this, h, params, grads);
+          sgd_fused(*this, h, params, grads, capture_.capturing,
+                    capture_.enabled ? capture_.lr.at(g) : at::Tensor());
+          if (capture_.capturing)
+            capture_.stepped.insert(capture_.stepped.end(), params.begin(), params.end());
           return;
         }
         for (const Positions& bucket : by_device_and_dtype(params))

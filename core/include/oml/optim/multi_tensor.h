@@ -68,11 +68,54 @@ struct StepTensor {
 };
 using StepTensors = std::unordered_map<const void*, StepTensor>;  ///< by parameter TensorImpl
 
+/// An optimizer whose step() can be captured into a CUDA graph and replayed (`cuda_graphs:`,
+/// pipelines/training/step_graph.h). A replay runs the captured kernels without step()'s host
+/// code, so whatever changes from step to step must live in device memory the kernels read: the
+/// step counts (as torch.optim's fused kernels read them) and the learning rate, which a
+/// scheduler changes on the host (torch.optim's tensor `lr`). The host's own step counts, which
+/// checkpoints hold, are kept by counting the replays.
+///
+///   enable_capture();                   // before the first step: every step() from now on
+///   step(); step(); ...                 // runs the kernels a replay would run, eagerly
+///   begin_capture(); step(); end_capture(true);  // inside the capture of the step
+///   before_replay(); replay(); after_replay();   // each later step
+class CapturableOptimizer {
+ public:
+  virtual ~CapturableOptimizer() = default;
+  /// "" when enable_capture() can make step() capturable, else why not (for the warning of a
+  /// run that then trains eagerly).
+  virtual std::string capture_problem() const = 0;
+  /// Every later step() takes the fused kernels with the learning rate read from a float32
+  /// tensor on the parameters' device, whatever `foreach` / `fused` said (capture_problem()
+  /// must be "").
+  virtual void enable_capture() = 0;
+  /// The step() that follows is being captured: the learning rates are written to the device
+  /// first, and that step() refuses (RuntimeError) what a replay could not repeat — creating a
+  /// parameter's state (its first step), which must have happened in an eager step before.
+  virtual void begin_capture() = 0;
+  /// After the captured step(): its host-side step counts are taken back (the capture ran no
+  /// kernel); `captured` false when the capture failed.
+  virtual void end_capture(bool captured) = 0;
+  /// Before each replay: learning rates changed since (a scheduler's) are written to the device.
+  virtual void before_replay() = 0;
+  /// After each replay: the parameters the captured step updated count one more step.
+  virtual void after_replay() = 0;
+};
+
+/// What a MultiTensor keeps for CapturableOptimizer.
+struct CaptureState {
+  bool enabled = false;
+  bool capturing = false;
+  std::vector<at::Tensor> lr;       ///< per parameter group: float32, on its parameters' device
+  std::vector<double> lr_value;     ///< what `lr` holds
+  std::vector<at::Tensor> stepped;  ///< the parameters the captured step() updated
+};
+
 /// torch.optim's Adam (decoupled_weight_decay=False), AdamW and SGD with foreach / fused /
 /// maximize: LibTorch's class `Base` with step() overridden (its options `Options`). Built only
 /// for the three aliases below (optim/multi_tensor.cpp instantiates them).
 template <class Base, class Options>
-class MultiTensor : public Base {
+class MultiTensor : public Base, public CapturableOptimizer {
  public:
   using LossClosure = torch::optim::Optimizer::LossClosure;
   /// UsageError when kernel_flags_problem(flags) names a problem.
@@ -80,9 +123,22 @@ class MultiTensor : public Base {
   torch::Tensor step(LossClosure closure = nullptr) override;
   const KernelFlags& flags() const { return flags_; }
 
+  std::string capture_problem() const override;
+  void enable_capture() override;
+  void begin_capture() override;
+  void end_capture(bool captured) override;
+  void before_replay() override;
+  void after_replay() override;
+
  private:
+  /// Writes every group's learning rate that changed into its device tensor (graph mode).
+  void refresh_learning_rates();
+  /// Adds `delta` to the host step counts of capture_.stepped (Adam and AdamW; SGD counts none).
+  void count_captured_steps(int64_t delta);
+
   KernelFlags flags_;
   StepTensors step_tensors_;  ///< fused Adam and AdamW: the kernels' float32 step counts
+  CaptureState capture_;
 };
 
 using MultiTensorAdam = MultiTensor<torch::optim::Adam, torch::optim::AdamOptions>;
