@@ -7,7 +7,7 @@
 
 namespace oml {
 
-AutocastGuard::AutocastGuard(Precision precision, c10::Device device) {
+AutocastGuard::AutocastGuard(Precision precision, c10::Device device, bool cache_casts) {
   if (precision == Precision::fp32) return;
   cuda_ = device.is_cuda();
   OML_CHECK(cuda_ || device.is_cpu(), ConfigError, "precision ", precision_name(precision),
@@ -20,6 +20,8 @@ AutocastGuard::AutocastGuard(Precision precision, c10::Device device) {
   previous_dtype_ = torch_compat::autocast_dtype(type);
   torch_compat::set_autocast_enabled(type, true);
   torch_compat::set_autocast_dtype(type, dtype_);
+  previous_cache_ = at::autocast::is_autocast_cache_enabled();
+  if (!cache_casts) at::autocast::set_autocast_cache_enabled(false);
   at::autocast::increment_nesting();
   active_ = true;
 }
@@ -31,6 +33,7 @@ AutocastGuard::~AutocastGuard() {
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   torch_compat::set_autocast_enabled(device_type(), previous_enabled_);
   torch_compat::set_autocast_dtype(device_type(), previous_dtype_);
+  at::autocast::set_autocast_cache_enabled(previous_cache_);
 }
 
 Float32Guard::Float32Guard()

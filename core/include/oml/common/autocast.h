@@ -20,9 +20,13 @@ namespace oml {
 /// Precision::fp32. At exit the previous state (enabled flag and dtype) is restored and, when
 /// this was the outermost autocast region, the cache of cast weights is cleared (as Python's
 /// `torch.autocast.__exit__`). ConfigError for fp16 on the CPU (use bf16).
+///
+/// `cache_casts` false: every op casts the weights afresh (`torch.autocast(cache_enabled=False)`),
+/// what code captured into a CUDA graph needs — a cast cached outside the capture would be read
+/// by every replay, stale once the optimizer has changed the weights.
 class AutocastGuard {
  public:
-  AutocastGuard(Precision precision, c10::Device device);
+  AutocastGuard(Precision precision, c10::Device device, bool cache_casts = true);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -39,6 +43,7 @@ class AutocastGuard {
   c10::ScalarType dtype_ = c10::ScalarType::Float;
   bool previous_enabled_ = false;
   c10::ScalarType previous_dtype_ = c10::ScalarType::Float;
+  bool previous_cache_ = true;
 };
 
 /// Autocast off on every device type for the guard's scope (what `torch.autocast(enabled=False)`
