@@ -12,8 +12,10 @@
 // precision, for its peak RSS under /usr/bin/time -v), or `nchw` for both NCHW modes.
 // batch: the batch size (default 32; a multiple of 4: 4 items per label).
 // OML_BENCH_DEVICE=cuda runs on cuda:0 (scripts/gpu_check.sh): the model, the batch and autocast
-// there, the clock read after a synchronize. OML_BENCH_TRACE=FILE writes a Chrome trace of the
-// last timed steps (the last mode of the last round; bench/trace_ops.py sums it per operator).
+// there, the clock read after a synchronize; OML_BENCH_CUDA_GRAPHS=1 there steps as oml-train's
+// `cuda_graphs: true` (a StepGraph: warm-up, capture, then every timed step replayed).
+// OML_BENCH_TRACE=FILE writes a Chrome trace of the last timed steps (the last mode of the last
+// round; bench/trace_ops.py sums it per operator).
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -27,17 +29,20 @@
 
 #include "benchmark.h"
 #include "oml/common/autocast.h"
+#include "oml/common/error.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
 #include "oml/config/precision.h"
 #include "oml/losses/miners.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/models/extractor.h"
+#include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
 #include "oml/report/profiler.h"
 #include "shell/cli.h"
 #include "shell/components.h"
+#include "training/step_graph.h"
 
 namespace precision_benchmark {
 
@@ -48,6 +53,11 @@ using oml::config::Precision;
 torch::Device bench_device() {
   const char* device = std::getenv("OML_BENCH_DEVICE");
   return torch::Device(device != nullptr && std::string(device) == "cuda" ? "cuda:0" : "cpu");
+}
+
+bool cuda_graphs() {
+  const char* graphs = std::getenv("OML_BENCH_CUDA_GRAPHS");
+  return graphs != nullptr && std::string(graphs) == "1";
 }
 
 void synchronize(torch::Device device) {
@@ -99,17 +109,33 @@ double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_
   if (mode.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   const auto labels = torch::arange(batch / 4).repeat_interleave(4).to(device);
   model.train();
-  const auto step = [&] {
-    oml::optim::zero_grad(opt);
+  // The Trainer's whole step (Trainer::graph_step), eagerly or through a StepGraph.
+  std::unique_ptr<oml::pipelines::StepGraph> graph;
+  if (cuda_graphs()) {
+    std::string problem;
+    auto* capturable = oml::pipelines::capturable_optimizer(opt, problem);
+    if (!problem.empty()) throw oml::UsageError("OML_BENCH_CUDA_GRAPHS=1: " + problem);
+    graph = std::make_unique<oml::pipelines::StepGraph>(device, *capturable,
+                                                        std::vector<torch::nn::Module*>{&model});
+  }
+  oml::data::LoadedBatch inputs;
+  inputs.images = images;
+  inputs.labels = labels;
+  const auto whole_step = [&](const oml::data::LoadedBatch& b) {
     oml::losses::LossOutput out;
     {
-      const oml::AutocastGuard autocast(mode.precision, device);
-      out = loss->forward(model.forward(images), labels);
+      const oml::AutocastGuard autocast(mode.precision, device, /*cache_casts=*/graph == nullptr);
+      out = loss->forward(model.forward(b.images), b.labels);
     }
+    oml::optim::zero_grad(opt);
     out.loss.backward();
     opt.step();
+    return out;
   };
-  step();  // warm-up (allocations, oneDNN primitive creation, CUDA kernels' first load)
+  const auto step = [&] { graph ? graph->step(inputs, whole_step) : whole_step(inputs); };
+  // Warm-up (allocations, oneDNN primitive creation, CUDA kernels' first load; a graph's eager
+  // steps and its capture).
+  for (int i = 0; i < (graph ? oml::pipelines::StepGraph::kWarmupSteps + 1 : 1); ++i) step();
   synchronize(device);
   const char* trace_path = std::getenv("OML_BENCH_TRACE");
   std::unique_ptr<oml::report::TraceSession> trace;

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Training-step throughput of oml-cpp beside PyTorch eager and torch.compile (default mode), for
-# issue 42's table: resnet18 at 64 px, resnet50 at 224 px and ViT-S/16 at 224 px, fp32 and bf16,
-# at batch 32 and 256 (the step: bench_precision's and bench/precision_python.py's).
+# Training-step throughput of oml-cpp (eager, and on CUDA with `cuda_graphs`) beside PyTorch eager
+# and torch.compile (default mode), for issue 42's table: resnet18 at 64 px, resnet50 at 224 px and
+# ViT-S/16 at 224 px, fp32 and bf16, at batch 32 and 256 (the step: bench_precision's and
+# bench/precision_python.py's).
 #
 #   bench/step_table.sh [--device cpu|cuda] [--bench PATH] [--python PY] [--rounds R] [--steps S]
 #                       [--batches "32 256"] [--cases "resnet18 resnet50 vits16"] [--no-compile]
 #                       [--budget-s SECONDS]
 #
-# For each case and batch: R rounds of oml-cpp then PyTorch eager, alternating (one process each,
+# For each case and batch: R rounds of oml-cpp (then, on cuda, oml-cpp replaying its step from a
+# CUDA graph: OML_BENCH_CUDA_GRAPHS=1) then PyTorch eager, alternating (one process each,
 # both precisions inside), then one torch.compile process of R rounds (its compilation, once per
 # precision, is paid in each precision's warm-up step and not timed). Cases left when the elapsed
 # time passes --budget-s are listed as not run, so that a device call with a hard limit still
@@ -71,6 +73,10 @@ for c in $cases; do
     for r in $(seq 1 "$rounds"); do
       "$bench" 0 1 "$steps" "$extractor" "$side" nchw "$batch" | values | record "$c" "$batch" oml-cpp ||
         echo "step_table: oml-cpp failed on $c batch $batch" >&2
+      if [ "$device" = cuda ]; then
+        OML_BENCH_CUDA_GRAPHS=1 "$bench" 0 1 "$steps" "$extractor" "$side" nchw "$batch" | values |
+          record "$c" "$batch" graphs || echo "step_table: oml-cpp with cuda_graphs failed on $c batch $batch" >&2
+      fi
       "$python" "$root/bench/precision_python.py" 0 1 "$steps" "$side" "$arch" all "$batch" 2>/dev/null |
         values | record "$c" "$batch" eager || echo "step_table: PyTorch eager failed on $c batch $batch" >&2
     done
@@ -86,8 +92,8 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else print (
 m() { { grep -F "$1|$2|$3|$4|" "$results" || true; } | cut -d'|' -f5 | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.2f×", a / b}'; }
 echo
-echo "| case | batch | precision | oml-cpp | PyTorch eager | torch.compile | oml-cpp / eager | oml-cpp / compile |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| case | batch | precision | oml-cpp | oml-cpp cuda_graphs | PyTorch eager | torch.compile | oml-cpp / eager | oml-cpp / compile | graphs / eager | graphs / compile |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for c in $cases; do
   for batch in $batches; do
     for precision in 32 bf16; do
@@ -95,7 +101,9 @@ for c in $cases; do
       [ "$a" = nan ] && continue
       e=$(m "$c" "$batch" "$precision" eager)
       k=$(m "$c" "$batch" "$precision" compile)
-      echo "| $c | $batch | $precision | $a | $e | $k | $(ratio "$a" "$e") | $(ratio "$a" "$k") |"
+      g=$(m "$c" "$batch" "$precision" graphs)
+      echo "| $c | $batch | $precision | $a | $g | $e | $k | $(ratio "$a" "$e") | $(ratio "$a" "$k") |" \
+        "$(ratio "$g" "$e") | $(ratio "$g" "$k") |"
     done
   done
 done

@@ -7,7 +7,8 @@
 #              training step of resnet18, ViT-S/16 and resnet50 against PyTorch eager and
 #              torch.compile on that GPU (bench/step_table.sh; ~60 MB);
 #   .gpudata/  Fashion-MNIST's IDX files and default_job.sh: the default job on accelerator: cuda,
-#              then twice with `deterministic: true`, whose logs must be identical
+#              then with `cuda_graphs: true`, then twice with `deterministic: true`, whose logs
+#              must be identical
 #              (~30 MB; separate because a device call carries at most 64 MiB);
 #   .gpuoml/   Fashion-MNIST regrouped for OML's samplers (tests/python/oml_shaped_dataset.py:
 #              its dataframes and the 2,600 PNGs they name, ~2 MB) and
@@ -111,6 +112,14 @@ start=$(date +%s%N)
   --set logs_root=/tmp/oml-gpu/logs --progress lines > "$OUT/default_job.log" 2>&1
 echo "default job on cuda: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms"
 grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/logs/*/metrics.jsonl
+# The same with its step replayed from a CUDA graph (docs/training.md#cuda-graphs).
+rm -rf /tmp/oml-gpu/graphs
+start=$(date +%s%N)
+"$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set cuda_graphs=true \
+  --set logs_root=/tmp/oml-gpu/graphs --progress lines > "$OUT/default_job_graphs.log" 2>&1
+echo "default job on cuda with cuda_graphs: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms"
+grep -m3 'cuda_graphs' "$OUT/default_job_graphs.log"
+grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/graphs/*/metrics.jsonl
 # Lightning's deterministic: true (docs/training.md#deterministic-training): two runs of the default
 # job give the same train.jsonl (but for the timing field, samples_per_s) and metrics.jsonl.
 for run in 1 2; do

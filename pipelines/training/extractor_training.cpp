@@ -80,11 +80,18 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
     log::info("ddp.gather_embeddings_for_loss: every rank's loss sees the embeddings and labels of all " +
               std::to_string(ctx.world_size()) + " ranks' batches of the step");
   }
-  hooks.step = [&](const data::LoadedBatch& batch) {
-    // For a device, the label checks that read values run here, on the sampler's labels in host
-    // memory: there they would make every step wait for it (Criterion::check_labels). On the CPU
-    // forward() runs them itself, so they run once either way.
+  // For a device, the label checks that read values run here, on the sampler's labels in host
+  // memory: there they would make every step wait for it (Criterion::check_labels). On the CPU
+  // forward() runs them itself, so they run once either way.
+  hooks.check = [&](const data::LoadedBatch& batch) {
     if (!ctx.device.is_cpu()) losses::check_labels_on_host(*criterion, batch.labels);
+  };
+  // The step reads the batch's images and labels only, so a CUDA graph's replay that copies the
+  // next batch's into them is that batch's step (loss and miner permitting: a capture that
+  // synchronises fails, and training continues eagerly).
+  hooks.capture_problem =
+      gather ? "ddp.gather_embeddings_for_loss gathers every rank's embeddings in the step" : "";
+  hooks.step = [&](const data::LoadedBatch& batch) {
     // The Trainer's DeviceCopier has put the images on the device already (a no-op here); the
     // labels come from the loader's page-locked memory on a GPU, so their copy does not wait.
     torch::Tensor embeddings;

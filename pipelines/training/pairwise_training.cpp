@@ -87,6 +87,9 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   TrainingHooks hooks;
   if (cfg.freeze_n_epochs != 0)
     hooks.on_epoch_start = [&](int64_t epoch) { model->set_backbone_frozen(epoch < cfg.freeze_n_epochs); };
+  hooks.capture_problem =
+      "the pairwise pipeline mines each batch's pairs on the host, and a replay would reuse the captured "
+      "batch's pairs";
   hooks.step = [&](const data::LoadedBatch& batch) {
     // Pairs come from the extractor's embeddings: hard pairs are the ones it gets wrong.
     const losses::PairSet pairs = [&] {

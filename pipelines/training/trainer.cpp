@@ -30,6 +30,7 @@
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/optim/clipping.h"
 #include "oml/optim/grad_scaler.h"
+#include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/optim/resume.h"
 #include "oml/optim/scheduler.h"
@@ -43,6 +44,7 @@
 #include "training/checkpoint_writer.h"
 #include "training/early_stopping.h"
 #include "training/run_recorder.h"
+#include "training/step_graph.h"
 #include "training/step_profiler.h"
 
 namespace oml::pipelines {
@@ -487,6 +489,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
   std::unique_ptr<data::Loader> next_loader;
   // On a GPU each batch's copy runs on a side stream, beside the previous step's work.
   const data::DeviceCopier copier(context_.device);
+  if (config_.cuda_graphs) step_graph_ = make_step_graph(hooks);
   fit_start_ = std::chrono::steady_clock::now();  // max_time counts training, not the setup before
   schedule_.start(fit_start_);
   // A run resumed from a checkpoint written at max_steps has nothing left to do.
@@ -495,6 +498,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     parts_.model->train();
     if (parts_.criterion) parts_.criterion->train();
     if (hooks.on_epoch_start) hooks.on_epoch_start(epoch);
+    if (step_graph_) step_graph_->check_modules();  // a backbone (un)frozen: captured again
 
     // The epoch from where it stands, as the DDP wrapper deals it to this rank: a fresh one, or
     // the rest of a resumed one, whichever number of ranks started it.
@@ -545,7 +549,9 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       const bool first = step_batches == 0;
       const bool last = step_batches + 1 == accumulate || batches_done + 1 == epoch_batches;
       std::map<std::string, at::Tensor> logs;  // the step's last batch's are logged
-      step_losses.push_back(accumulate_batch(*batch, hooks, epoch, first, last, logs));
+      if (hooks.check) hooks.check(*batch);
+      step_losses.push_back(step_graph_ ? graph_step(*batch, hooks, logs)
+                                        : accumulate_batch(*batch, hooks, epoch, first, last, logs));
       step_rows.push_back(batch->indices.size(0));
       ++batches_done;
       ++step_batches;
@@ -555,7 +561,11 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
         continue;
       }
       auto line = std::make_unique<PendingStepLog>();
-      optimizer_step(line->host_logs);
+      if (step_graph_) {
+        count_step(line->host_logs);  // the graph's step took the optimizer's
+      } else {
+        optimizer_step(line->host_logs);
+      }
       std::optional<report::TraceRange> logging(std::in_place, report::phase::logging);
       line->epoch = epoch;
       line->step = step_;
@@ -603,7 +613,56 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
     }
     if (io::deferred_interrupt() != 0) stop_for_interrupt(position);
   }
+  if (step_graph_) log::info("cuda_graphs: " + std::to_string(step_graph_->replays()) + " steps replayed");
   finish(position);
+}
+
+std::unique_ptr<StepGraph> Trainer::make_step_graph(const TrainingHooks& hooks) const {
+  StepGraphConditions conditions;
+  conditions.device = context_.device;
+  conditions.world_size = context_.world_size();
+  conditions.precision = context_.precision;
+  conditions.accumulate_grad_batches = config_.controls.accumulate_grad_batches;
+  conditions.deferred_reads = defer_step_reads_;
+  conditions.pipeline_problem = hooks.capture_problem;
+  optim::CapturableOptimizer* optimizer =
+      capturable_optimizer(*parts_.optimizer, conditions.optimizer_problem);
+  const std::string problem = step_graph_problem(conditions);
+  if (!problem.empty()) {
+    log::warn("cuda_graphs: true, but " + problem + ": training steps run eagerly");
+    return nullptr;
+  }
+  log::info("cuda_graphs: the training step is captured into a CUDA graph after " +
+            std::to_string(StepGraph::kWarmupSteps) + " eager steps (the optimizer takes its fused kernel)");
+  return std::make_unique<StepGraph>(context_.device, *optimizer,
+                                     std::vector<torch::nn::Module*>{parts_.model, parts_.criterion});
+}
+
+at::Tensor Trainer::graph_step(const data::LoadedBatch& batch, const TrainingHooks& hooks,
+                               std::map<std::string, at::Tensor>& logs) {
+  losses::LossOutput out = step_graph_->step(batch, [&](const data::LoadedBatch& inputs) {
+    losses::LossOutput step;
+    {
+      // Casts of the weights are not cached across a capture's boundary (autocast.h).
+      const AutocastGuard autocast(context_.precision, context_.device, /*cache_casts=*/false);
+      step = hooks.step(inputs);
+    }
+    optim::zero_grad(*parts_.optimizer);
+    gradient_sync_->accumulate_locally(false);  // one rank (step_graph_problem): no communication
+    {
+      const report::TraceRange backward(report::phase::backward);
+      step.loss.backward();
+    }
+    gradient_sync_->finish();
+    {
+      const report::TraceRange optimizer(report::phase::optimizer);
+      apply_gradients();
+    }
+    step.loss = step.loss.detach();
+    return step;
+  });
+  logs = std::move(out.logs);
+  return out.loss;
 }
 
 at::Tensor Trainer::accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks,
@@ -643,6 +702,11 @@ at::Tensor Trainer::accumulate_batch(const data::LoadedBatch& batch, const Train
 
 void Trainer::optimizer_step(std::map<std::string, double>& logs) {
   const report::TraceRange range(report::phase::optimizer);
+  apply_gradients();
+  count_step(logs);
+}
+
+void Trainer::apply_gradients() {
   bool apply = true;
   if (scaler_) {
     // Every rank holds the same averaged gradients, so every rank takes the same decision.
@@ -660,6 +724,9 @@ void Trainer::optimizer_step(std::map<std::string, double>& logs) {
                           controls.gradient_clip_algorithm);
   }
   if (apply) parts_.optimizer->step();
+}
+
+void Trainer::count_step(std::map<std::string, double>& logs) {
   if (scaler_) {
     scaler_->update();
     logs["amp_scale"] = scaler_->current_scale();

@@ -7,7 +7,7 @@
 //   for each epoch from the resume position:
 //     model.train(); hooks.on_epoch_start(epoch)            // e.g. (un)freezing a backbone
 //     for each remaining batch of the sampler's epoch (up to limit_train_batches):
-//       loss = hooks.step(batch)                            // the pipeline's forward
+//       hooks.check(batch); loss = hooks.step(batch)        // the pipeline's checks, forward
 //       CPU: mean loss over the ranks; stop on NaN/Inf naming the step (before it is applied)
 //       zero_grad (first batch of a step); backward of loss / accumulate_grad_batches
 //       every accumulate_grad_batches-th batch and the epoch's last one:
@@ -31,6 +31,8 @@
 //   - a forward under autocast (mixed precision, `precision:`): an AutocastGuard around
 //     `hooks.step` in Trainer::accumulate_batch, plus the GradScaler for float16;
 //   - gradient communication (compression, overlap): the GradientSync the Trainer owns;
+//   - the step captured into a CUDA graph and replayed (`cuda_graphs:`): the StepGraph, which
+//     Trainer::graph_step hands the whole step (training/step_graph.h);
 //   - a trace of chosen steps (`profile:`): the StepProfiler, around phases named with
 //     report::TraceRange (data wait, backward, optimizer, logging here; forward and loss in
 //     the pipelines' hooks.step);
@@ -96,6 +98,7 @@ class BatchTrace;
 class CheckpointWriter;
 class EarlyStopping;
 class RunRecorder;
+class StepGraph;
 class StepProfiler;
 struct PendingStepLog;
 
@@ -186,6 +189,14 @@ struct TrainingHooks {
   /// Forward of one batch (on the loader's device-independent tensors): the loss to minimise
   /// and numbers to log with it. Required.
   std::function<losses::LossOutput(const data::LoadedBatch&)> step;
+  /// Checks of a batch that read its host data (labels out of range, ...), throwing DataError;
+  /// called before every step, also one that replays a CUDA graph instead of calling `step`.
+  /// Optional.
+  std::function<void(const data::LoadedBatch&)> check;
+  /// Why `step` cannot be captured into a CUDA graph (`cuda_graphs:`), "" when it can: it reads
+  /// nothing but the batch's images and labels, and copies nothing from the host. A replay
+  /// runs the captured kernels on the next batch's images and labels without calling `step`.
+  std::string capture_problem = "this pipeline's step has not been checked for CUDA graph capture";
   /// Called at the start of every epoch, after the model and criterion are put in train mode.
   std::function<void(int64_t epoch)> on_epoch_start;
   /// Validation of the current model: runs on every rank (collective), returns the result on
@@ -224,8 +235,21 @@ class Trainer {
   /// ranks as a CPU double, checked finite (mean_finite_loss).
   at::Tensor accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
                               bool first, bool last, std::map<std::string, at::Tensor>& logs);
-  /// After the last batch of a step: clipping, the optimizer step, the per-step scheduler.
+  /// After the last batch of a step: apply_gradients, then count_step.
   void optimizer_step(std::map<std::string, double>& logs);
+  /// fp16's unscaling (a step with non-finite gradients is skipped), clipping, the optimizer's
+  /// step.
+  void apply_gradients();
+  /// After the optimizer's step: the loss scale's update (logged), the step count, the per-step
+  /// scheduler.
+  void count_step(std::map<std::string, double>& logs);
+  /// `cuda_graphs`: the whole step of `batch` (forward, backward, apply_gradients) through the
+  /// StepGraph; returns the loss (detached, on the device, unread) and sets `logs`.
+  at::Tensor graph_step(const data::LoadedBatch& batch, const TrainingHooks& hooks,
+                        std::map<std::string, at::Tensor>& logs);
+  /// The StepGraph for `cuda_graphs: true` when this run's steps can be captured; otherwise a
+  /// warning saying why not, and null.
+  std::unique_ptr<StepGraph> make_step_graph(const TrainingHooks& hooks) const;
   /// Batches of every epoch on this rank after limit_train_batches.
   int64_t limited_epoch_batches() const;
   /// The loader of this rank's batches of an epoch from `from` on (after limit_train_batches),
@@ -319,6 +343,7 @@ class Trainer {
   /// resumed run continues with the scale it had.
   std::unique_ptr<optim::GradScaler> scaler_;
   std::unique_ptr<EarlyStopping> early_stopping_;  ///< `early_stopping:` only
+  std::unique_ptr<StepGraph> step_graph_;          ///< `cuda_graphs:` where steps can be captured
   std::vector<std::pair<std::string, at::Tensor>> buffers_;
   CheckpointSchedule schedule_;
   BestCheckpoints best_checkpoints_;

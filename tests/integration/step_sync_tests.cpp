@@ -1,7 +1,8 @@
 // How the Trainer reads a step's loss and logs (docs/training.md#no-step-waits-for-the-gpu): at
 // once on the CPU, one step late on CUDA, where a read would make every step wait for the GPU.
 // OML_DEFER_STEP_READS=1 takes CUDA's way on the CPU, so that the deferred path's records, its
-// average over the ranks and its stop on a non-finite loss are checked here, without a GPU.
+// average over the ranks and its stop on a non-finite loss are checked here, without a GPU. And
+// `cuda_graphs: true`, which a CPU run declines with a warning.
 #include <torch/torch.h>
 
 #include "integration/pipeline_fixtures.h"
@@ -97,6 +98,23 @@ TEST_CASE("OML_DEFER_STEP_READS other than 0 or 1 is exit 2 naming it",
   const auto r = train(tmp, "bad", "yes", train_config(tmp / "bad"));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Contains("OML_DEFER_STEP_READS must be 1") && Contains("got 'yes'"));
+}
+
+TEST_CASE("cuda_graphs: true on the CPU says why nothing is captured and trains as without it",
+          "[pipelines][integration][cuda_graphs]") {
+  TempDir tmp;
+  const auto plain = train(tmp, "plain", "1", train_config(tmp / "plain"));
+  const auto graphs = train(tmp, "graphs", "1", train_config(tmp / "graphs", "cuda_graphs: true\n"));
+  INFO(plain.err << graphs.err);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(graphs.exit_code == 0);
+  CHECK_THAT(graphs.err, Contains("cuda_graphs: true, but CUDA graphs need a CUDA device, and this run "
+                                  "computes on cpu: training steps run eagerly"));
+  CHECK(records(tmp / "graphs" / "run") == records(tmp / "plain" / "run"));
+  // A value that is not a boolean is the config's error, before anything runs.
+  const auto bad = train(tmp, "bad", "1", train_config(tmp / "bad", "cuda_graphs: sometimes\n"));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("cuda_graphs"));
 }
 
 }  // namespace step_sync_tests

@@ -233,6 +233,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
       .optional("freeze_n_epochs", c.freeze_n_epochs)
       .optional("max_epochs", c.max_epochs)
       .optional("max_steps", c.max_steps)
+      .optional("cuda_graphs", c.cuda_graphs)
       .optional("valid_period", "check_val_every_n_epoch", c.valid_period)
       .optional("metric_for_checkpointing", c.metric_for_checkpointing)
       .optional("log_images", c.log_images)

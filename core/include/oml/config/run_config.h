@@ -111,6 +111,9 @@ struct RunConfig {
   std::optional<int64_t> max_steps;
   /// The steps oml-train records into a trace (docs/training.md#profiling-a-run); none: no profile.
   std::optional<StepRange> profile;
+  /// Capture the training step into a CUDA graph once and replay it (docs/training.md#cuda-graphs);
+  /// where it cannot be (the CPU, DDP, ...), a warning and eager steps.
+  bool cuda_graphs = false;
   /// Validate after every valid_period-th epoch and after the last one (OML's name; Lightning's
   /// `check_val_every_n_epoch` is read into it).
   int64_t valid_period = 1;

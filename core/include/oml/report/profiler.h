@@ -21,11 +21,13 @@ namespace oml::report {
 
 /// The names of the training step's phases in a trace (pipelines/training/trainer.cpp).
 namespace phase {
-inline constexpr const char* data_wait = "oml::data_wait";    ///< waiting for the loader's batch
-inline constexpr const char* forward = "oml::forward";        ///< the model on the batch
-inline constexpr const char* loss = "oml::loss";              ///< the criterion (and its miner)
-inline constexpr const char* backward = "oml::backward";      ///< backward, with DDP's all-reduce
-inline constexpr const char* optimizer = "oml::optimizer";    ///< unscale, clip, step, scheduler
+inline constexpr const char* data_wait = "oml::data_wait";  ///< waiting for the loader's batch
+inline constexpr const char* forward = "oml::forward";      ///< the model on the batch
+inline constexpr const char* loss = "oml::loss";            ///< the criterion (and its miner)
+inline constexpr const char* backward = "oml::backward";    ///< backward, with DDP's all-reduce
+inline constexpr const char* optimizer = "oml::optimizer";  ///< unscale, clip, step, scheduler
+/// `cuda_graphs`: the captured step (forward, loss, backward, optimizer) launched as one graph
+inline constexpr const char* graph_replay = "oml::graph_replay";
 inline constexpr const char* logging = "oml::logging";        ///< the loss read back, the logs written
 inline constexpr const char* checkpoint = "oml::checkpoint";  ///< the state copied for a writer
 inline constexpr const char* validation = "oml::validation";  ///< a validation at an epoch's end
