@@ -112,8 +112,11 @@ double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_
   // The Trainer's whole step (Trainer::graph_step), eagerly or through a StepGraph.
   std::unique_ptr<oml::pipelines::StepGraph> graph;
   if (cuda_graphs()) {
-    std::string problem;
-    auto* capturable = oml::pipelines::capturable_optimizer(opt, problem);
+    oml::pipelines::StepGraphConditions conditions;  // what oml-train checks, but for its pipeline's
+    conditions.device = device;
+    conditions.precision = mode.precision;
+    auto* capturable = oml::pipelines::capturable_optimizer(opt, conditions.optimizer_problem);
+    const std::string problem = oml::pipelines::step_graph_problem(conditions);
     if (!problem.empty()) throw oml::UsageError("OML_BENCH_CUDA_GRAPHS=1: " + problem);
     graph = std::make_unique<oml::pipelines::StepGraph>(device, *capturable,
                                                         std::vector<torch::nn::Module*>{&model});

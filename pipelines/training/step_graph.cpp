@@ -143,11 +143,11 @@ losses::LossOutput StepGraph::capture(const data::LoadedBatch& batch, const Whol
   optimizer_.end_capture(problem.empty());
   if (problem.empty()) {
     // A value computed on the host would be the captured batch's in every replay.
-    if (!static_out_.loss.defined() || static_out_.loss.device() != device_) {
+    if (!static_out_.loss.defined() || static_out_.loss.device().type() != device_.type()) {
       problem = "the loss is not computed on " + device_.str();
     }
     for (const auto& [key, value] : static_out_.logs) {
-      if (problem.empty() && value.device() != device_)
+      if (problem.empty() && value.device().type() != device_.type())
         problem = "the loss's log '" + key + "' is computed on the host";
     }
   }

@@ -11,9 +11,14 @@
 namespace oml::distributed {
 namespace {
 
-c10::Stream graph_stream(c10::Device device) {
+// `device` with its index (cuda means cuda:0), checked to be one a graph can be made on.
+c10::Device graph_device(c10::Device device) {
   OML_ASSERT(cuda_graph_unavailable(device).empty(), "a CUDA graph on ", device.str(), ": ",
              cuda_graph_unavailable(device));
+  return device.has_index() ? device : c10::Device(device.type(), 0);
+}
+
+c10::Stream graph_stream(c10::Device device) {
   cuda_module::load();  // loaded by placement_for already; a no-op then
   // c10's device-generic interface, registered by libtorch_cuda: no CUDA header here.
   const c10::impl::VirtualGuardImpl guard(device.type());
@@ -58,8 +63,7 @@ std::string cuda_graph_unavailable(c10::Device device) {
   return "";
 }
 
-CudaGraph::CudaGraph(c10::Device device)
-    : device_(device.has_index() ? device : c10::Device(device.type(), 0)), stream_(graph_stream(device_)) {}
+CudaGraph::CudaGraph(c10::Device device) : device_(graph_device(device)), stream_(graph_stream(device_)) {}
 
 CudaGraph::~CudaGraph() { release(); }
 
