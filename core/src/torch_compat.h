@@ -175,11 +175,14 @@ inline void foreach_lerp_(at::TensorList self, at::TensorList end, double weight
 constexpr bool has_fused_optimizers = OML_TORCH_AT_LEAST(2, 4);
 
 /// at::_fused_adam_, or at::_fused_adamw_ with `decoupled_weight_decay` (torch/optim/adam.py's
-/// _fused_adam), without grad_scale / found_inf. Only where has_fused_optimizers (an internal
-/// error elsewhere: the optimizers' args refuse `fused: true` there).
+/// _fused_adam), without grad_scale / found_inf. `lr` is a double, or a float32 tensor on the
+/// parameters' device (torch.optim's tensor lr: what a CUDA graph's replay reads afresh). Only
+/// where has_fused_optimizers (an internal error elsewhere: the optimizers' args refuse `fused:
+/// true` there).
+template <class LearningRate>
 inline void fused_adam_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                         at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
-                        at::TensorList state_steps, double lr, double beta1, double beta2,
+                        at::TensorList state_steps, const LearningRate& lr, double beta1, double beta2,
                         double weight_decay, double eps, bool amsgrad, bool maximize,
                         bool decoupled_weight_decay) {
 #if OML_TORCH_AT_LEAST(2, 4)
@@ -195,42 +198,11 @@ inline void fused_adam_(at::TensorList params, at::TensorList grads, at::TensorL
 #endif
 }
 
-/// fused_adam_ with the learning rate read from `lr`, a float32 tensor on the parameters' device
-/// (torch.optim's tensor lr: what a CUDA graph's replay reads afresh).
-inline void fused_adam_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                        at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
-                        at::TensorList state_steps, const at::Tensor& lr, double beta1, double beta2,
-                        double weight_decay, double eps, bool amsgrad, bool maximize,
-                        bool decoupled_weight_decay) {
-#if OML_TORCH_AT_LEAST(2, 4)
-  if (decoupled_weight_decay) {
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                      weight_decay, eps, amsgrad, maximize);
-  } else {
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                     weight_decay, eps, amsgrad, maximize);
-  }
-#else
-  TORCH_INTERNAL_ASSERT(false, "fused optimizer kernels need LibTorch 2.4 or later");
-#endif
-}
-
-/// at::_fused_sgd_ (torch/optim/sgd.py's _fused_sgd) without grad_scale / found_inf; as
-/// fused_adam_, only where has_fused_optimizers.
+/// at::_fused_sgd_ (torch/optim/sgd.py's _fused_sgd) without grad_scale / found_inf; `lr` and
+/// where it exists as fused_adam_'s.
+template <class LearningRate>
 inline void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
-                       double weight_decay, double momentum, double lr, double dampening, bool nesterov,
-                       bool maximize, bool is_first_step) {
-#if OML_TORCH_AT_LEAST(2, 4)
-  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov, maximize,
-                  is_first_step);
-#else
-  TORCH_INTERNAL_ASSERT(false, "fused optimizer kernels need LibTorch 2.4 or later");
-#endif
-}
-
-/// fused_sgd_ with the learning rate read from `lr`, as fused_adam_'s tensor overload.
-inline void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
-                       double weight_decay, double momentum, const at::Tensor& lr, double dampening,
+                       double weight_decay, double momentum, const LearningRate& lr, double dampening,
                        bool nesterov, bool maximize, bool is_first_step) {
 #if OML_TORCH_AT_LEAST(2, 4)
   at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov, maximize,

@@ -294,33 +294,48 @@ class SyncCounter : public c10::WarningHandler {
   std::vector<std::string> others;
 };
 
+// configs/fashion_mnist/train_extractor.yaml's parts on cuda:0, in train mode, from seed 11:
+// conv_net, ArcFace and Adam (its batches: balance 10 x 16 of 28 px grey images), or another
+// criterion or optimizer.
+struct DefaultJobParts {
+  std::shared_ptr<oml::models::Extractor> extractor;
+  std::shared_ptr<oml::losses::Criterion> criterion;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
+};
+
+DefaultJobParts default_job_parts(
+    const std::string& criterion_yaml = "{name: arcface, args: {m: 0.5, s: 30}}",
+    const std::string& optimizer_yaml = "{name: adam, args: {lr: 0.001}}") {
+  oml::cli::register_builtins();
+  const auto doc = oml::config::Document::from_string(
+      "extractor: {name: conv_net, args: {channels: [16, 32, 64], feat_dim: 128}}\ncriterion: " +
+          criterion_yaml + "\noptimizer: " + optimizer_yaml + "\n",
+      "default_job.yaml");
+  torch::manual_seed(11);
+  DefaultJobParts parts;
+  parts.extractor =
+      oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
+  oml::losses::CriterionContext context;
+  context.embedding_size = parts.extractor->feat_dim();
+  context.num_classes = 10;
+  parts.criterion = oml::registries().losses.create(
+      oml::config::parse_component(doc.root()["criterion"], "criterion"), context);
+  parts.extractor->to(kGpu);
+  parts.criterion->to(kGpu);
+  parts.extractor->train();
+  parts.criterion->train();
+  parts.optimizer = oml::registries().optimizers.create(
+      oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
+      oml::optim::OptimizerContext{parts.extractor->parameters(), parts.criterion->parameters()});
+  return parts;
+}
+
 }  // namespace
 
 TEST_CASE("The default job's training step queues its work on cuda:0 without a host synchronisation",
           "[gpu][step_sync]") {
   require_gpu();
-  oml::cli::register_builtins();
-  // configs/fashion_mnist/train_extractor.yaml's parts: conv_net, ArcFace, Adam, balance 10 x 16
-  // batches of 28 px grey images.
-  const auto doc = oml::config::Document::from_string(
-      "extractor: {name: conv_net, args: {channels: [16, 32, 64], feat_dim: 128}}\n"
-      "criterion: {name: arcface, args: {m: 0.5, s: 30}}\n"
-      "optimizer: {name: adam, args: {lr: 0.001}}\n",
-      "default_job.yaml");
-  torch::manual_seed(11);
-  auto extractor =
-      oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
-  oml::losses::CriterionContext context;
-  context.embedding_size = extractor->feat_dim();
-  context.num_classes = 10;
-  auto criterion = oml::registries().losses.create(
-      oml::config::parse_component(doc.root()["criterion"], "criterion"), context);
-  extractor->to(kGpu);
-  criterion->to(kGpu);
-  extractor->train();
-  auto optimizer = oml::registries().optimizers.create(
-      oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
-      oml::optim::OptimizerContext{extractor->parameters(), criterion->parameters()});
+  auto [extractor, criterion, optimizer] = default_job_parts();
   const auto host_labels = torch::arange(10).repeat_interleave(16).pin_memory();
   std::vector<at::Tensor> host_images;
   for (int i = 0; i < 4; ++i) host_images.push_back(torch::randn({160, 1, 28, 28}).pin_memory());
@@ -452,27 +467,7 @@ struct Curve {
 
 Curve train_default_job(const std::string& optimizer_yaml, bool graphs, bool capture_mode, int steps,
                         const std::string& criterion_yaml = "{name: arcface, args: {m: 0.5, s: 30}}") {
-  oml::cli::register_builtins();
-  const auto doc = oml::config::Document::from_string(
-      "extractor: {name: conv_net, args: {channels: [16, 32, 64], feat_dim: 128}}\n"
-      "criterion: " +
-          criterion_yaml + "\noptimizer: " + optimizer_yaml + "\n",
-      "default_job.yaml");
-  torch::manual_seed(11);
-  auto extractor =
-      oml::registries().extractors.create(oml::config::parse_component(doc.root()["extractor"], "extractor"));
-  oml::losses::CriterionContext context;
-  context.embedding_size = extractor->feat_dim();
-  context.num_classes = 10;
-  auto criterion = oml::registries().losses.create(
-      oml::config::parse_component(doc.root()["criterion"], "criterion"), context);
-  extractor->to(kGpu);
-  criterion->to(kGpu);
-  extractor->train();
-  criterion->train();
-  auto optimizer = oml::registries().optimizers.create(
-      oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
-      oml::optim::OptimizerContext{extractor->parameters(), criterion->parameters()});
+  auto [extractor, criterion, optimizer] = default_job_parts(criterion_yaml, optimizer_yaml);
   std::string problem;
   auto* capturable = oml::pipelines::capturable_optimizer(*optimizer, problem);
   std::unique_ptr<oml::pipelines::StepGraph> graph;

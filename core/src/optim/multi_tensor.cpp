@@ -293,16 +293,16 @@ void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel ker
       if (capture && capture->capturing) capture->stepped.push_back(p);
     }
     at::_foreach_add_(steps, at::Scalar(1));
+    const auto fused_adam = [&](const auto& learning_rate) {
+      torch_compat::fused_adam_(pick(lists.params, bucket), pick(lists.grads, bucket),
+                                pick(lists.exp_avgs, bucket), pick(lists.exp_avg_sqs, bucket),
+                                max_exp_avg_sqs, steps, learning_rate, h.beta1, h.beta2, h.weight_decay,
+                                h.eps, h.amsgrad, h.maximize, h.decoupled);
+    };
     if (capture) {
-      torch_compat::fused_adam_(pick(lists.params, bucket), pick(lists.grads, bucket),
-                                pick(lists.exp_avgs, bucket), pick(lists.exp_avg_sqs, bucket),
-                                max_exp_avg_sqs, steps, lr, h.beta1, h.beta2, h.weight_decay, h.eps,
-                                h.amsgrad, h.maximize, h.decoupled);
+      fused_adam(lr);
     } else {
-      torch_compat::fused_adam_(pick(lists.params, bucket), pick(lists.grads, bucket),
-                                pick(lists.exp_avgs, bucket), pick(lists.exp_avg_sqs, bucket),
-                                max_exp_avg_sqs, steps, h.lr, h.beta1, h.beta2, h.weight_decay, h.eps,
-                                h.amsgrad, h.maximize, h.decoupled);
+      fused_adam(h.lr);
     }
   }
 }
@@ -397,13 +397,15 @@ void sgd_foreach(torch::optim::Optimizer& self, const SgdHyper& h, Tensors param
 void fused_sgd_call(const SgdHyper& h, const Tensors& params, const Tensors& grads, const Tensors& bufs,
                     bool is_first_step, const at::Tensor& lr) {
   for (const Positions& bucket : by_device_and_dtype(params)) {
-    const Tensors picked_bufs = bufs.empty() ? Tensors{} : pick(bufs, bucket);
+    const auto fused_sgd = [&](const auto& learning_rate) {
+      torch_compat::fused_sgd_(pick(params, bucket), pick(grads, bucket),
+                               bufs.empty() ? Tensors{} : pick(bufs, bucket), h.weight_decay, h.momentum,
+                               learning_rate, h.dampening, h.nesterov, h.maximize, is_first_step);
+    };
     if (lr.defined()) {
-      torch_compat::fused_sgd_(pick(params, bucket), pick(grads, bucket), picked_bufs, h.weight_decay,
-                               h.momentum, lr, h.dampening, h.nesterov, h.maximize, is_first_step);
+      fused_sgd(lr);
     } else {
-      torch_compat::fused_sgd_(pick(params, bucket), pick(grads, bucket), picked_bufs, h.weight_decay,
-                               h.momentum, h.lr, h.dampening, h.nesterov, h.maximize, is_first_step);
+      fused_sgd(h.lr);
     }
   }
 }
