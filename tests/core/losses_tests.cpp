@@ -78,6 +78,33 @@ TEST_CASE("The hard triplets miner never picks the anchor as its own positive", 
   check_valid(t, labels);
 }
 
+TEST_CASE("The hard miner's anchors without a positive are placeholders that count nowhere",
+          "[losses][miners]") {
+  // Labels 0, 0, 1, 2: items 2 and 3 have no positive. One triplet per row, two of them valid;
+  // the loss and its logs are those of the two real triplets.
+  const auto points = torch::tensor({{0.0, 0.0}, {1.0, 0.0}, {3.0, 0.0}, {0.5, 2.0}});
+  const auto labels = torch::tensor({0, 0, 1, 2}, torch::kLong);
+  HardTripletsMiner miner;
+  const auto t = miner.mine(points, labels);
+  REQUIRE(t.size() == 4);
+  CHECK(vec(t.valid.to(torch::kLong)) == std::vector<int64_t>{1, 1, 0, 0});
+  CHECK(vec(t.positives.slice(0, 0, 2)) == std::vector<int64_t>{1, 0});
+  CHECK(vec(t.negatives.slice(0, 0, 2)) == std::vector<int64_t>{3, 2});
+  TripletLossWithMiner loss(std::make_shared<HardTripletsMiner>(), TripletOptions{0.5, "mean"});
+  const auto out = loss->forward(points, labels);
+  // Anchor 0: relu(0.5 + 1 - d(0, 3) = 2.0616) = 0; anchor 1: relu(0.5 + 1 - 2) = 0 too; with
+  // margin 1.5 anchor 0 becomes active.
+  const double d03 = std::sqrt(0.25 + 4.0);
+  CHECK(out.loss.item<double>() == Approx(0.0));
+  CHECK(out.logs.at("n_triplets").item<double>() == 2);
+  CHECK(out.logs.at("pos_dist").item<double>() == Approx(1.0));
+  CHECK(out.logs.at("neg_dist").item<double>() == Approx((d03 + 2.0) / 2));
+  TripletLossWithMiner wide(std::make_shared<HardTripletsMiner>(), TripletOptions{1.5, "sum"});
+  const auto summed = wide->forward(points, labels);
+  CHECK(summed.loss.item<double>() == Approx((1.5 + 1 - d03) + (1.5 + 1 - 2)));
+  CHECK(summed.logs.at("active_tri").item<double>() == Approx(1.0));
+}
+
 TEST_CASE("Triplet loss with hard mining gives the hand-computed loss and logs", "[losses]") {
   TripletLossWithMiner loss(std::make_shared<HardTripletsMiner>(), TripletOptions{0.1, "mean"});
   const auto out = loss->forward(line_points(), line_labels());
@@ -172,12 +199,18 @@ TEST_CASE("The pairs miner builds hard pairs or all pairs with 'different' targe
 }
 
 TEST_CASE("Degenerate batches give clear errors instead of empty losses", "[losses][miners]") {
+  // The hard miner reads no label value in mine() (so that a GPU step waits for nothing): its
+  // label checks are check_labels(), which the loss runs on the host.
   HardTripletsMiner miner;
-  CHECK_THROWS_WITH(miner.mine(torch::randn({4, 2}), torch::zeros({4}, torch::kLong)),
-                    Contains("single label"));
-  CHECK_THROWS_WITH(miner.mine(torch::randn({3, 2}), torch::tensor({0, 1, 2}, torch::kLong)),
-                    Contains("one item"));
+  CHECK_THROWS_WITH(miner.check_labels(torch::zeros({4}, torch::kLong)),
+                    Contains("hard_triplets: the batch has a single label"));
+  CHECK_THROWS_WITH(miner.check_labels(torch::tensor({0, 1, 2}, torch::kLong)), Contains("one item"));
   CHECK_THROWS_AS(miner.mine(torch::randn({3, 2}), torch::zeros({4}, torch::kLong)), oml::DataError);
+  TripletLossWithMiner loss(std::make_shared<HardTripletsMiner>(), TripletOptions{0.1, "mean"});
+  CHECK_THROWS_WITH(loss->forward(torch::randn({3, 2}), torch::tensor({0, 1, 2}, torch::kLong)),
+                    Contains("hard_triplets: every label of the batch has one item"));
+  TripletLossWithMiner all(std::make_shared<AllTripletsMiner>(), TripletOptions{0.1, "mean"});
+  CHECK_THROWS_WITH(all->check_labels(torch::zeros({4}, torch::kLong)), Contains("single label"));
   SurrogatePrecision sp(SurrogatePrecisionOptions{});
   CHECK_THROWS_WITH(sp->forward(torch::randn({3, 2}), torch::tensor({0, 1, 2}, torch::kLong)),
                     Contains("no item"));

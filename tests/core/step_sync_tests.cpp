@@ -162,8 +162,10 @@ TEST_CASE("The losses' log values are tensors, and their forward reads nothing b
   torch::manual_seed(4);
   const auto embeddings = torch::randn({12, 8}, torch::requires_grad());
   const auto labels = torch::arange(4).repeat_interleave(3);
-  for (const std::string yaml : {"{name: cosface}", "{name: sub_center_arcface}", "{name: proxy_anchor}",
-                                 "{name: soft_triple}", "{name: mlp_arcface, args: {mlp_features: [8]}}"}) {
+  for (const std::string yaml :
+       {"{name: cosface}", "{name: sub_center_arcface}", "{name: proxy_anchor}", "{name: soft_triple}",
+        "{name: mlp_arcface, args: {mlp_features: [8]}}",
+        "{name: triplet_with_miner, args: {margin: 0.1, miner: {name: hard_triplets}}}"}) {
     INFO(yaml);
     auto loss = criterion(yaml, 8, 4);
     loss->check_labels(labels);

@@ -7,7 +7,8 @@
 // PyTorch); Adam, AdamW and SGD on CUDA default to foreach, and their foreach and fused steps
 // equal the CPU's; a one-rank NCCL process group; two ranks over Gloo sharing the one GPU
 // (sync_dicts and gradient sync of CUDA tensors, equal to the same ranks on the CPU); the default
-// job's training step queues its work without a host synchronisation; the loader's batches come
+// job's training step (and the hard triplet loss's) queues its work without a host
+// synchronisation; the loader's batches come
 // in page-locked memory and reach the GPU through the side stream intact; CUDA graphs replay
 // captured work, refuse a synchronising capture cleanly, and the default job's step replayed
 // from one follows its eager losses over 200 steps (cuda_graphs), or falls back to them.
@@ -335,7 +336,12 @@ DefaultJobParts default_job_parts(
 TEST_CASE("The default job's training step queues its work on cuda:0 without a host synchronisation",
           "[gpu][step_sync]") {
   require_gpu();
-  auto [extractor, criterion, optimizer] = default_job_parts();
+  // ArcFace (the default job's) and OML's SOP and InShop configs' triplet loss with hard mining.
+  const std::string criterion_yaml =
+      GENERATE(std::string("{name: arcface, args: {m: 0.5, s: 30}}"),
+               std::string("{name: triplet_with_miner, args: {margin: 0.15, miner: {name: hard_triplets}}}"));
+  INFO(criterion_yaml);
+  auto [extractor, criterion, optimizer] = default_job_parts(criterion_yaml);
   const auto host_labels = torch::arange(10).repeat_interleave(16).pin_memory();
   std::vector<at::Tensor> host_images;
   for (int i = 0; i < 4; ++i) host_images.push_back(torch::randn({160, 1, 28, 28}).pin_memory());
@@ -540,6 +546,18 @@ TEST_CASE("The default job's step replayed from a CUDA graph follows the eager s
   CHECK(to_foreach <= 2e-2);
   for (std::size_t i = 0; i < replayed.parameters.size(); ++i)
     CHECK(torch::allclose(replayed.parameters[i], same_kernels.parameters[i], /*rtol=*/1e-3, /*atol=*/1e-4));
+}
+
+TEST_CASE("OML's triplet loss with hard mining is captured and replayed like the eager steps",
+          "[gpu][cuda_graphs]") {
+  require_gpu();
+  const std::string criterion =
+      "{name: triplet_with_miner, args: {margin: 0.15, miner: {name: hard_triplets}}}";
+  const std::string adam = "{name: adam, args: {lr: 0.001}}";
+  const Curve replayed = train_default_job(adam, /*graphs=*/true, true, 40, criterion);
+  const Curve eager = train_default_job(adam, /*graphs=*/false, /*capture_mode=*/true, 40, criterion);
+  CHECK(replayed.replays == 40 - oml::pipelines::StepGraph::kWarmupSteps);
+  CHECK(largest_relative_difference(replayed, eager) <= 1e-3);
 }
 
 TEST_CASE("A loss that reads values back cannot be captured: one warning, then the eager steps' results",

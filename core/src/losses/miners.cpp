@@ -14,10 +14,8 @@ namespace {
 
 using torch::indexing::Slice;
 
-// Fails with a clear message unless the batch can form at least one triplet.
-void require_triplets_possible(const torch::Tensor& embeddings, const torch::Tensor& labels,
-                               const std::string& who) {
-  check_batch(embeddings, labels, who);
+// Fails with a clear message unless labels [B] can form at least one triplet.
+void require_triplet_labels(const torch::Tensor& labels, const std::string& who) {
   torch::Tensor unique, inverse, counts;
   std::tie(unique, inverse, counts) = torch::_unique2(labels, /*sorted=*/true, false, /*return_counts=*/true);
   OML_CHECK(unique.numel() >= 2, DataError, who, ": the batch has a single label (", labels.size(0),
@@ -25,6 +23,13 @@ void require_triplets_possible(const torch::Tensor& embeddings, const torch::Ten
   OML_CHECK(counts.max().item<int64_t>() >= 2, DataError, who, ": every label of the batch has one item ",
             "(", labels.size(0),
             " items); triplets need a label with two items — use a sampler such as 'balance'");
+}
+
+// The batch's shapes, then its labels as above.
+void require_triplets_possible(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                               const std::string& who) {
+  check_batch(embeddings, labels, who);
+  require_triplet_labels(labels, who);
 }
 
 struct Masks {
@@ -59,7 +64,7 @@ TripletSet make_set(torch::Tensor pool, const std::vector<int64_t>& a, const std
                     const std::vector<int64_t>& n, const std::string& who) {
   OML_CHECK(!a.empty(), DataError, who, ": the batch yields no triplet");
   const auto device = pool.device();
-  return {std::move(pool), to_index(a).to(device), to_index(p).to(device), to_index(n).to(device)};
+  return {std::move(pool), to_index(a).to(device), to_index(p).to(device), to_index(n).to(device), {}};
 }
 
 // `count` distinct integers from [0, total), uniformly (Floyd's algorithm: O(count) memory
@@ -82,6 +87,10 @@ int64_t pick(double u, std::size_t n) {
 }
 
 }  // namespace
+
+void TripletMiner::check_labels(const torch::Tensor& labels) {
+  require_triplet_labels(labels, "triplet miner");
+}
 
 AllTripletsMiner::AllTripletsMiner(int64_t max_output_triplets) : max_output_triplets_(max_output_triplets) {
   check(max_output_triplets_);
@@ -120,16 +129,21 @@ TripletSet AllTripletsMiner::mine(const torch::Tensor& embeddings, const torch::
 }
 
 TripletSet HardTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
-  require_triplets_possible(embeddings, labels, "hard_triplets");
+  check_batch(embeddings, labels, "hard_triplets");
   torch::NoGradGuard no_grad;
   const auto d = pairwise_distances(embeddings.detach(), embeddings.detach());
   const auto m = masks(labels);
   const auto inf = std::numeric_limits<float>::infinity();
+  // A row without a positive (or negative) is all -inf (inf): its argmax is some row, and the
+  // triplet is marked not valid.
   const auto hardest_pos = d.masked_fill(~m.positive, -inf).argmax(1);
   const auto hardest_neg = d.masked_fill(~m.negative, inf).argmin(1);
-  const auto anchors = (m.positive.any(1) & m.negative.any(1)).nonzero().squeeze(1);
-  OML_CHECK(anchors.numel() > 0, DataError, "hard_triplets: the batch yields no triplet");
-  return {embeddings, anchors, hardest_pos.index_select(0, anchors), hardest_neg.index_select(0, anchors)};
+  const auto anchors = torch::arange(labels.size(0), hardest_pos.options());
+  return {embeddings, anchors, hardest_pos, hardest_neg, m.positive.any(1) & m.negative.any(1)};
+}
+
+void HardTripletsMiner::check_labels(const torch::Tensor& labels) {
+  require_triplet_labels(labels, "hard_triplets");
 }
 
 NHardTripletsMiner::NHardTripletsMiner(HardnessRange positive, HardnessRange negative)
@@ -200,7 +214,7 @@ TripletSet HardClusterMiner::mine(const torch::Tensor& embeddings, const torch::
   }
   const int64_t b = embeddings.size(0);
   const auto label_rows = torch::arange(n_labels, inverse.options()) + b;
-  return {torch::cat({embeddings, means}, 0), label_rows, positives, negatives + b};
+  return {torch::cat({embeddings, means}, 0), label_rows, positives, negatives + b, {}};
 }
 
 TripletsWithMemoryMiner::TripletsWithMemoryMiner(int64_t bank_size_in_batches, int64_t tri_expand_k)
@@ -284,12 +298,17 @@ TripletSet MinerWithBank::mine(const torch::Tensor& embeddings, const torch::Ten
     l.push_back(entry.second.to(labels.device()));
   }
   TripletSet inner = miner_->mine(torch::cat(e, 0), torch::cat(l, 0));
-  const auto keep = (inner.anchors < embeddings.size(0)).nonzero().squeeze(1);
+  auto kept = inner.anchors < embeddings.size(0);
+  if (inner.valid.defined()) kept &= inner.valid;
+  const auto keep = kept.nonzero().squeeze(1);
   OML_CHECK(keep.numel() > 0, DataError, "miner_with_bank: no triplet has its anchor in the current batch");
   bank_.emplace_back(embeddings.detach(), labels.detach());
   if (static_cast<int64_t>(bank_.size()) > bank_size_in_batches_) bank_.pop_front();
-  return {inner.pool, inner.anchors.index_select(0, keep), inner.positives.index_select(0, keep),
-          inner.negatives.index_select(0, keep)};
+  return {inner.pool,
+          inner.anchors.index_select(0, keep),
+          inner.positives.index_select(0, keep),
+          inner.negatives.index_select(0, keep),
+          {}};
 }
 
 PairsMiner::PairsMiner(bool hard) : hard_(hard) {}

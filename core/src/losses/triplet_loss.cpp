@@ -29,22 +29,41 @@ TripletLossWithMinerImpl::TripletLossWithMinerImpl(std::shared_ptr<TripletMiner>
   check_options(options_);
 }
 
+void TripletLossWithMinerImpl::check_labels(const torch::Tensor& labels) { miner_->check_labels(labels); }
+
 LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
   const torch::Tensor embeddings = float32_input(input);
   check_batch(embeddings, labels, "triplet_with_miner");
+  check_labels_on_host(*this, labels);
   const TripletSet t = miner_->mine(embeddings, labels);
   const auto a = t.pool.index_select(0, t.anchors);
   const auto p = t.pool.index_select(0, t.positives);
   const auto n = t.pool.index_select(0, t.negatives);
   const auto losses = triplet_losses(a, p, n, options_.margin);
   LossOutput out;
-  out.loss = options_.reduction == "mean" ? losses.mean() : losses.sum();
+  if (!t.valid.defined()) {
+    out.loss = options_.reduction == "mean" ? losses.mean() : losses.sum();
+    torch::NoGradGuard no_grad;
+    out.logs["active_tri"] = (losses > 0).to(torch::kDouble).mean();
+    out.logs["pos_dist"] = (a - p).norm(2, 1).mean();
+    out.logs["neg_dist"] = (a - n).norm(2, 1).mean();
+    out.logs["n_triplets"] = torch::scalar_tensor(static_cast<double>(t.size()), torch::kDouble);
+    return out;
+  }
+  // Placeholders weigh 0: sums and counts over the valid triplets, in each value's dtype (what
+  // mean() over them gives), and nothing read back.
+  const auto weight = t.valid.to(losses.scalar_type());
+  const auto count = weight.sum();
+  const auto mean_of = [&](const torch::Tensor& values) {
+    return (values * weight.to(values.scalar_type())).sum() / count.to(values.scalar_type());
+  };
+  out.loss = options_.reduction == "mean" ? mean_of(losses) : (losses * weight).sum();
   torch::NoGradGuard no_grad;
-  out.logs["active_tri"] = (losses > 0).to(torch::kDouble).mean();
-  out.logs["pos_dist"] = (a - p).norm(2, 1).mean();
-  out.logs["neg_dist"] = (a - n).norm(2, 1).mean();
-  out.logs["n_triplets"] = torch::scalar_tensor(static_cast<double>(t.size()), torch::kDouble);
+  out.logs["active_tri"] = mean_of((losses > 0).to(torch::kDouble));
+  out.logs["pos_dist"] = mean_of((a - p).norm(2, 1));
+  out.logs["neg_dist"] = mean_of((a - n).norm(2, 1));
+  out.logs["n_triplets"] = count.to(torch::kDouble);
   return out;
 }
 

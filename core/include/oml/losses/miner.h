@@ -15,6 +15,12 @@ struct TripletSet {
   torch::Tensor anchors;    ///< [T] int64 indices into pool
   torch::Tensor positives;  ///< [T]
   torch::Tensor negatives;  ///< [T]
+  /// [T] bool, or undefined when every triplet counts. A miner that keeps its output's size
+  /// independent of the labels' values (so that it reads nothing back from a device) lists a
+  /// triplet for every anchor and marks false the ones that are not triplets; those count
+  /// nowhere (their indices are in range, their values meaningless).
+  torch::Tensor valid;
+  /// Triplets listed, placeholders included.
   int64_t size() const { return anchors.defined() ? anchors.numel() : 0; }
 };
 
@@ -40,14 +46,18 @@ class Miner {
   virtual ~Miner() = default;
 };
 
-/// Contract: `mine(embeddings [B, D], labels [B])` returns at least one triplet with
-/// label(anchor) == label(positive) != label(negative) and anchor != positive (as items), or
-/// throws DataError when the batch has none (one label only, no label with two items). Random
-/// choices use the global torch generator (saved with the run's RNG state for resuming).
-/// Miners may keep state across batches (memory banks); the batch's rows keep their gradient.
+/// Contract: `mine(embeddings [B, D], labels [B])` returns triplets with label(anchor) ==
+/// label(positive) != label(negative) and anchor != positive (as items), at least one of them
+/// valid (TripletSet::valid), for a batch that passes check_labels(). Random choices use the
+/// global torch generator (saved with the run's RNG state for resuming). Miners may keep state
+/// across batches (memory banks); the batch's rows keep their gradient.
 class TripletMiner : public Miner {
  public:
   virtual TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) = 0;
+  /// The checks that read the labels' values [B] (CPU): DataError when the batch has no triplet
+  /// (one label only, no label with two items). A miner whose mine() reads no value back skips
+  /// them there; a loss runs them on the host (Criterion::check_labels).
+  virtual void check_labels(const torch::Tensor& labels);
 };
 
 /// Contract: `mine` returns at least one pair of distinct batch rows (DataError otherwise).

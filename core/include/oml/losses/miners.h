@@ -26,10 +26,13 @@ class AllTripletsMiner : public TripletMiner {
 };
 
 /// Per anchor: the farthest positive and the nearest negative (the anchor itself is never its
-/// own positive). Anchors without a positive are skipped.
+/// own positive). One triplet per batch row, whatever the labels: an anchor without a positive
+/// or a negative is a placeholder marked not valid, so mine() reads nothing back (no `nonzero`,
+/// no check of the labels' values: check_labels does those on the host).
 class HardTripletsMiner : public TripletMiner {
  public:
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;
 };
 
 /// A 1-based inclusive range of hardness ranks: {1, n} = the n hardest, {a, b} = a-th..b-th.

@@ -19,13 +19,16 @@ struct TripletOptions {
 /// config::ArgumentError naming the first bad field; `loss` names the loss in messages.
 void check_options(const TripletOptions& options, const std::string& loss = "triplet_with_miner");
 
-/// relu(margin + d(a,p) - d(a,n)) over the miner's triplets. Logs: `active_tri` (fraction of
-/// triplets with a positive loss), `pos_dist`, `neg_dist` (mean d(a,p), d(a,n)), `n_triplets`.
+/// relu(margin + d(a,p) - d(a,n)) over the miner's triplets (its valid ones). Logs: `active_tri`
+/// (fraction of triplets with a positive loss), `pos_dist`, `neg_dist` (mean d(a,p), d(a,n)),
+/// `n_triplets`.
 class TripletLossWithMinerImpl : public Criterion {
  public:
   TripletLossWithMinerImpl(std::shared_ptr<TripletMiner> miner, TripletOptions options = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
   std::string log_name() const override { return "triplet"; }
+  /// The miner's (TripletMiner::check_labels).
+  void check_labels(const torch::Tensor& labels) override;
 
  private:
   std::shared_ptr<TripletMiner> miner_;
