@@ -29,7 +29,9 @@
 /// 4: retrieval searches by a measure (KnnOptions::measure, the inner product of `distance: dot`);
 ///    RetrievalBackend gained supports() and load_index() a measure.
 /// 5: Extractor gained input() (images, or the packed tokens of text extractors).
-#define OML_PLUGIN_API_VERSION 5u
+/// 6: TripletMiner gained check_labels() (the label checks, on the host) and TripletSet `valid`
+///    (placeholder triplets, so that a miner's output size need not depend on the labels).
+#define OML_PLUGIN_API_VERSION 6u
 
 extern "C" {
 struct OmlPluginInfo {
