@@ -15,7 +15,9 @@
 // workers pinning memory) neither break it nor are captured. The code captured must not
 // synchronise with the host, copy from pageable memory or allocate outside LibTorch's caching
 // allocator: CUDA refuses such an operation during capture, capture() throws, and the graph is
-// left empty.
+// left empty. A copy from page-locked host memory is not refused but captured as it is: every
+// replay copies the same host bytes again, so host data that changes goes in through a device
+// tensor the caller fills before each replay.
 //
 // Lives in LibTorch's CUDA half: the CUDA module (cuda_module.h) holds the at::cuda::CUDAGraph.
 
