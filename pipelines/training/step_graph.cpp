@@ -85,7 +85,7 @@ std::vector<bool> StepGraph::module_signature() const {
 }
 
 void StepGraph::check_modules() {
-  if (given_up_ || !graph_->captured() || module_signature() == captured_signature_) return;
+  if (!graph_ || !graph_->captured() || module_signature() == captured_signature_) return;
   log::info(
       "cuda_graphs: parameters were frozen or unfrozen (or a module's train/eval mode changed) since the "
       "training step was captured; it is captured again after " +
@@ -102,14 +102,13 @@ bool StepGraph::fits(const data::LoadedBatch& batch) const {
 
 void StepGraph::give_up(const std::string& why) {
   log::warn("cuda_graphs: the training step cannot be captured: " + why + "; training continues eagerly");
-  given_up_ = true;
   graph_.reset();
   static_out_ = {};
   static_batch_ = {};
 }
 
 losses::LossOutput StepGraph::step(const data::LoadedBatch& batch, const WholeStep& whole_step) {
-  if (given_up_) return whole_step(batch);
+  if (!graph_) return whole_step(batch);  // given up
   if (warm_steps_ < kWarmupSteps) {
     ++warm_steps_;
     losses::LossOutput out;

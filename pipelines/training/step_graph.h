@@ -118,11 +118,10 @@ class StepGraph {
   c10::Device device_;
   optim::CapturableOptimizer& optimizer_;
   std::vector<torch::nn::Module*> modules_;
-  std::unique_ptr<distributed::CudaGraph> graph_;
-  bool given_up_ = false;
-  int warm_steps_ = 0;              ///< eager steps since the last (re)start of the warm-up
-  data::LoadedBatch static_batch_;  ///< the captured step's inputs, on the device
-  losses::LossOutput static_out_;   ///< what the captured step wrote
+  std::unique_ptr<distributed::CudaGraph> graph_;  ///< null once capturing was given up
+  int warm_steps_ = 0;                             ///< eager steps since the last (re)start of the warm-up
+  data::LoadedBatch static_batch_;                 ///< the captured step's inputs, on the device
+  losses::LossOutput static_out_;                  ///< what the captured step wrote
   std::vector<bool> captured_signature_;
   bool warned_shape_ = false;
   int64_t replays_ = 0;

@@ -550,7 +550,7 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       const bool last = step_batches + 1 == accumulate || batches_done + 1 == epoch_batches;
       std::map<std::string, at::Tensor> logs;  // the step's last batch's are logged
       if (hooks.check) hooks.check(*batch);
-      step_losses.push_back(step_graph_ ? graph_step(*batch, hooks, logs)
+      step_losses.push_back(step_graph_ ? graph_step(*batch, hooks, epoch, logs)
                                         : accumulate_batch(*batch, hooks, epoch, first, last, logs));
       step_rows.push_back(batch->indices.size(0));
       ++batches_done;
@@ -638,27 +638,15 @@ std::unique_ptr<StepGraph> Trainer::make_step_graph(const TrainingHooks& hooks) 
                                      std::vector<torch::nn::Module*>{parts_.model, parts_.criterion});
 }
 
-at::Tensor Trainer::graph_step(const data::LoadedBatch& batch, const TrainingHooks& hooks,
+at::Tensor Trainer::graph_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
                                std::map<std::string, at::Tensor>& logs) {
+  // A step of one batch (step_graph_problem: accumulate_grad_batches 1, deferred reads, no
+  // scaler): the eager step's forward and backward, then the optimizer's step.
   losses::LossOutput out = step_graph_->step(batch, [&](const data::LoadedBatch& inputs) {
     losses::LossOutput step;
-    {
-      // Casts of the weights are not cached across a capture's boundary (autocast.h).
-      const AutocastGuard autocast(context_.precision, context_.device, /*cache_casts=*/false);
-      step = hooks.step(inputs);
-    }
-    optim::zero_grad(*parts_.optimizer);
-    gradient_sync_->accumulate_locally(false);  // one rank (step_graph_problem): no communication
-    {
-      const report::TraceRange backward(report::phase::backward);
-      step.loss.backward();
-    }
-    gradient_sync_->finish();
-    {
-      const report::TraceRange optimizer(report::phase::optimizer);
-      apply_gradients();
-    }
-    step.loss = step.loss.detach();
+    step.loss = accumulate_batch(inputs, hooks, epoch, /*first=*/true, /*last=*/true, step.logs);
+    const report::TraceRange optimizer(report::phase::optimizer);
+    apply_gradients();
     return step;
   });
   logs = std::move(out.logs);
@@ -672,7 +660,9 @@ at::Tensor Trainer::accumulate_batch(const data::LoadedBatch& batch, const Train
   // the optimizer. Parameters, their gradients and the optimizer state stay float32.
   losses::LossOutput out;
   {
-    const AutocastGuard autocast(context_.precision, context_.device);
+    // Under a CUDA graph the casts of the weights are not cached across the capture's boundary
+    // (autocast.h).
+    const AutocastGuard autocast(context_.precision, context_.device, /*cache_casts=*/step_graph_ == nullptr);
     out = hooks.step(batch);
   }
   at::Tensor logged;

@@ -243,9 +243,9 @@ class Trainer {
   /// After the optimizer's step: the loss scale's update (logged), the step count, the per-step
   /// scheduler.
   void count_step(std::map<std::string, double>& logs);
-  /// `cuda_graphs`: the whole step of `batch` (forward, backward, apply_gradients) through the
-  /// StepGraph; returns the loss (detached, on the device, unread) and sets `logs`.
-  at::Tensor graph_step(const data::LoadedBatch& batch, const TrainingHooks& hooks,
+  /// `cuda_graphs`: the whole step of `batch` (accumulate_batch, then apply_gradients) through
+  /// the StepGraph; returns the loss (detached, on the device, unread) and sets `logs`.
+  at::Tensor graph_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
                         std::map<std::string, at::Tensor>& logs);
   /// The StepGraph for `cuda_graphs: true` when this run's steps can be captured; otherwise a
   /// warning saying why not, and null.

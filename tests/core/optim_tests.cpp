@@ -55,6 +55,30 @@ struct Toy {
   torch::Tensor loss_weight = torch::zeros({2}, torch::requires_grad());
 };
 
+// Two copies of the same random parameters ([5, 4] and [3], from `seed`) for two optimizers
+// stepped side by side on the same random gradients.
+struct TwinParameters {
+  std::vector<at::Tensor> start, ours, theirs;
+
+  explicit TwinParameters(uint64_t seed) {
+    torch::manual_seed(seed);
+    start = {torch::randn({5, 4}), torch::randn({3})};
+    for (const auto& t : start) {
+      ours.push_back(t.clone().requires_grad_(true));
+      theirs.push_back(t.clone().requires_grad_(true));
+    }
+  }
+
+  /// One random gradient per parameter, the same on both copies.
+  void give_gradients() {
+    for (std::size_t i = 0; i < start.size(); ++i) {
+      const at::Tensor grad = torch::randn(start[i].sizes());
+      ours[i].mutable_grad() = grad.clone();
+      theirs[i].mutable_grad() = grad.clone();
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("Optimizers give the loss parameters their own learning rate", "[optim]") {
@@ -443,26 +467,17 @@ TEST_CASE("The default adam, adamw and sgd on the CPU step as LibTorch's own cla
       };
   for (const auto& [yaml, make_plain] : cases) {
     INFO(yaml);
-    torch::manual_seed(3);
-    const std::vector<at::Tensor> start{torch::randn({5, 4}), torch::randn({3})};
-    std::vector<at::Tensor> ours, theirs;
-    for (const auto& t : start) {
-      ours.push_back(t.clone().requires_grad_(true));
-      theirs.push_back(t.clone().requires_grad_(true));
-    }
+    TwinParameters params(3);
     const auto opt =
-        oml::registries().optimizers.create(spec("c: " + yaml + "\n"), OptimizerContext{ours, {}});
-    const auto plain = make_plain(theirs);
+        oml::registries().optimizers.create(spec("c: " + yaml + "\n"), OptimizerContext{params.ours, {}});
+    const auto plain = make_plain(params.theirs);
     for (int step = 0; step < 20; ++step) {
-      for (std::size_t i = 0; i < start.size(); ++i) {
-        const at::Tensor grad = torch::randn(start[i].sizes());
-        ours[i].mutable_grad() = grad.clone();
-        theirs[i].mutable_grad() = grad.clone();
-      }
+      params.give_gradients();
       opt->step();
       plain->step();
     }
-    for (std::size_t i = 0; i < start.size(); ++i) CHECK(torch::equal(ours[i], theirs[i]));
+    for (std::size_t i = 0; i < params.start.size(); ++i)
+      CHECK(torch::equal(params.ours[i], params.theirs[i]));
   }
 }
 
@@ -495,33 +510,23 @@ TEST_CASE(
         "name: sgd, args: {lr: 0.05, momentum: 0.9, "
         "nesterov: true"}) {
     INFO(args);
-    torch::manual_seed(4);
-    const std::vector<at::Tensor> start{torch::randn({5, 4}), torch::randn({3})};
-    std::vector<at::Tensor> graph_params, fused_params;
-    for (const auto& t : start) {
-      graph_params.push_back(t.clone().requires_grad_(true));
-      fused_params.push_back(t.clone().requires_grad_(true));
-    }
+    TwinParameters params(4);  // ours: graph mode, theirs: the fused kernel given numbers
     const auto graph_mode =
-        oml::registries().optimizers.create(spec("c: {" + args + "}}\n"), OptimizerContext{graph_params, {}});
+        oml::registries().optimizers.create(spec("c: {" + args + "}}\n"), OptimizerContext{params.ours, {}});
     const auto fused = oml::registries().optimizers.create(spec("c: {" + args + ", fused: true}}\n"),
-                                                           OptimizerContext{fused_params, {}});
+                                                           OptimizerContext{params.theirs, {}});
     dynamic_cast<CapturableOptimizer&>(*graph_mode).enable_capture();
     for (int step = 0; step < 12; ++step) {
       if (step == 6) {
         for (auto* opt : {graph_mode.get(), fused.get()}) opt->param_groups()[0].options().set_lr(0.003);
       }
-      for (std::size_t i = 0; i < start.size(); ++i) {
-        const at::Tensor grad = torch::randn(start[i].sizes());
-        graph_params[i].mutable_grad() = grad.clone();
-        fused_params[i].mutable_grad() = grad.clone();
-      }
+      params.give_gradients();
       graph_mode->step();
       fused->step();
     }
     // float32 learning rates against doubles: equal to float32 rounding.
-    for (std::size_t i = 0; i < start.size(); ++i)
-      CHECK(oml::test::max_abs_diff(graph_params[i], fused_params[i]) <= 1e-6);
+    for (std::size_t i = 0; i < params.start.size(); ++i)
+      CHECK(oml::test::max_abs_diff(params.ours[i], params.theirs[i]) <= 1e-6);
   }
 }
 

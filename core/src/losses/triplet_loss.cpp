@@ -41,29 +41,25 @@ LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const t
   const auto p = t.pool.index_select(0, t.positives);
   const auto n = t.pool.index_select(0, t.negatives);
   const auto losses = triplet_losses(a, p, n, options_.margin);
-  LossOutput out;
-  if (!t.valid.defined()) {
-    out.loss = options_.reduction == "mean" ? losses.mean() : losses.sum();
-    torch::NoGradGuard no_grad;
-    out.logs["active_tri"] = (losses > 0).to(torch::kDouble).mean();
-    out.logs["pos_dist"] = (a - p).norm(2, 1).mean();
-    out.logs["neg_dist"] = (a - n).norm(2, 1).mean();
-    out.logs["n_triplets"] = torch::scalar_tensor(static_cast<double>(t.size()), torch::kDouble);
-    return out;
-  }
-  // Placeholders weigh 0: sums and counts over the valid triplets, in each value's dtype (what
-  // mean() over them gives), and nothing read back.
-  const auto weight = t.valid.to(losses.scalar_type());
-  const auto count = weight.sum();
-  const auto mean_of = [&](const torch::Tensor& values) {
-    return (values * weight.to(values.scalar_type())).sum() / count.to(values.scalar_type());
+  // A miner's placeholders (TripletSet::valid) weigh 0: sums and means over the valid triplets,
+  // in each value's dtype, read from nothing; without placeholders, plain sums and means.
+  const auto weight = t.valid.defined() ? t.valid.to(losses.scalar_type()) : torch::Tensor();
+  const auto count = weight.defined() ? weight.sum() : torch::Tensor();
+  const auto sum_of = [&](const torch::Tensor& values) {
+    return weight.defined() ? (values * weight.to(values.scalar_type())).sum() : values.sum();
   };
-  out.loss = options_.reduction == "mean" ? mean_of(losses) : (losses * weight).sum();
+  const auto mean_of = [&](const torch::Tensor& values) {
+    return weight.defined() ? sum_of(values) / count.to(values.scalar_type()) : values.mean();
+  };
+  LossOutput out;
+  out.loss = options_.reduction == "mean" ? mean_of(losses) : sum_of(losses);
   torch::NoGradGuard no_grad;
   out.logs["active_tri"] = mean_of((losses > 0).to(torch::kDouble));
   out.logs["pos_dist"] = mean_of((a - p).norm(2, 1));
   out.logs["neg_dist"] = mean_of((a - n).norm(2, 1));
-  out.logs["n_triplets"] = count.to(torch::kDouble);
+  out.logs["n_triplets"] = weight.defined()
+                               ? count.to(torch::kDouble)
+                               : torch::scalar_tensor(static_cast<double>(t.size()), torch::kDouble);
   return out;
 }
 

@@ -170,6 +170,12 @@ struct AdamLists {
   std::vector<State*> states;
 };
 
+// Group `g`'s learning rate as a device tensor in graph mode (CapturableOptimizer), else undefined:
+// the fused kernels then take the group's number.
+at::Tensor graph_learning_rate(const CaptureState& capture, std::size_t g) {
+  return capture.enabled ? capture.lr.at(g) : at::Tensor();
+}
+
 // A replay repeats the captured kernels, a state's creation (zero fills) included: a captured
 // step must find every state made by an eager step before it.
 void refuse_new_state_in_capture(bool capturing, const at::Tensor& p, const char* name) {
@@ -255,11 +261,11 @@ void adam_foreach(const AdamHyper& h, Tensors params, Tensors grads, Tensors exp
   at::_foreach_addcdiv_(params, exp_avgs, denom, scalars(step_size));
 }
 
-// `capture` (graph mode, CapturableOptimizer) holds this group's learning rate tensor `lr`,
-// null otherwise.
+// `lr`: graph_learning_rate (defined in graph mode, where `capture` says whether this step is
+// being captured).
 template <class State>
 void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel kernel,
-                     StepTensors& step_tensors, CaptureState* capture, const at::Tensor& lr,
+                     StepTensors& step_tensors, CaptureState& capture, const at::Tensor& lr,
                      const char* name) {
   for (const Positions& bucket : by_device_and_dtype(lists.params)) {
     const Tensors max_exp_avg_sqs = h.amsgrad ? pick(lists.max_exp_avg_sqs, bucket) : Tensors{};
@@ -283,14 +289,14 @@ void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel ker
       State& state = *lists.states[i];
       StepTensor& entry = step_tensors[p.unsafeGetTensorImpl()];
       if (!entry.tensor.defined() || entry.value != state.step() || entry.tensor.device() != p.device()) {
-        refuse_new_state_in_capture(capture && capture->capturing, p, name);
+        refuse_new_state_in_capture(capture.capturing, p, name);
         entry.tensor = torch::full({}, static_cast<double>(state.step()),
                                    torch::TensorOptions().dtype(torch::kFloat).device(p.device()));
       }
       state.step(state.step() + 1);
       entry.value = state.step();
       steps.push_back(entry.tensor);
-      if (capture && capture->capturing) capture->stepped.push_back(p);
+      if (capture.capturing) capture.stepped.push_back(p);
     }
     at::_foreach_add_(steps, at::Scalar(1));
     const auto fused_adam = [&](const auto& learning_rate) {
@@ -299,7 +305,7 @@ void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel ker
                                 max_exp_avg_sqs, steps, learning_rate, h.beta1, h.beta2, h.weight_decay,
                                 h.eps, h.amsgrad, h.maximize, h.decoupled);
     };
-    if (capture) {
+    if (lr.defined()) {
       fused_adam(lr);
     } else {
       fused_adam(h.lr);
@@ -318,11 +324,7 @@ torch::Tensor adam_step(torch::optim::Optimizer& self, const LossClosure& closur
             adam_hyper(static_cast<const Options&>(group.options()), flags.maximize, decoupled);
         auto lists =
             adam_lists<State>(self, params, h.amsgrad, kernel == StepKernel::fused, capture.capturing, name);
-        if (capture.enabled) {
-          adam_group_step(h, lists, kernel, step_tensors, &capture, capture.lr.at(g), name);
-        } else {
-          adam_group_step(h, lists, kernel, step_tensors, nullptr, at::Tensor(), name);
-        }
+        adam_group_step(h, lists, kernel, step_tensors, capture, graph_learning_rate(capture, g), name);
       });
 }
 
@@ -621,8 +623,7 @@ torch::Tensor MultiTensorSGD::step(LossClosure closure) {
         Tensors grads;
         for (const at::Tensor& p : params) grads.push_back(p.grad());
         if (kernel == StepKernel::fused) {
-          sgd_fused(*this, h, params, grads, capture_.capturing,
-                    capture_.enabled ? capture_.lr.at(g) : at::Tensor());
+          sgd_fused(*this, h, params, grads, capture_.capturing, graph_learning_rate(capture_, g));
           if (capture_.capturing)
             capture_.stepped.insert(capture_.stepped.end(), params.begin(), params.end());
           return;
