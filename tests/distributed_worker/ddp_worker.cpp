@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "oml/common/error.h"
+#include "oml/distributed/device.h"
 #include "oml/distributed/from_rank0.h"
 #include "oml/distributed/gradient_sync.h"
 #include "oml/distributed/process_group.h"
@@ -287,6 +288,12 @@ int main(int argc, char** argv) {
   spec.run = [](const oml::cli::Invocation& inv) -> int {
     if (auto code = oml::cli::launch_if_requested(inv)) return *code;
     const dist::World world = dist::world_from_environment();
+    // --device cuda: every rank on GPU 0, placed as oml-train places a run, which loads LibTorch's
+    // CUDA half (the CUDA module) before the first CUDA tensor.
+    if (args.device == "cuda") {
+      dist::placement_for(oml::config::Accelerator::cuda, world,
+                          std::vector<int64_t>(world.local_rank + 1, 0));
+    }
     auto group = dist::ProcessGroup::connect(world, {args.timeout_s, "gloo"});
     const std::string& s = args.scenario;
     if (s == "sync") return run_sync(*group, args);
