@@ -6,12 +6,13 @@
 #
 #   bench/step_table.sh [--device cpu|cuda] [--bench PATH] [--python PY] [--rounds R] [--steps S]
 #                       [--batches "32 256"] [--cases "resnet18 resnet50 vits16"] [--no-compile]
-#                       [--budget-s SECONDS]
+#                       [--compile-batches "256"] [--budget-s SECONDS]
 #
 # For each case and batch: R rounds of oml-cpp (then, on cuda, oml-cpp replaying its step from a
 # CUDA graph: OML_BENCH_CUDA_GRAPHS=1) then PyTorch eager, alternating (one process each,
 # both precisions inside), then one torch.compile process of R rounds (its compilation, once per
-# precision, is paid in each precision's warm-up step and not timed). Cases left when the elapsed
+# precision, is paid in each precision's warm-up step and not timed; --compile-batches limits it to
+# those batch sizes, as compiling costs a device call most of its minutes). Cases left when the elapsed
 # time passes --budget-s are listed as not run, so that a device call with a hard limit still
 # returns its table. Prints each measurement, then a table of medians (images/s) and ratios.
 # scripts/gpu_bundle.sh's check.sh runs it on cuda; on the CPU it rehearses the same command:
@@ -26,6 +27,7 @@ steps=20
 batches="32 256"
 cases="resnet18 resnet50 vits16"
 compile=1
+compile_batches=
 budget=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
     --batches) batches=$2; shift 2 ;;
     --cases) cases=$2; shift 2 ;;
     --no-compile) compile=0; shift ;;
+    --compile-batches) compile_batches=$2; shift 2 ;;
     --budget-s) budget=$2; shift 2 ;;
     *) echo "step_table: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -80,7 +83,7 @@ for c in $cases; do
       "$python" "$root/bench/precision_python.py" 0 1 "$steps" "$side" "$arch" all "$batch" 2>/dev/null |
         values | record "$c" "$batch" eager || echo "step_table: PyTorch eager failed on $c batch $batch" >&2
     done
-    if [ "$compile" = 1 ]; then
+    if [ "$compile" = 1 ] && { [ -z "$compile_batches" ] || [[ " $compile_batches " == *" $batch "* ]]; }; then
       OML_BENCH_COMPILE=1 "$python" "$root/bench/precision_python.py" 0 "$rounds" "$steps" "$side" "$arch" all \
         "$batch" 2>/dev/null | values | record "$c" "$batch" compile ||
         echo "step_table: torch.compile failed on $c batch $batch" >&2

@@ -92,13 +92,15 @@ nvidia-smi -L
 "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
 "$B/oml-train" --version
 echo "== 1. the GPU tests"
-(cd /tmp && "$B/oml_gpu_tests" --durations yes 2>&1 | tee "$OUT/gpu_tests.log")
+(cd /tmp && timeout "${OML_GPU_TESTS_S:-300}" "$B/oml_gpu_tests" --durations yes 2>&1 | tee "$OUT/gpu_tests.log")
 [ "${OML_GPU_BENCH:-1}" = 1 ] || exit 0
 echo "== 2. the training step: oml-cpp, PyTorch eager and torch.compile (issue 42's table)"
-# resnet18 64 px, ViT-S/16 and resnet50 224 px; fp32 and bf16; batch 32 and 256. What is left
-# after OML_GPU_BENCH_S seconds (default 300) is listed as not run.
+# resnet18 64 px, ViT-S/16 and resnet50 224 px (or OML_GPU_BENCH_CASES); fp32 and bf16; batch 32
+# and 256; torch.compile at batch 256 (issue 42's target there; compiling costs a minute a
+# precision). What is left after OML_GPU_BENCH_S seconds (default 300) is listed as not run.
 bash bench/step_table.sh --device cuda --bench "$B/bench_precision" --python "$PY" --rounds 2 --steps 20 \
-  --cases "resnet18 vits16 resnet50" --budget-s "${OML_GPU_BENCH_S:-300}" 2>&1 | tee "$OUT/step_table.txt"
+  --cases "${OML_GPU_BENCH_CASES:-resnet18 vits16 resnet50}" --compile-batches 256 \
+  --budget-s "${OML_GPU_BENCH_S:-300}" 2>&1 | tee "$OUT/step_table.txt"
 CHECK
 
 cp /usr/share/datasets/fashion-mnist/*-ubyte.gz .gpudata/
@@ -108,14 +110,16 @@ set -u
 . /tmp/oml-gpu/env.sh
 "$B/oml-convert" fashion-mnist --src .gpudata --dst data/fashion_mnist > /dev/null || exit 4
 start=$(date +%s%N)
-"$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda \
+# Each run is cut at OML_GPU_JOB_S seconds (default 240), so a hang costs one line, not the call.
+job() { timeout "${OML_GPU_JOB_S:-240}" "$B/oml-train" "$@"; }
+job --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda \
   --set logs_root=/tmp/oml-gpu/logs --progress lines > "$OUT/default_job.log" 2>&1
 echo "default job on cuda: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms"
 grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/logs/*/metrics.jsonl
 # The same with its step replayed from a CUDA graph (docs/training.md#cuda-graphs).
 rm -rf /tmp/oml-gpu/graphs
 start=$(date +%s%N)
-"$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set cuda_graphs=true \
+job --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set cuda_graphs=true \
   --set logs_root=/tmp/oml-gpu/graphs --progress lines > "$OUT/default_job_graphs.log" 2>&1
 echo "default job on cuda with cuda_graphs: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms"
 grep -m3 'cuda_graphs' "$OUT/default_job_graphs.log"
@@ -124,7 +128,7 @@ grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/graphs/*/metrics.jsonl
 # job give the same train.jsonl (but for the timing field, samples_per_s) and metrics.jsonl.
 for run in 1 2; do
   rm -rf "/tmp/oml-gpu/deterministic$run"
-  "$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set deterministic=true \
+  job --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set deterministic=true \
     --set logs_root=/tmp/oml-gpu/deterministic$run --progress lines > "$OUT/deterministic$run.log" 2>&1
   echo "deterministic default job $run on cuda: exit $?"
 done
@@ -146,7 +150,7 @@ for log in ["train.jsonl", "metrics.jsonl"]:
           "identical" if same else f"DIFFERENT (first at line {first})")
 SAME
 # The profiler on the GPU (docs/training.md#profiling-a-run): Kineto must record CUDA kernels.
-"$B/oml-train" --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set max_steps=60 \
+job --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set max_steps=60 \
   --set limit_val_batches=0 --set scheduling=null --set logs_root=/tmp/oml-gpu/profiled --profile 50:52 \
   --progress quiet > "$OUT/profile.log" 2>&1
 echo "profiled run on cuda: exit $?"
