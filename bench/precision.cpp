@@ -9,7 +9,8 @@
 // extractor-yaml: another extractor as a config component, side: its image side (default 64),
 // e.g. for a ViT: bench_precision 0 3 3 '{name: vit, args: {arch: vits16}}' 224
 // modes: `all` (default), `32` / `bf16` for that precision's NCHW mode alone (one process per
-// precision, for its peak RSS under /usr/bin/time -v), or `nchw` for both NCHW modes.
+// precision, for its peak RSS under /usr/bin/time -v), `nchw` for both NCHW modes, or `last` for
+// both channels_last modes (input and weights).
 // batch: the batch size (default 32; a multiple of 4: 4 items per label).
 // OML_BENCH_DEVICE=cuda runs on cuda:0 (scripts/gpu_check.sh): the model, the batch and autocast
 // there, the clock read after a synchronize; OML_BENCH_CUDA_GRAPHS=1 there steps as oml-train's
@@ -167,8 +168,8 @@ OML_BENCHMARK(precision) {
   const std::string spec_text = argc > 4 ? argv[4] : "{name: resnet, args: {arch: resnet18}}";
   const int64_t side = argc > 5 ? std::atoll(argv[5]) : 64;
   const std::string only = argc > 6 ? argv[6] : "all";
-  if (only != "all" && only != "32" && only != "bf16" && only != "nchw") {
-    std::fprintf(stderr, "bench_precision: modes must be all, 32, bf16 or nchw, got '%s'\n", only.c_str());
+  if (only != "all" && only != "32" && only != "bf16" && only != "nchw" && only != "last") {
+    std::fprintf(stderr, "bench_precision: modes must be all, 32, bf16, nchw or last, got '%s'\n", only.c_str());
     return 2;
   }
   const int64_t batch = argc > 7 ? std::atoll(argv[7]) : 32;
@@ -194,6 +195,7 @@ OML_BENCHMARK(precision) {
                           {Precision::fp32, true, false, "32 cl input only"},
                           {Precision::bf16, true, false, "bf16 cl input only"}};
   if (only == "nchw") modes.resize(2);
+  if (only == "last") modes = {modes[2], modes[3]};
   if (only == "32" || only == "bf16") modes = {modes[only == "32" ? 0 : 1]};
   std::vector<std::vector<double>> results(modes.size());
   for (int r = 0; r < rounds; ++r) {

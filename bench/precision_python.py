@@ -7,6 +7,8 @@ the parity tests hold equal to oml-cpp's `vit`); modes: all (default: 32 and bf1
 batch: default 32, a multiple of 4. OML_BENCH_DEVICE=cuda runs on cuda:0 (as bench_precision
 does; autocast on "cuda", the clock read after a synchronize). OML_BENCH_COMPILE=1 runs the model
 through torch.compile (default mode): each mode's warm-up step pays its compilation.
+OML_BENCH_CHANNELS_LAST=1 puts the model and the batch in the channels_last memory format, as
+PyTorch's performance guide advises for convolutional networks (bench_precision's `last` modes).
 OML_BENCH_TRACE=FILE writes torch.profiler's Chrome trace of the last mode's timed steps, as
 bench_precision does with the same variable (bench/trace_ops.py reads both).
 
@@ -29,6 +31,7 @@ import torchvision
 
 
 DEVICE = torch.device("cuda:0" if os.environ.get("OML_BENCH_DEVICE") == "cuda" else "cpu")
+CHANNELS_LAST = os.environ.get("OML_BENCH_CHANNELS_LAST") == "1"
 
 
 def synchronize():
@@ -49,6 +52,8 @@ def hard_triplet_loss(embeddings, labels):
 def images_per_second(model, bf16, batch, side, steps):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     images = torch.randn(batch, 3, side, side, device=DEVICE)
+    if CHANNELS_LAST:
+        images = images.contiguous(memory_format=torch.channels_last)
     labels = torch.arange(batch // 4, device=DEVICE).repeat_interleave(4)
     model.train()
 
@@ -103,11 +108,14 @@ def main():
 
         model = VisionTransformer(arch)
     model.to(DEVICE)
+    if CHANNELS_LAST:
+        model.to(memory_format=torch.channels_last)
     compiled = os.environ.get("OML_BENCH_COMPILE") == "1"
     if compiled:
         model = torch.compile(model)
     print(f"python {torch.__version__}, threads: {threads}, device: {DEVICE}, {arch}, {side}x{side}, batch {batch}, "
-          f"{steps} steps x {rounds} rounds{', torch.compile' if compiled else ''}")
+          f"{steps} steps x {rounds} rounds{', torch.compile' if compiled else ''}"
+          f"{', channels_last' if CHANNELS_LAST else ''}")
     results = {"32": [], "bf16": []} if modes == "all" else {modes: []}
     for r in range(rounds):
         for name in results:

@@ -6,13 +6,16 @@
 #
 #   bench/step_table.sh [--device cpu|cuda] [--bench PATH] [--python PY] [--rounds R] [--steps S]
 #                       [--batches "32 256"] [--cases "resnet18 resnet50 vits16"] [--no-compile]
-#                       [--compile-batches "256"] [--budget-s SECONDS]
+#                       [--compile-batches "256"] [--channels-last] [--budget-s SECONDS]
 #
 # For each case and batch: R rounds of oml-cpp (then, on cuda, oml-cpp replaying its step from a
 # CUDA graph: OML_BENCH_CUDA_GRAPHS=1) then PyTorch eager, alternating (one process each,
 # both precisions inside), then one torch.compile process of R rounds (its compilation, once per
 # precision, is paid in each precision's warm-up step and not timed; --compile-batches limits it to
-# those batch sizes, as compiling costs a device call most of its minutes). Cases left when the elapsed
+# those batch sizes, as compiling costs a device call most of its minutes). --channels-last adds,
+# in each round, oml-cpp and PyTorch eager with the model and batch in the channels_last memory
+# format (bench_precision's `last` modes; OML_BENCH_CHANNELS_LAST=1), the layout torch.compile
+# picks for convolutional networks. Cases left when the elapsed
 # time passes --budget-s are listed as not run, so that a device call with a hard limit still
 # returns its table. Prints each measurement, then a table of medians (images/s) and ratios.
 # scripts/gpu_bundle.sh's check.sh runs it on cuda; on the CPU it rehearses the same command:
@@ -28,6 +31,7 @@ batches="32 256"
 cases="resnet18 resnet50 vits16"
 compile=1
 compile_batches=
+channels_last=0
 budget=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,6 +44,7 @@ while [ $# -gt 0 ]; do
     --cases) cases=$2; shift 2 ;;
     --no-compile) compile=0; shift ;;
     --compile-batches) compile_batches=$2; shift 2 ;;
+    --channels-last) channels_last=1; shift ;;
     --budget-s) budget=$2; shift 2 ;;
     *) echo "step_table: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -62,7 +67,7 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 start=$(date +%s)
 # "round N  32 NCHW  X images/s" (oml-cpp) and "round N  python 32  X images/s" -> "32 X" / "bf16 X"
-values() { grep -E '^round [0-9]+ ' | sed -E 's/^round [0-9]+ +(python +)?(32|bf16)( NCHW)? +([0-9.]+) images\/s.*/\2 \4/'; }
+values() { grep -E '^round [0-9]+ ' | sed -E 's/^round [0-9]+ +(python +)?(32|bf16)( NCHW| channels_last)? +([0-9.]+) images\/s.*/\2 \4/'; }
 record() { while read -r precision v; do echo "$1|$2|$precision|$3|$v" | tee -a "$results"; done; }
 skipped=()
 for c in $cases; do
@@ -82,6 +87,13 @@ for c in $cases; do
       fi
       "$python" "$root/bench/precision_python.py" 0 1 "$steps" "$side" "$arch" all "$batch" 2>/dev/null |
         values | record "$c" "$batch" eager || echo "step_table: PyTorch eager failed on $c batch $batch" >&2
+      if [ "$channels_last" = 1 ]; then
+        "$bench" 0 1 "$steps" "$extractor" "$side" last "$batch" | values | record "$c" "$batch" last ||
+          echo "step_table: oml-cpp channels_last failed on $c batch $batch" >&2
+        OML_BENCH_CHANNELS_LAST=1 "$python" "$root/bench/precision_python.py" 0 1 "$steps" "$side" "$arch" all \
+          "$batch" 2>/dev/null | values | record "$c" "$batch" eager_last ||
+          echo "step_table: PyTorch eager channels_last failed on $c batch $batch" >&2
+      fi
     done
     if [ "$compile" = 1 ] && { [ -z "$compile_batches" ] || [[ " $compile_batches " == *" $batch "* ]]; }; then
       OML_BENCH_COMPILE=1 "$python" "$root/bench/precision_python.py" 0 "$rounds" "$steps" "$side" "$arch" all \
@@ -110,5 +122,22 @@ for c in $cases; do
     done
   done
 done
+if [ "$channels_last" = 1 ]; then
+  echo
+  echo "| case | batch | precision | oml-cpp NCHW | oml-cpp channels_last | PyTorch eager channels_last | torch.compile | channels_last: oml-cpp / NCHW | oml-cpp / eager | oml-cpp / compile |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  for c in $cases; do
+    for batch in $batches; do
+      for precision in 32 bf16; do
+        a=$(m "$c" "$batch" "$precision" oml-cpp)
+        l=$(m "$c" "$batch" "$precision" last)
+        [ "$l" = nan ] && continue
+        e=$(m "$c" "$batch" "$precision" eager_last)
+        k=$(m "$c" "$batch" "$precision" compile)
+        echo "| $c | $batch | $precision | $a | $l | $e | $k | $(ratio "$l" "$a") | $(ratio "$l" "$e") | $(ratio "$l" "$k") |"
+      done
+    done
+  done
+fi
 echo "(images/s on $device, medians of $rounds rounds of $steps steps; $(($(date +%s) - start)) s in all)"
 for s in ${skipped[@]+"${skipped[@]}"}; do echo "not run (--budget-s $budget): $s"; done

@@ -98,8 +98,10 @@ echo "== 2. the training step: oml-cpp, PyTorch eager and torch.compile (issue 4
 # resnet18 64 px, ViT-S/16 and resnet50 224 px (or OML_GPU_BENCH_CASES); fp32 and bf16; batch 32
 # and 256; torch.compile at batch 256 (issue 42's target there; compiling costs a minute a
 # precision). What is left after OML_GPU_BENCH_S seconds (default 300) is listed as not run.
+# OML_GPU_BENCH_CHANNELS_LAST=1 adds oml-cpp and PyTorch eager in the channels_last memory format.
 bash bench/step_table.sh --device cuda --bench "$B/bench_precision" --python "$PY" --rounds 2 --steps 20 \
   --cases "${OML_GPU_BENCH_CASES:-resnet18 vits16 resnet50}" --compile-batches 256 \
+  $([ "${OML_GPU_BENCH_CHANNELS_LAST:-0}" = 1 ] && echo --channels-last) \
   --budget-s "${OML_GPU_BENCH_S:-300}" 2>&1 | tee "$OUT/step_table.txt"
 CHECK
 
