@@ -169,7 +169,8 @@ OML_BENCHMARK(precision) {
   const int64_t side = argc > 5 ? std::atoll(argv[5]) : 64;
   const std::string only = argc > 6 ? argv[6] : "all";
   if (only != "all" && only != "32" && only != "bf16" && only != "nchw" && only != "last") {
-    std::fprintf(stderr, "bench_precision: modes must be all, 32, bf16, nchw or last, got '%s'\n", only.c_str());
+    std::fprintf(stderr, "bench_precision: modes must be all, 32, bf16, nchw or last, got '%s'\n",
+                 only.c_str());
     return 2;
   }
   const int64_t batch = argc > 7 ? std::atoll(argv[7]) : 32;

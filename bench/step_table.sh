@@ -106,38 +106,40 @@ done
 median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
 m() { { grep -F "$1|$2|$3|$4|" "$results" || true; } | cut -d'|' -f5 | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.2f×", a / b}'; }
-echo
-echo "| case | batch | precision | oml-cpp | oml-cpp cuda_graphs | PyTorch eager | torch.compile | oml-cpp / eager | oml-cpp / compile | graphs / eager | graphs / compile |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
-for c in $cases; do
-  for batch in $batches; do
-    for precision in 32 bf16; do
-      a=$(m "$c" "$batch" "$precision" oml-cpp)
-      [ "$a" = nan ] && continue
-      e=$(m "$c" "$batch" "$precision" eager)
-      k=$(m "$c" "$batch" "$precision" compile)
-      g=$(m "$c" "$batch" "$precision" graphs)
-      echo "| $c | $batch | $precision | $a | $g | $e | $k | $(ratio "$a" "$e") | $(ratio "$a" "$k") |" \
-        "$(ratio "$g" "$e") | $(ratio "$g" "$k") |"
-    done
-  done
-done
-if [ "$channels_last" = 1 ]; then
+# table ROW: a header, then ROW for every case, batch and precision with a measurement in it
+# (ROW reads $c, $batch, $precision and prints its line, or nothing).
+table() {
+  local row=$1 header=$2
   echo
-  echo "| case | batch | precision | oml-cpp NCHW | oml-cpp channels_last | PyTorch eager channels_last | torch.compile | channels_last: oml-cpp / NCHW | oml-cpp / eager | oml-cpp / compile |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "$header"
+  echo "$header" | sed -E 's/[^|]+/---/g'
   for c in $cases; do
     for batch in $batches; do
-      for precision in 32 bf16; do
-        a=$(m "$c" "$batch" "$precision" oml-cpp)
-        l=$(m "$c" "$batch" "$precision" last)
-        [ "$l" = nan ] && continue
-        e=$(m "$c" "$batch" "$precision" eager_last)
-        k=$(m "$c" "$batch" "$precision" compile)
-        echo "| $c | $batch | $precision | $a | $l | $e | $k | $(ratio "$l" "$a") | $(ratio "$l" "$e") | $(ratio "$l" "$k") |"
-      done
+      for precision in 32 bf16; do "$row"; done
     done
   done
-fi
+}
+nchw_row() {
+  local a e k g
+  a=$(m "$c" "$batch" "$precision" oml-cpp)
+  [ "$a" = nan ] && return
+  e=$(m "$c" "$batch" "$precision" eager)
+  k=$(m "$c" "$batch" "$precision" compile)
+  g=$(m "$c" "$batch" "$precision" graphs)
+  echo "| $c | $batch | $precision | $a | $g | $e | $k | $(ratio "$a" "$e") | $(ratio "$a" "$k") |" \
+    "$(ratio "$g" "$e") | $(ratio "$g" "$k") |"
+}
+channels_last_row() {
+  local a l e k
+  l=$(m "$c" "$batch" "$precision" last)
+  [ "$l" = nan ] && return
+  a=$(m "$c" "$batch" "$precision" oml-cpp)
+  e=$(m "$c" "$batch" "$precision" eager_last)
+  k=$(m "$c" "$batch" "$precision" compile)
+  echo "| $c | $batch | $precision | $a | $l | $e | $k | $(ratio "$l" "$a") | $(ratio "$l" "$e") | $(ratio "$l" "$k") |"
+}
+table nchw_row "| case | batch | precision | oml-cpp | oml-cpp cuda_graphs | PyTorch eager | torch.compile | oml-cpp / eager | oml-cpp / compile | graphs / eager | graphs / compile |"
+[ "$channels_last" = 1 ] &&
+  table channels_last_row "| case | batch | precision | oml-cpp NCHW | oml-cpp channels_last | PyTorch eager channels_last | torch.compile | channels_last: oml-cpp / NCHW | oml-cpp / eager | oml-cpp / compile |"
 echo "(images/s on $device, medians of $rounds rounds of $steps steps; $(($(date +%s) - start)) s in all)"
 for s in ${skipped[@]+"${skipped[@]}"}; do echo "not run (--budget-s $budget): $s"; done
