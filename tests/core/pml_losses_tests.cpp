@@ -226,6 +226,13 @@ TEST_CASE("PML's losses check their args and their batches", "[losses][pml]") {
   const auto loss = criterion("{name: contrastive}");
   CHECK_THROWS_AS(loss->forward(torch::randn({4, 3}), torch::arange(4)), oml::DataError);
   CHECK_THROWS_WITH(loss->forward(torch::randn({4, 3}), torch::arange(4)), Contains("no item of the batch"));
+  // The same check on host labels, before they go to the device (Criterion::check_labels).
+  for (const std::string name : {"contrastive", "multi_similarity", "supcon", "ntxent", "circle"}) {
+    INFO(name);
+    CHECK_THROWS_WITH(criterion("{name: " + name + "}")->check_labels(torch::arange(4)),
+                      Contains(name + ": no item of the batch (4 items)"));
+    CHECK_NOTHROW(criterion("{name: " + name + "}")->check_labels(torch::tensor({0, 1, 0})));
+  }
   // Distances: a name outside the four, a loss PML ties to cosine, cosine without normalising.
   CHECK_THROWS_WITH(
       criterion("{name: supcon, args: {distance: manhattan}}"),
@@ -253,6 +260,19 @@ TEST_CASE("PML's losses check their args and their batches", "[losses][pml]") {
   CHECK(out.loss.item<double>() == 0.0);
   out.loss.backward();
   CHECK(far.grad().defined());
+  // Every pair loss chooses that zero on the device, beside a loss computed on the (empty) pair
+  // sets: its value, logs and gradient are 0, not NaN.
+  for (const std::string name : {"contrastive", "multi_similarity", "supcon", "ntxent", "circle"}) {
+    INFO(name);
+    const auto x = far.detach().clone().requires_grad_(true);
+    const auto zero =
+        criterion("{name: " + name + ", args: {miner: {name: multi_similarity, args: {epsilon: 0}}}}")
+            ->forward(x, torch::tensor({0, 0, 1, 1}));
+    CHECK(zero.loss.item<double>() == 0.0);
+    for (const auto& [key, value] : zero.logs) CHECK(value.item<double>() == 0.0);
+    zero.loss.backward();
+    CHECK(torch::equal(x.grad(), torch::zeros_like(x)));
+  }
 }
 
 TEST_CASE("PML's losses with class weights take num_classes and embedding_size from the run",

@@ -165,7 +165,9 @@ TEST_CASE("The losses' log values are tensors, and their forward reads nothing b
   for (const std::string yaml :
        {"{name: cosface}", "{name: sub_center_arcface}", "{name: proxy_anchor}", "{name: soft_triple}",
         "{name: mlp_arcface, args: {mlp_features: [8]}}",
-        "{name: triplet_with_miner, args: {margin: 0.1, miner: {name: hard_triplets}}}"}) {
+        "{name: triplet_with_miner, args: {margin: 0.1, miner: {name: hard_triplets}}}",
+        "{name: contrastive}", "{name: multi_similarity}", "{name: supcon}", "{name: ntxent}",
+        "{name: circle}", "{name: supcon, args: {miner: {name: multi_similarity, args: {epsilon: 0.1}}}}"}) {
     INFO(yaml);
     auto loss = criterion(yaml, 8, 4);
     loss->check_labels(labels);

@@ -16,47 +16,52 @@ using detail::masked_logsumexp;
 using detail::mean_of_positive;
 
 // Every pair PML forms from labels: positives (same label, i != j) and negatives, both ordered.
-MinedPairs all_pairs(const torch::Tensor& labels, const std::string& who) {
+MinedPairs all_pairs(const torch::Tensor& labels) {
   const auto same = labels.unsqueeze(0) == labels.unsqueeze(1);
   const auto eye =
       torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
-  MinedPairs pairs{same & ~eye, ~same};
-  // Without a positive pair the loss would only push items apart: a batch a P x K sampler never
-  // gives (and PML's ContrastiveLoss would return 0 for a single pair of each kind).
-  OML_CHECK(pairs.positive.any().item<bool>(), DataError, who, ": no item of the batch (", labels.size(0),
+  return {same & ~eye, ~same};
+}
+
+// Every pair loss's check_labels. Without a positive pair the loss would only push items apart: a
+// batch a P x K sampler never gives (and PML's ContrastiveLoss would return 0 for a single pair of
+// each kind).
+void check_pair_labels(const torch::Tensor& labels, const std::string& who) {
+  const bool paired = (labels.unsqueeze(0) == labels.unsqueeze(1)).sum().item<int64_t>() > labels.size(0);
+  OML_CHECK(paired, DataError, who, ": no item of the batch (", labels.size(0),
             " items) has another item with its label — use a sampler such as 'balance'");
-  return pairs;
 }
 
 // A batch as the pair losses use it: float32 embeddings (under autocast too), the distance matrix
 // and the pairs (all of them, or the miner's). The caller holds a Float32Guard for the whole forward.
+// The conditions under which PML returns a zero loss are 0-d bool tensors on the batch's device,
+// applied by zero_where: no step waits for the device to decide.
 struct PairBatch {
   torch::Tensor embeddings, values;
   MinedPairs pairs;
 
-  /// PML's GenericPairLoss returns 0 when there is at most one pair of each kind.
-  bool too_few_pairs() const {
-    return pairs.positive.sum().item<int64_t>() <= 1 && pairs.negative.sum().item<int64_t>() <= 1;
-  }
+  /// PML's GenericPairLoss returns 0 when there is at most one pair of each kind (possible only
+  /// with a miner: every positive pair (i, j) comes with (j, i)).
+  torch::Tensor too_few_pairs() const { return (pairs.positive.sum() <= 1) & (pairs.negative.sum() <= 1); }
   /// PML's softmax losses (supcon, ntxent) are 0 also without a positive or without a negative pair.
-  bool lacks_a_kind() const {
-    return too_few_pairs() || !pairs.positive.any().item<bool>() || !pairs.negative.any().item<bool>();
+  torch::Tensor lacks_a_kind() const {
+    return too_few_pairs() | pairs.positive.any().logical_not() | pairs.negative.any().logical_not();
   }
-  /// The zero loss PML returns then, attached to the graph.
-  LossOutput zero(const std::vector<std::string>& log_keys) const {
-    LossOutput out;
-    out.loss = (embeddings * 0).sum();
-    for (const auto& key : log_keys) out.logs[key] = torch::scalar_tensor(0.0, torch::kDouble);
+  /// `out` where `zero` is false, else the zero loss PML returns (attached to the graph) and zero
+  /// logs. The loss computed beside it stays finite on any pair sets (its gradient is masked).
+  LossOutput zero_where(const torch::Tensor& zero, LossOutput out) const {
+    out.loss = torch::where(zero, (embeddings * 0).sum(), out.loss);
+    for (auto& [key, value] : out.logs) value = torch::where(zero, torch::zeros_like(value), value);
     return out;
   }
 };
 
-PairBatch pair_batch(const torch::Tensor& input, const torch::Tensor& labels, const Distance& distance,
-                     PairSelectionMiner* miner, const std::string& who) {
+PairBatch pair_batch(Criterion& loss, const torch::Tensor& input, const torch::Tensor& labels,
+                     const Distance& distance, PairSelectionMiner* miner, const std::string& who) {
   torch::Tensor embeddings = float32_input(input);
   check_batch(embeddings, labels, who);
-  MinedPairs pairs = all_pairs(labels, who);
-  if (miner != nullptr) pairs = miner->mine(embeddings, labels);
+  check_labels_on_host(loss, labels);
+  MinedPairs pairs = miner != nullptr ? miner->mine(embeddings, labels) : all_pairs(labels);
   torch::Tensor values = distance.matrix(embeddings, embeddings);
   return {std::move(embeddings), std::move(values), std::move(pairs)};
 }
@@ -85,18 +90,20 @@ ContrastiveLossImpl::ContrastiveLossImpl(ContrastiveOptions options,
 LossOutput ContrastiveLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
   const Distance distance(options_.distance);
-  const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "contrastive");
-  if (b.too_few_pairs()) return b.zero({"pos_loss", "neg_loss"});
+  const PairBatch b = pair_batch(*this, input, labels, distance, miner_.get(), "contrastive");
   const auto& d = b.values;
-  const auto pos = mean_of_positive(
-      torch::relu(distance.margin(d.masked_select(b.pairs.positive), options_.pos_margin)), b.embeddings);
-  const auto neg = mean_of_positive(
-      torch::relu(distance.margin(options_.neg_margin, d.masked_select(b.pairs.negative))), b.embeddings);
+  // Each term over the pairs of its kind; the others enter its mean as 0, which it leaves out.
+  const auto pos = mean_of_positive(torch::relu(distance.margin(d, options_.pos_margin)) * b.pairs.positive);
+  const auto neg = mean_of_positive(torch::relu(distance.margin(options_.neg_margin, d)) * b.pairs.negative);
   LossOutput out;
   out.loss = pos + neg;
   out.logs["pos_loss"] = pos.detach();
   out.logs["neg_loss"] = neg.detach();
-  return out;
+  return b.zero_where(b.too_few_pairs(), std::move(out));
+}
+
+void ContrastiveLossImpl::check_labels(const torch::Tensor& labels) {
+  check_pair_labels(labels, "contrastive");
 }
 
 void check_options(const MultiSimilarityOptions& o) {
@@ -115,8 +122,7 @@ MultiSimilarityLossImpl::MultiSimilarityLossImpl(MultiSimilarityOptions options,
 LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
   const Distance distance(options_.distance);
-  const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "multi_similarity");
-  if (b.too_few_pairs()) return b.zero({"pos_loss", "neg_loss"});
+  const PairBatch b = pair_batch(*this, input, labels, distance, miner_.get(), "multi_similarity");
   const double alpha = options_.alpha, beta = options_.beta, base = options_.base;
   const auto pos =
       masked_logsumexp(alpha * distance.margin(b.values, base), b.pairs.positive, /*add_one=*/true) / alpha;
@@ -126,7 +132,11 @@ LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const to
   out.loss = (pos + neg).mean();
   out.logs["pos_loss"] = pos.mean().detach();
   out.logs["neg_loss"] = neg.mean().detach();
-  return out;
+  return b.zero_where(b.too_few_pairs(), std::move(out));
+}
+
+void MultiSimilarityLossImpl::check_labels(const torch::Tensor& labels) {
+  check_pair_labels(labels, "multi_similarity");
 }
 
 void check_options(const TemperatureOptions& o, const std::string& loss) {
@@ -143,9 +153,8 @@ SupConLossImpl::SupConLossImpl(TemperatureOptions options, std::shared_ptr<PairS
 LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
   const Distance distance(options_.distance);
-  const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "supcon");
+  const PairBatch b = pair_batch(*this, input, labels, distance, miner_.get(), "supcon");
   const auto& pairs = b.pairs;
-  if (b.lacks_a_kind()) return b.zero({});
   const auto s = distance.closeness(b.values) / options_.temperature;
   const auto others = pairs.positive | pairs.negative;  // every k != i, or the miner's pairs
   const auto log_denominator = masked_logsumexp(s, others, /*add_one=*/false).unsqueeze(1);
@@ -153,9 +162,11 @@ LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tens
   const auto mean_log_prob =
       (positive * (s - log_denominator)).sum(1) / (positive.sum(1) + std::numeric_limits<float>::min());
   LossOutput out;
-  out.loss = mean_of_positive(-mean_log_prob, b.embeddings);
-  return out;
+  out.loss = mean_of_positive(-mean_log_prob);
+  return b.zero_where(b.lacks_a_kind(), std::move(out));
 }
+
+void SupConLossImpl::check_labels(const torch::Tensor& labels) { check_pair_labels(labels, "supcon"); }
 
 NTXentLossImpl::NTXentLossImpl(TemperatureOptions options, std::shared_ptr<PairSelectionMiner> miner)
     : options_(options), miner_(std::move(miner)) {
@@ -165,23 +176,30 @@ NTXentLossImpl::NTXentLossImpl(TemperatureOptions options, std::shared_ptr<PairS
 LossOutput NTXentLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
   const Distance distance(options_.distance);
-  const PairBatch b = pair_batch(input, labels, distance, miner_.get(), "ntxent");
+  const PairBatch b = pair_batch(*this, input, labels, distance, miner_.get(), "ntxent");
   const auto& pairs = b.pairs;
-  if (b.lacks_a_kind()) return b.zero({});
   const auto s = distance.closeness(b.values) / options_.temperature;
-  const auto positive_pairs = pairs.positive.nonzero();  // (anchor, positive), row-major as PML's torch.where
-  const auto anchors = positive_pairs.select(1, 0), positives = positive_pairs.select(1, 1);
-  const auto pos = s.index({anchors, positives});
-  const auto neg =
-      s.index_select(0, anchors)
-          .masked_fill(~pairs.negative.index_select(0, anchors), std::numeric_limits<float>::lowest());
-  const auto max_val = torch::max(pos, std::get<0>(neg.max(1))).detach();
-  const auto numerator = torch::exp(pos - max_val);
-  const auto denominator = torch::exp(neg - max_val.unsqueeze(1)).sum(1) + numerator;
+  // PML's per positive pair (i, j): exp(s_ij) over it plus anchor i's negatives, each shifted by
+  // the detached M_ij = max(s_ij, max_n s_in). Here for every entry of the [B, B] matrix at once,
+  // the negatives' sum taken as exp(lse_i - M_ij) with lse_i their logsumexp (0 for a row
+  // without negatives); the entries that are not positive pairs are masked out of the mean.
+  constexpr float lowest = std::numeric_limits<float>::lowest();
+  const auto negatives_max = std::get<0>(s.masked_fill(~pairs.negative, lowest).max(1, /*keepdim=*/true));
+  const auto max_val = torch::max(s, negatives_max).detach();
+  const auto numerator = torch::exp(s - max_val);
+  const auto has_negatives = pairs.negative.any(1, /*keepdim=*/true);
+  const auto negatives_lse = masked_logsumexp(s, pairs.negative, /*add_one=*/false).unsqueeze(1);
+  // exp(lowest) = 0: a row without negatives adds nothing, and its gradient stays finite.
+  const auto negatives =
+      torch::exp(torch::where(has_negatives, negatives_lse - max_val, torch::full_like(s, lowest)));
+  const auto losses = -torch::log(numerator / (negatives + numerator) + std::numeric_limits<float>::min());
+  const auto positive = pairs.positive.to(s.scalar_type());
   LossOutput out;
-  out.loss = (-torch::log(numerator / denominator + std::numeric_limits<float>::min())).mean();
-  return out;
+  out.loss = (losses * positive).sum() / positive.sum().clamp_min(1);  // PML's MeanReducer over the pairs
+  return b.zero_where(b.lacks_a_kind(), std::move(out));
 }
+
+void NTXentLossImpl::check_labels(const torch::Tensor& labels) { check_pair_labels(labels, "ntxent"); }
 
 void check_options(const CircleOptions& o) {
   const std::string who = "loss 'circle'";
@@ -197,8 +215,7 @@ CircleLossImpl::CircleLossImpl(CircleOptions options, std::shared_ptr<PairSelect
 
 LossOutput CircleLossImpl::forward(const torch::Tensor& input, const torch::Tensor& labels) {
   const Float32Guard float32;
-  const PairBatch b = pair_batch(input, labels, Distance(options_.distance), miner_.get(), "circle");
-  if (b.too_few_pairs()) return b.zero({});
+  const PairBatch b = pair_batch(*this, input, labels, Distance(options_.distance), miner_.get(), "circle");
   const auto& pairs = b.pairs;
   const auto& s = b.values;
   const double gamma = options_.gamma, m = options_.m;
@@ -215,8 +232,10 @@ LossOutput CircleLossImpl::forward(const torch::Tensor& input, const torch::Tens
   const auto per_anchor =
       torch::softplus(lse_pos + lse_neg, /*beta=*/1, /*threshold=*/20) * counted.to(s.scalar_type());
   LossOutput out;
-  out.loss = mean_of_positive(per_anchor, b.embeddings);
-  return out;
+  out.loss = mean_of_positive(per_anchor);
+  return b.zero_where(b.too_few_pairs(), std::move(out));
 }
+
+void CircleLossImpl::check_labels(const torch::Tensor& labels) { check_pair_labels(labels, "circle"); }
 
 }  // namespace oml::losses

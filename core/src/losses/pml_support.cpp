@@ -22,9 +22,9 @@ torch::Tensor masked_logsumexp(const torch::Tensor& x, const torch::Tensor& mask
   return torch::logsumexp(masked, 1).masked_fill(~mask.any(1), 0);
 }
 
-torch::Tensor mean_of_positive(const torch::Tensor& values, const torch::Tensor& anchor) {
-  const auto kept = values.masked_select(values > 0);
-  return kept.numel() > 0 ? kept.mean() : (anchor * 0).sum();
+torch::Tensor mean_of_positive(const torch::Tensor& values) {
+  const auto kept = (values > 0).to(values.scalar_type());
+  return (values * kept).sum() / kept.sum().clamp_min(1);
 }
 
 void check_class_sizes(int64_t num_classes, int64_t embedding_size, const std::string& who) {

@@ -18,8 +18,9 @@ torch::Tensor unit_rows(const torch::Tensor& x);
 torch::Tensor masked_logsumexp(const torch::Tensor& x, const torch::Tensor& mask, bool add_one);
 
 /// PML's AvgNonZeroReducer: the mean of the positive values, 0 (attached to the graph through
-/// `anchor`, as PML's zero loss is) when there are none.
-torch::Tensor mean_of_positive(const torch::Tensor& values, const torch::Tensor& anchor);
+/// `values`, as PML's zero loss is) when there are none. A masked sum over a count: it reads
+/// nothing back, so the values a loss leaves out (pairs of the other kind) are passed as 0.
+torch::Tensor mean_of_positive(const torch::Tensor& values);
 
 /// The checks of num_classes and embedding_size shared by the losses with class weights, for
 /// their check_options: each >= 2 / > 0, or 0 (filled in from the run by the registry's build).

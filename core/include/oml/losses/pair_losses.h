@@ -10,7 +10,9 @@
 // Without a `miner:` they use every pair of the batch (each ordered pair (i, j), i != j, once per
 // direction); with one (PML's `miner(embeddings, labels)` passed to the loss, e.g.
 // `miner: {name: multi_similarity, args: {epsilon: 0.1}}`) only the pairs it selects, and the loss
-// is 0 when it selects at most one of each kind (PML's rule). `distance:` and
+// is 0 when it selects at most one of each kind (PML's rule). A batch without two items of one
+// label is a DataError (check_labels). The losses read nothing back from the device: the zero
+// loss of too few pairs, the pair sets and their means are chosen by masks, not on the host. `distance:` and
 // `normalize_embeddings:` choose PML's distance object (oml/losses/distance.h); the formulas below
 // are written for the default one. All compute in float32 under autocast, like the other
 // built-in losses.
@@ -45,6 +47,7 @@ class ContrastiveLossImpl : public Criterion {
   explicit ContrastiveLossImpl(ContrastiveOptions options = {},
                                std::shared_ptr<PairSelectionMiner> miner = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< a label with two items
 
  private:
   ContrastiveOptions options_;
@@ -74,6 +77,7 @@ class MultiSimilarityLossImpl : public Criterion {
   explicit MultiSimilarityLossImpl(MultiSimilarityOptions options = {},
                                    std::shared_ptr<PairSelectionMiner> miner = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< a label with two items
 
  private:
   MultiSimilarityOptions options_;
@@ -98,6 +102,7 @@ class SupConLossImpl : public Criterion {
  public:
   explicit SupConLossImpl(TemperatureOptions options = {}, std::shared_ptr<PairSelectionMiner> miner = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< a label with two items
 
  private:
   TemperatureOptions options_;
@@ -113,6 +118,7 @@ class NTXentLossImpl : public Criterion {
   explicit NTXentLossImpl(TemperatureOptions options = {0.07},
                           std::shared_ptr<PairSelectionMiner> miner = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< a label with two items
 
  private:
   TemperatureOptions options_;
@@ -142,6 +148,7 @@ class CircleLossImpl : public Criterion {
  public:
   explicit CircleLossImpl(CircleOptions options = {}, std::shared_ptr<PairSelectionMiner> miner = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< a label with two items
 
  private:
   CircleOptions options_;
