@@ -125,6 +125,11 @@ TEST_CASE("The losses' label checks run on host labels, before the labels go to 
                   oml::DataError);
   auto proxy = criterion("{name: proxy_anchor}", 4, 3);
   CHECK_THROWS_WITH(proxy->check_labels(torch::tensor({-1, 2}, torch::kLong)), Contains("got -1..2"));
+  // The batch-shape checks that need label values: triplets in their rows, a label with two items.
+  CHECK_THROWS_WITH(criterion("{name: triplet_plain}", 4, 3)->check_labels(torch::tensor({0, 0, 1, 1, 2, 2})),
+                    Contains("triplet 1 (rows 3..5) has labels 1, 2, 2"));
+  CHECK_THROWS_WITH(criterion("{name: surrogate_precision}", 4, 3)->check_labels(torch::arange(3)),
+                    Contains("surrogate_precision: no item of the batch (3 items)"));
 }
 
 TEST_CASE("The default job's step (conv_net, ArcFace, backward, Adam) reads nothing back from its device",
@@ -162,17 +167,21 @@ TEST_CASE("The losses' log values are tensors, and their forward reads nothing b
   torch::manual_seed(4);
   const auto embeddings = torch::randn({12, 8}, torch::requires_grad());
   const auto labels = torch::arange(4).repeat_interleave(3);
+  // Rows 3i..3i+2 of these are triplets (anchor, positive, negative), as triplet_plain expects.
+  const auto triplet_labels = torch::tensor({0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 0});
   for (const std::string yaml :
-       {"{name: cosface}", "{name: sub_center_arcface}", "{name: proxy_anchor}", "{name: soft_triple}",
+       {"{name: triplet_plain, args: {margin: 0.1}}", "{name: proxy_nca}", "{name: surrogate_precision}",
+        "{name: cosface}", "{name: sub_center_arcface}", "{name: proxy_anchor}", "{name: soft_triple}",
         "{name: mlp_arcface, args: {mlp_features: [8]}}",
         "{name: triplet_with_miner, args: {margin: 0.1, miner: {name: hard_triplets}}}",
         "{name: contrastive}", "{name: multi_similarity}", "{name: supcon}", "{name: ntxent}",
         "{name: circle}", "{name: supcon, args: {miner: {name: multi_similarity, args: {epsilon: 0.1}}}}"}) {
     INFO(yaml);
     auto loss = criterion(yaml, 8, 4);
-    loss->check_labels(labels);
+    const auto& batch_labels = yaml.find("triplet_plain") != std::string::npos ? triplet_labels : labels;
+    loss->check_labels(batch_labels);
     const HostReads reads;
-    const auto out = loss->forward(embeddings, labels);
+    const auto out = loss->forward(embeddings, batch_labels);
     out.loss.backward();
     CHECK(reads.seen() == std::vector<std::string>{});
     for (const auto& [key, value] : out.logs) {

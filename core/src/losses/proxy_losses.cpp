@@ -80,11 +80,12 @@ LossOutput ProxyNCALossImpl::forward(const torch::Tensor& input, const torch::Te
   const auto logits = options_.softmax_scale * distance.closeness(distance.matrix(embeddings, proxies));
   const auto target = labels.to(torch::kLong).unsqueeze(1);
   const auto log_probability = torch::log_softmax(logits, 1).gather(1, target).squeeze(1);
-  // PML takes -log of the softmax and leaves out the items whose probability is exactly 0.
-  const auto kept = torch::softmax(logits.detach(), 1).gather(1, target).squeeze(1) != 0;
-  const auto losses = -log_probability.masked_select(kept);
+  // PML takes -log of the softmax and leaves out the items whose probability is exactly 0: their
+  // mean as a masked sum over a count, read from nothing (0, attached, when none is left).
+  const auto kept = (torch::softmax(logits.detach(), 1).gather(1, target).squeeze(1) != 0)
+                        .to(log_probability.scalar_type());
   LossOutput out;
-  out.loss = losses.numel() > 0 ? losses.mean() : (embeddings * 0).sum();
+  out.loss = -(log_probability * kept).sum() / kept.sum().clamp_min(1);
   out.logs["accuracy"] = detail::accuracy(logits, labels);
   return out;
 }

@@ -82,6 +82,7 @@ LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& input, const tor
   const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
   const torch::Tensor embeddings = float32_input(input);
   check_batch(embeddings, labels, "surrogate_precision");
+  check_labels_on_host(*this, labels);
   const auto d = pairwise_distances(embeddings, embeddings);
   const auto ranks = smooth_ranks(d, options_.temperature1, options_.chunk_size);
   const auto hits = torch::sigmoid((static_cast<double>(options_.k) + 0.5 - ranks) / options_.temperature2);
@@ -89,16 +90,22 @@ LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& input, const tor
       torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
   const auto positive = (labels.unsqueeze(0) == labels.unsqueeze(1)) & ~eye;
   const auto n_pos = positive.sum(1);
-  const auto anchors = (n_pos > 0).nonzero().squeeze(1);
-  OML_CHECK(anchors.numel() > 0, DataError, "surrogate_precision: no item of the batch (", labels.size(0),
-            " items) has another item with its label — use a sampler such as 'balance'");
-  const auto per_anchor = (hits * positive.to(hits.scalar_type())).sum(1).index_select(0, anchors) /
-                          n_pos.index_select(0, anchors).clamp_max(options_.k).to(hits.scalar_type());
-  const auto precision = per_anchor.mean();
+  // The mean over the anchors with a positive, as a masked sum over their count (check_labels
+  // made sure there is one): nothing is read back.
+  const auto anchors = (n_pos > 0).to(hits.scalar_type());
+  const auto per_anchor =
+      (hits * positive.to(hits.scalar_type())).sum(1) / n_pos.clamp(1, options_.k).to(hits.scalar_type());
+  const auto precision = (per_anchor * anchors).sum() / anchors.sum().clamp_min(1);
   LossOutput out;
   out.loss = 1 - precision;
   out.logs["precision"] = precision.detach();
   return out;
+}
+
+void SurrogatePrecisionImpl::check_labels(const torch::Tensor& labels) {
+  const bool paired = (labels.unsqueeze(0) == labels.unsqueeze(1)).sum().item<int64_t>() > labels.size(0);
+  OML_CHECK(paired, DataError, "surrogate_precision: no item of the batch (", labels.size(0),
+            " items) has another item with its label — use a sampler such as 'balance'");
 }
 
 }  // namespace oml::losses

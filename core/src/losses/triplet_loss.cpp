@@ -1,5 +1,7 @@
 #include <torch/torch.h>
 
+#include <array>
+
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/config/argument_error.h"
@@ -63,6 +65,20 @@ LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const t
   return out;
 }
 
+namespace {
+
+// Row indices of a batch's n anchors, positives and negatives in `layout`.
+std::array<torch::Tensor, 3> triplet_rows(TripletLayout layout, int64_t n, torch::Device device) {
+  const auto options = torch::TensorOptions().dtype(torch::kLong).device(device);
+  if (layout == TripletLayout::blocks)
+    return {torch::arange(0, n, options), torch::arange(n, 2 * n, options),
+            torch::arange(2 * n, 3 * n, options)};
+  return {torch::arange(0, 3 * n, 3, options), torch::arange(1, 3 * n, 3, options),
+          torch::arange(2, 3 * n, 3, options)};
+}
+
+}  // namespace
+
 TripletLossImpl::TripletLossImpl(TripletLayout layout, TripletOptions options)
     : layout_(layout),
       options_(std::move(options)),
@@ -77,36 +93,8 @@ LossOutput TripletLossImpl::forward(const torch::Tensor& input, const torch::Ten
   const int64_t n = embeddings.size(0) / 3;
   OML_CHECK(embeddings.size(0) % 3 == 0, DataError, name_,
             ": expected a batch of triplets (a size divisible by 3), got ", embeddings.size(0), " items");
-  // Row indices of the anchors, positives and negatives.
-  const auto options = torch::TensorOptions().dtype(torch::kLong).device(embeddings.device());
-  torch::Tensor a_rows, p_rows, n_rows;
-  if (layout_ == TripletLayout::blocks) {
-    a_rows = torch::arange(0, n, options);
-    p_rows = torch::arange(n, 2 * n, options);
-    n_rows = torch::arange(2 * n, 3 * n, options);
-  } else {
-    a_rows = torch::arange(0, 3 * n, 3, options);
-    p_rows = torch::arange(1, 3 * n, 3, options);
-    n_rows = torch::arange(2, 3 * n, 3, options);
-  }
-  {
-    const auto la = labels.index_select(0, a_rows.to(labels.device()));
-    const auto lp = labels.index_select(0, p_rows.to(labels.device()));
-    const auto ln = labels.index_select(0, n_rows.to(labels.device()));
-    const auto bad = ((la != lp) | (la == ln)).nonzero();
-    if (bad.size(0) > 0) {
-      const int64_t i = bad[0][0].item<int64_t>();
-      const std::string where = layout_ == TripletLayout::blocks
-                                    ? "rows " + std::to_string(i) + ", " + std::to_string(n + i) + ", " +
-                                          std::to_string(2 * n + i) + " of [anchors; positives; negatives]"
-                                    : "rows " + std::to_string(3 * i) + ".." + std::to_string(3 * i + 2);
-      throw DataError(::oml::detail::concat(
-          name_, ": the batch is not made of triplets: triplet ", i, " (", where, ") has labels ",
-          la[i].item<int64_t>(), ", ", lp[i].item<int64_t>(), ", ", ln[i].item<int64_t>(),
-          "; anchor and positive must share a label that the negative lacks (a P x K sampler's batch "
-          "is not triplets: use triplet_with_miner)"));
-    }
-  }
+  check_labels_on_host(*this, labels);
+  const auto [a_rows, p_rows, n_rows] = triplet_rows(layout_, n, embeddings.device());
   const auto a = embeddings.index_select(0, a_rows);
   const auto p = embeddings.index_select(0, p_rows);
   const auto ng = embeddings.index_select(0, n_rows);
@@ -118,6 +106,26 @@ LossOutput TripletLossImpl::forward(const torch::Tensor& input, const torch::Ten
   out.logs["pos_dist"] = (a - p).norm(2, 1).mean();
   out.logs["neg_dist"] = (a - ng).norm(2, 1).mean();
   return out;
+}
+
+void TripletLossImpl::check_labels(const torch::Tensor& labels) {
+  const int64_t n = labels.size(0) / 3;  // a size not divisible by 3 is forward()'s error
+  const auto [a_rows, p_rows, n_rows] = triplet_rows(layout_, n, labels.device());
+  const auto la = labels.index_select(0, a_rows);
+  const auto lp = labels.index_select(0, p_rows);
+  const auto ln = labels.index_select(0, n_rows);
+  const auto bad = ((la != lp) | (la == ln)).nonzero();
+  if (bad.size(0) == 0) return;
+  const int64_t i = bad[0][0].item<int64_t>();
+  const std::string where = layout_ == TripletLayout::blocks
+                                ? "rows " + std::to_string(i) + ", " + std::to_string(n + i) + ", " +
+                                      std::to_string(2 * n + i) + " of [anchors; positives; negatives]"
+                                : "rows " + std::to_string(3 * i) + ".." + std::to_string(3 * i + 2);
+  throw DataError(::oml::detail::concat(
+      name_, ": the batch is not made of triplets: triplet ", i, " (", where, ") has labels ",
+      la[i].item<int64_t>(), ", ", lp[i].item<int64_t>(), ", ", ln[i].item<int64_t>(),
+      "; anchor and positive must share a label that the negative lacks (a P x K sampler's batch "
+      "is not triplets: use triplet_with_miner)"));
 }
 
 }  // namespace oml::losses

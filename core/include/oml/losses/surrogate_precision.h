@@ -25,6 +25,7 @@ class SurrogatePrecisionImpl : public Criterion {
  public:
   explicit SurrogatePrecisionImpl(SurrogatePrecisionOptions options);
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;  ///< a label with two items
   std::string log_name() const override { return "surrogate_precision"; }
 
  private:

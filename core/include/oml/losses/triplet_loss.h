@@ -51,6 +51,8 @@ class TripletLossImpl : public Criterion {
   TripletLossImpl(TripletLayout layout, TripletOptions options = {});
   LossOutput forward(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
   std::string log_name() const override { return "triplet"; }
+  /// Each triplet's anchor and positive share a label that its negative lacks.
+  void check_labels(const torch::Tensor& labels) override;
 
  private:
   TripletLayout layout_;
