@@ -31,11 +31,13 @@ std::vector<int64_t> vec(const torch::Tensor& t) {
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
-// Every triplet is valid: same label for anchor and positive, different for the negative, and
-// the positive is another item than the anchor.
+// Every triplet but the placeholders (TripletSet::valid) is valid: same label for anchor and
+// positive, different for the negative, and the positive is another item than the anchor.
 void check_valid(const TripletSet& t, const torch::Tensor& pool_labels) {
   const auto a = vec(t.anchors), p = vec(t.positives), n = vec(t.negatives), l = vec(pool_labels);
+  const auto listed = t.valid.defined() ? vec(t.valid) : std::vector<int64_t>(a.size(), 1);
   for (std::size_t i = 0; i < a.size(); ++i) {
+    if (listed[i] == 0) continue;
     CHECK(a[i] != p[i]);
     CHECK(l[a[i]] == l[p[i]]);
     CHECK(l[a[i]] != l[n[i]]);
@@ -140,12 +142,22 @@ TEST_CASE("The n-hard triplets miner takes the requested hardness ranks", "[loss
   // Anchor 0: positive 2; negatives by distance 3 (4), 4 (10) -> rank 2 is 4.
   // Anchor 3: positive 4; negatives 2 (1), 1 (3), 0 (4) -> ranks 2, 3 are 1, 0.
   std::set<std::vector<int64_t>> got;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(t.size()); ++i) got.insert(vec(triplet_of(t, i)));
+  const auto valid = vec(t.valid);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(t.size()); ++i) {
+    if (valid[i] != 0) got.insert(vec(triplet_of(t, i)));
+  }
   CHECK(got.count({0, 2, 4}) == 1);
   CHECK(got.count({3, 4, 1}) == 1);
   CHECK(got.count({3, 4, 0}) == 1);
-  CHECK(t.size() == 3 * 1 + 2 * 2);  // label-0 anchors have 2 negatives (one in range), label-1 anchors 3
+  // A grid of 1 x 2 ranks for each of the 5 anchors, whatever the labels (nothing is read back);
+  // valid: label-0 anchors have 2 negatives (one in range), label-1 anchors 3.
+  CHECK(t.size() == 5 * 1 * 2);
+  CHECK(got.size() == 3 * 1 + 2 * 2);
   check_valid(t, line_labels());
+  // No anchor with a 3rd positive: no triplet at all, said on the host labels.
+  CHECK_THROWS_WITH(NHardTripletsMiner({3, 3}, {1, 1}).check_labels(line_labels()),
+                    Contains("n_hard_triplets: the batch yields no triplet: no item has 3 positive(s)"));
+  CHECK_NOTHROW(miner.check_labels(line_labels()));
 }
 
 TEST_CASE("The hard cluster miner uses label means, farthest members and nearest other means",

@@ -174,6 +174,8 @@ TEST_CASE("The losses' log values are tensors, and their forward reads nothing b
         "{name: cosface}", "{name: sub_center_arcface}", "{name: proxy_anchor}", "{name: soft_triple}",
         "{name: mlp_arcface, args: {mlp_features: [8]}}",
         "{name: triplet_with_miner, args: {margin: 0.1, miner: {name: hard_triplets}}}",
+        "{name: triplet_with_miner, args: {margin: 0.1, miner: {name: n_hard_triplets, args: {n_positive: 2, "
+        "n_negative: [2, 4]}}}}",
         "{name: contrastive}", "{name: multi_similarity}", "{name: supcon}", "{name: ntxent}",
         "{name: circle}", "{name: supcon, args: {miner: {name: multi_similarity, args: {epsilon: 0.1}}}}"}) {
     INFO(yaml);

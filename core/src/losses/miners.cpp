@@ -160,31 +160,45 @@ void NHardTripletsMiner::check(HardnessRange positive, HardnessRange negative) {
 }
 
 TripletSet NHardTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
-  require_triplets_possible(embeddings, labels, "n_hard_triplets");
+  check_batch(embeddings, labels, "n_hard_triplets");
   torch::NoGradGuard no_grad;
-  const auto d = pairwise_distances(embeddings.detach(), embeddings.detach()).to(torch::kCPU);
-  const auto m = masks(labels.to(torch::kCPU));
+  const int64_t b = labels.size(0);
+  const auto d = pairwise_distances(embeddings.detach(), embeddings.detach());
+  const auto m = masks(labels);
   const auto inf = std::numeric_limits<float>::infinity();
-  // Hardest first: positives by decreasing distance, negatives by increasing distance.
-  const auto pos_order = d.masked_fill(~m.positive, -inf).argsort(1, /*descending=*/true);
-  const auto neg_order = d.masked_fill(~m.negative, inf).argsort(1, /*descending=*/false);
-  const auto n_pos = m.positive.sum(1);
-  const auto n_neg = m.negative.sum(1);
-  const auto po = pos_order.accessor<int64_t, 2>();
-  const auto no = neg_order.accessor<int64_t, 2>();
-  std::vector<int64_t> a, p, n;
-  for (int64_t i = 0; i < labels.size(0); ++i) {
-    const int64_t p_end = std::min(positive_.second, n_pos[i].item<int64_t>());
-    const int64_t n_end = std::min(negative_.second, n_neg[i].item<int64_t>());
-    for (int64_t pr = positive_.first - 1; pr < p_end; ++pr) {
-      for (int64_t nr = negative_.first - 1; nr < n_end; ++nr) {
-        a.push_back(i);
-        p.push_back(po[i][pr]);
-        n.push_back(no[i][nr]);
-      }
-    }
+  // Hardest first: positives by decreasing distance, negatives by increasing distance (a stable
+  // sort: ties in batch order). Ranks past an anchor's own count land on the masked-out rows.
+  const auto pos_order = d.masked_fill(~m.positive, -inf).sort(/*stable=*/true, 1, /*descending=*/true);
+  const auto neg_order = d.masked_fill(~m.negative, inf).sort(/*stable=*/true, 1, /*descending=*/false);
+  // The grid of 0-based ranks [p_lo, p_hi) x [n_lo, n_hi) for every anchor, in the order the
+  // loops over anchors, positive ranks and negative ranks list them.
+  const int64_t p_lo = positive_.first - 1, p_hi = std::min(positive_.second, b);
+  const int64_t n_lo = negative_.first - 1, n_hi = std::min(negative_.second, b);
+  const auto index = torch::TensorOptions().dtype(torch::kLong).device(labels.device());
+  if (p_lo >= p_hi || n_lo >= n_hi) {  // ranks beyond the batch (check_labels refuses such batches)
+    const auto none = torch::zeros({0}, index);
+    return {embeddings, none, none, none, torch::zeros({0}, index.dtype(torch::kBool))};
   }
-  return make_set(embeddings, a, p, n, "n_hard_triplets");
+  const int64_t np = p_hi - p_lo, nn = n_hi - n_lo;
+  const auto p_ranks = torch::arange(p_lo, p_hi, index), n_ranks = torch::arange(n_lo, n_hi, index);
+  const auto positives = std::get<1>(pos_order).index_select(1, p_ranks);  // [B, np]
+  const auto negatives = std::get<1>(neg_order).index_select(1, n_ranks);  // [B, nn]
+  const auto valid =
+      (p_ranks.unsqueeze(0) < m.positive.sum(1, /*keepdim=*/true)).unsqueeze(2) &
+      (n_ranks.unsqueeze(0) < m.negative.sum(1, /*keepdim=*/true)).unsqueeze(1);  // [B, np, nn]
+  return {embeddings, torch::arange(b, index).view({b, 1, 1}).expand({b, np, nn}).reshape(-1),
+          positives.unsqueeze(2).expand({b, np, nn}).reshape(-1),
+          negatives.unsqueeze(1).expand({b, np, nn}).reshape(-1), valid.reshape(-1)};
+}
+
+void NHardTripletsMiner::check_labels(const torch::Tensor& labels) {
+  require_triplet_labels(labels, "n_hard_triplets");
+  // One anchor with at least the first rank of each range, else no triplet at all.
+  const auto m = masks(labels);
+  const bool any =
+      ((m.positive.sum(1) >= positive_.first) & (m.negative.sum(1) >= negative_.first)).any().item<bool>();
+  OML_CHECK(any, DataError, "n_hard_triplets: the batch yields no triplet: no item has ", positive_.first,
+            " positive(s) and ", negative_.first, " negative(s) (n_positive and n_negative start there)");
 }
 
 TripletSet HardClusterMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {

@@ -39,13 +39,16 @@ class HardTripletsMiner : public TripletMiner {
 using HardnessRange = std::pair<int64_t, int64_t>;
 
 /// Per anchor: every combination of its positives with hardness rank in `positive` (farthest
-/// first) and negatives with rank in `negative` (nearest first).
+/// first) and negatives with rank in `negative` (nearest first). Listed as a fixed grid of ranks
+/// per anchor whatever the labels, the ranks an anchor lacks marked not valid, so that mine()
+/// reads nothing back; check_labels (host) makes sure one anchor has both ranks' first.
 class NHardTripletsMiner : public TripletMiner {
  public:
   NHardTripletsMiner(HardnessRange positive, HardnessRange negative);
   /// config::ArgumentError unless both ranges are 1 <= a <= b.
   static void check(HardnessRange positive, HardnessRange negative);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  void check_labels(const torch::Tensor& labels) override;
 
  private:
   HardnessRange positive_, negative_;
