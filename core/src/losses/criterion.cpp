@@ -31,6 +31,13 @@ void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, c
             labels.scalar_type());
 }
 
+void require_positive_pair(const torch::Tensor& labels, const std::string& who) {
+  // The diagonal is B of the equal pairs; any more is a pair of two items.
+  const bool paired = (labels.unsqueeze(0) == labels.unsqueeze(1)).sum().item<int64_t>() > labels.size(0);
+  OML_CHECK(paired, DataError, who, ": no item of the batch (", labels.size(0),
+            " items) has another item with its label — use a sampler such as 'balance'");
+}
+
 std::string training_loss_name(const Criterion& criterion) {
   const std::string name = criterion.log_name();
   return name.empty() ? "loss" : name + "_loss";

@@ -23,15 +23,6 @@ MinedPairs all_pairs(const torch::Tensor& labels) {
   return {same & ~eye, ~same};
 }
 
-// Every pair loss's check_labels. Without a positive pair the loss would only push items apart: a
-// batch a P x K sampler never gives (and PML's ContrastiveLoss would return 0 for a single pair of
-// each kind).
-void check_pair_labels(const torch::Tensor& labels, const std::string& who) {
-  const bool paired = (labels.unsqueeze(0) == labels.unsqueeze(1)).sum().item<int64_t>() > labels.size(0);
-  OML_CHECK(paired, DataError, who, ": no item of the batch (", labels.size(0),
-            " items) has another item with its label — use a sampler such as 'balance'");
-}
-
 // A batch as the pair losses use it: float32 embeddings (under autocast too), the distance matrix
 // and the pairs (all of them, or the miner's). The caller holds a Float32Guard for the whole forward.
 // The conditions under which PML returns a zero loss are 0-d bool tensors on the batch's device,
@@ -103,7 +94,7 @@ LossOutput ContrastiveLossImpl::forward(const torch::Tensor& input, const torch:
 }
 
 void ContrastiveLossImpl::check_labels(const torch::Tensor& labels) {
-  check_pair_labels(labels, "contrastive");
+  require_positive_pair(labels, "contrastive");
 }
 
 void check_options(const MultiSimilarityOptions& o) {
@@ -136,7 +127,7 @@ LossOutput MultiSimilarityLossImpl::forward(const torch::Tensor& input, const to
 }
 
 void MultiSimilarityLossImpl::check_labels(const torch::Tensor& labels) {
-  check_pair_labels(labels, "multi_similarity");
+  require_positive_pair(labels, "multi_similarity");
 }
 
 void check_options(const TemperatureOptions& o, const std::string& loss) {
@@ -166,7 +157,7 @@ LossOutput SupConLossImpl::forward(const torch::Tensor& input, const torch::Tens
   return b.zero_where(b.lacks_a_kind(), std::move(out));
 }
 
-void SupConLossImpl::check_labels(const torch::Tensor& labels) { check_pair_labels(labels, "supcon"); }
+void SupConLossImpl::check_labels(const torch::Tensor& labels) { require_positive_pair(labels, "supcon"); }
 
 NTXentLossImpl::NTXentLossImpl(TemperatureOptions options, std::shared_ptr<PairSelectionMiner> miner)
     : options_(options), miner_(std::move(miner)) {
@@ -199,7 +190,7 @@ LossOutput NTXentLossImpl::forward(const torch::Tensor& input, const torch::Tens
   return b.zero_where(b.lacks_a_kind(), std::move(out));
 }
 
-void NTXentLossImpl::check_labels(const torch::Tensor& labels) { check_pair_labels(labels, "ntxent"); }
+void NTXentLossImpl::check_labels(const torch::Tensor& labels) { require_positive_pair(labels, "ntxent"); }
 
 void check_options(const CircleOptions& o) {
   const std::string who = "loss 'circle'";
@@ -236,6 +227,6 @@ LossOutput CircleLossImpl::forward(const torch::Tensor& input, const torch::Tens
   return b.zero_where(b.too_few_pairs(), std::move(out));
 }
 
-void CircleLossImpl::check_labels(const torch::Tensor& labels) { check_pair_labels(labels, "circle"); }
+void CircleLossImpl::check_labels(const torch::Tensor& labels) { require_positive_pair(labels, "circle"); }
 
 }  // namespace oml::losses

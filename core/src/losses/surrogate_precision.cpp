@@ -103,9 +103,7 @@ LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& input, const tor
 }
 
 void SurrogatePrecisionImpl::check_labels(const torch::Tensor& labels) {
-  const bool paired = (labels.unsqueeze(0) == labels.unsqueeze(1)).sum().item<int64_t>() > labels.size(0);
-  OML_CHECK(paired, DataError, "surrogate_precision: no item of the batch (", labels.size(0),
-            " items) has another item with its label — use a sampler such as 'balance'");
+  require_positive_pair(labels, "surrogate_precision");
 }
 
 }  // namespace oml::losses

@@ -81,4 +81,8 @@ torch::Tensor float32_input(const torch::Tensor& embeddings);
 /// Checks the shapes of a batch: embeddings [B, D] with B >= 1, labels [B] integer.
 void check_batch(const torch::Tensor& embeddings, const torch::Tensor& labels, const std::string& who);
 
+/// DataError naming `who` unless some item of the batch shares its label with another (a
+/// positive pair exists); reads the labels' values (for a Criterion::check_labels).
+void require_positive_pair(const torch::Tensor& labels, const std::string& who);
+
 }  // namespace oml::losses

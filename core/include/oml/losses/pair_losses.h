@@ -11,10 +11,10 @@
 // direction); with one (PML's `miner(embeddings, labels)` passed to the loss, e.g.
 // `miner: {name: multi_similarity, args: {epsilon: 0.1}}`) only the pairs it selects, and the loss
 // is 0 when it selects at most one of each kind (PML's rule). A batch without two items of one
-// label is a DataError (check_labels). The losses read nothing back from the device: the zero
-// loss of too few pairs, the pair sets and their means are chosen by masks, not on the host. `distance:` and
-// `normalize_embeddings:` choose PML's distance object (oml/losses/distance.h); the formulas below
-// are written for the default one. All compute in float32 under autocast, like the other
+// label is a DataError (check_labels): its loss could only push items apart. The losses read nothing back
+// from the device: the zero loss of too few pairs, the pair sets and their means are chosen by masks, not on
+// the host. `distance:` and `normalize_embeddings:` choose PML's distance object (oml/losses/distance.h); the
+// formulas below are written for the default one. All compute in float32 under autocast, like the other
 // built-in losses.
 
 #include <memory>
