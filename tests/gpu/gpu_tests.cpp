@@ -527,12 +527,17 @@ double largest_relative_difference(const Curve& a, const Curve& b,
 
 // `deterministic: true` for one test case (oml::use_deterministic_algorithms, warnings only:
 // an operation without a deterministic kernel still runs), the process's settings restored
-// after. Without it two eager runs of the same 200 steps already differ: cuDNN's backward adds
-// with atomics, and ArcFace (s = 30) amplifies the last bits into 0.3 of the loss (measured on
-// an H200), which would hide any difference a graph makes.
+// after, CUBLAS_WORKSPACE_CONFIG included. Without it two eager runs of the same 200 steps already differ:
+// cuDNN's backward adds with atomics, and ArcFace (s = 30) amplifies the last bits into 0.3 of the loss
+// (measured on an H200), which would hide any difference a graph makes.
 class DeterministicScope {
  public:
-  DeterministicScope() : before_(oml::determinism_state()) {
+  DeterministicScope()
+      : before_(oml::determinism_state()),
+        workspace_("CUBLAS_WORKSPACE_CONFIG",
+                   before_.cublas_workspace_config.empty()
+                       ? std::nullopt
+                       : std::optional<std::string>(before_.cublas_workspace_config)) {
     oml::use_deterministic_algorithms(/*warn_only=*/true);
   }
   ~DeterministicScope() {
@@ -546,6 +551,7 @@ class DeterministicScope {
 
  private:
   oml::DeterminismState before_;
+  oml::test::ScopedEnv workspace_;  // put back (or unset) after the destructor's body
 };
 
 // A curve replayed from a graph (or tried) against the same steps run eagerly: no further from

@@ -23,12 +23,12 @@ MinedPairs all_pairs(const torch::Tensor& labels) {
   return {same & ~eye, ~same};
 }
 
-// A batch as the pair losses use it: float32 embeddings (under autocast too), the distance matrix
-// and the pairs (all of them, or the miner's). The caller holds a Float32Guard for the whole forward.
-// The conditions under which PML returns a zero loss are 0-d bool tensors on the batch's device,
+// A batch as the pair losses use it: the distance matrix of its float32 embeddings (under
+// autocast too) and the pairs (all of them, or the miner's). The caller holds a Float32Guard for the whole
+// forward. The conditions under which PML returns a zero loss are 0-d bool tensors on the batch's device,
 // applied by zero_where: no step waits for the device to decide.
 struct PairBatch {
-  torch::Tensor embeddings, values;
+  torch::Tensor values;
   MinedPairs pairs;
 
   /// PML's GenericPairLoss returns 0 when there is at most one pair of each kind (possible only
@@ -38,11 +38,15 @@ struct PairBatch {
   torch::Tensor lacks_a_kind() const {
     return too_few_pairs() | pairs.positive.any().logical_not() | pairs.negative.any().logical_not();
   }
-  /// `out` where `zero` is false, else the zero loss PML returns (attached to the graph) and zero
-  /// logs. The loss computed beside it stays finite on any pair sets (its gradient is masked).
-  LossOutput zero_where(const torch::Tensor& zero, LossOutput out) const {
-    out.loss = torch::where(zero, (embeddings * 0).sum(), out.loss);
-    for (auto& [key, value] : out.logs) value = torch::where(zero, torch::zeros_like(value), value);
+  /// `out` where `zero` is false, else PML's zero loss and zero logs. The loss stays attached to
+  /// the graph with a zero gradient, as PML's; the one computed beside it stays finite on any
+  /// pair sets, so that its masked gradient is 0 and not NaN.
+  static LossOutput zero_where(const torch::Tensor& zero, LossOutput out) {
+    const auto zero_if = [&](const torch::Tensor& value) {
+      return torch::where(zero, torch::zeros_like(value), value);
+    };
+    out.loss = zero_if(out.loss);
+    for (auto& [key, value] : out.logs) value = zero_if(value);
     return out;
   }
 };
@@ -53,8 +57,7 @@ PairBatch pair_batch(Criterion& loss, const torch::Tensor& input, const torch::T
   check_batch(embeddings, labels, who);
   check_labels_on_host(loss, labels);
   MinedPairs pairs = miner != nullptr ? miner->mine(embeddings, labels) : all_pairs(labels);
-  torch::Tensor values = distance.matrix(embeddings, embeddings);
-  return {std::move(embeddings), std::move(values), std::move(pairs)};
+  return {distance.matrix(embeddings, embeddings), std::move(pairs)};
 }
 
 }  // namespace
