@@ -19,7 +19,9 @@
 //   - logging: c10 logs through glog in Debian's build (C10_USE_GLOG), through its own
 //     minimal logger in the wheel's -> set_library_log_level (common/runtime.cpp calls it).
 //   - at::scaled_dot_product_attention since 2.0 (1.13 has none)
-//     -> scaled_dot_product_attention, used by models/attention.cpp (the text encoders).
+//     -> scaled_dot_product_attention, used by models/attention.cpp (the ViTs and text encoders).
+//   - the CPU flash-attention kernel packs bfloat16 / half GEMMs for AMX tiles since 2.5
+//     (at::native::cpublas::could_pack) -> cpu_attention_prefers_float, models/attention.cpp.
 //   - the profiler: Kineto (torch/csrc/autograd/profiler_kineto.h) records in 2.x; Debian's
 //     1.13 is built without Kineto, so there the legacy profiler's RecordProfile writes the
 //     trace -> report/profiler.cpp tests OML_TORCH_AT_LEAST(2, 0) itself, to keep the profiler's
@@ -58,6 +60,10 @@
 // 2.11 is the release the project pins and tests.
 static_assert(OML_TORCH_AT_LEAST(2, 4) || (TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR == 13),
               "oml-cpp builds against LibTorch 1.13 or 2.4 and later");
+
+#if OML_TORCH_AT_LEAST(2, 5)
+#include <ATen/native/CPUBlas.h>  // cpublas::could_pack
+#endif
 
 namespace c10d {
 #if OML_TORCH_AT_LEAST(2, 0)
@@ -148,6 +154,21 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
   auto weights = at::softmax(scores, -1);
   if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
   return at::matmul(weights.to(v.scalar_type()), v);
+#endif
+}
+
+/// Whether attention in `dtype` on the CPU is faster with float32 inputs: ATen's CPU flash kernel
+/// runs bfloat16 and half through AMX tiles where the CPU can pack GEMMs for them (2.5 and later),
+/// and otherwise through generic GEMMs at about half its float32 speed (docs/benchmarks.md). False
+/// for float32 and on 1.13, whose attention (written out above) runs its matmuls through oneDNN.
+inline bool cpu_attention_prefers_float(c10::ScalarType dtype) {
+  if (dtype != c10::ScalarType::BFloat16 && dtype != c10::ScalarType::Half) return false;
+#if OML_TORCH_AT_LEAST(2, 5)
+  return !at::native::cpublas::could_pack(dtype);
+#elif OML_TORCH_AT_LEAST(2, 0)
+  return true;
+#else
+  return false;
 #endif
 }
 

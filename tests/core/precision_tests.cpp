@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "models/attention.h"
 #include "oml/common/autocast.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
@@ -189,6 +190,66 @@ TEST_CASE("Every built-in extractor trains a step in bf16 with float32 weights a
     CHECK(with_grad > 0);
     optimizer.step();
     for (const auto& b : model->buffers()) CHECK(b.scalar_type() != torch::kBFloat16);  // BatchNorm stats
+  }
+}
+
+TEST_CASE("Attention under CPU bf16 autocast runs in the dtype the CPU's flash kernel is fast in",
+          "[precision][models]") {
+  // q, k and v come out of bf16 projections; on a CPU without AMX (this project's machines) the
+  // attention itself runs in float32 (torch_compat::cpu_attention_prefers_float), with AMX in
+  // bf16. Written out with explicit casts, each way is the same kernels as under autocast, so the
+  // results are equal exactly; a float32 attention that autocast recast to bf16 would not be.
+  torch::manual_seed(5);
+  const int64_t batch = 2, tokens = 17, dim = 24, heads = 3, head_dim = dim / heads;
+  const auto x = torch::randn({batch, tokens, dim});
+  const auto in_weight = torch::randn({3 * dim, dim}) * 0.3, in_bias = torch::randn({3 * dim}) * 0.1;
+  const auto out_weight = torch::randn({dim, dim}) * 0.3, out_bias = torch::randn({dim}) * 0.1;
+  const auto key_mask = torch::ones({batch, tokens}, torch::kLong);
+  key_mask[1].slice(0, 12).zero_();  // the second row padded after 12 tokens
+  const auto bf16 = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
+  const bool in_float = oml::torch_compat::cpu_attention_prefers_float(torch::kBFloat16);
+  const auto attend = [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          const torch::Tensor& mask) {
+    const auto dtype = in_float ? torch::kFloat : torch::kBFloat16;
+    return oml::torch_compat::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask, 0.0)
+        .to(torch::kBFloat16);
+  };
+  const auto heads_of = [&](const torch::Tensor& t) {
+    return t.view({batch, tokens, heads, head_dim}).transpose(1, 2);
+  };
+
+  SECTION("the vision transformers' self-attention") {
+    const auto qkv = at::linear(bf16(x), bf16(in_weight), bf16(in_bias))
+                         .reshape({batch, tokens, 3, heads, head_dim})
+                         .permute({2, 0, 3, 1, 4});
+    const auto expected = at::linear(
+        attend(qkv[0], qkv[1], qkv[2], torch::Tensor()).transpose(1, 2).reshape({batch, tokens, dim}),
+        bf16(out_weight), bf16(out_bias));
+    const auto input = x.clone().requires_grad_();
+    torch::Tensor out;
+    {
+      const AutocastGuard autocast(Precision::bf16, torch::kCPU);
+      out = oml::models::detail::self_attention(input, in_weight, in_bias, out_weight, out_bias, heads);
+    }
+    CHECK(out.scalar_type() == torch::kBFloat16);
+    CHECK(torch::equal(out, expected));
+    out.to(torch::kFloat).sum().backward();
+    CHECK(input.grad().scalar_type() == torch::kFloat);
+    CHECK(torch::isfinite(input.grad()).all().item<bool>());
+  }
+  SECTION("the text encoders' masked attention") {
+    const auto q = bf16(torch::randn({batch, tokens, dim})), k = bf16(torch::randn({batch, tokens, dim})),
+               v = bf16(torch::randn({batch, tokens, dim}));
+    const auto mask = key_mask.ne(0).view({batch, 1, 1, tokens});
+    const auto expected =
+        attend(heads_of(q), heads_of(k), heads_of(v), mask).transpose(1, 2).reshape({batch, tokens, dim});
+    torch::Tensor out;
+    {
+      const AutocastGuard autocast(Precision::bf16, torch::kCPU);
+      out = oml::models::detail::masked_attention(q, k, v, key_mask, heads, 0.0);
+    }
+    CHECK(out.scalar_type() == torch::kBFloat16);
+    CHECK(torch::equal(out, expected));
   }
 }
 

@@ -5,6 +5,25 @@
 #include "torch_compat.h"
 
 namespace oml::models::detail {
+namespace {
+
+// torch_compat::scaled_dot_product_attention, in float32 on a CPU whose flash kernel is slower in
+// q's reduced precision (no AMX: ~2x slower in bfloat16 than in float32 for ViT-S/16's heads,
+// docs/benchmarks.md#vit-s16-bf16-attention-on-a-cpu-without-amx-2026-12-01); the output in q's dtype.
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& key_mask, double dropout_p) {
+  const auto dtype = q.scalar_type();
+  if (!q.device().is_cpu() || !torch_compat::cpu_attention_prefers_float(dtype)) {
+    return torch_compat::scaled_dot_product_attention(q, k, v, key_mask, dropout_p);
+  }
+  // Autocast would cast the inputs back to its dtype (attention is on its lower-precision list).
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  return torch_compat::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
+                                                    v.to(torch::kFloat), key_mask, dropout_p)
+      .to(dtype);
+}
+
+}  // namespace
 
 torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_weight,
                              const torch::Tensor& in_bias, const torch::Tensor& out_weight,
@@ -30,10 +49,9 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   // ATen's fused attention (flash / memory-efficient kernels on CUDA, the flash kernel on the
   // CPU), as timm's `fused_attn` ViTs train: the [B, heads, N, N] weights are never stored for
   // the backward pass. On 1.13 torch_compat writes it out as matmul, softmax, matmul.
-  const auto out =
-      torch_compat::scaled_dot_product_attention(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
-          .transpose(1, 2)
-          .reshape({batch, tokens, dim});
+  const auto out = attend(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
+                       .transpose(1, 2)
+                       .reshape({batch, tokens, dim});
   return at::linear(out, out_weight, out_bias);
 }
 
@@ -47,7 +65,7 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   };
   // [B, N] -> [B, 1, 1, N]: one row of keys, the same for every head and query.
   const auto mask = key_mask.defined() ? key_mask.ne(0).view({batch, 1, 1, tokens}) : torch::Tensor();
-  const auto out = torch_compat::scaled_dot_product_attention(heads(q), heads(k), heads(v), mask, dropout_p);
+  const auto out = attend(heads(q), heads(k), heads(v), mask, dropout_p);
   return out.transpose(1, 2).reshape({batch, tokens, dim});
 }
 
