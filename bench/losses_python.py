@@ -3,7 +3,9 @@ pytorch-metric-learning's ContrastiveLoss, MultiSimilarityLoss, SupConLoss, NTXe
 CircleLoss, ProxyAnchorLoss, ProxyNCALoss, SoftTripleLoss, CosFaceLoss and SubCenterArcFaceLoss
 with their defaults, MultiSimilarityLoss with its MultiSimilarityMiner and ContrastiveLoss with
 CosineSimilarity, and of OML's TripletLoss, TripletLossPlain, ArcFaceLoss and ArcFaceLossWithMLP
-(OML's code as tests/python/oml_losses_reference.py holds it: OML's package is not installed), on
+(OML's code as tests/python/oml_losses_reference.py holds it), and OML 4.0's own
+TripletLossWithMiner with its AllTripletsMiner and HardTripletsMiner (when the package is
+installed, as scripts/setup.sh --with-tests does), on
 the same shapes (NUM_CLASSES classes for the losses with class weights, whose gradient the
 backward computes too; the triplet losses on the batch's first 3 (batch // 3) rows). Run it beside
 bench_losses in one session.
@@ -20,6 +22,13 @@ from pytorch_metric_learning import distances, losses, miners
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
 import oml_losses_reference as oml  # noqa: E402  (OML's loss classes)
+
+try:  # OML 4.0's own TripletLossWithMiner and miners, where the package is installed
+    from oml.losses.triplet import TripletLossWithMiner
+    from oml.miners.inbatch_all_tri import AllTripletsMiner
+    from oml.miners.inbatch_hard_tri import HardTripletsMiner
+except ImportError:
+    TripletLossWithMiner = None
 
 NUM_CLASSES = 100  # also in bench/losses.cpp
 
@@ -51,7 +60,11 @@ def main():
                        ("oml triplet_plain", oml.TripletLossPlain(margin=0.1)),
                        ("oml arcface", oml.ArcFaceLoss(in_features=dim, num_classes=NUM_CLASSES)),
                        ("oml mlp_arcface", oml.ArcFaceLossWithMLP(in_features=dim, num_classes=NUM_CLASSES,
-                                                                  mlp_features=[256, 128]))]:
+                                                                  mlp_features=[256, 128]))] + ([
+                       # OML's CARS config: soft margin, every triplet; then the hard miner.
+                       ("tri_miner all_triplets", TripletLossWithMiner(margin=None, miner=AllTripletsMiner())),
+                       ("tri_miner hard", TripletLossWithMiner(margin=None, miner=HardTripletsMiner()))]
+                       if TripletLossWithMiner is not None else []):
         loss, miner = (case[1], case[2]) if len(case) == 3 else (case[1], None)
         name = case[0]
         triplet_rows = 3 * (len(labels) // 3)

@@ -135,6 +135,60 @@ TEST_CASE("The all-triplets miner lists every valid triplet and caps the count w
   CHECK(distinct.size() == 5);
 }
 
+TEST_CASE(
+    "all_triplets lists every triplet by default, as OML's; the loss reads long lists' distances "
+    "from the distance matrix",
+    "[losses][miners]") {
+  oml::cli::register_builtins();
+  // OML's CARS batch: 20 labels x 10 items, B (K - 1) (B - K) = 200 * 9 * 190 triplets, none dropped.
+  const auto labels = torch::arange(20).repeat_interleave(10);
+  const auto doc = oml::config::Document::from_string(
+      "criterion: {name: triplet_with_miner, args: {margin: null, miner: {name: all_triplets}}}",
+      "cars.yaml");
+  const auto loss = oml::registries().losses.create(
+      oml::config::parse_component(doc.root()["criterion"], "criterion"), CriterionContext{});
+  torch::manual_seed(2);
+  const auto x = torch::randn({200, 8}, torch::kDouble).requires_grad_(true);
+  const auto out = loss->forward(x, labels);
+  CHECK(out.logs.at("n_triplets").item<double>() == 342000);
+
+  // The same triplets' distances taken row by row (what a short list does), in double: the loss,
+  // its logs and its gradient agree to rounding.
+  const auto t = AllTripletsMiner().mine(x, labels);
+  REQUIRE(t.size() == 342000);
+  REQUIRE(2 * t.size() > 200 * 200);  // the matrix path
+  const auto a = x.index_select(0, t.anchors);
+  const auto d_ap = (a - x.index_select(0, t.positives)).norm(2, 1);
+  const auto d_an = (a - x.index_select(0, t.negatives)).norm(2, 1);
+  const auto [m_ap, m_an] = triplet_distances(t);
+  CHECK(oml::test::max_abs_diff(m_ap, d_ap) < 1e-12);
+  CHECK(oml::test::max_abs_diff(m_an, d_an) < 1e-12);
+  const auto expected = triplet_losses_of_distances(d_ap, d_an, std::nullopt).mean();
+  CHECK(out.loss.item<double>() == Approx(expected.item<double>()).epsilon(1e-12));
+  CHECK(out.logs.at("pos_dist").item<double>() == Approx(d_ap.mean().item<double>()).epsilon(1e-12));
+  CHECK(out.logs.at("neg_dist").item<double>() == Approx(d_an.mean().item<double>()).epsilon(1e-12));
+  const auto grad = torch::autograd::grad({out.loss}, {x}, {}, /*retain_graph=*/true)[0];
+  const auto expected_grad = torch::autograd::grad({expected}, {x})[0];
+  CHECK(oml::test::max_abs_diff(grad, expected_grad) < 1e-12);
+
+  // Two equal embeddings (distance 0): a finite gradient, zero along that pair, as the row path.
+  const auto y = torch::randn({12, 3}, torch::kDouble);
+  y[1].copy_(y[0]);
+  const auto yl = torch::arange(3).repeat_interleave(4);
+  const auto yg = y.clone().requires_grad_(true);
+  const auto ts = AllTripletsMiner().mine(yg, yl);
+  REQUIRE(2 * ts.size() > 12 * 12);
+  const auto [z_ap, z_an] = triplet_distances(ts);
+  triplet_losses_of_distances(z_ap, z_an, 0.1).sum().backward();
+  CHECK(torch::isfinite(yg.grad()).all().item<bool>());
+  const auto yr = y.clone().requires_grad_(true);
+  const auto ar = yr.index_select(0, ts.anchors);
+  triplet_losses(ar, yr.index_select(0, ts.positives), yr.index_select(0, ts.negatives), 0.1)
+      .sum()
+      .backward();
+  CHECK(oml::test::max_abs_diff(yg.grad(), yr.grad()) < 1e-12);
+}
+
 TEST_CASE("The n-hard triplets miner takes the requested hardness ranks", "[losses][miners]") {
   // The hardest positive with the 2nd..3rd nearest negatives.
   NHardTripletsMiner miner({1, 1}, {2, 3});

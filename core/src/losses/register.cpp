@@ -362,7 +362,7 @@ void register_builtin_losses(Registries& reg) {
   reg.miners.add(
       "all_triplets",
       [](config::ArgsReader& r) {
-        int64_t max_output = 512;
+        int64_t max_output = AllTripletsMiner::kNoCap;  // OML's default: every triplet
         r.optional("max_output_triplets", max_output);
         r.check([&] { AllTripletsMiner::check(max_output); });
         return max_output;

@@ -9,11 +9,32 @@
 
 namespace oml::losses {
 
-torch::Tensor triplet_losses(const torch::Tensor& anchors, const torch::Tensor& positives,
-                             const torch::Tensor& negatives, std::optional<double> margin) {
-  const auto gap = (anchors - positives).norm(2, 1) - (anchors - negatives).norm(2, 1);
+torch::Tensor triplet_losses_of_distances(const torch::Tensor& d_ap, const torch::Tensor& d_an,
+                                          std::optional<double> margin) {
+  const auto gap = d_ap - d_an;
   // softplus(x) = log(1 + exp(x)) without overflow for large x.
   return margin ? torch::relu(gap + *margin) : torch::nn::functional::softplus(gap);
+}
+
+torch::Tensor triplet_losses(const torch::Tensor& anchors, const torch::Tensor& positives,
+                             const torch::Tensor& negatives, std::optional<double> margin) {
+  return triplet_losses_of_distances((anchors - positives).norm(2, 1), (anchors - negatives).norm(2, 1),
+                                     margin);
+}
+
+std::pair<torch::Tensor, torch::Tensor> triplet_distances(const TripletSet& t) {
+  const int64_t rows = t.pool.size(0);
+  if (2 * t.size() > rows * rows) {
+    // compute_mode 2 ("donot_use_mm_for_euclid_dist"): each entry the norm of a difference, as
+    // below, not |x|^2 + |y|^2 - 2 x.y, which loses digits for near points and has no finite
+    // gradient at 0.
+    const auto d = at::cdist(t.pool, t.pool, 2.0, /*compute_mode=*/2).reshape(-1);
+    const auto base = t.anchors * rows;
+    return {d.index_select(0, base + t.positives), d.index_select(0, base + t.negatives)};
+  }
+  const auto a = t.pool.index_select(0, t.anchors);
+  return {(a - t.pool.index_select(0, t.positives)).norm(2, 1),
+          (a - t.pool.index_select(0, t.negatives)).norm(2, 1)};
 }
 
 void check_options(const TripletOptions& o, const std::string& loss) {
@@ -39,10 +60,8 @@ LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const t
   check_batch(embeddings, labels, "triplet_with_miner");
   check_labels_on_host(*this, labels);
   const TripletSet t = miner_->mine(embeddings, labels);
-  const auto a = t.pool.index_select(0, t.anchors);
-  const auto p = t.pool.index_select(0, t.positives);
-  const auto n = t.pool.index_select(0, t.negatives);
-  const auto losses = triplet_losses(a, p, n, options_.margin);
+  const auto [d_ap, d_an] = triplet_distances(t);
+  const auto losses = triplet_losses_of_distances(d_ap, d_an, options_.margin);
   // A miner's placeholders (TripletSet::valid) weigh 0: sums and means over the valid triplets,
   // in each value's dtype, read from nothing; without placeholders, plain sums and means.
   const auto weight = t.valid.defined() ? t.valid.to(losses.scalar_type()) : torch::Tensor();
@@ -57,8 +76,8 @@ LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const t
   out.loss = options_.reduction == "mean" ? mean_of(losses) : sum_of(losses);
   torch::NoGradGuard no_grad;
   out.logs["active_tri"] = mean_of((losses > 0).to(torch::kDouble));
-  out.logs["pos_dist"] = mean_of((a - p).norm(2, 1));
-  out.logs["neg_dist"] = mean_of((a - n).norm(2, 1));
+  out.logs["pos_dist"] = mean_of(d_ap.detach());
+  out.logs["neg_dist"] = mean_of(d_an.detach());
   out.logs["n_triplets"] = weight.defined()
                                ? count.to(torch::kDouble)
                                : torch::scalar_tensor(static_cast<double>(t.size()), torch::kDouble);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "oml/losses/criterion.h"
 #include "oml/losses/miner.h"
@@ -61,8 +62,19 @@ class TripletLossImpl : public Criterion {
 };
 TORCH_MODULE(TripletLoss);
 
+/// Loss of each triplet from its distances d(a, p) and d(a, n): relu(d_ap - d_an + margin), or
+/// softplus(d_ap - d_an) (the soft margin) without a margin.
+torch::Tensor triplet_losses_of_distances(const torch::Tensor& d_ap, const torch::Tensor& d_an,
+                                          std::optional<double> margin);
+
 /// Loss of a set of triplets given as embeddings (the formula of triplet_with_miner).
 torch::Tensor triplet_losses(const torch::Tensor& anchors, const torch::Tensor& positives,
                              const torch::Tensor& negatives, std::optional<double> margin);
+
+/// The Euclidean distances d(a, p) and d(a, n) of every triplet of `t` ([T] each), each the norm
+/// of the difference of two pool rows. A list longer than half the pool's pairs (all_triplets
+/// without a cap lists ~B^3 / 2 for a P x K batch) reads them from the pool's [M, M] distance
+/// matrix (memory M^2 + T instead of T x D); a shorter one from the rows it names.
+std::pair<torch::Tensor, torch::Tensor> triplet_distances(const TripletSet& t);
 
 }  // namespace oml::losses
