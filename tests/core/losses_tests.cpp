@@ -230,17 +230,71 @@ TEST_CASE("The hard cluster miner uses label means, farthest members and nearest
   CHECK_THROWS_WITH(miner.mine(line_points(), line_labels()), Contains("same number"));
 }
 
-TEST_CASE("The memory miner adds bank negatives once the bank has batches", "[losses][miners]") {
+TEST_CASE(
+    "triplets_with_memory mines as OML's TripletMinerWithMemory: the batch's triplets, then bank pairs "
+    "and bank negatives",
+    "[losses][miners]") {
   torch::manual_seed(1);
-  TripletsWithMemoryMiner miner(2, 3);
-  const auto first = miner.mine(line_points(), line_labels());
-  CHECK(first.size() == 8);  // ordered positive pairs: 3 * 2 (label 0) + 2 * 1 (label 1)
-  check_valid(first, line_labels());
-  const auto second = miner.mine(line_points() + 0.5, line_labels());
-  CHECK(second.size() == 8 * 3);
-  CHECK(second.pool.size(0) == 10);
-  check_valid(second, torch::cat({line_labels(), line_labels()}));
-  CHECK((second.negatives >= 5).sum().item<int64_t>() == 16);
+  TripletsWithMemoryMiner miner(/*bank_size_in_batches=*/2, /*tri_expand_k=*/3);
+  const auto labels = torch::tensor({0, 0, 0, 0, 1, 1, 1, 1}, torch::kLong);
+  const auto x = torch::randn({8, 6}, torch::kDouble).requires_grad_(true);
+  // The batch's 8 * 3 * 4 = 96 triplets, then 96 * (3 - 1) / 2 = 96 tries of each mixed kind. The
+  // bank starts with OML's stand-ins (labels -1..-8 per batch slot, no batch label), so every try
+  // is kept: 288, as OML 4.0's miner gives for this batch (and 222 for the second one below).
+  const auto first = miner.mine(x, labels);
+  REQUIRE(first.size() == 288);
+  const auto stand_in_labels = -torch::arange(1, 9, torch::kLong).repeat({2});
+  const auto pool_labels = torch::cat({labels, stand_in_labels});
+  check_valid(first, pool_labels);
+  REQUIRE(first.pool.size(0) == 8 + 16);
+  CHECK(torch::equal(first.from_batch, torch::arange(288) < 96));
+  const auto rows = [](const torch::Tensor& index, int64_t from, int64_t to) {
+    return index.slice(0, from, to);
+  };
+  // 1: batch rows only; 2: anchor and positive from the bank, the negative from the batch; 3: the
+  // reverse for the negative.
+  CHECK((rows(first.anchors, 0, 96) < 8).all().item<bool>());
+  CHECK((rows(first.negatives, 0, 96) < 8).all().item<bool>());
+  CHECK((rows(first.anchors, 96, 192) >= 8).all().item<bool>());
+  CHECK((rows(first.positives, 96, 192) >= 8).all().item<bool>());
+  CHECK((rows(first.negatives, 96, 192) < 8).all().item<bool>());
+  CHECK((rows(first.anchors, 192, 288) < 8).all().item<bool>());
+  CHECK((rows(first.negatives, 192, 288) >= 8).all().item<bool>());
+  // The stand-ins' embeddings: one-hot at min(|label|, D - 1).
+  const auto stand_ins = first.pool.slice(0, 8);
+  CHECK(torch::equal(stand_ins.argmax(1), stand_in_labels.abs().clamp_max(5)));
+  CHECK(stand_ins.sum().item<double>() == 16);
+
+  // The bank took the first batch over its first 8 rows: its pairs now come from labels 0 and 1
+  // (the stand-ins left have one row each), and some draws meet a negative of the same label.
+  const auto y = torch::randn({8, 6}, torch::kDouble);
+  const auto second = miner.mine(y, labels);
+  check_valid(second, torch::cat({labels, labels, stand_in_labels.slice(0, 8)}));
+  CHECK(torch::equal(second.pool.slice(0, 8, 16), x.detach()));
+  CHECK(second.size() > 96);
+  CHECK(second.size() < 288);
+  const auto bank_anchors = rows(second.anchors, 96, second.size());
+  CHECK((bank_anchors < 16).all().item<bool>());  // batch or first-batch rows: no stand-in anchors
+
+  // Through the loss: OML's logs of the batch's and the mixed triplets; the gradient reaches the
+  // batch rows only (the bank is detached).
+  TripletLossWithMiner loss(std::make_shared<TripletsWithMemoryMiner>(2, 3),
+                            TripletOptions{std::nullopt, "mean"});
+  const auto out = loss->forward(x, labels);
+  for (const char* key : {"orig_active_tri", "bank_active_tri", "pos_dist_orig", "neg_dist_orig",
+                          "pos_dist_bank", "neg_dist_bank"}) {
+    INFO(key);
+    CHECK(std::isfinite(out.logs.at(key).item<double>()));
+  }
+  out.loss.backward();
+  CHECK(torch::isfinite(x.grad()).all().item<bool>());
+
+  // Every batch the bank's size; labels >= 0 (no stand-in's).
+  CHECK_THROWS_WITH(
+      miner.mine(torch::randn({4, 6}, torch::kDouble), torch::tensor({0, 0, 1, 1}, torch::kLong)),
+      Contains("a batch of 4 items after batches of 8"));
+  TripletsWithMemoryMiner fresh(2, 3);
+  CHECK_THROWS_WITH(fresh.check_labels(torch::tensor({-1, -1, 2, 2}, torch::kLong)), Contains("label -1"));
 }
 
 TEST_CASE("The bank miner keeps only triplets anchored in the current batch", "[losses][miners]") {

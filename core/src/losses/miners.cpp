@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <limits>
+#include <map>
 #include <set>
 
 #include "oml/common/error.h"
@@ -64,7 +65,7 @@ TripletSet make_set(torch::Tensor pool, const std::vector<int64_t>& a, const std
                     const std::vector<int64_t>& n, const std::string& who) {
   OML_CHECK(!a.empty(), DataError, who, ": the batch yields no triplet");
   const auto device = pool.device();
-  return {std::move(pool), to_index(a).to(device), to_index(p).to(device), to_index(n).to(device), {}};
+  return {std::move(pool), to_index(a).to(device), to_index(p).to(device), to_index(n).to(device), {}, {}};
 }
 
 // `count` distinct integers from [0, total), uniformly (Floyd's algorithm: O(count) memory
@@ -81,9 +82,34 @@ std::vector<int64_t> sample_distinct(int64_t total, int64_t count) {
   return {chosen.begin(), chosen.end()};
 }
 
-// Index in [0, n) from a uniform double in [0, 1).
-int64_t pick(double u, std::size_t n) {
-  return std::min(static_cast<int64_t>(n) - 1, static_cast<int64_t>(u * static_cast<double>(n)));
+// OML's TripletMinerWithMemory.get_pos_pairs(groups, count): labels drawn uniformly with
+// replacement, all ordered pairs of each drawn label's rows pooled until there are `count`, then
+// `count` of them in random order. A label with one row adds nothing, so only labels with two
+// rows or more are drawn (the same pairs, in distribution); none: no pair (OML would loop forever).
+std::vector<std::pair<int64_t, int64_t>> draw_positive_pairs(
+    const std::map<int64_t, std::vector<int64_t>>& groups, int64_t count) {
+  std::vector<const std::vector<int64_t>*> with_pairs;
+  for (const auto& entry : groups) {
+    if (entry.second.size() >= 2) with_pairs.push_back(&entry.second);
+  }
+  std::vector<std::pair<int64_t, int64_t>> pooled;
+  if (count <= 0 || with_pairs.empty()) return pooled;
+  while (static_cast<int64_t>(pooled.size()) < count) {
+    const auto& rows = *with_pairs[static_cast<std::size_t>(
+        torch::randint(static_cast<int64_t>(with_pairs.size()), {1}, torch::kLong).item<int64_t>())];
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      for (std::size_t j = i + 1; j < rows.size(); ++j) {
+        pooled.emplace_back(rows[i], rows[j]);
+        pooled.emplace_back(rows[j], rows[i]);
+      }
+    }
+  }
+  const auto order = torch::randperm(static_cast<int64_t>(pooled.size()), torch::kLong);
+  const auto at = order.accessor<int64_t, 1>();
+  std::vector<std::pair<int64_t, int64_t>> out;
+  out.reserve(static_cast<std::size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out.push_back(pooled[static_cast<std::size_t>(at[i])]);
+  return out;
 }
 
 }  // namespace
@@ -139,7 +165,7 @@ TripletSet HardTripletsMiner::mine(const torch::Tensor& embeddings, const torch:
   const auto hardest_pos = d.masked_fill(~m.positive, -inf).argmax(1);
   const auto hardest_neg = d.masked_fill(~m.negative, inf).argmin(1);
   const auto anchors = torch::arange(labels.size(0), hardest_pos.options());
-  return {embeddings, anchors, hardest_pos, hardest_neg, m.positive.any(1) & m.negative.any(1)};
+  return {embeddings, anchors, hardest_pos, hardest_neg, m.positive.any(1) & m.negative.any(1), {}};
 }
 
 void HardTripletsMiner::check_labels(const torch::Tensor& labels) {
@@ -177,7 +203,7 @@ TripletSet NHardTripletsMiner::mine(const torch::Tensor& embeddings, const torch
   const auto index = torch::TensorOptions().dtype(torch::kLong).device(labels.device());
   if (p_lo >= p_hi || n_lo >= n_hi) {  // ranks beyond the batch (check_labels refuses such batches)
     const auto none = torch::zeros({0}, index);
-    return {embeddings, none, none, none, torch::zeros({0}, index.dtype(torch::kBool))};
+    return {embeddings, none, none, none, torch::zeros({0}, index.dtype(torch::kBool)), {}};
   }
   const int64_t np = p_hi - p_lo, nn = n_hi - n_lo;
   const auto p_ranks = torch::arange(p_lo, p_hi, index), n_ranks = torch::arange(n_lo, n_hi, index);
@@ -186,9 +212,12 @@ TripletSet NHardTripletsMiner::mine(const torch::Tensor& embeddings, const torch
   const auto valid =
       (p_ranks.unsqueeze(0) < m.positive.sum(1, /*keepdim=*/true)).unsqueeze(2) &
       (n_ranks.unsqueeze(0) < m.negative.sum(1, /*keepdim=*/true)).unsqueeze(1);  // [B, np, nn]
-  return {embeddings, torch::arange(b, index).view({b, 1, 1}).expand({b, np, nn}).reshape(-1),
+  return {embeddings,
+          torch::arange(b, index).view({b, 1, 1}).expand({b, np, nn}).reshape(-1),
           positives.unsqueeze(2).expand({b, np, nn}).reshape(-1),
-          negatives.unsqueeze(1).expand({b, np, nn}).reshape(-1), valid.reshape(-1)};
+          negatives.unsqueeze(1).expand({b, np, nn}).reshape(-1),
+          valid.reshape(-1),
+          {}};
 }
 
 void NHardTripletsMiner::check_labels(const torch::Tensor& labels) {
@@ -228,7 +257,7 @@ TripletSet HardClusterMiner::mine(const torch::Tensor& embeddings, const torch::
   }
   const int64_t b = embeddings.size(0);
   const auto label_rows = torch::arange(n_labels, inverse.options()) + b;
-  return {torch::cat({embeddings, means}, 0), label_rows, positives, negatives + b, {}};
+  return {torch::cat({embeddings, means}, 0), label_rows, positives, negatives + b, {}, {}};
 }
 
 TripletsWithMemoryMiner::TripletsWithMemoryMiner(int64_t bank_size_in_batches, int64_t tri_expand_k)
@@ -244,52 +273,94 @@ void TripletsWithMemoryMiner::check(int64_t bank_size_in_batches, int64_t tri_ex
                          tri_expand_k);
 }
 
+void TripletsWithMemoryMiner::check_labels(const torch::Tensor& labels) {
+  require_triplet_labels(labels, "triplets_with_memory");
+  const int64_t lowest = labels.min().item<int64_t>();
+  OML_CHECK(
+      lowest >= 0, DataError, "triplets_with_memory: the batch has label ", lowest,
+      "; labels must be >= 0, as the bank marks the rows no batch has filled yet with labels -1, -2, ... "
+      "(as OML's miner does)");
+}
+
 TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
-  require_triplets_possible(embeddings, labels, "triplets_with_memory");
-  const int64_t b = embeddings.size(0);
-  const auto cpu_labels = labels.to(torch::kCPU);
+  check_batch(embeddings, labels, "triplets_with_memory");
+  const auto cpu_labels = labels.to(torch::kCPU).contiguous();
+  check_labels(cpu_labels);
+  const int64_t b = embeddings.size(0), dim = embeddings.size(1);
+  if (!bank_embeddings_.defined()) {  // OML's stand-ins: labels -1..-B per batch slot, one-hot rows
+    batch_size_ = b;
+    const int64_t rows = bank_size_in_batches_ * b;
+    bank_labels_ = -torch::arange(1, b + 1, torch::kLong).repeat({bank_size_in_batches_});
+    const auto index = torch::TensorOptions().dtype(torch::kLong).device(embeddings.device());
+    bank_embeddings_ = torch::zeros({rows, dim}, embeddings.options().requires_grad(false));
+    bank_embeddings_.index_put_(
+        {torch::arange(rows, index), bank_labels_.abs().clamp_max(dim - 1).to(index.device())},
+        torch::ones({}, bank_embeddings_.options()));
+  }
+  OML_CHECK(b == batch_size_, DataError, "triplets_with_memory: a batch of ", b, " items after batches of ",
+            batch_size_,
+            "; the bank holds whole batches, as OML's, so every batch must have the same size (a P x K "
+            "sampler's batches do)");
+  const int64_t bank_rows = bank_labels_.size(0);
+  const auto label = cpu_labels.accessor<int64_t, 1>();
+  const auto bank_label = bank_labels_.accessor<int64_t, 1>();
+
+  // 1. Every triplet of the batch.
   const auto m = masks(cpu_labels);
   const auto pos = row_lists(m.positive);
   const auto neg = row_lists(m.negative);
-
-  // Bank rows with a label different from each batch item's label.
-  std::vector<std::vector<int64_t>> bank_neg(b);
-  torch::Tensor bank_embeddings;
-  if (!bank_.empty()) {
-    std::vector<torch::Tensor> e, l;
-    for (const auto& entry : bank_) {
-      e.push_back(entry.first);
-      l.push_back(entry.second);
-    }
-    bank_embeddings = torch::cat(e, 0);
-    bank_neg = row_lists(cpu_labels.unsqueeze(1) != torch::cat(l, 0).unsqueeze(0));
-  }
-
-  int64_t n_pairs = 0;
-  for (int64_t i = 0; i < b; ++i) n_pairs += neg[i].empty() ? 0 : static_cast<int64_t>(pos[i].size());
-  const auto u = torch::rand({std::max<int64_t>(n_pairs, 1), tri_expand_k_}, torch::kDouble);
-  const auto acc = u.accessor<double, 2>();
   std::vector<int64_t> a, p, n;
-  int64_t row = 0;
+  std::vector<std::pair<int64_t, int64_t>> batch_pairs;  // ordered positive pairs
   for (int64_t i = 0; i < b; ++i) {
-    if (neg[i].empty()) continue;
     for (int64_t j : pos[i]) {
-      a.push_back(i);
-      p.push_back(j);
-      n.push_back(neg[i][pick(acc[row][0], neg[i].size())]);
-      for (int64_t k = 1; k < tri_expand_k_ && !bank_neg[i].empty(); ++k) {
+      batch_pairs.emplace_back(i, j);
+      for (int64_t k : neg[i]) {
         a.push_back(i);
         p.push_back(j);
-        n.push_back(b + bank_neg[i][pick(acc[row][k], bank_neg[i].size())]);
+        n.push_back(k);
       }
-      ++row;
     }
   }
-  auto pool = bank_embeddings.defined() ? torch::cat({embeddings, bank_embeddings.to(embeddings.device())}, 0)
-                                        : embeddings;
-  auto out = make_set(pool, a, p, n, "triplets_with_memory");
-  bank_.emplace_back(embeddings.detach(), labels.detach().to(torch::kCPU));
-  if (static_cast<int64_t>(bank_.size()) > bank_size_in_batches_) bank_.pop_front();
+  const int64_t from_batch = static_cast<int64_t>(a.size());
+  const int64_t tries = from_batch * (tri_expand_k_ - 1) / 2;
+
+  // 2. Anchor and positive from the bank, a batch row as the negative.
+  std::map<int64_t, std::vector<int64_t>> bank_groups;
+  for (int64_t r = 0; r < bank_rows; ++r) bank_groups[bank_label[r]].push_back(r);
+  const auto bank_pairs = draw_positive_pairs(bank_groups, tries);
+  const auto negatives_2 = torch::randint(b, {static_cast<int64_t>(bank_pairs.size())}, torch::kLong);
+  const auto neg_2 = negatives_2.accessor<int64_t, 1>();
+  for (std::size_t t = 0; t < bank_pairs.size(); ++t) {
+    if (bank_label[bank_pairs[t].first] == label[neg_2[t]]) continue;
+    a.push_back(b + bank_pairs[t].first);
+    p.push_back(b + bank_pairs[t].second);
+    n.push_back(neg_2[t]);
+  }
+
+  // 3. A positive pair of the batch (uniformly, with replacement), a bank row as the negative.
+  const auto pairs_3 = torch::randint(static_cast<int64_t>(batch_pairs.size()), {tries}, torch::kLong);
+  const auto negatives_3 = torch::randint(bank_rows, {tries}, torch::kLong);
+  const auto pair_3 = pairs_3.accessor<int64_t, 1>();
+  const auto neg_3 = negatives_3.accessor<int64_t, 1>();
+  for (int64_t t = 0; t < tries; ++t) {
+    const auto [i, j] = batch_pairs[static_cast<std::size_t>(pair_3[t])];
+    if (label[i] == bank_label[neg_3[t]]) continue;
+    a.push_back(i);
+    p.push_back(j);
+    n.push_back(b + neg_3[t]);
+  }
+
+  auto out = make_set(torch::cat({embeddings, bank_embeddings_}, 0), a, p, n, "triplets_with_memory");
+  if (static_cast<int64_t>(a.size()) > from_batch) {
+    out.from_batch = torch::arange(static_cast<int64_t>(a.size()), out.anchors.options()) < from_batch;
+  }
+  // The bank takes the batch after mining it, over its oldest rows (as OML's ring of batches).
+  {
+    torch::NoGradGuard no_grad;
+    bank_embeddings_.narrow(0, next_, b).copy_(embeddings.detach());
+    bank_labels_.narrow(0, next_, b).copy_(cpu_labels);
+  }
+  next_ = (next_ + b) % bank_rows;
   return out;
 }
 
@@ -322,6 +393,7 @@ TripletSet MinerWithBank::mine(const torch::Tensor& embeddings, const torch::Ten
           inner.anchors.index_select(0, keep),
           inner.positives.index_select(0, keep),
           inner.negatives.index_select(0, keep),
+          {},
           {}};
 }
 

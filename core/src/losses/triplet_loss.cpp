@@ -81,6 +81,18 @@ LossOutput TripletLossWithMinerImpl::forward(const torch::Tensor& input, const t
   out.logs["n_triplets"] = weight.defined()
                                ? count.to(torch::kDouble)
                                : torch::scalar_tensor(static_cast<double>(t.size()), torch::kDouble);
+  if (t.from_batch.defined()) {  // OML's logs of triplets from the batch and with a bank row
+    const auto active = (losses > 0).to(torch::kDouble);
+    for (const auto& [kind, mask] : {std::pair{"orig", t.from_batch}, std::pair{"bank", ~t.from_batch}}) {
+      const auto w = mask.to(torch::kDouble);
+      const auto mean_over = [&](const torch::Tensor& v) {
+        return (v.to(torch::kDouble) * w).sum() / w.sum();
+      };
+      out.logs[std::string(kind) + "_active_tri"] = mean_over(active);
+      out.logs[std::string("pos_dist_") + kind] = mean_over(d_ap.detach());
+      out.logs[std::string("neg_dist_") + kind] = mean_over(d_an.detach());
+    }
+  }
   return out;
 }
 

@@ -20,6 +20,10 @@ struct TripletSet {
   /// triplet for every anchor and marks false the ones that are not triplets; those count
   /// nowhere (their indices are in range, their values meaningless).
   torch::Tensor valid;
+  /// [T] bool, or undefined: true where anchor, positive and negative are all batch rows, false
+  /// where one comes from a memory bank (OML's `is_original_tri`, triplets_with_memory's). When
+  /// defined, the loss also logs its values for each kind (OML's `*_orig` / `*_bank` logs).
+  torch::Tensor from_batch;
   /// Triplets listed, placeholders included.
   int64_t size() const { return anchors.defined() ? anchors.numel() : 0; }
 };

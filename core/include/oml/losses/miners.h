@@ -64,19 +64,36 @@ class HardClusterMiner : public TripletMiner {
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
 };
 
-/// Keeps the detached embeddings of the last `bank_size_in_batches` batches. Each positive pair
-/// (a, p) of the batch gets one random in-batch negative and `tri_expand_k - 1` random negatives
-/// from the bank, so the triplet set grows about tri_expand_k-fold once the bank has filled.
+/// OML's TripletMinerWithMemory. A bank of `bank_size_in_batches` batches' detached embeddings
+/// and labels, written over oldest first after each batch is mined. Before the first batches
+/// fill it, it holds OML's stand-ins: labels -1..-B (B the batch size) once per batch slot, and
+/// one-hot embeddings (a 1 in column min(|label|, D - 1)). From a batch whose N triplets are all
+/// its triplets, it mines:
+///   1. those N triplets;
+///   2. M = N (tri_expand_k - 1) / 2 (rounded down) tries of an anchor and a positive from the bank
+///      (labels drawn uniformly, all their ordered pairs pooled until there are M, M of them kept
+///      at random) with a random batch row as the negative, kept where the labels differ;
+///   3. M tries of a random ordered positive pair of the batch with a random bank row as the
+///      negative, kept where the labels differ.
+/// Parts 2 and 3 are marked not from the batch (TripletSet::from_batch). Every batch must have the
+/// bank's batch size (P x K batches do), and labels must be >= 0 (the trainer's are: training
+/// labels are numbered from 0) so that no label is a stand-in's. Where no bank label has two
+/// rows (bank_size_in_batches 1 before the bank has a real batch), part 2 is empty.
 class TripletsWithMemoryMiner : public TripletMiner {
  public:
   TripletsWithMemoryMiner(int64_t bank_size_in_batches, int64_t tri_expand_k);
   /// config::ArgumentError unless both are >= 1.
   static void check(int64_t bank_size_in_batches, int64_t tri_expand_k);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  /// The batch's triplets, and labels >= 0 (DataError).
+  void check_labels(const torch::Tensor& labels) override;
 
  private:
   int64_t bank_size_in_batches_, tri_expand_k_;
-  std::deque<std::pair<torch::Tensor, torch::Tensor>> bank_;  ///< (embeddings, labels), oldest first
+  int64_t batch_size_ = 0;         ///< the bank's batch size, from the first batch
+  torch::Tensor bank_embeddings_;  ///< [bank_size_in_batches * B, D] on the batch's device
+  torch::Tensor bank_labels_;      ///< [bank_size_in_batches * B] int64 on the CPU
+  int64_t next_ = 0;               ///< the bank row the next batch starts at
 };
 
 /// Runs another triplet miner on the batch plus the detached embeddings of the last
