@@ -107,6 +107,35 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("surrogate_precision: value and gradient equal to OML 4.0's SurrogatePrecision",
+          "[losses][oml_losses]") {
+  // tests/python/oml_surrogate_reference.py runs the installed OML package; chunk_size (oml-cpp's
+  // own) below the batch size checks the chunked ranks and their custom backward too.
+  const auto& dir = oml::test::reference_export("oml_surrogate_reference.py", "export");
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"defaults", "{name: surrogate_precision, args: {k: 5}}"},
+      {"sharp",
+       "{name: surrogate_precision, args: {k: 3, temperature1: 0.5, temperature2: 0.05, chunk_size: 5}}"},
+      {"sum",
+       "{name: surrogate_precision, args: {k: 2, temperature1: 2.0, temperature2: 0.1, reduction: sum, "
+       "chunk_size: 1}}"},
+      {"uneven", "{name: surrogate_precision, args: {k: 4, temperature1: 1.0, temperature2: 0.2}}"},
+  };
+  for (const auto& [name, yaml] : cases) {
+    for (const int seed : {0, 1, 2}) {
+      const std::string prefix = name + "_" + std::to_string(seed);
+      INFO(prefix << ": " << yaml);
+      const auto embeddings = oml::io::load_tensor(dir / (prefix + "_embeddings.pt")).requires_grad_(true);
+      const auto labels = oml::io::load_tensor(dir / (prefix + "_labels.pt"));
+      const auto out = criterion(yaml)->forward(embeddings, labels);
+      out.loss.backward();
+      CHECK(out.loss.item<double>() ==
+            Approx(oml::io::load_tensor(dir / (prefix + "_loss.pt")).item<double>()).margin(1e-5));
+      CHECK(max_abs_diff(embeddings.grad(), oml::io::load_tensor(dir / (prefix + "_grad.pt"))) <= 1e-5);
+    }
+  }
+}
+
 TEST_CASE("OML's arcface and mlp_arcface: value and gradients equal to OML's, its weights loaded by name",
           "[losses][oml_losses]") {
   const auto& dir = references();

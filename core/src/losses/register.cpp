@@ -239,7 +239,7 @@ void register_builtin_losses(Registries& reg) {
             r.optional("k", o.k)
                 .optional("temperature1", o.temperature1)
                 .optional("temperature2", o.temperature2);
-            r.optional("chunk_size", o.chunk_size);
+            r.optional("chunk_size", o.chunk_size).optional("reduction", o.reduction);
           }),
       [](const SurrogatePrecisionOptions& o, const CriterionContext&) -> std::shared_ptr<Criterion> {
         return SurrogatePrecision(o).ptr();

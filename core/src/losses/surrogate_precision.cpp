@@ -11,16 +11,11 @@ namespace {
 
 using torch::indexing::Slice;
 
-// sigmoid((d(i,j) - d(i,l)) / t) for the anchors rows [begin, end): [c, B (j), B (l)], with the
-// comparison against the anchor itself (l == i) removed (sigmoid(-inf) = 0).
+// sigmoid((d(i,j) - d(i,l)) / t) for the anchor rows [begin, end): [c, B (j), B (l)], every l
+// (the anchor itself and j included, as OML's).
 torch::Tensor comparisons(const torch::Tensor& d, int64_t begin, int64_t end, double t) {
   const auto rows = d.index({Slice(begin, end)});
-  auto diff = (rows.unsqueeze(2) - rows.unsqueeze(1)) / t;
-  const auto anchor =
-      torch::arange(begin, end, torch::TensorOptions().dtype(torch::kLong).device(d.device()));
-  const auto is_anchor =
-      (torch::arange(d.size(1), anchor.options()).unsqueeze(0) == anchor.unsqueeze(1));  // [c, l]
-  return torch::sigmoid(diff.masked_fill(is_anchor.unsqueeze(1), -std::numeric_limits<double>::infinity()));
+  return torch::sigmoid((rows.unsqueeze(2) - rows.unsqueeze(1)) / t);
 }
 
 // Ranks as a custom autograd function: autograd through the chunks would keep every
@@ -34,8 +29,7 @@ struct SmoothRanks : torch::autograd::Function<SmoothRanks> {
     auto ranks = torch::empty_like(d);
     for (int64_t begin = 0; begin < d.size(0); begin += chunk) {
       const int64_t end = std::min(begin + chunk, d.size(0));
-      // The term l == j is sigmoid(0) = 1/2: an item does not outrank itself.
-      ranks.index_put_({Slice(begin, end)}, 0.5 + comparisons(d, begin, end, t).sum(2));
+      ranks.index_put_({Slice(begin, end)}, comparisons(d, begin, end, t).sum(2));
     }
     return ranks;
   }
@@ -72,6 +66,8 @@ void check_options(const SurrogatePrecisionOptions& o) {
   config::check_argument(o.temperature2 > 0, who, "temperature2", "temperature2 must be > 0, got ",
                          o.temperature2);
   config::check_argument(o.chunk_size >= 1, who, "chunk_size", "chunk_size must be >= 1, got ", o.chunk_size);
+  config::check_argument(o.reduction == "mean" || o.reduction == "sum", who, "reduction",
+                         "reduction must be 'mean' or 'sum', got '", o.reduction, "'");
 }
 
 SurrogatePrecisionImpl::SurrogatePrecisionImpl(SurrogatePrecisionOptions options) : options_(options) {
@@ -82,28 +78,19 @@ LossOutput SurrogatePrecisionImpl::forward(const torch::Tensor& input, const tor
   const Float32Guard float32;  // the loss in float32 whatever autocast the extractor ran under
   const torch::Tensor embeddings = float32_input(input);
   check_batch(embeddings, labels, "surrogate_precision");
-  check_labels_on_host(*this, labels);
-  const auto d = pairwise_distances(embeddings, embeddings);
-  const auto ranks = smooth_ranks(d, options_.temperature1, options_.chunk_size);
-  const auto hits = torch::sigmoid((static_cast<double>(options_.k) + 0.5 - ranks) / options_.temperature2);
-  const auto eye =
-      torch::eye(labels.size(0), torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
-  const auto positive = (labels.unsqueeze(0) == labels.unsqueeze(1)) & ~eye;
-  const auto n_pos = positive.sum(1);
-  // The mean over the anchors with a positive, as a masked sum over their count (check_labels
-  // made sure there is one): nothing is read back.
-  const auto anchors = (n_pos > 0).to(hits.scalar_type());
-  const auto per_anchor =
-      (hits * positive.to(hits.scalar_type())).sum(1) / n_pos.clamp(1, options_.k).to(hits.scalar_type());
-  const auto precision = (per_anchor * anchors).sum() / anchors.sum().clamp_min(1);
+  // torch.cdist, as OML's pairwise_dist: the rank compares d(i, j) with d(i, i), whose value and
+  // gradient are then OML's (exactly 0 for batches of up to 25 items).
+  const auto d = at::cdist(embeddings, embeddings);
+  // OML's k + 1: every item is its own nearest neighbour and its own positive.
+  const auto k = static_cast<double>(options_.k + 1);
+  const auto ranks = smooth_ranks(d, options_.temperature2, options_.chunk_size);
+  const auto hits = torch::sigmoid((k - ranks) / options_.temperature1);
+  const auto same = (labels.unsqueeze(0) == labels.unsqueeze(1)).to(hits.scalar_type());
+  const auto precision = (hits * same).sum(1) / same.sum(1).clamp_max(k);
   LossOutput out;
-  out.loss = 1 - precision;
-  out.logs["precision"] = precision.detach();
+  out.loss = 1 - (options_.reduction == "sum" ? precision.sum() : precision.mean());
+  out.logs["precision"] = precision.mean().detach();
   return out;
-}
-
-void SurrogatePrecisionImpl::check_labels(const torch::Tensor& labels) {
-  require_positive_pair(labels, "surrogate_precision");
 }
 
 }  // namespace oml::losses
