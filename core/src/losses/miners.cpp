@@ -409,12 +409,20 @@ PairSet PairsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& l
     torch::NoGradGuard no_grad;
     const auto d = pairwise_distances(embeddings.detach(), embeddings.detach());
     const auto inf = std::numeric_limits<float>::infinity();
-    const auto with_pos = m.positive.any(1).nonzero().squeeze(1);
-    const auto with_neg = m.negative.any(1).nonzero().squeeze(1);
-    const auto far_pos = d.masked_fill(~m.positive, -inf).argmax(1).index_select(0, with_pos);
-    const auto near_neg = d.masked_fill(~m.negative, inf).argmin(1).index_select(0, with_neg);
-    ids1 = torch::cat({with_pos, with_neg});
-    ids2 = torch::cat({far_pos, near_neg});
+    // OML's PairsMiner: the pairs of its hard triplets (anchors with a positive and a negative),
+    // each unordered pair once, the smaller row first; positive pairs, then negative pairs.
+    const int64_t b = labels.size(0);
+    const auto anchors = (m.positive.any(1) & m.negative.any(1)).nonzero().squeeze(1);
+    const auto unique_pairs = [&](const torch::Tensor& partner) {
+      const auto other = partner.index_select(0, anchors);
+      const auto key = torch::minimum(anchors, other) * b + torch::maximum(anchors, other);
+      const auto keys = std::get<0>(torch::_unique2(key, /*sorted=*/true));
+      return std::pair{keys.div(b, "floor"), keys.remainder(b)};
+    };
+    const auto [pos_1, pos_2] = unique_pairs(d.masked_fill(~m.positive, -inf).argmax(1));
+    const auto [neg_1, neg_2] = unique_pairs(d.masked_fill(~m.negative, inf).argmin(1));
+    ids1 = torch::cat({pos_1, neg_1});
+    ids2 = torch::cat({pos_2, neg_2});
   } else {
     const auto pairs =
         torch::triu_indices(labels.size(0), labels.size(0), 1,

@@ -111,8 +111,10 @@ class MinerWithBank : public TripletMiner {
   std::deque<std::pair<torch::Tensor, torch::Tensor>> bank_;
 };
 
-/// Pairs for pairwise training: `hard` = per item its farthest positive and nearest negative;
-/// otherwise every pair i < j of the batch.
+/// Pairs for pairwise training, as OML's PairsMiner: `hard` = the pairs (anchor, farthest
+/// positive) and (anchor, nearest negative) of every item with a positive and a negative, each
+/// unordered pair once with the smaller row first (positive pairs, then negative ones, each in
+/// row order); otherwise every pair i < j of the batch.
 class PairsMiner : public PairMiner {
  public:
   explicit PairsMiner(bool hard = true);
