@@ -299,11 +299,13 @@ TEST_CASE(
 
 TEST_CASE("The bank miner keeps only triplets anchored in the current batch", "[losses][miners]") {
   MinerWithBank miner(3, std::make_shared<HardTripletsMiner>());
-  miner.mine(line_points(), line_labels());
-  const auto t = miner.mine(line_points() * 2, line_labels());
+  // As OML's: the batch alone until the bank holds 3 batches.
+  for (int i = 1; i <= 3; ++i) CHECK(miner.mine(line_points() * i, line_labels()).pool.size(0) == 5);
+  const auto t = miner.mine(line_points() * 4, line_labels());
+  CHECK(t.pool.size(0) == 5 + 3 * 5);
   CHECK(t.size() == 5);
   CHECK((t.anchors < 5).all().item<bool>());
-  check_valid(t, torch::cat({line_labels(), line_labels()}));
+  check_valid(t, line_labels().repeat({4}));
 }
 
 TEST_CASE("The pairs miner builds hard pairs or all pairs with 'different' targets", "[losses][miners]") {

@@ -115,6 +115,12 @@ const std::vector<SchedulerCase> kSchedulerCases{
      true},
     {"cyclic_no_momentum", "{name: adagrad, args: {lr: 0.1}}",
      "{name: cyclic, args: {base_lr: 0.01, max_lr: 0.05, step_size_up: 20, cycle_momentum: false}}", false},
+    {"cyclic_scale_mode", "{name: sgd, args: {lr: 0.1, momentum: 0.5}}",
+     "{name: cyclic, args: {base_lr: 0.01, max_lr: 0.1, step_size_up: 7, mode: triangular2, scale_mode: "
+     "iterations}}",
+     true},
+    {"cosine_annealing", "{name: sgd, args: {lr: 0.1}}",
+     "{name: cosine_annealing, args: {T_max: 10, eta_min: 0.001}}", false},
     {"one_cycle", "{name: sgd, args: {lr: 0.1, momentum: 0.9}}",
      "{name: one_cycle, args: {max_lr: 0.1, total_steps: 100}}", true},
     {"one_cycle_linear", "{name: adam, args: {lr: 0.1}}",
@@ -322,8 +328,10 @@ TEST_CASE("The new optimizers' state does not load into another optimizer kind",
                   oml::DataError);
 }
 
-TEST_CASE("cyclic, one_cycle, linear and polynomial follow torch.optim.lr_scheduler for 100 steps to 1e-6",
-          "[optim][schedulers][parity]") {
+TEST_CASE(
+    "cyclic, one_cycle, linear, polynomial, cosine_annealing follow torch.optim.lr_scheduler 100 steps to "
+    "1e-6",
+    "[optim][schedulers][parity]") {
   for (const auto& c : kSchedulerCases) {
     INFO(c.name << ": " << c.scheduler);
     torch::Tensor param = torch::zeros({3}, torch::requires_grad());

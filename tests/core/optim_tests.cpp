@@ -190,10 +190,12 @@ TEST_CASE("Closed-form schedulers follow their formulas", "[optim][schedulers]")
   MultiStepScheduler multi(sgd2, {1, 3}, 0.1);
   check_close(lrs_over(multi, 4), {1, 0.1, 0.1, 0.01, 0.01});
   torch::optim::SGD sgd3(toy.model->parameters(), torch::optim::SGDOptions(1.0));
-  // warm-up 0.1 -> 1 over 2 steps, then cosine over 4 steps, then held at eta_min = 0.
+  // warm-up 0.1 -> 1 over 2 steps, then cosine over 4 steps to eta_min = 0 and, as torch's
+  // CosineAnnealingLR, on: back up to the base lr over the next 4.
   CosineAnnealingScheduler cosine(sgd3, 4, 0.0, 2, 0.1);
   const double c = std::cos(M_PI / 4);
-  check_close(lrs_over(cosine, 7), {0.1, 0.55, 1, (1 + c) / 2, 0.5, (1 - c) / 2, 0, 0});
+  check_close(lrs_over(cosine, 11), {0.1, 0.55, 1, (1 + c) / 2, 0.5, (1 - c) / 2, 0, (1 - c) / 2, 0.5,
+                                     (1 + c) / 2, 1, (1 + c) / 2});
   torch::optim::SGD sgd4(toy.model->parameters(), torch::optim::SGDOptions(1.0));
   // torch.optim.lr_scheduler.OneCycleLR(total_steps=10, pct_start=0.3): up for 2 steps, down for 7.
   OneCycleScheduler cycle(sgd4, 10, OneCycleOptions{});
@@ -209,6 +211,7 @@ TEST_CASE("Reduce-on-plateau lowers the lr after `patience` steps without improv
   Toy toy;
   torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
   PlateauOptions o;
+  o.mode = "max";
   o.patience = 1;
   o.factor = 0.5;
   ReduceOnPlateauScheduler plateau(sgd, o);
@@ -219,6 +222,18 @@ TEST_CASE("Reduce-on-plateau lowers the lr after `patience` steps without improv
   }
   check_close(lrs, {1, 1, 0.5, 0.5, 0.5, 0.25});
   CHECK_THROWS_AS(plateau.step(), oml::UsageError);
+  // The default mode is torch's, min (OML's configs leave it to torch): a rising metric is no
+  // improvement.
+  CHECK(PlateauOptions{}.mode == "min");
+  torch::optim::SGD sgd_min(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  o.mode = PlateauOptions{}.mode;
+  ReduceOnPlateauScheduler lower_is_better(sgd_min, o);
+  lrs.clear();
+  for (double metric : {2.0, 1.0, 1.5, 1.5, 0.5}) {
+    lower_is_better.step(metric);
+    lrs.push_back(lower_is_better.lrs()[0]);
+  }
+  check_close(lrs, {1, 1, 1, 0.5, 0.5});
 }
 
 TEST_CASE("Scheduler state survives a checkpoint round trip", "[optim][schedulers][io]") {

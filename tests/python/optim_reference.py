@@ -89,6 +89,12 @@ SCHEDULERS = {
                           "base_momentum": 0.7, "max_momentum": 0.95}, "beta1"),
     "cyclic_no_momentum": (torch.optim.Adagrad, {"lr": 0.1}, S.CyclicLR,
                            {"base_lr": 0.01, "max_lr": 0.05, "step_size_up": 20, "cycle_momentum": False}, None),
+    # scale_mode given: torch keeps the mode's own without a scale_fn
+    "cyclic_scale_mode": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.5}, S.CyclicLR,
+                          {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 7, "mode": "triangular2",
+                           "scale_mode": "iterations"}, "momentum"),
+    # T_max well inside the 100 steps: past it the lr rises again
+    "cosine_annealing": (torch.optim.SGD, {"lr": 0.1}, S.CosineAnnealingLR, {"T_max": 10, "eta_min": 0.001}, None),
     "one_cycle": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}, S.OneCycleLR, {"max_lr": 0.1, "total_steps": 100},
                   "momentum"),
     "one_cycle_linear": (torch.optim.Adam, {"lr": 0.1}, S.OneCycleLR,

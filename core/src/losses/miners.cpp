@@ -378,9 +378,12 @@ void MinerWithBank::check(int64_t bank_size_in_batches) {
 TripletSet MinerWithBank::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
   check_batch(embeddings, labels, "miner_with_bank");
   std::vector<torch::Tensor> e{embeddings}, l{labels};
-  for (const auto& entry : bank_) {
-    e.push_back(entry.first.to(embeddings.device()));
-    l.push_back(entry.second.to(labels.device()));
+  // As OML's: the bank joins once it holds bank_size_in_batches batches; until then the batch alone.
+  if (static_cast<int64_t>(bank_.size()) == bank_size_in_batches_) {
+    for (const auto& entry : bank_) {
+      e.push_back(entry.first.to(embeddings.device()));
+      l.push_back(entry.second.to(labels.device()));
+    }
   }
   TripletSet inner = miner_->mine(torch::cat(e, 0), torch::cat(l, 0));
   auto kept = inner.anchors < embeddings.size(0);

@@ -412,7 +412,8 @@ void register_builtin_losses(Registries& reg) {
       "miner_with_bank",
       [](config::ArgsReader& r) {
         BankArgs a;
-        r.optional("bank_size_in_batches", a.bank_size_in_batches);
+        bool need_logs = false;  // OML's switch for the miner's logs (its own yaml sets it); not written here
+        r.optional("bank_size_in_batches", a.bank_size_in_batches).optional("need_logs", need_logs);
         a.miner = triplet_miner(r, "hard_triplets");
         r.check([&] { MinerWithBank::check(a.bank_size_in_batches); });
         return a;

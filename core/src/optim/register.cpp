@@ -67,7 +67,7 @@ void check_kernel_flags(const std::string& who, const KernelFlags& flags) {
 }
 
 struct SgdArgs {
-  Common common{1e-2, std::nullopt};
+  Common common{1e-3, std::nullopt};  // torch.optim.SGD's default lr since 2.2
   double momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
   KernelFlags flags;  ///< foreach, fused, maximize

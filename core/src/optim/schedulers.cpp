@@ -74,7 +74,8 @@ double CosineAnnealingScheduler::lr_at(int64_t t, std::size_t, double base) cons
     const double f = static_cast<double>(t) / static_cast<double>(warmup_steps_);
     return base * (warmup_start_factor_ + (1 - warmup_start_factor_) * f);
   }
-  const double tc = static_cast<double>(std::min(t - warmup_steps_, t_max_));
+  // As torch's CosineAnnealingLR, a cosine of period 2 T_max: past T_max the lr rises again.
+  const double tc = static_cast<double>(t - warmup_steps_);
   return eta_min_ + (base - eta_min_) * (1 + std::cos(M_PI * tc / static_cast<double>(t_max_))) / 2;
 }
 
@@ -152,8 +153,9 @@ CyclicScheduler::CyclicScheduler(torch::optim::Optimizer& optimizer, CyclicOptio
       !options_.cycle_momentum || has_momentum(optimizer), "scheduler 'cyclic'", "cycle_momentum",
       "the optimizer has no momentum or beta1 to cycle (as torch's CyclicLR, which raises); use "
       "sgd, rmsprop or an Adam-family optimizer, or set cycle_momentum: false");
-  if (options_.scale_mode.empty())
-    options_.scale_mode = options_.mode == "exp_range" ? "iterations" : "cycle";
+  // torch's CyclicLR without a scale_fn (a config cannot give one) takes the mode's scale_mode,
+  // whatever scale_mode says.
+  options_.scale_mode = options_.mode == "exp_range" ? "iterations" : "cycle";
   const auto up = static_cast<double>(options_.step_size_up);
   const double down = options_.step_size_down ? static_cast<double>(*options_.step_size_down) : up;
   total_size_ = up + down;

@@ -96,8 +96,9 @@ class TripletsWithMemoryMiner : public TripletMiner {
   int64_t next_ = 0;               ///< the bank row the next batch starts at
 };
 
-/// Runs another triplet miner on the batch plus the detached embeddings of the last
-/// `bank_size_in_batches` batches, keeping the triplets whose anchor is in the current batch.
+/// OML's MinerWithBank: runs another triplet miner on the batch plus the detached embeddings of
+/// the last `bank_size_in_batches` batches — once that many have passed; before, on the batch
+/// alone — keeping the triplets whose anchor is in the current batch.
 class MinerWithBank : public TripletMiner {
  public:
   MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner);

@@ -58,8 +58,8 @@ class ExponentialScheduler : public Scheduler {
 };
 
 /// Linear warm-up from base * warmup_start_factor to base over `warmup_steps`, then
-/// eta_min + (base - eta_min) (1 + cos(pi t' / t_max)) / 2 with t' = t - warmup_steps, held at
-/// eta_min after t_max.
+/// eta_min + (base - eta_min) (1 + cos(pi t' / t_max)) / 2 with t' = t - warmup_steps: past t_max
+/// it rises again, as torch's CosineAnnealingLR.
 class CosineAnnealingScheduler : public Scheduler {
  public:
   CosineAnnealingScheduler(torch::optim::Optimizer& optimizer, int64_t t_max, double eta_min,
@@ -131,7 +131,9 @@ struct CyclicOptions {
   std::optional<int64_t> step_size_down;  ///< default: step_size_up
   std::string mode = "triangular";
   double gamma = 1.0;
-  std::string scale_mode;  ///< cycle or iterations; default: the mode's (exp_range: iterations)
+  /// cycle or iterations, accepted and, as by torch without a scale_fn, replaced by the mode's
+  /// (exp_range: iterations; the others: cycle).
+  std::string scale_mode;
   bool cycle_momentum = true;
   double base_momentum = 0.8, max_momentum = 0.9;
 };
@@ -191,11 +193,13 @@ class PolynomialScheduler : public Scheduler {
 };
 
 struct PlateauOptions {
-  std::string mode = "max";  ///< max: higher metric is better (cmc, precision); min: lower is better
-  double factor = 0.1;       ///< lr *= factor on a plateau
-  int64_t patience = 10;     ///< steps without improvement tolerated
-  double threshold = 1e-4;   ///< relative improvement needed
-  int64_t cooldown = 0;      ///< steps to wait after a reduction
+  /// min: lower is better (a loss); max: higher is better (cmc, precision). torch's default, min,
+  /// so that OML's configs, which leave it to torch, behave as in OML.
+  std::string mode = "min";
+  double factor = 0.1;      ///< lr *= factor on a plateau
+  int64_t patience = 10;    ///< steps without improvement tolerated
+  double threshold = 1e-4;  ///< relative improvement needed
+  int64_t cooldown = 0;     ///< steps to wait after a reduction
   double min_lr = 0.0;
 };
 
