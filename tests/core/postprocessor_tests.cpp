@@ -1,5 +1,6 @@
 // Postprocessors (docs/metrics.md#postprocessors-postprocessor): thresholding and pairwise re-ranking on
 // hand-made results.
+#include <limits>
 #include <map>
 
 #include "oml/common/error.h"
@@ -127,9 +128,12 @@ TEST_CASE("pairwise_reranker rescales a head that would overtake the tail", "[po
   const auto out = retrieval::make_pairwise_reranker({3, 128}, scorer)->process(results);
   const auto distances = distances_of(out, 0);
   CHECK(ids_of(out, 0) == std::vector<int64_t>{0, 1, 2, 3, 4});
-  CHECK(distances[0] == Approx(0.1 - 1e-6).margin(1e-7));
-  CHECK(distances[1] == Approx(0.2 - 1e-6).margin(1e-7));
-  CHECK(distances[2] == Approx(0.5 - 1e-6).margin(1e-7));
+  // Shifted down by OML's PairwiseReranker gap, 1000 float32 epsilons (its helper's default, 1e-6,
+  // is what OML's docstring example shows).
+  const double gap = 1000.0 * std::numeric_limits<float>::epsilon();
+  CHECK(distances[0] == Approx(0.1 - gap).margin(1e-7));
+  CHECK(distances[1] == Approx(0.2 - gap).margin(1e-7));
+  CHECK(distances[2] == Approx(0.5 - gap).margin(1e-7));
   CHECK(distances[2] < distances[3]);
   CHECK(distances[3] == 0.5f);
   out.check_consistent();
@@ -145,8 +149,9 @@ TEST_CASE("pairwise_reranker keeps the head below a negative tail (distances -q.
   const auto out = retrieval::make_pairwise_reranker({3, 128}, scorer)->process(results);
   const auto distances = distances_of(out, 0);
   CHECK(ids_of(out, 0) == std::vector<int64_t>{1, 2, 0, 3, 4});
-  CHECK(distances[0] == Approx(1.0 - 10.0).margin(1e-5));  // scores + (tail - last head - 1e-6)
-  CHECK(distances[1] == Approx(2.0 - 10.0).margin(1e-5));
+  const double gap = 1000.0 * std::numeric_limits<float>::epsilon();  // OML's
+  CHECK(distances[0] == Approx(1.0 - 10.0 - gap).margin(1e-5));       // scores + (tail - last head - gap)
+  CHECK(distances[1] == Approx(2.0 - 10.0 - gap).margin(1e-5));
   CHECK(distances[2] < -5.0f);
   CHECK(distances[3] == -5.0f);
   out.check_consistent();

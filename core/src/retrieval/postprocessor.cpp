@@ -1,6 +1,7 @@
 // The built-in postprocessors: constant_thresholding, adaptive_thresholding, pairwise_reranker.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <utility>
@@ -146,11 +147,11 @@ class PairwiseReranker final : public Postprocessor {
   }
 
   // docs/metrics.md#pairwise-re-ranking: a head whose largest score exceeds the first tail
-  // distance is rescaled by tail[0] / head[-1] and shifted down by a tiny epsilon, so the whole
-  // list stays ascending.
+  // distance is rescaled by tail[0] / head[-1] and shifted down by OML's epsilon (1000 float32
+  // epsilons: PairwiseReranker's gap for float32 scores), so the whole list stays ascending.
   static void keep_below_tail(std::vector<std::pair<double, int64_t>>& head, double tail_first) {
     if (head.empty() || head.back().first <= tail_first) return;
-    constexpr double kEpsilon = 1e-6;
+    constexpr double kEpsilon = 1000.0 * std::numeric_limits<float>::epsilon();
     const double last = head.back().first;
     if (tail_first > 0.0) {
       const double scale = tail_first / last;
