@@ -5,7 +5,7 @@
 # program goes first: wall time (the whole process, start-up included), images/s (optimizer
 # steps x batch / wall time) and the last validation's cmc@1. docs/benchmarks.md has the table.
 #
-#   bash bench/versus_oml.sh [--runs 2] [--cases "short_epochs default_job cub"] [--data DIR]
+#   bash bench/versus_oml.sh [--runs 2] [--cases "short_epochs default_job cub cars"] [--data DIR]
 #                            [--out DIR] [--set key=value]...
 #
 # --set applies to every case and both programs (e.g. `--set max_epochs=600 --set
@@ -55,7 +55,7 @@ fi
 
 dataset_of() {
   case "$1" in
-    cub) echo "$data/cub_like" ;;
+    cub|cars) echo "$data/cub_like" ;;
     *) echo "$data/fashion_mnist" ;;
   esac
 }
