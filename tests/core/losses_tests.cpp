@@ -136,7 +136,7 @@ TEST_CASE("The all-triplets miner lists every valid triplet and caps the count w
 }
 
 TEST_CASE(
-    "all_triplets lists every triplet by default, as OML's; the loss reads long lists' distances "
+    "all_triplets lists every triplet by default, as OML's, and the loss reads long lists' distances "
     "from the distance matrix",
     "[losses][miners]") {
   oml::cli::register_builtins();

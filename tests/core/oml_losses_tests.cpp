@@ -82,6 +82,20 @@ std::pair<torch::Tensor, torch::Tensor> triplet_batch(const std::string& name) {
   return {embeddings, labels};
 }
 
+// The loss `yaml` of the batch <prefix>_{embeddings,labels}.pt in `dir`: its value and its
+// gradient must equal the reference's <prefix>_{loss,grad}.pt to 1e-5. Returns its output.
+oml::losses::LossOutput check_against_reference(const std::filesystem::path& dir, const std::string& prefix,
+                                                const std::string& yaml) {
+  const auto embeddings = oml::io::load_tensor(dir / (prefix + "_embeddings.pt")).requires_grad_(true);
+  const auto labels = oml::io::load_tensor(dir / (prefix + "_labels.pt"));
+  auto out = criterion(yaml)->forward(embeddings, labels);
+  out.loss.backward();
+  CHECK(out.loss.item<double>() ==
+        Approx(oml::io::load_tensor(dir / (prefix + "_loss.pt")).item<double>()).margin(1e-5));
+  CHECK(max_abs_diff(embeddings.grad(), oml::io::load_tensor(dir / (prefix + "_grad.pt"))) <= 1e-5);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -92,13 +106,7 @@ TEST_CASE(
     for (const int seed : {0, 1, 2}) {
       const std::string prefix = name + "_" + std::to_string(seed);
       INFO(prefix << ": " << yaml);
-      const auto embeddings = oml::io::load_tensor(dir / (prefix + "_embeddings.pt")).requires_grad_(true);
-      const auto labels = oml::io::load_tensor(dir / (prefix + "_labels.pt"));
-      const auto out = criterion(yaml)->forward(embeddings, labels);
-      out.loss.backward();
-      CHECK(out.loss.item<double>() ==
-            Approx(oml::io::load_tensor(dir / (prefix + "_loss.pt")).item<double>()).margin(1e-5));
-      CHECK(max_abs_diff(embeddings.grad(), oml::io::load_tensor(dir / (prefix + "_grad.pt"))) <= 1e-5);
+      const auto out = check_against_reference(dir, prefix, yaml);
       // OML's logs (need_logs): triplet 0 of every batch is active, its d(a,p) is 0.
       CHECK(out.logs.at("active_tri").item<double>() > 0);
       CHECK(out.logs.at("pos_dist").item<double>() > 0);
@@ -125,13 +133,7 @@ TEST_CASE("surrogate_precision: value and gradient equal to OML 4.0's SurrogateP
     for (const int seed : {0, 1, 2}) {
       const std::string prefix = name + "_" + std::to_string(seed);
       INFO(prefix << ": " << yaml);
-      const auto embeddings = oml::io::load_tensor(dir / (prefix + "_embeddings.pt")).requires_grad_(true);
-      const auto labels = oml::io::load_tensor(dir / (prefix + "_labels.pt"));
-      const auto out = criterion(yaml)->forward(embeddings, labels);
-      out.loss.backward();
-      CHECK(out.loss.item<double>() ==
-            Approx(oml::io::load_tensor(dir / (prefix + "_loss.pt")).item<double>()).margin(1e-5));
-      CHECK(max_abs_diff(embeddings.grad(), oml::io::load_tensor(dir / (prefix + "_grad.pt"))) <= 1e-5);
+      check_against_reference(dir, prefix, yaml);
     }
   }
 }

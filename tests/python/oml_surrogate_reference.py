@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 from oml.losses.surrogate_precision import SurrogatePrecision
 
+from oml_losses_reference import save  # the same files as the other OML losses' references
+
 SEEDS = [0, 1, 2]
 # name: (OML's args, labels); oml-cpp's tests give the same args (plus its chunk_size).
 PK = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
@@ -32,11 +34,7 @@ def export(out: Path):
             labels_t = torch.tensor(labels)
             loss = SurrogatePrecision(**args)(embeddings, labels_t)
             loss.backward()
-            case = f"{name}_{seed}"
-            torch.save(embeddings.detach(), out / f"{case}_embeddings.pt")
-            torch.save(labels_t, out / f"{case}_labels.pt")
-            torch.save(loss.detach().reshape(1), out / f"{case}_loss.pt")
-            torch.save(embeddings.grad, out / f"{case}_grad.pt")
+            save(out, f"{name}_{seed}", embeddings, labels_t, loss)
 
 
 def main():
