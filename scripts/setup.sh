@@ -125,8 +125,9 @@ if [ "$with_tests" = 1 ]; then
     $SUDO "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$tests_requirements"
     $SUDO cp "$tests_requirements" "$tests_stamp"
   fi
-  # OML 4.0's pipeline, the benchmark's peer: --no-deps, because it declares numpy<2 and runs on
-  # the pinned numpy 2 (scripts/requirements-oml.txt lists what it needs).
+  # OML 4.0's package: the benchmark's peer (its pipeline) and the reference of the tests that
+  # compare with OML's own classes. --no-deps, because it declares numpy<2 and runs on the pinned
+  # numpy 2 (scripts/requirements-oml.txt lists what it needs).
   oml_requirements="$root/scripts/requirements-oml.txt"
   oml_stamp="$venv/.oml-requirements-oml"
   if [ -f "$oml_stamp" ] && cmp -s "$oml_requirements" "$oml_stamp"; then
