@@ -36,8 +36,8 @@ class SurrogatePrecisionImpl : public Criterion {
 };
 TORCH_MODULE(SurrogatePrecision);
 
-/// Smoothed ranks as defined above, [B, B] (the diagonal is meaningless), with a chunked
-/// custom backward.
+/// The smoothed ranks defined above, [B, B] (rank(i, i) is the item's own rank, ~1/2 at low
+/// temperatures), with a chunked custom backward.
 torch::Tensor smooth_ranks(const torch::Tensor& distances, double temperature, int64_t chunk_size);
 
 }  // namespace oml::losses
