@@ -117,9 +117,9 @@ TEST_CASE(
 
 TEST_CASE("surrogate_precision: value and gradient equal to OML 4.0's SurrogatePrecision",
           "[losses][oml_losses]") {
-  // tests/python/oml_surrogate_reference.py runs the installed OML package; chunk_size (oml-cpp's
+  // oml_losses_reference.py's export_surrogate runs the installed OML package; chunk_size (oml-cpp's
   // own) below the batch size checks the chunked ranks and their custom backward too.
-  const auto& dir = oml::test::reference_export("oml_surrogate_reference.py", "export");
+  const auto& dir = oml::test::reference_export("oml_losses_reference.py", "export_surrogate");
   const std::vector<std::pair<std::string, std::string>> cases{
       {"defaults", "{name: surrogate_precision, args: {k: 5}}"},
       {"sharp",

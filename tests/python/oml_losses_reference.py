@@ -8,14 +8,18 @@
                                          DIR/<case>_<seed>_{state,state_grad}.pt, and for the cases
                                          with categories DIR/<case>_<seed>_categories.pt (the
                                          category index of each label, as OML numbers them)
+    oml_losses_reference.py export_surrogate DIR
+                                         the same files (no weights) for SURROGATE_CASES, from the
+                                         installed OML 4.0 package's SurrogatePrecision
 
-OML's package cannot be imported here (its dependencies are not installed), so the classes below
-are OML's own code, copied from open-metric-learning (commit 6be182e, 2025-11-27):
+`export` does not import OML's package (its vit_clip and pipeline modules pull in dependencies
+the tests do not pin), so the classes below are OML's own code, copied from open-metric-learning (commit 6be182e, 2025-11-27):
 oml/losses/triplet.py (TripletLoss, TripletLossPlain, get_tri_ids_in_plain),
 oml/losses/arcface.py (ArcFaceLoss, ArcFaceLossWithMLP), oml/functional/label_smoothing.py,
 oml/functional/losses.py (get_reduced) and oml/utils/misc_torch.py (elementwise_dist); only the
 logging is left out. The args of each case are OML's constructor args, which oml-cpp reads from
-`criterion.args` (the C++ test writes them as YAML).
+`criterion.args` (the C++ test writes them as YAML). `export_surrogate` imports only
+oml.losses.surrogate_precision from the package scripts/requirements-oml.txt installs.
 """
 import argparse
 import sys
@@ -281,12 +285,38 @@ def export(out: Path):
                 torch.save(categories, out / f"{case}_categories.pt")
 
 
+# name: (OML's args, labels) of SurrogatePrecision; oml-cpp's test gives the same args (plus its
+# own chunk_size).
+PK = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+SURROGATE_CASES = {
+    "defaults": ({"k": 5}, PK),
+    "sharp": ({"k": 3, "temperature1": 0.5, "temperature2": 0.05}, PK),
+    "sum": ({"k": 2, "temperature1": 2.0, "temperature2": 0.1, "reduction": "sum"}, PK),
+    # a label with one item and a k beyond the positives
+    "uneven": ({"k": 4, "temperature1": 1.0, "temperature2": 0.2}, [0, 0, 0, 1, 1, 2, 3, 3, 3, 3, 3, 4]),
+}
+
+
+def export_surrogate(out: Path):
+    from oml.losses.surrogate_precision import SurrogatePrecision  # the installed OML 4.0
+
+    for name, (args, labels) in SURROGATE_CASES.items():
+        for seed in SEEDS:
+            generator = torch.Generator().manual_seed(seed)
+            embeddings = torch.randn(len(labels), DIM, generator=generator).requires_grad_(True)
+            labels_t = torch.tensor(labels)
+            loss = SurrogatePrecision(**args)(embeddings, labels_t)
+            loss.backward()
+            save(out, f"{name}_{seed}", embeddings, labels_t, loss)
+
+
 def main():
+    commands = {"export": export, "export_surrogate": export_surrogate}
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["export"])
+    parser.add_argument("command", choices=list(commands))
     parser.add_argument("dir", type=Path)
     args = parser.parse_args()
-    export(args.dir)
+    commands[args.command](args.dir)
     return 0
 
 

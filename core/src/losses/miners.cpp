@@ -57,6 +57,22 @@ std::vector<std::vector<int64_t>> row_lists(const torch::Tensor& mask) {
   return out;
 }
 
+// Every triplet (i, j, k) of the batch, j a positive and k a negative of i, anchor by anchor
+// (then positive, then negative), appended to a, p, n.
+void append_every_triplet(const std::vector<std::vector<int64_t>>& pos,
+                          const std::vector<std::vector<int64_t>>& neg, std::vector<int64_t>& a,
+                          std::vector<int64_t>& p, std::vector<int64_t>& n) {
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    for (int64_t j : pos[i]) {
+      for (int64_t k : neg[i]) {
+        a.push_back(static_cast<int64_t>(i));
+        p.push_back(j);
+        n.push_back(k);
+      }
+    }
+  }
+}
+
 torch::Tensor to_index(const std::vector<int64_t>& v) {
   return torch::tensor(v, torch::TensorOptions().dtype(torch::kLong));
 }
@@ -147,7 +163,7 @@ TripletSet AllTripletsMiner::mine(const torch::Tensor& embeddings, const torch::
     n.push_back(neg[anchor][r % n_neg]);
   };
   if (total <= max_output_triplets_) {
-    for (int64_t id = 0; id < total; ++id) emit(id);
+    append_every_triplet(pos, neg, a, p, n);
   } else {
     for (int64_t id : sample_distinct(total, max_output_triplets_)) emit(id);
   }
@@ -310,16 +326,10 @@ TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const 
   const auto pos = row_lists(m.positive);
   const auto neg = row_lists(m.negative);
   std::vector<int64_t> a, p, n;
+  append_every_triplet(pos, neg, a, p, n);
   std::vector<std::pair<int64_t, int64_t>> batch_pairs;  // ordered positive pairs
   for (int64_t i = 0; i < b; ++i) {
-    for (int64_t j : pos[i]) {
-      batch_pairs.emplace_back(i, j);
-      for (int64_t k : neg[i]) {
-        a.push_back(i);
-        p.push_back(j);
-        n.push_back(k);
-      }
-    }
+    for (int64_t j : pos[i]) batch_pairs.emplace_back(i, j);
   }
   const int64_t from_batch = static_cast<int64_t>(a.size());
   const int64_t tries = from_batch * (tri_expand_k_ - 1) / 2;
