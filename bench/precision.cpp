@@ -37,6 +37,7 @@
 #include "oml/losses/miners.h"
 #include "oml/losses/triplet_loss.h"
 #include "oml/models/extractor.h"
+#include "oml/models/memory_format.h"
 #include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
@@ -72,28 +73,12 @@ struct Mode {
   std::string name;
 };
 
-void to_channels_last(torch::nn::Module& model) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : model.parameters()) {
-    if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
-  }
-}
-
-void to_contiguous(torch::nn::Module& model) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : model.parameters()) {
-    if (p.dim() == 4) p.set_data(p.data().contiguous());
-  }
-}
-
 double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_t batch, int64_t side,
                          int steps) {
   auto loss = oml::losses::TripletLossWithMiner(std::make_shared<oml::losses::HardTripletsMiner>());
-  if (mode.weights_last) {
-    to_channels_last(model);
-  } else {
-    to_contiguous(model);
-  }
+  // As `memory_format: channels_last` lays out oml-train's model (the same function).
+  oml::models::set_memory_format(
+      model, mode.weights_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   const torch::Device device = bench_device();
   // The registry's Adam with its defaults, as oml-train builds it (torch.optim's for-loop on the
   // CPU, foreach on CUDA); OML_BENCH_OPTIMIZER replaces it, e.g. '{name: adam, args: {lr: 1e-3, fused:

@@ -76,7 +76,7 @@ std::shared_ptr<models::PairwiseModel> build_pairwise_model(const config::RunCon
                                                             const RunContext& context) {
   auto model = registries().pairwise_models.build(
       require_component(config, parsed_components(config).pairwise_model, "pairwise_model"));
-  model->to(context.device);
+  place_model(*model, config, context);
   return model;
 }
 

@@ -18,6 +18,7 @@
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/metrics/metric_table.h"
 #include "oml/models/extractor.h"
+#include "oml/models/memory_format.h"
 #include "oml/optim/optimizer.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
@@ -183,8 +184,15 @@ std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::Ru
     io::load_weights(*extractor, config.weights);
     log::info("loaded extractor weights from " + config.weights);
   }
-  extractor->to(context.device);
+  place_model(*extractor, config, context);
   return extractor;
+}
+
+void place_model(torch::nn::Module& model, const config::RunConfig& config, const RunContext& context) {
+  model.to(context.device);
+  if (config.memory_format == config::MemoryFormat::channels_last) {
+    models::set_memory_format(model, at::MemoryFormat::ChannelsLast);
+  }
 }
 
 namespace {

@@ -105,11 +105,15 @@ std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig
 models::BackboneFreezing backbone_freezing(const config::RunConfig& config,
                                            const models::Extractor& extractor);
 
+/// Moves `model` to the context's device and lays out its convolution weights in the config's
+/// `memory_format` (models::set_memory_format): every pipeline places its models through here.
+void place_model(torch::nn::Module& model, const config::RunConfig& config, const RunContext& context);
+
 /// The config's extractor (with its `weights:` loaded by its build).
 std::shared_ptr<models::Extractor> build_extractor(const config::RunConfig& config);
 
 /// The config's extractor with top-level `weights:` (an oml-cpp checkpoint or a torch.save file)
-/// loaded over it when given, on the context's device.
+/// loaded over it when given, placed on the context's device (place_model).
 std::shared_ptr<models::Extractor> build_extractor_with_weights(const config::RunConfig& config,
                                                                 const RunContext& context);
 

@@ -38,7 +38,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
 
   // ---- model, then the datasets of what it reads (images or texts) --------------------------
   auto extractor = build_extractor(cfg);
-  extractor->to(ctx.device);
+  place_model(*extractor, cfg, ctx);
   const RunInputs inputs =
       run_inputs(cfg, *extractor, dataframe, {"transforms_train", "transforms_val", "log_images"});
   const std::shared_ptr<data::Dataset> train_dataset =

@@ -635,4 +635,38 @@ TEST_CASE("fused and foreach both true is a config error (exit 2) naming `fused`
   }
 }
 
+TEST_CASE("A channels_last parameter's optimizer state is laid out as it, also after a save and load",
+          "[optim][resume][memory_format]") {
+  // Fused kernels (CUDA's) take a parameter, its gradient and its moments only when all are laid
+  // out alike: a resumed run must not bring its moments back in another layout.
+  oml::cli::register_builtins();
+  const auto make = [] {
+    torch::manual_seed(2);
+    return torch::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true);
+  };
+  for (const char* yaml : {"c: {name: adam, args: {lr: 0.01, fused: true}}\n",
+                           "c: {name: sgd, args: {lr: 0.01, momentum: 0.9, foreach: true}}\n"}) {
+    INFO(yaml);
+    std::vector<at::Tensor> params{make()};
+    const auto opt = oml::registries().optimizers.create(spec(yaml), OptimizerContext{params, {}});
+    params[0].mutable_grad() = torch::ones_like(params[0]);
+    opt->step();
+    std::vector<at::Tensor> resumed_params{make()};
+    const auto resumed =
+        oml::registries().optimizers.create(spec(yaml), OptimizerContext{resumed_params, {}});
+    load_optimizer_state(*resumed, save_optimizer_state(*opt));
+    for (const auto* o : {opt.get(), resumed.get()}) {
+      const auto& state = *o->state().at(
+          oml::torch_compat::optimizer_state_key(o == opt.get() ? params[0] : resumed_params[0]));
+      at::Tensor moment;
+      if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(&state))
+        moment = adam->exp_avg();
+      if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(&state))
+        moment = sgd->momentum_buffer();
+      REQUIRE(moment.defined());
+      CHECK(moment.is_contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+}
+
 }  // namespace optim_tests

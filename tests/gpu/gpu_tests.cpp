@@ -2,9 +2,9 @@
 // GPU). Built with every CUDA build of LibTorch, so that CI compiles it; registered with ctest
 // only when configured with -DOML_GPU_TESTS=ON, since every case needs cuda:0.
 //
-// What it shows: a training step on cuda:0 equals the CPU step; bf16 and fp16 autocast on CUDA
-// with the gradient scaler's fused kernels (an Inf step is skipped and the scale halves, as in
-// PyTorch); Adam, AdamW and SGD on CUDA default to foreach, and their foreach and fused steps
+// What it shows: a training step on cuda:0 equals the CPU step, and a channels_last one the NCHW one; bf16
+// and fp16 autocast on CUDA with the gradient scaler's fused kernels (an Inf step is skipped and the scale
+// halves, as in PyTorch); Adam, AdamW and SGD on CUDA default to foreach, and their foreach and fused steps
 // equal the CPU's; a one-rank NCCL process group; two ranks over Gloo sharing the one GPU
 // (sync_dicts and gradient sync of CUDA tensors, equal to the same ranks on the CPU); the default
 // job's training step (and the hard triplet loss's) queues its work without a host
@@ -33,6 +33,7 @@
 #include "oml/distributed/cuda_graph.h"
 #include "oml/losses/criterion.h"
 #include "oml/models/extractor.h"
+#include "oml/models/memory_format.h"
 #include "oml/optim/grad_scaler.h"
 #include "oml/optim/multi_tensor.h"
 #include "oml/optim/optimizer.h"
@@ -121,6 +122,66 @@ TEST_CASE("A training step on cuda:0 equals the same step on the CPU", "[gpu]") 
                       << (gpu.parameters[i] - cpu.parameters[i]).abs().max().item<double>());
     CHECK(torch::allclose(gpu.gradients[i], cpu.gradients[i], /*rtol=*/1e-3, /*atol=*/1e-6));
     CHECK(torch::allclose(gpu.parameters[i], cpu.parameters[i], /*rtol=*/1e-4, /*atol=*/1e-5));
+  }
+  context.setAllowTF32CuDNN(tf32);
+}
+
+TEST_CASE("A channels_last model takes fused Adam steps on cuda:0 as the NCHW model does, in fp32 and bf16",
+          "[gpu][memory_format]") {
+  require_gpu();
+  oml::cli::register_builtins();
+  auto& context = at::globalContext();
+  const bool tf32 = context.allowTF32CuDNN();
+  context.setAllowTF32CuDNN(false);  // the fp32 comparison in full fp32, as the CPU case above
+  const auto doc = oml::config::Document::from_string(
+      "optimizer: {name: adam, args: {lr: 0.001, fused: true}}", "optim.yaml");
+  torch::manual_seed(7);
+  const auto images = torch::randn({16, 1, 28, 28}).to(kGpu);
+  const auto labels = torch::arange(4).repeat_interleave(4).to(kGpu);
+  // The first step's loss and gradients in `format` and `precision`, after two more steps (which
+  // CUDA's fused Adam refuses unless parameters, gradients and moments are laid out alike).
+  const auto run = [&](at::MemoryFormat format, Precision precision) {
+    torch::manual_seed(7);
+    auto model = conv_net();
+    auto loss = triplet_loss(model->feat_dim());
+    model->to(kGpu);
+    oml::models::set_memory_format(*model, format);
+    model->train();
+    const auto opt = oml::registries().optimizers.create(
+        oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
+        oml::optim::OptimizerContext{model->parameters(), {}});
+    StepResult first;
+    for (int step = 0; step < 3; ++step) {
+      oml::optim::zero_grad(*opt);
+      at::Tensor value;
+      {
+        const AutocastGuard autocast(precision, kGpu);
+        value = loss->forward(model->forward(images), labels).loss;
+      }
+      value.backward();
+      if (step == 0) {
+        first.loss = value.item<double>();
+        for (const auto& p : model->parameters()) {
+          if (p.dim() == 4) CHECK(p.grad().is_contiguous(format));
+          first.gradients.push_back(p.grad().detach().cpu());
+        }
+      }
+      opt->step();
+    }
+    for (const auto& p : model->parameters()) first.parameters.push_back(p.detach().cpu());
+    return first;
+  };
+  for (const Precision precision : {Precision::fp32, Precision::bf16}) {
+    INFO(oml::config::precision_name(precision));
+    const auto nchw = run(at::MemoryFormat::Contiguous, precision);
+    const auto last = run(at::MemoryFormat::ChannelsLast, precision);
+    const double tolerance = precision == Precision::fp32 ? 1e-4 : 2e-2;
+    CHECK(last.loss == Approx(nchw.loss).epsilon(tolerance));
+    for (std::size_t i = 0; i < nchw.gradients.size(); ++i) {
+      INFO("gradient " << i);
+      CHECK((last.gradients[i] - nchw.gradients[i]).abs().max().item<double>() <=
+            10 * tolerance * nchw.gradients[i].abs().max().item<double>());
+    }
   }
   context.setAllowTF32CuDNN(tf32);
 }

@@ -27,6 +27,11 @@ const std::vector<std::string>& gradient_compression_names() {
   return names;
 }
 
+const std::vector<std::string>& memory_format_names() {
+  static const std::vector<std::string> names{"contiguous", "channels_last"};
+  return names;
+}
+
 std::string name(Pipeline value) { return pipeline_names().at(static_cast<std::size_t>(value)); }
 std::string name(Accelerator value) { return accelerator_names().at(static_cast<std::size_t>(value)); }
 std::string name(SchedulerInterval value) {
@@ -36,5 +41,7 @@ std::string name(CheckpointMode value) { return checkpoint_mode_names().at(stati
 std::string name(GradientCompression value) {
   return gradient_compression_names().at(static_cast<std::size_t>(value));
 }
+
+std::string name(MemoryFormat value) { return memory_format_names().at(static_cast<std::size_t>(value)); }
 
 }  // namespace oml::config

@@ -211,6 +211,7 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   const Node profile = r.take("profile");
   check([&] { optional_enum(r, "pipeline", c.pipeline, pipeline_names()); });
   check([&] { optional_enum(r, "accelerator", c.accelerator, accelerator_names(), {{"gpu", "cuda"}}); });
+  check([&] { optional_enum(r, "memory_format", c.memory_format, memory_format_names()); });
   check(
       [&] { optional_enum(r, "mode_for_checkpointing", c.mode_for_checkpointing, checkpoint_mode_names()); });
   r.optional("seed", c.seed)

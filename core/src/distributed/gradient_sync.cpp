@@ -452,7 +452,9 @@ void GradientSync::finish() {
     if (grad.defined()) {
       grad.add_(mean);
     } else {
-      grad = mean.clone();
+      // In the parameter's layout, as autograd makes gradients (a channels_last weight's is
+      // channels_last): fused optimizer kernels want a parameter and its gradient alike.
+      grad = at::empty_like(s.param).copy_(mean);
     }
   }
   st.reset_step();

@@ -37,6 +37,11 @@ enum class CheckpointMode { max, min };
 /// significant bits, values beyond ±65504 become infinite. bf16 and fp16 halve the bytes.
 enum class GradientCompression { none, bf16, fp16 };
 
+/// `memory_format:` how the model's 4-d tensors (convolution weights, hence their activations)
+/// are laid out in memory, as PyTorch's `model.to(memory_format=...)`: contiguous (NCHW,
+/// PyTorch's default) or channels_last (NHWC, the layout tensor-core convolutions run natively).
+enum class MemoryFormat { contiguous, channels_last };
+
 /// The most ranks one machine may start (`devices:`, --nproc-per-node): far above any machine's
 /// cores or GPUs, low enough that a typo (`devices: 100000`) is an error instead of a fork storm.
 inline constexpr int kMaxRanksPerNode = 1024;
@@ -47,12 +52,14 @@ const std::vector<std::string>& accelerator_names();
 const std::vector<std::string>& scheduler_interval_names();
 const std::vector<std::string>& checkpoint_mode_names();
 const std::vector<std::string>& gradient_compression_names();
+const std::vector<std::string>& memory_format_names();
 
 std::string name(Pipeline value);
 std::string name(Accelerator value);
 std::string name(SchedulerInterval value);
 std::string name(CheckpointMode value);
 std::string name(GradientCompression value);
+std::string name(MemoryFormat value);
 
 /// The value spelled `spelling` among `names` (one of the lists above), for command-line flags;
 /// nullopt when it is none of them.

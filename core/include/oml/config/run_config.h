@@ -114,6 +114,9 @@ struct RunConfig {
   /// Capture the training step into a CUDA graph once and replay it (docs/training.md#cuda-graphs);
   /// where it cannot be (the CPU, DDP, ...), a warning and eager steps.
   bool cuda_graphs = false;
+  /// The model's convolution weights in NCHW or channels_last, wherever the model is placed on
+  /// its device (training, validation, prediction; docs/training.md#memory-format).
+  MemoryFormat memory_format = MemoryFormat::contiguous;
   /// Validate after every valid_period-th epoch and after the last one (OML's name; Lightning's
   /// `check_val_every_n_epoch` is read into it).
   int64_t valid_period = 1;
