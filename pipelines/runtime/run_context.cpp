@@ -61,6 +61,31 @@ void check_same_config(distributed::ProcessGroup& group, const std::string& yaml
                     std::to_string(r) + " but `" + line_at(all[0], line) + "` on rank 0");
 }
 
+// Lightning's `benchmark` (after `deterministic`, which turns it off: Lightning's order) and
+// torch.set_float32_matmul_precision: process-wide ATen settings, set on every rank alike. Each
+// rank logs what ATen then reports in force.
+void apply_speed_settings(const config::RunConfig& config) {
+  const auto benchmark = config.controls.benchmark;
+  const bool precision_given = config.float32_matmul_precision != "highest";
+  if (!benchmark && !precision_given) return;
+  auto& context = at::globalContext();
+  if (benchmark) {
+    if (*benchmark && config.controls.deterministic != config::Determinism::off) {
+      oml::log::warn(
+          "benchmark: true with deterministic: cuDNN's benchmark search picks algorithms by timing them, and "
+          "PyTorch ignores cuDNN's deterministic setting while it is on (as Lightning warns): runs may "
+          "differ");
+    }
+    context.setBenchmarkCuDNN(*benchmark);
+  }
+  if (precision_given) context.setFloat32MatmulPrecision(config.float32_matmul_precision);
+  static const char* const precisions[] = {"highest", "high", "medium"};
+  oml::log::info(std::string("cuDNN benchmark ") + (context.benchmarkCuDNN() ? "on" : "off") +
+                 ", float32 matmul precision " +
+                 precisions[static_cast<int>(context.float32MatmulPrecision())] +
+                 (context.allowTF32CuBLAS() ? " (cuBLAS may use TF32)" : ""));
+}
+
 }  // namespace
 
 RunContext start_run(const config::RunConfig& config) {
@@ -81,6 +106,7 @@ RunContext start_run(const config::RunConfig& config) {
     oml::use_deterministic_algorithms(warn_only);
     oml::log::info("deterministic mode: " + oml::describe(oml::determinism_state()));
   }
+  apply_speed_settings(config);
   const distributed::Placement placement =
       distributed::placement_for(config.accelerator, ctx.world, config.device_ids);
   ctx.device = placement.device;

@@ -133,6 +133,23 @@ TEST_CASE(
              Contains("'deterministic' is also given at controls.yaml:1"));
 }
 
+TEST_CASE("benchmark (Lightning's) and float32_matmul_precision (torch's) are read, and bad values named",
+          "[config][controls]") {
+  CHECK_FALSE(parse("max_epochs: 1\n").controls.benchmark.has_value());  // PyTorch's setting stays
+  CHECK(parse("benchmark: true\n").controls.benchmark == std::optional<bool>(true));
+  CHECK(parse("lightning_trainer_extra_args: {benchmark: false}\n").controls.benchmark ==
+        std::optional<bool>(false));
+  CHECK_THAT(parse_error("benchmark: fast\n"), Contains("benchmark") && Contains("expected true or false"));
+  CHECK(parse("max_epochs: 1\n").float32_matmul_precision == "highest");
+  CHECK(parse("float32_matmul_precision: medium\n").float32_matmul_precision == "medium");
+  CHECK_THAT(parse_error("float32_matmul_precision: tf32\n"),
+             Contains("float32_matmul_precision") && Contains("expected one of highest, high, medium") &&
+                 Contains("got 'tf32'"));
+  CHECK(parse("memory_format: channels_last\n").memory_format == oml::config::MemoryFormat::channels_last);
+  CHECK_THAT(parse_error("memory_format: nhwc\n"),
+             Contains("memory_format") && Contains("expected one of contiguous, channels_last"));
+}
+
 TEST_CASE("BatchLimit takes min(batches, N) of an int and int(batches x f) of a float, as Lightning",
           "[config][controls]") {
   CHECK(BatchLimit{false, 5}.apply(37, "limit_train_batches") == 5);

@@ -160,6 +160,32 @@ TEST_CASE("deterministic: true is in force in every training process and, on the
   CHECK(lines == 2);
 }
 
+TEST_CASE("benchmark and float32_matmul_precision are in force in every training process",
+          "[pipelines][integration][controls]") {
+  TempDir tmp;
+  const std::string short_run = "max_epochs: 1\nlimit_train_batches: 2\n";
+  const Run plain = train_ok(tmp, "plain", per_image_config(tmp / "plain", 8, short_run));
+  CHECK_THAT(plain.result.err, !Contains("cuDNN benchmark"));
+  // Lightning's Trainer argument in OML's block, torch's setting at the top level, on two ranks;
+  // each logs what ATen's context reports once they are set.
+  const Run ranks = train_ok(tmp, "ranks",
+                             per_image_config(tmp / "ranks", 8,
+                                              short_run + "lightning_trainer_extra_args: {benchmark: true}\n"
+                                                          "float32_matmul_precision: high\n"),
+                             "--nproc-per-node 2");
+  const std::string& err = ranks.result.err;
+  const std::string line = "cuDNN benchmark on, float32 matmul precision high (cuBLAS may use TF32)";
+  std::size_t lines = 0;
+  for (std::size_t at = err.find(line); at != std::string::npos; at = err.find(line, at + 1)) ++lines;
+  INFO(err);
+  CHECK(lines == 2);
+  // With deterministic, Lightning's warning: PyTorch ignores cuDNN's deterministic flag then.
+  const Run both = train_ok(
+      tmp, "both", per_image_config(tmp / "both", 8, short_run + "deterministic: true\nbenchmark: true\n"));
+  CHECK_THAT(both.result.err, Contains("warning: benchmark: true with deterministic"));
+  CHECK_THAT(both.result.err, Contains("cuDNN benchmark on, float32 matmul precision highest"));
+}
+
 TEST_CASE(
     "gradient_clip_val bounds each step as clip_grad_norm_ / clip_grad_value_ do, a huge one changes nothing",
     "[pipelines][integration][controls]") {

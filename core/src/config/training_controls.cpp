@@ -161,6 +161,7 @@ const std::map<std::string, ControlReader>& control_readers() {
          }
          c.deterministic = found->second;
        }},
+      {"benchmark", [](const Node& n, TrainingControls& c, int64_t&) { c.benchmark = n.as<bool>(); }},
       {"check_val_every_n_epoch",
        [](const Node& n, TrainingControls&, int64_t& valid_period) {
          const auto period = n.as<int64_t>();

@@ -91,6 +91,10 @@ struct TrainingControls {
   /// Lightning's `deterministic`: every process of the run uses deterministic algorithms
   /// (oml::use_deterministic_algorithms) from its start.
   Determinism deterministic = Determinism::off;
+  /// Lightning's `benchmark`: torch.backends.cudnn.benchmark in every process (cuDNN times its
+  /// algorithms for each new input shape and keeps the fastest). None: PyTorch's setting, which
+  /// is off (and off under `deterministic`, as Lightning).
+  std::optional<bool> benchmark;
 };
 
 /// The keys `lightning_trainer_extra_args` accepts (Lightning Trainer arguments oml-cpp has).
