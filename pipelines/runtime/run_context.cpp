@@ -66,7 +66,7 @@ void check_same_config(distributed::ProcessGroup& group, const std::string& yaml
 // rank logs what ATen then reports in force.
 void apply_speed_settings(const config::RunConfig& config) {
   const auto benchmark = config.controls.benchmark;
-  const bool precision_given = config.float32_matmul_precision != "highest";
+  const bool precision_given = config.float32_matmul_precision != config::Float32MatmulPrecision::highest;
   if (!benchmark && !precision_given) return;
   auto& context = at::globalContext();
   if (benchmark) {
@@ -78,11 +78,11 @@ void apply_speed_settings(const config::RunConfig& config) {
     }
     context.setBenchmarkCuDNN(*benchmark);
   }
-  if (precision_given) context.setFloat32MatmulPrecision(config.float32_matmul_precision);
-  static const char* const precisions[] = {"highest", "high", "medium"};
+  if (precision_given) context.setFloat32MatmulPrecision(config::name(config.float32_matmul_precision));
+  // ATen's enumeration has torch's three values in the config's order.
+  const auto in_force = static_cast<config::Float32MatmulPrecision>(context.float32MatmulPrecision());
   oml::log::info(std::string("cuDNN benchmark ") + (context.benchmarkCuDNN() ? "on" : "off") +
-                 ", float32 matmul precision " +
-                 precisions[static_cast<int>(context.float32MatmulPrecision())] +
+                 ", float32 matmul precision " + config::name(in_force) +
                  (context.allowTF32CuBLAS() ? " (cuBLAS may use TF32)" : ""));
 }
 

@@ -5,6 +5,7 @@
 
 #include "integration/pipeline_fixtures.h"
 #include "oml/io/checkpoint.h"
+#include "oml/optim/multi_tensor.h"
 #include "support/support.h"
 
 namespace memory_format_tests {
@@ -21,13 +22,14 @@ CommandResult command(const std::string& name, const fs::path& config, const std
 }
 
 // The fixture's run with fused Adam (whose kernels want a parameter, its gradient and its
-// moments laid out alike) and `extra`.
+// moments laid out alike; foreach on LibTorch 1.13, which has none) and `extra`.
 std::string config(const fs::path& logs, const std::string& extra = "") {
   std::string yaml = train_config(logs, extra);
   const std::string adam = "{name: adam, args: {lr: 0.001}}";
   const std::size_t at = yaml.find(adam);
   REQUIRE(at != std::string::npos);
-  return yaml.replace(at, adam.size(), "{name: adam, args: {lr: 0.001, fused: true}}");
+  const std::string kernel = oml::optim::fused_kernels_available() ? "fused" : "foreach";
+  return yaml.replace(at, adam.size(), "{name: adam, args: {lr: 0.001, " + kernel + ": true}}");
 }
 
 // The losses of two runs of the same batches, one in each layout. oneDNN's NHWC and NCHW

@@ -32,6 +32,11 @@ const std::vector<std::string>& memory_format_names() {
   return names;
 }
 
+const std::vector<std::string>& float32_matmul_precision_names() {
+  static const std::vector<std::string> names{"highest", "high", "medium"};
+  return names;
+}
+
 std::string name(Pipeline value) { return pipeline_names().at(static_cast<std::size_t>(value)); }
 std::string name(Accelerator value) { return accelerator_names().at(static_cast<std::size_t>(value)); }
 std::string name(SchedulerInterval value) {
@@ -43,5 +48,9 @@ std::string name(GradientCompression value) {
 }
 
 std::string name(MemoryFormat value) { return memory_format_names().at(static_cast<std::size_t>(value)); }
+
+std::string name(Float32MatmulPrecision value) {
+  return float32_matmul_precision_names().at(static_cast<std::size_t>(value));
+}
 
 }  // namespace oml::config

@@ -213,15 +213,8 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   check([&] { optional_enum(r, "accelerator", c.accelerator, accelerator_names(), {{"gpu", "cuda"}}); });
   check([&] { optional_enum(r, "memory_format", c.memory_format, memory_format_names()); });
   check([&] {
-    const Node node = r.take("float32_matmul_precision");
-    if (node.is_null()) return;
-    static const std::vector<std::string> names{"highest", "high", "medium"};
-    const auto value = node.as<std::string>();
-    if (std::find(names.begin(), names.end(), value) == names.end()) {
-      node.fail("expected one of " + join(names) + " (torch.set_float32_matmul_precision's), got '" + value +
-                "'" + did_you_mean(value, names));
-    }
-    c.float32_matmul_precision = value;
+    optional_enum(r, "float32_matmul_precision", c.float32_matmul_precision,
+                  float32_matmul_precision_names());
   });
   check(
       [&] { optional_enum(r, "mode_for_checkpointing", c.mode_for_checkpointing, checkpoint_mode_names()); });

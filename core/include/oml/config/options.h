@@ -42,6 +42,11 @@ enum class GradientCompression { none, bf16, fp16 };
 /// PyTorch's default) or channels_last (NHWC, the layout tensor-core convolutions run natively).
 enum class MemoryFormat { contiguous, channels_last };
 
+/// `float32_matmul_precision:` torch.set_float32_matmul_precision's three values: highest
+/// (float32 products in float32, PyTorch's default), high (TF32 tensor cores on CUDA), medium
+/// (also bfloat16 ones in oneDNN on the CPU).
+enum class Float32MatmulPrecision { highest, high, medium };
+
 /// The most ranks one machine may start (`devices:`, --nproc-per-node): far above any machine's
 /// cores or GPUs, low enough that a typo (`devices: 100000`) is an error instead of a fork storm.
 inline constexpr int kMaxRanksPerNode = 1024;
@@ -53,6 +58,7 @@ const std::vector<std::string>& scheduler_interval_names();
 const std::vector<std::string>& checkpoint_mode_names();
 const std::vector<std::string>& gradient_compression_names();
 const std::vector<std::string>& memory_format_names();
+const std::vector<std::string>& float32_matmul_precision_names();
 
 std::string name(Pipeline value);
 std::string name(Accelerator value);
@@ -60,6 +66,7 @@ std::string name(SchedulerInterval value);
 std::string name(CheckpointMode value);
 std::string name(GradientCompression value);
 std::string name(MemoryFormat value);
+std::string name(Float32MatmulPrecision value);
 
 /// The value spelled `spelling` among `names` (one of the lists above), for command-line flags;
 /// nullopt when it is none of them.

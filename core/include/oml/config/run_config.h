@@ -117,10 +117,9 @@ struct RunConfig {
   /// The model's convolution weights in NCHW or channels_last, wherever the model is placed on
   /// its device (training, validation, prediction; docs/training.md#memory-format).
   MemoryFormat memory_format = MemoryFormat::contiguous;
-  /// torch.set_float32_matmul_precision in every process of the run: "highest" (PyTorch's
-  /// default: float32 matrix products in float32), "high" (TF32 tensor cores on CUDA) or
-  /// "medium" (bfloat16 ones where a backend has them); docs/training.md#float32-matrix-products.
-  std::string float32_matmul_precision = "highest";
+  /// torch.set_float32_matmul_precision in every process of the run
+  /// (docs/training.md#float32-matrix-products).
+  Float32MatmulPrecision float32_matmul_precision = Float32MatmulPrecision::highest;
   /// Validate after every valid_period-th epoch and after the last one (OML's name; Lightning's
   /// `check_val_every_n_epoch` is read into it).
   int64_t valid_period = 1;
