@@ -151,6 +151,16 @@ for log in ["train.jsonl", "metrics.jsonl"]:
     print(f"deterministic: two runs' {log} ({len(a)} and {len(b)} lines):",
           "identical" if same else f"DIFFERENT (first at line {first})")
 SAME
+# precision 16 with fused Adam (docs/training.md#mixed-precision): the kernel skips overflowing
+# steps on the device; the scaler's values reach train.jsonl read with the loss.
+rm -rf /tmp/oml-gpu/fp16
+job --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set precision=16 \
+  --set 'optimizer={name: adam, args: {lr: 0.001, fused: true}}' --set max_epochs=2 \
+  --set logs_root=/tmp/oml-gpu/fp16 --progress lines > "$OUT/fp16_fused.log" 2>&1
+echo "precision 16, fused adam on cuda: exit $?"
+grep -m3 'skipped' "$OUT/fp16_fused.log"
+tail -n 1 /tmp/oml-gpu/fp16/*/train.jsonl
+grep -o '"OVERALL/cmc/1":[0-9.]*' /tmp/oml-gpu/fp16/*/metrics.jsonl
 # The profiler on the GPU (docs/training.md#profiling-a-run): Kineto must record CUDA kernels.
 job --config configs/fashion_mnist/train_extractor.yaml --set accelerator=cuda --set max_steps=60 \
   --set limit_val_batches=0 --set scheduling=null --set logs_root=/tmp/oml-gpu/profiled --profile 50:52 \

@@ -50,6 +50,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -196,7 +197,9 @@ inline void foreach_lerp_(at::TensorList self, at::TensorList end, double weight
 constexpr bool has_fused_optimizers = OML_TORCH_AT_LEAST(2, 4);
 
 /// at::_fused_adam_, or at::_fused_adamw_ with `decoupled_weight_decay` (torch/optim/adam.py's
-/// _fused_adam), without grad_scale / found_inf. `lr` is a double, or a float32 tensor on the
+/// _fused_adam), without grad_scale; `found_inf` (float32 [1] on the parameters' device, or
+/// undefined) makes the kernel leave everything as it is where it is nonzero, as under
+/// GradScaler. `lr` is a double, or a float32 tensor on the
 /// parameters' device (torch.optim's tensor lr: what a CUDA graph's replay reads afresh). Only
 /// where has_fused_optimizers (an internal error elsewhere: the optimizers' args refuse `fused:
 /// true` there).
@@ -205,29 +208,33 @@ inline void fused_adam_(at::TensorList params, at::TensorList grads, at::TensorL
                         at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
                         at::TensorList state_steps, const LearningRate& lr, double beta1, double beta2,
                         double weight_decay, double eps, bool amsgrad, bool maximize,
-                        bool decoupled_weight_decay) {
+                        bool decoupled_weight_decay, const at::Tensor& found_inf) {
 #if OML_TORCH_AT_LEAST(2, 4)
+  const std::optional<at::Tensor> skip =
+      found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
   if (decoupled_weight_decay) {
     at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                      weight_decay, eps, amsgrad, maximize);
+                      weight_decay, eps, amsgrad, maximize, /*grad_scale=*/std::nullopt, skip);
   } else {
     at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-                     weight_decay, eps, amsgrad, maximize);
+                     weight_decay, eps, amsgrad, maximize, /*grad_scale=*/std::nullopt, skip);
   }
 #else
   TORCH_INTERNAL_ASSERT(false, "fused optimizer kernels need LibTorch 2.4 or later");
 #endif
 }
 
-/// at::_fused_sgd_ (torch/optim/sgd.py's _fused_sgd) without grad_scale / found_inf; `lr` and
+/// at::_fused_sgd_ (torch/optim/sgd.py's _fused_sgd) without grad_scale; `found_inf`, `lr` and
 /// where it exists as fused_adam_'s.
 template <class LearningRate>
 inline void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
                        double weight_decay, double momentum, const LearningRate& lr, double dampening,
-                       bool nesterov, bool maximize, bool is_first_step) {
+                       bool nesterov, bool maximize, bool is_first_step, const at::Tensor& found_inf) {
 #if OML_TORCH_AT_LEAST(2, 4)
+  const std::optional<at::Tensor> skip =
+      found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
   at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov, maximize,
-                  is_first_step);
+                  is_first_step, /*grad_scale=*/std::nullopt, skip);
 #else
   TORCH_INTERNAL_ASSERT(false, "fused optimizer kernels need LibTorch 2.4 or later");
 #endif

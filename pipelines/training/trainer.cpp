@@ -195,6 +195,11 @@ void check_same_components(const std::string& checkpoint_yaml, const std::string
 
 }  // namespace
 
+// The gradient scaler's values in train.jsonl (PyTorch's GradScaler: its scale, and the steps it
+// skipped).
+constexpr const char* kAmpScale = "amp_scale";
+constexpr const char* kAmpSkippedSteps = "amp_skipped_steps";
+
 /// An optimizer step's train.jsonl line before the values its device computed are read.
 struct PendingStepLog {
   int64_t epoch = 0;
@@ -309,7 +314,11 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
   }
 
   // Built before restore(), which continues a precision 16 run's loss scale from its checkpoint.
-  if (context_.precision == config::Precision::fp16) scaler_ = std::make_unique<optim::GradScaler>();
+  if (context_.precision == config::Precision::fp16) {
+    scaler_ = std::make_unique<optim::GradScaler>();
+    device_skip_ = dynamic_cast<optim::DeviceSkipping*>(parts_.optimizer);
+    if (device_skip_ && !device_skip_->skips_on_device()) device_skip_ = nullptr;
+  }
   batch_trace_ = BatchTrace::from_environment(context_.rank(), context_.world_size());
   fs::path resumed_run;
   if (!options_.resume_from.empty()) {
@@ -562,9 +571,9 @@ void Trainer::fit(std::shared_ptr<const data::Dataset> train_inputs, const Train
       }
       auto line = std::make_unique<PendingStepLog>();
       if (step_graph_) {
-        count_step(line->host_logs);  // the graph's step took the optimizer's
+        count_step(line->host_logs, logs);  // the graph's step took the optimizer's
       } else {
-        optimizer_step(line->host_logs);
+        optimizer_step(line->host_logs, logs);
       }
       std::optional<report::TraceRange> logging(std::in_place, report::phase::logging);
       line->epoch = epoch;
@@ -690,15 +699,21 @@ at::Tensor Trainer::accumulate_batch(const data::LoadedBatch& batch, const Train
   return logged;
 }
 
-void Trainer::optimizer_step(std::map<std::string, double>& logs) {
+void Trainer::optimizer_step(std::map<std::string, double>& logs,
+                             std::map<std::string, at::Tensor>& device_logs) {
   const report::TraceRange range(report::phase::optimizer);
   apply_gradients();
-  count_step(logs);
+  count_step(logs, device_logs);
 }
 
 void Trainer::apply_gradients() {
   bool apply = true;
-  if (scaler_) {
+  if (device_skip_) {
+    // torch.amp.GradScaler.step's way with a fused optimizer: the kernel reads found_inf. A
+    // skipped step is reported when its logs are read (write_step_log).
+    scaler_->unscale_in_place(optimized_parameters(*parts_.optimizer));
+    device_skip_->skip_next_step_if(scaler_->found_inf());
+  } else if (scaler_) {
     // Every rank holds the same averaged gradients, so every rank takes the same decision.
     apply = scaler_->unscale(optimized_parameters(*parts_.optimizer));
     if (!apply) {
@@ -716,11 +731,17 @@ void Trainer::apply_gradients() {
   if (apply) parts_.optimizer->step();
 }
 
-void Trainer::count_step(std::map<std::string, double>& logs) {
+void Trainer::count_step(std::map<std::string, double>& logs,
+                         std::map<std::string, at::Tensor>& device_logs) {
   if (scaler_) {
     scaler_->update();
-    logs["amp_scale"] = scaler_->current_scale();
-    logs["amp_skipped_steps"] = static_cast<double>(scaler_->skipped_steps());
+    if (device_skip_) {
+      device_logs[kAmpScale] = scaler_->scale_tensor();
+      device_logs[kAmpSkippedSteps] = scaler_->skipped_steps_tensor();
+    } else {
+      logs[kAmpScale] = scaler_->current_scale();
+      logs[kAmpSkippedSteps] = static_cast<double>(scaler_->skipped_steps());
+    }
   }
   ++step_;
   const auto& scheduling = config_.scheduling;
@@ -791,6 +812,22 @@ void Trainer::write_unread_step() {
   write_step_log(*line);
 }
 
+void Trainer::warn_of_skipped_step(const PendingStepLog& line, const std::vector<double>& values) {
+  const auto key = std::find(line.loss_log_keys.begin(), line.loss_log_keys.end(), kAmpSkippedSteps);
+  const auto scale = std::find(line.loss_log_keys.begin(), line.loss_log_keys.end(), kAmpScale);
+  if (key == line.loss_log_keys.end() || scale == line.loss_log_keys.end()) return;
+  const auto at = [&](auto it) {
+    return values[static_cast<std::size_t>(line.batches + (it - line.loss_log_keys.begin()))];
+  };
+  const double skipped = at(key);
+  if (skipped <= skipped_steps_logged_) return;
+  skipped_steps_logged_ = skipped;
+  log::warn("step " + std::to_string(line.step) +
+            " skipped: non-finite gradients at fp16; the loss scale is lowered to " +
+            std::to_string(at(scale)) + " (" + std::to_string(static_cast<int64_t>(skipped)) +
+            " skipped so far)");
+}
+
 void Trainer::write_step_log(PendingStepLog& line) {
   const std::vector<double>& values = line.values.read();
   const auto batches = static_cast<std::size_t>(line.batches);
@@ -820,6 +857,7 @@ void Trainer::write_step_log(PendingStepLog& line) {
     }
   }
   const double mean_loss = step_loss / static_cast<double>(batches);
+  if (device_skip_) warn_of_skipped_step(line, values);
   if (context_.is_main()) {
     nlohmann::json record{{"loss", mean_loss}, {"samples_per_s", line.samples_per_s}};
     for (std::size_t i = 0; i < line.loss_log_keys.size(); ++i)

@@ -71,6 +71,7 @@ namespace oml::config {
 class Document;
 }  // namespace oml::config
 namespace oml::optim {
+class DeviceSkipping;
 class GradScaler;
 class Scheduler;
 }  // namespace oml::optim
@@ -236,13 +237,16 @@ class Trainer {
   at::Tensor accumulate_batch(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
                               bool first, bool last, std::map<std::string, at::Tensor>& logs);
   /// After the last batch of a step: apply_gradients, then count_step.
-  void optimizer_step(std::map<std::string, double>& logs);
-  /// fp16's unscaling (a step with non-finite gradients is skipped), clipping, the optimizer's
-  /// step.
+  void optimizer_step(std::map<std::string, double>& logs, std::map<std::string, at::Tensor>& device_logs);
+  /// fp16's unscaling (a step with non-finite gradients is skipped: decided on the host, or by a
+  /// fused optimizer's kernel on the device), clipping, the optimizer's step.
   void apply_gradients();
-  /// After the optimizer's step: the loss scale's update (logged), the step count, the per-step
+  /// After the optimizer's step: the loss scale's update (logged: in `logs` when the host knows
+  /// it, else in `device_logs`, read with the step's loss), the step count, the per-step
   /// scheduler.
-  void count_step(std::map<std::string, double>& logs);
+  void count_step(std::map<std::string, double>& logs, std::map<std::string, at::Tensor>& device_logs);
+  /// device_skip_: a warning when the step of `line` (its read `values`) was skipped.
+  void warn_of_skipped_step(const PendingStepLog& line, const std::vector<double>& values);
   /// `cuda_graphs`: the whole step of `batch` (accumulate_batch, then apply_gradients) through
   /// the StepGraph; returns the loss (detached, on the device, unread) and sets `logs`.
   at::Tensor graph_step(const data::LoadedBatch& batch, const TrainingHooks& hooks, int64_t epoch,
@@ -342,6 +346,10 @@ class Trainer {
   /// precision 16 only (CUDA): the dynamic loss scale; in checkpoints (resume.grad_scaler), so a
   /// resumed run continues with the scale it had.
   std::unique_ptr<optim::GradScaler> scaler_;
+  /// precision 16 with a fused optimizer: it skips steps with non-finite gradients on the
+  /// device (as torch.optim's fused kernels under GradScaler), so no step reads the answer back.
+  optim::DeviceSkipping* device_skip_ = nullptr;
+  double skipped_steps_logged_ = 0;  ///< the last amp_skipped_steps read (device_skip_'s warnings)
   std::unique_ptr<EarlyStopping> early_stopping_;  ///< `early_stopping:` only
   std::unique_ptr<StepGraph> step_graph_;          ///< `cuda_graphs:` where steps can be captured
   std::vector<std::pair<std::string, at::Tensor>> buffers_;

@@ -15,6 +15,9 @@
 #include "oml/losses/triplet_loss.h"
 #include "oml/models/extractor.h"
 #include "oml/optim/grad_scaler.h"
+#include "oml/optim/multi_tensor.h"
+#include "oml/optim/optimizer.h"
+#include "oml/optim/resume.h"
 #include "oml/registry/registries.h"
 #include "shell/components.h"
 #include "support/support.h"
@@ -283,6 +286,89 @@ TEST_CASE("The gradient scaler skips steps with non-finite gradients, backs off 
   }
   CHECK(scaler.current_scale() == 1024);  // growth 2 after growth_interval clean steps
   CHECK(scaler.skipped_steps() == 1);
+}
+
+TEST_CASE("A fused optimizer given the scaler's found_inf skips on the device, and settles its step counts",
+          "[precision][optim]") {
+  // The Trainer's way with precision 16 and `fused: true` (as torch.amp.GradScaler.step with a
+  // fused optimizer): unscale_in_place, skip_next_step_if(found_inf), step() — never a read.
+  // On the CPU the same kernels run, so the decisions are checked here.
+  if (!oml::optim::fused_kernels_available()) return;  // LibTorch 1.13: no fused kernels
+  oml::cli::register_builtins();
+  const auto doc = oml::config::Document::from_string(
+      "adam: {name: adam, args: {lr: 0.01, fused: true}}\n"
+      "sgd: {name: sgd, args: {lr: 0.01, momentum: 0.9, fused: true}}\n",
+      "optim.yaml");
+  const float inf = std::numeric_limits<float>::infinity();
+  // The first step overflowing (a state made by a skipped step) or the second.
+  for (const auto& [name, poisoned] :
+       {std::pair<const char*, std::size_t>{"adam", 0}, {"adam", 1}, {"sgd", 0}, {"sgd", 1}}) {
+    INFO(name << ", step " << poisoned + 1 << " overflows");
+    torch::manual_seed(4);
+    const std::vector<at::Tensor> start{torch::randn({5, 3}), torch::randn({3})};
+    std::vector<std::vector<at::Tensor>> grads(4);
+    for (auto& g : grads) {
+      for (const auto& p : start) g.push_back(torch::randn(p.sizes()) * 1024);  // scaled gradients
+    }
+    grads[poisoned][1][0] = inf;
+    const auto make = [&](std::vector<at::Tensor>& params) {
+      params.clear();
+      for (const auto& p : start) params.push_back(p.clone().requires_grad_(true));
+      return oml::registries().optimizers.create(oml::config::parse_component(doc.root()[name], name),
+                                                 oml::optim::OptimizerContext{params, {}});
+    };
+    // On the device: every step taken, the poisoned one skipped by the kernel.
+    std::vector<at::Tensor> params;
+    const auto opt = make(params);
+    auto* skipping = dynamic_cast<oml::optim::DeviceSkipping*>(opt.get());
+    REQUIRE(skipping != nullptr);
+    REQUIRE(skipping->skips_on_device());
+    oml::optim::GradScalerOptions options;
+    options.init_scale = 1024;
+    oml::optim::GradScaler scaler(options);
+    (void)scaler.scale(torch::zeros({}));  // the scale's device
+    for (std::size_t s = 0; s < grads.size(); ++s) {
+      std::vector<at::Tensor> before;
+      for (const auto& p : params) before.push_back(p.detach().clone());
+      for (std::size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = grads[s][i].clone();
+      scaler.unscale_in_place(params);
+      skipping->skip_next_step_if(scaler.found_inf());
+      opt->step();
+      scaler.update();
+      if (s == poisoned) {
+        for (std::size_t i = 0; i < params.size(); ++i) CHECK(torch::equal(params[i], before[i]));
+      }
+    }
+    CHECK(scaler.skipped_steps() == 1);
+    CHECK(scaler.scale_tensor().item<float>() == 512);  // backed off once
+    // On the host: the clean steps only, each on gradients divided by its scale.
+    std::vector<at::Tensor> reference_params;
+    const auto reference = make(reference_params);
+    for (std::size_t s = 0; s < grads.size(); ++s) {
+      if (s == poisoned) continue;
+      const double scale = s < poisoned ? 1024 : 512;
+      for (std::size_t i = 0; i < params.size(); ++i)
+        reference_params[i].mutable_grad() = grads[s][i] * static_cast<float>(1.0 / scale);
+      reference->step();
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      INFO("parameter " << i);
+      CHECK(torch::allclose(params[i], reference_params[i], 1e-6, 1e-7));
+    }
+    // A checkpoint holds the steps taken: 3 (Adam's count; SGD keeps none), and resumes so.
+    if (std::string(name) == "adam") {
+      const auto bytes = oml::optim::save_optimizer_state(*opt);
+      std::vector<at::Tensor> resumed_params;
+      const auto resumed = make(resumed_params);
+      oml::optim::load_optimizer_state(*resumed, bytes);
+      for (const auto* o : {opt.get(), resumed.get()}) {
+        const auto& p = o == opt.get() ? params.front() : resumed_params.front();
+        CHECK(static_cast<const torch::optim::AdamParamState&>(
+                  *o->state().at(oml::torch_compat::optimizer_state_key(p)))
+                  .step() == 3);
+      }
+    }
+  }
 }
 
 TEST_CASE("The gradient scaler's scale and growth count survive a checkpoint, as PyTorch's state_dict",

@@ -40,6 +40,7 @@
 #include "oml/registry/registries.h"
 #include "shell/components.h"
 #include "support/support.h"
+#include "torch_compat.h"  // white box: the optimizer state's key
 #include "training/step_graph.h"
 
 namespace fs = std::filesystem;
@@ -446,6 +447,70 @@ TEST_CASE("The default job's training step queues its work on cuda:0 without a h
   // The values read one step late are the losses.
   REQUIRE(read_losses.size() == 3 + kSteps - 1);
   for (const double loss : read_losses) CHECK(std::isfinite(loss));
+}
+
+TEST_CASE("precision 16 with fused Adam skips non-finite steps on cuda:0 without a host synchronisation",
+          "[gpu][step_sync][precision]") {
+  require_gpu();
+  // The Trainer's order with a fused optimizer (apply_gradients' device_skip_): unscale in place,
+  // found_inf to the kernel, the scale's update; the logs are tensors read later.
+  auto [extractor, criterion, optimizer] = default_job_parts("{name: arcface, args: {m: 0.5, s: 30}}",
+                                                             "{name: adam, args: {lr: 0.001, fused: true}}");
+  auto* skipping = dynamic_cast<oml::optim::DeviceSkipping*>(optimizer.get());
+  REQUIRE(skipping != nullptr);
+  REQUIRE(skipping->skips_on_device());
+  oml::optim::GradScaler scaler;
+  const auto labels = torch::arange(10).repeat_interleave(16).to(kGpu);
+  const auto images = torch::randn({160, 3, 28, 28}).to(kGpu);
+  std::vector<at::Tensor> params;
+  for (const auto& group : optimizer->param_groups())
+    params.insert(params.end(), group.params().begin(), group.params().end());
+  const auto step = [&](bool poison) {
+    oml::optim::zero_grad(*optimizer);
+    at::Tensor loss;
+    {
+      const AutocastGuard autocast(Precision::fp16, kGpu);
+      loss = criterion->forward(extractor->forward(images), labels).loss;
+    }
+    scaler.scale(loss).backward();
+    if (poison) params.front().mutable_grad().fill_(std::numeric_limits<float>::infinity());
+    scaler.unscale_in_place(params);
+    skipping->skip_next_step_if(scaler.found_inf());
+    optimizer->step();
+    scaler.update();
+    return std::vector<at::Tensor>{loss.detach(), scaler.scale_tensor(), scaler.skipped_steps_tensor()};
+  };
+  for (int i = 0; i < 3; ++i) step(false);  // warm-up: cuDNN's choices, Adam's state
+  SyncCounter counter;
+  std::vector<oml::PendingScalars> logs;
+  std::vector<at::Tensor> before, after;  // the parameters around the poisoned step (device copies)
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&counter);
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+    for (int i = 0; i < 6; ++i) {
+      if (i == 3) {
+        for (const auto& p : params) before.push_back(p.detach().clone());
+      }
+      logs.emplace_back(step(/*poison=*/i == 3));
+      if (i == 3) {
+        for (const auto& p : params) after.push_back(p.detach().clone());
+      }
+    }
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  }
+  for (const auto& other : counter.others) WARN(other);
+  CHECK(counter.synchronisations == 0);
+  // The poisoned step changed nothing and halved the scale; the step counts settle to the steps
+  // taken (3 + 5).
+  const auto skipped = logs[3].read();
+  CHECK(skipped.at(2) == 1);
+  CHECK(skipped.at(1) == Approx(logs[2].read().at(1) / 2));
+  CHECK(logs[5].read().at(2) == 1);
+  skipping->settle_step_counts();
+  const auto& state = static_cast<torch::optim::AdamParamState&>(
+      *optimizer->state().at(oml::torch_compat::optimizer_state_key(params.front())));
+  CHECK(state.step() == 8);
+  for (std::size_t i = 0; i < before.size(); ++i) CHECK(torch::equal(before[i], after[i]));
 }
 
 TEST_CASE("The loader's page-locked batches reach cuda:0 through the side stream intact", "[gpu][feed]") {

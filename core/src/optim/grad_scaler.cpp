@@ -20,11 +20,19 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) {
     scale_ = at::full({1}, start_scale_, on.dtype(at::kFloat));
     growth_tracker_ = at::full({1}, start_growth_, on.dtype(at::kInt));
     found_inf_ = at::zeros({1}, on.dtype(at::kFloat));
+    const at::Tensor skipped = at::zeros({1}, on.dtype(at::kFloat));
+    if (skipped_.defined()) skipped.copy_(skipped_);  // the count goes where the scale goes
+    skipped_ = skipped;
   }
   return loss * scale_.to(loss.scalar_type());
 }
 
 bool GradScaler::unscale(const std::vector<at::Tensor>& parameters) {
+  unscale_in_place(parameters);
+  return found_inf_.item<float>() == 0.0f;
+}
+
+void GradScaler::unscale_in_place(const std::vector<at::Tensor>& parameters) {
   OML_ASSERT(scale_.defined(), "GradScaler::unscale before scale()");
   std::vector<at::Tensor> grads;
   for (const at::Tensor& p : parameters) {
@@ -40,9 +48,20 @@ bool GradScaler::unscale(const std::vector<at::Tensor>& parameters) {
       g.mul_(inv_scale.to(g.scalar_type()));
     }
   }
-  const bool finite = found_inf_.item<float>() == 0.0f;
-  if (!finite) ++skipped_;
-  return finite;
+  skipped_.add_(found_inf_);
+}
+
+int64_t GradScaler::skipped_steps() const {
+  return skipped_.defined() ? static_cast<int64_t>(skipped_.item<float>()) : 0;
+}
+
+at::Tensor GradScaler::scale_tensor() const {
+  return scale_.defined() ? scale_.clone()
+                          : at::full({1}, start_scale_, at::TensorOptions().dtype(at::kFloat));
+}
+
+at::Tensor GradScaler::skipped_steps_tensor() const {
+  return skipped_.defined() ? skipped_.clone() : at::zeros({1}, at::TensorOptions().dtype(at::kFloat));
 }
 
 void GradScaler::update() {

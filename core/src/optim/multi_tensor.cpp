@@ -266,7 +266,7 @@ void adam_foreach(const AdamHyper& h, Tensors params, Tensors grads, Tensors exp
 template <class State>
 void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel kernel,
                      StepTensors& step_tensors, CaptureState& capture, const at::Tensor& lr,
-                     const char* name) {
+                     const at::Tensor& found_inf, const char* name) {
   for (const Positions& bucket : by_device_and_dtype(lists.params)) {
     const Tensors max_exp_avg_sqs = h.amsgrad ? pick(lists.max_exp_avg_sqs, bucket) : Tensors{};
     if (kernel == StepKernel::foreach) {
@@ -303,20 +303,24 @@ void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel ker
       torch_compat::fused_adam_(pick(lists.params, bucket), pick(lists.grads, bucket),
                                 pick(lists.exp_avgs, bucket), pick(lists.exp_avg_sqs, bucket),
                                 max_exp_avg_sqs, steps, learning_rate, h.beta1, h.beta2, h.weight_decay,
-                                h.eps, h.amsgrad, h.maximize, h.decoupled);
+                                h.eps, h.amsgrad, h.maximize, h.decoupled, found_inf);
     };
     if (lr.defined()) {
       fused_adam(lr);
     } else {
       fused_adam(h.lr);
     }
+    // A skipped step counts no step either (torch.optim's _fused_adam subtracts found_inf); the
+    // host's counts are taken back from these by settle_step_counts.
+    if (found_inf.defined()) at::_foreach_sub_(steps, Tensors(steps.size(), found_inf.reshape({})));
   }
 }
 
 template <class Options, class State>
 torch::Tensor adam_step(torch::optim::Optimizer& self, const LossClosure& closure, const KernelFlags& flags,
                         bool decoupled, StepTensors& step_tensors, CaptureState& capture,
-                        const std::function<void()>& libtorch_step, const char* name) {
+                        const at::Tensor& found_inf, const std::function<void()>& libtorch_step,
+                        const char* name) {
   return multi_tensor_step(
       self, closure, flags, libtorch_step,
       [&](torch::optim::OptimizerParamGroup& group, std::size_t g, const Tensors& params, StepKernel kernel) {
@@ -324,7 +328,8 @@ torch::Tensor adam_step(torch::optim::Optimizer& self, const LossClosure& closur
             adam_hyper(static_cast<const Options&>(group.options()), flags.maximize, decoupled);
         auto lists =
             adam_lists<State>(self, params, h.amsgrad, kernel == StepKernel::fused, capture.capturing, name);
-        adam_group_step(h, lists, kernel, step_tensors, capture, graph_learning_rate(capture, g), name);
+        adam_group_step(h, lists, kernel, step_tensors, capture, graph_learning_rate(capture, g), found_inf,
+                        name);
       });
 }
 
@@ -397,12 +402,12 @@ void sgd_foreach(torch::optim::Optimizer& self, const SgdHyper& h, Tensors param
 
 // `lr` defined (graph mode): the learning rate is read from it instead of h.lr.
 void fused_sgd_call(const SgdHyper& h, const Tensors& params, const Tensors& grads, const Tensors& bufs,
-                    bool is_first_step, const at::Tensor& lr) {
+                    bool is_first_step, const at::Tensor& lr, const at::Tensor& found_inf) {
   for (const Positions& bucket : by_device_and_dtype(params)) {
     const auto fused_sgd = [&](const auto& learning_rate) {
       torch_compat::fused_sgd_(pick(params, bucket), pick(grads, bucket),
                                bufs.empty() ? Tensors{} : pick(bufs, bucket), h.weight_decay, h.momentum,
-                               learning_rate, h.dampening, h.nesterov, h.maximize, is_first_step);
+                               learning_rate, h.dampening, h.nesterov, h.maximize, is_first_step, found_inf);
     };
     if (lr.defined()) {
       fused_sgd(lr);
@@ -416,13 +421,13 @@ void fused_sgd_call(const SgdHyper& h, const Tensors& params, const Tensors& gra
 // buffer) is only taken when no parameter has a buffer yet; here the parameters without one take
 // it in a call of their own, the others the ordinary step.
 void sgd_fused(torch::optim::Optimizer& self, const SgdHyper& h, const Tensors& params, const Tensors& grads,
-               bool capturing, const at::Tensor& lr) {
+               bool capturing, const at::Tensor& lr, const at::Tensor& found_inf) {
   for (const at::Tensor& g : grads)
     OML_CHECK(!g.is_sparse(), UsageError,
               "optimizer 'sgd' with fused: true does not support sparse gradients");
   for (const at::Tensor& p : params) check_fused_parameter(p, "sgd");
   if (h.momentum == 0) {
-    fused_sgd_call(h, params, grads, {}, /*is_first_step=*/false, lr);
+    fused_sgd_call(h, params, grads, {}, /*is_first_step=*/false, lr, found_inf);
     return;
   }
   Tensors old_params, old_grads, old_bufs, new_params, new_grads, new_bufs;
@@ -434,15 +439,27 @@ void sgd_fused(torch::optim::Optimizer& self, const SgdHyper& h, const Tensors& 
       old_bufs.push_back(buf);
     } else {
       refuse_new_state_in_capture(capturing, params[i], "sgd");
-      buf = at::empty_like(grads[i]);
+      // The first step copies the gradient into it; a first step skipped on the device would
+      // leave it as allocated, so then it starts from zeros (the next step's momentum of zero).
+      buf = found_inf.defined() ? at::zeros_like(grads[i]) : at::empty_like(grads[i]);
       set_momentum_buffer(self, params[i], buf);
       new_params.push_back(params[i]);
       new_grads.push_back(grads[i]);
       new_bufs.push_back(buf);
     }
   }
-  if (!old_params.empty()) fused_sgd_call(h, old_params, old_grads, old_bufs, /*is_first_step=*/false, lr);
-  if (!new_params.empty()) fused_sgd_call(h, new_params, new_grads, new_bufs, /*is_first_step=*/true, lr);
+  if (!old_params.empty())
+    fused_sgd_call(h, old_params, old_grads, old_bufs, /*is_first_step=*/false, lr, found_inf);
+  if (!new_params.empty())
+    fused_sgd_call(h, new_params, new_grads, new_bufs, /*is_first_step=*/true, lr, found_inf);
+}
+
+// The found_inf handed to the coming step (undefined when none), which only it reads.
+at::Tensor take_found_inf(at::Tensor& pending, bool& unsettled) {
+  at::Tensor found_inf = std::move(pending);
+  pending = at::Tensor();
+  if (found_inf.defined()) unsettled = true;
+  return found_inf;
 }
 
 }  // namespace
@@ -581,6 +598,44 @@ void MultiTensor<Base, Options>::end_capture(bool captured) {
 }
 
 template <class Base, class Options>
+void MultiTensor<Base, Options>::skip_next_step_if(const at::Tensor& found_inf) {
+  OML_ASSERT(skips_on_device(), "skip_next_step_if on an optimizer without its fused kernel");
+  OML_ASSERT(found_inf.defined() && found_inf.numel() == 1, "found_inf must hold one value");
+  found_inf_ = found_inf;
+}
+
+template <class Base, class Options>
+void MultiTensor<Base, Options>::settle_step_counts() {
+  using State = typename StepCountedState<Base>::type;
+  if (!unsettled_steps_) return;
+  unsettled_steps_ = false;
+  if constexpr (!std::is_void_v<State>) {
+    // Every parameter with a fused step count, read back in one copy.
+    std::vector<State*> states;
+    std::vector<StepTensor*> entries;
+    Tensors counts;
+    for (auto& group : this->param_groups()) {
+      for (const at::Tensor& p : group.params()) {
+        const auto state = this->state().find(torch_compat::optimizer_state_key(p));
+        const auto entry = step_tensors_.find(p.unsafeGetTensorImpl());
+        if (state == this->state().end() || !state->second || entry == step_tensors_.end()) continue;
+        states.push_back(&static_cast<State&>(*state->second));
+        entries.push_back(&entry->second);
+        counts.push_back(entry->second.tensor.reshape({1}).to(at::kDouble));
+      }
+    }
+    if (counts.empty()) return;
+    const at::Tensor host = at::cat(counts).to(at::kCPU);
+    const auto values = host.accessor<double, 1>();
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      const auto count = static_cast<int64_t>(std::llround(values[static_cast<int64_t>(i)]));
+      states[i]->step(count);
+      entries[i]->value = count;
+    }
+  }
+}
+
+template <class Base, class Options>
 void MultiTensor<Base, Options>::before_replay() {
   refresh_learning_rates();
 }
@@ -593,22 +648,25 @@ void MultiTensor<Base, Options>::after_replay() {
 template <>
 torch::Tensor MultiTensorAdam::step(LossClosure closure) {
   refresh_learning_rates();
+  const at::Tensor found_inf = take_found_inf(found_inf_, unsettled_steps_);
   return adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(
-      *this, closure, flags_, /*decoupled=*/false, step_tensors_, capture_,
+      *this, closure, flags_, /*decoupled=*/false, step_tensors_, capture_, found_inf,
       [this] { torch::optim::Adam::step(); }, "adam");
 }
 
 template <>
 torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   refresh_learning_rates();
+  const at::Tensor found_inf = take_found_inf(found_inf_, unsettled_steps_);
   return adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
-      *this, closure, flags_, /*decoupled=*/true, step_tensors_, capture_,
+      *this, closure, flags_, /*decoupled=*/true, step_tensors_, capture_, found_inf,
       [this] { torch::optim::AdamW::step(); }, "adamw");
 }
 
 template <>
 torch::Tensor MultiTensorSGD::step(LossClosure closure) {
   refresh_learning_rates();
+  const at::Tensor found_inf = take_found_inf(found_inf_, unsettled_steps_);
   return multi_tensor_step(
       *this, closure, flags_, [this] { torch::optim::SGD::step(); },
       [&](torch::optim::OptimizerParamGroup& group, std::size_t g, const Tensors& params, StepKernel kernel) {
@@ -623,7 +681,7 @@ torch::Tensor MultiTensorSGD::step(LossClosure closure) {
         Tensors grads;
         for (const at::Tensor& p : params) grads.push_back(p.grad());
         if (kernel == StepKernel::fused) {
-          sgd_fused(*this, h, params, grads, capture_.capturing, graph_learning_rate(capture_, g));
+          sgd_fused(*this, h, params, grads, capture_.capturing, graph_learning_rate(capture_, g), found_inf);
           if (capture_.capturing)
             capture_.stepped.insert(capture_.stepped.end(), params.begin(), params.end());
           return;

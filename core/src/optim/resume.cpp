@@ -9,10 +9,12 @@
 
 #include "io/zip_checksums.h"
 #include "oml/common/error.h"
+#include "oml/optim/multi_tensor.h"
 
 namespace oml::optim {
 
-at::Tensor save_optimizer_state(const torch::optim::Optimizer& optimizer) {
+at::Tensor save_optimizer_state(torch::optim::Optimizer& optimizer) {
+  if (auto* skipping = dynamic_cast<DeviceSkipping*>(&optimizer)) skipping->settle_step_counts();
   torch::serialize::OutputArchive archive;
   optimizer.save(archive);
   std::ostringstream out;

@@ -8,6 +8,13 @@
 //   scaler.update();                   // halve the scale after an overflow, double it after
 //                                      // growth_interval clean steps
 //
+// unscale() reads its answer back, as torch.amp.GradScaler.step does for an optimizer without a
+// fused kernel. A fused optimizer decides on the device instead (optim::DeviceSkipping):
+//
+//   scaler.unscale_in_place(params);
+//   optimizer.skip_next_step_if(scaler.found_inf());  optimizer.step();
+//   scaler.update();                   // scale_tensor() / skipped_steps_tensor() for the logs
+//
 // On CUDA tensors it uses ATen's fused kernels (_amp_foreach_non_finite_check_and_unscale_,
 // _amp_update_scale_) — written for CUDA builds and untested here. LibTorch 1.13 has no CPU
 // kernels for them, so CPU tensors take an equivalent path of plain tensor ops (what the unit
@@ -38,13 +45,22 @@ class GradScaler {
   /// Divides the gradients of `parameters` (those that have one) by the scale, in place.
   /// Returns false when any of them is Inf or NaN: the optimizer step must be skipped.
   bool unscale(const std::vector<at::Tensor>& parameters);
+  /// The same without reading the answer: found_inf() holds it, on the scale's device (on CUDA
+  /// nothing waits for the GPU).
+  void unscale_in_place(const std::vector<at::Tensor>& parameters);
+  /// [1] float32: 1 when the last unscale saw Inf/NaN, else 0.
+  const at::Tensor& found_inf() const { return found_inf_; }
   /// After each step (applied or skipped): backoff on an overflow seen by unscale, growth after
   /// growth_interval steps without one.
   void update();
 
   double current_scale() const;
-  /// Steps skipped so far because of non-finite gradients.
-  int64_t skipped_steps() const { return skipped_; }
+  /// Steps skipped so far because of non-finite gradients (a read of skipped_steps_tensor()).
+  int64_t skipped_steps() const;
+  /// The scale and that count as [1] tensors on the scale's device, copies taken now: for logs
+  /// read later without waiting (PendingScalars).
+  at::Tensor scale_tensor() const;
+  at::Tensor skipped_steps_tensor() const;
 
   /// What a resumed run needs to continue with the same scale, as PyTorch's
   /// GradScaler.state_dict(): {"scale": float, "growth_factor": float, "backoff_factor": float,
@@ -62,7 +78,7 @@ class GradScaler {
   at::Tensor scale_;           ///< [1] float32
   at::Tensor growth_tracker_;  ///< [1] int32: clean steps since the last change
   at::Tensor found_inf_;       ///< [1] float32: 1 when the last unscale saw Inf/NaN
-  int64_t skipped_ = 0;
+  at::Tensor skipped_;         ///< [1] float32: the sum of every unscale's found_inf
 };
 
 }  // namespace oml::optim

@@ -19,8 +19,12 @@
 // the parameter's device: one per parameter is kept beside the state and rebuilt from the
 // int64 `step` whenever they differ (a fresh optimizer, a loaded state).
 //
-// Gradients reach step() unscaled: GradScaler::unscale runs first (and a step with Inf/NaN is
-// not taken), so the fused kernels get no grad_scale / found_inf.
+// Gradients reach step() unscaled: GradScaler unscales them first, so the fused kernels get no
+// grad_scale. Whether a step with Inf/NaN gradients is taken is decided on the host (the
+// for-loop and foreach: GradScaler::unscale reads its answer, as torch.amp.GradScaler.step does
+// for them) or, with the fused kernel, on the device: skip_next_step_if hands the kernel
+// GradScaler's found_inf, as torch.amp.GradScaler.step hands it a fused optimizer, and nothing
+// is read back (DeviceSkipping).
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -102,6 +106,27 @@ class CapturableOptimizer {
   virtual void after_replay() = 0;
 };
 
+/// An optimizer that skips a step on the device where torch.optim's fused optimizers do, under
+/// torch.amp.GradScaler: given `found_inf`, the kernel itself leaves parameters, state and step
+/// counts unchanged when a gradient was Inf/NaN, so the host never waits to read the answer.
+///
+///   scaler.unscale_in_place(params);                     // found_inf stays on the device
+///   optimizer.skip_next_step_if(scaler.found_inf());
+///   optimizer.step();                                    // applied or not, on the device
+class DeviceSkipping {
+ public:
+  virtual ~DeviceSkipping() = default;
+  /// Whether step() takes the kernel that reads found_inf (`fused: true`).
+  virtual bool skips_on_device() const = 0;
+  /// The next step() changes nothing where `found_inf` (float32 [1] on the parameters' device)
+  /// is nonzero. Only where skips_on_device().
+  virtual void skip_next_step_if(const at::Tensor& found_inf) = 0;
+  /// The host's step counts (what checkpoints hold) count every step() taken; after steps that
+  /// may have been skipped on the device, this takes them from the device's (one read). Called
+  /// by save_optimizer_state.
+  virtual void settle_step_counts() = 0;
+};
+
 /// What a MultiTensor keeps for CapturableOptimizer.
 struct CaptureState {
   bool enabled = false;
@@ -115,7 +140,7 @@ struct CaptureState {
 /// maximize: LibTorch's class `Base` with step() overridden (its options `Options`). Built only
 /// for the three aliases below (optim/multi_tensor.cpp instantiates them).
 template <class Base, class Options>
-class MultiTensor : public Base, public CapturableOptimizer {
+class MultiTensor : public Base, public CapturableOptimizer, public DeviceSkipping {
  public:
   using LossClosure = torch::optim::Optimizer::LossClosure;
   /// UsageError when kernel_flags_problem(flags) names a problem.
@@ -130,6 +155,10 @@ class MultiTensor : public Base, public CapturableOptimizer {
   void before_replay() override;
   void after_replay() override;
 
+  bool skips_on_device() const override { return flags_.fused.value_or(false); }
+  void skip_next_step_if(const at::Tensor& found_inf) override;
+  void settle_step_counts() override;
+
  private:
   /// Writes every group's learning rate that changed into its device tensor (graph mode).
   void refresh_learning_rates();
@@ -139,6 +168,8 @@ class MultiTensor : public Base, public CapturableOptimizer {
   KernelFlags flags_;
   StepTensors step_tensors_;  ///< fused Adam and AdamW: the kernels' float32 step counts
   CaptureState capture_;
+  at::Tensor found_inf_;          ///< for the next step() only (skip_next_step_if)
+  bool unsettled_steps_ = false;  ///< a step() was taken with found_inf since settle_step_counts
 };
 
 using MultiTensorAdam = MultiTensor<torch::optim::Adam, torch::optim::AdamOptions>;
