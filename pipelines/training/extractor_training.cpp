@@ -2,12 +2,15 @@
 // batches; the loop itself is the Trainer's (trainer.h).
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "oml/common/logging.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 #include "oml/data/loader.h"
 #include "oml/losses/criterion.h"
 #include "oml/losses/gathered_loss.h"
+#include "oml/losses/host_labels.h"
 #include "oml/metrics/embedding_metrics.h"
 #include "oml/models/extractor.h"
 #include "oml/registry/registries.h"
@@ -102,6 +105,10 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
     const report::TraceRange range(report::phase::loss);
     const torch::Tensor labels = batch.labels.to(ctx.device, /*non_blocking=*/true);
     if (gather) return losses::loss_over_all_ranks(*criterion, *ctx.group, embeddings, labels);
+    // The miners that list triplets on the host take the loader's labels instead of reading
+    // `labels` back. A CUDA graph's step has its labels on the device only: nothing to declare.
+    std::optional<losses::HostLabels> host_copy;
+    if (batch.labels.device().is_cpu()) host_copy.emplace(labels, batch.labels);
     return criterion->forward(embeddings, labels);
   };
   if (freezing.any()) {

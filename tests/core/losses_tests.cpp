@@ -8,6 +8,7 @@
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/losses/arcface.h"
+#include "oml/losses/host_labels.h"
 #include "oml/losses/miners.h"
 #include "oml/losses/surrogate_precision.h"
 #include "oml/losses/triplet_loss.h"
@@ -295,6 +296,49 @@ TEST_CASE(
       Contains("a batch of 4 items after batches of 8"));
   TripletsWithMemoryMiner fresh(2, 3);
   CHECK_THROWS_WITH(fresh.check_labels(torch::tensor({-1, -1, 2, 2}, torch::kLong)), Contains("label -1"));
+}
+
+TEST_CASE("Miners that list on the host take the step's declared host labels, else read them back",
+          "[losses][miners]") {
+  torch::manual_seed(2);
+  const auto embeddings = torch::randn({6, 4});
+  const auto labels = torch::tensor({0, 0, 1, 1, 2, 2}, torch::kLong);  // 3 labels of 2: 6 x 1 x 4 triplets
+  // A declared copy with other values shows which one the miner read: 2 labels of 3, 6 x 2 x 3.
+  const auto other = torch::tensor({0, 0, 0, 1, 1, 1}, torch::kLong);
+  AllTripletsMiner all;
+  CHECK(all.mine(embeddings, labels).anchors.size(0) == 24);
+  {
+    const HostLabels declared(labels, other);
+    CHECK(host_labels(labels).is_same(other));
+    CHECK(all.mine(embeddings, labels).anchors.size(0) == 36);
+    // Only that very tensor: a copy of the labels is read as it is.
+    const auto copy = labels.clone();
+    CHECK_FALSE(host_labels(copy).is_same(other));
+    CHECK(all.mine(embeddings, copy).anchors.size(0) == 24);
+    {
+      const HostLabels inner(copy, other);  // nested: both declared
+      CHECK(host_labels(copy).is_same(other));
+      CHECK(host_labels(labels).is_same(other));
+    }
+    CHECK_FALSE(host_labels(copy).is_same(other));
+  }
+  CHECK(all.mine(embeddings, labels).anchors.size(0) == 24);  // the declaration ended
+  // With a true copy declared, the host-side miners mine exactly what they mine reading back.
+  const auto same = labels.clone();
+  HardClusterMiner cluster;
+  TripletsWithMemoryMiner memory(2, 3), memory_declared(2, 3);
+  const auto read_back = cluster.mine(embeddings, labels);
+  torch::manual_seed(5);
+  const auto memory_read_back = memory.mine(embeddings, labels);
+  const HostLabels declared(labels, same);
+  const auto from_host = cluster.mine(embeddings, labels);
+  CHECK(torch::equal(from_host.anchors, read_back.anchors));
+  CHECK(torch::equal(from_host.positives, read_back.positives));
+  CHECK(torch::equal(from_host.negatives, read_back.negatives));
+  torch::manual_seed(5);
+  const auto memory_from_host = memory_declared.mine(embeddings, labels);
+  CHECK(torch::equal(memory_from_host.anchors, memory_read_back.anchors));
+  CHECK(torch::equal(memory_from_host.negatives, memory_read_back.negatives));
 }
 
 TEST_CASE("The bank miner keeps only triplets anchored in the current batch", "[losses][miners]") {

@@ -7,8 +7,8 @@
 // halves, as in PyTorch); Adam, AdamW and SGD on CUDA default to foreach, and their foreach and fused steps
 // equal the CPU's; a one-rank NCCL process group; two ranks over Gloo sharing the one GPU
 // (sync_dicts and gradient sync of CUDA tensors, equal to the same ranks on the CPU); the default
-// job's training step (and the hard triplet loss's) queues its work without a host
-// synchronisation; the loader's batches come
+// job's training step (and the hard triplet loss's, and the host-listing miners') queues its work
+// without a host synchronisation; the loader's batches come
 // in page-locked memory and reach the GPU through the side stream intact; CUDA graphs replay
 // captured work, refuse a synchronising capture cleanly, and the default job's step replayed
 // from one follows its eager losses over 200 steps (cuda_graphs), or falls back to them.
@@ -32,6 +32,7 @@
 #include "oml/data/loader.h"
 #include "oml/distributed/cuda_graph.h"
 #include "oml/losses/criterion.h"
+#include "oml/losses/host_labels.h"
 #include "oml/models/extractor.h"
 #include "oml/models/memory_format.h"
 #include "oml/optim/grad_scaler.h"
@@ -399,10 +400,16 @@ DefaultJobParts default_job_parts(
 TEST_CASE("The default job's training step queues its work on cuda:0 without a host synchronisation",
           "[gpu][step_sync]") {
   require_gpu();
-  // ArcFace (the default job's) and OML's SOP and InShop configs' triplet loss with hard mining.
-  const std::string criterion_yaml =
-      GENERATE(std::string("{name: arcface, args: {m: 0.5, s: 30}}"),
-               std::string("{name: triplet_with_miner, args: {margin: 0.15, miner: {name: hard_triplets}}}"));
+  // ArcFace (the default job's) and OML's SOP and InShop configs' triplet loss with hard mining;
+  // and the miners that list triplets on the host from the step's declared host labels
+  // (losses::HostLabels): OML's CARS config's all_triplets, CUB's triplets_with_memory, hard_cluster.
+  const std::string criterion_yaml = GENERATE(
+      std::string("{name: arcface, args: {m: 0.5, s: 30}}"),
+      std::string("{name: triplet_with_miner, args: {margin: 0.15, miner: {name: hard_triplets}}}"),
+      std::string("{name: triplet_with_miner, args: {margin: 0.15, miner: {name: all_triplets}}}"),
+      std::string("{name: triplet_with_miner, args: {margin: null, miner: {name: triplets_with_memory, args: "
+                  "{bank_size_in_batches: 5, tri_expand_k: 3}}}}"),
+      std::string("{name: triplet_with_miner, args: {margin: 0.15, miner: {name: hard_cluster}}}"));
   INFO(criterion_yaml);
   auto [extractor, criterion, optimizer] = default_job_parts(criterion_yaml);
   const auto host_labels = torch::arange(10).repeat_interleave(16).pin_memory();
@@ -423,6 +430,7 @@ TEST_CASE("The default job's training step queues its work on cuda:0 without a h
     const auto& images = batch.images;
     const auto labels = host_labels.to(kGpu, true);
     oml::optim::zero_grad(*optimizer);
+    const oml::losses::HostLabels host_copy(labels, host_labels);  // as the extractor pipeline's step
     const auto out = criterion->forward(extractor->forward(images), labels);
     out.loss.backward();
     optimizer->step();

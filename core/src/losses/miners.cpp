@@ -9,6 +9,7 @@
 #include "oml/common/error.h"
 #include "oml/config/argument_error.h"
 #include "oml/losses/criterion.h"
+#include "oml/losses/host_labels.h"
 
 namespace oml::losses {
 namespace {
@@ -73,15 +74,17 @@ void append_every_triplet(const std::vector<std::vector<int64_t>>& pos,
   }
 }
 
-torch::Tensor to_index(const std::vector<int64_t>& v) {
-  return torch::tensor(v, torch::TensorOptions().dtype(torch::kLong));
-}
-
+// Triplets listed on the host, their indices sent to the pool's device without waiting for it.
 TripletSet make_set(torch::Tensor pool, const std::vector<int64_t>& a, const std::vector<int64_t>& p,
                     const std::vector<int64_t>& n, const std::string& who) {
   OML_CHECK(!a.empty(), DataError, who, ": the batch yields no triplet");
   const auto device = pool.device();
-  return {std::move(pool), to_index(a).to(device), to_index(p).to(device), to_index(n).to(device), {}, {}};
+  return {std::move(pool),
+          to_device_indices(a, device),
+          to_device_indices(p, device),
+          to_device_indices(n, device),
+          {},
+          {}};
 }
 
 // `count` distinct integers from [0, total), uniformly (Floyd's algorithm: O(count) memory
@@ -144,8 +147,11 @@ void AllTripletsMiner::check(int64_t max_output_triplets) {
 }
 
 TripletSet AllTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
-  require_triplets_possible(embeddings, labels, "all_triplets");
-  const auto m = masks(labels);
+  check_batch(embeddings, labels, "all_triplets");
+  // Listed on the host, from the step's host copy of the labels where it declared one.
+  const auto host = host_labels(labels);
+  require_triplet_labels(host, "all_triplets");
+  const auto m = masks(host);
   const auto pos = row_lists(m.positive);
   const auto neg = row_lists(m.negative);
   std::vector<int64_t> first(pos.size() + 1, 0);  // first flat triplet id of each anchor
@@ -248,14 +254,18 @@ void NHardTripletsMiner::check_labels(const torch::Tensor& labels) {
 
 TripletSet HardClusterMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
   check_batch(embeddings, labels, "hard_cluster");
-  torch::Tensor unique, inverse, counts;
-  std::tie(unique, inverse, counts) = torch::_unique2(labels, /*sorted=*/true, /*return_inverse=*/true, true);
+  // The label groups from the step's host copy of the labels (host_labels): their sizes decide
+  // the shapes below, which the host must know.
+  torch::Tensor unique, host_inverse, counts;
+  std::tie(unique, host_inverse, counts) =
+      torch::_unique2(host_labels(labels), /*sorted=*/true, /*return_inverse=*/true, true);
   const int64_t n_labels = unique.numel();
   OML_CHECK(n_labels >= 2, DataError, "hard_cluster: the batch has a single label; it needs at least two");
   const int64_t k = counts[0].item<int64_t>();
   OML_CHECK((counts == k).all().item<bool>() && k >= 2, DataError,
             "hard_cluster: every label of the batch must have the same number (>= 2) of items, got counts ",
             counts.min().item<int64_t>(), "..", counts.max().item<int64_t>(), " — use the 'balance' sampler");
+  const torch::Tensor inverse = to_device_indices(host_inverse, embeddings.device());
   const auto means =
       torch::zeros({n_labels, embeddings.size(1)}, embeddings.options()).index_add(0, inverse, embeddings) /
       static_cast<double>(k);
@@ -300,7 +310,7 @@ void TripletsWithMemoryMiner::check_labels(const torch::Tensor& labels) {
 
 TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
   check_batch(embeddings, labels, "triplets_with_memory");
-  const auto cpu_labels = labels.to(torch::kCPU).contiguous();
+  const auto cpu_labels = host_labels(labels);  // the step's host copy where it declared one
   check_labels(cpu_labels);
   const int64_t b = embeddings.size(0), dim = embeddings.size(1);
   if (!bank_embeddings_.defined()) {  // OML's stand-ins: labels -1..-B per batch slot, one-hot rows
