@@ -86,6 +86,13 @@ std::vector<int64_t> logged_steps(const Run& run) {
   return steps;
 }
 
+// How many times `what` occurs in `text` (a line every rank logs).
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -152,12 +159,8 @@ TEST_CASE("deterministic: true is in force in every training process and, on the
       per_image_config(tmp / "ranks", 8, short_run + "lightning_trainer_extra_args: {deterministic: warn}\n"),
       "--nproc-per-node 2");
   const std::string& err = ranks.result.err;
-  std::size_t lines = 0;
-  for (std::size_t at = err.find("deterministic algorithms on (warnings)"); at != std::string::npos;
-       at = err.find("deterministic algorithms on (warnings)", at + 1))
-    ++lines;
   INFO(err);
-  CHECK(lines == 2);
+  CHECK(occurrences(err, "deterministic algorithms on (warnings)") == 2);
 }
 
 TEST_CASE("benchmark and float32_matmul_precision are in force in every training process",
@@ -174,11 +177,8 @@ TEST_CASE("benchmark and float32_matmul_precision are in force in every training
                                                           "float32_matmul_precision: high\n"),
                              "--nproc-per-node 2");
   const std::string& err = ranks.result.err;
-  const std::string line = "cuDNN benchmark on, float32 matmul precision high (cuBLAS may use TF32)";
-  std::size_t lines = 0;
-  for (std::size_t at = err.find(line); at != std::string::npos; at = err.find(line, at + 1)) ++lines;
   INFO(err);
-  CHECK(lines == 2);
+  CHECK(occurrences(err, "cuDNN benchmark on, float32 matmul precision high (cuBLAS may use TF32)") == 2);
   // With deterministic, Lightning's warning: PyTorch ignores cuDNN's deterministic flag then.
   const Run both = train_ok(
       tmp, "both", per_image_config(tmp / "both", 8, short_run + "deterministic: true\nbenchmark: true\n"));
