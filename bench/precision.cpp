@@ -16,7 +16,8 @@
 // there, the clock read after a synchronize; OML_BENCH_CUDA_GRAPHS=1 there steps as oml-train's
 // `cuda_graphs: true` (a StepGraph: warm-up, capture, then every timed step replayed).
 // OML_BENCH_TRACE=FILE writes a Chrome trace of the last timed steps (the last mode of the last
-// round; bench/trace_ops.py sums it per operator).
+// round; bench/trace_ops.py sums it per operator). OML_BENCH_CUDNN_BENCHMARK=1 turns cuDNN's
+// benchmark search on (oml-train's `benchmark: true`; bench/precision_python.py reads it too).
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -163,6 +164,10 @@ OML_BENCHMARK(precision) {
     std::fprintf(stderr, "bench_precision: batch must be a positive multiple of 4, got '%s'\n", argv[7]);
     return 2;
   }
+  // As oml-train's `benchmark: true` (Lightning's): cuDNN times its algorithms per shape.
+  const char* cudnn_benchmark = std::getenv("OML_BENCH_CUDNN_BENCHMARK");
+  if (cudnn_benchmark != nullptr && std::string(cudnn_benchmark) == "1")
+    at::globalContext().setBenchmarkCuDNN(true);
   oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string("extractor: " + spec_text, "<bench_precision>");
   const oml::config::ComponentSpec spec = oml::config::parse_component(doc.root()["extractor"], "extractor");
@@ -170,10 +175,10 @@ OML_BENCHMARK(precision) {
   auto model = oml::registries().extractors.create(spec);
   model->to(bench_device());
   std::printf(
-      "device: %s, threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch %lld, %d steps x %d rounds\n",
+      "device: %s, threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch %lld, %d steps x %d rounds%s\n",
       bench_device().str().c_str(), threads, oml::blas_backend().c_str(), spec_text.c_str(),
       static_cast<long long>(side), static_cast<long long>(side), static_cast<long long>(batch), steps,
-      rounds);
+      rounds, at::globalContext().benchmarkCuDNN() ? ", cuDNN benchmark" : "");
   std::vector<Mode> modes{{Precision::fp32, false, false, "32 NCHW"},
                           {Precision::bf16, false, false, "bf16 NCHW"},
                           {Precision::fp32, true, true, "32 channels_last"},

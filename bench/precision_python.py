@@ -11,6 +11,8 @@ OML_BENCH_CHANNELS_LAST=1 puts the model and the batch in the channels_last memo
 PyTorch's performance guide advises for convolutional networks (bench_precision's `last` modes).
 OML_BENCH_TRACE=FILE writes torch.profiler's Chrome trace of the last mode's timed steps, as
 bench_precision does with the same variable (bench/trace_ops.py reads both).
+OML_BENCH_CUDNN_BENCHMARK=1 sets torch.backends.cudnn.benchmark (Lightning's benchmark=True), as
+bench_precision does with the same variable.
 
 The same training step as bench/precision.cpp's NCHW modes: torchvision's resnet18 without its
 classifier (512-d embeddings), synthetic 3 x side x side batches of 32 (8 labels x 4), a soft-margin
@@ -98,6 +100,8 @@ def main():
     batch = int(args[6]) if len(args) > 6 else 32
     assert batch >= 4 and batch % 4 == 0, f"batch must be a positive multiple of 4, got {batch}"
     torch.set_num_threads(threads)
+    if os.environ.get("OML_BENCH_CUDNN_BENCHMARK") == "1":
+        torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     if arch in ("resnet18", "resnet50"):
         model = getattr(torchvision.models, arch)()
@@ -115,7 +119,8 @@ def main():
         model = torch.compile(model)
     print(f"python {torch.__version__}, threads: {threads}, device: {DEVICE}, {arch}, {side}x{side}, batch {batch}, "
           f"{steps} steps x {rounds} rounds{', torch.compile' if compiled else ''}"
-          f"{', channels_last' if CHANNELS_LAST else ''}")
+          f"{', channels_last' if CHANNELS_LAST else ''}"
+          f"{', cuDNN benchmark' if torch.backends.cudnn.benchmark else ''}")
     results = {"32": [], "bf16": []} if modes == "all" else {modes: []}
     for r in range(rounds):
         for name in results:

@@ -15,7 +15,8 @@
 # those batch sizes, as compiling costs a device call most of its minutes). --channels-last adds,
 # in each round, oml-cpp and PyTorch eager with the model and batch in the channels_last memory
 # format (bench_precision's `last` modes; OML_BENCH_CHANNELS_LAST=1), the layout torch.compile
-# picks for convolutional networks. Cases left when the elapsed
+# picks for convolutional networks. OML_BENCH_CUDNN_BENCHMARK=1 in the environment turns cuDNN's
+# benchmark search on in every process, oml-cpp's and PyTorch's alike (`benchmark: true`). Cases left when the elapsed
 # time passes --budget-s are listed as not run, so that a device call with a hard limit still
 # returns its table. Prints each measurement, then a table of medians (images/s) and ratios.
 # scripts/gpu_bundle.sh's check.sh runs it on cuda; on the CPU it rehearses the same command:
