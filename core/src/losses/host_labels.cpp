@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <cstring>
-
 #include "oml/common/error.h"
 
 namespace oml::losses {
@@ -36,9 +34,7 @@ at::Tensor to_device_indices(const at::Tensor& values, c10::Device device) {
 }
 
 at::Tensor to_device_indices(const std::vector<int64_t>& values, c10::Device device) {
-  at::Tensor host = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(at::kLong));
-  if (!values.empty()) std::memcpy(host.data_ptr<int64_t>(), values.data(), values.size() * sizeof(int64_t));
-  return to_device_indices(host, device);
+  return to_device_indices(at::tensor(values, at::TensorOptions().dtype(at::kLong)), device);
 }
 
 }  // namespace oml::losses
