@@ -6,6 +6,7 @@
 #include <set>
 
 #include "oml/common/error.h"
+#include "oml/config/argument_error.h"
 #include "oml/config/document.h"
 #include "oml/losses/arcface.h"
 #include "oml/losses/host_labels.h"
@@ -350,6 +351,102 @@ TEST_CASE("The bank miner keeps only triplets anchored in the current batch", "[
   CHECK(t.size() == 5);
   CHECK((t.anchors < 5).all().item<bool>());
   check_valid(t, line_labels().repeat({4}));
+  // Rows 0-4: the batch, x = 0, 4, 12, 16, 40; then the bank oldest first: 1x (rows 5-9), 2x,
+  // 3x. Row 1 (x = 4, label 0): farthest positive row 2 (x = 12), nearest negative the bank's
+  // row 8 (x = 4, label 1); row 4 (x = 40, label 1): farthest positive the bank's row 8, nearest
+  // negative row 2.
+  CHECK(vec(triplet_of(t, 1)) == std::vector<int64_t>{1, 2, 8});
+  CHECK(vec(triplet_of(t, 4)) == std::vector<int64_t>{4, 8, 2});
+}
+
+namespace {
+
+// The valid triplets of a set, as sorted (anchor, positive, negative) rows.
+std::set<std::vector<int64_t>> valid_triplets(const TripletSet& t) {
+  const auto a = vec(t.anchors), p = vec(t.positives), n = vec(t.negatives);
+  const auto listed = t.valid.defined() ? vec(t.valid) : std::vector<int64_t>(a.size(), 1);
+  std::set<std::vector<int64_t>> out;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (listed[i] != 0) out.insert({a[i], p[i], n[i]});
+  }
+  return out;
+}
+
+// A miner without its own mine_anchored: TripletMiner's default.
+class DefaultAnchoring : public TripletMiner {
+ public:
+  TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override {
+    return inner_.mine(embeddings, labels);
+  }
+
+ private:
+  NHardTripletsMiner inner_{{1, 2}, {1, 3}};
+};
+
+}  // namespace
+
+TEST_CASE("Anchored mining gives mine()'s triplets whose anchors are the first rows", "[losses][miners]") {
+  torch::manual_seed(3);
+  const auto embeddings = torch::randn({24, 4});
+  const auto labels = torch::arange(6).repeat_interleave(4).index_select(0, torch::randperm(24));
+  std::vector<std::pair<std::string, std::shared_ptr<TripletMiner>>> miners{
+      {"hard_triplets", std::make_shared<HardTripletsMiner>()},
+      {"n_hard_triplets", std::make_shared<NHardTripletsMiner>(HardnessRange{1, 2}, HardnessRange{2, 4})},
+      {"all_triplets", std::make_shared<AllTripletsMiner>()},
+      {"the default", std::make_shared<DefaultAnchoring>()}};
+  for (const auto& [name, miner] : miners) {
+    for (const int64_t n : {1, 7, 24}) {
+      INFO(name << ", " << n << " anchors");
+      std::set<std::vector<int64_t>> expected;
+      for (const auto& row : valid_triplets(miner->mine(embeddings, labels))) {
+        if (row[0] < n) expected.insert(row);
+      }
+      const auto anchored = miner->mine_anchored(embeddings, labels, n);
+      CHECK(!expected.empty());
+      CHECK(valid_triplets(anchored) == expected);
+    }
+  }
+}
+
+TEST_CASE("Anchored all_triplets draws its cap among the anchors' triplets only, as OML",
+          "[losses][miners]") {
+  // Rows 0-1 anchor (labels 0, 1); every row partners: each anchor has 3 positives and 6
+  // negatives, so 2 x 18 = 36 anchored triplets, against 160 for all 10 rows as anchors.
+  const auto labels = torch::tensor({0, 1, 0, 0, 0, 1, 1, 1, 2, 2}, torch::kLong);
+  const auto embeddings = torch::randn({10, 3});
+  CHECK(AllTripletsMiner().mine_anchored(embeddings, labels, 2).size() == 36);
+  CHECK(AllTripletsMiner().mine(embeddings, labels).size() == 160);
+  torch::manual_seed(0);
+  const auto capped = AllTripletsMiner(20).mine_anchored(embeddings, labels, 2);
+  CHECK(capped.size() == 20);
+  CHECK(valid_triplets(capped).size() == 20);
+  CHECK((capped.anchors < 2).all().item<bool>());
+  check_valid(capped, labels);
+}
+
+TEST_CASE("The bank miner checks its anchors on the host and refuses miners with anchors of their own",
+          "[losses][miners]") {
+  // Labels 0, 1 in the bank's batch; the current batch's labels 7, 8 have no positive anywhere.
+  MinerWithBank miner(1, std::make_shared<HardTripletsMiner>());
+  miner.mine(torch::randn({4, 2}), torch::tensor({0, 0, 1, 1}, torch::kLong));
+  CHECK_THROWS_WITH(miner.mine(torch::randn({4, 2}), torch::tensor({7, 8, 9, 10}, torch::kLong)),
+                    Contains("hard_triplets: no anchor of the current batch (4 rows) has 1 positive(s) and 1 "
+                             "negative(s) among the 8 rows mined"));
+  // n_hard_triplets' first ranks: 3 positives are more than any row has.
+  MinerWithBank ranks(1, std::make_shared<NHardTripletsMiner>(HardnessRange{3, 3}, HardnessRange{1, 1}));
+  ranks.mine(torch::randn({5, 2}), torch::tensor({0, 0, 0, 0, 1}, torch::kLong));
+  CHECK_THROWS_WITH(ranks.mine(torch::randn({4, 2}), torch::tensor({5, 5, 6, 6}, torch::kLong)),
+                    Contains("n_hard_triplets: no anchor of the current batch (4 rows) has 3 positive(s) "
+                             "and 1 negative(s) among the 9 rows mined"));
+  CHECK_THROWS_AS(MinerWithBank(2, std::make_shared<HardClusterMiner>()), oml::config::ArgumentError);
+  oml::cli::register_builtins();
+  const auto doc = oml::config::Document::from_string(
+      "criterion: {name: triplet_with_miner, args: {miner: {name: miner_with_bank, args: {miner: {name: "
+      "hard_cluster}}}}}\n",
+      "bank.yaml");
+  CHECK_THROWS_WITH(oml::registries().losses.create(
+                        oml::config::parse_component(doc.root()["criterion"], "criterion"), {8, 5}),
+                    Contains("miner 'hard_cluster' makes anchors of its own"));
 }
 
 TEST_CASE("The pairs miner builds hard pairs or all pairs with 'different' targets", "[losses][miners]") {

@@ -8,6 +8,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <optional>
 #include <set>
 #include <string>
@@ -189,6 +190,31 @@ TEST_CASE("The losses' log values are tensors, and their forward reads nothing b
     for (const auto& [key, value] : out.logs) {
       INFO(key);
       CHECK(value.numel() == 1);
+    }
+  }
+}
+
+TEST_CASE("miner_with_bank mines batch and bank reading nothing back", "[step_sync]") {
+  // Its anchors are the batch's rows by construction (mine_anchored), its label checks run on the
+  // host copies it keeps of the bank's labels: no `nonzero` to keep the batch's triplets.
+  torch::manual_seed(4);
+  const auto labels = torch::arange(4).repeat_interleave(3);
+  for (const std::string inner :
+       {"{name: hard_triplets}", "{name: n_hard_triplets, args: {n_positive: 2}}"}) {
+    INFO(inner);
+    auto loss = criterion(
+        "{name: triplet_with_miner, args: {margin: 0.1, miner: {name: miner_with_bank, args: "
+        "{bank_size_in_batches: 2, miner: " +
+            inner + "}}}}",
+        8, 4);
+    for (int step = 0; step < 4; ++step) {  // the bank joins at the third batch
+      const auto embeddings = torch::randn({12, 8}, torch::requires_grad());
+      loss->check_labels(labels);
+      const HostReads reads;
+      const auto out = loss->forward(embeddings, labels);
+      out.loss.backward();
+      CHECK(reads.seen() == std::vector<std::string>{});
+      CHECK(std::isfinite(out.loss.item<double>()));
     }
   }
 }

@@ -46,6 +46,42 @@ Masks masks(const torch::Tensor& labels) {
   return {same & ~eye, ~same};
 }
 
+// The masks of the first n_anchors rows against every row: [n_anchors, M].
+Masks anchor_masks(const torch::Tensor& labels, int64_t n_anchors) {
+  const int64_t rows = labels.size(0);
+  if (n_anchors == rows) return masks(labels);
+  const auto same = labels.narrow(0, 0, n_anchors).unsqueeze(1) == labels.unsqueeze(0);
+  const auto eye =
+      torch::eye(n_anchors, rows, torch::TensorOptions().dtype(torch::kBool).device(labels.device()));
+  return {same & ~eye, ~same};
+}
+
+// Fails unless 0 < n_anchors <= the rows of labels [M].
+void check_anchor_count(const torch::Tensor& labels, int64_t n_anchors, const std::string& who) {
+  OML_CHECK(n_anchors > 0 && n_anchors <= labels.size(0), InternalError, who, ": ", n_anchors,
+            " anchor rows asked of ", labels.size(0), " rows");
+}
+
+// DataError unless one of the first n_anchors rows of host labels [M] has `positives` items of
+// its label (itself not counted) and `negatives` of other labels among the M rows. A plain loop
+// over host memory: O(n_anchors M), nothing dispatched to ATen.
+void require_anchor_with(const torch::Tensor& labels, int64_t n_anchors, int64_t positives, int64_t negatives,
+                         const std::string& who) {
+  check_anchor_count(labels, n_anchors, who);
+  const auto host = labels.to(torch::kCPU).to(torch::kLong).contiguous();
+  const auto acc = host.accessor<int64_t, 1>();
+  const int64_t rows = host.size(0);
+  bool found = false;
+  for (int64_t i = 0; i < n_anchors && !found; ++i) {
+    int64_t same = 0;
+    for (int64_t j = 0; j < rows; ++j) same += acc[j] == acc[i];
+    found = same - 1 >= positives && rows - same >= negatives;
+  }
+  OML_CHECK(found, DataError, who, ": no anchor of the current batch (", n_anchors, " rows) has ", positives,
+            " positive(s) and ", negatives, " negative(s) among the ", rows,
+            " rows mined (the batch and the bank)");
+}
+
 std::vector<std::vector<int64_t>> row_lists(const torch::Tensor& mask) {
   const auto m = mask.to(torch::kCPU).contiguous();
   const auto acc = m.accessor<bool, 2>();
@@ -137,6 +173,19 @@ void TripletMiner::check_labels(const torch::Tensor& labels) {
   require_triplet_labels(labels, "triplet miner");
 }
 
+TripletSet TripletMiner::mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                                       int64_t n_anchors) {
+  check_anchor_count(labels, n_anchors, "triplet miner");
+  TripletSet t = mine(embeddings, labels);
+  const auto anchored = t.anchors < n_anchors;
+  t.valid = t.valid.defined() ? t.valid & anchored : anchored;
+  return t;
+}
+
+void TripletMiner::check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors) {
+  require_anchor_with(labels, n_anchors, 1, 1, "triplet miner");
+}
+
 AllTripletsMiner::AllTripletsMiner(int64_t max_output_triplets) : max_output_triplets_(max_output_triplets) {
   check(max_output_triplets_);
 }
@@ -147,11 +196,20 @@ void AllTripletsMiner::check(int64_t max_output_triplets) {
 }
 
 TripletSet AllTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  return mine_anchored(embeddings, labels, labels.size(0));
+}
+
+TripletSet AllTripletsMiner::mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                                           int64_t n_anchors) {
   check_batch(embeddings, labels, "all_triplets");
   // Listed on the host, from the step's host copy of the labels where it declared one.
   const auto host = host_labels(labels);
-  require_triplet_labels(host, "all_triplets");
-  const auto m = masks(host);
+  if (n_anchors == host.size(0)) {
+    require_triplet_labels(host, "all_triplets");
+  } else {
+    check_anchored_labels(host, n_anchors);
+  }
+  const auto m = anchor_masks(host, n_anchors);
   const auto pos = row_lists(m.positive);
   const auto neg = row_lists(m.negative);
   std::vector<int64_t> first(pos.size() + 1, 0);  // first flat triplet id of each anchor
@@ -176,17 +234,31 @@ TripletSet AllTripletsMiner::mine(const torch::Tensor& embeddings, const torch::
   return make_set(embeddings, a, p, n, "all_triplets");
 }
 
+void AllTripletsMiner::check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors) {
+  require_anchor_with(labels, n_anchors, 1, 1, "all_triplets");
+}
+
 TripletSet HardTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  return mine_anchored(embeddings, labels, labels.size(0));
+}
+
+void HardTripletsMiner::check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors) {
+  require_anchor_with(labels, n_anchors, 1, 1, "hard_triplets");
+}
+
+TripletSet HardTripletsMiner::mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                                            int64_t n_anchors) {
   check_batch(embeddings, labels, "hard_triplets");
+  check_anchor_count(labels, n_anchors, "hard_triplets");
   torch::NoGradGuard no_grad;
-  const auto d = pairwise_distances(embeddings.detach(), embeddings.detach());
-  const auto m = masks(labels);
+  const auto d = pairwise_distances(embeddings.detach().narrow(0, 0, n_anchors), embeddings.detach());
+  const auto m = anchor_masks(labels, n_anchors);
   const auto inf = std::numeric_limits<float>::infinity();
   // A row without a positive (or negative) is all -inf (inf): its argmax is some row, and the
   // triplet is marked not valid.
   const auto hardest_pos = d.masked_fill(~m.positive, -inf).argmax(1);
   const auto hardest_neg = d.masked_fill(~m.negative, inf).argmin(1);
-  const auto anchors = torch::arange(labels.size(0), hardest_pos.options());
+  const auto anchors = torch::arange(n_anchors, hardest_pos.options());
   return {embeddings, anchors, hardest_pos, hardest_neg, m.positive.any(1) & m.negative.any(1), {}};
 }
 
@@ -208,11 +280,17 @@ void NHardTripletsMiner::check(HardnessRange positive, HardnessRange negative) {
 }
 
 TripletSet NHardTripletsMiner::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
+  return mine_anchored(embeddings, labels, labels.size(0));
+}
+
+TripletSet NHardTripletsMiner::mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                                             int64_t n_anchors) {
   check_batch(embeddings, labels, "n_hard_triplets");
+  check_anchor_count(labels, n_anchors, "n_hard_triplets");
   torch::NoGradGuard no_grad;
-  const int64_t b = labels.size(0);
-  const auto d = pairwise_distances(embeddings.detach(), embeddings.detach());
-  const auto m = masks(labels);
+  const int64_t b = labels.size(0), a = n_anchors;  // partner rows, anchor rows
+  const auto d = pairwise_distances(embeddings.detach().narrow(0, 0, a), embeddings.detach());
+  const auto m = anchor_masks(labels, a);
   const auto inf = std::numeric_limits<float>::infinity();
   // Hardest first: positives by decreasing distance, negatives by increasing distance (a stable
   // sort: ties in batch order). Ranks past an anchor's own count land on the masked-out rows.
@@ -229,17 +307,21 @@ TripletSet NHardTripletsMiner::mine(const torch::Tensor& embeddings, const torch
   }
   const int64_t np = p_hi - p_lo, nn = n_hi - n_lo;
   const auto p_ranks = torch::arange(p_lo, p_hi, index), n_ranks = torch::arange(n_lo, n_hi, index);
-  const auto positives = std::get<1>(pos_order).index_select(1, p_ranks);  // [B, np]
-  const auto negatives = std::get<1>(neg_order).index_select(1, n_ranks);  // [B, nn]
+  const auto positives = std::get<1>(pos_order).index_select(1, p_ranks);  // [A, np]
+  const auto negatives = std::get<1>(neg_order).index_select(1, n_ranks);  // [A, nn]
   const auto valid =
       (p_ranks.unsqueeze(0) < m.positive.sum(1, /*keepdim=*/true)).unsqueeze(2) &
-      (n_ranks.unsqueeze(0) < m.negative.sum(1, /*keepdim=*/true)).unsqueeze(1);  // [B, np, nn]
+      (n_ranks.unsqueeze(0) < m.negative.sum(1, /*keepdim=*/true)).unsqueeze(1);  // [A, np, nn]
   return {embeddings,
-          torch::arange(b, index).view({b, 1, 1}).expand({b, np, nn}).reshape(-1),
-          positives.unsqueeze(2).expand({b, np, nn}).reshape(-1),
-          negatives.unsqueeze(1).expand({b, np, nn}).reshape(-1),
+          torch::arange(a, index).view({a, 1, 1}).expand({a, np, nn}).reshape(-1),
+          positives.unsqueeze(2).expand({a, np, nn}).reshape(-1),
+          negatives.unsqueeze(1).expand({a, np, nn}).reshape(-1),
           valid.reshape(-1),
           {}};
+}
+
+void NHardTripletsMiner::check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors) {
+  require_anchor_with(labels, n_anchors, positive_.first, negative_.first, "n_hard_triplets");
 }
 
 void NHardTripletsMiner::check_labels(const torch::Tensor& labels) {
@@ -386,8 +468,9 @@ TripletSet TripletsWithMemoryMiner::mine(const torch::Tensor& embeddings, const 
 
 MinerWithBank::MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner)
     : bank_size_in_batches_(bank_size_in_batches), miner_(std::move(miner)) {
-  check(bank_size_in_batches_);
   OML_ASSERT(miner_ != nullptr);
+  check(bank_size_in_batches_);
+  check_miner(*miner_, "given");
 }
 
 void MinerWithBank::check(int64_t bank_size_in_batches) {
@@ -395,29 +478,37 @@ void MinerWithBank::check(int64_t bank_size_in_batches) {
                          "bank_size_in_batches must be >= 1, got ", bank_size_in_batches);
 }
 
+void MinerWithBank::check_miner(const TripletMiner& miner, const std::string& miner_name) {
+  config::check_argument(miner.anchors_on_rows(), "miner 'miner_with_bank'", "miner", "miner '", miner_name,
+                         "' makes anchors of its own; the bank's miner must anchor triplets on the "
+                         "batch's rows (hard_triplets, n_hard_triplets, all_triplets)");
+}
+
 TripletSet MinerWithBank::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
   check_batch(embeddings, labels, "miner_with_bank");
-  std::vector<torch::Tensor> e{embeddings}, l{labels};
+  const int64_t b = embeddings.size(0);
+  Batch current{embeddings.detach(), labels, host_labels(labels)};
+  std::vector<torch::Tensor> e{embeddings}, l{labels}, h{current.host_labels};
   // As OML's: the bank joins once it holds bank_size_in_batches batches; until then the batch alone.
   if (static_cast<int64_t>(bank_.size()) == bank_size_in_batches_) {
     for (const auto& entry : bank_) {
-      e.push_back(entry.first.to(embeddings.device()));
-      l.push_back(entry.second.to(labels.device()));
+      e.push_back(entry.embeddings.to(embeddings.device()));
+      l.push_back(entry.labels.to(labels.device()));
+      h.push_back(entry.host_labels);
     }
   }
-  TripletSet inner = miner_->mine(torch::cat(e, 0), torch::cat(l, 0));
-  auto kept = inner.anchors < embeddings.size(0);
-  if (inner.valid.defined()) kept &= inner.valid;
-  const auto keep = kept.nonzero().squeeze(1);
-  OML_CHECK(keep.numel() > 0, DataError, "miner_with_bank: no triplet has its anchor in the current batch");
-  bank_.emplace_back(embeddings.detach(), labels.detach());
+  const auto pool_labels = l.size() == 1 ? labels : torch::cat(l, 0);
+  const auto pool_host = h.size() == 1 ? current.host_labels : torch::cat(h, 0);
+  // The checks on the host; the inner miner lists on the host from the same copy (no read-back).
+  miner_->check_anchored_labels(pool_host, b);
+  TripletSet out;
+  {
+    const HostLabels declared(pool_labels, pool_host);
+    out = miner_->mine_anchored(e.size() == 1 ? embeddings : torch::cat(e, 0), pool_labels, b);
+  }
+  bank_.push_back(std::move(current));
   if (static_cast<int64_t>(bank_.size()) > bank_size_in_batches_) bank_.pop_front();
-  return {inner.pool,
-          inner.anchors.index_select(0, keep),
-          inner.positives.index_select(0, keep),
-          inner.negatives.index_select(0, keep),
-          {},
-          {}};
+  return out;
 }
 
 PairsMiner::PairsMiner(bool hard) : hard_(hard) {}

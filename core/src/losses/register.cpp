@@ -416,6 +416,16 @@ void register_builtin_losses(Registries& reg) {
         r.optional("bank_size_in_batches", a.bank_size_in_batches).optional("need_logs", need_logs);
         a.miner = triplet_miner(r, "hard_triplets");
         r.check([&] { MinerWithBank::check(a.bank_size_in_batches); });
+        r.check([&] {
+          if (!a.miner.ok()) return;
+          std::shared_ptr<TripletMiner> inner;
+          try {  // as miner_of_kind: a build that fails is reported by the loss's build
+            inner = build_triplet_miner(a.miner);
+          } catch (const std::exception&) {
+            return;
+          }
+          if (inner) MinerWithBank::check_miner(*inner, a.miner.spec.name);
+        });
         return a;
       },
       [](const BankArgs& a, const NoContext&) -> std::shared_ptr<Miner> {

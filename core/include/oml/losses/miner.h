@@ -62,6 +62,19 @@ class TripletMiner : public Miner {
   /// (one label only, no label with two items). A miner whose mine() reads no value back skips
   /// them there; a loss runs them on the host (Criterion::check_labels).
   virtual void check_labels(const torch::Tensor& labels);
+  /// Triplets anchored on the first `n_anchors` rows only; every row may be a positive or a
+  /// negative (OML's `ignore_anchor_mask`: miner_with_bank's batch as anchors, its bank as
+  /// partners). Valid triplets as mine()'s, at least one for labels that pass
+  /// check_anchored_labels. The default: mine(), its triplets with other anchors marked not valid
+  /// (nothing read back); the built-in row miners list the anchors' triplets only.
+  virtual TripletSet mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                                   int64_t n_anchors);
+  /// check_labels for mine_anchored, on the host labels [M]: DataError unless one of the first
+  /// `n_anchors` rows anchors a triplet (has a positive and a negative among all M rows).
+  virtual void check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors);
+  /// Whether the triplets' anchors are rows of the embeddings given (false: the miner adds
+  /// anchors of its own, as hard_cluster's label means, so it cannot anchor on given rows).
+  virtual bool anchors_on_rows() const { return true; }
 };
 
 /// Contract: `mine` returns at least one pair of distinct batch rows (DataError otherwise).

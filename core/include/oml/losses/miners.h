@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,10 @@ class AllTripletsMiner : public TripletMiner {
   /// config::ArgumentError unless max_output_triplets > 0.
   static void check(int64_t max_output_triplets);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  /// Lists the anchors' triplets only, and draws among them when they exceed the cap (as OML).
+  TripletSet mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                           int64_t n_anchors) override;
+  void check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors) override;
 
  private:
   int64_t max_output_triplets_;
@@ -35,7 +40,11 @@ class AllTripletsMiner : public TripletMiner {
 class HardTripletsMiner : public TripletMiner {
  public:
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  /// One triplet per anchor row, its partners from every row.
+  TripletSet mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                           int64_t n_anchors) override;
   void check_labels(const torch::Tensor& labels) override;
+  void check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors) override;
 };
 
 /// A 1-based inclusive range of hardness ranks: {1, n} = the n hardest, {a, b} = a-th..b-th.
@@ -51,7 +60,12 @@ class NHardTripletsMiner : public TripletMiner {
   /// config::ArgumentError unless both ranges are 1 <= a <= b.
   static void check(HardnessRange positive, HardnessRange negative);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  /// The grid of ranks per anchor row, its partners ranked among every row.
+  TripletSet mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
+                           int64_t n_anchors) override;
   void check_labels(const torch::Tensor& labels) override;
+  /// One of the anchor rows has both ranges' first ranks among all rows.
+  void check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors) override;
 
  private:
   HardnessRange positive_, negative_;
@@ -62,6 +76,7 @@ class NHardTripletsMiner : public TripletMiner {
 class HardClusterMiner : public TripletMiner {
  public:
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  bool anchors_on_rows() const override { return false; }
 };
 
 /// OML's TripletMinerWithMemory. A bank of `bank_size_in_batches` batches' detached embeddings
@@ -98,18 +113,28 @@ class TripletsWithMemoryMiner : public TripletMiner {
 
 /// OML's MinerWithBank: runs another triplet miner on the batch plus the detached embeddings of
 /// the last `bank_size_in_batches` batches — once that many have passed; before, on the batch
-/// alone — keeping the triplets whose anchor is in the current batch.
+/// alone — with the current batch's rows as the only anchors (TripletMiner::mine_anchored). The
+/// labels are listed and checked on the host (the step's declared host labels, and the bank's
+/// own host copies), so that mining reads nothing back from a device.
 class MinerWithBank : public TripletMiner {
  public:
   MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner);
   /// config::ArgumentError unless bank_size_in_batches >= 1.
   static void check(int64_t bank_size_in_batches);
+  /// config::ArgumentError unless `miner` (named `miner_name`) anchors on rows (not hard_cluster,
+  /// whose anchors are label means).
+  static void check_miner(const TripletMiner& miner, const std::string& miner_name);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
 
  private:
+  struct Batch {
+    torch::Tensor embeddings;   ///< [B, D] detached, on the batch's device
+    torch::Tensor labels;       ///< [B] on the batch's device
+    torch::Tensor host_labels;  ///< [B] the same labels in host memory
+  };
   int64_t bank_size_in_batches_;
   std::shared_ptr<TripletMiner> miner_;
-  std::deque<std::pair<torch::Tensor, torch::Tensor>> bank_;
+  std::deque<Batch> bank_;
 };
 
 /// Pairs for pairwise training, as OML's PairsMiner: `hard` = the pairs (anchor, farthest
