@@ -18,10 +18,11 @@
 //     a std::string, in 1.13) -> optimizer_state_key, used by optim/formula_optimizers.cpp.
 //   - logging: c10 logs through glog in Debian's build (C10_USE_GLOG), through its own
 //     minimal logger in the wheel's -> set_library_log_level (common/runtime.cpp calls it).
-//   - at::scaled_dot_product_attention since 2.0 (1.13 has none)
-//     -> scaled_dot_product_attention, used by models/attention.cpp (the ViTs and text encoders).
+//   - at::scaled_dot_product_attention since 2.0 (1.13 has none: written_out_attention there)
+//     -> has_fused_attention, scaled_dot_product_attention, used by models/attention.cpp (the
+//     ViTs and text encoders).
 //   - the CPU flash-attention kernel packs bfloat16 / half GEMMs for AMX tiles since 2.5
-//     (at::native::cpublas::could_pack) -> cpu_attention_prefers_float, models/attention.cpp.
+//     (at::native::cpublas::could_pack) -> cpu_flash_attention_packs, models/attention.cpp.
 //   - the profiler: Kineto (torch/csrc/autograd/profiler_kineto.h) records in 2.x; Debian's
 //     1.13 is built without Kineto, so there the legacy profiler's RecordProfile writes the
 //     trace -> report/profiler.cpp tests OML_TORCH_AT_LEAST(2, 0) itself, to keep the profiler's
@@ -133,20 +134,13 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 #endif
 }
 
-/// softmax(q k^T / sqrt(head_dim)) v for q, k, v [B, heads, N, head_dim], where `key_mask`
+/// softmax(q k^T / sqrt(head_dim)) v for q, k, v [B, heads, N, head_dim], written out — matmul,
+/// masked softmax, matmul, as transformers' "eager" attention and OML's own ViTs — where `key_mask`
 /// (boolean, broadcastable to [B, heads, N, N], true: attend; undefined: attend everywhere) leaves
-/// keys out and the attention weights are dropped with probability `dropout_p`. ATen's fused
-/// scaled_dot_product_attention since 2.0 (under autocast it runs in the autocast dtype); on 1.13
-/// the same written out — matmul, masked softmax, matmul, as transformers' "eager" attention —
-/// equal to it within float rounding. Every query row must have a key to attend to (a row whose
-/// keys are all masked is NaN in both).
-inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                               const at::Tensor& key_mask, double dropout_p) {
-#if OML_TORCH_AT_LEAST(2, 0)
-  const c10::optional<at::Tensor> mask =
-      key_mask.defined() ? c10::optional<at::Tensor>(key_mask) : c10::nullopt;
-  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
-#else
+/// keys out and the attention weights are dropped with probability `dropout_p`. Under autocast each
+/// operator follows its own rule, as in PyTorch. Stores the [B, heads, N, N] weights for backward.
+inline at::Tensor written_out_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                        const at::Tensor& key_mask, double dropout_p) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto scores = at::matmul(q, k.transpose(-2, -1)) * scale;
   if (key_mask.defined()) {
@@ -155,19 +149,34 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
   auto weights = at::softmax(scores, -1);
   if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
   return at::matmul(weights.to(v.scalar_type()), v);
+}
+
+/// Whether ATen has a fused scaled_dot_product_attention (2.0 and later).
+constexpr bool has_fused_attention = OML_TORCH_AT_LEAST(2, 0);
+
+/// The same as written_out_attention, through ATen's fused scaled_dot_product_attention since 2.0
+/// (under autocast it runs in the autocast dtype; flash / memory-efficient kernels, the [B, heads,
+/// N, N] weights never stored); on 1.13 written_out_attention itself. Equal within float rounding.
+/// Every query row must have a key to attend to (a row whose keys are all masked is NaN in both).
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const at::Tensor& key_mask, double dropout_p) {
+#if OML_TORCH_AT_LEAST(2, 0)
+  const c10::optional<at::Tensor> mask =
+      key_mask.defined() ? c10::optional<at::Tensor>(key_mask) : c10::nullopt;
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
+#else
+  return written_out_attention(q, k, v, key_mask, dropout_p);
 #endif
 }
 
-/// Whether attention in `dtype` on the CPU is faster with float32 inputs: ATen's CPU flash kernel
-/// runs bfloat16 and half through AMX tiles where the CPU can pack GEMMs for them (2.5 and later),
-/// and otherwise through generic GEMMs at about half its float32 speed (docs/benchmarks.md). False
-/// for float32 and on 1.13, whose attention (written out above) runs its matmuls through oneDNN.
-inline bool cpu_attention_prefers_float(c10::ScalarType dtype) {
+/// Whether ATen's CPU flash-attention kernel runs `dtype`'s (bfloat16's, half's) GEMMs on AMX
+/// tiles: 2.5 and later pack them where the CPU can (could_pack); without, and before 2.5, it runs
+/// them through generic GEMMs on small blocks, at about half its float32 speed
+/// (docs/benchmarks.md). False for float32, and on 1.13, which has no fused kernel.
+inline bool cpu_flash_attention_packs(c10::ScalarType dtype) {
   if (dtype != c10::ScalarType::BFloat16 && dtype != c10::ScalarType::Half) return false;
 #if OML_TORCH_AT_LEAST(2, 5)
-  return !at::native::cpublas::could_pack(dtype);
-#elif OML_TORCH_AT_LEAST(2, 0)
-  return true;
+  return at::native::cpublas::could_pack(dtype);
 #else
   return false;
 #endif

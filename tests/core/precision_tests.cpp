@@ -196,24 +196,72 @@ TEST_CASE("Every built-in extractor trains a step in bf16 with float32 weights a
   }
 }
 
-TEST_CASE("Attention under CPU bf16 autocast runs in the dtype the CPU's flash kernel is fast in",
+TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float32 or written out",
           "[precision][models]") {
-  // q, k and v come out of bf16 projections; on a CPU without AMX (this project's machines) the
-  // attention itself runs in float32 (torch_compat::cpu_attention_prefers_float), with AMX in
-  // bf16. Written out with explicit casts, each way is the same kernels as under autocast, so the
-  // results are equal exactly; a float32 attention that autocast recast to bf16 would not be.
+  using oml::models::detail::cpu_attention;
+  using oml::models::detail::CpuAttention;
+  using oml::models::detail::kWrittenOutMaxKeys;
+  const bool fused = oml::torch_compat::has_fused_attention;
+  for (const bool dot_products : {false, true}) {
+    INFO("bf16 dot products " << dot_products);
+    CHECK(cpu_attention(torch::kFloat, 10000, dot_products) == CpuAttention::kFused);
+    CHECK(cpu_attention(torch::kFloat, 4, dot_products) == CpuAttention::kFused);
+    if (!fused || oml::torch_compat::cpu_flash_attention_packs(torch::kBFloat16)) {
+      CHECK(cpu_attention(torch::kBFloat16, 4, dot_products) == CpuAttention::kFused);
+      CHECK(cpu_attention(torch::kBFloat16, kWrittenOutMaxKeys + 1, dot_products) == CpuAttention::kFused);
+    } else {
+      CHECK(cpu_attention(torch::kBFloat16, kWrittenOutMaxKeys, dot_products) ==
+            (dot_products ? CpuAttention::kWrittenOut : CpuAttention::kFusedInFloat));
+      CHECK(cpu_attention(torch::kBFloat16, kWrittenOutMaxKeys + 1, dot_products) ==
+            CpuAttention::kFusedInFloat);
+    }
+    if (fused && !oml::torch_compat::cpu_flash_attention_packs(torch::kHalf)) {
+      CHECK(cpu_attention(torch::kHalf, 4, dot_products) == CpuAttention::kFusedInFloat);
+    }
+  }
+}
+
+TEST_CASE("Written-out attention equals the fused kernel, with a key mask and with gradients",
+          "[precision][models]") {
+  torch::manual_seed(6);
+  auto q = torch::randn({2, 3, 9, 8}, torch::kDouble).requires_grad_();
+  auto k = torch::randn({2, 3, 9, 8}, torch::kDouble).requires_grad_();
+  auto v = torch::randn({2, 3, 9, 8}, torch::kDouble).requires_grad_();
+  const auto mask = torch::ones({2, 1, 1, 9}, torch::kBool);
+  mask[1].slice(-1, 5).fill_(false);  // the second row's last 4 keys padding
+  for (const auto& key_mask : {torch::Tensor(), mask}) {
+    const auto written = oml::torch_compat::written_out_attention(q, k, v, key_mask, 0.0);
+    const auto gw = torch::autograd::grad({written.sum()}, {q, k, v});
+    const auto fused = oml::torch_compat::scaled_dot_product_attention(q, k, v, key_mask, 0.0);
+    const auto gf = torch::autograd::grad({fused.sum()}, {q, k, v});
+    CHECK(torch::allclose(written, fused, 1e-10, 1e-12));
+    for (int i = 0; i < 3; ++i) CHECK(torch::allclose(gw[i], gf[i], 1e-9, 1e-12));
+  }
+}
+
+TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "[precision][models]") {
+  // q, k and v come out of bf16 projections; the attention itself runs as
+  // oml::models::detail::cpu_attention says for their dtype and length on this CPU (without AMX,
+  // as this project's machines: the fused kernel in float32, or written out in bf16 on one with
+  // AVX512-BF16 up to kWrittenOutMaxKeys tokens). Written out with explicit casts, each way is
+  // the same kernels as under autocast, so the results are equal exactly; a float32 attention
+  // that autocast recast to bf16 would not be.
+  using oml::models::detail::CpuAttention;
   torch::manual_seed(5);
-  const int64_t batch = 2, tokens = 17, dim = 24, heads = 3, head_dim = dim / heads;
+  const int64_t tokens = GENERATE(int64_t{17}, oml::models::detail::kWrittenOutMaxKeys + 3);
+  INFO("tokens " << tokens);
+  const int64_t batch = 2, dim = 24, heads = 3, head_dim = dim / heads;
   const auto x = torch::randn({batch, tokens, dim});
   const auto in_weight = torch::randn({3 * dim, dim}) * 0.3, in_bias = torch::randn({3 * dim}) * 0.1;
   const auto out_weight = torch::randn({dim, dim}) * 0.3, out_bias = torch::randn({dim}) * 0.1;
   const auto key_mask = torch::ones({batch, tokens}, torch::kLong);
   key_mask[1].slice(0, 12).zero_();  // the second row padded after 12 tokens
   const auto bf16 = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
-  const bool in_float = oml::torch_compat::cpu_attention_prefers_float(torch::kBFloat16);
+  const auto how = oml::models::detail::cpu_attention(torch::kBFloat16, tokens);
   const auto attend = [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           const torch::Tensor& mask) {
-    const auto dtype = in_float ? torch::kFloat : torch::kBFloat16;
+    if (how == CpuAttention::kWrittenOut) return oml::torch_compat::written_out_attention(q, k, v, mask, 0.0);
+    const auto dtype = how == CpuAttention::kFusedInFloat ? torch::kFloat : torch::kBFloat16;
     return oml::torch_compat::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask, 0.0)
         .to(torch::kBFloat16);
   };

@@ -7,14 +7,19 @@
 namespace oml::models::detail {
 namespace {
 
-// torch_compat::scaled_dot_product_attention, in float32 on a CPU whose flash kernel is slower in
-// q's reduced precision (no AMX: ~2x slower in bfloat16 than in float32 for ViT-S/16's heads,
-// docs/benchmarks.md#vit-s16-bf16-attention-on-a-cpu-without-amx-2026-12-01); the output in q's dtype.
+// Attention by the rule of cpu_attention on the CPU, the fused kernel elsewhere; the output in q's
+// dtype.
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& key_mask, double dropout_p) {
   const auto dtype = q.scalar_type();
-  if (!q.device().is_cpu() || !torch_compat::cpu_attention_prefers_float(dtype)) {
-    return torch_compat::scaled_dot_product_attention(q, k, v, key_mask, dropout_p);
+  const auto how = q.device().is_cpu() ? cpu_attention(dtype, k.size(-2)) : CpuAttention::kFused;
+  switch (how) {
+    case CpuAttention::kFused:
+      return torch_compat::scaled_dot_product_attention(q, k, v, key_mask, dropout_p);
+    case CpuAttention::kWrittenOut:
+      return torch_compat::written_out_attention(q, k, v, key_mask, dropout_p);
+    case CpuAttention::kFusedInFloat:
+      break;
   }
   // Autocast would cast the inputs back to its dtype (attention is on its lower-precision list).
   const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
@@ -24,6 +29,31 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 }
 
 }  // namespace
+
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool bf16_dot_products) {
+  const bool reduced = dtype == torch::kBFloat16 || dtype == torch::kHalf;
+  if (!reduced || !torch_compat::has_fused_attention || torch_compat::cpu_flash_attention_packs(dtype)) {
+    return CpuAttention::kFused;
+  }
+  // Half is left to the float32 kernel: written out it would run half GEMMs, measured nowhere.
+  if (dtype == torch::kBFloat16 && bf16_dot_products && keys <= kWrittenOutMaxKeys) {
+    return CpuAttention::kWrittenOut;
+  }
+  return CpuAttention::kFusedInFloat;
+}
+
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys) {
+#if defined(__x86_64__) || defined(__i386__)
+  // GCC's and Clang's CPUID reading, which also checks that the OS saves AVX-512 state.
+  static const bool bf16_dot_products = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+#else
+  constexpr bool bf16_dot_products = false;
+#endif
+  return cpu_attention(dtype, keys, bf16_dot_products);
+}
 
 torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_weight,
                              const torch::Tensor& in_bias, const torch::Tensor& out_weight,
@@ -48,7 +78,8 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   const auto q_k_v = qkv.unbind(0);
   // ATen's fused attention (flash / memory-efficient kernels on CUDA, the flash kernel on the
   // CPU), as timm's `fused_attn` ViTs train: the [B, heads, N, N] weights are never stored for
-  // the backward pass. On 1.13 torch_compat writes it out as matmul, softmax, matmul.
+  // the backward pass. Written out as matmul, softmax, matmul where cpu_attention says so (short
+  // bf16 sequences on CPUs with AVX512-BF16 but no AMX) and on 1.13.
   const auto out = attend(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
                        .transpose(1, 2)
                        .reshape({batch, tokens, dim});

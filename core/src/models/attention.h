@@ -6,7 +6,34 @@
 
 #include <torch/types.h>
 
+#include <cstdint>
+
 namespace oml::models::detail {
+
+/// How attention runs on the CPU for q, k and v of one dtype (docs/benchmarks.md has the figures).
+enum class CpuAttention {
+  kFused,         ///< torch_compat::scaled_dot_product_attention in that dtype
+  kFusedInFloat,  ///< the same in float32, the output cast back
+  kWrittenOut,    ///< torch_compat::written_out_attention in that dtype
+};
+
+/// Up to how many keys bfloat16 attention is written out on a CPU with bfloat16 dot products
+/// (AVX512-BF16) whose flash kernel cannot pack bfloat16 (no AMX): there ATen's bfloat16 matmuls
+/// beat the flash kernel in float32 (AMD Zen 4: 1.3-1.5x per layer at 197 tokens) or tie with it
+/// (an Intel Xeon: 62 ms vs 60), and the stored [B, heads, N, N] weights cost little memory.
+inline constexpr int64_t kWrittenOutMaxKeys = 256;
+
+/// The rule, for q, k, v of `dtype` over `keys` keys on the CPU: float32, and bfloat16 or half
+/// where the flash kernel packs them (AMX), run the fused kernel as they are; bfloat16 over at
+/// most kWrittenOutMaxKeys keys on a CPU with `bf16_dot_products` is written out; other bfloat16
+/// and half run the fused kernel in float32 (its bfloat16 path is 2-5x slower without AMX, and
+/// bfloat16 matmuls 8x slower than float32 ones without AVX512-BF16). On 1.13 (no fused kernel)
+/// always kFused, which is written out there. Figures: docs/benchmarks.md.
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool bf16_dot_products);
+
+/// cpu_attention for this process's CPU (its bf16_dot_products: whether it has AVX512-BF16 and
+/// the OS enables AVX-512; false off x86).
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys);
 
 /// Self-attention of `x` [B, N, dim] (batch first) with `num_heads` heads: softmax(q k^T /
 /// sqrt(dim / num_heads)) v through the output projection; [B, N, dim]. `in_bias` may be undefined
