@@ -4,13 +4,15 @@
 # the three in every round (these machines drift by ±20 % over minutes: compare medians).
 #
 #   bench/libtorch_versions.sh [--rounds R] [--steps S] [--threads T] [--vit-steps S]
-#                              [--vit-precision 32|bf16] [--no-debian]
+#                              [--vit-precision 32|bf16] [--no-resnet-bf16] [--no-debian]
 #
 # The step is bench_precision's / bench/precision_python.py's: forward and loss under autocast
 # (bf16) or not (32), soft-margin triplet loss with hard mining in float32, backward, Adam;
 # synthetic 3 x side x side batches of 32 (8 labels x 4). Cases: resnet18 at 32 and 64 px in 32
 # and bf16, ViT-S/16 at 224 px in bf16 (fewer steps: ~3 s a step on 2 cores; --vit-precision 32
 # on a CPU without AVX512-BF16 or AMX, where bf16 GEMMs are emulated and ~3x slower than fp32).
+# --no-resnet-bf16: leaves out resnet18's bf16 cases, for a CPU without AVX512-BF16 where oneDNN
+# emulates bf16 convolutions (~3 images/s on an AMD Zen 3: minutes a measurement).
 # --no-debian: LibTorch 2.11 and PyTorch only (no build-debian/ needed; its column shows "-").
 # Prints one line per measurement and a table of medians (images/s) with the ratios to PyTorch.
 set -euo pipefail
@@ -20,6 +22,7 @@ steps=10
 vit_steps=2
 threads=0
 vit_precision=bf16
+resnet_bf16=1
 debian=1
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
     --vit-steps) vit_steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --vit-precision) vit_precision=$2; shift 2 ;;
+    --no-resnet-bf16) resnet_bf16=0; shift ;;
     --no-debian) debian=0; shift ;;
     *) echo "libtorch_versions: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -47,6 +51,11 @@ cases=(
   "resnet18 64px bf16|{name: resnet, args: {arch: resnet18}}|resnet18|64|bf16|$steps"
   "ViT-S/16 224px $vit_precision|{name: vit, args: {arch: vits16}}|vits16|224|$vit_precision|$vit_steps"
 )
+if [ "$resnet_bf16" = 0 ]; then
+  kept=()
+  for c in "${cases[@]}"; do [[ "$c" == "resnet18 "*" bf16|"* ]] || kept+=("$c"); done
+  cases=("${kept[@]}")
+fi
 results=$(mktemp)
 last_value() { grep -o '[0-9.]* images/s' | tail -1 | cut -d' ' -f1; }
 for r in $(seq 1 "$rounds"); do
