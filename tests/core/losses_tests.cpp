@@ -408,8 +408,7 @@ TEST_CASE("Anchored mining gives mine()'s triplets whose anchors are the first r
   }
 }
 
-TEST_CASE("Anchored all_triplets draws its cap among the anchors' triplets only, as OML",
-          "[losses][miners]") {
+TEST_CASE("Anchored all_triplets draws its cap among the anchors' triplets only", "[losses][miners]") {
   // Rows 0-1 anchor (labels 0, 1); every row partners: each anchor has 3 positives and 6
   // negatives, so 2 x 18 = 36 anchored triplets, against 160 for all 10 rows as anchors.
   const auto labels = torch::tensor({0, 1, 0, 0, 0, 1, 1, 1, 2, 2}, torch::kLong);
@@ -439,6 +438,8 @@ TEST_CASE("The bank miner checks its anchors on the host and refuses miners with
                     Contains("n_hard_triplets: no anchor of the current batch (4 rows) has 3 positive(s) "
                              "and 1 negative(s) among the 9 rows mined"));
   CHECK_THROWS_AS(MinerWithBank(2, std::make_shared<HardClusterMiner>()), oml::config::ArgumentError);
+  CHECK_THROWS_AS(MinerWithBank(2, std::make_shared<TripletsWithMemoryMiner>(2, 3)),
+                  oml::config::ArgumentError);
   oml::cli::register_builtins();
   const auto doc = oml::config::Document::from_string(
       "criterion: {name: triplet_with_miner, args: {miner: {name: miner_with_bank, args: {miner: {name: "
@@ -447,6 +448,36 @@ TEST_CASE("The bank miner checks its anchors on the host and refuses miners with
   CHECK_THROWS_WITH(oml::registries().losses.create(
                         oml::config::parse_component(doc.root()["criterion"], "criterion"), {8, 5}),
                     Contains("miner 'hard_cluster' makes anchors of its own"));
+}
+
+TEST_CASE("The bank miner takes a batch without triplets of its own once the bank supplies them",
+          "[losses][miners]") {
+  MinerWithBank miner(1, std::make_shared<HardTripletsMiner>());
+  miner.mine(torch::randn({4, 2}), torch::tensor({7, 8, 7, 8}, torch::kLong));
+  // Labels 7 and 8 find their positives in the bank; 9 and 10 have none anywhere.
+  const auto lone = torch::tensor({7, 8, 9, 10}, torch::kLong);
+  CHECK_NOTHROW(miner.check_labels(lone));
+  const auto t = miner.mine(torch::randn({4, 2}), lone);
+  CHECK(vec(t.anchors) == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(vec(t.valid.to(torch::kLong)) == std::vector<int64_t>{1, 1, 0, 0});
+  const auto pool = vec(torch::tensor({7, 8, 9, 10, 7, 8, 7, 8}, torch::kLong));  // batch, then bank
+  const auto positives = vec(t.positives);
+  for (int a = 0; a < 2; ++a) {
+    CHECK(positives[a] >= 4);
+    CHECK(pool[positives[a]] == pool[a]);
+  }
+}
+
+TEST_CASE("The bank miner checks the labels' declared host copies, not their values read back",
+          "[losses][miners]") {
+  // The "device" labels have triplets; their declared host copy (what the step's loader holds)
+  // has none: the check reads the copy, so it fails.
+  MinerWithBank miner(1, std::make_shared<HardTripletsMiner>());
+  const auto labels = torch::tensor({0, 0, 1, 1}, torch::kLong);
+  const auto host = torch::tensor({0, 1, 2, 3}, torch::kLong);
+  const HostLabels declared(labels, host);
+  CHECK_THROWS_WITH(miner.mine(torch::randn({4, 2}), labels),
+                    Contains("hard_triplets: no anchor of the current batch (4 rows) has 1 positive(s)"));
 }
 
 TEST_CASE("The pairs miner builds hard pairs or all pairs with 'different' targets", "[losses][miners]") {

@@ -78,8 +78,7 @@ void require_anchor_with(const torch::Tensor& labels, int64_t n_anchors, int64_t
     found = same - 1 >= positives && rows - same >= negatives;
   }
   OML_CHECK(found, DataError, who, ": no anchor of the current batch (", n_anchors, " rows) has ", positives,
-            " positive(s) and ", negatives, " negative(s) among the ", rows,
-            " rows mined (the batch and the bank)");
+            " positive(s) and ", negatives, " negative(s) among the ", rows, " rows mined");
 }
 
 std::vector<std::vector<int64_t>> row_lists(const torch::Tensor& mask) {
@@ -179,6 +178,10 @@ TripletSet TripletMiner::mine_anchored(const torch::Tensor& embeddings, const to
   TripletSet t = mine(embeddings, labels);
   const auto anchored = t.anchors < n_anchors;
   t.valid = t.valid.defined() ? t.valid & anchored : anchored;
+  // A miner of unknown rule may anchor nothing on these rows: a loss over no triplet is not a
+  // number. This fallback reads the answer back; the built-in miners override it and do not.
+  OML_CHECK(t.valid.any().item<bool>(), DataError, "triplet miner: none of its ", t.size(),
+            " triplets has its anchor among the first ", n_anchors, " rows (the current batch)");
   return t;
 }
 
@@ -470,7 +473,7 @@ MinerWithBank::MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<Tripl
     : bank_size_in_batches_(bank_size_in_batches), miner_(std::move(miner)) {
   OML_ASSERT(miner_ != nullptr);
   check(bank_size_in_batches_);
-  check_miner(*miner_, "given");
+  check_miner(*miner_, "given to it");
 }
 
 void MinerWithBank::check(int64_t bank_size_in_batches) {
@@ -479,10 +482,13 @@ void MinerWithBank::check(int64_t bank_size_in_batches) {
 }
 
 void MinerWithBank::check_miner(const TripletMiner& miner, const std::string& miner_name) {
-  config::check_argument(miner.anchors_on_rows(), "miner 'miner_with_bank'", "miner", "miner '", miner_name,
-                         "' makes anchors of its own; the bank's miner must anchor triplets on the "
+  config::check_argument(miner.anchors_on_rows(), "miner 'miner_with_bank'", "miner", "the miner ",
+                         miner_name,
+                         " makes anchors of its own; the bank's miner must anchor triplets on the "
                          "batch's rows (hard_triplets, n_hard_triplets, all_triplets)");
 }
+
+void MinerWithBank::check_labels(const torch::Tensor&) {}
 
 TripletSet MinerWithBank::mine(const torch::Tensor& embeddings, const torch::Tensor& labels) {
   check_batch(embeddings, labels, "miner_with_bank");

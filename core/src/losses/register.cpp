@@ -424,7 +424,7 @@ void register_builtin_losses(Registries& reg) {
           } catch (const std::exception&) {
             return;
           }
-          if (inner) MinerWithBank::check_miner(*inner, a.miner.spec.name);
+          if (inner) MinerWithBank::check_miner(*inner, "'" + a.miner.spec.name + "'");
         });
         return a;
       },

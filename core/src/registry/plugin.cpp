@@ -52,7 +52,7 @@ const LoadedPlugin& load_plugin(const std::string& path) {
   if (info->api_version != OML_PLUGIN_API_VERSION) {
     // Versions 1 and 2 registered one factory per component; since 3 a component is a parse
     // and a build. Their code needs changing, not only a rebuild: say what changed. (4 changed
-    // retrieval's interfaces, 5 the extractor's, 6 the triplet miner's, which a rebuild follows.)
+    // retrieval's interfaces, 5 the extractor's, 6 and 7 the triplet miner's, which a rebuild follows.)
     const std::string change = info->api_version < 3
                                    ? " (since version 3 each component is registered as a parse and a build: "
                                      "add(name, parse, build, help), see docs/plugins.md#two-phases)"

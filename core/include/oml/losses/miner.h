@@ -65,8 +65,9 @@ class TripletMiner : public Miner {
   /// Triplets anchored on the first `n_anchors` rows only; every row may be a positive or a
   /// negative (OML's `ignore_anchor_mask`: miner_with_bank's batch as anchors, its bank as
   /// partners). Valid triplets as mine()'s, at least one for labels that pass
-  /// check_anchored_labels. The default: mine(), its triplets with other anchors marked not valid
-  /// (nothing read back); the built-in row miners list the anchors' triplets only.
+  /// check_anchored_labels. The default: mine(), its triplets with other anchors marked not valid,
+  /// DataError if none is left (read back: a plugin's miner may anchor anywhere); the built-in
+  /// row miners list the anchors' triplets only and read nothing back.
   virtual TripletSet mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
                                    int64_t n_anchors);
   /// check_labels for mine_anchored, on the host labels [M]: DataError unless one of the first

@@ -24,7 +24,7 @@ class AllTripletsMiner : public TripletMiner {
   /// config::ArgumentError unless max_output_triplets > 0.
   static void check(int64_t max_output_triplets);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
-  /// Lists the anchors' triplets only, and draws among them when they exceed the cap (as OML).
+  /// Lists the anchors' triplets only, and draws among them when they exceed the cap.
   TripletSet mine_anchored(const torch::Tensor& embeddings, const torch::Tensor& labels,
                            int64_t n_anchors) override;
   void check_anchored_labels(const torch::Tensor& labels, int64_t n_anchors) override;
@@ -102,6 +102,8 @@ class TripletsWithMemoryMiner : public TripletMiner {
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
   /// The batch's triplets, and labels >= 0 (DataError).
   void check_labels(const torch::Tensor& labels) override;
+  /// Its anchors may be rows of its own bank.
+  bool anchors_on_rows() const override { return false; }
 
  private:
   int64_t bank_size_in_batches_, tri_expand_k_;
@@ -121,10 +123,14 @@ class MinerWithBank : public TripletMiner {
   MinerWithBank(int64_t bank_size_in_batches, std::shared_ptr<TripletMiner> miner);
   /// config::ArgumentError unless bank_size_in_batches >= 1.
   static void check(int64_t bank_size_in_batches);
-  /// config::ArgumentError unless `miner` (named `miner_name`) anchors on rows (not hard_cluster,
-  /// whose anchors are label means).
+  /// config::ArgumentError unless `miner` (described as `miner_name`, e.g. "'hard_triplets'")
+  /// anchors on given rows (not hard_cluster, whose anchors are label means, nor
+  /// triplets_with_memory, whose anchors may be its own bank's rows).
   static void check_miner(const TripletMiner& miner, const std::string& miner_name);
   TripletSet mine(const torch::Tensor& embeddings, const torch::Tensor& labels) override;
+  /// Nothing: whether a batch has triplets depends on the bank, so mine() checks batch and bank
+  /// together (TripletMiner::check_anchored_labels, on host copies of their labels).
+  void check_labels(const torch::Tensor& labels) override;
 
  private:
   struct Batch {

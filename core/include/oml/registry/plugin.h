@@ -31,7 +31,9 @@
 /// 5: Extractor gained input() (images, or the packed tokens of text extractors).
 /// 6: TripletMiner gained check_labels() (the label checks, on the host) and TripletSet `valid`
 ///    (placeholder triplets, so that a miner's output size need not depend on the labels).
-#define OML_PLUGIN_API_VERSION 6u
+/// 7: TripletMiner gained mine_anchored(), check_anchored_labels() and anchors_on_rows()
+///    (triplets anchored on the first rows only, for miner_with_bank).
+#define OML_PLUGIN_API_VERSION 7u
 
 extern "C" {
 struct OmlPluginInfo {
