@@ -171,7 +171,7 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
 
 /// Whether ATen's CPU flash-attention kernel runs `dtype`'s (bfloat16's, half's) GEMMs on AMX
 /// tiles: 2.5 and later pack them where the CPU can (could_pack); without, and before 2.5, it runs
-/// them through generic GEMMs on small blocks, at about half its float32 speed
+/// them through generic GEMMs on small blocks, 2-7x slower than its float32 path
 /// (docs/benchmarks.md). False for float32, and on 1.13, which has no fused kernel.
 inline bool cpu_flash_attention_packs(c10::ScalarType dtype) {
   if (dtype != c10::ScalarType::BFloat16 && dtype != c10::ScalarType::Half) return false;

@@ -223,6 +223,7 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
 
 TEST_CASE("Written-out attention equals the fused kernel, with a key mask and with gradients",
           "[precision][models]") {
+  if (!oml::torch_compat::has_fused_attention) return;  // 1.13: the fused one is written out too
   torch::manual_seed(6);
   auto q = torch::randn({2, 3, 9, 8}, torch::kDouble).requires_grad_();
   auto k = torch::randn({2, 3, 9, 8}, torch::kDouble).requires_grad_();
@@ -301,6 +302,31 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
     }
     CHECK(out.scalar_type() == torch::kBFloat16);
     CHECK(torch::equal(out, expected));
+  }
+  SECTION("each way of the rule, chosen explicitly (whatever this CPU's rule picks)") {
+    const auto q = bf16(heads_of(torch::randn({batch, tokens, dim}))),
+               k = bf16(heads_of(torch::randn({batch, tokens, dim}))),
+               v = bf16(heads_of(torch::randn({batch, tokens, dim})));
+    const auto mask = key_mask.ne(0).view({batch, 1, 1, tokens});
+    for (const auto way : {CpuAttention::kFused, CpuAttention::kFusedInFloat, CpuAttention::kWrittenOut}) {
+      INFO("way " << static_cast<int>(way));
+      torch::Tensor expected;
+      if (way == CpuAttention::kWrittenOut) {
+        expected = oml::torch_compat::written_out_attention(q, k, v, mask, 0.0);
+      } else {
+        const auto dtype = way == CpuAttention::kFusedInFloat ? torch::kFloat : torch::kBFloat16;
+        expected =
+            oml::torch_compat::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask, 0.0)
+                .to(torch::kBFloat16);
+      }
+      torch::Tensor out;
+      {
+        const AutocastGuard autocast(Precision::bf16, torch::kCPU);
+        out = oml::models::detail::attend(q, k, v, mask, 0.0, way);
+      }
+      CHECK(out.scalar_type() == torch::kBFloat16);
+      CHECK(torch::equal(out, expected));
+    }
   }
 }
 

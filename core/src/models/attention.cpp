@@ -7,25 +7,11 @@
 namespace oml::models::detail {
 namespace {
 
-// Attention by the rule of cpu_attention on the CPU, the fused kernel elsewhere; the output in q's
-// dtype.
-torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& key_mask, double dropout_p) {
-  const auto dtype = q.scalar_type();
-  const auto how = q.device().is_cpu() ? cpu_attention(dtype, k.size(-2)) : CpuAttention::kFused;
-  switch (how) {
-    case CpuAttention::kFused:
-      return torch_compat::scaled_dot_product_attention(q, k, v, key_mask, dropout_p);
-    case CpuAttention::kWrittenOut:
-      return torch_compat::written_out_attention(q, k, v, key_mask, dropout_p);
-    case CpuAttention::kFusedInFloat:
-      break;
-  }
-  // Autocast would cast the inputs back to its dtype (attention is on its lower-precision list).
-  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-  return torch_compat::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
-                                                    v.to(torch::kFloat), key_mask, dropout_p)
-      .to(dtype);
+// attend by the rule of cpu_attention on the CPU, the fused kernel elsewhere.
+torch::Tensor attend_by_rule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& key_mask, double dropout_p) {
+  const auto how = q.device().is_cpu() ? cpu_attention(q.scalar_type(), k.size(-2)) : CpuAttention::kFused;
+  return attend(q, k, v, key_mask, dropout_p, how);
 }
 
 }  // namespace
@@ -55,6 +41,24 @@ CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys) {
   return cpu_attention(dtype, keys, bf16_dot_products);
 }
 
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& key_mask, double dropout_p, CpuAttention how) {
+  switch (how) {
+    case CpuAttention::kFused:
+      return torch_compat::scaled_dot_product_attention(q, k, v, key_mask, dropout_p);
+    case CpuAttention::kWrittenOut:
+      return torch_compat::written_out_attention(q, k, v, key_mask, dropout_p);
+    case CpuAttention::kFusedInFloat:
+      break;
+  }
+  const auto dtype = q.scalar_type();
+  // Autocast would cast the inputs back to its dtype (attention is on its lower-precision list).
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  return torch_compat::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat),
+                                                    v.to(torch::kFloat), key_mask, dropout_p)
+      .to(dtype);
+}
+
 torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_weight,
                              const torch::Tensor& in_bias, const torch::Tensor& out_weight,
                              const torch::Tensor& out_bias, int64_t num_heads) {
@@ -80,7 +84,7 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   // CPU), as timm's `fused_attn` ViTs train: the [B, heads, N, N] weights are never stored for
   // the backward pass. Written out as matmul, softmax, matmul where cpu_attention says so (short
   // bf16 sequences on CPUs with AVX512-BF16 but no AMX) and on 1.13.
-  const auto out = attend(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
+  const auto out = attend_by_rule(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
                        .transpose(1, 2)
                        .reshape({batch, tokens, dim});
   return at::linear(out, out_weight, out_bias);
@@ -96,7 +100,7 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   };
   // [B, N] -> [B, 1, 1, N]: one row of keys, the same for every head and query.
   const auto mask = key_mask.defined() ? key_mask.ne(0).view({batch, 1, 1, tokens}) : torch::Tensor();
-  const auto out = attend(heads(q), heads(k), heads(v), mask, dropout_p);
+  const auto out = attend_by_rule(heads(q), heads(k), heads(v), mask, dropout_p);
   return out.transpose(1, 2).reshape({batch, tokens, dim});
 }
 

@@ -24,16 +24,24 @@ enum class CpuAttention {
 inline constexpr int64_t kWrittenOutMaxKeys = 256;
 
 /// The rule, for q, k, v of `dtype` over `keys` keys on the CPU: float32, and bfloat16 or half
-/// where the flash kernel packs them (AMX), run the fused kernel as they are; bfloat16 over at
-/// most kWrittenOutMaxKeys keys on a CPU with `bf16_dot_products` is written out; other bfloat16
-/// and half run the fused kernel in float32 (its bfloat16 path is 2-5x slower without AMX, and
-/// bfloat16 matmuls 8x slower than float32 ones without AVX512-BF16). On 1.13 (no fused kernel)
-/// always kFused, which is written out there. Figures: docs/benchmarks.md.
+/// where the flash kernel packs them (AMX, LibTorch 2.5 and later), run the fused kernel as they
+/// are; bfloat16 over at most kWrittenOutMaxKeys keys on a CPU with `bf16_dot_products` is
+/// written out; other bfloat16 and half run the fused kernel in float32 (without AMX its bfloat16
+/// path runs generic GEMMs: 2x slower than float32 on an Intel Xeon, 3-7x on AMD Zen 3, and
+/// written out 10-23x there, without AVX512-BF16). On 1.13 (no fused kernel) always kFused, which
+/// is written out there. Figures: docs/benchmarks.md.
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool bf16_dot_products);
 
 /// cpu_attention for this process's CPU (its bf16_dot_products: whether it has AVX512-BF16 and
 /// the OS enables AVX-512; false off x86).
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys);
+
+/// Attention over q, k, v [B, heads, N, head_dim] (a boolean `key_mask` broadcastable to [B,
+/// heads, N, N], or undefined; weights dropped with probability `dropout_p`) the way `how` says,
+/// on any device; the output in q's dtype. self_attention and masked_attention pass
+/// cpu_attention's choice on the CPU, kFused elsewhere.
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& key_mask, double dropout_p, CpuAttention how);
 
 /// Self-attention of `x` [B, N, dim] (batch first) with `num_heads` heads: softmax(q k^T /
 /// sqrt(dim / num_heads)) v through the output projection; [B, N, dim]. `in_bias` may be undefined
