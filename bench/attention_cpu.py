@@ -17,8 +17,9 @@ import torch
 import torch.nn.functional as F
 
 HEAD_DIM = 64  # every zoo ViT's
-# batch, tokens, heads, what: ViT-S/16 (6 heads) at 224, 384 and 518 px; CLIP ViT-B/32 and
-# ViT-B/16 (12 heads) at 224 px; DINOv2 ViT-S/14 with registers at 224 px (256 + 1 + 4 tokens).
+# batch, tokens, heads, what: ViT-S/16 (6 heads) at 224 and 384 px, ViT-S/14 at 518 px; CLIP
+# ViT-B/32 and ViT-B/16 (12 heads) at 224 px; DINOv2 ViT-S/14 with registers at 224 px (256 + 1 +
+# 4 tokens).
 SIZES = [
     (32, 50, 12, "ViT-B/32 224 px"),
     (32, 197, 6, "ViT-S/16 224 px"),

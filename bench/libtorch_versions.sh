@@ -10,7 +10,7 @@
 # (bf16) or not (32), soft-margin triplet loss with hard mining in float32, backward, Adam;
 # synthetic 3 x side x side batches of 32 (8 labels x 4). Cases: resnet18 at 32 and 64 px in 32
 # and bf16, ViT-S/16 at 224 px in bf16 (fewer steps: ~3 s a step on 2 cores; --vit-precision 32
-# on a CPU without AVX512-BF16 or AMX, where bf16 GEMMs are emulated and ~3x slower than fp32).
+# on a CPU without AVX512-BF16 or AMX, where bf16 GEMMs are emulated and 3-8x slower than fp32).
 # --no-resnet-bf16: leaves out resnet18's bf16 cases, for a CPU without AVX512-BF16 where oneDNN
 # emulates bf16 convolutions (~3 images/s on an AMD Zen 3: minutes a measurement).
 # --no-debian: LibTorch 2.11 and PyTorch only (no build-debian/ needed; its column shows "-").
