@@ -259,13 +259,16 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
   key_mask[1].slice(0, 12).zero_();  // the second row padded after 12 tokens
   const auto bf16 = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
   const auto how = oml::models::detail::cpu_attention(torch::kBFloat16, tokens);
-  const auto attend = [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                          const torch::Tensor& mask) {
-    if (how == CpuAttention::kWrittenOut) return oml::torch_compat::written_out_attention(q, k, v, mask, 0.0);
-    const auto dtype = how == CpuAttention::kFusedInFloat ? torch::kFloat : torch::kBFloat16;
+  // The kernels `way` runs, with explicit casts in place of autocast's.
+  const auto attend_as = [](CpuAttention way, const torch::Tensor& q, const torch::Tensor& k,
+                            const torch::Tensor& v, const torch::Tensor& mask) {
+    if (way == CpuAttention::kWrittenOut) return oml::torch_compat::written_out_attention(q, k, v, mask, 0.0);
+    const auto dtype = way == CpuAttention::kFusedInFloat ? torch::kFloat : torch::kBFloat16;
     return oml::torch_compat::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask, 0.0)
         .to(torch::kBFloat16);
   };
+  const auto attend = [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          const torch::Tensor& mask) { return attend_as(how, q, k, v, mask); };
   const auto heads_of = [&](const torch::Tensor& t) {
     return t.view({batch, tokens, heads, head_dim}).transpose(1, 2);
   };
@@ -310,15 +313,7 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
     const auto mask = key_mask.ne(0).view({batch, 1, 1, tokens});
     for (const auto way : {CpuAttention::kFused, CpuAttention::kFusedInFloat, CpuAttention::kWrittenOut}) {
       INFO("way " << static_cast<int>(way));
-      torch::Tensor expected;
-      if (way == CpuAttention::kWrittenOut) {
-        expected = oml::torch_compat::written_out_attention(q, k, v, mask, 0.0);
-      } else {
-        const auto dtype = way == CpuAttention::kFusedInFloat ? torch::kFloat : torch::kBFloat16;
-        expected =
-            oml::torch_compat::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask, 0.0)
-                .to(torch::kBFloat16);
-      }
+      const auto expected = attend_as(way, q, k, v, mask);
       torch::Tensor out;
       {
         const AutocastGuard autocast(Precision::bf16, torch::kCPU);
