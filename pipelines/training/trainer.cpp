@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "oml/common/autocast.h"
+#include "oml/common/cpu_features.h"
 #include "oml/common/logging.h"
 #include "oml/common/pending_scalars.h"
 #include "oml/common/strings.h"
@@ -363,6 +364,14 @@ Trainer::Trainer(const config::Document& document, const config::RunConfig& conf
               (context_.precision == config::Precision::bf16 ? "bfloat16" : "float16") +
               " autocast for forward and loss on " + context_.device.str() +
               "; weights, optimizer and metrics in float32");
+  }
+  // Lightning and PyTorch say nothing here, and a bf16 run on such a CPU is 3-25x slower than
+  // precision 32 (docs/benchmarks.md).
+  if (context_.precision == config::Precision::bf16 && context_.device.is_cpu() && cpu_emulates_bf16()) {
+    log::warn(
+        "precision bf16: this CPU has no bfloat16 instructions (AVX512-BF16 or AMX), so its bfloat16 "
+        "GEMMs and convolutions are emulated and train several times slower than float32; precision 32 "
+        "is faster here");
   }
 }
 

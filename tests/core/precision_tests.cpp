@@ -3,8 +3,12 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <fstream>
+#include <string>
+
 #include "models/attention.h"
 #include "oml/common/autocast.h"
+#include "oml/common/cpu_features.h"
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/config/precision.h"
@@ -219,6 +223,29 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
       CHECK(cpu_attention(torch::kHalf, 4, dot_products) == CpuAttention::kFusedInFloat);
     }
   }
+}
+
+TEST_CASE("The CPU's bfloat16 instructions read from CPUID are those Linux lists", "[precision]") {
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+  // /proc/cpuinfo's flags are the kernel's view: AVX-512 ones are left out where it does not
+  // save their registers, which is the condition CPUID's reading checks too.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  REQUIRE(cpuinfo);
+  std::string line, flags;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      flags = line + " ";
+      break;
+    }
+  }
+  REQUIRE(!flags.empty());
+  const bool listed = flags.find(" avx512_bf16 ") != std::string::npos;
+  INFO(flags);
+  CHECK(oml::cpu_has_bf16_dot_products() == listed);
+  CHECK(oml::cpu_emulates_bf16() == !listed);
+#else
+  CHECK_FALSE(oml::cpu_emulates_bf16());  // not known off x86: never a warning there
+#endif
 }
 
 TEST_CASE("Written-out attention equals the fused kernel, with a key mask and with gradients",

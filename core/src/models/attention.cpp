@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "oml/common/cpu_features.h"
 #include "torch_compat.h"
 
 namespace oml::models::detail {
@@ -29,16 +30,7 @@ CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool bf16_dot_pr
 }
 
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys) {
-#if defined(__x86_64__) || defined(__i386__)
-  // GCC's and Clang's CPUID reading, which also checks that the OS saves AVX-512 state.
-  static const bool bf16_dot_products = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") != 0;
-  }();
-#else
-  constexpr bool bf16_dot_products = false;
-#endif
-  return cpu_attention(dtype, keys, bf16_dot_products);
+  return cpu_attention(dtype, keys, cpu_has_bf16_dot_products());
 }
 
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
