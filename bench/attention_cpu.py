@@ -1,7 +1,9 @@
-"""Attention on this CPU, forward and backward, per ViT layer: ATen's flash kernel in float32 and in
-bfloat16, and attention written out (bmm, softmax, bmm; OML's own DINO ViTs) in bfloat16, for the
-zoo's ViT shapes. oml-cpp's attention picks among the three under bf16 autocast on a CPU
-(oml::models::detail::cpu_attention, core/src/models/attention.h); this prints what each costs here.
+"""Attention on this CPU, forward and backward, per ViT layer: ATen's flash kernel in float32 (given
+float32, and given bfloat16 with casts in and out, as oml-cpp runs it under bf16) and in bfloat16,
+and attention written out (bmm, softmax, bmm; OML's own DINO ViTs) in bfloat16, for the zoo's ViT
+shapes and a few shorter sequences (where the rule's key limit falls). oml-cpp's attention picks
+among them under bf16 autocast on a CPU (oml::models::detail::cpu_attention,
+core/src/models/attention.h); this prints what each costs here.
 
     /opt/oml-cpp/venv/bin/python bench/attention_cpu.py [--threads N] [--repeats R]
 
@@ -22,6 +24,9 @@ HEAD_DIM = 64  # every zoo ViT's
 # 4 tokens).
 SIZES = [
     (32, 50, 12, "ViT-B/32 224 px"),
+    (32, 65, 6, "ViT-S/16 128 px"),
+    (32, 101, 6, "ViT-S/16 160 px"),
+    (32, 145, 6, "ViT-S/16 192 px"),
     (32, 197, 6, "ViT-S/16 224 px"),
     (32, 197, 12, "ViT-B/16 224 px"),
     (32, 261, 6, "ViT-S/14 reg 224 px"),
@@ -43,6 +48,10 @@ def median_ms(fn, repeats):
 def written_out(q, k, v):
     weights = torch.softmax(q @ k.transpose(-2, -1) * (q.size(-1) ** -0.5), dim=-1)
     return weights @ v
+
+
+def flash_in_float(q, k, v):
+    return F.scaled_dot_product_attention(q.float(), k.float(), v.float()).to(q.dtype)
 
 
 def step(attend, batch, tokens, heads, dtype):
@@ -81,11 +90,12 @@ def main():
         print(f"linear [4096, 384] x [384, 1536] {str(dtype)[6:]}: {median_ms(lambda: F.linear(x, w), args.repeats):.1f} ms")
 
     print()
-    print("| B x heads x N | flash fp32 | flash bf16 | written out, bf16 |")
-    print("|---|---|---|---|")
+    print("| B x heads x N | flash fp32 | flash fp32, bf16 cast in and out | flash bf16 | written out, bf16 |")
+    print("|---|---|---|---|---|")
     for batch, tokens, heads, label in SIZES:
         row = [
             median_ms(step(F.scaled_dot_product_attention, batch, tokens, heads, torch.float32), args.repeats),
+            median_ms(step(flash_in_float, batch, tokens, heads, torch.bfloat16), args.repeats),
             median_ms(step(F.scaled_dot_product_attention, batch, tokens, heads, torch.bfloat16), args.repeats),
             median_ms(step(written_out, batch, tokens, heads, torch.bfloat16), args.repeats),
         ]

@@ -204,23 +204,28 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
           "[precision][models]") {
   using oml::models::detail::cpu_attention;
   using oml::models::detail::CpuAttention;
-  using oml::models::detail::kWrittenOutMaxKeys;
+  using oml::models::detail::written_out_max_keys;
+  CHECK(written_out_max_keys(false, false) == 0);
+  CHECK(written_out_max_keys(false, true) == 0);
+  CHECK(written_out_max_keys(true, true) == oml::models::detail::kWrittenOutMaxKeysAmd);
+  CHECK(written_out_max_keys(true, false) == oml::models::detail::kWrittenOutMaxKeysIntel);
   const bool fused = oml::torch_compat::has_fused_attention;
-  for (const bool dot_products : {false, true}) {
-    INFO("bf16 dot products " << dot_products);
-    CHECK(cpu_attention(torch::kFloat, 10000, dot_products) == CpuAttention::kFused);
-    CHECK(cpu_attention(torch::kFloat, 4, dot_products) == CpuAttention::kFused);
+  for (const int64_t max_keys : {int64_t{0}, int64_t{128}, int64_t{256}}) {
+    INFO("written out up to " << max_keys << " keys");
+    CHECK(cpu_attention(torch::kFloat, 10000, max_keys) == CpuAttention::kFused);
+    CHECK(cpu_attention(torch::kFloat, 4, max_keys) == CpuAttention::kFused);
     if (!fused || oml::torch_compat::cpu_flash_attention_packs(torch::kBFloat16)) {
-      CHECK(cpu_attention(torch::kBFloat16, 4, dot_products) == CpuAttention::kFused);
-      CHECK(cpu_attention(torch::kBFloat16, kWrittenOutMaxKeys + 1, dot_products) == CpuAttention::kFused);
+      CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) == CpuAttention::kFused);
+      CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, max_keys) == CpuAttention::kFused);
     } else {
-      CHECK(cpu_attention(torch::kBFloat16, kWrittenOutMaxKeys, dot_products) ==
-            (dot_products ? CpuAttention::kWrittenOut : CpuAttention::kFusedInFloat));
-      CHECK(cpu_attention(torch::kBFloat16, kWrittenOutMaxKeys + 1, dot_products) ==
-            CpuAttention::kFusedInFloat);
+      CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) ==
+            (max_keys > 0 ? CpuAttention::kWrittenOut : CpuAttention::kFusedInFloat));
+      if (max_keys > 0)
+        CHECK(cpu_attention(torch::kBFloat16, max_keys, max_keys) == CpuAttention::kWrittenOut);
+      CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, max_keys) == CpuAttention::kFusedInFloat);
     }
     if (fused && !oml::torch_compat::cpu_flash_attention_packs(torch::kHalf)) {
-      CHECK(cpu_attention(torch::kHalf, 4, dot_products) == CpuAttention::kFusedInFloat);
+      CHECK(cpu_attention(torch::kHalf, 4, max_keys) == CpuAttention::kFusedInFloat);
     }
   }
 }
@@ -248,6 +253,22 @@ TEST_CASE("The CPU's bfloat16 instructions read from CPUID are those Linux lists
 #endif
 }
 
+TEST_CASE("The CPU's vendor read from CPUID is the one Linux names", "[precision]") {
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  REQUIRE(cpuinfo);
+  std::string line, vendor;
+  while (std::getline(cpuinfo, line) && vendor.empty()) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 1);
+  }
+  INFO("vendor_id:" << vendor);
+  REQUIRE(!vendor.empty());
+  CHECK(oml::cpu_is_amd() == (vendor.find("AuthenticAMD") != std::string::npos));
+#else
+  CHECK_FALSE(oml::cpu_is_amd());
+#endif
+}
+
 TEST_CASE("Written-out attention equals the fused kernel, with a key mask and with gradients",
           "[precision][models]") {
   if (!oml::torch_compat::has_fused_attention) return;  // 1.13: the fused one is written out too
@@ -271,12 +292,12 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
   // q, k and v come out of bf16 projections; the attention itself runs as
   // oml::models::detail::cpu_attention says for their dtype and length on this CPU (without AMX,
   // as this project's machines: the fused kernel in float32, or written out in bf16 on one with
-  // AVX512-BF16 up to kWrittenOutMaxKeys tokens). Written out with explicit casts, each way is
+  // AVX512-BF16 up to 128 or 256 tokens). Written out with explicit casts, each way is
   // the same kernels as under autocast, so the results are equal exactly; a float32 attention
   // that autocast recast to bf16 would not be.
   using oml::models::detail::CpuAttention;
   torch::manual_seed(5);
-  const int64_t tokens = GENERATE(int64_t{17}, oml::models::detail::kWrittenOutMaxKeys + 3);
+  const int64_t tokens = GENERATE(int64_t{17}, int64_t{150}, oml::models::detail::kWrittenOutMaxKeysAmd + 3);
   INFO("tokens " << tokens);
   const int64_t batch = 2, dim = 24, heads = 3, head_dim = dim / heads;
   const auto x = torch::randn({batch, tokens, dim});

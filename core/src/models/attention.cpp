@@ -17,20 +17,24 @@ torch::Tensor attend_by_rule(const torch::Tensor& q, const torch::Tensor& k, con
 
 }  // namespace
 
-CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool bf16_dot_products) {
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, int64_t written_out_max_keys) {
   const bool reduced = dtype == torch::kBFloat16 || dtype == torch::kHalf;
   if (!reduced || !torch_compat::has_fused_attention || torch_compat::cpu_flash_attention_packs(dtype)) {
     return CpuAttention::kFused;
   }
   // Half is left to the float32 kernel: written out it would run half GEMMs, measured nowhere.
-  if (dtype == torch::kBFloat16 && bf16_dot_products && keys <= kWrittenOutMaxKeys) {
-    return CpuAttention::kWrittenOut;
-  }
+  if (dtype == torch::kBFloat16 && keys <= written_out_max_keys) return CpuAttention::kWrittenOut;
   return CpuAttention::kFusedInFloat;
 }
 
+int64_t written_out_max_keys(bool bf16_dot_products, bool amd) {
+  if (!bf16_dot_products) return 0;
+  return amd ? kWrittenOutMaxKeysAmd : kWrittenOutMaxKeysIntel;
+}
+
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys) {
-  return cpu_attention(dtype, keys, cpu_has_bf16_dot_products());
+  static const int64_t max_keys = written_out_max_keys(cpu_has_bf16_dot_products(), cpu_is_amd());
+  return cpu_attention(dtype, keys, max_keys);
 }
 
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

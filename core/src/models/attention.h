@@ -18,22 +18,28 @@ enum class CpuAttention {
 };
 
 /// Up to how many keys bfloat16 attention is written out on a CPU with bfloat16 dot products
-/// (AVX512-BF16) whose flash kernel cannot pack bfloat16 (no AMX): there ATen's bfloat16 matmuls
-/// beat the flash kernel in float32 (AMD Zen 4: 1.3-1.5x per layer at 197 tokens) or tie with it
-/// (an Intel Xeon: 62 ms vs 60), and the stored [B, heads, N, N] weights cost little memory.
-inline constexpr int64_t kWrittenOutMaxKeys = 256;
+/// (AVX512-BF16) whose flash kernel cannot pack bfloat16 (no AMX), where ATen's bfloat16 matmuls
+/// beat the flash kernel run in float32 (docs/benchmarks.md). On AMD CPUs the float32 GEMMs
+/// under that kernel are MKL's, which runs a slower code path there, and bfloat16 wins by
+/// 1.3-1.5x per layer up to 577 tokens (Zen 4); 256 keeps the stored [B, heads, N, N] weights
+/// small. On Intel CPUs MKL's float32 GEMMs are fast, and written out wins up to ~100 tokens
+/// (1.2-1.4x at 50) and loses from ~150 (1.2x slower for ViT-B/16 at 197).
+inline constexpr int64_t kWrittenOutMaxKeysAmd = 256;
+inline constexpr int64_t kWrittenOutMaxKeysIntel = 128;
 
 /// The rule, for q, k, v of `dtype` over `keys` keys on the CPU: float32, and bfloat16 or half
 /// where the flash kernel packs them (AMX, LibTorch 2.5 and later), run the fused kernel as they
-/// are; bfloat16 over at most kWrittenOutMaxKeys keys on a CPU with `bf16_dot_products` is
-/// written out; other bfloat16 and half run the fused kernel in float32 (without AMX its bfloat16
-/// path runs generic GEMMs: 2x slower than float32 on an Intel Xeon, 3-7x on AMD Zen 3, and
-/// written out 10-23x there, without AVX512-BF16). On 1.13 (no fused kernel) always kFused, which
-/// is written out there. Figures: docs/benchmarks.md.
-CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool bf16_dot_products);
+/// are; bfloat16 over at most `written_out_max_keys` keys is written out; other bfloat16 and half
+/// run the fused kernel in float32 (without AMX its bfloat16 path runs generic GEMMs: 2x slower
+/// than float32 on an Intel Xeon, 3-7x on AMD Zen 3, and written out 10-23x there, without
+/// AVX512-BF16). On 1.13 (no fused kernel) always kFused, which is written out there.
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, int64_t written_out_max_keys);
 
-/// cpu_attention for this process's CPU (its bf16_dot_products: whether it has AVX512-BF16 and
-/// the OS enables AVX-512; false off x86).
+/// `written_out_max_keys` for a CPU: 0 without `bf16_dot_products`, otherwise
+/// kWrittenOutMaxKeysAmd on an AMD CPU and kWrittenOutMaxKeysIntel on another.
+int64_t written_out_max_keys(bool bf16_dot_products, bool amd);
+
+/// cpu_attention for this process's CPU (oml/common/cpu_features.h).
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys);
 
 /// Attention over q, k, v [B, heads, N, head_dim] (a boolean `key_mask` broadcastable to [B,

@@ -14,4 +14,8 @@ bool cpu_has_bf16_dot_products();
 /// it). False off x86 (not known there: ARM CPUs may have BF16).
 bool cpu_emulates_bf16();
 
+/// Whether the CPU is AMD's (x86's vendor string); false off x86. LibTorch's wheel does its
+/// float32 GEMMs in MKL, which runs a slower code path on AMD CPUs (docs/benchmarks.md).
+bool cpu_is_amd();
+
 }  // namespace oml
