@@ -22,8 +22,8 @@ enum class CpuAttention {
 /// beat the flash kernel run in float32 (docs/benchmarks.md). On AMD CPUs the float32 GEMMs
 /// under that kernel are MKL's, which runs a slower code path there, and bfloat16 wins by
 /// 1.3-1.5x per layer up to 577 tokens (Zen 4); 256 keeps the stored [B, heads, N, N] weights
-/// small. On Intel CPUs MKL's float32 GEMMs are fast, and written out wins up to ~100 tokens
-/// (1.2-1.4x at 50) and loses from ~150 (1.2x slower for ViT-B/16 at 197).
+/// small. On Intel CPUs MKL's float32 GEMMs are fast: written out wins up to ~100 tokens
+/// (1.3-1.5x at 50-101), ties at 145 and loses from 197 (1.1-1.2x slower).
 inline constexpr int64_t kWrittenOutMaxKeysAmd = 256;
 inline constexpr int64_t kWrittenOutMaxKeysIntel = 128;
 
