@@ -217,8 +217,11 @@ TEST_CASE(
     // which operators autocast lowers: LibTorch 1.13's lists are not 2.11's), so each is measured
     // against float32: oml-cpp's typical error is transformers' own under autocast (within a
     // factor of 2), and its worst element is off by at most 4 bfloat16 ulps at the scale of the
-    // outputs (8 bits of mantissa: an ulp is 1/128 of the power of two below) or by at most twice
-    // transformers' own worst (measured: 1-2.5 ulps; 1.13's roberta 4.25 against 2.5).
+    // outputs (8 bits of mantissa: an ulp is 1/128 of the power of two below) or by at most 3x
+    // transformers' own worst. The worst elements of two bfloat16 computations differ between CPUs
+    // more than their means do (1.13's roberta: 4.25 ulps on CI's CPU, 3.1 on an Intel Xeon;
+    // transformers' 2.5 there); an element computed wrongly is off by about the outputs' scale,
+    // an order of magnitude more.
     const auto& fp32 = expected.at("hidden");
     const double ours_avg = (hidden - fp32).abs().mean().item<double>();
     const double theirs_avg = (expected.at("hidden_bf16") - fp32).abs().mean().item<double>();
@@ -230,7 +233,7 @@ TEST_CASE(
                                      << ", max |transformers bf16 - fp32| = " << theirs_max << ", ulp "
                                      << ulp);
     CHECK(ours_avg <= 2 * theirs_avg);
-    CHECK(ours_max <= std::max(4 * ulp, 2 * theirs_max));
+    CHECK(ours_max <= std::max(4 * ulp, 3 * theirs_max));
     CHECK(max_abs_diff(mean, expected.at("mean_bf16")) <= 0.05);
   }
 }
