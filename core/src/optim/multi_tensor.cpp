@@ -110,7 +110,8 @@ void for_loop_step(torch::optim::Optimizer& self, const std::vector<bool>& in_lo
 
 // What every step() here does: the closure (under grad mode), then each group with gradients
 // by its kernel — `group_step(group, group_index, params_with_grad, kernel)` for foreach and
-// fused — and the for-loop groups together through LibTorch's step.
+// fused, and for the for-loop too where `libtorch_step` is empty — and otherwise the for-loop
+// groups together through LibTorch's step.
 template <class GroupStep>
 torch::Tensor multi_tensor_step(torch::optim::Optimizer& self, const LossClosure& closure,
                                 const KernelFlags& flags, const std::function<void()>& libtorch_step,
@@ -131,7 +132,7 @@ torch::Tensor multi_tensor_step(torch::optim::Optimizer& self, const LossClosure
     }
     if (params.empty()) continue;
     const StepKernel kernel = choose_step_kernel(flags, params);
-    if (kernel == StepKernel::for_loop) {
+    if (kernel == StepKernel::for_loop && libtorch_step) {
       in_loop[g] = any_loop = true;
       continue;
     }
@@ -261,12 +262,55 @@ void adam_foreach(const AdamHyper& h, Tensors params, Tensors grads, Tensors exp
   at::_foreach_addcdiv_(params, exp_avgs, denom, scalars(step_size));
 }
 
+// _single_tensor_adam with capturable=False on one parameter (real, not complex): torch.optim's
+// operators in its order, so that the for-loop, PyTorch's default on the CPU, equals torch.optim
+// to the bit. (LibTorch's own Adam::step updates the first moment with mul_ and add_ where
+// torch.optim has lerp_: within 1e-6 after 100 steps, not equal.) `step`: the step being taken.
+void adam_for_loop(const AdamHyper& h, const at::Tensor& param, const at::Tensor& grad_given,
+                   const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, const at::Tensor& max_exp_avg_sq,
+                   int64_t step) {
+  at::Tensor grad = h.maximize ? grad_given.neg() : grad_given;
+  if (h.weight_decay != 0) {
+    if (h.decoupled) {
+      param.mul_(1 - h.lr * h.weight_decay);
+    } else {
+      grad = grad.add(param, h.weight_decay);
+    }
+  }
+  exp_avg.lerp_(grad, 1 - h.beta1);
+  exp_avg_sq.mul_(h.beta2).addcmul_(grad, grad, 1 - h.beta2);
+  // Python floats, as the foreach path's.
+  const double t = static_cast<double>(step);
+  const double bias_correction1 = 1 - std::pow(h.beta1, t);
+  const double bias_correction2 = 1 - std::pow(h.beta2, t);
+  const double step_size = h.lr / bias_correction1;
+  const double bias_correction2_sqrt = std::pow(bias_correction2, 0.5);
+  at::Tensor denom;
+  if (h.amsgrad) {
+    at::Tensor max_out = max_exp_avg_sq;  // a handle: maximum_out writes into the state's storage
+    at::maximum_out(max_out, max_exp_avg_sq, exp_avg_sq);
+    denom = at::div(max_exp_avg_sq.sqrt(), bias_correction2_sqrt).add_(h.eps);
+  } else {
+    denom = at::div(exp_avg_sq.sqrt(), bias_correction2_sqrt).add_(h.eps);
+  }
+  param.addcdiv_(exp_avg, denom, -step_size);
+}
+
 // `lr`: graph_learning_rate (defined in graph mode, where `capture` says whether this step is
 // being captured).
 template <class State>
 void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel kernel,
                      StepTensors& step_tensors, CaptureState& capture, const at::Tensor& lr,
                      const at::Tensor& found_inf, const char* name) {
+  if (kernel == StepKernel::for_loop) {
+    for (std::size_t i = 0; i < lists.params.size(); ++i) {
+      State& state = *lists.states[i];
+      state.step(state.step() + 1);
+      adam_for_loop(h, lists.params[i], lists.grads[i], lists.exp_avgs[i], lists.exp_avg_sqs[i],
+                    h.amsgrad ? lists.max_exp_avg_sqs[i] : at::Tensor(), state.step());
+    }
+    return;
+  }
   for (const Positions& bucket : by_device_and_dtype(lists.params)) {
     const Tensors max_exp_avg_sqs = h.amsgrad ? pick(lists.max_exp_avg_sqs, bucket) : Tensors{};
     if (kernel == StepKernel::foreach) {
@@ -316,13 +360,13 @@ void adam_group_step(const AdamHyper& h, AdamLists<State>& lists, StepKernel ker
   }
 }
 
+// Every kernel here, the for-loop included (adam_for_loop: LibTorch's Adam::step is not used).
 template <class Options, class State>
 torch::Tensor adam_step(torch::optim::Optimizer& self, const LossClosure& closure, const KernelFlags& flags,
                         bool decoupled, StepTensors& step_tensors, CaptureState& capture,
-                        const at::Tensor& found_inf, const std::function<void()>& libtorch_step,
-                        const char* name) {
+                        const at::Tensor& found_inf, const char* name) {
   return multi_tensor_step(
-      self, closure, flags, libtorch_step,
+      self, closure, flags, /*libtorch_step=*/{},
       [&](torch::optim::OptimizerParamGroup& group, std::size_t g, const Tensors& params, StepKernel kernel) {
         const AdamHyper h =
             adam_hyper(static_cast<const Options&>(group.options()), flags.maximize, decoupled);
@@ -650,8 +694,7 @@ torch::Tensor MultiTensorAdam::step(LossClosure closure) {
   refresh_learning_rates();
   const at::Tensor found_inf = take_found_inf(found_inf_, unsettled_steps_);
   return adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(
-      *this, closure, flags_, /*decoupled=*/false, step_tensors_, capture_, found_inf,
-      [this] { torch::optim::Adam::step(); }, "adam");
+      *this, closure, flags_, /*decoupled=*/false, step_tensors_, capture_, found_inf, "adam");
 }
 
 template <>
@@ -659,8 +702,7 @@ torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   refresh_learning_rates();
   const at::Tensor found_inf = take_found_inf(found_inf_, unsettled_steps_);
   return adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
-      *this, closure, flags_, /*decoupled=*/true, step_tensors_, capture_, found_inf,
-      [this] { torch::optim::AdamW::step(); }, "adamw");
+      *this, closure, flags_, /*decoupled=*/true, step_tensors_, capture_, found_inf, "adamw");
 }
 
 template <>
