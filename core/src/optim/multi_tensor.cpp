@@ -221,6 +221,18 @@ AdamLists<State> adam_lists(torch::optim::Optimizer& self, const Tensors& params
   return lists;
 }
 
+// Adam's bias-corrected step size and sqrt(1 - beta2 ** step) for `step`, in Python floats as
+// torch.optim computes them outside capturable mode (pow, as Python's float **).
+struct AdamCorrection {
+  double step_size, bias_correction2_sqrt;
+};
+AdamCorrection adam_correction(const AdamHyper& h, int64_t step) {
+  const double t = static_cast<double>(step);
+  const double bias_correction1 = 1 - std::pow(h.beta1, t);
+  const double bias_correction2 = 1 - std::pow(h.beta2, t);
+  return {h.lr / bias_correction1, std::pow(bias_correction2, 0.5)};
+}
+
 // _multi_tensor_adam with capturable=False, on tensors of one device and dtype; `steps` are the
 // steps being taken (already counted). The step count is the int64 of LibTorch's state:
 // torch.optim's float32 step tensor, read with .item(), is the same number.
@@ -240,15 +252,12 @@ void adam_foreach(const AdamHyper& h, Tensors params, Tensors grads, Tensors exp
   at::_foreach_mul_(exp_avg_sqs, at::Scalar(h.beta2));
   at::_foreach_addcmul_(exp_avg_sqs, grads, grads, at::Scalar(1 - h.beta2));
   grads.clear();
-  // Python floats: bias_correction = 1 - beta ** step, step_size = (lr / bc1) * -1,
-  // bias_correction2_sqrt = bc2 ** 0.5 (pow, as Python's float **).
+  // step_size = (lr / bc1) * -1, as _multi_tensor_adam negates it.
   std::vector<at::Scalar> step_size, bias_correction2_sqrt;
   for (const int64_t step : steps) {
-    const double t = static_cast<double>(step);
-    const double bias_correction1 = 1 - std::pow(h.beta1, t);
-    const double bias_correction2 = 1 - std::pow(h.beta2, t);
-    step_size.emplace_back(-(h.lr / bias_correction1));
-    bias_correction2_sqrt.emplace_back(std::pow(bias_correction2, 0.5));
+    const AdamCorrection c = adam_correction(h, step);
+    step_size.emplace_back(-c.step_size);
+    bias_correction2_sqrt.emplace_back(c.bias_correction2_sqrt);
   }
   Tensors denom;
   if (h.amsgrad) {
@@ -279,21 +288,16 @@ void adam_for_loop(const AdamHyper& h, const at::Tensor& param, const at::Tensor
   }
   exp_avg.lerp_(grad, 1 - h.beta1);
   exp_avg_sq.mul_(h.beta2).addcmul_(grad, grad, 1 - h.beta2);
-  // Python floats, as the foreach path's.
-  const double t = static_cast<double>(step);
-  const double bias_correction1 = 1 - std::pow(h.beta1, t);
-  const double bias_correction2 = 1 - std::pow(h.beta2, t);
-  const double step_size = h.lr / bias_correction1;
-  const double bias_correction2_sqrt = std::pow(bias_correction2, 0.5);
+  const AdamCorrection c = adam_correction(h, step);
   at::Tensor denom;
   if (h.amsgrad) {
     at::Tensor max_out = max_exp_avg_sq;  // a handle: maximum_out writes into the state's storage
     at::maximum_out(max_out, max_exp_avg_sq, exp_avg_sq);
-    denom = at::div(max_exp_avg_sq.sqrt(), bias_correction2_sqrt).add_(h.eps);
+    denom = at::div(max_exp_avg_sq.sqrt(), c.bias_correction2_sqrt).add_(h.eps);
   } else {
-    denom = at::div(exp_avg_sq.sqrt(), bias_correction2_sqrt).add_(h.eps);
+    denom = at::div(exp_avg_sq.sqrt(), c.bias_correction2_sqrt).add_(h.eps);
   }
-  param.addcdiv_(exp_avg, denom, -step_size);
+  param.addcdiv_(exp_avg, denom, -c.step_size);
 }
 
 // `lr`: graph_learning_rate (defined in graph mode, where `capture` says whether this step is

@@ -14,11 +14,12 @@
 // state stays LibTorch's AdamParamState / AdamWParamState / SGDParamState (int64 `step`,
 // `exp_avg`, `exp_avg_sq`, `max_exp_avg_sq`, `momentum_buffer`) in LibTorch's archive, so a
 // checkpoint is the same whichever way the steps were taken, and resumes under any flags. Adam's
-// and AdamW's for-loop runs _single_tensor_adam's operators in its order (bit-equal to torch.optim;
-// LibTorch's Adam::step is not), SGD's is LibTorch's own step; foreach composes the _foreach_ ops
-// as torch/optim/adam.py and sgd.py do; fused calls the ATen kernel, which reads the step count from a
-// float32 tensor on the parameter's device: one per parameter is kept beside the state and rebuilt from the
-// int64 `step` whenever they differ (a fresh optimizer, a loaded state).
+// and AdamW's for-loop runs _single_tensor_adam's operators in its order (bit-equal to
+// torch.optim; LibTorch's Adam::step is not), SGD's is LibTorch's own step; foreach composes the
+// _foreach_ ops as torch/optim/adam.py and sgd.py do; fused calls the ATen kernel, which reads the
+// step count from a float32 tensor on the parameter's device: one per parameter is kept beside
+// the state and rebuilt from the int64 `step` whenever they differ (a fresh optimizer, a loaded
+// state).
 //
 // Gradients reach step() unscaled: GradScaler unscales them first, so the fused kernels get no
 // grad_scale. Whether a step with Inf/NaN gradients is taken is decided on the host (the
