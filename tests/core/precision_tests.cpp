@@ -230,20 +230,26 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
   }
 }
 
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+namespace {
+// The value of /proc/cpuinfo's first `field` line (the first CPU's), with its leading space.
+std::string cpuinfo_field(const std::string& field) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind(field, 0) == 0) return line.substr(line.find(':') + 1);
+  }
+  return "";
+}
+}  // namespace
+#endif
+
 TEST_CASE("The CPU's bfloat16 instructions read from CPUID are those Linux lists", "[precision]") {
 #if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
   // /proc/cpuinfo's flags are the kernel's view: AVX-512 ones are left out where it does not
   // save their registers, which is the condition CPUID's reading checks too.
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  REQUIRE(cpuinfo);
-  std::string line, flags;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("flags", 0) == 0) {
-      flags = line + " ";
-      break;
-    }
-  }
-  REQUIRE(!flags.empty());
+  const std::string flags = cpuinfo_field("flags") + " ";
+  REQUIRE(flags.size() > 1);
   const bool listed = flags.find(" avx512_bf16 ") != std::string::npos;
   INFO(flags);
   CHECK(oml::cpu_has_bf16_dot_products() == listed);
@@ -255,12 +261,7 @@ TEST_CASE("The CPU's bfloat16 instructions read from CPUID are those Linux lists
 
 TEST_CASE("The CPU's vendor read from CPUID is the one Linux names", "[precision]") {
 #if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  REQUIRE(cpuinfo);
-  std::string line, vendor;
-  while (std::getline(cpuinfo, line) && vendor.empty()) {
-    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 1);
-  }
+  const std::string vendor = cpuinfo_field("vendor_id");
   INFO("vendor_id:" << vendor);
   REQUIRE(!vendor.empty());
   CHECK(oml::cpu_is_amd() == (vendor.find("AuthenticAMD") != std::string::npos));
