@@ -205,28 +205,36 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
   using oml::models::detail::cpu_attention;
   using oml::models::detail::CpuAttention;
   using oml::models::detail::written_out_max_keys;
-  CHECK(written_out_max_keys(false, false) == 0);
-  CHECK(written_out_max_keys(false, true) == 0);
-  CHECK(written_out_max_keys(true, true) == oml::models::detail::kWrittenOutMaxKeysAmd);
-  CHECK(written_out_max_keys(true, false) == oml::models::detail::kWrittenOutMaxKeysIntel);
+  using oml::models::detail::kWrittenOutMaxKeysAmd;
+  using oml::models::detail::kWrittenOutMaxKeysAmx;
+  using oml::models::detail::kWrittenOutMaxKeysIntel;
+  for (const bool amx : {false, true}) {
+    for (const bool amd : {false, true}) CHECK(written_out_max_keys(false, amx, amd) == 0);
+  }
+  CHECK(written_out_max_keys(true, true, false) == kWrittenOutMaxKeysAmx);
+  CHECK(written_out_max_keys(true, false, true) == kWrittenOutMaxKeysAmd);
+  CHECK(written_out_max_keys(true, false, false) == kWrittenOutMaxKeysIntel);
+  // Every zoo ViT at 224 px is written out with AMX: ViT/14 with registers has 261 tokens.
+  CHECK(kWrittenOutMaxKeysAmx >= 261);
   const bool fused = oml::torch_compat::has_fused_attention;
-  for (const int64_t max_keys : {int64_t{0}, int64_t{128}, int64_t{256}}) {
+  const bool packs = oml::torch_compat::cpu_flash_attention_packs(torch::kBFloat16);
+  for (const int64_t max_keys : {int64_t{0}, int64_t{128}, int64_t{256}, int64_t{320}}) {
     INFO("written out up to " << max_keys << " keys");
     CHECK(cpu_attention(torch::kFloat, 10000, max_keys) == CpuAttention::kFused);
     CHECK(cpu_attention(torch::kFloat, 4, max_keys) == CpuAttention::kFused);
-    if (!fused || oml::torch_compat::cpu_flash_attention_packs(torch::kBFloat16)) {
+    if (!fused) {  // 1.13: the "fused" attention is written out there anyway
       CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) == CpuAttention::kFused);
       CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, max_keys) == CpuAttention::kFused);
-    } else {
-      CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) ==
-            (max_keys > 0 ? CpuAttention::kWrittenOut : CpuAttention::kFusedInFloat));
-      if (max_keys > 0)
-        CHECK(cpu_attention(torch::kBFloat16, max_keys, max_keys) == CpuAttention::kWrittenOut);
-      CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, max_keys) == CpuAttention::kFusedInFloat);
+      continue;
     }
-    if (fused && !oml::torch_compat::cpu_flash_attention_packs(torch::kHalf)) {
-      CHECK(cpu_attention(torch::kHalf, 4, max_keys) == CpuAttention::kFusedInFloat);
-    }
+    const auto beyond = packs ? CpuAttention::kFused : CpuAttention::kFusedInFloat;
+    CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) == (max_keys > 0 ? CpuAttention::kWrittenOut : beyond));
+    if (max_keys > 0) CHECK(cpu_attention(torch::kBFloat16, max_keys, max_keys) == CpuAttention::kWrittenOut);
+    CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, max_keys) == beyond);
+    // Half is never written out.
+    const auto half = oml::torch_compat::cpu_flash_attention_packs(torch::kHalf) ? CpuAttention::kFused
+                                                                                 : CpuAttention::kFusedInFloat;
+    CHECK(cpu_attention(torch::kHalf, 4, max_keys) == half);
   }
 }
 
@@ -254,8 +262,11 @@ TEST_CASE("The CPU's bfloat16 instructions read from CPUID are those Linux lists
   INFO(flags);
   CHECK(oml::cpu_has_bf16_dot_products() == listed);
   CHECK(oml::cpu_emulates_bf16() == !listed);
+  // The kernel lists amx_bf16 only where it enables the tile state, which CPUID's reading checks.
+  CHECK(oml::cpu_has_amx_bf16() == (flags.find(" amx_bf16 ") != std::string::npos));
 #else
   CHECK_FALSE(oml::cpu_emulates_bf16());  // not known off x86: never a warning there
+  CHECK_FALSE(oml::cpu_has_amx_bf16());
 #endif
 }
 
@@ -291,14 +302,14 @@ TEST_CASE("Written-out attention equals the fused kernel, with a key mask and wi
 
 TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "[precision][models]") {
   // q, k and v come out of bf16 projections; the attention itself runs as
-  // oml::models::detail::cpu_attention says for their dtype and length on this CPU (without AMX,
-  // as this project's machines: the fused kernel in float32, or written out in bf16 on one with
-  // AVX512-BF16 up to 128 or 256 tokens). Written out with explicit casts, each way is
+  // oml::models::detail::cpu_attention says for their dtype and length on this CPU (written out
+  // in bf16 up to 128, 256 or 320 tokens where it has AVX512-BF16; beyond, the fused kernel in
+  // bf16 with AMX, else in float32). Written out with explicit casts, each way is
   // the same kernels as under autocast, so the results are equal exactly; a float32 attention
   // that autocast recast to bf16 would not be.
   using oml::models::detail::CpuAttention;
   torch::manual_seed(5);
-  const int64_t tokens = GENERATE(int64_t{17}, int64_t{150}, oml::models::detail::kWrittenOutMaxKeysAmd + 3);
+  const int64_t tokens = GENERATE(int64_t{17}, int64_t{150}, int64_t{261}, oml::models::detail::kWrittenOutMaxKeysAmx + 3);
   INFO("tokens " << tokens);
   const int64_t batch = 2, dim = 24, heads = 3, head_dim = dim / heads;
   const auto x = torch::randn({batch, tokens, dim});

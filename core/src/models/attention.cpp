@@ -19,21 +19,21 @@ torch::Tensor attend_by_rule(const torch::Tensor& q, const torch::Tensor& k, con
 
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, int64_t written_out_max_keys) {
   const bool reduced = dtype == torch::kBFloat16 || dtype == torch::kHalf;
-  if (!reduced || !torch_compat::has_fused_attention || torch_compat::cpu_flash_attention_packs(dtype)) {
-    return CpuAttention::kFused;
-  }
-  // Half is left to the float32 kernel: written out it would run half GEMMs, measured nowhere.
+  if (!reduced || !torch_compat::has_fused_attention) return CpuAttention::kFused;
+  // Half is never written out: that would run half GEMMs, measured nowhere.
   if (dtype == torch::kBFloat16 && keys <= written_out_max_keys) return CpuAttention::kWrittenOut;
+  if (torch_compat::cpu_flash_attention_packs(dtype)) return CpuAttention::kFused;
   return CpuAttention::kFusedInFloat;
 }
 
-int64_t written_out_max_keys(bool bf16_dot_products, bool amd) {
+int64_t written_out_max_keys(bool bf16_dot_products, bool amx, bool amd) {
   if (!bf16_dot_products) return 0;
+  if (amx) return kWrittenOutMaxKeysAmx;
   return amd ? kWrittenOutMaxKeysAmd : kWrittenOutMaxKeysIntel;
 }
 
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys) {
-  static const int64_t max_keys = written_out_max_keys(cpu_has_bf16_dot_products(), cpu_is_amd());
+  static const int64_t max_keys = written_out_max_keys(cpu_has_bf16_dot_products(), cpu_has_amx_bf16(), cpu_is_amd());
   return cpu_attention(dtype, keys, max_keys);
 }
 
@@ -79,7 +79,7 @@ torch::Tensor self_attention(const torch::Tensor& x, const torch::Tensor& in_wei
   // ATen's fused attention (flash / memory-efficient kernels on CUDA, the flash kernel on the
   // CPU), as timm's `fused_attn` ViTs train: the [B, heads, N, N] weights are never stored for
   // the backward pass. Written out as matmul, softmax, matmul where cpu_attention says so (short
-  // bf16 sequences on CPUs with AVX512-BF16 but no AMX) and on 1.13.
+  // bf16 sequences on CPUs with AVX512-BF16) and on 1.13.
   const auto out = attend_by_rule(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor(), 0.0)
                        .transpose(1, 2)
                        .reshape({batch, tokens, dim});

@@ -17,27 +17,34 @@ enum class CpuAttention {
   kWrittenOut,    ///< torch_compat::written_out_attention in that dtype
 };
 
-/// Up to how many keys bfloat16 attention is written out on a CPU with bfloat16 dot products
-/// (AVX512-BF16) whose flash kernel cannot pack bfloat16 (no AMX), where ATen's bfloat16 matmuls
-/// beat the flash kernel run in float32 (docs/benchmarks.md). On AMD CPUs the float32 GEMMs
-/// under that kernel are MKL's, which runs a slower code path there, and bfloat16 wins by
-/// 1.3-1.5x per layer up to 577 tokens (Zen 4); 256 keeps the stored [B, heads, N, N] weights
-/// small. On Intel CPUs MKL's float32 GEMMs are fast: written out wins up to ~100 tokens
-/// (1.3-1.5x at 50-101), ties at 145 and loses from 197 (1.1-1.2x slower).
+/// Up to how many keys bfloat16 attention is written out on the CPU (docs/benchmarks.md has the
+/// per-layer figures behind each limit). With AMX, ATen's bfloat16 matmuls run on tiles and beat
+/// the flash kernel in every dtype at every size measured up to 577 tokens (1.5-2.2x per layer;
+/// tied at 1370). On a CPU with AVX512-BF16 but no AMX, the flash kernel cannot pack bfloat16 and
+/// is run in float32 instead: on AMD CPUs its float32 GEMMs are MKL's slower code path there,
+/// and bfloat16 written out wins 1.3-1.5x up to 577 tokens (Zen 4); on Intel CPUs MKL's float32
+/// GEMMs are fast and written out wins up to ~100 tokens (1.3-1.5x at 50-101), ties at 145 and
+/// loses from 197 (1.1-1.2x slower). Written out stores the [B, heads, N, N] weights for the
+/// backward pass, memory growing with N^2 where the rest of a layer's grows with N: with AMX,
+/// 320 keys covers every zoo ViT at 224 px (ViT/14 with registers: 261 tokens) and leaves longer
+/// sequences (ViT/16 at 384 px: 577) to the flash kernel. AMD's 256 was set when only 197 and
+/// 577 tokens had been measured there.
+inline constexpr int64_t kWrittenOutMaxKeysAmx = 320;
 inline constexpr int64_t kWrittenOutMaxKeysAmd = 256;
 inline constexpr int64_t kWrittenOutMaxKeysIntel = 128;
 
-/// The rule, for q, k, v of `dtype` over `keys` keys on the CPU: float32, and bfloat16 or half
-/// where the flash kernel packs them (AMX, LibTorch 2.5 and later), run the fused kernel as they
-/// are; bfloat16 over at most `written_out_max_keys` keys is written out; other bfloat16 and half
-/// run the fused kernel in float32 (without AMX its bfloat16 path runs generic GEMMs: 2x slower
-/// than float32 on an Intel Xeon, 3-7x on AMD Zen 3, and written out 10-23x there, without
-/// AVX512-BF16). On 1.13 (no fused kernel) always kFused, which is written out there.
+/// The rule, for q, k, v of `dtype` over `keys` keys on the CPU: float32 runs the fused kernel;
+/// bfloat16 over at most `written_out_max_keys` keys is written out; other bfloat16 and half run
+/// the fused kernel as they are where it packs them (AMX, LibTorch 2.5 and later), else in
+/// float32 (without AMX its bfloat16 path runs generic GEMMs: 2x slower than float32 on an Intel
+/// Xeon, 3-7x on AMD Zen 3, and written out 10-23x there, without AVX512-BF16). On 1.13 (no
+/// fused kernel) always kFused, which is written out there.
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, int64_t written_out_max_keys);
 
 /// `written_out_max_keys` for a CPU: 0 without `bf16_dot_products`, otherwise
-/// kWrittenOutMaxKeysAmd on an AMD CPU and kWrittenOutMaxKeysIntel on another.
-int64_t written_out_max_keys(bool bf16_dot_products, bool amd);
+/// kWrittenOutMaxKeysAmx with `amx`, kWrittenOutMaxKeysAmd on another AMD CPU and
+/// kWrittenOutMaxKeysIntel on the rest.
+int64_t written_out_max_keys(bool bf16_dot_products, bool amx, bool amd);
 
 /// cpu_attention for this process's CPU (oml/common/cpu_features.h).
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys);

@@ -8,6 +8,11 @@ namespace oml {
 /// has them too) and the OS enables AVX-512. False off x86, where this is not read.
 bool cpu_has_bf16_dot_products();
 
+/// Whether the CPU has AMX's bfloat16 tile instructions (AMX-BF16; Intel Xeons since Sapphire
+/// Rapids) and the OS enables the tile state (XCR0): oneDNN's bfloat16 GEMMs then run on tiles,
+/// ~7x faster than float32 ones (docs/benchmarks.md). A hypervisor may hide them. False off x86.
+bool cpu_has_amx_bf16();
+
 /// Whether bfloat16 arithmetic is emulated on this CPU: an x86 CPU without AVX512-BF16, where
 /// oneDNN and ATen run bfloat16 GEMMs and convolutions through float32 conversions, 3-25x slower
 /// than float32 (docs/benchmarks.md: resnet18 and ViT-S/16 on AMD Zen 3 and an Intel Xeon without
