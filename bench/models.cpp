@@ -43,7 +43,7 @@ double images_per_second(oml::models::Extractor& model, int64_t batch, int64_t c
 }  // namespace
 
 OML_BENCHMARK(models) {
-  oml::tune_allocator();  // as every oml-* command does
+  oml::tune_allocator(oml::AllocatorUse::training);  // as oml-train does
   const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
   torch::manual_seed(0);
   std::printf("threads: %d, BLAS: %s\n", threads, oml::blas_backend().c_str());

@@ -147,7 +147,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 OML_BENCHMARK(precision) {
-  oml::tune_allocator();  // as every oml-* command does
+  oml::tune_allocator(oml::AllocatorUse::training);  // as oml-train does
   const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 5;

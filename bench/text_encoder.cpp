@@ -44,7 +44,7 @@ oml::models::TokenBatch bench_text_batch(int64_t batch, int64_t length, int64_t 
 }  // namespace
 
 OML_BENCHMARK(text_encoder) {
-  oml::tune_allocator();  // as every oml-* command does
+  oml::tune_allocator(oml::AllocatorUse::training);  // as oml-train does
   const int threads = oml::configure_threads(argc > 1 ? std::atoi(argv[1]) : 0);
   const std::string precision_name = argc > 2 ? argv[2] : "32";
   const int64_t layers = argc > 3 ? std::atoll(argv[3]) : 12;

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   spec.usage =
       "  oml-train --config FILE [--set key=value]... [--plugin LIB.so]... [--nproc-per-node N] [--resume "
       "CKPT] [--profile FROM:TO]";
+  spec.allocator = oml::AllocatorUse::training;
   spec.add_options = [](po::options_description& o) {
     oml::cli::add_launch_options(o);
     o.add_options()("resume", po::value<std::string>(),

@@ -226,7 +226,7 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
       if (spec.needs_config && !inv.config_path) {
         throw UsageError("--config FILE is required (see " + name + " --help)");
       }
-      tune_allocator();
+      tune_allocator(spec.allocator);
       warn_if_reference_blas();
       io::install_interrupt_cleanup(name);
       const int code = spec.run(inv);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/common/runtime.h"
 #include "oml/config/run_config.h"
 
 namespace oml {
@@ -47,6 +48,8 @@ struct CommandSpec {
   std::string summary;       ///< one line for --help
   std::string usage;         ///< usage line(s) for --help
   bool needs_config = true;  ///< --config is required (unless --list-components)
+  /// How freed memory is kept (oml/common/runtime.h); oml-train's is `training`.
+  AllocatorUse allocator = AllocatorUse::general;
   /// Adds command-specific options.
   std::function<void(boost::program_options::options_description&)> add_options;
   /// Positional arguments (e.g. oml-convert's FORMAT).

@@ -1,6 +1,9 @@
 // Process-level settings: the BLAS check every command runs at start-up, thread counts.
 #include <dlfcn.h>
+#include <malloc.h>
 #include <torch/torch.h>
+
+#include <cstdlib>
 
 #include "oml/common/determinism.h"
 #include "oml/common/runtime.h"
@@ -29,10 +32,34 @@ TEST_CASE("Intra-op threads default to cores divided by local ranks", "[runtime]
   oml::configure_threads(all);
 }
 
+namespace {
+// How many bytes malloc(bytes) adds to the blocks glibc maps on their own (mallinfo2's hblkhd).
+std::size_t mapped_on_its_own(std::size_t bytes) {
+  const std::size_t before = mallinfo2().hblkhd;
+  void* block = std::malloc(bytes);
+  REQUIRE(block != nullptr);
+  const std::size_t after = mallinfo2().hblkhd;
+  std::free(block);
+  return after - before;
+}
+}  // namespace
+
 TEST_CASE("The allocator is tuned unless the user set glibc's malloc variables", "[runtime]") {
+  constexpr std::size_t kMB = std::size_t{1} << 20;
+  // General first: a block freed into the heap would serve the next request of its size
+  // whatever the thresholds say.
   CHECK(oml::tune_allocator());
-  const oml::test::ScopedEnv user_setting("MALLOC_TRIM_THRESHOLD_", "1048576");
-  CHECK_FALSE(oml::tune_allocator());
+  CHECK(mapped_on_its_own(30 * kMB) == 0);
+  CHECK(mapped_on_its_own(48 * kMB) >= 48 * kMB);
+  CHECK(oml::tune_allocator(oml::AllocatorUse::training));
+  CHECK(mapped_on_its_own(48 * kMB) == 0);  // ViT-S/16's fp32 MLP activations are 38 MB
+  CHECK(oml::tune_allocator());  // as the other tests' commands run
+  for (const char* name : {"MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_"}) {
+    const oml::test::ScopedEnv user_setting(name, "1048576");
+    CHECK_FALSE(oml::tune_allocator());
+  }
+  const oml::test::ScopedEnv user_tunables("GLIBC_TUNABLES", "glibc.malloc.mmap_max=0");
+  CHECK_FALSE(oml::tune_allocator(oml::AllocatorUse::training));
 }
 
 TEST_CASE("SingleThreadedBlas runs OpenBLAS on one thread while it lives", "[runtime]") {

@@ -50,14 +50,22 @@ void warn_if_reference_blas() {
   }
 }
 
-bool tune_allocator() {
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return false;
+bool tune_allocator(AllocatorUse use) {
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_"}) {
+    if (std::getenv(name)) return false;
+  }
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if (tunables && std::string(tunables).find("glibc.malloc.") != std::string::npos) return false;
-  constexpr int kMmapThreshold = 16 << 20;
+  constexpr int kMmapThreshold = 32 << 20;  // glibc refuses more (half its 64 MB arena heap)
   constexpr int kTrimThreshold = 64 << 20;
   // Setting either disables glibc's dynamic adjustment of both (mallopt(3)).
-  return mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+  if (mallopt(M_MMAP_THRESHOLD, kMmapThreshold) != 1 || mallopt(M_TRIM_THRESHOLD, kTrimThreshold) != 1) {
+    return false;
+  }
+  // `training`: no block mapped on its own (where the heap cannot grow, glibc still maps more
+  // heap); `general`: glibc's default limit on such blocks.
+  constexpr int kDefaultMmapMax = 65536;
+  return mallopt(M_MMAP_MAX, use == AllocatorUse::training ? 0 : kDefaultMmapMax) == 1;
 }
 
 void configure_library_logging(const char* program, bool verbose) {

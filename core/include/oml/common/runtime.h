@@ -17,15 +17,24 @@ bool using_reference_blas();
 /// Logs a warning (once) when using_reference_blas(); called by every command at start-up.
 void warn_if_reference_blas();
 
-/// Makes glibc's malloc keep freed blocks below 16 MB in the heap and trim the heap only when
-/// 64 MB at its top are free. LibTorch's CPU allocator is plain malloc; with glibc's adaptive
-/// defaults a training step's activations (a few MB each) went back to the kernel after every
-/// step and were faulted in again on the next: resnet18 at 32 px trained at ~300 instead of
-/// ~400 images/s until an unrelated large free (the first checkpoint) raised the thresholds.
-/// Leaves things alone when the user set MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ or
-/// glibc.malloc tunables in GLIBC_TUNABLES.
+/// What a command's freed memory is kept for (tune_allocator).
+enum class AllocatorUse {
+  general,   ///< blocks up to 32 MB reused from the heap, larger ones mapped and unmapped each time
+  training,  ///< every block from the heap: a training step frees and asks again for the same sizes
+};
+
+/// Fixes glibc's malloc thresholds (LibTorch's CPU allocator is plain malloc): freed blocks up to
+/// 32 MB (the most glibc allows) stay in the heap, which is trimmed only when 64 MB at its top
+/// are free. With glibc's adaptive defaults a training step's activations went back to the kernel
+/// after every step and were faulted in again on the next: resnet18 at 32 px trained at ~300
+/// instead of ~400 images/s until an unrelated large free (the first checkpoint) raised the
+/// thresholds, and the adaptive threshold stops at 32 MB after the first steps. For `training`,
+/// larger blocks come from the heap too (M_MMAP_MAX 0), so that ViT-S/16's fp32 step (38 MB
+/// activations) stops faulting them in each step (1.2x; docs/benchmarks.md); the process then
+/// keeps its peak memory. Leaves things alone when the user set MALLOC_MMAP_THRESHOLD_ /
+/// MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_MAX_ or glibc.malloc tunables in GLIBC_TUNABLES.
 /// Called by every command at start-up. Returns whether it changed the settings.
-bool tune_allocator();
+bool tune_allocator(AllocatorUse use = AllocatorUse::general);
 
 /// LibTorch's c10d and Gloo log through glog, which on its own prints "WARNING: Logging before
 /// InitGoogleLogging()" and its warnings (a port in use, an unreachable store) ahead of the
