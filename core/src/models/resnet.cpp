@@ -25,6 +25,11 @@ nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
   return seq;
 }
 
+// The blocks' ReLUs and residual sums run in place, as torchvision's (ReLU(inplace=True), out +=
+// identity): batch norm's backward reads its input, not its output, so the output may be
+// overwritten. A fresh tensor for each cost resnet50's step at 224 px ~5 % on the CPU (new pages
+// to fault in) and memory (docs/benchmarks.md).
+
 // torchvision's BasicBlock: two 3x3 convolutions (resnet18/34).
 struct BasicBlockImpl : nn::Module {
   static constexpr int64_t expansion = 1;
@@ -36,9 +41,9 @@ struct BasicBlockImpl : nn::Module {
     if (stride != 1 || in != planes) ds = register_module("downsample", downsample(in, planes, stride));
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto out = torch::relu(bn1(conv1(x)));
+    auto out = bn1(conv1(x)).relu_();
     out = bn2(conv2(out));
-    return torch::relu(out + (ds ? ds->forward(x) : x));
+    return out.add_(ds ? ds->forward(x) : x).relu_();
   }
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
@@ -61,10 +66,10 @@ struct BottleneckImpl : nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto out = torch::relu(bn1(conv1(x)));
-    out = torch::relu(bn2(conv2(out)));
+    auto out = bn1(conv1(x)).relu_();
+    out = bn2(conv2(out)).relu_();
     out = bn3(conv3(out));
-    return torch::relu(out + (ds ? ds->forward(x) : x));
+    return out.add_(ds ? ds->forward(x) : x).relu_();
   }
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
@@ -185,7 +190,7 @@ nn::Sequential ResNetImpl::make_layer(int64_t planes, int64_t blocks, int64_t st
 torch::Tensor ResNetImpl::pooled_features(torch::Tensor images) {
   OML_CHECK(images.dim() == 4 && images.size(1) == 3, DataError, "resnet expects images [B, 3, H, W], got ",
             images.sizes());
-  auto x = torch::relu(bn1_(conv1_(images)));
+  auto x = bn1_(conv1_(images)).relu_();
   x = torch::max_pool2d(x, 3, 2, 1);
   x = layer4_->forward(layer3_->forward(layer2_->forward(layer1_->forward(x))));
   return options_.gem_p ? gem_pool(x, *options_.gem_p) : x.mean({2, 3});
