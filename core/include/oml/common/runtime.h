@@ -29,9 +29,9 @@ enum class AllocatorUse {
 /// after every step and were faulted in again on the next: resnet18 at 32 px trained at ~300
 /// instead of ~400 images/s until an unrelated large free (the first checkpoint) raised the
 /// thresholds, and the adaptive threshold stops at 32 MB after the first steps. For `training`,
-/// larger blocks come from the heap too (M_MMAP_MAX 0), so that ViT-S/16's fp32 step (38 MB
-/// activations) stops faulting them in each step (1.2x; docs/benchmarks.md); the process then
-/// keeps its peak memory. Leaves things alone when the user set MALLOC_MMAP_THRESHOLD_ /
+/// larger blocks come from the heap too (M_MMAP_MAX 0), so that resnet50's fp32 step at 224 px
+/// (100 MB activations) stops faulting them in each step (1.2x; docs/benchmarks.md); the process
+/// then keeps its peak memory. Leaves things alone when the user set MALLOC_MMAP_THRESHOLD_ /
 /// MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_MAX_ or glibc.malloc tunables in GLIBC_TUNABLES.
 /// Called by every command at start-up. Returns whether it changed the settings.
 bool tune_allocator(AllocatorUse use = AllocatorUse::general);
