@@ -204,10 +204,10 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
           "[precision][models]") {
   using oml::models::detail::cpu_attention;
   using oml::models::detail::CpuAttention;
-  using oml::models::detail::written_out_max_keys;
   using oml::models::detail::kWrittenOutMaxKeysAmd;
   using oml::models::detail::kWrittenOutMaxKeysAmx;
   using oml::models::detail::kWrittenOutMaxKeysIntel;
+  using oml::models::detail::written_out_max_keys;
   for (const bool amx : {false, true}) {
     for (const bool amd : {false, true}) CHECK(written_out_max_keys(false, amx, amd) == 0);
   }
@@ -228,12 +228,14 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
       continue;
     }
     const auto beyond = packs ? CpuAttention::kFused : CpuAttention::kFusedInFloat;
-    CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) == (max_keys > 0 ? CpuAttention::kWrittenOut : beyond));
+    CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) ==
+          (max_keys > 0 ? CpuAttention::kWrittenOut : beyond));
     if (max_keys > 0) CHECK(cpu_attention(torch::kBFloat16, max_keys, max_keys) == CpuAttention::kWrittenOut);
     CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, max_keys) == beyond);
     // Half is never written out.
-    const auto half = oml::torch_compat::cpu_flash_attention_packs(torch::kHalf) ? CpuAttention::kFused
-                                                                                 : CpuAttention::kFusedInFloat;
+    const auto half = oml::torch_compat::cpu_flash_attention_packs(torch::kHalf)
+                          ? CpuAttention::kFused
+                          : CpuAttention::kFusedInFloat;
     CHECK(cpu_attention(torch::kHalf, 4, max_keys) == half);
   }
 }
@@ -309,7 +311,8 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
   // that autocast recast to bf16 would not be.
   using oml::models::detail::CpuAttention;
   torch::manual_seed(5);
-  const int64_t tokens = GENERATE(int64_t{17}, int64_t{150}, int64_t{261}, oml::models::detail::kWrittenOutMaxKeysAmx + 3);
+  const int64_t tokens =
+      GENERATE(int64_t{17}, int64_t{150}, int64_t{261}, oml::models::detail::kWrittenOutMaxKeysAmx + 3);
   INFO("tokens " << tokens);
   const int64_t batch = 2, dim = 24, heads = 3, head_dim = dim / heads;
   const auto x = torch::randn({batch, tokens, dim});

@@ -53,7 +53,7 @@ TEST_CASE("The allocator is tuned unless the user set glibc's malloc variables",
   CHECK(mapped_on_its_own(48 * kMB) >= 48 * kMB);
   CHECK(oml::tune_allocator(oml::AllocatorUse::training));
   CHECK(mapped_on_its_own(48 * kMB) == 0);  // ViT-S/16's fp32 MLP activations are 38 MB
-  CHECK(oml::tune_allocator());  // as the other tests' commands run
+  CHECK(oml::tune_allocator());             // as the other tests' commands run
   for (const char* name : {"MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_"}) {
     const oml::test::ScopedEnv user_setting(name, "1048576");
     CHECK_FALSE(oml::tune_allocator());

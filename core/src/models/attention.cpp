@@ -33,7 +33,8 @@ int64_t written_out_max_keys(bool bf16_dot_products, bool amx, bool amd) {
 }
 
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys) {
-  static const int64_t max_keys = written_out_max_keys(cpu_has_bf16_dot_products(), cpu_has_amx_bf16(), cpu_is_amd());
+  static const int64_t max_keys =
+      written_out_max_keys(cpu_has_bf16_dot_products(), cpu_has_amx_bf16(), cpu_is_amd());
   return cpu_attention(dtype, keys, max_keys);
 }
 
