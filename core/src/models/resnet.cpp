@@ -27,8 +27,8 @@ nn::Sequential downsample(int64_t in, int64_t out, int64_t stride) {
 
 // The blocks' ReLUs and residual sums run in place, as torchvision's (ReLU(inplace=True), out +=
 // identity): batch norm's backward reads its input, not its output, so the output may be
-// overwritten. A fresh tensor for each cost resnet50's step at 224 px ~5 % on the CPU (new pages
-// to fault in) and memory (docs/benchmarks.md).
+// overwritten. A fresh tensor for each made resnet50's step at 224 px ~15 % slower on the CPU
+// (new pages to fault in) and its peak memory 0.7-1.4 GB larger (docs/benchmarks.md).
 
 // torchvision's BasicBlock: two 3x3 convolutions (resnet18/34).
 struct BasicBlockImpl : nn::Module {
