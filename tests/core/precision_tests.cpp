@@ -219,24 +219,27 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
   const bool fused = oml::torch_compat::has_fused_attention;
   const bool packs = oml::torch_compat::cpu_flash_attention_packs(torch::kBFloat16);
   for (const int64_t max_keys : {int64_t{0}, int64_t{128}, int64_t{256}, int64_t{320}}) {
-    INFO("written out up to " << max_keys << " keys");
-    CHECK(cpu_attention(torch::kFloat, 10000, max_keys) == CpuAttention::kFused);
-    CHECK(cpu_attention(torch::kFloat, 4, max_keys) == CpuAttention::kFused);
-    if (!fused) {  // 1.13: the "fused" attention is written out there anyway
-      CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) == CpuAttention::kFused);
-      CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, max_keys) == CpuAttention::kFused);
-      continue;
+    for (const bool backward : {true, false}) {
+      INFO("written out up to " << max_keys << " keys; backward " << backward);
+      CHECK(cpu_attention(torch::kFloat, 10000, backward, max_keys) == CpuAttention::kFused);
+      CHECK(cpu_attention(torch::kFloat, 4, backward, max_keys) == CpuAttention::kFused);
+      if (!fused) {  // 1.13: the "fused" attention is written out there anyway
+        CHECK(cpu_attention(torch::kBFloat16, 4, backward, max_keys) == CpuAttention::kFused);
+        CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, backward, max_keys) == CpuAttention::kFused);
+        continue;
+      }
+      const auto beyond = packs ? CpuAttention::kFused : CpuAttention::kFusedInFloat;
+      // Where the fused kernel packs bfloat16, its forward pass alone is the fastest.
+      const auto within = (backward || !packs) ? CpuAttention::kWrittenOut : CpuAttention::kFused;
+      CHECK(cpu_attention(torch::kBFloat16, 4, backward, max_keys) == (max_keys > 0 ? within : beyond));
+      if (max_keys > 0) CHECK(cpu_attention(torch::kBFloat16, max_keys, backward, max_keys) == within);
+      CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, backward, max_keys) == beyond);
+      // Half is never written out.
+      const auto half = oml::torch_compat::cpu_flash_attention_packs(torch::kHalf)
+                            ? CpuAttention::kFused
+                            : CpuAttention::kFusedInFloat;
+      CHECK(cpu_attention(torch::kHalf, 4, backward, max_keys) == half);
     }
-    const auto beyond = packs ? CpuAttention::kFused : CpuAttention::kFusedInFloat;
-    CHECK(cpu_attention(torch::kBFloat16, 4, max_keys) ==
-          (max_keys > 0 ? CpuAttention::kWrittenOut : beyond));
-    if (max_keys > 0) CHECK(cpu_attention(torch::kBFloat16, max_keys, max_keys) == CpuAttention::kWrittenOut);
-    CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, max_keys) == beyond);
-    // Half is never written out.
-    const auto half = oml::torch_compat::cpu_flash_attention_packs(torch::kHalf)
-                          ? CpuAttention::kFused
-                          : CpuAttention::kFusedInFloat;
-    CHECK(cpu_attention(torch::kHalf, 4, max_keys) == half);
   }
 }
 
@@ -304,9 +307,10 @@ TEST_CASE("Written-out attention equals the fused kernel, with a key mask and wi
 
 TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "[precision][models]") {
   // q, k and v come out of bf16 projections; the attention itself runs as
-  // oml::models::detail::cpu_attention says for their dtype and length on this CPU (written out
-  // in bf16 up to 128, 256 or 320 tokens where it has AVX512-BF16; beyond, the fused kernel in
-  // bf16 with AMX, else in float32). Written out with explicit casts, each way is
+  // oml::models::detail::cpu_attention says for their dtype and length on this CPU, with a
+  // backward pass or without (written out in bf16 up to 128, 256 or 320 tokens where it has
+  // AVX512-BF16, but with AMX only before a backward pass; otherwise the fused kernel in bf16
+  // with AMX, else in float32). Written out with explicit casts, each way is
   // the same kernels as under autocast, so the results are equal exactly; a float32 attention
   // that autocast recast to bf16 would not be.
   using oml::models::detail::CpuAttention;
@@ -321,7 +325,6 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
   const auto key_mask = torch::ones({batch, tokens}, torch::kLong);
   key_mask[1].slice(0, 12).zero_();  // the second row padded after 12 tokens
   const auto bf16 = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
-  const auto how = oml::models::detail::cpu_attention(torch::kBFloat16, tokens);
   // The kernels `way` runs, with explicit casts in place of autocast's.
   const auto attend_as = [](CpuAttention way, const torch::Tensor& q, const torch::Tensor& k,
                             const torch::Tensor& v, const torch::Tensor& mask) {
@@ -330,8 +333,11 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
     return oml::torch_compat::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask, 0.0)
         .to(torch::kBFloat16);
   };
-  const auto attend = [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                          const torch::Tensor& mask) { return attend_as(how, q, k, v, mask); };
+  // What the rule picks on this CPU, for attention with a backward pass or without.
+  const auto attend = [&](bool backward, const torch::Tensor& q, const torch::Tensor& k,
+                          const torch::Tensor& v, const torch::Tensor& mask) {
+    return attend_as(oml::models::detail::cpu_attention(torch::kBFloat16, tokens, backward), q, k, v, mask);
+  };
   const auto heads_of = [&](const torch::Tensor& t) {
     return t.view({batch, tokens, heads, head_dim}).transpose(1, 2);
   };
@@ -340,17 +346,24 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
     const auto qkv = at::linear(bf16(x), bf16(in_weight), bf16(in_bias))
                          .reshape({batch, tokens, 3, heads, head_dim})
                          .permute({2, 0, 3, 1, 4});
-    const auto expected = at::linear(
-        attend(qkv[0], qkv[1], qkv[2], torch::Tensor()).transpose(1, 2).reshape({batch, tokens, dim}),
-        bf16(out_weight), bf16(out_bias));
+    const auto expected_as = [&](bool backward) {
+      return at::linear(attend(backward, qkv[0], qkv[1], qkv[2], torch::Tensor())
+                            .transpose(1, 2)
+                            .reshape({batch, tokens, dim}),
+                        bf16(out_weight), bf16(out_bias));
+    };
     const auto input = x.clone().requires_grad_();
-    torch::Tensor out;
+    torch::Tensor out, inferred;
     {
       const AutocastGuard autocast(Precision::bf16, torch::kCPU);
       out = oml::models::detail::self_attention(input, in_weight, in_bias, out_weight, out_bias, heads);
+      const torch::NoGradGuard no_grad;  // as oml-predict and validation run it
+      inferred = oml::models::detail::self_attention(x, in_weight, in_bias, out_weight, out_bias, heads);
     }
     CHECK(out.scalar_type() == torch::kBFloat16);
-    CHECK(torch::equal(out, expected));
+    CHECK(torch::equal(out, expected_as(true)));
+    CHECK(inferred.scalar_type() == torch::kBFloat16);
+    CHECK(torch::equal(inferred, expected_as(false)));
     out.to(torch::kFloat).sum().backward();
     CHECK(input.grad().scalar_type() == torch::kFloat);
     CHECK(torch::isfinite(input.grad()).all().item<bool>());
@@ -359,8 +372,10 @@ TEST_CASE("Attention under CPU bf16 autocast runs the kernels its rule picks", "
     const auto q = bf16(torch::randn({batch, tokens, dim})), k = bf16(torch::randn({batch, tokens, dim})),
                v = bf16(torch::randn({batch, tokens, dim}));
     const auto mask = key_mask.ne(0).view({batch, 1, 1, tokens});
-    const auto expected =
-        attend(heads_of(q), heads_of(k), heads_of(v), mask).transpose(1, 2).reshape({batch, tokens, dim});
+    // q, k and v need no gradient: the rule's choice without a backward pass.
+    const auto expected = attend(false, heads_of(q), heads_of(k), heads_of(v), mask)
+                              .transpose(1, 2)
+                              .reshape({batch, tokens, dim});
     torch::Tensor out;
     {
       const AutocastGuard autocast(Precision::bf16, torch::kCPU);

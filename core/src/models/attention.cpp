@@ -11,19 +11,25 @@ namespace {
 // attend by the rule of cpu_attention on the CPU, the fused kernel elsewhere.
 torch::Tensor attend_by_rule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& key_mask, double dropout_p) {
-  const auto how = q.device().is_cpu() ? cpu_attention(q.scalar_type(), k.size(-2)) : CpuAttention::kFused;
+  const bool backward =
+      torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  const auto how =
+      q.device().is_cpu() ? cpu_attention(q.scalar_type(), k.size(-2), backward) : CpuAttention::kFused;
   return attend(q, k, v, key_mask, dropout_p, how);
 }
 
 }  // namespace
 
-CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, int64_t written_out_max_keys) {
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool backward, int64_t written_out_max_keys) {
   const bool reduced = dtype == torch::kBFloat16 || dtype == torch::kHalf;
   if (!reduced || !torch_compat::has_fused_attention) return CpuAttention::kFused;
-  // Half is never written out: that would run half GEMMs, measured nowhere.
-  if (dtype == torch::kBFloat16 && keys <= written_out_max_keys) return CpuAttention::kWrittenOut;
-  if (torch_compat::cpu_flash_attention_packs(dtype)) return CpuAttention::kFused;
-  return CpuAttention::kFusedInFloat;
+  const bool packs = torch_compat::cpu_flash_attention_packs(dtype);
+  // Half is never written out: that would run half GEMMs, measured nowhere. Where the kernel
+  // packs bfloat16, only its backward pass is slow.
+  if (dtype == torch::kBFloat16 && keys <= written_out_max_keys && (backward || !packs)) {
+    return CpuAttention::kWrittenOut;
+  }
+  return packs ? CpuAttention::kFused : CpuAttention::kFusedInFloat;
 }
 
 int64_t written_out_max_keys(bool bf16_dot_products, bool amx, bool amd) {
@@ -32,10 +38,10 @@ int64_t written_out_max_keys(bool bf16_dot_products, bool amx, bool amd) {
   return amd ? kWrittenOutMaxKeysAmd : kWrittenOutMaxKeysIntel;
 }
 
-CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys) {
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool backward) {
   static const int64_t max_keys =
       written_out_max_keys(cpu_has_bf16_dot_products(), cpu_has_amx_bf16(), cpu_is_amd());
-  return cpu_attention(dtype, keys, max_keys);
+  return cpu_attention(dtype, keys, backward, max_keys);
 }
 
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -33,13 +33,16 @@ inline constexpr int64_t kWrittenOutMaxKeysAmx = 320;
 inline constexpr int64_t kWrittenOutMaxKeysAmd = 256;
 inline constexpr int64_t kWrittenOutMaxKeysIntel = 128;
 
-/// The rule, for q, k, v of `dtype` over `keys` keys on the CPU: float32 runs the fused kernel;
-/// bfloat16 over at most `written_out_max_keys` keys is written out; other bfloat16 and half run
-/// the fused kernel as they are where it packs them (AMX, LibTorch 2.5 and later), else in
-/// float32 (without AMX its bfloat16 path runs generic GEMMs: 2x slower than float32 on an Intel
-/// Xeon, 3-7x on AMD Zen 3, and written out 10-23x there, without AVX512-BF16). On 1.13 (no
-/// fused kernel) always kFused, which is written out there.
-CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, int64_t written_out_max_keys);
+/// The rule, for q, k, v of `dtype` over `keys` keys on the CPU, `backward` saying whether a
+/// backward pass will run through it: float32 runs the fused kernel; bfloat16 over at most
+/// `written_out_max_keys` keys is written out, except without `backward` where the fused kernel
+/// packs bfloat16 (AMX, LibTorch 2.5 and later: its forward pass is 2.7-5.7x faster than written
+/// out there, its backward pass the slow part); other bfloat16 and half run the fused kernel as
+/// they are where it packs them, else in float32 (without AMX its bfloat16 path runs generic
+/// GEMMs: 2x slower than float32 on an Intel Xeon, 3-7x on AMD Zen 3, and written out 10-23x
+/// there, without AVX512-BF16). On 1.13 (no fused kernel) always kFused, which is written out
+/// there.
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool backward, int64_t written_out_max_keys);
 
 /// `written_out_max_keys` for a CPU: 0 without `bf16_dot_products`, otherwise
 /// kWrittenOutMaxKeysAmx with `amx`, kWrittenOutMaxKeysAmd on another AMD CPU and
@@ -47,7 +50,7 @@ CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, int64_t written_
 int64_t written_out_max_keys(bool bf16_dot_products, bool amx, bool amd);
 
 /// cpu_attention for this process's CPU (oml/common/cpu_features.h).
-CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys);
+CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool backward);
 
 /// Attention over q, k, v [B, heads, N, head_dim] (a boolean `key_mask` broadcastable to [B,
 /// heads, N, N], or undefined; weights dropped with probability `dropout_p`) the way `how` says,
