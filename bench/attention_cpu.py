@@ -5,10 +5,12 @@ shapes and a few shorter sequences (where the rule's key limit falls). oml-cpp's
 among them under bf16 autocast on a CPU (oml::models::detail::cpu_attention,
 core/src/models/attention.h); this prints what each costs here.
 
-    /opt/oml-cpp/venv/bin/python bench/attention_cpu.py [--threads N] [--repeats R]
+    /opt/oml-cpp/venv/bin/python bench/attention_cpu.py [--threads N] [--repeats R] [--forward-only]
 
 Prints the CPU's capabilities as PyTorch reads them, a [4096, 384] x [384, 1536] linear layer in
 both dtypes (how fast this CPU's bf16 GEMMs are), and a table in ms (the median of R repeats).
+--forward-only times the forward pass alone without a gradient (inference: the rule's `backward`
+false).
 """
 
 import argparse
@@ -54,11 +56,18 @@ def flash_in_float(q, k, v):
     return F.scaled_dot_product_attention(q.float(), k.float(), v.float()).to(q.dtype)
 
 
-def step(attend, batch, tokens, heads, dtype):
+def step(attend, batch, tokens, heads, dtype, forward_only=False):
     torch.manual_seed(0)
     shape = (batch, heads, tokens, HEAD_DIM)
-    q, k, v = (torch.randn(shape, dtype=dtype, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(shape, dtype=dtype, requires_grad=not forward_only) for _ in range(3))
     grad = torch.randn(shape, dtype=dtype)
+
+    def infer():
+        with torch.no_grad():
+            attend(q, k, v)
+
+    if forward_only:
+        return infer
 
     def run():
         out = attend(q, k, v)
@@ -73,6 +82,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--forward-only", action="store_true", help="the forward pass alone, without a gradient")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -92,12 +102,13 @@ def main():
     print()
     print("| B x heads x N | flash fp32 | flash fp32, bf16 cast in and out | flash bf16 | written out, bf16 |")
     print("|---|---|---|---|---|")
+    fwd = args.forward_only
     for batch, tokens, heads, label in SIZES:
         row = [
-            median_ms(step(F.scaled_dot_product_attention, batch, tokens, heads, torch.float32), args.repeats),
-            median_ms(step(flash_in_float, batch, tokens, heads, torch.bfloat16), args.repeats),
-            median_ms(step(F.scaled_dot_product_attention, batch, tokens, heads, torch.bfloat16), args.repeats),
-            median_ms(step(written_out, batch, tokens, heads, torch.bfloat16), args.repeats),
+            median_ms(step(F.scaled_dot_product_attention, batch, tokens, heads, torch.float32, fwd), args.repeats),
+            median_ms(step(flash_in_float, batch, tokens, heads, torch.bfloat16, fwd), args.repeats),
+            median_ms(step(F.scaled_dot_product_attention, batch, tokens, heads, torch.bfloat16, fwd), args.repeats),
+            median_ms(step(written_out, batch, tokens, heads, torch.bfloat16, fwd), args.repeats),
         ]
         print(f"| {batch} x {heads} x {tokens} ({label}) | " + " | ".join(f"{ms:.0f} ms" for ms in row) + " |")
 
