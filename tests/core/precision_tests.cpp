@@ -218,6 +218,9 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
   CHECK(kWrittenOutMaxKeysAmx >= 261);
   const bool fused = oml::torch_compat::has_fused_attention;
   const bool packs = oml::torch_compat::cpu_flash_attention_packs(torch::kBFloat16);
+  // Half is never written out.
+  const auto half = oml::torch_compat::cpu_flash_attention_packs(torch::kHalf) ? CpuAttention::kFused
+                                                                               : CpuAttention::kFusedInFloat;
   for (const int64_t max_keys : {int64_t{0}, int64_t{128}, int64_t{256}, int64_t{320}}) {
     for (const bool backward : {true, false}) {
       INFO("written out up to " << max_keys << " keys; backward " << backward);
@@ -234,10 +237,6 @@ TEST_CASE("Attention on the CPU follows its rule: fused as given, fused in float
       CHECK(cpu_attention(torch::kBFloat16, 4, backward, max_keys) == (max_keys > 0 ? within : beyond));
       if (max_keys > 0) CHECK(cpu_attention(torch::kBFloat16, max_keys, backward, max_keys) == within);
       CHECK(cpu_attention(torch::kBFloat16, max_keys + 1, backward, max_keys) == beyond);
-      // Half is never written out.
-      const auto half = oml::torch_compat::cpu_flash_attention_packs(torch::kHalf)
-                            ? CpuAttention::kFused
-                            : CpuAttention::kFusedInFloat;
       CHECK(cpu_attention(torch::kHalf, 4, backward, max_keys) == half);
     }
   }

@@ -37,11 +37,11 @@ inline constexpr int64_t kWrittenOutMaxKeysIntel = 128;
 /// backward pass will run through it: float32 runs the fused kernel; bfloat16 over at most
 /// `written_out_max_keys` keys is written out, except without `backward` where the fused kernel
 /// packs bfloat16 (AMX, LibTorch 2.5 and later: its forward pass is as fast as written out up to
-/// 197 tokens and 2.8-5.4x faster beyond, its backward pass the slow part); other bfloat16 and half run the
-/// fused kernel as they are where it packs them, else in float32 (without AMX its bfloat16 path runs generic
-/// GEMMs: 2x slower than float32 on an Intel Xeon, 3-7x on AMD Zen 3, and written out 10-23x
-/// there, without AVX512-BF16). On 1.13 (no fused kernel) always kFused, which is written out
-/// there.
+/// 197 tokens and 2.8-5.4x faster beyond, its backward pass the slow part); other bfloat16 and half
+/// run the fused kernel as they are where it packs them, else in float32 (without AMX its bfloat16
+/// path runs generic GEMMs: 2x slower than float32 on an Intel Xeon, 3-7x on AMD Zen 3, and written
+/// out 10-23x there, without AVX512-BF16). On 1.13 (no fused kernel) always kFused, which is
+/// written out there.
 CpuAttention cpu_attention(c10::ScalarType dtype, int64_t keys, bool backward, int64_t written_out_max_keys);
 
 /// `written_out_max_keys` for a CPU: 0 without `bf16_dot_products`, otherwise
