@@ -1,6 +1,9 @@
 // Real multi-process runs on loopback (Gloo), started through oml's launcher exactly as
 // `oml-train --nproc-per-node N` starts them: collectives, sync_dicts, the Accumulator,
 // gradient synchronisation and what happens when a rank fails.
+#include <sstream>
+#include <string>
+
 #include <torch/torch.h>
 
 #include "distributed_worker/scenarios.h"
@@ -31,6 +34,18 @@ std::string describe(const CommandResult& r) {
 // Processes still alive whose command line carries `tag` (the run must leave none).
 std::string survivors(const std::string& tag) {
   return oml::test::run("pgrep -af -- " + quote(tag) + " | grep -v pgrep || true").out;
+}
+
+// The lines rank `rank` wrote to the launcher's stderr ("[rank N] ..."), so that a failed check
+// shows that rank's own words.
+std::string rank_lines(const std::string& err, int rank) {
+  const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+  std::istringstream in(err);
+  std::string line, lines;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) lines += line + "\n";
+  }
+  return lines;
 }
 
 template <class T>
@@ -342,7 +357,7 @@ TEST_CASE("A rank killed with SIGKILL ends the job promptly, naming the rank, wi
   CHECK(r.exit_code == 128 + 9);
   CHECK_THAT(r.err, Contains("oml_ddp_worker: distributed error: rank 1 was killed by signal 9 (SIGKILL)"));
   for (int rank : {0, 2}) {
-    CHECK_THAT(r.err,
+    CHECK_THAT(rank_lines(r.err, rank),
                Contains("[rank " + std::to_string(rank) + "] oml_ddp_worker: distributed error: rank " +
                         std::to_string(rank) + ": all_reduce failed because rank 1 was killed by signal 9"));
   }
@@ -358,7 +373,7 @@ TEST_CASE("A rank that throws ends the others, and the launcher returns its exit
   CHECK_THAT(r.err, Contains("[rank 2] oml_ddp_worker: data error: df.csv, row 3"));
   CHECK_THAT(r.err, Contains("oml_ddp_worker: distributed error: rank 2 exited with code 2"));
   CHECK_THAT(
-      r.err,
+      rank_lines(r.err, 0),
       Contains("[rank 0] oml_ddp_worker: distributed error: rank 0: all_reduce failed because rank 2"));
   CHECK(survivors(tag).empty());
 }

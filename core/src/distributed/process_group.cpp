@@ -130,6 +130,12 @@ ProcessGroup::~ProcessGroup() {
   // Destroyed while an exception propagates: this rank is failing on its own (a peer's
   // failure sets peer_failed_), so leave a record for the others to name it.
   if (std::uncaught_exceptions() > 0 && !peer_failed_) record_failure("stopped with an error");
+  // After a failed collective the backend's connections are broken mid-operation. Tearing it
+  // down runs the library's error paths (Gloo's pairs enforce their states and abort the process
+  // on a violation; NCCL's destroy can wait on the dead peer), and runs before the error reaches
+  // the command's edge to be printed. The process is ending with that error: leave the backend
+  // to it, so that the diagnosis is printed and the exit is prompt.
+  if (peer_failed_) static_cast<void>(group_.release());
 }
 
 void ProcessGroup::wait(detail::C10dWork& work, const std::string& what) {

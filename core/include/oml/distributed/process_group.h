@@ -77,6 +77,8 @@ class ProcessGroup {
   /// A group of one process, for world size 1.
   static std::shared_ptr<ProcessGroup> single();
 
+  /// After a failed collective (fail()), leaves the backend undestroyed: its connections are
+  /// broken, and the process is ending with that error (process_group.cpp says why).
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
