@@ -22,15 +22,15 @@ enum class CpuAttention {
 /// the flash kernel in either dtype at every size measured up to 577 tokens (1.2-2.3x per layer
 /// against the faster one; tied at 1370). On a CPU with AVX512-BF16 but no AMX, the flash kernel
 /// cannot pack bfloat16 and is run in float32 instead: on AMD CPUs its float32 GEMMs are MKL's
-/// slower code path there, and bfloat16 written out wins 1.3-1.5x up to 577 tokens (Zen 4); on
-/// Intel CPUs MKL's float32 GEMMs are fast and written out wins up to ~100 tokens (1.3-1.5x at
-/// 50-101), ties at 145 and loses from 197 (1.1-1.2x slower). Written out stores the
-/// [B, heads, N, N] weights for the backward pass, memory growing with N^2 where the rest of a
-/// layer's grows with N: with AMX, 320 keys covers every zoo ViT at 224 px (ViT/14 with registers:
-/// 261 tokens) and leaves longer sequences (ViT/16 at 384 px: 577) to the flash kernel. AMD's 256
-/// was set when only 197 and 577 tokens had been measured there.
+/// slower code path there, and bfloat16 written out wins 1.3-2.6x up to 577 tokens (Zen 4; 1.9x at
+/// 261), and its forward pass alone 1.3-2.5x up to 261 tokens; on Intel CPUs MKL's float32 GEMMs
+/// are fast and written out wins up to ~100 tokens (1.3-1.5x at 50-101), ties at 145 and loses
+/// from 197 (1.1-1.2x slower). Written out stores the [B, heads, N, N] weights for the backward
+/// pass, memory growing with N^2 where the rest of a layer's grows with N: with AMX and on AMD,
+/// 320 keys covers every zoo ViT at 224 px (ViT/14 with registers: 261 tokens) and leaves longer
+/// sequences (ViT/16 at 384 px: 577, whose forward pass alone the flash kernel wins) to it.
 inline constexpr int64_t kWrittenOutMaxKeysAmx = 320;
-inline constexpr int64_t kWrittenOutMaxKeysAmd = 256;
+inline constexpr int64_t kWrittenOutMaxKeysAmd = 320;
 inline constexpr int64_t kWrittenOutMaxKeysIntel = 128;
 
 /// The rule, for q, k, v of `dtype` over `keys` keys on the CPU, `backward` saying whether a
