@@ -226,7 +226,13 @@ int run_command(int argc, char** argv, const CommandSpec& spec) {
       if (spec.needs_config && !inv.config_path) {
         throw UsageError("--config FILE is required (see " + name + " --help)");
       }
-      tune_allocator(spec.allocator);
+      if (!tune_allocator(spec.allocator)) {
+        log::debug("malloc: settings left as the environment set them");
+      } else if (spec.allocator == AllocatorUse::training) {
+        log::debug("malloc: every freed block kept in the heap (training)");
+      } else {
+        log::debug("malloc: freed blocks up to 32 MB kept in the heap, larger ones unmapped");
+      }
       warn_if_reference_blas();
       io::install_interrupt_cleanup(name);
       const int code = spec.run(inv);

@@ -68,6 +68,25 @@ TEST_CASE("accelerator: cuda on a machine without a GPU exits 2 naming the LibTo
   CHECK_THAT(r.err, !Contains("Traceback") && !Contains("terminate called"));
 }
 
+TEST_CASE("oml-train keeps every freed block in the heap, other commands only those up to 32 MB", "[cli]") {
+  // -v prints the setting at start-up; the missing config then ends the command.
+  TempDir dir;
+  const std::string args = " -v --config " + quote((dir / "none.yaml").string());
+  const auto train = oml::test::run(quote(oml::test::command_path("oml-train")) + args);
+  CHECK_THAT(train.err, Contains("malloc: every freed block kept in the heap (training)"));
+  const auto validate = oml::test::run(quote(oml::test::command_path("oml-validate")) + args);
+  CHECK_THAT(validate.err,
+             Contains("malloc: freed blocks up to 32 MB kept in the heap, larger ones unmapped"));
+  // A user's own glibc setting wins.
+  const auto own =
+      oml::test::run("MALLOC_MMAP_MAX_=65536 " + quote(oml::test::command_path("oml-train")) + args);
+  CHECK_THAT(own.err, Contains("malloc: settings left as the environment set them"));
+  for (const auto* r : {&train, &validate, &own}) {
+    CHECK(r->exit_code == 2);
+    CHECK_THAT(r->err, Contains("none.yaml"));
+  }
+}
+
 TEST_CASE("Bad usage exits 2 with a hint to --help", "[cli]") {
   const auto unknown = run_oml("oml-train", "--no-such-flag");
   CHECK(unknown.exit_code == 2);
