@@ -72,9 +72,9 @@ TEST_CASE("oml-train keeps every freed block in the heap, other commands only th
   // -v prints the setting at start-up; the missing config then ends the command.
   TempDir dir;
   const std::string args = " -v --config " + quote((dir / "none.yaml").string());
-  const auto train = oml::test::run(quote(oml::test::command_path("oml-train")) + args);
+  const auto train = run_oml("oml-train", args);
   CHECK_THAT(train.err, Contains("malloc: every freed block kept in the heap (training)"));
-  const auto validate = oml::test::run(quote(oml::test::command_path("oml-validate")) + args);
+  const auto validate = run_oml("oml-validate", args);
   CHECK_THAT(validate.err,
              Contains("malloc: freed blocks up to 32 MB kept in the heap, larger ones unmapped"));
   // A user's own glibc setting wins.
