@@ -27,9 +27,10 @@ namespace {
 // More channels than any recording format carries (7.1 is 8); a header claiming more is refused
 // before decoding.
 constexpr int64_t kMaxRequestChannels = 32;
-// What an audio request holds of the decode budget, in units of --max-audio-mb: the decoded
-// samples, the tensor made of them, and the resampled copy.
-constexpr int64_t kAudioWorkingCopies = 3;
+// What an audio request holds of the decode budget, in units of --max-audio-mb (audio_item keeps
+// the resampled audio within it too): the decoded samples, resample_audio's padded copy, its
+// convolution's output and the contiguous copy of that; its filter comes on top.
+constexpr int64_t kAudioWorkingCopies = 4;
 
 // What a request gives to be embedded by an index of `inputs`.
 const char* request_field(RowInput inputs) {
@@ -234,12 +235,22 @@ at::Tensor GalleryService::embed_audio(const std::string& audio_bytes) {
   limits.max_channels = kMaxRequestChannels;
   limits.setting = "--max-audio-mb";
   const std::string what = "the request's \"audio\"";
+  // The header says what resampling will cost before anything is decoded: a rate whose gcd with
+  // the model's is small needs a filter of gigabytes.
+  const data::AudioHeader header = data::read_audio_header(audio_bytes, what, limits);
+  const int64_t filter_bytes = data::resample_filter_bytes(header.sample_rate, audio_options_->sample_rate);
+  const int64_t working_bytes = kAudioWorkingCopies * options_.max_audio_bytes + filter_bytes;
+  if (working_bytes > decode_budget_->capacity()) {
+    throw data::AudioTooLong(::oml::detail::concat(
+        what, ": resampling from ", header.sample_rate, " Hz to ", audio_options_->sample_rate,
+        " Hz needs a filter of about ", filter_bytes / (1024 * 1024),
+        " MiB, which with the clip is more than the ", decode_budget_->capacity() / (1024 * 1024),
+        " MiB of --decode-memory-mb: send audio at a common rate (8, 16, 22.05, 44.1 or 48 kHz)"));
+  }
   at::Tensor clip;
   {
-    // The decoded samples, the tensor made of them and the resampled copy, at most.
-    const data::DecodeBudget::Hold hold =
-        decode_budget_->reserve(kAudioWorkingCopies * options_.max_audio_bytes, what, "--decode-memory-mb");
-    clip = data::audio_item(data::decode_audio(audio_bytes, what, limits), *audio_options_, 0, what);
+    const data::DecodeBudget::Hold hold = decode_budget_->reserve(working_bytes, what, "--decode-memory-mb");
+    clip = data::audio_item(data::decode_audio(audio_bytes, what, limits), *audio_options_, 0, what, limits);
   }
   return embedder_->submit(clip);
 }

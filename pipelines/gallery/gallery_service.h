@@ -85,8 +85,10 @@ struct ServiceOptions {
   int64_t max_text_bytes = 64 * 1024;
   /// Audio that decodes to more bytes of float32 samples (all channels) is refused as soon as the
   /// decoder passes them (data::AudioTooLong): a small compressed file may hold hours. 16 MiB is
-  /// 87 s of 48 kHz mono; items are cut to the index config's audio.max_num_seconds anyway. Each
-  /// audio request holds 3x this much of the decode budget while it decodes and resamples.
+  /// 87 s of 48 kHz mono; items are cut to the index config's audio.max_num_seconds anyway. The
+  /// resampled audio is held to it too (a clip at 1 Hz is 16,000 times larger at 16 kHz). Each
+  /// audio request holds 4x this much of the decode budget while it decodes and resamples, and
+  /// its resampling filter's size (data::resample_filter_bytes).
   int64_t max_audio_bytes = int64_t{16} * 1024 * 1024;
   /// The change log is written into a new version once it holds this much and half the
   /// gallery's bytes (compaction_due()).
@@ -111,9 +113,10 @@ class GalleryService {
   at::Tensor embed_text(const std::string& text);
   /// [D] float32 embedding of an encoded audio file (WAV, FLAC, OGG, MP3, ...): decoded, downmixed,
   /// resampled and cut as the index's dataset was (data::audio_item from its start), batched with
-  /// other requests' clips of the same length. data::AudioTooLong over max_audio_bytes;
-  /// DataError when the bytes are not audio; UsageError when the index holds images or texts or
-  /// has no model.
+  /// other requests' clips of the same length. data::AudioTooLong over max_audio_bytes, decoded
+  /// or resampled, or when the resampling filter does not fit the decode budget (a rate such as
+  /// 4001 Hz, read from the header before decoding); DataError when the bytes are not audio; UsageError when
+  /// the index holds images or texts or has no model.
   at::Tensor embed_audio(const std::string& audio_bytes);
   /// The top `k` of `embedding` ([D]; DataError for another size or non-finite values), cut at
   /// `threshold` — nullopt: the calibrated one if any; NaN: none (a distance may be negative:

@@ -59,7 +59,9 @@ std::array<unsigned char, 32> sha256(const std::string& text) {
 
 // Standard or URL-safe base64, with or without padding, with line breaks and spaces anywhere (as
 // clients wrap it), decoded by libcrypto's EVP_DecodeBlock once normalised to the standard form.
-std::string base64_decode(const std::string& text) {
+// `field` names the JSON field in errors ("image", "audio").
+std::string base64_decode(const std::string& text, const std::string& field) {
+  const std::string quoted = "\"" + field + "\"";
   std::string clean;
   clean.reserve(text.size() + 3);
   for (const char c : text) {
@@ -71,16 +73,16 @@ std::string base64_decode(const std::string& text) {
     } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=') {
       clean += c;
     } else {
-      bad_request("\"image\" is not base64 (character " + std::to_string(static_cast<unsigned char>(c)) +
+      bad_request(quoted + " is not base64 (character " + std::to_string(static_cast<unsigned char>(c)) +
                   ")");
     }
   }
   const std::size_t data_end = clean.find('=');
   if (data_end != std::string::npos &&
       (clean.find_first_not_of('=', data_end) != std::string::npos || clean.size() - data_end > 2))
-    bad_request("\"image\" is not base64 ('=' inside it)");
+    bad_request(quoted + " is not base64 ('=' inside it)");
   const std::size_t symbols = data_end == std::string::npos ? clean.size() : data_end;
-  if (symbols % 4 == 1) bad_request("\"image\" is not base64 (truncated)");
+  if (symbols % 4 == 1) bad_request(quoted + " is not base64 (truncated)");
   clean.resize(symbols);
   const std::size_t padding = (4 - symbols % 4) % 4;
   clean.append(padding, '=');
@@ -88,7 +90,7 @@ std::string base64_decode(const std::string& text) {
   const int written =
       EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                       reinterpret_cast<const unsigned char*>(clean.data()), static_cast<int>(clean.size()));
-  if (written < 0) bad_request("\"image\" is not base64");
+  if (written < 0) bad_request(quoted + " is not base64");
   out.resize(static_cast<std::size_t>(written) - padding);  // EVP_DecodeBlock counts the padding's zero bytes
   return out;
 }
@@ -460,12 +462,12 @@ at::Tensor input_embedding(GalleryService& service, const HttpRequest& request, 
   }
   if (body.contains("image")) {
     if (!body.at("image").is_string()) bad_request("\"image\" must be a base64 string");
-    return service.embed(base64_decode(body.at("image").get<std::string>()));
+    return service.embed(base64_decode(body.at("image").get<std::string>(), "image"));
   }
   if (body.contains("text")) return service.embed_text(text_field(body));
   if (body.contains("audio")) {
     if (!body.at("audio").is_string()) bad_request("\"audio\" must be a base64 string");
-    return service.embed_audio(base64_decode(body.at("audio").get<std::string>()));
+    return service.embed_audio(base64_decode(body.at("audio").get<std::string>(), "audio"));
   }
   if (service.inputs() == RowInput::texts)
     bad_request("give \"embedding\": [numbers] or \"text\": \"...\" (this index holds texts)");

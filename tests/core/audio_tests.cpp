@@ -185,7 +185,8 @@ TEST_CASE("An audio dataframe's start_time column: seconds, an empty cell 0, any
   CHECK_FALSE(audio_dataframe(dir.path(), "label,path,split,is_query,is_gallery\n0,a.wav,train,,\n")
                   .train()
                   .has_start_times());
-  for (const std::string bad : {"-1", "abc", "nan", "1s"}) {
+  // The largest start is 1e9 s, so that start_time * sample_rate is an exact frame count.
+  for (const std::string bad : {"-1", "abc", "nan", "1s", "1e300", "1.5e9"}) {
     INFO(bad);
     try {
       (void)audio_dataframe(dir.path(),
@@ -254,7 +255,7 @@ TEST_CASE("AudioDataset: trims and pads as OML, downmixes stereo, and names the 
     const AudioDataset dataset(df.train(), options);
     CHECK(dataset.load(0, {}).sizes() == std::vector<int64_t>{1, 4000});
     CHECK(dataset.frame_offset(1) == 40000);
-    CHECK_THROWS_WITH(dataset.load(1, {}), Contains("df.csv:3: column 'start_time'") &&
+    CHECK_THROWS_WITH(dataset.load(1, {}), Contains("df.csv:3 (") && Contains("column 'start_time'") &&
                                                Contains("mono.wav") && Contains("frame 40000") &&
                                                Contains("16000 frames"));
   }
@@ -345,6 +346,59 @@ TEST_CASE("Decoding bytes from strangers stops at the sample limit and refuses h
     CHECK(oml::data::resample_audio(torch::zeros({1, 64}), rate, 16000).size(1) ==
           (64 * 16000 + rate - 1) / rate);
   }
+}
+
+TEST_CASE("Audio at a low rate is refused before it is upsampled past the sample limit",
+          "[audio][data][hostile]") {
+  // 200 bytes that claim 1 Hz: 3.2 million samples at 16 kHz, 16,000 times what was decoded.
+  const std::string slow = oml::test::wav_bytes(std::vector<float>(200, 0.5F), 1, 1);
+  const oml::data::AudioHeader header = oml::data::read_audio_header(slow, "request");
+  CHECK(header.channels == 1);
+  CHECK(header.sample_rate == 1);
+  CHECK(oml::data::resampled_frames(200, 1, 16000) == 3200000);
+  oml::data::AudioDecodeLimits limits;
+  limits.setting = "--max-audio-mb";
+  limits.max_samples = 1000000;
+  const oml::data::Audio clip = oml::data::decode_audio(slow, "request", limits);
+  CHECK(clip.frames() == 200);
+  AudioDatasetOptions options;  // 16 kHz
+  CHECK_THROWS_AS(oml::data::audio_item(clip, options, 0, "the request's \"audio\"", limits),
+                  oml::data::AudioTooLong);
+  CHECK_THROWS_WITH(oml::data::audio_item(clip, options, 0, "the request's \"audio\"", limits),
+                    Contains("the request's \"audio\": resampled from 1 Hz to 16000 Hz, the audio would hold "
+                             "3200000 samples, more than 1000000") &&
+                        Contains("--max-audio-mb"));
+  // Within the limit it is resampled, then cut to max_num_seconds (3 s).
+  limits.max_samples = 4000000;
+  CHECK(oml::data::audio_item(clip, options, 0, "request", limits).size(1) == 48000);
+  // The header alone refuses what decode_audio refuses.
+  limits.max_channels = 32;
+  CHECK_THROWS_WITH(
+      oml::data::read_audio_header(oml::test::wav_bytes(std::vector<float>(1200, 0.1F), 16000, 1, 600),
+                                   "request", limits),
+      Contains("request: the audio has 600 channels; at most 32"));
+  CHECK_THROWS_WITH(oml::data::read_audio_header("RIFF", "request"), Contains("request: not an audio file"));
+  // The filter's memory: none for equal rates, little for common ones, gigabytes for odd ones.
+  CHECK(oml::data::resample_filter_bytes(16000, 16000) == 0);
+  for (const int64_t rate : {8000, 11025, 22050, 44100, 48000, 96000}) {
+    INFO(rate);
+    CHECK(oml::data::resample_filter_bytes(rate, 16000) < 16 * 1024 * 1024);
+  }
+  CHECK(oml::data::resample_filter_bytes(4001, 16000) > int64_t{1} << 30);
+}
+
+TEST_CASE("A dataset's file whose resampling filter is too large is named with its dataframe line",
+          "[audio][data]") {
+  TempDir dir;
+  oml::test::write_file(dir / "odd.wav", oml::test::wav_bytes(std::vector<float>(4800, 0.1F), 47999, 1));
+  const Dataframe df =
+      audio_dataframe(dir.path(), "label,path,split,is_query,is_gallery\n0,odd.wav,train,,\n");
+  AudioDatasetOptions options;
+  options.source = "df.csv";
+  const AudioDataset dataset(df.train(), options);
+  CHECK_THROWS_WITH(dataset.load(0, {}), Contains("df.csv:2 (") &&
+                                             Contains("odd.wav): resampling from 47999 Hz") &&
+                                             Contains("convert the file to a common rate"));
 }
 
 TEST_CASE("kaldi_fbank equals torchaudio.compliance.kaldi.fbank for every option torchaudio offers",

@@ -399,21 +399,26 @@ TEST_CASE("Mutated audio files end in an item or a DataError", "[fuzz][audio]") 
                        "\x01\0",
                        "\x03\0",
                        "\xfe\xff"};
-  // What oml-serve applies to a request: a sample limit and a channel limit, then the cut to
-  // 0.1 s at 16 kHz as an index config's audio: would.
+  // What oml-serve applies to a request: a sample limit and a channel limit, a budget for the
+  // resampling filter read from the header, the sample limit on the resampled audio, then the cut
+  // to 0.1 s at 16 kHz as an index config's audio: would.
   data::AudioDecodeLimits limits;
   limits.max_samples = 1 << 20;
   limits.max_channels = 32;
   limits.setting = "the fuzz target's limit";
   data::AudioDatasetOptions options;
   options.max_num_seconds = 0.1;
-  target.entry_points = {{"decode_audio", [&](const std::string& bytes) {
-                            const data::Audio audio = data::decode_audio(bytes, "fuzzed audio", limits);
-                            const at::Tensor item = data::audio_item(audio, options, 0, "fuzzed audio");
-                            if (item.dim() != 2 || item.size(0) != 1 || item.size(1) != 1600)
-                              throw InternalError("audio_item returned " + std::to_string(item.dim()) +
-                                                  " dims");
-                          }}};
+  target.entry_points = {
+      {"decode_audio", [&](const std::string& bytes) {
+         const data::AudioHeader header = data::read_audio_header(bytes, "fuzzed audio", limits);
+         if (data::resample_filter_bytes(header.sample_rate, options.sample_rate) > int64_t{256} << 20) {
+           throw data::AudioTooLong("fuzzed audio: the filter is over the fuzz target's budget");
+         }
+         const data::Audio audio = data::decode_audio(bytes, "fuzzed audio", limits);
+         const at::Tensor item = data::audio_item(audio, options, 0, "fuzzed audio", limits);
+         if (item.dim() != 2 || item.size(0) != 1 || item.size(1) != 1600)
+           throw InternalError("audio_item returned " + std::to_string(item.dim()) + " dims");
+       }}};
   fuzz::check(target, 3.0);
 }
 

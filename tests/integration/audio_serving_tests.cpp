@@ -190,6 +190,24 @@ TEST_CASE("An index of audio: built, searched with a folder of clips, served wit
                                 quote((dir / "long.wav").string()) + " " + server.url() + "/embed");
     CHECK(long_clip.status == 413);
     CHECK_THAT(long_clip.text, Contains("--max-audio-mb"));
+    // 100 samples that claim 1 Hz: 1.6 million at 16 kHz, refused before they are made.
+    write_wav(dir / "slow.wav", std::vector<float>(100, 0.5F), 1, 1);
+    const auto slow = call("-H 'Content-Type: audio/wav' --data-binary @" +
+                           quote((dir / "slow.wav").string()) + " " + server.url() + "/embed");
+    CHECK(slow.status == 413);
+    CHECK_THAT(slow.text, Contains("resampled from 1 Hz to 16000 Hz") && Contains("--max-audio-mb"));
+    // 4001 Hz needs a filter of ~3 GB to reach 16 kHz: refused from the header, before decoding.
+    write_wav(dir / "odd.wav", std::vector<float>(400, 0.5F), 4001, 1);
+    const auto odd = call("-H 'Content-Type: audio/wav' --data-binary @" + quote((dir / "odd.wav").string()) +
+                          " " + server.url() + "/embed");
+    CHECK(odd.status == 413);
+    CHECK_THAT(odd.text, Contains("resampling from 4001 Hz to 16000 Hz needs a filter of about") &&
+                             Contains("--decode-memory-mb"));
+    write_file(dir / "bad64.json", "{\"audio\": \"@@@\"}");
+    const auto bad64 = call("-H 'Content-Type: application/json' --data-binary @" +
+                            quote((dir / "bad64.json").string()) + " " + server.url() + "/embed");
+    CHECK(bad64.status == 400);
+    CHECK_THAT(bad64.body.at("error").get<std::string>(), Contains("\"audio\" is not base64"));
     CHECK(server.alive());
   }
 }

@@ -56,6 +56,34 @@ struct SndfileCloser {
   void operator()(SNDFILE* handle) const { sf_close(handle); }
 };
 
+// `bytes` opened by libsndfile with its header checked; nothing decoded yet. Not movable: the
+// handle reads through `memory`.
+struct OpenedAudio {
+  OpenedAudio(const std::string& bytes, const std::string& source, const AudioDecodeLimits& limits)
+      : memory{&bytes, 0} {
+    OML_CHECK(!bytes.empty(), DataError, source,
+              ": the file is empty (0 bytes); expected an audio file (WAV, FLAC, OGG, MP3, ...)");
+    handle.reset(sf_open_virtual(&io, SFM_READ, &info, &memory));
+    OML_CHECK(handle != nullptr, DataError, source, ": not an audio file libsndfile can decode (",
+              sf_strerror(nullptr),
+              "); expected WAV, FLAC, OGG/Vorbis, MP3 or another format libsndfile reads");
+    OML_CHECK(info.channels >= 1 && info.samplerate >= 1, DataError, source, ": the audio header says ",
+              info.channels, " channels at ", info.samplerate,
+              " Hz; expected at least one channel and a rate > 0");
+    OML_CHECK(info.samplerate <= kMaxAudioSampleRate, DataError, source, ": the audio header says ",
+              info.samplerate, " Hz; expected at most ", kMaxAudioSampleRate, " Hz");
+    OML_CHECK(limits.max_channels <= 0 || info.channels <= limits.max_channels, DataError, source,
+              ": the audio has ", info.channels, " channels; at most ", limits.max_channels, " are accepted");
+  }
+  OpenedAudio(const OpenedAudio&) = delete;
+  OpenedAudio& operator=(const OpenedAudio&) = delete;
+
+  MemoryFile memory;
+  SF_VIRTUAL_IO io{memory_length, memory_seek, memory_read, memory_write, memory_tell};
+  SF_INFO info{};
+  std::unique_ptr<SNDFILE, SndfileCloser> handle;
+};
+
 // torchaudio's _get_sinc_resample_kernel (sinc_interp_hann, dtype None: float64, then float32):
 // kernel [new_freq, 1, 2 * width + orig_freq] for the gcd-reduced rates, and its half width.
 std::pair<at::Tensor, int64_t> sinc_resample_kernel(int64_t orig_freq, int64_t new_freq) {
@@ -78,25 +106,28 @@ std::pair<at::Tensor, int64_t> sinc_resample_kernel(int64_t orig_freq, int64_t n
   return {kernels.to(torch::kFloat32), width};
 }
 
+// The values of sinc_resample_kernel's kernel, [next, ~orig + 2 * 6 * orig / next] for the rates
+// divided by their gcd: rates with a small gcd (a prime rate such as 47999 Hz) would ask for
+// gigabytes. Common rates (8 to 192 kHz) need well under a million.
+double kernel_values(int64_t from_rate, int64_t to_rate) {
+  const int64_t gcd = std::gcd(from_rate, to_rate);
+  const auto orig = static_cast<double>(from_rate / gcd);
+  const auto next = static_cast<double>(to_rate / gcd);
+  return next * (orig + 16.0 * orig / next + 16.0);
+}
+
 }  // namespace
 
+AudioHeader read_audio_header(const std::string& bytes, const std::string& source,
+                              const AudioDecodeLimits& limits) {
+  const OpenedAudio audio(bytes, source, limits);
+  return {audio.info.channels, audio.info.samplerate};
+}
+
 Audio decode_audio(const std::string& bytes, const std::string& source, const AudioDecodeLimits& limits) {
-  OML_CHECK(!bytes.empty(), DataError, source,
-            ": the file is empty (0 bytes); expected an audio file (WAV, FLAC, OGG, MP3, ...)");
-  MemoryFile memory{&bytes, 0};
-  SF_VIRTUAL_IO io{memory_length, memory_seek, memory_read, memory_write, memory_tell};
-  SF_INFO info{};
-  std::unique_ptr<SNDFILE, SndfileCloser> handle(sf_open_virtual(&io, SFM_READ, &info, &memory));
-  OML_CHECK(handle != nullptr, DataError, source, ": not an audio file libsndfile can decode (",
-            sf_strerror(nullptr),
-            "); expected WAV, FLAC, OGG/Vorbis, MP3 or another format libsndfile reads");
-  OML_CHECK(info.channels >= 1 && info.samplerate >= 1, DataError, source, ": the audio header says ",
-            info.channels, " channels at ", info.samplerate,
-            " Hz; expected at least one channel and a rate > 0");
-  OML_CHECK(info.samplerate <= kMaxAudioSampleRate, DataError, source, ": the audio header says ",
-            info.samplerate, " Hz; expected at most ", kMaxAudioSampleRate, " Hz");
-  OML_CHECK(limits.max_channels <= 0 || info.channels <= limits.max_channels, DataError, source,
-            ": the audio has ", info.channels, " channels; at most ", limits.max_channels, " are accepted");
+  const OpenedAudio opened(bytes, source, limits);
+  const SF_INFO& info = opened.info;
+  SNDFILE* handle = opened.handle.get();
   const int64_t channels = info.channels;
   // Read in blocks until the decoder stops: a header's frame count is not reliable for every
   // format (MP3, streamed OGG), and a small file may decode to hours (a FLAC of silence), so the
@@ -105,7 +136,7 @@ Audio decode_audio(const std::string& bytes, const std::string& source, const Au
   std::vector<float> interleaved;
   std::vector<float> block(static_cast<std::size_t>(channels * block_frames));
   while (true) {
-    const sf_count_t got = sf_readf_float(handle.get(), block.data(), block_frames);
+    const sf_count_t got = sf_readf_float(handle, block.data(), block_frames);
     if (got <= 0) break;
     interleaved.insert(interleaved.end(), block.begin(), block.begin() + got * channels);
     if (limits.max_samples > 0 && static_cast<int64_t>(interleaved.size()) > limits.max_samples) {
@@ -116,7 +147,7 @@ Audio decode_audio(const std::string& bytes, const std::string& source, const Au
                                 channels, " channels at ", info.samplerate, " Hz): send a shorter clip"));
     }
   }
-  const int error = sf_error(handle.get());
+  const int error = sf_error(handle);
   OML_CHECK(error == SF_ERR_NO_ERROR, DataError, source, ": decoding failed (", sf_error_number(error),
             "); the file may be truncated or damaged");
   const auto frames = static_cast<int64_t>(interleaved.size()) / channels;
@@ -148,6 +179,22 @@ at::Tensor downmix_to_mono(const at::Tensor& samples) {
   return samples.mean(0, /*keepdim=*/true);
 }
 
+int64_t resampled_frames(int64_t frames, int64_t from_rate, int64_t to_rate) {
+  OML_CHECK(from_rate > 0 && to_rate > 0 && frames >= 0, UsageError, "resampled_frames: ", frames,
+            " frames, ", from_rate, " Hz -> ", to_rate, " Hz");
+  const int64_t gcd = std::gcd(from_rate, to_rate);
+  // torchaudio: ceil(new_freq * length / orig_freq) for the reduced rates, in double precision.
+  return static_cast<int64_t>(std::ceil(static_cast<double>(to_rate / gcd) * static_cast<double>(frames) /
+                                        static_cast<double>(from_rate / gcd)));
+}
+
+int64_t resample_filter_bytes(int64_t from_rate, int64_t to_rate) {
+  if (from_rate == to_rate) return 0;
+  // sinc_resample_kernel holds up to about five float64 tensors of the kernel's size at once.
+  constexpr double kTemporaries = 6.0;
+  return static_cast<int64_t>(std::min(kernel_values(from_rate, to_rate) * 8.0 * kTemporaries, 9.0e18));
+}
+
 at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t to_rate) {
   OML_CHECK(from_rate > 0 && to_rate > 0, UsageError, "resample_audio: rates must be > 0, got ", from_rate,
             " Hz -> ", to_rate, " Hz");
@@ -158,13 +205,9 @@ at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t
   const int64_t gcd = std::gcd(from_rate, to_rate);
   const int64_t orig = from_rate / gcd;
   const int64_t next = to_rate / gcd;
-  // The kernel is [next, ~orig + 2 * 6 * orig / next] float64: rates with a small gcd (a prime rate
-  // such as 47999 Hz) would ask for gigabytes. Common rates (8 to 192 kHz) need well under a million.
-  const double kernel_values =
-      static_cast<double>(next) *
-      (static_cast<double>(orig) + 16.0 * static_cast<double>(orig) / static_cast<double>(next) + 16.0);
-  OML_CHECK(kernel_values <= kMaxResampleKernelValues, DataError, "resampling from ", from_rate, " Hz to ",
-            to_rate, " Hz needs a filter of ", static_cast<int64_t>(kernel_values),
+  const double values = kernel_values(from_rate, to_rate);
+  OML_CHECK(values <= kMaxResampleKernelValues, DataError, "resampling from ", from_rate, " Hz to ", to_rate,
+            " Hz needs a filter of ", static_cast<int64_t>(values),
             " values (the rates' greatest common divisor is ", gcd, "), more than ",
             static_cast<int64_t>(kMaxResampleKernelValues),
             ": convert the file to a common rate (8, 16, 22.05, 44.1 or 48 kHz) first");
@@ -177,10 +220,7 @@ at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t
   at::Tensor out = torch::conv1d(padded.unsqueeze(1), kernel.to(waveform.scalar_type()).to(waveform.device()),
                                  /*bias=*/{}, /*stride=*/orig);
   out = out.transpose(1, 2).reshape({flat.size(0), -1});
-  // torchaudio: ceil(new_freq * length / orig_freq) in double precision.
-  const auto target = static_cast<int64_t>(
-      std::ceil(static_cast<double>(next) * static_cast<double>(length) / static_cast<double>(orig)));
-  out = out.narrow(1, 0, std::min(target, out.size(1)));
+  out = out.narrow(1, 0, std::min(resampled_frames(length, from_rate, to_rate), out.size(1)));
   auto out_shape = shape;
   out_shape.back() = out.size(1);
   return out.reshape(out_shape);

@@ -25,7 +25,8 @@ std::string lower_extension(const std::string& path) {
 }  // namespace
 
 void check_options(const AudioDatasetOptions& options) {
-  OML_CHECK(options.sample_rate > 0, UsageError, "audio dataset: sample_rate must be > 0, got ",
+  OML_CHECK(options.sample_rate > 0 && options.sample_rate <= kMaxAudioSampleRate, UsageError,
+            "audio dataset: sample_rate must be from 1 to ", kMaxAudioSampleRate, " Hz, got ",
             options.sample_rate);
   if (options.max_num_seconds) {
     const double seconds = *options.max_num_seconds;
@@ -49,8 +50,9 @@ at::Tensor trim_or_pad(const at::Tensor& audio, int64_t frame_offset, int64_t nu
   OML_ASSERT(audio.dim() == 2 && num_frames >= 1 && frame_offset >= 0, "audio ", audio.sizes(), ", offset ",
              frame_offset, ", frames ", num_frames);
   const int64_t length = audio.size(1);
-  OML_CHECK(frame_offset <= length, DataError, place, ": the segment starts at frame ", frame_offset,
-            ", past the end of the audio (", length, " frames after resampling)");
+  OML_CHECK(frame_offset <= length, DataError, place, ": column '", columns::kStartTime,
+            "': the segment starts at frame ", frame_offset, ", past the end of the audio (", length,
+            " frames after resampling)");
   at::Tensor out = audio;
   // OML cuts only a file longer than the segment; a shorter one keeps its start.
   if (length > num_frames) out = out.narrow(1, frame_offset, std::min(num_frames, length - frame_offset));
@@ -91,9 +93,24 @@ std::optional<int64_t> item_frames(const AudioDatasetOptions& options) {
 }
 
 at::Tensor audio_item(const Audio& audio, const AudioDatasetOptions& options, int64_t frame_offset,
-                      const std::string& place) {
+                      const std::string& place, const AudioDecodeLimits& limits) {
   at::Tensor samples = options.convert_to_mono ? downmix_to_mono(audio.samples) : audio.samples;
-  samples = resample_audio(samples, audio.sample_rate, options.sample_rate);
+  if (limits.max_samples > 0) {
+    const int64_t total =
+        resampled_frames(samples.size(-1), audio.sample_rate, options.sample_rate) * samples.size(0);
+    if (total > limits.max_samples) {
+      throw AudioTooLong(::oml::detail::concat(
+          place, ": resampled from ", audio.sample_rate, " Hz to ", options.sample_rate,
+          " Hz, the audio would hold ", total, " samples, more than ", limits.max_samples, " (",
+          limits.max_samples * 4 / (1024 * 1024), " MiB of float32, ", limits.setting,
+          "): send a shorter clip, or one at the model's rate"));
+    }
+  }
+  try {
+    samples = resample_audio(samples, audio.sample_rate, options.sample_rate);
+  } catch (const DataError& e) {
+    throw DataError(place + ": " + e.what());
+  }
   const std::optional<int64_t> num_frames = item_frames(options);
   if (!num_frames) return samples.contiguous();
   return trim_or_pad(samples, frame_offset, *num_frames, place);
@@ -111,8 +128,8 @@ std::shared_ptr<AudioDataset> AudioDataset::from_folder(const std::filesystem::p
 at::Tensor AudioDataset::load(int64_t index, const RandomKey&) const {
   OML_ASSERT(index >= 0 && index < size(), "audio item ", index, " of ", size());
   const auto row = static_cast<std::size_t>(index);
-  const std::string place = options_.source + ":" + std::to_string(split_.lines[row]) + ": column '" +
-                            columns::kStartTime + "' (" + split_.paths[row] + ")";
+  const std::string place =
+      options_.source + ":" + std::to_string(split_.lines[row]) + " (" + split_.paths[row] + ")";
   return audio_item(read_audio(split_.paths[row]), options_, frame_offset(index), place);
 }
 

@@ -47,6 +47,17 @@ struct AudioDecodeLimits {
   std::string setting;       ///< names the limit in AudioTooLong's message ("--max-audio-mb")
 };
 
+/// What a file's header says, read before a sample is decoded.
+struct AudioHeader {
+  int64_t channels = 0;
+  int64_t sample_rate = 0;
+};
+
+/// The header of a file's `bytes` (see decode_audio): the same DataErrors as decode_audio for a
+/// file that is not audio, or whose channels or rate are out of bounds or over `limits`.
+AudioHeader read_audio_header(const std::string& bytes, const std::string& source,
+                              const AudioDecodeLimits& limits = {});
+
 /// Decodes `file`. DataError naming the file when it cannot be opened or read, is empty, is not
 /// audio libsndfile can decode (its reason is quoted), holds no samples, or claims a rate above
 /// kMaxAudioSampleRate.
@@ -68,5 +79,14 @@ at::Tensor downmix_to_mono(const at::Tensor& samples);
 /// ceil(N * to_rate / from_rate) samples. Equal rates return `waveform` unchanged. DataError when
 /// the filter would exceed kMaxResampleKernelValues (rates whose gcd is small, e.g. 47999 Hz).
 at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t to_rate);
+
+/// The samples per channel resample_audio returns for `frames` samples at `from_rate`.
+int64_t resampled_frames(int64_t frames, int64_t from_rate, int64_t to_rate);
+
+/// About the most memory resample_audio takes while it builds its filter from `from_rate` to
+/// `to_rate` (float64 temporaries of the kernel's size): 0 for equal rates, under 16 MB for the
+/// common rates, gigabytes for rates whose gcd is small, which a server must budget before
+/// accepting them.
+int64_t resample_filter_bytes(int64_t from_rate, int64_t to_rate);
 
 }  // namespace oml::data

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "oml/data/audio.h"
 #include "oml/data/dataframe.h"
 #include "oml/data/dataset.h"
 
@@ -60,11 +61,9 @@ void check_options(const AudioDatasetOptions& options);
 const std::vector<std::string>& audio_extensions();
 
 /// OML's AudioBaseDataset._trim_or_pad of `audio` [C, L]: see the header comment; the result is
-/// [C, num_frames]. DataError "<place>: ..." when frame_offset > L.
+/// [C, num_frames]. DataError "<place>: column 'start_time': ..." when frame_offset > L.
 at::Tensor trim_or_pad(const at::Tensor& audio, int64_t frame_offset, int64_t num_frames,
                        const std::string& place);
-
-struct Audio;
 
 /// F, the frames of every item: int(max_num_seconds * sample_rate); nullopt without
 /// max_num_seconds (whole files).
@@ -73,9 +72,11 @@ std::optional<int64_t> item_frames(const AudioDatasetOptions& options);
 /// What an AudioDataset makes of one decoded file (the server's requests go through it too):
 /// downmixed with convert_to_mono, resampled to sample_rate, then trim_or_pad from
 /// `frame_offset` to max_num_seconds' frames (kept whole without it). `place` names the item in
-/// trim_or_pad's DataError.
+/// errors: resample_audio's, trim_or_pad's, and AudioTooLong when the resampled audio would
+/// hold more than `limits.max_samples` (a clip at a low rate, upsampled, may be many times the
+/// size of what was decoded).
 at::Tensor audio_item(const Audio& audio, const AudioDatasetOptions& options, int64_t frame_offset,
-                      const std::string& place);
+                      const std::string& place, const AudioDecodeLimits& limits = {});
 
 class AudioDataset : public Dataset {
  public:
