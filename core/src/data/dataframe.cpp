@@ -196,9 +196,11 @@ std::string checked_text(const RowReader& row) {
 }
 
 // Rule 11: an audio segment's start in seconds (OML's `start_time`, a float column whose empty cells it
-// fills with 0.0): a finite number >= 0. Where it lies within the file is checked on loading,
-// when the file's length is known (AudioDataset).
+// fills with 0.0): a number from 0 to 1e9 (~31 years; the bound keeps start_time * sample_rate
+// an exact frame count). Where it lies within the file is checked on loading, when the file's
+// length is known (AudioDataset).
 double checked_start_time(const RowReader& row) {
+  constexpr double kMaxStartSeconds = 1e9;
   const std::string cell = row.cell(columns::kStartTime);
   if (cell.empty()) return 0.0;
   std::size_t used = 0;
@@ -208,8 +210,8 @@ double checked_start_time(const RowReader& row) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != cell.size() || !std::isfinite(value) || value < 0.0) {
-    row.fail(columns::kStartTime, cell, "a start in seconds (a number >= 0) or an empty cell (0)");
+  if (used != cell.size() || !std::isfinite(value) || value < 0.0 || value > kMaxStartSeconds) {
+    row.fail(columns::kStartTime, cell, "a start in seconds (a number from 0 to 1e9) or an empty cell (0)");
   }
   return value;
 }
