@@ -158,6 +158,12 @@ TEST_CASE("prepare_tokenizer truncates to the model's length and leaves the padd
   const auto capped = oml::data::prepare_tokenizer(tiny_tokenizer(longer), 8);
   CHECK(capped->truncation()->max_length == 8);
   CHECK_FALSE(capped->padding().has_value());
+  // A file that truncates to 0 tokens is named, with the key.
+  TinyTokenizerOptions zero;
+  zero.truncation = 0;
+  CHECK_THROWS_AS(oml::data::prepare_tokenizer(tiny_tokenizer(zero), 8), oml::ConfigError);
+  CHECK_THROWS_WITH(oml::data::prepare_tokenizer(tiny_tokenizer(zero), 8),
+                    Contains("tiny/tokenizer.json: truncation.max_length is 0"));
 
   // A TextDataset refuses a tokenizer that was not prepared for its length.
   TextDatasetOptions options;

@@ -14,6 +14,7 @@ namespace text_tokenizer_tests {
 
 namespace {
 
+using Catch::Matchers::Contains;
 using oml::text::Offsets;
 using oml::text::Tokenizer;
 using Pieces = std::vector<std::pair<std::string, Offsets>>;
@@ -325,6 +326,46 @@ TEST_CASE("A tokenizer.json with a component we do not implement is a config err
   refused("{not json", "not valid JSON");
   refused(R"({"version": "1.0", "model": null})", "no \"model\"");
   CHECK_THROWS_AS(Tokenizer::from_file("/nonexistent/tokenizer.json"), oml::ConfigError);
+}
+
+TEST_CASE("A hostile tokenizer.json: B in the single template, a template that leaves nothing, a sparse id",
+          "[text][tokenizer][hostile]") {
+  const std::string a_and_b =
+      R"([{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}])";
+  // A single text has no sequence B: refused when the file is read, naming the piece.
+  try {
+    Tokenizer::from_json(
+        tokenizer_json("null", R"({"type": "WhitespaceSplit"})", kWordPieceModel,
+                       R"({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "B", "type_id": 0}}],
+                                            "pair": )" +
+                           a_and_b + R"(, "special_tokens": {}})"),
+        "models/tok.json");
+    FAIL("accepted sequence B in the single template");
+  } catch (const oml::ConfigError& e) {
+    CHECK_THAT(e.what(),
+               Contains("models/tok.json") && Contains("single[0]") && Contains("cannot use sequence B"));
+  }
+  // A template with no pieces ahead of BertProcessing leaves it no encoding: nothing is added,
+  // as HF's BertProcessing maps over none.
+  const auto empty = Tokenizer::from_json(tokenizer_json("null", R"({"type": "WhitespaceSplit"})",
+                                                         kWordPieceModel,
+                                                         R"({"type": "Sequence", "processors": [
+                           {"type": "TemplateProcessing", "single": [], "pair": )" +
+                                                             a_and_b + R"(, "special_tokens": {}},
+                           {"type": "BertProcessing", "sep": ["[SEP]", 6], "cls": ["[CLS]", 5]},
+                           {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+                            "pair": )" + a_and_b + R"(, "special_tokens": {}}]})"),
+                                          "test.json");
+  CHECK(empty.encode("aff", "test").ids.empty());
+  // BPE ids are HF's u32 and may be sparse: one near 2^32 costs one entry, not a table of 2^32.
+  const auto sparse = Tokenizer::from_json(
+      tokenizer_json(
+          "null", R"({"type": "WhitespaceSplit"})",
+          R"({"type": "BPE", "vocab": {"a": 4294967295, "b": 0, "ab": 7}, "merges": [["a", "b"]]})"),
+      "test.json");
+  const auto e = sparse.encode("a b ab", "test");
+  CHECK(e.ids == std::vector<int64_t>{4294967295, 0, 7});
+  CHECK(e.tokens == std::vector<std::string>{"a", "b", "ab"});
 }
 
 TEST_CASE("Text that is not UTF-8 is a data error naming where it came from", "[text][tokenizer]") {

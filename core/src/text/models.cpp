@@ -40,12 +40,13 @@ Vocab read_vocab_object(const Json& json, const Place& place) {
   return vocab;
 }
 
-/// id -> token, for the tokens' strings.
-std::vector<std::string> reverse(const Vocab& vocab) {
-  uint32_t top = 0;
-  for (const auto& [token, id] : vocab) top = std::max(top, id);
-  std::vector<std::string> r(vocab.empty() ? 0 : size_t{top} + 1);
-  for (const auto& [token, id] : vocab) r[id] = token;
+/// id -> token, for the tokens' strings. A map, as HF's vocab_r: ids may be sparse, and one id
+/// near 2^32 must not cost a table of 2^32 strings.
+using ReverseVocab = std::unordered_map<uint32_t, std::string>;
+ReverseVocab reverse(const Vocab& vocab) {
+  ReverseVocab r;
+  r.reserve(vocab.size());
+  for (const auto& [token, id] : vocab) r.emplace(id, token);
   return r;
 }
 
@@ -166,7 +167,8 @@ class Bpe : public Model {
     size_t pos = 0;
     for (const Symbol& s : word) {
       if (s.len == 0) continue;
-      out.push_back(Token{s.c, s.c < vocab_r_.size() ? vocab_r_[s.c] : std::string(), {pos, pos + s.len}});
+      const auto token = vocab_r_.find(s.c);
+      out.push_back(Token{s.c, token != vocab_r_.end() ? token->second : std::string(), {pos, pos + s.len}});
       pos += s.len;
     }
   }
@@ -298,7 +300,7 @@ class Bpe : public Model {
   }
 
   Vocab vocab_;
-  std::vector<std::string> vocab_r_;
+  ReverseVocab vocab_r_;
   std::unordered_map<uint64_t, MergeValue> merges_;
   Options options_;
   std::string place_;

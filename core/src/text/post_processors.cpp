@@ -94,7 +94,9 @@ void ClsSep::process(std::vector<Encoding>& encodings, bool add_special_tokens) 
     }
     for (auto& e : encodings) set_type_ids(e, 0);
   }
-  if (!add_special_tokens) return;
+  // A template before it in a Sequence may leave no encoding: nothing to add to, as HF's
+  // BertProcessing maps over none.
+  if (!add_special_tokens || encodings.empty()) return;
   const std::vector<int64_t> cls_id{cls_.id}, sep_id{sep_.id};
   const std::vector<std::string> cls_token{cls_.token}, sep_token{sep_.token};
   Encoding& a = encodings[0];
@@ -149,7 +151,9 @@ class Template : public PostProcessor {
   }
 
   void process(std::vector<Encoding>& encodings, bool add_special_tokens) const override {
+    if (encodings.empty()) return;  // a template before it in a Sequence left none
     std::vector<Encoding> parts;
+    // read_template keeps B out of the single template, so the index exists.
     for (const Piece& p : encodings.size() == 2 ? pair_ : single_) {
       if (p.sequence) {
         Encoding e = encodings[p.b ? 1 : 0];
@@ -209,6 +213,9 @@ std::vector<Template::Piece> read_template(const Json& json, const char* key, co
     if (kind == "Sequence") {
       const std::string id = read_string(body, "id", at.at(kind));
       OML_CHECK(id == "A" || id == "B", ConfigError, at.describe(), ": a sequence is A or B, got '", id, "'");
+      // As HF's TemplateProcessing: a single text has no second sequence to place.
+      OML_CHECK(id == "A" || std::string(key) != "single", ConfigError, at.describe(),
+                ": the template for a single text cannot use sequence B (it has only A)");
       piece.sequence = true;
       piece.b = id == "B";
     } else if (kind == "SpecialToken") {
