@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -222,6 +223,16 @@ void check_token(const std::string& token) {
             " characters; at least 16: `openssl rand -hex 32` makes one)");
 }
 
+// A size flag given in `unit`s (KiB or MiB) as bytes, finite and within [least, most] units (most
+// is at most a petabyte), so that the cast and the budgets' sums cannot overflow.
+int64_t size_flag(const cli::Invocation& inv, const std::string& flag, double unit, double least,
+                  double most) {
+  const double value = inv.vars[flag].as<double>();
+  OML_CHECK(std::isfinite(value) && value >= least && value <= most, UsageError, "--", flag,
+            " must be between ", least, " and ", most, ", got ", value);
+  return static_cast<int64_t>(value * unit);
+}
+
 }  // namespace
 
 int serve_index(const cli::Invocation& inv) {
@@ -232,7 +243,7 @@ int serve_index(const cli::Invocation& inv) {
   options.port = vars["port"].as<int>();
   options.threads = vars["threads"].as<int>();
   options.workers = vars["workers"].as<int>();
-  options.max_body_bytes = static_cast<int64_t>(vars["max-body-mb"].as<double>() * 1024 * 1024);
+  options.max_body_bytes = size_flag(inv, "max-body-mb", 1024.0 * 1024.0, 0.001, 1e9);
   options.timeout = std::chrono::seconds(vars["timeout-s"].as<int>());
   options.api.default_k = vars["top-k"].as<int64_t>();
   options.api.max_items = vars["max-items"].as<int64_t>();
@@ -244,7 +255,6 @@ int serve_index(const cli::Invocation& inv) {
   OML_CHECK(options.port >= 0 && options.port <= 65535, UsageError, "--port must be in [0, 65535], got ",
             options.port);
   OML_CHECK(options.threads >= 1 && options.workers >= 1, UsageError, "--threads and --workers must be >= 1");
-  OML_CHECK(options.max_body_bytes >= 1024, UsageError, "--max-body-mb is too small (at least 1 KiB)");
   OML_CHECK(options.timeout.count() >= 1, UsageError, "--timeout-s must be >= 1");
   OML_CHECK(options.api.default_k >= 1, UsageError, "--top-k must be >= 1");
   OML_CHECK(options.api.max_items >= 1, UsageError, "--max-items must be >= 1");
@@ -259,20 +269,14 @@ int serve_index(const cli::Invocation& inv) {
   service_options.search_batch.max_wait = service_options.embed_batch.max_wait;
   if (vars.count("max-image-pixels"))
     service_options.max_image_pixels = vars["max-image-pixels"].as<int64_t>();
-  service_options.decode_memory_bytes =
-      static_cast<int64_t>(vars["decode-memory-mb"].as<double>() * 1024 * 1024);
-  service_options.compact_min_bytes = static_cast<int64_t>(vars["compact-min-mb"].as<double>() * 1024 * 1024);
-  service_options.max_text_bytes = static_cast<int64_t>(vars["max-text-kb"].as<double>() * 1024);
-  OML_CHECK(service_options.max_text_bytes >= 1, UsageError, "--max-text-kb must be positive");
-  service_options.max_audio_bytes = static_cast<int64_t>(vars["max-audio-mb"].as<double>() * 1024 * 1024);
-  OML_CHECK(service_options.max_audio_bytes >= 1024, UsageError, "--max-audio-mb must be at least 0.001");
-  OML_CHECK(vars["compact-min-mb"].as<double>() > 0, UsageError, "--compact-min-mb must be positive");
+  service_options.decode_memory_bytes = size_flag(inv, "decode-memory-mb", 1024.0 * 1024.0, 0.001, 1e9);
+  service_options.compact_min_bytes = size_flag(inv, "compact-min-mb", 1024.0 * 1024.0, 1e-6, 1e9);
+  service_options.max_text_bytes = size_flag(inv, "max-text-kb", 1024.0, 0.001, 1e12);
+  service_options.max_audio_bytes = size_flag(inv, "max-audio-mb", 1024.0 * 1024.0, 0.001, 1e9);
   OML_CHECK(service_options.embed_batch.max_batch >= 1, UsageError, "--max-batch must be >= 1");
   OML_CHECK(service_options.embed_batch.max_wait.count() >= 0, UsageError, "--max-wait-ms must be >= 0");
   OML_CHECK(!service_options.max_image_pixels || *service_options.max_image_pixels >= 0, UsageError,
             "--max-image-pixels must be 0 (no limit) or a positive number of pixels");
-  OML_CHECK(service_options.decode_memory_bytes >= 1024, UsageError,
-            "--decode-memory-mb must be at least 0.001");
 
   boost::system::error_code address_error;
   const auto address = asio::ip::make_address(options.host, address_error);

@@ -73,15 +73,20 @@ GalleryService::GalleryService(const cli::Invocation& invocation, const std::fil
       embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
           [this](std::vector<at::Tensor>& tokens) { return embed_text_batch(tokens); }, options_.embed_batch);
     } else if (inputs_ == RowInput::audio) {
-      OML_CHECK(options_.max_audio_bytes >= 4 &&
-                    kAudioWorkingCopies * options_.max_audio_bytes <= options_.decode_memory_bytes,
-                UsageError, "--decode-memory-mb (", options_.decode_memory_bytes / (1024 * 1024),
-                " MiB) must hold ", kAudioWorkingCopies, " x --max-audio-mb (",
-                options_.max_audio_bytes / (1024 * 1024), " MiB): an audio request's decode holds that much");
-      decode_budget_ = std::make_unique<data::DecodeBudget>(options_.decode_memory_bytes);
       const RunInputs audio = audio_inputs(cfg, *extractor_, "requests", {});
       audio_options_ = std::make_unique<data::AudioDatasetOptions>(
           audio_dataset_options(audio, "the request's \"audio\""));
+      // Divided, not multiplied: a huge --max-audio-mb must not wrap the product past the check.
+      const int64_t common_filter_bytes = data::common_rate_filter_bytes(audio_options_->sample_rate);
+      OML_CHECK(options_.max_audio_bytes >= 4 && options_.decode_memory_bytes > common_filter_bytes &&
+                    options_.max_audio_bytes <=
+                        (options_.decode_memory_bytes - common_filter_bytes) / kAudioWorkingCopies,
+                UsageError, "--decode-memory-mb (", options_.decode_memory_bytes / (1024 * 1024),
+                " MiB) must hold ", kAudioWorkingCopies, " x --max-audio-mb (",
+                options_.max_audio_bytes / (1024 * 1024), " MiB) and ", common_filter_bytes / (1024 * 1024),
+                " MiB to resample a common rate to ", audio_options_->sample_rate,
+                " Hz: an audio request's decode holds that much");
+      decode_budget_ = std::make_unique<data::DecodeBudget>(options_.decode_memory_bytes);
       // Clips are cut to one length (audio.max_num_seconds); whole files batch with their equals.
       embedder_ = std::make_unique<MicroBatcher<at::Tensor, at::Tensor>>(
           [this](std::vector<at::Tensor>& clips) { return embed_batch(clips); }, options_.embed_batch,
@@ -239,8 +244,9 @@ at::Tensor GalleryService::embed_audio(const std::string& audio_bytes) {
   // the model's is small needs a filter of gigabytes.
   const data::AudioHeader header = data::read_audio_header(audio_bytes, what, limits);
   const int64_t filter_bytes = data::resample_filter_bytes(header.sample_rate, audio_options_->sample_rate);
-  const int64_t working_bytes = kAudioWorkingCopies * options_.max_audio_bytes + filter_bytes;
-  if (working_bytes > decode_budget_->capacity()) {
+  // The constructor checked that the copies fit the budget with room for any common rate's filter.
+  const int64_t clip_bytes = kAudioWorkingCopies * options_.max_audio_bytes;
+  if (filter_bytes > decode_budget_->capacity() - clip_bytes) {
     throw data::AudioTooLong(::oml::detail::concat(
         what, ": resampling from ", header.sample_rate, " Hz to ", audio_options_->sample_rate,
         " Hz needs a filter of about ", filter_bytes / (1024 * 1024),
@@ -249,7 +255,8 @@ at::Tensor GalleryService::embed_audio(const std::string& audio_bytes) {
   }
   at::Tensor clip;
   {
-    const data::DecodeBudget::Hold hold = decode_budget_->reserve(working_bytes, what, "--decode-memory-mb");
+    const data::DecodeBudget::Hold hold =
+        decode_budget_->reserve(clip_bytes + filter_bytes, what, "--decode-memory-mb");
     clip = data::audio_item(data::decode_audio(audio_bytes, what, limits), *audio_options_, 0, what, limits);
   }
   return embedder_->submit(clip);

@@ -385,6 +385,10 @@ TEST_CASE("Audio at a low rate is refused before it is upsampled past the sample
     CHECK(oml::data::resample_filter_bytes(rate, 16000) < 16 * 1024 * 1024);
   }
   CHECK(oml::data::resample_filter_bytes(4001, 16000) > int64_t{1} << 30);
+  // What a server keeps free beside a clip: the largest of them, 11.025 kHz's to 16 kHz.
+  CHECK(oml::data::common_rate_filter_bytes(16000) == oml::data::resample_filter_bytes(11025, 16000));
+  CHECK(oml::data::common_rate_filter_bytes(16000) <= 16 * 1024 * 1024);
+  CHECK(oml::data::common_rate_filter_bytes(48000) > 0);
 }
 
 TEST_CASE("A dataset's file whose resampling filter is too large is named with its dataframe line",

@@ -210,6 +210,28 @@ TEST_CASE("An index of audio: built, searched with a folder of clips, served wit
     CHECK_THAT(bad64.body.at("error").get<std::string>(), Contains("\"audio\" is not base64"));
     CHECK(server.alive());
   }
+
+  SECTION("oml-serve starts only with a decode budget that serves every common rate") {
+    // 4 x 509 MiB and 11.025 kHz's filter (~16 MiB) are more than the default 2048 MiB.
+    const auto refused =
+        run_oml("oml-serve", "--index " + quote(index.string()) + " --port 0 --max-audio-mb 509");
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err,
+               Contains("--decode-memory-mb (2048 MiB) must hold 4 x --max-audio-mb (509 MiB) and 15 "
+                        "MiB to resample a common rate to 16000 Hz"));
+    // A size that would overflow the budget's arithmetic is refused, not wrapped.
+    const auto huge =
+        run_oml("oml-serve", "--index " + quote(index.string()) + " --port 0 --max-audio-mb 2.5e12");
+    CHECK(huge.exit_code == 2);
+    CHECK_THAT(huge.err, Contains("--max-audio-mb must be between 0.001 and 1e+09, got 2.5e+12"));
+    // The largest setting the default budget allows still resamples a 22.05 kHz clip.
+    Server server(index, dir.path(), "--max-audio-mb 508");
+    const auto clip =
+        call("-H 'Content-Type: audio/wav' --data-binary @" +
+             quote((dir / "data" / "speaker0" / "take0_22k.wav").string()) + " " + server.url() + "/embed");
+    INFO(clip.text);
+    CHECK(clip.status == 200);
+  }
 }
 
 }  // namespace audio_serving_tests

@@ -341,6 +341,26 @@ TEST_CASE(
   CHECK_THAT(read_file(dir / "serve.err"), Contains("without a token"));
 }
 
+TEST_CASE("oml-serve refuses size flags that are not finite or past a petabyte, exit 2 naming the flag",
+          "[serving][integration][hostile]") {
+  TempDir dir;
+  const std::string serve = quote(command_path("oml-serve")) + " --index " +
+                            quote(example_index(dir.path()).string()) + " --port 0 ";
+  for (const std::string flag : {"max-body-mb", "decode-memory-mb", "compact-min-mb", "max-audio-mb"}) {
+    INFO(flag);
+    // 1e13 MiB in bytes does not fit an int64: it was cast as it was (undefined behaviour).
+    const auto r = run(serve + "--" + flag + " 1e13");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("--" + flag + " must be between") && Contains("got 1e+13"));
+    const auto negative = run(serve + "--" + flag + "=-1");
+    CHECK(negative.exit_code == 2);
+    CHECK_THAT(negative.err, Contains("got -1"));
+  }
+  const auto text = run(serve + "--max-text-kb 0");
+  CHECK(text.exit_code == 2);
+  CHECK_THAT(text.err, Contains("--max-text-kb must be between 0.001 and 1e+12, got 0"));
+}
+
 TEST_CASE("A failure inside oml-serve's own code is one request's 500, logged, and the server goes on",
           "[serving][integration][hostile]") {
   TempDir dir;

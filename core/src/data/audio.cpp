@@ -190,9 +190,17 @@ int64_t resampled_frames(int64_t frames, int64_t from_rate, int64_t to_rate) {
 
 int64_t resample_filter_bytes(int64_t from_rate, int64_t to_rate) {
   if (from_rate == to_rate) return 0;
-  // sinc_resample_kernel holds up to about five float64 tensors of the kernel's size at once.
-  constexpr double kTemporaries = 6.0;
+  // sinc_resample_kernel holds up to six float64 tensors of the kernel's size and a bool mask at
+  // once (t, window, ones, sin, the quotient and where's result): 49 bytes a value, rounded up.
+  constexpr double kTemporaries = 7.0;
   return static_cast<int64_t>(std::min(kernel_values(from_rate, to_rate) * 8.0 * kTemporaries, 9.0e18));
+}
+
+int64_t common_rate_filter_bytes(int64_t to_rate) {
+  int64_t most = 0;
+  for (const int64_t rate : {8000, 11025, 16000, 22050, 32000, 44100, 48000, 88200, 96000})
+    most = std::max(most, resample_filter_bytes(rate, to_rate));
+  return most;
 }
 
 at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t to_rate) {

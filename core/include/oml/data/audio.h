@@ -84,9 +84,14 @@ at::Tensor resample_audio(const at::Tensor& waveform, int64_t from_rate, int64_t
 int64_t resampled_frames(int64_t frames, int64_t from_rate, int64_t to_rate);
 
 /// About the most memory resample_audio takes while it builds its filter from `from_rate` to
-/// `to_rate` (float64 temporaries of the kernel's size): 0 for equal rates, under 16 MB for the
+/// `to_rate` (float64 temporaries of the kernel's size): 0 for equal rates, at most 16 MiB for the
 /// common rates, gigabytes for rates whose gcd is small, which a server must budget before
 /// accepting them.
 int64_t resample_filter_bytes(int64_t from_rate, int64_t to_rate);
+
+/// The largest resample_filter_bytes from a common rate (8, 11.025, 16, 22.05, 32, 44.1, 48, 88.2
+/// or 96 kHz) to `to_rate`: what a server's decode budget must hold beside a clip so that every
+/// common rate is served.
+int64_t common_rate_filter_bytes(int64_t to_rate);
 
 }  // namespace oml::data
