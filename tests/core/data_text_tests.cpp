@@ -158,12 +158,29 @@ TEST_CASE("prepare_tokenizer truncates to the model's length and leaves the padd
   const auto capped = oml::data::prepare_tokenizer(tiny_tokenizer(longer), 8);
   CHECK(capped->truncation()->max_length == 8);
   CHECK_FALSE(capped->padding().has_value());
-  // A file that truncates to 0 tokens is named, with the key.
+  // A file that truncates to no token of text beside [CLS] [SEP] is named, with the key: every
+  // text would embed the same.
   TinyTokenizerOptions zero;
   zero.truncation = 0;
   CHECK_THROWS_AS(oml::data::prepare_tokenizer(tiny_tokenizer(zero), 8), oml::ConfigError);
   CHECK_THROWS_WITH(oml::data::prepare_tokenizer(tiny_tokenizer(zero), 8),
                     Contains("tiny/tokenizer.json: truncation.max_length is 0"));
+  TinyTokenizerOptions two;
+  two.truncation = 2;
+  CHECK_THROWS_WITH(oml::data::prepare_tokenizer(tiny_tokenizer(two), 8),
+                    Contains("tiny/tokenizer.json: truncation.max_length is 2, which leaves no token of any "
+                             "text beside the 2 special tokens") &&
+                        Contains("expected at least 3"));
+  two.truncation = 3;
+  CHECK(oml::data::prepare_tokenizer(tiny_tokenizer(two), 8)->encode("apple", "t").ids.size() == 3);
+  // Without a post-processor one token is enough.
+  TinyTokenizerOptions bare;
+  bare.truncation = 1;
+  bare.special_tokens = false;
+  CHECK(oml::data::prepare_tokenizer(tiny_tokenizer(bare), 8)->truncation()->max_length == 1);
+  // A model that takes no more tokens than the special ones is refused likewise.
+  CHECK_THROWS_WITH(oml::data::prepare_tokenizer(tiny_tokenizer(), 2),
+                    Contains("tiny/tokenizer.json: the model takes at most 2 tokens"));
 
   // A TextDataset refuses a tokenizer that was not prepared for its length.
   TextDatasetOptions options;

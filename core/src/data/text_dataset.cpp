@@ -21,10 +21,17 @@ std::shared_ptr<const text::Tokenizer> prepare_tokenizer(text::Tokenizer tokeniz
   OML_CHECK(max_tokens >= 1, UsageError, "prepare_tokenizer: max_tokens must be >= 1, got ", max_tokens);
   const auto limit = static_cast<size_t>(max_tokens);
   text::TruncationOptions truncation = tokenizer.truncation().value_or(text::TruncationOptions{});
-  OML_CHECK(!tokenizer.truncation() || truncation.max_length >= 1, ConfigError, tokenizer.source(),
-            ": truncation.max_length is 0, which leaves no token of any text; expected at least 1, or "
-            "\"truncation\": null to cut texts at the model's ",
-            max_tokens, " tokens");
+  // A length that leaves no place for the text beside the special tokens would embed every text
+  // as the same [CLS] [SEP].
+  const size_t special = tokenizer.num_special_tokens_to_add(/*pair=*/false);
+  OML_CHECK(!tokenizer.truncation() || truncation.max_length > special, ConfigError, tokenizer.source(),
+            ": truncation.max_length is ", truncation.max_length,
+            ", which leaves no token of any text beside the ", special,
+            " special tokens the post-processor adds; expected at least ", special + 1,
+            ", or \"truncation\": null to cut texts at the model's ", max_tokens, " tokens");
+  OML_CHECK(limit > special, ConfigError, tokenizer.source(), ": the model takes at most ", max_tokens,
+            " tokens, which leaves no token of any text beside the ", special,
+            " special tokens the post-processor adds");
   if (!tokenizer.truncation() || truncation.max_length > limit) truncation.max_length = limit;
   truncation.stride = 0;
   tokenizer.set_truncation(truncation);

@@ -403,6 +403,10 @@ std::optional<int64_t> Tokenizer::token_to_id(std::string_view token) const {
   return std::nullopt;
 }
 
+size_t Tokenizer::num_special_tokens_to_add(bool pair) const {
+  return impl_->post_processor ? impl_->post_processor->added_tokens(pair) : 0;
+}
+
 size_t Tokenizer::vocab_size() const {
   return impl_->model->vocab_size() + impl_->added.count_outside(*impl_->model);
 }

@@ -93,6 +93,10 @@ class Tokenizer {
   const std::optional<PaddingOptions>& padding() const;
   void set_padding(std::optional<PaddingOptions> options);
 
+  /// The special tokens the post-processor adds to one text, or to a pair (HF's
+  /// num_special_tokens_to_add): truncation keeps this many places for them.
+  size_t num_special_tokens_to_add(bool pair) const;
+
   /// The id of a token of the model's vocabulary or of the added tokens.
   std::optional<int64_t> token_to_id(std::string_view token) const;
   /// The model's vocabulary plus the added tokens that are not in it.
