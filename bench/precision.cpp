@@ -7,7 +7,10 @@
 //   bench_precision [threads] [rounds] [steps] [extractor-yaml] [side] [modes] [batch]
 //
 // extractor-yaml: another extractor as a config component, side: its image side (default 64),
-// e.g. for a ViT: bench_precision 0 3 3 '{name: vit, args: {arch: vits16}}' 224
+// e.g. for a ViT: bench_precision 0 3 3 '{name: vit, args: {arch: vits16}}' 224. An audio
+// extractor takes waveforms [batch, 1, side]: side is then samples per clip, e.g. ECAPA on 2 s
+// at 16 kHz: bench_precision 0 3 3 '{name: ecapa_tdnn, args: {arch: ecapa_tdnn_taoruijie}}' 32000 nchw
+// (its figures are clips/s; channels_last modes do not apply to its 1-d convolutions).
 // modes: `all` (default), `32` / `bf16` for that precision's NCHW mode alone (one process per
 // precision, for its peak RSS under /usr/bin/time -v), `nchw` for both NCHW modes, or `last` for
 // both channels_last modes (input and weights).
@@ -74,8 +77,15 @@ struct Mode {
   std::string name;
 };
 
-double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_t batch, int64_t side,
-                         int steps) {
+// A synthetic batch of what the extractor takes: images [batch, 3, side, side] or waveforms
+// [batch, 1, side].
+torch::Tensor synthetic_batch(const oml::models::Extractor& model, int64_t batch, int64_t side) {
+  if (model.input() == oml::models::ExtractorInput::audio) return torch::randn({batch, 1, side});
+  return torch::randn({batch, 3, side, side});
+}
+
+double items_per_second(oml::models::Extractor& model, const Mode& mode, int64_t batch, int64_t side,
+                        int steps) {
   auto loss = oml::losses::TripletLossWithMiner(std::make_shared<oml::losses::HardTripletsMiner>());
   // As `memory_format: channels_last` lays out oml-train's model (the same function).
   oml::models::set_memory_format(
@@ -92,7 +102,7 @@ double images_per_second(oml::models::Extractor& model, const Mode& mode, int64_
       oml::registries().optimizers.create(oml::config::parse_component(doc.root()["optimizer"], "optimizer"),
                                           oml::optim::OptimizerContext{model.parameters(), {}});
   auto& opt = *opt_ptr;
-  auto images = torch::randn({batch, 3, side, side}).to(device);
+  auto images = synthetic_batch(model, batch, side).to(device);
   if (mode.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   const auto labels = torch::arange(batch / 4).repeat_interleave(4).to(device);
   model.train();
@@ -174,11 +184,20 @@ OML_BENCHMARK(precision) {
   torch::manual_seed(0);
   auto model = oml::registries().extractors.create(spec);
   model->to(bench_device());
-  std::printf(
-      "device: %s, threads: %d, BLAS: %s, extractor: %s, %lldx%lld, batch %lld, %d steps x %d rounds%s\n",
-      bench_device().str().c_str(), threads, oml::blas_backend().c_str(), spec_text.c_str(),
-      static_cast<long long>(side), static_cast<long long>(side), static_cast<long long>(batch), steps,
-      rounds, at::globalContext().benchmarkCuDNN() ? ", cuDNN benchmark" : "");
+  const bool audio = model->input() == oml::models::ExtractorInput::audio;
+  if (audio && (only == "all" || only == "last")) {
+    std::fprintf(stderr,
+                 "bench_precision: an audio extractor has no channels_last modes; modes must be 32, bf16 "
+                 "or nchw\n");
+    return 2;
+  }
+  const char* unit = audio ? "clips/s" : "images/s";
+  const std::string input_size =
+      audio ? std::to_string(side) + " samples" : std::to_string(side) + "x" + std::to_string(side);
+  std::printf("device: %s, threads: %d, BLAS: %s, extractor: %s, %s, batch %lld, %d steps x %d rounds%s\n",
+              bench_device().str().c_str(), threads, oml::blas_backend().c_str(), spec_text.c_str(),
+              input_size.c_str(), static_cast<long long>(batch), steps, rounds,
+              at::globalContext().benchmarkCuDNN() ? ", cuDNN benchmark" : "");
   std::vector<Mode> modes{{Precision::fp32, false, false, "32 NCHW"},
                           {Precision::bf16, false, false, "bf16 NCHW"},
                           {Precision::fp32, true, true, "32 channels_last"},
@@ -191,15 +210,15 @@ OML_BENCHMARK(precision) {
   std::vector<std::vector<double>> results(modes.size());
   for (int r = 0; r < rounds; ++r) {
     for (std::size_t m = 0; m < modes.size(); ++m) {
-      const double v = images_per_second(*model, modes[m], batch, side, steps);
+      const double v = items_per_second(*model, modes[m], batch, side, steps);
       results[m].push_back(v);
-      std::printf("round %d  %-20s %7.1f images/s\n", r + 1, modes[m].name.c_str(), v);
+      std::printf("round %d  %-20s %7.1f %s\n", r + 1, modes[m].name.c_str(), v, unit);
       std::fflush(stdout);
     }
   }
   std::printf("median over %d rounds:\n", rounds);
   for (std::size_t m = 0; m < modes.size(); ++m) {
-    std::printf("  %-20s %7.1f images/s", modes[m].name.c_str(), median(results[m]));
+    std::printf("  %-20s %7.1f %s", modes[m].name.c_str(), median(results[m]), unit);
     if (modes.size() > 1) std::printf(" (%.2fx precision 32 NCHW)", median(results[m]) / median(results[0]));
     std::printf("\n");
   }

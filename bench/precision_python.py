@@ -2,8 +2,10 @@
 
     python bench/precision_python.py [threads] [rounds] [steps] [side] [arch] [modes] [batch]
 
-arch: resnet18 (default), resnet50 or a ViT of tests/python/vit_reference.py (vits16: the network
-the parity tests hold equal to oml-cpp's `vit`); modes: all (default: 32 and bf16), 32 or bf16;
+arch: resnet18 (default), resnet50, a ViT of tests/python/vit_reference.py (vits16: the network
+the parity tests hold equal to oml-cpp's `vit`) or ecapa_tdnn (OML's ECAPATDNNExtractor with random
+weights, the network the parity tests hold equal to oml-cpp's `ecapa_tdnn`; it takes waveforms
+[batch, 1, side]: side is then samples per clip, and its figures clips/s); modes: all (default: 32 and bf16), 32 or bf16;
 batch: default 32, a multiple of 4. OML_BENCH_DEVICE=cuda runs on cuda:0 (as bench_precision
 does; autocast on "cuda", the clock read after a synchronize). OML_BENCH_COMPILE=1 runs the model
 through torch.compile (default mode): each mode's warm-up step pays its compilation.
@@ -51,9 +53,10 @@ def hard_triplet_loss(embeddings, labels):
     return F.softplus(hardest_positive - hardest_negative).mean()
 
 
-def images_per_second(model, bf16, batch, side, steps):
+def items_per_second(model, audio, bf16, batch, side, steps):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    images = torch.randn(batch, 3, side, side, device=DEVICE)
+    shape = (batch, 1, side) if audio else (batch, 3, side, side)
+    images = torch.randn(*shape, device=DEVICE)
     if CHANNELS_LAST:
         images = images.contiguous(memory_format=torch.channels_last)
     labels = torch.arange(batch // 4, device=DEVICE).repeat_interleave(4)
@@ -103,9 +106,14 @@ def main():
     if os.environ.get("OML_BENCH_CUDNN_BENCHMARK") == "1":
         torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
+    audio = arch == "ecapa_tdnn"
     if arch in ("resnet18", "resnet50"):
         model = getattr(torchvision.models, arch)()
         model.fc = torch.nn.Identity()
+    elif audio:
+        from oml.models.audio.ecapa_tdnn.extractor import ECAPATDNNExtractor
+
+        model = ECAPATDNNExtractor(weights=None, arch="ecapa_tdnn_taoruijie")
     else:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
         from vit_reference import VisionTransformer  # noqa: E402
@@ -117,21 +125,23 @@ def main():
     compiled = os.environ.get("OML_BENCH_COMPILE") == "1"
     if compiled:
         model = torch.compile(model)
-    print(f"python {torch.__version__}, threads: {threads}, device: {DEVICE}, {arch}, {side}x{side}, batch {batch}, "
+    unit = "clips/s" if audio else "images/s"
+    size = f"{side} samples" if audio else f"{side}x{side}"
+    print(f"python {torch.__version__}, threads: {threads}, device: {DEVICE}, {arch}, {size}, batch {batch}, "
           f"{steps} steps x {rounds} rounds{', torch.compile' if compiled else ''}"
           f"{', channels_last' if CHANNELS_LAST else ''}"
           f"{', cuDNN benchmark' if torch.backends.cudnn.benchmark else ''}")
     results = {"32": [], "bf16": []} if modes == "all" else {modes: []}
     for r in range(rounds):
         for name in results:
-            v = images_per_second(model, name == "bf16", batch, side, steps)
+            v = items_per_second(model, audio, name == "bf16", batch, side, steps)
             results[name].append(v)
-            print(f"round {r + 1}  python {name:5s} {v:7.1f} images/s", flush=True)
+            print(f"round {r + 1}  python {name:5s} {v:7.1f} {unit}", flush=True)
     print(f"median over {rounds} rounds:")
     for name, values in results.items():
         m = statistics.median(values)
         ratio = f" ({m / statistics.median(results['32']):.2f}x precision 32)" if "32" in results else ""
-        print(f"  python {name:5s} {m:7.1f} images/s{ratio}")
+        print(f"  python {name:5s} {m:7.1f} {unit}{ratio}")
 
 
 if __name__ == "__main__":
