@@ -264,8 +264,10 @@ int serve_index(const cli::Invocation& inv) {
   ServiceOptions service_options;
   service_options.embed_batch.max_batch = vars["max-batch"].as<int64_t>();
   service_options.search_batch.max_batch = vars["max-batch"].as<int64_t>();
-  service_options.embed_batch.max_wait =
-      std::chrono::microseconds(static_cast<int64_t>(vars["max-wait-ms"].as<double>() * 1000));
+  const double max_wait_ms = vars["max-wait-ms"].as<double>();
+  OML_CHECK(std::isfinite(max_wait_ms) && max_wait_ms >= 0 && max_wait_ms <= 60000, UsageError,
+            "--max-wait-ms must be between 0 and 60000 (a minute), got ", max_wait_ms);
+  service_options.embed_batch.max_wait = std::chrono::microseconds(static_cast<int64_t>(max_wait_ms * 1000));
   service_options.search_batch.max_wait = service_options.embed_batch.max_wait;
   if (vars.count("max-image-pixels"))
     service_options.max_image_pixels = vars["max-image-pixels"].as<int64_t>();
@@ -274,7 +276,6 @@ int serve_index(const cli::Invocation& inv) {
   service_options.max_text_bytes = size_flag(inv, "max-text-kb", 1024.0, 0.001, 1e12);
   service_options.max_audio_bytes = size_flag(inv, "max-audio-mb", 1024.0 * 1024.0, 0.001, 1e9);
   OML_CHECK(service_options.embed_batch.max_batch >= 1, UsageError, "--max-batch must be >= 1");
-  OML_CHECK(service_options.embed_batch.max_wait.count() >= 0, UsageError, "--max-wait-ms must be >= 0");
   OML_CHECK(!service_options.max_image_pixels || *service_options.max_image_pixels >= 0, UsageError,
             "--max-image-pixels must be 0 (no limit) or a positive number of pixels");
 

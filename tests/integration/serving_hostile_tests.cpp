@@ -341,7 +341,7 @@ TEST_CASE(
   CHECK_THAT(read_file(dir / "serve.err"), Contains("without a token"));
 }
 
-TEST_CASE("oml-serve refuses size flags that are not finite or past a petabyte, exit 2 naming the flag",
+TEST_CASE("oml-serve refuses size flags that are not finite or past a petabyte, and waits past a minute",
           "[serving][integration][hostile]") {
   TempDir dir;
   const std::string serve = quote(command_path("oml-serve")) + " --index " +
@@ -359,6 +359,9 @@ TEST_CASE("oml-serve refuses size flags that are not finite or past a petabyte, 
   const auto text = run(serve + "--max-text-kb 0");
   CHECK(text.exit_code == 2);
   CHECK_THAT(text.err, Contains("--max-text-kb must be between 0.001 and 1e+12, got 0"));
+  const auto wait = run(serve + "--max-wait-ms 1e300");
+  CHECK(wait.exit_code == 2);
+  CHECK_THAT(wait.err, Contains("--max-wait-ms must be between 0 and 60000 (a minute), got 1e+300"));
 }
 
 TEST_CASE("A failure inside oml-serve's own code is one request's 500, logged, and the server goes on",
