@@ -5,7 +5,8 @@
 arch: resnet18 (default), resnet50, a ViT of tests/python/vit_reference.py (vits16: the network
 the parity tests hold equal to oml-cpp's `vit`) or ecapa_tdnn (OML's ECAPATDNNExtractor with random
 weights, the network the parity tests hold equal to oml-cpp's `ecapa_tdnn`; it takes waveforms
-[batch, 1, side]: side is then samples per clip, and its figures clips/s); modes: all (default: 32 and bf16), 32 or bf16;
+[batch, 1, side]: side is then samples per clip, and its figures clips/s); modes: all (default: 32
+and bf16), 32 or bf16;
 batch: default 32, a multiple of 4. OML_BENCH_DEVICE=cuda runs on cuda:0 (as bench_precision
 does; autocast on "cuda", the clock read after a synchronize). OML_BENCH_COMPILE=1 runs the model
 through torch.compile (default mode): each mode's warm-up step pays its compilation.

@@ -223,14 +223,21 @@ void check_token(const std::string& token) {
             " characters; at least 16: `openssl rand -hex 32` makes one)");
 }
 
-// A size flag given in `unit`s (KiB or MiB) as bytes, finite and within [least, most] units (most
-// is at most a petabyte), so that the cast and the budgets' sums cannot overflow.
-int64_t size_flag(const cli::Invocation& inv, const std::string& flag, double unit, double least,
-                  double most) {
+// A number flag, finite and within [least, most] (`most_note` says what `most` is), so that its
+// cast to an integer cannot overflow.
+double bounded_flag(const cli::Invocation& inv, const std::string& flag, double least, double most,
+                    const std::string& most_note = "") {
   const double value = inv.vars[flag].as<double>();
   OML_CHECK(std::isfinite(value) && value >= least && value <= most, UsageError, "--", flag,
-            " must be between ", least, " and ", most, ", got ", value);
-  return static_cast<int64_t>(value * unit);
+            " must be between ", least, " and ", most, most_note, ", got ", value);
+  return value;
+}
+
+// A size flag given in `unit`s (KiB or MiB) as bytes, within [least, most] units (most is at most a
+// petabyte), so that the budgets' sums cannot overflow either.
+int64_t size_flag(const cli::Invocation& inv, const std::string& flag, double unit, double least,
+                  double most) {
+  return static_cast<int64_t>(bounded_flag(inv, flag, least, most) * unit);
 }
 
 }  // namespace
@@ -264,9 +271,7 @@ int serve_index(const cli::Invocation& inv) {
   ServiceOptions service_options;
   service_options.embed_batch.max_batch = vars["max-batch"].as<int64_t>();
   service_options.search_batch.max_batch = vars["max-batch"].as<int64_t>();
-  const double max_wait_ms = vars["max-wait-ms"].as<double>();
-  OML_CHECK(std::isfinite(max_wait_ms) && max_wait_ms >= 0 && max_wait_ms <= 60000, UsageError,
-            "--max-wait-ms must be between 0 and 60000 (a minute), got ", max_wait_ms);
+  const double max_wait_ms = bounded_flag(inv, "max-wait-ms", 0, 60000, " (a minute)");
   service_options.embed_batch.max_wait = std::chrono::microseconds(static_cast<int64_t>(max_wait_ms * 1000));
   service_options.search_batch.max_wait = service_options.embed_batch.max_wait;
   if (vars.count("max-image-pixels"))
