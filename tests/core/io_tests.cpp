@@ -136,8 +136,12 @@ TEST_CASE("Damage inside a well-formed archive is a DataError naming the file an
   // 27 bytes of float data: the copy into a storage of 6 floats used to write past its end.
   const auto odd = with_record("odd.pt", "data/0", std::string(27, '\0'));
   CHECK_THROWS_AS(oml::io::load_tensor(odd), oml::DataError);
-  CHECK_THROWS_WITH(oml::io::load_tensor(odd), Contains("odd.pt") && Contains("'data/0' has 27 bytes") &&
-                                                   Contains("whole number of FloatStorage elements"));
+  CHECK_THROWS_WITH(oml::io::load_tensor(odd), Contains("odd.pt") && Contains("'data/0' holds 27 bytes") &&
+                                                   Contains("its storage is 6 FloatStorage elements"));
+  // A record larger than its storage declares (as torch.load refuses it): the reader allocates
+  // what the zip directory declares, which a compressed record can make gigabytes.
+  const auto longer = with_record("longer.pt", "data/0", std::string(28, '\0'));
+  CHECK_THROWS_WITH(oml::io::load_tensor(longer), Contains("'data/0' holds 28 bytes"));
   // A string whose 8-byte length is near 2^64: the bounds check used to wrap around.
   const std::string huge_string = std::string("\x80\x02\x8d", 3) + std::string(8, '\xff') + ".";
   const auto huge = with_record("huge.pt", "data.pkl", huge_string);
@@ -172,6 +176,46 @@ TEST_CASE("Damage inside a well-formed archive is a DataError naming the file an
   CHECK_THROWS_WITH(oml::io::load_tensor(with_shape("negative.pt", "(K\x06t(J\xff\xff\xff\xfft")),
                     Contains("stride -1"));
   CHECK(oml::io::load_tensor(with_shape("same.pt", shape)).numel() == 6);
+}
+
+TEST_CASE("Values nested past Python's recursion limit are refused before they overflow the stack", "[io]") {
+  oml::test::TempDir dir;
+  oml::io::save_tensor(dir / "t.pt", torch::zeros({1}));
+  const auto records = oml::test::read_zip_records(oml::test::read_file(dir / "t.pt"));
+  const auto with_pickle = [&](const std::string& file, const std::string& pickle) {
+    auto edited = records;
+    for (auto& record : edited)
+      if (record.first == "data.pkl") record.second = pickle;
+    oml::test::write_file(dir / file, oml::test::write_zip_records(edited));
+    return dir / file;
+  };
+  // 100,000 nested 1-tuples in 100 KB: freeing them recursed 100,000 deep (a segfault).
+  const auto tuples = with_pickle("tuples.pt", "\x80\x02)" + std::string(100000, '\x85') + ".");
+  CHECK_THROWS_WITH(oml::io::read_torch_file(tuples),
+                    Contains("tuples.pt") && Contains("nested more than 1000 deep"));
+  // 1000 levels are Python's limit and load.
+  const auto limit = with_pickle("limit.pt", "\x80\x02)" + std::string(999, '\x85') + ".");
+  CHECK(oml::io::read_torch_file(limit).isTuple());
+  // Lists filled through memo references in reverse, so that no list is deeper than 2 when it is
+  // filled: memoize 3 empty lists, then list 2 gets list 1, then list 1 gets list 0.
+  std::string reverse = "\x80\x02";
+  for (int i = 0; i < 3; ++i) reverse += "]q" + std::string(1, static_cast<char>(i));
+  reverse += std::string(
+      "h\x02h\x01"
+      "ah\x01h\x00"
+      "a.",
+      10);
+  CHECK_THROWS_WITH(oml::io::read_torch_file(with_pickle("reverse.pt", reverse)),
+                    Contains("filled after it was put in another"));
+  // The same deep pickle inside an optimizer's state archive (read by LibTorch's unpickler next).
+  auto archive = records;
+  for (auto& record : archive)
+    if (record.first == "data.pkl") record.second = "\x80\x02)" + std::string(100000, '\x85') + ".";
+  const std::string bytes = oml::test::write_zip_records(archive);
+  CHECK_THROWS_WITH(oml::io::check_torch_archive("optimizer state", bytes.data(), bytes.size()),
+                    Contains("optimizer state (data.pkl)") && Contains("nested more than 1000 deep"));
+  const std::string fine = oml::test::read_file(dir / "t.pt");
+  CHECK_NOTHROW(oml::io::check_torch_archive("optimizer state", fine.data(), fine.size()));
 }
 
 TEST_CASE("An oml-cpp checkpoint is accepted as `weights:` of an extractor", "[io][models]") {

@@ -199,6 +199,33 @@ TEST_CASE("Loading weights of another shape lists every mismatch", "[models][io]
   }
 }
 
+TEST_CASE("Integer or boolean weights for float parameters are refused, other floats converted",
+          "[models][io]") {
+  ConvNetOptions a;
+  a.channels = {4};
+  ConvNet source(a), target(a);
+  auto weights = oml::io::state_dict(*source);
+  for (auto& kv : weights) kv.second = kv.second.to(torch::kBFloat16).to(kv.second.scalar_type());
+  // bf16 into fp32 is a conversion, as torch's copy_ does it.
+  auto half = weights;
+  half["proj.weight"] = weights.at("proj.weight").to(torch::kHalf);
+  oml::io::load_state_dict(*target, half, "half.pt");
+  CHECK(torch::equal(oml::io::state_dict(*target).at("proj.weight"), weights.at("proj.weight")));
+  // Integers into a float weight would load as numbers that mean something else.
+  auto ints = weights;
+  ints["proj.weight"] = torch::ones_like(weights.at("proj.weight"), torch::kLong);
+  ints["proj.bias"] = torch::ones_like(weights.at("proj.bias"), torch::kBool);
+  try {
+    oml::io::load_state_dict(*target, ints, "ints.pt");
+    FAIL("expected a DataError");
+  } catch (const oml::DataError& e) {
+    CHECK_THAT(e.what(), Contains("ints.pt") && Contains("2 of another kind of type"));
+    std::string context;
+    for (const auto& line : e.context()) context += line + "\n";
+    CHECK_THAT(context, Contains("proj.weight (file Long, model Float)") && Contains("proj.bias (file Bool"));
+  }
+}
+
 TEST_CASE("A common key prefix such as module. is stripped when loading", "[models][io]") {
   ConvNetOptions a;
   a.channels = {4};

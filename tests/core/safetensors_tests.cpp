@@ -131,6 +131,17 @@ TEST_CASE("Malformed safetensors files are DataErrors naming the file and the te
       {"a fractional dimension",
        file_bytes(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,8]}})", floats8),
        {"'w'", "1.5"}},
+      {"an empty shape whose other sizes overflow int64",
+       file_bytes(
+           R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[8,8]}})",
+           floats8),
+       {"'z'", "too large"}},
+      // Printing a value nested 100,000 deep in a message overflowed the stack.
+      {"metadata nested 100,000 deep",
+       file_bytes(R"({"__metadata__":)" + std::string(100000, '[') + std::string(100000, ']') +
+                      R"(,"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                  floats8),
+       {"nests deeper than 16 levels"}},
       {"no shape",
        file_bytes(R"({"w":{"dtype":"F32","data_offsets":[0,8]}})", floats8),
        {"'w'", "no 'shape'"}},

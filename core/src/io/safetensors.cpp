@@ -25,6 +25,7 @@ static_assert(std::endian::native == std::endian::little,
 
 // The safetensors package refuses headers over 100 MB; a larger length is a damaged file.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr int kMaxHeaderNesting = 16;
 
 struct Dtype {
   const char* code;
@@ -58,7 +59,12 @@ struct Entry {
 json parse_header(const fs::path& path, const std::string& text) {
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  const json::parser_callback_t track = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+  const json::parser_callback_t track = [&](int depth, json::parse_event_t event, json& parsed) {
+    // A header nests three deep ({name: {shape: [..]}}); printing a value nested 100,000 deep
+    // in a message would overflow the stack.
+    if (depth > kMaxHeaderNesting) {
+      bad_safetensors(path, "the header nests deeper than " + std::to_string(kMaxHeaderNesting) + " levels");
+    }
     if (event == json::parse_event_t::object_start) open_objects.emplace_back();
     if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
     if (event == json::parse_event_t::key && !open_objects.empty() && duplicate.empty()) {
@@ -109,10 +115,12 @@ Entry parse_entry(const fs::path& path, const std::string& name, const json& inf
 
   const auto& shape = info.at("shape");
   if (!shape.is_array()) bad_tensor(path, name, "shape must be an array, got " + shape.dump());
-  std::uint64_t numel = 1;
+  std::uint64_t numel = 1, nonzero = 1;  // an empty tensor's other sizes still must fit ATen's int64
   for (const auto& dim : shape) {
     const std::uint64_t size = unsigned_value(path, name, dim, "every dimension of shape");
-    if (size > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, size, &numel)) {
+    if (size > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, size, &numel) ||
+        __builtin_mul_overflow(nonzero, std::max<std::uint64_t>(size, 1), &nonzero) ||
+        nonzero > static_cast<std::uint64_t>(INT64_MAX)) {
       bad_tensor(path, name, "shape " + shape.dump() + " is too large");
     }
     entry.shape.push_back(static_cast<int64_t>(size));

@@ -123,25 +123,37 @@ void load_state_dict(torch::nn::Module& module, StateDict weights, const std::st
     for (const auto& prefix : options.ignore_prefixes) ignored = ignored || starts_with(it->first, prefix);
     it = ignored ? chosen.erase(it) : std::next(it);
   }
-  std::vector<std::string> missing, unexpected, shapes;
+  std::vector<std::string> missing, unexpected, shapes, dtypes;
+  const auto kind = [](const at::Tensor& t) {
+    return t.is_floating_point() ? 0 : t.scalar_type() == at::kBool ? 1 : t.is_complex() ? 2 : 3;
+  };
   for (const auto& kv : expected) {
     const auto found = chosen.find(kv.first);
     if (found == chosen.end()) {
       missing.push_back(kv.first);
     } else if (found->second.sizes() != kv.second.sizes()) {
       shapes.push_back(kv.first + " (file " + shape(found->second) + ", model " + shape(kv.second) + ")");
+    } else if (kind(found->second) != kind(kv.second)) {
+      // Floats convert to the model's float type; integers or booleans into a float weight (or
+      // floats into a counter) would be converted into numbers that mean something else.
+      dtypes.push_back(kv.first + " (file " + c10::toString(found->second.scalar_type()) + ", model " +
+                       c10::toString(kv.second.scalar_type()) + ")");
     }
   }
   for (const auto& kv : chosen) {
     if (!expected.count(kv.first)) unexpected.push_back(kv.first);
   }
-  if (!missing.empty() || !unexpected.empty() || !shapes.empty()) {
-    DataError error(source + ": the weights do not fit the model (" + std::to_string(missing.size()) +
-                    " missing, " + std::to_string(unexpected.size()) + " unexpected, " +
-                    std::to_string(shapes.size()) + " with another shape)");
+  if (!missing.empty() || !unexpected.empty() || !shapes.empty() || !dtypes.empty()) {
+    DataError error(
+        source + ": the weights do not fit the model (" + std::to_string(missing.size()) + " missing, " +
+        std::to_string(unexpected.size()) + " unexpected, " + std::to_string(shapes.size()) +
+        " with another shape" +
+        (dtypes.empty() ? "" : ", " + std::to_string(dtypes.size()) + " of another kind of type") + ")");
     if (!missing.empty()) error.add_context("missing in the file: " + listing(missing));
     if (!unexpected.empty()) error.add_context("unexpected in the file: " + listing(unexpected));
     if (!shapes.empty()) error.add_context("shape differs: " + listing(shapes));
+    if (!dtypes.empty())
+      error.add_context("integer, boolean or float where the model has another: " + listing(dtypes));
     throw error;
   }
   torch::NoGradGuard no_grad;

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <sstream>
+#include <unordered_map>
 #include <variant>
 
 #include "oml/common/error.h"
@@ -38,11 +40,22 @@ c10::ScalarType storage_dtype(const std::string& storage_name, const std::string
   return *dtype;
 }
 
+// Python's pickler cannot write a value nested deeper than its recursion limit (1000), so no
+// torch.save file holds one; c10 frees nested values recursively, and 100,000 nested tuples in
+// a 100 KB file would overflow the stack.
+constexpr int kMaxNesting = 1000;
+
 class Unpickler {
  public:
+  /// Without `read_storages` tensors are empty placeholders: the pickle is only checked.
   Unpickler(caffe2::serialize::PyTorchStreamReader& reader, const ZipChecksums& checksums, const char* data,
-            size_t size, std::string file)
-      : reader_(reader), checksums_(checksums), data_(data), size_(size), file_(std::move(file)) {}
+            size_t size, std::string file, bool read_storages = true)
+      : reader_(reader),
+        checksums_(checksums),
+        data_(data),
+        size_(size),
+        file_(std::move(file)),
+        read_storages_(read_storages) {}
 
   c10::IValue run() {
     while (true) {
@@ -127,13 +140,51 @@ class Unpickler {
       const c10::IValue& key = kv[i];
       OML_CHECK(key.isString() || key.isInt() || key.isDouble() || key.isBool(), DataError, file_,
                 ": corrupt pickle (a dict key of type ", key.tagKind(), ")");
+      nest(target, kv[i + 1], /*filling=*/true);
       dict.insert_or_assign(key, kv[i + 1]);
     }
   }
   void append(c10::IValue& target, const std::vector<c10::IValue>& items) {
     OML_CHECK(target.isList(), DataError, file_, ": corrupt pickle (APPEND to a non-list)");
     auto list = target.toList();
-    for (const auto& item : items) list.push_back(item);
+    for (const auto& item : items) {
+      nest(target, item, /*filling=*/true);
+      list.push_back(item);
+    }
+  }
+  c10::IValue tuple(std::vector<c10::IValue> items) {
+    c10::IValue out(c10::ivalue::Tuple::create(std::move(items)));
+    for (const auto& item : out.toTupleRef().elements()) nest(out, item, /*filling=*/false);
+    return out;
+  }
+
+  // Nesting is tracked as each container is built: its height is 1 + its tallest element's.
+  // A pickler writes an element whole before it adds it to its container, so heights need no
+  // update later — except when a container already inside another is filled further, which
+  // only a recursive value does (`a = []; a.append([a])`) and a crafted file could use to nest
+  // without bound; that is refused.
+  struct Nesting {
+    c10::IValue container;  // kept alive, so that its address is not reused by another
+    int height = 1;
+    bool nested = false;
+  };
+  static bool is_container(const c10::IValue& v) { return v.isList() || v.isGenericDict() || v.isTuple(); }
+  Nesting& nesting(const c10::IValue& container) {
+    const auto found = nesting_.find(container.internalToPointer());
+    if (found != nesting_.end()) return found->second;
+    return nesting_.emplace(container.internalToPointer(), Nesting{container}).first->second;
+  }
+  void nest(const c10::IValue& container, const c10::IValue& element, bool filling) {
+    if (!is_container(element)) return;
+    auto& outer = nesting(container);
+    OML_CHECK(!(filling && outer.nested), DataError, file_,
+              ": unsupported pickle (a list or dict is filled after it was put in another: a "
+              "recursive value, which weights never are)");
+    auto& inner = nesting(element);
+    inner.nested = true;
+    outer.height = std::max(outer.height, inner.height + 1);
+    OML_CHECK(outer.height <= kMaxNesting, DataError, file_, ": corrupt pickle (values nested more than ",
+              kMaxNesting, " deep)");
   }
 
   void step(uint8_t op) {
@@ -154,7 +205,7 @@ class Unpickler {
         stack_.emplace_back(c10::IValue(c10::impl::GenericList(c10::AnyType::get())));
         break;
       case ')':
-        stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(std::vector<c10::IValue>{})));
+        stack_.emplace_back(tuple({}));
         break;
       case 'N':
         stack_.emplace_back(c10::IValue());
@@ -232,14 +283,14 @@ class Unpickler {
         break;
       }
       case 't':
-        stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(pop_to_mark())));
+        stack_.emplace_back(tuple(pop_to_mark()));
         break;
       case 0x85:
       case 0x86:
       case 0x87: {
         std::vector<c10::IValue> items(op - 0x84);
         for (auto it = items.rbegin(); it != items.rend(); ++it) *it = value(pop());
-        stack_.emplace_back(c10::IValue(c10::ivalue::Tuple::create(std::move(items))));
+        stack_.emplace_back(tuple(std::move(items)));
         break;
       }
       case 's': {
@@ -316,17 +367,28 @@ class Unpickler {
     const auto dot = type.rfind('.');
     const std::string storage_name = type.substr(dot + 1, type.size() - dot - 2);
     const auto dtype = storage_dtype(storage_name, file_);
+    if (!read_storages_) return torch::empty({0}, torch::TensorOptions().dtype(dtype));
     const std::string record = "data/" + key;
     OML_CHECK(reader_.hasRecord(record), DataError, file_, ": missing tensor data record '", record, "'");
+    // The record must hold the storage's declared elements, as torch.load checks — and before it
+    // is read, since the reader allocates what the zip directory declares: a small file whose
+    // compressed record inflates to gigabytes would otherwise be read whole.
+    const auto elem = static_cast<uint64_t>(c10::elementSize(dtype));
+    OML_CHECK(e[4].isInt() && e[4].toInt() >= 0, DataError, file_, ": corrupt storage of record '", record,
+              "' (its size is not a count of elements)");
+    const auto numel = static_cast<uint64_t>(e[4].toInt());
+    uint64_t expected = 0;
+    const uint64_t declared = checksums_.size(record);
+    OML_CHECK(!__builtin_mul_overflow(numel, elem, &expected) && declared == expected, DataError, file_,
+              ": tensor data record '", record, "' holds ", declared, " bytes, but its storage is ", numel,
+              " ", storage_name, " elements (", elem, " bytes each)");
     at::DataPtr ptr;
     size_t bytes = 0;
     std::tie(ptr, bytes) = reader_.getRecord(record);
     checksums_.verify(record, ptr.get(), bytes);
-    const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
-    // The storage holds whole elements; the copy below writes all `bytes` into it.
-    OML_CHECK(bytes % elem == 0, DataError, file_, ": tensor data record '", record, "' has ", bytes,
-              " bytes, not a whole number of ", storage_name, " elements (", elem, " bytes each)");
-    auto storage = torch::empty({static_cast<int64_t>(bytes) / elem}, torch::TensorOptions().dtype(dtype));
+    OML_CHECK(bytes == expected, DataError, file_, ": tensor data record '", record, "' read as ", bytes,
+              " bytes, not the ", expected, " its zip directory declares");
+    auto storage = torch::empty({static_cast<int64_t>(numel)}, torch::TensorOptions().dtype(dtype));
     if (bytes > 0) std::memcpy(storage.data_ptr(), ptr.get(), bytes);
     storages_.emplace(key, storage);
     return storage;
@@ -373,6 +435,7 @@ class Unpickler {
     OML_CHECK(offset.toInt() >= 0, DataError, file_, ": corrupt tensor record (storage offset ",
               offset.toInt(), ")");
     const auto& base = storage.toTensor();
+    if (!read_storages_) return base;
     // The view's last element must lie inside the storage. Sizes and strides of a damaged file
     // can be anything: every product and sum is checked for overflow.
     int64_t last = offset.toInt();
@@ -398,9 +461,11 @@ class Unpickler {
   size_t size_;
   size_t pos_ = 0;
   std::string file_;
+  bool read_storages_;
   std::vector<Item> stack_;
   std::map<uint32_t, Item> memo_;
   std::map<std::string, c10::IValue> storages_;
+  std::unordered_map<const void*, Nesting> nesting_;
 };
 
 bool is_zip(const std::filesystem::path& path) {
@@ -431,6 +496,28 @@ c10::IValue read_torch_file(const std::filesystem::path& path) {
     return unpickler.run();
   } catch (const c10::Error& e) {
     throw DataError(file + ": cannot read the zip container: " + e.what_without_backtrace());
+  }
+}
+
+void check_torch_archive(const std::string& name, const char* data, size_t size) {
+  const ZipChecksums checksums(name, data, size);
+  try {
+    std::istringstream in(std::string(data, size));
+    caffe2::serialize::PyTorchStreamReader reader(&in);
+    for (const auto& record : reader.getAllRecords()) {
+      const bool pickle = record.size() > 4 && (record.compare(record.size() - 4, 4, ".pkl") == 0 ||
+                                                record.compare(record.size() - 4, 4, "_pkl") == 0);
+      if (!pickle) continue;
+      at::DataPtr ptr;
+      size_t length = 0;
+      std::tie(ptr, length) = reader.getRecord(record);
+      checksums.verify(record, ptr.get(), length);
+      Unpickler(reader, checksums, static_cast<const char*>(ptr.get()), length, name + " (" + record + ")",
+                /*read_storages=*/false)
+          .run();
+    }
+  } catch (const c10::Error& e) {
+    throw DataError(name + ": cannot read the zip container: " + e.what_without_backtrace());
   }
 }
 

@@ -88,17 +88,34 @@ void ZipChecksums::read_directory(uint64_t file_size,
     if (at + 46 > directory.size() || little_endian(&directory[at], 4) != kDirectoryEntry) {
       throw DataError(file_ + ": damaged zip container: entry " + std::to_string(e) + " of its directory");
     }
-    const auto crc = static_cast<uint32_t>(little_endian(&directory[at + 16], 4));
+    Entry entry;
+    entry.crc = static_cast<uint32_t>(little_endian(&directory[at + 16], 4));
+    entry.size = little_endian(&directory[at + 24], 4);
     const std::size_t name_size = little_endian(&directory[at + 28], 2);
-    const std::size_t skip =
-        name_size + little_endian(&directory[at + 30], 2) + little_endian(&directory[at + 32], 2);
+    const std::size_t extra_size = little_endian(&directory[at + 30], 2);
+    const std::size_t skip = name_size + extra_size + little_endian(&directory[at + 32], 2);
     if (at + 46 + skip > directory.size()) throw DataError(file_ + ": damaged zip container directory");
     const std::string name(reinterpret_cast<const char*>(&directory[at + 46]), name_size);
+    if (entry.size == 0xFFFFFFFF) entry.size = zip64_size(&directory[at + 46 + name_size], extra_size, name);
     // Records are read by their name inside the archive's top folder ("archive/data.pkl").
     const std::size_t slash = name.find('/');
-    crc_[slash == std::string::npos ? name : name.substr(slash + 1)] = crc;
+    entries_[slash == std::string::npos ? name : name.substr(slash + 1)] = entry;
     at += 46 + skip;
   }
+}
+
+uint64_t ZipChecksums::zip64_size(const unsigned char* extra, std::size_t extra_size,
+                                  const std::string& name) const {
+  // Extra fields are (id, length, data) blocks; zip64's (id 1) starts with the 8-byte size
+  // whenever the entry's own 4-byte field holds 0xFFFFFFFF.
+  for (std::size_t at = 0; at + 4 <= extra_size;) {
+    const uint64_t id = little_endian(extra + at, 2);
+    const std::size_t length = little_endian(extra + at + 2, 2);
+    if (at + 4 + length > extra_size) break;
+    if (id == 1 && length >= 8) return little_endian(extra + at + 4, 8);
+    at += 4 + length;
+  }
+  throw DataError(file_ + ": damaged zip64 container: no size for '" + name + "'");
 }
 
 void verify_zip_archive(const std::string& name, const char* data, std::size_t size) {
@@ -115,10 +132,17 @@ void verify_zip_archive(const std::string& name, const char* data, std::size_t s
   }
 }
 
-void ZipChecksums::verify(const std::string& record, const void* data, std::size_t size) const {
-  const auto expected = crc_.find(record);
-  if (expected == crc_.end())
+const ZipChecksums::Entry& ZipChecksums::entry(const std::string& record) const {
+  const auto found = entries_.find(record);
+  if (found == entries_.end())
     throw DataError(file_ + ": record '" + record + "' is not in the zip directory");
+  return found->second;
+}
+
+uint64_t ZipChecksums::size(const std::string& record) const { return entry(record).size; }
+
+void ZipChecksums::verify(const std::string& record, const void* data, std::size_t size) const {
+  const uint32_t expected = entry(record).crc;
   uLong crc = crc32(0L, Z_NULL, 0);
   const auto* bytes = static_cast<const Bytef*>(data);
   for (std::size_t done = 0; done < size;) {
@@ -126,7 +150,7 @@ void ZipChecksums::verify(const std::string& record, const void* data, std::size
     crc = crc32(crc, bytes + done, chunk);
     done += chunk;
   }
-  if (static_cast<uint32_t>(crc) != expected->second) {
+  if (static_cast<uint32_t>(crc) != expected) {
     throw DataError(
         file_ + ": record '" + record +
         "' is damaged (its CRC-32 does not match the one the zip directory recorded); the file was "

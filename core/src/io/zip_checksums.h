@@ -24,14 +24,24 @@ class ZipChecksums {
   /// DataError naming the file and the record unless `data` has the CRC-32 the directory
   /// recorded for `record` (a name inside the archive's top folder, e.g. "data.pkl").
   void verify(const std::string& record, const void* data, std::size_t size) const;
+  /// The size the directory declares for `record` once read (uncompressed), which is what
+  /// LibTorch's reader allocates for it: DataError naming the file when `record` is not listed.
+  uint64_t size(const std::string& record) const;
 
  private:
   /// Reads the central directory through `read_at(offset, size)` from an archive of `size` bytes.
   void read_directory(uint64_t size,
                       const std::function<std::vector<unsigned char>(uint64_t, uint64_t)>& read_at);
 
+  struct Entry {
+    uint32_t crc = 0;
+    uint64_t size = 0;
+  };
+  const Entry& entry(const std::string& record) const;
+  uint64_t zip64_size(const unsigned char* extra, std::size_t extra_size, const std::string& name) const;
+
   std::string file_;
-  std::map<std::string, uint32_t> crc_;
+  std::map<std::string, Entry> entries_;
 };
 
 /// Checks the CRC-32 of every record of the zip archive in memory (LibTorch's zip reader does

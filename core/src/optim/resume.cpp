@@ -9,6 +9,7 @@
 
 #include "io/zip_checksums.h"
 #include "oml/common/error.h"
+#include "oml/io/torch_file.h"
 #include "oml/optim/multi_tensor.h"
 
 namespace oml::optim {
@@ -28,12 +29,19 @@ at::Tensor save_optimizer_state(torch::optim::Optimizer& optimizer) {
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& bytes) {
   OML_CHECK(bytes.scalar_type() == torch::kUInt8 && bytes.dim() == 1, DataError,
             "optimizer state: expected a 1-D uint8 tensor, got ", bytes.scalar_type(), " ", bytes.sizes());
-  const auto contiguous = bytes.contiguous();
+  // A view of a few bytes can claim gigabytes (stride 0): contiguous() would allocate them.
+  OML_CHECK(bytes.is_contiguous(), DataError, "optimizer state: expected the bytes of an archive, got a ",
+            bytes.sizes(), " view with strides ", bytes.strides());
+  const auto& contiguous = bytes;
   // The state is a zip archive that LibTorch's TorchScript loader trusts: damaged code in it has
-  // crashed its parser (a segfault). The checkpoint's own CRC covers these bytes as a whole; this
-  // also checks each record of the archive before LibTorch reads it.
+  // crashed its parser (a segfault), and its unpickler frees values nested 100,000 deep by
+  // recursion (another). The checkpoint's own CRC covers these bytes as a whole; this also checks
+  // each record of the archive, and reads its pickles with read_torch_file's limits, before
+  // LibTorch reads it.
   io::verify_zip_archive("optimizer state", static_cast<const char*>(contiguous.data_ptr()),
                          static_cast<std::size_t>(contiguous.numel()));
+  io::check_torch_archive("optimizer state", static_cast<const char*>(contiguous.data_ptr()),
+                          static_cast<std::size_t>(contiguous.numel()));
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(static_cast<const char*>(contiguous.data_ptr()),

@@ -19,6 +19,12 @@ namespace oml::io {
 /// zip format (e.g. torch.save(..., _use_new_zipfile_serialization=False)) or is corrupt.
 c10::IValue read_torch_file(const std::filesystem::path& path);
 
+/// Reads every pickle of the zip archive in memory (`data`, `size` bytes; `name` stands for it in
+/// messages) as read_torch_file would, without its tensors' data: DataError for what
+/// read_torch_file refuses. For archives that LibTorch's own loader reads next (an optimizer's
+/// state), whose unpickler does not limit how deep values nest.
+void check_torch_archive(const std::string& name, const char* data, size_t size);
+
 /// Writes `value` (dicts with string keys, lists, tuples, numbers, strings, tensors) in the zip
 /// format, atomically. Tensors are stored contiguous on the CPU.
 void write_torch_file(const std::filesystem::path& path, const c10::IValue& value);
