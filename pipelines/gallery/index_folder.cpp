@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -390,11 +391,31 @@ IndexWriteLock::~IndexWriteLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
+namespace {
+
+// Whether `dir` holds only what an oml-index build makes before CURRENT: its lock and version
+// folders being written (v000001.tmp-PID-N). Anything else is the user's, and stays.
+bool holds_only_a_build(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const bool version =
+        name.size() > 12 && name[0] == 'v' && name.compare(7, 5, ".tmp-") == 0 &&
+        std::all_of(name.begin() + 1, name.begin() + 7, [](char c) { return c >= '0' && c <= '9'; });
+    if (name != ".lock" && !version) return false;
+  }
+  return !ec;
+}
+
+}  // namespace
+
 void check_new_index_folder(const fs::path& dir) {
   std::error_code ec;
   // What a killed oml-index build left (no CURRENT yet: its lock and temporaries of a dead
-  // process) is removed, so that the build can simply run again.
-  if (fs::is_directory(dir, ec) && !fs::exists(dir / kCurrent, ec)) {
+  // process) is removed, so that the build can simply run again — only in a folder holding
+  // nothing else: another program's temporaries (oml-convert's `<dst>.tmp-PID-N` may be the only
+  // copy of a dataset) are not an index's to remove.
+  if (fs::is_directory(dir, ec) && !fs::exists(dir / kCurrent, ec) && holds_only_a_build(dir)) {
     io::remove_stale_temporaries(dir);
     if (fs::exists(dir / ".lock", ec) &&
         std::distance(fs::directory_iterator(dir, ec), fs::directory_iterator()) == 1) {

@@ -192,6 +192,20 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     CHECK_FALSE(fs::exists(left / "v000001.tmp-999999-0"));
     CHECK(read_file(left / "CURRENT") == "v000001\n");
   }
+  {  // a user's folder is refused with all it holds, another program's temporaries of dead
+     // processes included (oml-convert leaves the only copy of a dataset in `<dst>.tmp-PID-N`)
+    const fs::path mine = dir / "mine";
+    fs::create_directories(mine / "photos.tmp-999999-1");
+    write_file(mine / "photos.tmp-999999-1" / "a.jpg", "x");
+    write_file(mine / "report.txt.tmp-999998-0", "draft");
+    write_file(mine / "notes.txt", "notes");
+    const auto r = build_index(m, gallery, mine);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("exists and is not empty"));
+    CHECK(read_file(mine / "photos.tmp-999999-1" / "a.jpg") == "x");
+    CHECK(read_file(mine / "report.txt.tmp-999998-0") == "draft");
+    CHECK_FALSE(fs::exists(mine / "CURRENT"));
+  }
   {  // wrong embedding size
     oml::io::write_npy(dir / "wide.npy", torch::randn({3, 20}));
     const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +

@@ -79,7 +79,8 @@ void commit(const fs::path& tmp, const fs::path& path) {
   std::error_code ec;
   publish([&] { fs::rename(tmp, path, ec); });
   if (ec) {
-    fs::remove(tmp, ec);
+    std::error_code ignored;  // the rename's error is the one to report
+    fs::remove(tmp, ignored);
     throw RuntimeError("cannot move '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
   }
 }
