@@ -7,7 +7,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -400,8 +399,7 @@ bool holds_only_a_build(const fs::path& dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     const bool version =
-        name.size() > 12 && name[0] == 'v' && name.compare(7, 5, ".tmp-") == 0 &&
-        std::all_of(name.begin() + 1, name.begin() + 7, [](char c) { return c >= '0' && c <= '9'; });
+        name.size() > 12 && name.compare(7, 5, ".tmp-") == 0 && version_number(name.substr(0, 7)) >= 0;
     if (name != ".lock" && !version) return false;
   }
   return !ec;

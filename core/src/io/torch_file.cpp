@@ -505,16 +505,16 @@ void check_torch_archive(const std::string& name, const char* data, size_t size)
     std::istringstream in(std::string(data, size));
     caffe2::serialize::PyTorchStreamReader reader(&in);
     for (const auto& record : reader.getAllRecords()) {
-      const bool pickle = record.size() > 4 && (record.compare(record.size() - 4, 4, ".pkl") == 0 ||
-                                                record.compare(record.size() - 4, 4, "_pkl") == 0);
-      if (!pickle) continue;
       at::DataPtr ptr;
       size_t length = 0;
       std::tie(ptr, length) = reader.getRecord(record);
       checksums.verify(record, ptr.get(), length);
-      Unpickler(reader, checksums, static_cast<const char*>(ptr.get()), length, name + " (" + record + ")",
-                /*read_storages=*/false)
-          .run();
+      const bool pickle = record.size() > 4 && (record.compare(record.size() - 4, 4, ".pkl") == 0 ||
+                                                record.compare(record.size() - 4, 4, "_pkl") == 0);
+      if (pickle)
+        Unpickler(reader, checksums, static_cast<const char*>(ptr.get()), length, name + " (" + record + ")",
+                  /*read_storages=*/false)
+            .run();
     }
   } catch (const c10::Error& e) {
     throw DataError(name + ": cannot read the zip container: " + e.what_without_backtrace());

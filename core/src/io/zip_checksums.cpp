@@ -1,11 +1,9 @@
 #include "zip_checksums.h"
 
-#include <caffe2/serialize/inline_container.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "oml/common/error.h"
@@ -116,20 +114,6 @@ uint64_t ZipChecksums::zip64_size(const unsigned char* extra, std::size_t extra_
     at += 4 + length;
   }
   throw DataError(file_ + ": damaged zip64 container: no size for '" + name + "'");
-}
-
-void verify_zip_archive(const std::string& name, const char* data, std::size_t size) {
-  const ZipChecksums checksums(name, data, size);
-  try {
-    std::istringstream in(std::string(data, size));
-    caffe2::serialize::PyTorchStreamReader reader(&in);
-    for (const auto& record : reader.getAllRecords()) {
-      const auto [bytes, length] = reader.getRecord(record);
-      checksums.verify(record, bytes.get(), length);
-    }
-  } catch (const c10::Error& e) {
-    throw DataError(name + ": cannot read the zip container: " + e.what_without_backtrace());
-  }
 }
 
 const ZipChecksums::Entry& ZipChecksums::entry(const std::string& record) const {

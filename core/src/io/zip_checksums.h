@@ -44,8 +44,4 @@ class ZipChecksums {
   std::map<std::string, Entry> entries_;
 };
 
-/// Checks the CRC-32 of every record of the zip archive in memory (LibTorch's zip reader does
-/// not): DataError naming `name` and the first damaged record.
-void verify_zip_archive(const std::string& name, const char* data, std::size_t size);
-
 }  // namespace oml::io

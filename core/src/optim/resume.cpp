@@ -7,7 +7,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "io/zip_checksums.h"
 #include "oml/common/error.h"
 #include "oml/io/torch_file.h"
 #include "oml/optim/multi_tensor.h"
@@ -32,20 +31,17 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& 
   // A view of a few bytes can claim gigabytes (stride 0): contiguous() would allocate them.
   OML_CHECK(bytes.is_contiguous(), DataError, "optimizer state: expected the bytes of an archive, got a ",
             bytes.sizes(), " view with strides ", bytes.strides());
-  const auto& contiguous = bytes;
+  const auto* data = static_cast<const char*>(bytes.data_ptr());
+  const auto size = static_cast<std::size_t>(bytes.numel());
   // The state is a zip archive that LibTorch's TorchScript loader trusts: damaged code in it has
   // crashed its parser (a segfault), and its unpickler frees values nested 100,000 deep by
   // recursion (another). The checkpoint's own CRC covers these bytes as a whole; this also checks
   // each record of the archive, and reads its pickles with read_torch_file's limits, before
   // LibTorch reads it.
-  io::verify_zip_archive("optimizer state", static_cast<const char*>(contiguous.data_ptr()),
-                         static_cast<std::size_t>(contiguous.numel()));
-  io::check_torch_archive("optimizer state", static_cast<const char*>(contiguous.data_ptr()),
-                          static_cast<std::size_t>(contiguous.numel()));
+  io::check_torch_archive("optimizer state", data, size);
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(static_cast<const char*>(contiguous.data_ptr()),
-                      static_cast<size_t>(contiguous.numel()));
+    archive.load_from(data, size);
     optimizer.load(archive);
   } catch (const c10::Error& e) {
     throw DataError(std::string("optimizer state does not fit this optimizer (another optimizer or other ") +

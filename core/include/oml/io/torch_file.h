@@ -19,10 +19,11 @@ namespace oml::io {
 /// zip format (e.g. torch.save(..., _use_new_zipfile_serialization=False)) or is corrupt.
 c10::IValue read_torch_file(const std::filesystem::path& path);
 
-/// Reads every pickle of the zip archive in memory (`data`, `size` bytes; `name` stands for it in
-/// messages) as read_torch_file would, without its tensors' data: DataError for what
-/// read_torch_file refuses. For archives that LibTorch's own loader reads next (an optimizer's
-/// state), whose unpickler does not limit how deep values nest.
+/// Checks the zip archive in memory (`data`, `size` bytes; `name` stands for it in messages)
+/// before LibTorch's own loader reads it (an optimizer's state): every record against its CRC-32
+/// (LibTorch's reader does not check them), and every pickle read as read_torch_file would,
+/// without its tensors' data (LibTorch's unpickler does not limit how deep values nest).
+/// DataError naming `name` and the record at fault.
 void check_torch_archive(const std::string& name, const char* data, size_t size);
 
 /// Writes `value` (dicts with string keys, lists, tuples, numbers, strings, tensors) in the zip
