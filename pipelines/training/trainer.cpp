@@ -54,9 +54,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// max_steps, or max_epochs x steps per epoch when smaller or unset.
+/// max_steps, or max_epochs x steps per epoch when smaller or unset (saturating: max_epochs may
+/// be as large as int64 allows, with max_steps or a time limit ending the run).
 int64_t total_training_steps(const config::RunConfig& config, int64_t steps_per_epoch) {
-  const int64_t all_epochs = steps_per_epoch * config.max_epochs;
+  int64_t all_epochs = 0;
+  if (__builtin_mul_overflow(steps_per_epoch, config.max_epochs, &all_epochs)) {
+    all_epochs = std::numeric_limits<int64_t>::max();
+  }
   return config.max_steps ? std::min(*config.max_steps, all_epochs) : all_epochs;
 }
 

@@ -1,5 +1,6 @@
 // Config layer: typed reading, error places, overrides, interpolation, round trip.
 #include "oml/config/document.h"
+#include "oml/config/error_list.h"
 #include "oml/config/reader.h"
 #include "oml/config/run_config.h"
 #include "oml/metrics/metric_table.h"
@@ -120,7 +121,24 @@ TEST_CASE("Malformed overrides are usage errors", "[config]") {
                     Contains("past the end of the list"));
   CHECK_THROWS_WITH(Document::from_string("l: [1]\nx: ${l." + huge + "}\n", "c.yaml"),
                     Contains("refers to a key that does not exist"));
+  // A list is indexed by number; `l.-1` once turned the list into a mapping.
+  CHECK_THROWS_WITH(Document::from_string("l: [1, 2]\n", "c.yaml", {"l.-1=3"}),
+                    Contains("--set l.-1") && Contains("'l' is a list of 2 items") && Contains("'-1'"));
+  // A path longer than any config can nest (5000 parts took seconds).
+  std::string long_path = "a";
+  for (int i = 0; i < 5000; ++i) long_path += ".a";
+  CHECK_THROWS_WITH(Document::from_string("a: 1\n", "c.yaml", {long_path + "=1"}),
+                    Contains("5001 parts") && Contains("at most 64 levels"));
 }
+
+TEST_CASE("A list item set by --set is reported at the flag, not in the file", "[config]") {
+  const auto listed = Document::from_string("seed: 1\nk: [1, 2]\n", "c.yaml", {"k=[1, x]"});
+  CHECK_THROWS_WITH(listed.root()["k"].as<std::vector<int>>(), Contains("--set k: k[1]") && !Contains("c.yaml"));
+  const auto item = Document::from_string("seed: 1\nk: [1, 2]\n", "c.yaml", {"k.0=x"});
+  CHECK_THROWS_WITH(item.root()["k"].as<std::vector<int>>(), Contains("--set k.0: k[0]") && !Contains("c.yaml"));
+  CHECK(item.root()["k"][1].where() == "c.yaml:2:8");  // the file's own item keeps its line
+}
+
 
 TEST_CASE("Interpolation splices scalars and copies whole nodes", "[config]") {
   const auto doc = Document::from_string(
@@ -159,6 +177,55 @@ TEST_CASE("Bad interpolations are errors naming the key", "[config]") {
                     Contains("c.yaml:1:4") && Contains("${nope.key} refers to a key that does not exist"));
   CHECK_THROWS_WITH(Document::from_string("a: ${b}\nb: ${a}\n", "c.yaml"), Contains("circular"));
   CHECK_THROWS_WITH(Document::from_string("m: {x: 1}\na: pre-${m}\n", "c.yaml"), Contains("not a scalar"));
+}
+
+TEST_CASE("Interpolation is bounded: long chains, doubling text and doubling copies are errors, wide maps fast",
+          "[config]") {
+  // A chain of 10,000 references overflowed the stack (SIGSEGV); 100 links are the limit.
+  auto chain = [](int links) {
+    std::string text;
+    for (int i = 0; i < links; ++i) text += "c" + std::to_string(i) + ": ${c" + std::to_string(i + 1) + "}\n";
+    return text + "c" + std::to_string(links) + ": end\n";
+  };
+  const auto ok = Document::from_string(chain(99), "c.yaml");
+  CHECK(ok.root()["c0"].as<std::string>() == "end");
+  CHECK(ok.root()["c50"].as<std::string>() == "end");
+  CHECK_THROWS_WITH(Document::from_string(chain(10000), "c.yaml"),
+                    Contains("c.yaml:") && Contains("chain more than 100 deep") && Contains("from c0 through c1"));
+  // Each line doubles the text (2^40 characters at the end) or the copied list (2^40 values).
+  std::string text = "k0: ab\n";
+  std::string list = "k0: [a, b]\n";
+  for (int i = 1; i <= 40; ++i) {
+    const std::string prev = "${k" + std::to_string(i - 1) + "}";
+    text += "k" + std::to_string(i) + ": " + prev + prev + "\n";
+    list += "k" + std::to_string(i) + ": ['" + prev + "', '" + prev + "']\n";
+  }
+  CHECK_THROWS_WITH(Document::from_string(text, "c.yaml"), Contains("c.yaml:") && Contains("MiB of text"));
+  CHECK_THROWS_WITH(Document::from_string(list, "c.yaml"), Contains("c.yaml:") && Contains("past 200000 values"));
+  // A value referenced from many places is resolved once; 20,000 keys of a map resolve in
+  // linear time (30 s before, searching the map for each key).
+  std::string wide = "base: ${b0}\nb0: ${b1}\nb1: x\n";
+  for (int i = 0; i < 20000; ++i) wide += "w" + std::to_string(i) + ": ${base}/" + std::to_string(i) + "\n";
+  const auto many = Document::from_string(wide, "c.yaml");
+  CHECK(many.root()["w19999"].as<std::string>() == "x/19999");
+  CHECK(many.root()["w0"].as<std::string>() == "x/0");
+}
+
+TEST_CASE("A config is one YAML document; deep nesting is named as such", "[config]") {
+  CHECK_THROWS_WITH(Document::from_string("seed: 1\n---\nseed: 2\n", "c.yaml"),
+                    Contains("c.yaml:") && Contains("a second YAML document"));
+  CHECK_THROWS_WITH(Document::from_string("seed: 1\n...\nbogus: 2\n", "c.yaml"),
+                    Contains("a second YAML document"));
+  CHECK(Document::from_string("---\nseed: 3\n", "c.yaml").root()["seed"].as<int>() == 3);
+  CHECK_THROWS_AS(Document::from_string("seed: 1\n", "c.yaml", {"seed=1\n---\n2"}), UsageError);
+  CHECK_THROWS_WITH(Document::from_string("seed: 1\n", "c.yaml", {"seed=1\n---\n2"}),
+                    Contains("--set seed") && Contains("a second YAML document"));
+  std::string deep = "x: ";
+  for (int i = 0; i < 3000; ++i) deep += "{a: ";
+  deep += "1";
+  for (int i = 0; i < 3000; ++i) deep += "}";
+  CHECK_THROWS_WITH(Document::from_string(deep + "\n", "c.yaml"),
+                    Contains("c.yaml:1:") && Contains("nests deeper than") && !Contains("bad file"));
 }
 
 TEST_CASE("The run config rejects unknown top-level keys", "[config]") {
@@ -316,6 +383,11 @@ TEST_CASE("The run config checks enumerations and ranges", "[config]") {
   CHECK_THROWS_WITH(parse("sampler: {args: {}}\n"), Contains("missing required key 'name'"));
   CHECK_THROWS_WITH(parse("sampler: {name: x, arg: {}}\n"), Contains("unknown key 'arg'"));
   CHECK_THROWS_WITH(parse("ddp: {timeout_s: -1}\n"), Contains("ddp.timeout_s"));
+  // Infinity and NaN passed the `> 0` checks: a timeout that never came, a bucket per parameter.
+  CHECK_THROWS_WITH(parse("ddp: {timeout_s: .inf}\n"), Contains("ddp.timeout_s") && Contains("at most"));
+  CHECK_THROWS_WITH(parse("ddp: {timeout_s: .nan}\n"), Contains("ddp.timeout_s"));
+  CHECK_THROWS_WITH(parse("ddp: {bucket_mb: .inf}\n"), Contains("ddp.bucket_mb") && Contains("at most"));
+  CHECK(parse("ddp: {bucket_mb: 1000000, timeout_s: 10000000}\n").ddp.timeout_s == 10000000);
   CHECK_THROWS_WITH(parse("ddp: {gradient_compression: int8}\n"),
                     Contains("ddp.gradient_compression") && Contains("expected one of none, bf16, fp16") &&
                         Contains("'int8'"));
@@ -564,6 +636,29 @@ TEST_CASE("defaults: composes the shipped config groups, the config's own keys l
   CHECK(text_at(chosen["optimizer"]["name"]) == "sgd");
   CHECK(chosen["optimizer"]["args"]["lr"].as<double>() == 2);
   CHECK(chosen["optimizer"]["args"]["lr"].where() == "--set optimizer.args.lr");
+}
+
+TEST_CASE("defaults: a config listed twice at each level is composed up to 1000 files, then refused once",
+          "[config][defaults]") {
+  oml::test::TempDir dir;
+  // l0 lists l1 twice, l1 lists l2 twice, ...: 2^20 files to compose (31 levels took minutes).
+  for (int i = 0; i < 20; ++i) {
+    const std::string next = "/l" + std::to_string(i + 1);
+    oml::test::write_file(dir / ("l" + std::to_string(i) + ".yaml"),
+                          "defaults:\n  - " + next + "\n  - " + next + "\nk" + std::to_string(i) + ": 1\n");
+  }
+  oml::test::write_file(dir / "l20.yaml", "seed: 7\n");
+  try {
+    Document::from_file((dir / "l0.yaml").string());
+    FAIL("composed 2^20 files");
+  } catch (const oml::ConfigError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("defaults compose more than 1000 config files"));
+    CHECK(dynamic_cast<const oml::config::ConfigErrors*>(&e) == nullptr);  // reported once
+  }
+  // Listed twice at a few levels it composes as before.
+  const auto few = Document::from_file((dir / "l15.yaml").string());
+  CHECK(few.root()["seed"].as<int>() == 7);
+  CHECK(few.root()["k19"].as<int>() == 1);
 }
 
 TEST_CASE("defaults: a user's group folders come first, packages, headers, override, optional, nesting",

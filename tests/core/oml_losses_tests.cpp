@@ -240,6 +240,10 @@ TEST_CASE("OML's mlp_arcface checks its args and builds torchvision's MLP under 
   CHECK_THROWS_WITH(
       criterion("{name: mlp_arcface, args: {mlp_features: [8], smoothing_epsilon: 1}}"),
       Contains("criterion.args.smoothing_epsilon: loss 'mlp_arcface': smoothing_epsilon must be in"));
+  CHECK_THROWS_WITH(criterion("{name: mlp_arcface, args: {mlp_features: [8], m: .inf}}"),
+                    Contains("criterion.args.m: loss 'mlp_arcface': m (the angular margin"));
+  CHECK_THROWS_WITH(criterion("{name: mlp_arcface, args: {mlp_features: [8], s: .nan}}"),
+                    Contains("criterion.args.s: loss 'mlp_arcface'"));
   CHECK_THROWS_WITH(criterion("{name: mlp_arcface, args: {mlp_features: [8]}}", {16, 1, {}}),
                     Contains("loss 'mlp_arcface': the training set has 1 label(s)"));
   // OML's config (oml/configs/criterion/mlp_arcface.yaml) as written: 384 -> 512 -> 256 -> 3985 classes.

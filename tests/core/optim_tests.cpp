@@ -122,11 +122,14 @@ TEST_CASE("Bad optimizer and scheduler arguments point at their key", "[optim][s
   };
   // optim.yaml:1:N: c.args.<key>: optimizer '<name>': ... — LibTorch's own checks name neither.
   CHECK_THAT(optimizer_error("{name: adam, args: {lr: 0}}"),
-             Contains("optim.yaml:1:28: c.args.lr: optimizer 'adam': lr must be > 0, got 0"));
+             Contains("optim.yaml:1:28: c.args.lr: optimizer 'adam': lr must be a finite number > 0, got 0"));
+  CHECK_THAT(optimizer_error("{name: adam, args: {lr: .inf}}"),
+             Contains("c.args.lr: optimizer 'adam': lr must be a finite number > 0, got inf"));
+  CHECK_THAT(optimizer_error("{name: adamw, args: {weight_decay: .nan}}"), Contains("c.args.weight_decay"));
   CHECK_THAT(optimizer_error("{name: sgd, args: {loss_lr: -1}}"),
              Contains("c.args.loss_lr: optimizer 'sgd'"));
   CHECK_THAT(optimizer_error("{name: sgd, args: {momentum: -0.5}}"),
-             Contains("c.args.momentum: optimizer 'sgd': momentum must be >= 0, got -0.5"));
+             Contains("c.args.momentum: optimizer 'sgd': momentum must be a finite number >= 0, got -0.5"));
   CHECK_THAT(optimizer_error("{name: sgd, args: {nesterov: true}}"), Contains("c.args.nesterov"));
   CHECK_THAT(optimizer_error("{name: adamw, args: {betas: [0.9, 1.5]}}"),
              Contains("c.args.betas: optimizer 'adamw': betas must be in [0, 1), got 1.5"));

@@ -11,6 +11,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "../common/raw_io.h"
 #include "oml/common/strings.h"
@@ -29,6 +30,9 @@ namespace {
 // An option file may pull others in; a chain this deep is a loop the file-stack check missed
 // (the same file reached under two names) or a mistake.
 constexpr int kMaxNesting = 32;
+// Files a composition reads in all. A plain config listed twice is read twice, so a few files
+// that each list the next one twice compose 2^depth files; OML's configs compose about ten.
+constexpr std::size_t kMaxComposedFiles = 1000;
 
 std::string dotted(const std::string& group) {
   std::string out = group;
@@ -360,6 +364,12 @@ class Composer {
     if (std::find(stack_.begin(), stack_.end(), canonical) != stack_.end()) {
       fail_at(entry.node, "'" + name + "' is already being composed (a config that includes itself)");
     }
+    if (origin_.composed_files.size() >= kMaxComposedFiles) {
+      // Reported once; the entries still to come are skipped rather than each reported.
+      if (std::exchange(too_many_files_, true)) return YAML::Node(YAML::NodeType::Map);
+      fail_at(entry.node, "the defaults compose more than " + std::to_string(kMaxComposedFiles) +
+                              " config files (a config listed more than once at several levels?)");
+    }
     const std::string text = detail::read_config_file(*path);
     YAML::Node tree = parse_config_text(text, name);
     origin_.composed_files.emplace_back(name, tree);
@@ -426,6 +436,7 @@ class Composer {
   std::map<std::string, std::pair<std::string, std::string>> override_entries_;
   std::map<std::string, std::string> chosen_at_;  ///< group -> where its entry is
   std::set<std::string> used_groups_;
+  bool too_many_files_ = false;  ///< kMaxComposedFiles was reached (and reported)
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "oml/common/strings.h"
@@ -15,13 +16,35 @@ using detail::to_index;
 
 namespace {
 
-// Resolution state for ${...} references.
+// A chain of references (`a: ${b}`, `b: ${c}`, ...) longer than this is refused: resolving
+// it recurses once per link, and no config needs more than a few.
+constexpr std::size_t kMaxChain = 100;
+// Text that references splice together, summed over the config. `k1: ${k0}${k0}`,
+// `k2: ${k1}${k1}`, ... doubles at each line; real configs splice paths and names.
+constexpr std::size_t kMaxSplicedText = std::size_t{8} << 20;
+
+std::size_t count_values(const YAML::Node& node) {
+  std::size_t n = 1;
+  if (node.IsMap()) {
+    for (const auto& kv : node) n += count_values(kv.second);
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) n += count_values(item);
+  }
+  return n;
+}
+
+// Resolution state for ${...} references. Each path is resolved once (`done_`), so a value
+// referenced from many places costs one resolution; copies made by whole-value references
+// count toward the tree's kMaxNodes, and spliced text toward kMaxSplicedText.
 class Interpolator {
  public:
   Interpolator(YAML::Node root, std::shared_ptr<const Origin> origin)
       : root_(std::move(root)), origin_(std::move(origin)) {}
 
-  void run() { resolve_children(root_, ""); }
+  void run() {
+    copied_ = count_values(root_);
+    resolve_children(root_, "");
+  }
 
  private:
   static std::string join_path(const std::string& base, const std::string& key) {
@@ -30,20 +53,26 @@ class Interpolator {
 
   void resolve_children(YAML::Node node, const std::string& path) {
     if (node.IsMap()) {
-      std::vector<std::string> keys;
-      for (const auto& kv : node) keys.push_back(kv.first.Scalar());
-      for (const auto& key : keys) node[key] = resolve(node[key], join_path(path, key));
+      // Through the iterator: `node[key]` searches the mapping, which is quadratic in its size.
+      for (const auto& kv : node) {
+        YAML::Node slot = kv.second;  // assigning to it replaces the value in the mapping
+        slot = resolve(slot, join_path(path, kv.first.Scalar()));
+      }
     } else if (node.IsSequence()) {
-      for (std::size_t i = 0; i < node.size(); ++i) {
-        node[i] = resolve(node[i], join_path(path, std::to_string(i)));
+      std::size_t i = 0;
+      for (const auto& item : node) {
+        YAML::Node slot = item;
+        slot = resolve(slot, join_path(path, std::to_string(i++)));
       }
     }
   }
 
   // Returns the resolved value of `node` (found at `path`).
   YAML::Node resolve(YAML::Node node, const std::string& path) {
+    if (const auto found = done_.find(path); found != done_.end()) return found->second;
     if (!node.IsScalar()) {
       resolve_children(node, path);
+      done_.emplace(path, node);
       return node;
     }
     const std::string text = node.Scalar();
@@ -54,6 +83,11 @@ class Interpolator {
         Node(node, path, origin_).fail("circular ${...} reference: " + join(stack_, " -> ") + " -> " + path);
       }
     }
+    if (stack_.size() >= kMaxChain) {
+      Node(node, path, origin_)
+          .fail("${...} references chain more than " + std::to_string(kMaxChain) + " deep, from " +
+                stack_.front() + " through " + stack_[1] + ", ..., " + stack_.back() + " to " + path);
+    }
     stack_.push_back(path);
 
     YAML::Node result;
@@ -62,6 +96,14 @@ class Interpolator {
     if (open == 0 && close == text.size() - 1 && text.find("${", 2) == std::string::npos) {
       // The whole value is one reference: take the referenced node with its type.
       result = YAML::Clone(lookup(node, path, text.substr(2, close - 2)));
+      if (!result.IsScalar()) {
+        copied_ += count_values(result);
+        if (copied_ > detail::kMaxNodes) {
+          Node(node, path, origin_)
+              .fail("${...} references copy the config past " + std::to_string(detail::kMaxNodes) +
+                    " values");
+        }
+      }
     } else {
       std::string out;
       std::size_t pos = 0;
@@ -79,6 +121,12 @@ class Interpolator {
               .fail("${" + text.substr(start + 2, end - start - 2) +
                     "} is not a scalar and cannot be spliced into text");
         }
+        spliced_ += target.Scalar().size();
+        if (spliced_ > kMaxSplicedText) {
+          Node(node, path, origin_)
+              .fail("${...} references splice more than " + std::to_string(kMaxSplicedText >> 20) +
+                    " MiB of text into the config");
+        }
         out += target.Scalar();
         pos = end + 1;
       }
@@ -86,6 +134,7 @@ class Interpolator {
       result = YAML::Node(out);
     }
     stack_.pop_back();
+    done_.emplace(path, result);
     return result;
   }
 
@@ -96,9 +145,8 @@ class Interpolator {
     if (!target.IsDefined()) {
       Node(from, from_path, origin_).fail("${" + key + "} refers to a key that does not exist");
     }
-    // The referenced value may itself contain references: resolve it in place first.
-    YAML::Node resolved = resolve(target, key);
-    return resolved;
+    // The referenced value may itself contain references: resolve it first.
+    return resolve(target, key);
   }
 
   // Hydra's `now` resolver: ${now:%Y-%m-%d_%H-%M-%S}.
@@ -119,7 +167,10 @@ class Interpolator {
 
   YAML::Node root_;
   std::shared_ptr<const Origin> origin_;
-  std::vector<std::string> stack_;
+  std::vector<std::string> stack_;                      ///< the references being resolved
+  std::unordered_map<std::string, YAML::Node> done_;  ///< resolved values by key path
+  std::size_t copied_ = 0;                              ///< values in the tree and its copies
+  std::size_t spliced_ = 0;                             ///< characters of spliced text
 };
 
 }  // namespace

@@ -28,6 +28,20 @@ bool contains(const YAML::Node& tree, const YAML::Node& node) {
   return false;
 }
 
+/// "a.b[1].c" as `--set` spells it: "a.b.1.c".
+std::string as_set_path(const std::string& path) {
+  std::string out;
+  out.reserve(path.size() + 2);
+  for (const char c : path) {
+    if (c == '[') {
+      out += '.';
+    } else if (c != ']') {
+      out += c;
+    }
+  }
+  return out;
+}
+
 /// The file `node` was read from: an option file that `defaults:` composed in, else the config.
 const std::string& file_of(const Origin& origin, const YAML::Node& node) {
   for (const auto& [file, tree] : origin.composed_files) {
@@ -48,9 +62,10 @@ const std::string& Node::file() const { return (origin_ ? *origin_ : empty_origi
 
 std::string Node::where() const {
   const Origin& origin = origin_ ? *origin_ : empty_origin();
-  // A value set on the command line (or anything below it) points at the --set flag.
+  // A value set on the command line (or anything below it, list items too) points at the flag.
+  const std::string set_path = as_set_path(path_);
   for (const auto& key : origin.overridden) {
-    if (path_ == key || starts_with(path_, key + ".")) return "--set " + key;
+    if (set_path == key || starts_with(set_path, key + ".")) return "--set " + key;
   }
   if (const auto created = origin.created_by.find(path_); created != origin.created_by.end()) {
     return "--set " + created->second;

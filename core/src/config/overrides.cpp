@@ -11,6 +11,7 @@
 namespace oml::config {
 
 using detail::is_index;
+using detail::load_one_document;
 using detail::prepare_tree;
 using detail::to_index;
 
@@ -87,12 +88,16 @@ std::string apply_override(YAML::Node& root, const std::string& assignment,
   const std::string value_text = assignment.substr(eq + 1);
   YAML::Node value;
   try {
-    value = value_text.empty() ? YAML::Node(YAML::NodeType::Null) : YAML::Load(value_text);
+    value = value_text.empty() ? YAML::Node(YAML::NodeType::Null) : load_one_document(value_text);
     prepare_tree<UsageError>(value, "--set " + trim(assignment.substr(0, eq)));
   } catch (const YAML::Exception& e) {
     throw UsageError("--set " + path + ": value '" + value_text + "' is not valid YAML: " + e.msg);
   }
   const std::vector<std::string> parts = split(path, '.');
+  if (parts.size() > static_cast<std::size_t>(detail::kMaxDepth)) {
+    throw UsageError("--set " + path.substr(0, 60) + "...: the key path has " + std::to_string(parts.size()) +
+                     " parts; a config nests at most " + std::to_string(detail::kMaxDepth) + " levels");
+  }
   for (const auto& part : parts) {
     if (part.empty()) throw UsageError("--set '" + assignment + "': empty key in path '" + path + "'");
   }
@@ -124,7 +129,11 @@ std::string apply_override(YAML::Node& root, const std::string& assignment,
     cur.reset(next);
   }
   const std::string& last = parts.back();
-  if (cur.IsSequence() && is_index(last)) {
+  if (cur.IsSequence() && !is_index(last)) {
+    throw UsageError("--set " + path + ": '" + walked + "' is a list of " + std::to_string(cur.size()) +
+                     " items, numbered from 0; got '" + last + "'");
+  }
+  if (cur.IsSequence()) {
     const std::size_t idx = to_index(last);
     if (idx >= cur.size())
       throw UsageError("--set " + path + ": index " + last + " is past the end of the list");

@@ -87,8 +87,13 @@ DdpOptions parse_ddp(const Node& node) {
       .optional("gather_embeddings_for_loss", ddp.gather_embeddings_for_loss);
   optional_enum(r, "gradient_compression", ddp.gradient_compression, gradient_compression_names());
   r.finish();
-  if (ddp.bucket_mb <= 0) node["bucket_mb"].fail("expected a positive size in MB");
-  if (ddp.timeout_s <= 0) node["timeout_s"].fail("expected a positive number of seconds");
+  // Negated so that NaN fails too; the upper bounds keep the byte and millisecond counts in range.
+  if (!(ddp.bucket_mb > 0 && ddp.bucket_mb <= 1e6)) {
+    node["bucket_mb"].fail("expected a positive size in MB, at most 1000000");
+  }
+  if (!(ddp.timeout_s > 0 && ddp.timeout_s <= 1e7)) {
+    node["timeout_s"].fail("expected a positive number of seconds, at most 10000000");
+  }
   if (ddp.check_params_every < 0)
     node["check_params_every"].fail("expected 0 (off) or a positive step count");
   return ddp;

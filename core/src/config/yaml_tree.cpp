@@ -1,5 +1,7 @@
 #include "yaml_tree.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
@@ -27,14 +29,30 @@ std::size_t to_index(const std::string& s) {
              : static_cast<std::size_t>(value);
 }
 
+YAML::Node load_one_document(const std::string& text) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw YAML::ParserException(e.mark, "the YAML nests deeper than " + std::to_string(e.depth()) +
+                                            " levels (a config nests at most " +
+                                            std::to_string(kMaxDepth) + ")");
+  }
+  if (documents.empty()) return YAML::Node(YAML::NodeType::Null);
+  if (documents.size() > 1) {
+    throw YAML::ParserException(documents[1].Mark(),
+                                "a second YAML document (after '---' or '...'); a config is one "
+                                "document: remove the separator or move the rest to its own file");
+  }
+  return documents.front();
+}
+
 }  // namespace detail
 
 namespace {
 
-// A config's tree is bounded: YAML aliases share nodes, so a few lines can describe a tree of
-// billions of nodes, or (an alias inside its own anchor) an infinite one.
-constexpr int kMaxDepth = 64;
-constexpr std::size_t kMaxNodes = 200000;
+using detail::kMaxDepth;
+using detail::kMaxNodes;
 
 std::string at_mark(const std::string& name, const YAML::Mark& mark) {
   if (mark.line < 0 || name.rfind("--set ", 0) == 0) return name;  // a --set value: the flag names it
@@ -138,7 +156,7 @@ template void detail::prepare_tree<UsageError>(YAML::Node&, const std::string&);
 
 YAML::Node detail::parse_config_text(const std::string& text, const std::string& name) {
   try {
-    YAML::Node root = YAML::Load(text);
+    YAML::Node root = detail::load_one_document(text);
     detail::prepare_tree<ConfigError>(root, name);
     if (!root.IsDefined() || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     if (!root.IsMap()) {

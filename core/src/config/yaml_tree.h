@@ -10,11 +10,22 @@
 
 namespace oml::config::detail {
 
+/// A config's tree nests at most this deep and holds at most this many values: YAML aliases and
+/// ${...} references share or copy nodes, so a few lines can describe billions of values.
+inline constexpr int kMaxDepth = 64;
+inline constexpr std::size_t kMaxNodes = 200000;
+
 /// "12": a key path part that indexes a list.
 bool is_index(const std::string& s);
 
 /// The value of an is_index() key; one too large for size_t is past the end of every list.
 std::size_t to_index(const std::string& s);
+
+/// The one YAML document of `text` (null for an empty text). A second document (after `---` or
+/// `...`) is a YAML::ParserException at its line, as in OmegaConf: yaml-cpp's Load would drop it
+/// without a word. Text nesting past the parser's own guard is reported as such (yaml-cpp says
+/// "bad file").
+YAML::Node load_one_document(const std::string& text);
 
 /// Parsed YAML made safe to walk: a key given twice in a mapping, a tree deeper than 64 levels
 /// (a recursive alias) or larger than 200,000 values (nested aliases) is an `Error` naming the

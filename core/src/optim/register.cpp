@@ -30,11 +30,13 @@ void read_common(config::ArgsReader& r, Common& c) { r.optional("lr", c.lr).opti
 // name neither the optimizer nor the key).
 void check_values(const std::string& who, const Common& c,
                   std::initializer_list<std::pair<const char*, double>> non_negative) {
-  config::check_argument(c.lr > 0, who, "lr", "lr must be > 0, got ", c.lr);
-  config::check_argument(!c.loss_lr || *c.loss_lr > 0, who, "loss_lr", "loss_lr must be > 0, got ",
-                         c.loss_lr.value_or(0.0));
+  config::check_argument(c.lr > 0 && std::isfinite(c.lr), who, "lr", "lr must be a finite number > 0, got ",
+                         c.lr);
+  config::check_argument(!c.loss_lr || (*c.loss_lr > 0 && std::isfinite(*c.loss_lr)), who, "loss_lr",
+                         "loss_lr must be a finite number > 0, got ", c.loss_lr.value_or(0.0));
   for (const auto& [key, value] : non_negative) {
-    config::check_argument(value >= 0, who, key, key, " must be >= 0, got ", value);
+    config::check_argument(value >= 0 && std::isfinite(value), who, key, key,
+                           " must be a finite number >= 0, got ", value);
   }
 }
 
@@ -161,7 +163,8 @@ void check_formula_args(const std::string& who, const std::string& name, const F
   check_values(who, a.common, {});
   const auto& v = a.values;
   const auto non_negative = [&](const char* key) {
-    config::check_argument(v.at(key) >= 0, who, key, key, " must be >= 0, got ", v.at(key));
+    config::check_argument(v.at(key) >= 0 && std::isfinite(v.at(key)), who, key, key,
+                           " must be a finite number >= 0, got ", v.at(key));
   };
   const auto beta = [&](const char* part) {
     config::check_argument(v.at(part) >= 0 && v.at(part) < 1, who, "betas",
