@@ -4,7 +4,10 @@
 // that name the limit.
 #include <torch/torch.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <numeric>
 #include <limits>
 #include <set>
 #include <thread>
@@ -626,6 +629,87 @@ TEST_CASE("A gallery index refuses a file that is not its own and added rows of 
   const auto wide = clustered(10, 8, 2, 1.0, 72, 5000);
   CHECK_THROWS_WITH(hnsw->add(wide), Contains("dimension 8") && Contains("16"));
   CHECK_THROWS_WITH(hnsw->remove({1000}), Contains("position 1000 is not in the gallery of 1000"));
+}
+
+// tests/fixtures/faiss_damage.cpp: `what` done to the index at `in`, written to `out`.
+void damage_faiss_index(const std::filesystem::path& in, const std::filesystem::path& out, const std::string& what) {
+  static void* library = dlopen(oml::test::fixture_path("libfaiss_damage.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(library != nullptr);
+  using Damage = int (*)(const char*, const char*, const char*, char*, unsigned long);
+  const auto fn = reinterpret_cast<Damage>(dlsym(library, "oml_test_damage_faiss_index"));
+  REQUIRE(fn != nullptr);
+  char error[512] = {};
+  INFO(what << ": " << error);
+  REQUIRE(fn(in.c_str(), out.c_str(), what.c_str(), error, sizeof(error)) == 0);
+}
+
+TEST_CASE("A damaged Faiss index is refused before a search reads it; ef_search is bounded by the graph",
+          "[retrieval][backends][gallery_index][faiss]") {
+  if (refused_without_faiss("{name: faiss_hnsw}")) return;
+  const auto gallery = clustered(300, 8, 10, 1.0, 73);
+  const auto queries = clustered(20, 8, 10, 1.0, 74, 1000);
+  oml::test::TempDir dir;
+  const auto hnsw = backend("{name: faiss_hnsw}");
+  const auto ivf = backend("{name: faiss_ivf, args: {nlist: 4}}");
+  REQUIRE(hnsw->build_index(gallery, top(5))->write(dir / "hnsw.index"));
+  REQUIRE(ivf->build_index(gallery, top(5))->write(dir / "ivf.index"));
+  // The files as written load (every check passes on a real index).
+  CHECK(hnsw->load_index(gallery, dir / "hnsw.index", {})->size() == 300);
+  CHECK(ivf->load_index(gallery, dir / "ivf.index", {})->size() == 300);
+  // Each of these crashed the first search (SIGSEGV), read past the gallery or hid an item.
+  const std::vector<std::pair<std::string, std::string>> damages = {
+      {"hnsw entry point past the end", "entry point 1000000 is outside 0..299"},
+      {"hnsw entry point negative", "entry point -7"},
+      {"hnsw top level too high", "top level is 50"},
+      {"hnsw offset past the neighbours", "node 136 has offsets"},
+      {"hnsw neighbour past the end", "neighbour 1073741824 outside 0..299"},
+      {"hnsw node level too high", "node 3 has level 40"},
+      {"ivf id past the end", "holds id 100000, outside 0..299"},
+      {"ivf id twice", "is in the lists twice"},
+  };
+  for (const auto& [what, says] : damages) {
+    const bool of_hnsw = what.rfind("hnsw", 0) == 0;
+    const auto file = dir / (what + ".index");
+    damage_faiss_index(dir / (of_hnsw ? "hnsw.index" : "ivf.index"), file, what);
+    INFO(what);
+    CHECK_THROWS_WITH((of_hnsw ? hnsw : ivf)->load_index(gallery, file, {}),
+                      Contains(file.string() + ": corrupt Faiss index: ") && Contains(says));
+  }
+  // Faiss's reader checks the vectors' size itself.
+  damage_faiss_index(dir / "hnsw.index", dir / "short.index", "hnsw vectors short");
+  CHECK_THROWS_WITH(hnsw->load_index(gallery, dir / "short.index", {}),
+                    Contains("short.index: not a Faiss index file Faiss can read"));
+  // ef_search from a manifest: 10^11 aborted in Faiss's allocation; beyond the graph's size
+  // (or 128) it explores no more, so it is taken as that.
+  const auto wide = hnsw->load_index(gallery, dir / "hnsw.index", {{"ef_search", 100000000000}});
+  CHECK(wide->search_parameters().at("ef_search") == 300);
+  check_same_results(wide->search(queries, top(5)),
+                     hnsw->load_index(gallery, dir / "hnsw.index", {{"ef_search", 300}})->search(queries, top(5)));
+}
+
+TEST_CASE("An index emptied by remove loads without a file and builds again on its next add",
+          "[retrieval][backends][gallery_index][faiss]") {
+  if (refused_without_faiss("{name: faiss_ivf}")) return;
+  const auto gallery = clustered(300, 8, 10, 1.0, 75);
+  const auto queries = clustered(5, 8, 10, 1.0, 76, 1000);
+  for (const std::string yaml : {"{name: faiss_ivf, args: {nlist: 4}}", "{name: faiss_hnsw}"}) {
+    INFO(yaml);
+    const auto b = backend(yaml);
+    auto index = b->build_index(gallery, top(5));
+    std::vector<int64_t> all(300);
+    std::iota(all.begin(), all.end(), 0);
+    index->remove(all);
+    oml::test::TempDir dir;
+    CHECK_FALSE(index->write(dir / "empty.index"));  // nothing to write: the manifest says so
+    auto loaded = b->load_index(index->gallery(), {}, index->search_parameters());
+    CHECK(loaded->size() == 0);
+    CHECK(loaded->search(queries, top(3)).offsets == std::vector<int64_t>(6, 0));
+    loaded->add(gallery);
+    CHECK(loaded->size() == 300);
+    CHECK(loaded->search(queries, top(3)).offsets.back() == 15);
+  }
+  // A gallery that is not empty still needs its file.
+  CHECK_THROWS_WITH(backend("{name: faiss_ivf}")->load_index(gallery, {}, {}), Contains("none was given"));
 }
 
 TEST_CASE("The open-set threshold holds its false match rate on a held-out set",

@@ -13,10 +13,13 @@
 #endif
 
 #include <chrono>
+#include <new>
 #include <random>
+#include <stdexcept>
 
 #include "../candidate_lists.h"
 #include "gallery_index.h"
+#include "integrity.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/common/random.h"
@@ -118,7 +121,8 @@ std::unique_ptr<GalleryIndex> FaissBackend::load_index(ItemSet gallery, const st
                                                        const std::map<std::string, int64_t>& parameters,
                                                        Measure measure) const {
   if (file.empty()) {
-    OML_CHECK(!writes_index(), DataError, "retrieval backend '", name_,
+    // An index emptied by remove keeps no file (FaissGalleryIndex::write); its next add builds.
+    OML_CHECK(!writes_index() || gallery.embeddings.size(0) == 0, DataError, "retrieval backend '", name_,
               "' keeps its index in a file of its own, and none was given");
     // faiss_flat: the embeddings are its index.
     KnnOptions options;
@@ -130,10 +134,16 @@ std::unique_ptr<GalleryIndex> FaissBackend::load_index(ItemSet gallery, const st
     index.reset(faiss::read_index(file.c_str()));
   } catch (const faiss::FaissException& e) {
     throw DataError(file.string() + ": not a Faiss index file Faiss can read (" + e.what() + ")");
+  } catch (const std::bad_alloc&) {
+    // Faiss sizes its arrays by the counts the file declares before reading them.
+    throw DataError(file.string() + ": corrupt Faiss index: it declares arrays larger than memory");
+  } catch (const std::length_error&) {
+    throw DataError(file.string() + ": corrupt Faiss index: it declares arrays larger than memory");
   }
   const int64_t ng = gallery.embeddings.size(0);
   OML_CHECK(holds_kind(*index), DataError, file.string(), ": holds another kind of Faiss index than '", name_,
             "' builds");
+  check_index_structure(*index, file.string());
   OML_CHECK(index->d == gallery.embeddings.size(1) && index->ntotal == ng, DataError, file.string(),
             ": holds ", index->ntotal, " vectors of dimension ", index->d, ", the gallery has ", ng, " of ",
             gallery.embeddings.size(1));
@@ -208,7 +218,8 @@ void FaissBackend::apply_parameters(faiss::Index& index, int64_t& refine,
     if (key == "nprobe" && ivf != nullptr) {
       ivf->nprobe = static_cast<std::size_t>(std::min<int64_t>(value, static_cast<int64_t>(ivf->nlist)));
     } else if (key == "ef_search" && hnsw != nullptr) {
-      hnsw->hnsw.efSearch = static_cast<int>(value);
+      // Faiss allocates ef_search slots per search; beyond the graph's size it explores no more.
+      hnsw->hnsw.efSearch = static_cast<int>(std::min(value, std::max(index.ntotal, kDefaultEfSearch)));
     } else if (key == "refine" && parameters(index, refine).count("refine") > 0) {
       refine = std::min(value, kMaxRefine);
     } else {
