@@ -173,6 +173,7 @@ ChangeSummary read_change_log(const fs::path& file, int64_t version_number, int6
       at::Tensor block = at::empty({static_cast<int64_t>(count), dimension}, at::kFloat);
       for (uint64_t i = 0; i < count; ++i) {
         const auto id = reader.get<int64_t>();
+        if (id < 0) reader.fail("adds the negative id " + std::to_string(id));
         if (!ever.insert(id).second)
           reader.fail("adds the id " + std::to_string(id) + ", which the index had");
         live.insert(id);

@@ -712,8 +712,11 @@ int search_index(const cli::Invocation& inv) {
   // The queries' and items' column: their paths, or a text index's texts.
   const RowInput inputs = loaded.version.manifest.inputs;
   const char* column = item_column(inputs);
-  at::Tensor ids = at::full({nq, k}, -1, at::kLong);
-  at::Tensor distances = at::full({nq, k}, std::numeric_limits<float>::infinity(), at::kFloat);
+  // A list holds at most the whole gallery: a --top-k beyond it adds no column (as torch.topk
+  // and OML, which take min(k, gallery)); 10^8 once allocated Q x 10^8 entries of padding.
+  const int64_t columns = std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>(gallery.ids.size())));
+  at::Tensor ids = at::full({nq, columns}, -1, at::kLong);
+  at::Tensor distances = at::full({nq, columns}, std::numeric_limits<float>::infinity(), at::kFloat);
   auto id_rows = ids.accessor<int64_t, 2>();
   auto distance_rows = distances.accessor<float, 2>();
   output.claim();
@@ -726,7 +729,7 @@ int search_index(const cli::Invocation& inv) {
         ++unknown;
         continue;
       }
-      for (int64_t i = 0; i < std::min(k, lists.size(q)); ++i) {
+      for (int64_t i = 0; i < std::min(columns, lists.size(q)); ++i) {
         const float d = lists.distances[lists.begin(q) + i];
         if (!reranker && threshold && d > *threshold) break;
         const auto g = static_cast<std::size_t>(lists.retrieved[lists.begin(q) + i]);

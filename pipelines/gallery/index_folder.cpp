@@ -13,6 +13,7 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "oml/common/error.h"
@@ -20,6 +21,7 @@
 #include "oml/common/numbers.h"
 #include "oml/data/csv.h"
 #include "oml/io/atomic_file.h"
+#include "oml/io/pending_files.h"
 #include "oml/io/mapped_file.h"
 #include "oml/io/npy.h"
 #include "oml/retrieval/gallery_index.h"
@@ -120,7 +122,15 @@ IndexedItems parse_items(const fs::path& file, RowInput inputs) {
       throw DataError(file.string() + ":" + std::to_string(record.line) + ": expected 4 fields, got " +
                       std::to_string(record.fields.size()));
     }
-    items.ids.push_back(parse_integer(record.fields[0], file, record.line, "id"));
+    // oml-index numbers items from 0 in the order they are added: an id out of that order is an
+    // edit, and a negative one would collide with the ids searches give their queries (-1 - q).
+    const int64_t id = parse_integer(record.fields[0], file, record.line, "id");
+    if (id < 0 || (!items.ids.empty() && id <= items.ids.back())) {
+      throw DataError(file.string() + ":" + std::to_string(record.line) + ": id " + std::to_string(id) +
+                      (id < 0 ? " is negative" : " does not follow " + std::to_string(items.ids.back())) +
+                      "; oml-index numbers items 0, 1, 2, ... in the order they were added");
+    }
+    items.ids.push_back(id);
     items.paths.push_back(inputs != RowInput::texts ? record.fields[1] : std::string());
     items.texts.push_back(inputs == RowInput::texts ? record.fields[1] : std::string());
     items.labels.push_back(record.fields[2].empty() ? std::nullopt
@@ -147,6 +157,7 @@ void write_version_folder(const fs::path& dir, const std::string& name, IndexCon
 
   const fs::path target = dir / name;
   const fs::path tmp = io::temporary_sibling(target);
+  const io::PendingFile pending(tmp);  // an interrupt removes the unfinished folder
   std::error_code ec;
   fs::create_directory(tmp, ec);
   if (ec) throw RuntimeError("cannot create " + tmp.string() + ": " + ec.message());
@@ -156,7 +167,7 @@ void write_version_folder(const fs::path& dir, const std::string& name, IndexCon
     io::write_file_atomic(tmp / kConfig, contents.config_yaml);
     manifest.index_file = index.write(tmp / kIndexFile);
     io::write_file_atomic(tmp / kManifest, manifest.to_json().dump(2) + "\n");
-    fs::rename(tmp, target);
+    io::publish([&] { fs::rename(tmp, target); });
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
@@ -365,6 +376,9 @@ IndexVersion read_index_folder(const fs::path& dir) {
   OML_CHECK(out.embeddings.size(0) == n && out.manifest.items == n, DataError, out.version.string(), ": ",
             kEmbeddings, " has ", out.embeddings.size(0), " rows, ", kItems, " ", n, " items and ", kManifest,
             " says ", out.manifest.items);
+  OML_CHECK(out.items.ids.empty() || out.items.ids.back() < out.manifest.next_id, DataError,
+            (out.version / kItems).string(), ": id ", out.items.ids.empty() ? 0 : out.items.ids.back(),
+            " is not below the next id ", out.manifest.next_id, " of ", kManifest);
   OML_CHECK(!out.manifest.index_file || fs::is_regular_file(out.index_file()), DataError,
             out.version.string(), ": ", kManifest, " names ", kIndexFile, ", which is missing");
   return out;
@@ -372,7 +386,12 @@ IndexVersion read_index_folder(const fs::path& dir) {
 
 // --- writing ----------------------------------------------------------------------------------
 
-IndexWriteLock::IndexWriteLock(const fs::path& dir) {
+IndexWriteLock::IndexWriteLock(const fs::path& dir, bool new_folder) {
+  if (!new_folder) {
+    std::error_code ec;
+    OML_CHECK(fs::is_directory(dir, ec), DataError, dir.string(), ": no such index folder");
+    current_version_name(dir);  // not an index folder: said before a lock file is made in it
+  }
   const fs::path file = dir / ".lock";
   fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw RuntimeError("cannot open " + file.string() + ": " + std::strerror(errno));
@@ -430,9 +449,13 @@ void check_new_index_folder(const fs::path& dir) {
 void create_index_folder(const fs::path& dir, IndexContents contents) {
   check_new_index_folder(dir);
   std::error_code ec;
+  // A folder this build creates is removed whole by an interrupt (exit 130: no index was made);
+  // an empty one that was there keeps at most the lock, which the next build removes.
+  std::optional<io::PendingFile> created;
+  if (!fs::exists(dir, ec)) created.emplace(dir);
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create " + dir.string() + ": " + ec.message());
-  const IndexWriteLock lock(dir);
+  const IndexWriteLock lock(dir, /*new_folder=*/true);
   write_next_version(dir, std::move(contents));
 }
 

@@ -122,10 +122,12 @@ struct IndexContents {
 };
 
 /// An exclusive hold on an index folder while it is changed (flock on <dir>/.lock); a second
-/// writer gets a UsageError at once instead of waiting.
+/// writer gets a UsageError at once instead of waiting. The folder must be an index folder
+/// (DataError otherwise, before `.lock` is created in it) unless `new_folder` (oml-index build,
+/// before its first version).
 class IndexWriteLock {
  public:
-  explicit IndexWriteLock(const std::filesystem::path& dir);
+  explicit IndexWriteLock(const std::filesystem::path& dir, bool new_folder = false);
   ~IndexWriteLock();
   IndexWriteLock(const IndexWriteLock&) = delete;
   IndexWriteLock& operator=(const IndexWriteLock&) = delete;

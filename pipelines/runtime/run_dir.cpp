@@ -219,13 +219,26 @@ bool CommandOutput::marked() const {
 }
 
 void CommandOutput::check() const {
-  if (marked()) return;
+  std::error_code ec;
+  const fs::file_status folder = fs::status(folder_, ec);
+  OML_CHECK(!fs::exists(folder) || fs::is_directory(folder), UsageError, folder_.string(),
+            " is a file, not a folder; ", command_, " writes its outputs into a folder");
+  const bool ours = marked();
   for (const std::string& output : outputs_) {
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(folder_ / output, ec))) continue;
-    throw UsageError(folder_.string() + " already holds " + output + ", which " + command_ +
-                     " did not write (no ." + command_ +
-                     " marker there); it is never overwritten: choose another folder, or move it away");
+    const bool is_folder = output.back() == '/';
+    const std::string name = is_folder ? output.substr(0, output.size() - 1) : output;
+    const fs::file_status status = fs::symlink_status(folder_ / name, ec);
+    if (!fs::exists(status)) continue;
+    if (!ours) {
+      throw UsageError(folder_.string() + " already holds " + name + ", which " + command_ +
+                       " did not write (no ." + command_ +
+                       " marker there); it is never overwritten: choose another folder, or move it away");
+    }
+    // Its own earlier output is replaced, but only by one of the same kind (a rename cannot put a
+    // file where a folder is).
+    OML_CHECK(fs::is_directory(status) == is_folder, UsageError, (folder_ / name).string(), " is a ",
+              is_folder ? "file" : "folder", " where ", command_, " writes a ", is_folder ? "folder" : "file",
+              "; move it away");
   }
 }
 
@@ -238,14 +251,16 @@ void CommandOutput::claim() const {
   }
   // Half-written outputs of an earlier run of this command that was killed mid-write (SIGKILL:
   // other signals clean up themselves); only those whose process is gone.
-  for (const std::string& output : outputs_) io::remove_stale_temporaries(folder_, output);
+  for (const std::string& output : outputs_) {
+    io::remove_stale_temporaries(folder_, output.back() == '/' ? output.substr(0, output.size() - 1) : output);
+  }
 }
 
 CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,
                                 const std::string& postfix) {
   const std::string name =
       run_name.empty() ? default_run_name(postfix.empty() ? "validate" : postfix) : run_name;
-  return CommandOutput(fs::path(logs_root) / name, "oml-validate", {"metrics.json", "images"});
+  return CommandOutput(fs::path(logs_root) / name, "oml-validate", {"metrics.json", "images/"});
 }
 
 CommandOutput prediction_output(const std::string& save_dir) {

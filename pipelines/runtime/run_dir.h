@@ -32,7 +32,8 @@ std::vector<std::string> config_differences(const std::string& before_yaml, cons
 /// writes its named outputs into. Other files there stay. An output already there is replaced
 /// only when the folder holds the command's marker file (".oml-validate", ".oml-predict"): it
 /// was written by an earlier run of the same command; anything else is the user's and is never
-/// overwritten.
+/// overwritten. An output named with a trailing '/' ("images/") is a folder, the others files:
+/// one of the other kind in its place is refused before the work too.
 class CommandOutput {
  public:
   CommandOutput(std::filesystem::path folder, std::string command, std::vector<std::string> outputs);

@@ -126,12 +126,15 @@ void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t
     log::info(::oml::detail::concat("recall@", recall.k, " of ", backend.describe(), ": ", recall.recall,
                                     " (exact top-", recall.k, " of ", recall.queries, " random items)"));
   }
-  at::Tensor ids = at::full({n, k}, -1, at::kLong);
-  at::Tensor distances = at::full({n, k}, std::numeric_limits<float>::infinity(), at::kFloat);
+  // An item's list holds at most the n - 1 others: a K beyond that adds no column (10^8 once
+  // allocated n x 10^8 entries of padding).
+  const int64_t columns = std::max<int64_t>(1, std::min(k, n - 1));
+  at::Tensor ids = at::full({n, columns}, -1, at::kLong);
+  at::Tensor distances = at::full({n, columns}, std::numeric_limits<float>::infinity(), at::kFloat);
   auto id_rows = ids.accessor<int64_t, 2>();
   auto distance_rows = distances.accessor<float, 2>();
   for (int64_t q = 0; q < n; ++q) {
-    for (int64_t i = 0; i < found.size(q); ++i) {
+    for (int64_t i = 0; i < std::min(columns, found.size(q)); ++i) {
       id_rows[q][i] = found.retrieved[found.begin(q) + i];
       distance_rows[q][i] = found.distances[found.begin(q) + i];
     }

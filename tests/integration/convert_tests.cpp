@@ -251,6 +251,15 @@ TEST_CASE("oml-convert never replaces a --dst holding files it did not write, no
   INFO(again.err);
   CHECK(again.exit_code == 0);
   check_output(dir / "out");
+  // "out/" is the folder "out" (the staging folder and the swap once went inside it, and failed
+  // after the whole conversion).
+  const auto slash = convert("image-folder", src, (dir / "out").string() + "/");
+  INFO(slash.err);
+  CHECK(slash.exit_code == 0);
+  check_output(dir / "out");
+  for (const auto& entry : fs::directory_iterator(dir / "out")) {
+    CHECK(entry.path().filename().string().find(".tmp-") == std::string::npos);
+  }
 }
 
 TEST_CASE("oml-convert cub reads the CUB-200-2011 layout with boxes and the class split",

@@ -248,6 +248,60 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("has no label"));
   }
+  {  // a folder that is not an index gets no lock file; a missing one is named
+    const fs::path plain = dir / "plain";
+    write_file(plain / "a.txt", "mine");
+    const auto r = run_oml("oml-index", "add --index " + quote(plain.string()) + " --embeddings " +
+                                            quote((dir / "e.npy").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("not an index folder"));
+    CHECK_FALSE(fs::exists(plain / ".lock"));
+    const auto missing = run_oml("oml-index", "add --index " + quote((dir / "nowhere").string()) +
+                                                  " --embeddings " + quote((dir / "e.npy").string()));
+    CHECK(missing.exit_code == 2);
+    CHECK_THAT(missing.err, Contains("nowhere: no such index folder"));
+    CHECK_FALSE(fs::exists(dir / "nowhere"));
+  }
+  {  // an edited items.csv whose id is negative (it hid the query's nearest item) or out of order
+    const fs::path edited = dir / "edited";
+    fs::copy(index, edited, fs::copy_options::recursive);
+    const fs::path items = edited / read_file(index / "CURRENT").substr(0, 7) / "items.csv";
+    const std::string text = read_file(items);
+    const std::size_t row = text.find('\n') + 1;
+    write_file(items, text.substr(0, row) + "-1" + text.substr(text.find(',', row)));
+    const auto r = run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
+                                             quote((dir / "e.npy").string()) + " --out " +
+                                             quote((dir / "o4").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("items.csv:2: id -1 is negative"));
+    write_file(items, text.substr(0, row) + "7" + text.substr(text.find(',', row)));
+    const auto order = run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
+                                                 quote((dir / "e.npy").string()) + " --out " +
+                                                 quote((dir / "o4").string()));
+    CHECK(order.exit_code == 2);
+    CHECK_THAT(order.err, Contains("items.csv:3: id 1 does not follow 7"));
+  }
+  {  // an output in the way is refused before the search; a --top-k past the gallery adds no
+     // columns (10^8 once allocated 4 GB per 5 queries)
+    const fs::path out = dir / "o5";
+    fs::create_directories(out / "neighbours.csv");
+    write_file(out / ".oml-search", "");
+    const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                             quote((dir / "e.npy").string()) + " --out " + quote(out.string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("neighbours.csv is a folder where oml-search writes a file"));
+    const auto file = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                                quote((dir / "e.npy").string()) + " --out " +
+                                                quote((dir / "e.npy").string()));
+    CHECK(file.exit_code == 2);
+    CHECK_THAT(file.err, Contains("e.npy is a file, not a folder"));
+    const auto wide = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                                quote((dir / "e.npy").string()) + " --top-k 100000000 --out " +
+                                                quote((dir / "o6").string()));
+    INFO(wide.err);
+    REQUIRE(wide.exit_code == 0);
+    CHECK(oml::io::read_npy(dir / "o6" / "neighbours_ids.npy").sizes() == at::IntArrayRef({10, 60}));
+  }
   CHECK(read_file(index / "CURRENT") == before);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "oml/io/checkpoint.h"
+#include "oml/io/npy.h"
 #include "pipeline_fixtures.h"
 
 namespace interrupt_tests {
@@ -54,6 +55,22 @@ TEST_CASE("SIGTERM during a conversion removes its staging folder and exits 143"
   CHECK_THAT(r.err, Contains("oml-convert: interrupted by signal 15 (SIGTERM); removed 1 unfinished file"));
   CHECK(temporaries_below(dir.path()).empty());
   CHECK(!fs::exists(dst));
+}
+
+TEST_CASE("Ctrl-C during oml-index build removes the folder it was making and exits 130",
+          "[interrupt][serving]") {
+  TempDir dir;
+  oml::io::write_npy(dir / "g.npy", torch::randn({50, 8}));
+  const fs::path out = dir / "index";
+  // Paused before items.csv is renamed into the version being written.
+  const std::string command = "OML_FAILPOINTS=before_rename:items.csv=pause:20 " +
+                              quote(command_path("oml-index")) + " build --embeddings " +
+                              quote((dir / "g.npy").string()) + " --out " + quote(out.string());
+  const std::string writing = "[ -n \"$(find " + quote(out.string()) + " -name 'items.csv.tmp-*' -print -quit)\" ]";
+  const auto r = interrupt_when(command, writing, "INT");
+  CHECK_THAT(r.out, EndsWith("status=130\n"));
+  CHECK_THAT(r.err, Contains("oml-index: interrupted by signal 2 (SIGINT); removed"));
+  CHECK_FALSE(fs::exists(out));  // v000001.tmp-* and .lock were left before
 }
 
 TEST_CASE("Ctrl-C during training exits 130 and leaves whole checkpoints and no temporaries",

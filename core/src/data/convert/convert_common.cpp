@@ -173,7 +173,10 @@ void check_replaceable(const fs::path& dst, const fs::path& src) {
 
 OutputFolder::OutputFolder(const ConvertOptions& options, const fs::path& source_root) : options_(options) {
   OML_CHECK(!options_.dst.empty(), UsageError, "--dst is required");
-  const fs::path dst = fs::absolute(options_.dst).lexically_normal();
+  fs::path dst = fs::absolute(options_.dst).lexically_normal();
+  // "out/" names the folder "out" (its filename() is empty: the staging folder and the swap
+  // would be inside it).
+  if (!dst.has_filename() && dst.has_parent_path() && dst != dst.root_path()) dst = dst.parent_path();
   std::error_code ec;
   check_replaceable(dst, source_root.empty() ? options_.src : source_root);
   if (dst.has_parent_path()) {
