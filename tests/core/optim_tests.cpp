@@ -333,6 +333,42 @@ TEST_CASE("A damaged optimizer state is a DataError", "[optim][resume]") {
                     Contains("optimizer state") && Contains("is damaged (its CRC-32"));
 }
 
+TEST_CASE("Optimizer state of other shapes is refused when it is loaded, not at the first step",
+          "[optim][resume]") {
+  oml::cli::register_builtins();
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "asgd",
+                           "rprop", "nadam", "radam"}) {
+    INFO(name);
+    // SGD and RMSprop keep state only with momentum.
+    const std::string yaml = std::string("c: {name: ") + name +
+                             (std::string(name) == "sgd" || std::string(name) == "rmsprop"
+                                  ? ", args: {momentum: 0.9}}\n"
+                                  : "}\n");
+    const auto make = [&](const std::vector<at::Tensor>& params) {
+      return oml::registries().optimizers.create(spec(yaml), OptimizerContext{params, {}});
+    };
+    // Two parameters ([2, 4] and [2]) stepped once: every state tensor exists.
+    std::vector<at::Tensor> params = {torch::randn({2, 4}, torch::requires_grad()),
+                                      torch::randn({2}, torch::requires_grad())};
+    const auto stepped = make(params);
+    (params[0].sum() + params[1].pow(2).sum()).backward();
+    stepped->step();
+    const at::Tensor saved = save_optimizer_state(*stepped);
+    // The same shapes load (and step on).
+    std::vector<at::Tensor> same = {torch::randn({2, 4}, torch::requires_grad()),
+                                    torch::randn({2}, torch::requires_grad())};
+    const auto fits = make(same);
+    CHECK_NOTHROW(load_optimizer_state(*fits, saved));
+    // As many parameters of other shapes (a Linear(2, 4) for a Linear(4, 2)): refused here.
+    std::vector<at::Tensor> other = {torch::randn({4, 2}, torch::requires_grad()),
+                                     torch::randn({4}, torch::requires_grad())};
+    const auto refuses = make(other);
+    CHECK_THROWS_WITH(load_optimizer_state(*refuses, saved),
+                      Contains("optimizer state does not fit these parameters") &&
+                          Contains("parameter 0 of shape [4, 2] has") && Contains("of shape [2, 4]"));
+  }
+}
+
 TEST_CASE("Resuming from a checkpoint whose config or position is damaged is exit 2", "[optim][resume]") {
   oml::cli::register_builtins();
   const auto document = oml::config::Document::from_string(

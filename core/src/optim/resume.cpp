@@ -9,9 +9,60 @@
 
 #include "oml/common/error.h"
 #include "oml/io/torch_file.h"
+#include "oml/optim/formula_optimizers.h"
 #include "oml/optim/multi_tensor.h"
 
 namespace oml::optim {
+
+namespace {
+
+// The state tensors of one parameter by name (undefined ones included: unused options).
+std::vector<std::pair<std::string, at::Tensor>> state_tensors(torch::optim::OptimizerParamState& state) {
+  using namespace torch::optim;
+  if (auto* s = dynamic_cast<AdamParamState*>(&state)) {
+    return {{"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}, {"max_exp_avg_sq", s->max_exp_avg_sq()}};
+  }
+  if (auto* s = dynamic_cast<AdamWParamState*>(&state)) {
+    return {{"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}, {"max_exp_avg_sq", s->max_exp_avg_sq()}};
+  }
+  if (auto* s = dynamic_cast<SGDParamState*>(&state)) return {{"momentum_buffer", s->momentum_buffer()}};
+  if (auto* s = dynamic_cast<RMSpropParamState*>(&state)) {
+    return {{"square_avg", s->square_avg()}, {"momentum_buffer", s->momentum_buffer()}, {"grad_avg", s->grad_avg()}};
+  }
+  if (auto* s = dynamic_cast<AdagradParamState*>(&state)) return {{"sum", s->sum()}};
+  if (auto* s = dynamic_cast<NamedState*>(&state)) return {s->tensors.begin(), s->tensors.end()};
+  return {};
+}
+
+// The per-parameter scalars of torch.optim's rules (ASGD's eta and mu, NAdam's mu_product); every
+// other state tensor has its parameter's shape.
+bool is_scalar_state(const std::string& name) { return name == "eta" || name == "mu" || name == "mu_product"; }
+
+// LibTorch's load takes the state tensors as they are: state of other shapes (another model with
+// as many parameters) failed only at the first step, "The size of tensor a (6) must match ...".
+void check_state_shapes(torch::optim::Optimizer& optimizer) {
+  auto& states = optimizer.state();
+  std::size_t group_index = 0;
+  for (auto& group : optimizer.param_groups()) {
+    std::size_t param_index = 0;
+    for (const auto& param : group.params()) {
+      const auto found = states.find(param.unsafeGetTensorImpl());
+      if (found != states.end() && found->second) {
+        for (const auto& [name, tensor] : state_tensors(*found->second)) {
+          if (!tensor.defined()) continue;
+          const bool fits = is_scalar_state(name) ? tensor.numel() == 1 : tensor.sizes() == param.sizes();
+          OML_CHECK(fits, DataError, "optimizer state does not fit these parameters (another model?): group ",
+                    group_index, ", parameter ", param_index, " of shape ", param.sizes(), " has ", name,
+                    " of shape ", tensor.sizes());
+        }
+      }
+      ++param_index;
+    }
+    ++group_index;
+  }
+}
+
+}  // namespace
 
 at::Tensor save_optimizer_state(torch::optim::Optimizer& optimizer) {
   if (auto* skipping = dynamic_cast<DeviceSkipping*>(&optimizer)) skipping->settle_step_counts();
@@ -52,6 +103,7 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& 
     const std::string what = e.what();
     throw DataError("optimizer state is damaged and cannot be read: " + what.substr(0, what.find('\n')));
   }
+  check_state_shapes(optimizer);
 }
 
 at::Tensor save_rng_state() {
