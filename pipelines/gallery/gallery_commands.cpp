@@ -16,6 +16,7 @@
 #include "gallery/index_folder.h"
 #include "gallery/search_reranking.h"
 #include "oml/common/error.h"
+#include "oml/common/failpoint.h"
 #include "oml/common/logging.h"
 #include "oml/common/numbers.h"
 #include "oml/common/sha256.h"
@@ -304,7 +305,31 @@ void apply_changes(LoadedIndex& loaded, const ChangeSummary& changes) {
 
 }  // namespace
 
-LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool into_memory) {
+namespace {
+
+// Readers take no lock: a compaction may make the next version current while one is read, and
+// then removes the version it replaced with its log. A read counts only when CURRENT named the
+// same version before and after it (versions only go up, so it named it throughout); otherwise it
+// is read again, so an acknowledged change is never missed.
+template <class Read>
+auto read_consistently(const fs::path& dir, Read&& read) -> decltype(read()) {
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    const std::string before = current_version(dir);
+    try {
+      auto out = read();
+      if (current_version(dir) == before) return out;
+    } catch (const Error&) {
+      // A file of the version read was removed under the read: that is the race, not damage.
+      if (current_version(dir) == before) throw;
+    }
+    OML_CHECK(attempt < kAttempts, DataError, dir.string(), ": a new version was made current ", kAttempts,
+              " times while it was being read (compactions in quick succession); try again");
+  }
+}
+
+// The version CURRENT names, with its change log applied.
+LoadedIndex load_current_version(const cli::Invocation& inv, const fs::path& dir, bool into_memory) {
   LoadedIndex out;
   out.version = read_index_folder(dir);
   if (into_memory) out.version.embeddings = out.version.embeddings.clone();
@@ -318,12 +343,20 @@ LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool int
   out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
                                       out.version.manifest.search_parameters,
                                       retrieval::engine_measure(out.distance));
+  failpoint("index:before_log");  // a compaction here removes the log this reader is about to read
   const ChangeSummary changes = read_change_log(change_log_path(dir, out.version.version.filename().string()),
                                                 version_number_of(out.version.version),
                                                 out.version.manifest.dimension, out.version.items);
   apply_changes(out, changes);
   return out;
 }
+
+}  // namespace
+
+LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool into_memory) {
+  return read_consistently(dir, [&] { return load_current_version(inv, dir, into_memory); });
+}
+
 
 std::unique_ptr<ChangeLogWriter> open_change_log(const LoadedIndex& loaded) {
   return std::make_unique<ChangeLogWriter>(
@@ -557,12 +590,16 @@ int index_calibrate(const cli::Invocation& inv) {
 
 int index_info(const cli::Invocation& inv) {
   const fs::path dir = required_path(inv, "index", "the index folder");
-  const IndexVersion version = read_index_folder(dir);
+  // The logged changes count without loading the index.
+  const auto [version, changes] = read_consistently(dir, [&] {
+    IndexVersion read = read_index_folder(dir);
+    ChangeSummary logged =
+        read_change_log(change_log_path(dir, read.version.filename().string()), version_number_of(read.version),
+                        read.manifest.dimension, read.items);
+    return std::make_pair(std::move(read), std::move(logged));
+  });
   const IndexManifest& m = version.manifest;
   const std::string name = version.version.filename().string();
-  // The logged changes count without loading the index.
-  const ChangeSummary changes = read_change_log(
-      change_log_path(dir, name), version_number_of(version.version), m.dimension, version.items);
   const int64_t items = m.items + static_cast<int64_t>(changes.added.ids.size()) -
                         static_cast<int64_t>(changes.removed_ids.size());
   const int64_t next_id =

@@ -357,6 +357,8 @@ IndexManifest IndexManifest::from_json(const nlohmann::json& json, const std::st
 
 fs::path IndexVersion::index_file() const { return manifest.index_file ? version / kIndexFile : fs::path(); }
 
+std::string current_version(const fs::path& dir) { return current_version_name(dir); }
+
 IndexVersion read_index_folder(const fs::path& dir) {
   IndexVersion out;
   out.dir = dir;

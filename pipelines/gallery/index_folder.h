@@ -109,6 +109,9 @@ struct IndexVersion {
   std::filesystem::path index_file() const;
 };
 
+/// The name of the version CURRENT names now ("v000003"); DataError as read_index_folder's.
+std::string current_version(const std::filesystem::path& dir);
+
 /// Reads the current version of the index folder `dir`. DataError naming the file when `dir` is
 /// not an index folder or a file of it is malformed.
 IndexVersion read_index_folder(const std::filesystem::path& dir);

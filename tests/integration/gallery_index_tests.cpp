@@ -305,6 +305,38 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
   CHECK(read_file(index / "CURRENT") == before);
 }
 
+TEST_CASE("oml-search that a compaction overtakes reads the new version: no logged item is missed",
+          "[serving][integration][faults]") {
+  TempDir dir;
+  const Model m = model(dir.path());
+  const fs::path gallery = subset_rows(dir.path(), "gallery.csv", 0, 60);
+  const fs::path index = dir / "index";
+  REQUIRE(build_index(m, gallery, index).exit_code == 0);
+  torch::manual_seed(5);
+  oml::io::write_npy(dir / "added.npy", torch::randn({10, 16}) * 100);  // far from the gallery
+  REQUIRE(run_oml("oml-index", "add --index " + quote(index.string()) + " --embeddings " +
+                                   quote((dir / "added.npy").string()))
+              .exit_code == 0);
+  // The reader pauses between the version and its log; the compaction then makes v000002 current
+  // and removes v000001's log. The reader used to find no log and answer without the 10 items.
+  const std::string search = "OML_FAILPOINTS=index:before_log=pause:2 " + quote(command_path("oml-search")) +
+                             " --index " + quote(index.string()) + " --embeddings " +
+                             quote((dir / "added.npy").string()) + " --top-k 1 --threshold none --out " +
+                             quote((dir / "s").string());
+  const std::string err = quote((dir / "search.err").string());
+  const std::string script =
+      search + " 2> " + err + " & pid=$!; for i in $(seq 400); do grep -q 'failpoint index:before_log' " + err +
+      " && break; sleep 0.05; done; " + quote(command_path("oml-index")) + " compact --index " +
+      quote(index.string()) + " || echo compact-failed; wait $pid; echo status=$?";
+  const auto r = run("bash -c " + quote(script), 120);
+  INFO(r.out << read_file(dir / "search.err"));
+  CHECK_THAT(r.out, Contains("status=0") && !Contains("compact-failed"));
+  CHECK(read_file(index / "CURRENT") == "v000002\n");
+  const auto rows = csv_rows(dir / "s" / "neighbours.csv");
+  REQUIRE(rows.size() == 11);
+  for (std::size_t q = 1; q < rows.size(); ++q) CHECK(rows[q][3] == std::to_string(60 + q - 1));
+}
+
 TEST_CASE("An oml-index add killed at any moment leaves the index whole", "[serving][integration][faults]") {
   TempDir dir;
   const Model m = model(dir.path());

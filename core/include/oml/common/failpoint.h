@@ -16,7 +16,8 @@
 // complete and flushed, and not yet renamed over <file name> (io/atomic_file.h); `serve:search` —
 // oml-serve's batched search, before it searches (a failure of the server's own code);
 // `sync_dicts` — a rank about to merge its dictionary with the others' (sync_dicts.h), before its
-// first all_gather (a link cut there lands in the merge).
+// first all_gather (a link cut there lands in the merge); `index:before_log` — a reader of an
+// index folder (oml-search) has read the version and not yet its change log.
 
 #include <string>
 
