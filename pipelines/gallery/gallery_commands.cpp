@@ -340,6 +340,8 @@ LoadedIndex load_current_version(const cli::Invocation& inv, const fs::path& dir
   out.distance = cfg.retrieval_distance;
   // embeddings.npy holds the rows as the index searches them (index_build): no second normalising.
   retrieval::ItemSet gallery = out.version.items.item_set(out.version.embeddings);
+  // Built from finite rows: a NaN now is damage, which would silently drop the item from every list.
+  retrieval::validate_item_set(gallery, (out.version.version / "embeddings.npy").c_str());
   out.index = out.backend->load_index(std::move(gallery), out.version.index_file(),
                                       out.version.manifest.search_parameters,
                                       retrieval::engine_measure(out.distance));

@@ -378,6 +378,10 @@ IndexVersion read_index_folder(const fs::path& dir) {
   OML_CHECK(out.embeddings.size(0) == n && out.manifest.items == n, DataError, out.version.string(), ": ",
             kEmbeddings, " has ", out.embeddings.size(0), " rows, ", kItems, " ", n, " items and ", kManifest,
             " says ", out.manifest.items);
+  OML_CHECK(out.embeddings.dim() == 2 && out.embeddings.size(1) == out.manifest.dimension, DataError,
+            (out.version / kEmbeddings).string(), ": rows of dimension ",
+            out.embeddings.dim() == 2 ? out.embeddings.size(1) : -1, ", ", kManifest, " says ",
+            out.manifest.dimension);
   OML_CHECK(out.items.ids.empty() || out.items.ids.back() < out.manifest.next_id, DataError,
             (out.version / kItems).string(), ": id ", out.items.ids.empty() ? 0 : out.items.ids.back(),
             " is not below the next id ", out.manifest.next_id, " of ", kManifest);

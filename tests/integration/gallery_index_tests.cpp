@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <csignal>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -280,6 +281,23 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
                                                  quote((dir / "o4").string()));
     CHECK(order.exit_code == 2);
     CHECK_THAT(order.err, Contains("items.csv:3: id 1 does not follow 7"));
+    write_file(items, text);
+    // A NaN in embeddings.npy silently dropped the item from every list.
+    const fs::path embeddings = items.parent_path() / "embeddings.npy";
+    const at::Tensor rows = oml::io::read_npy(embeddings);
+    const at::Tensor damaged = rows.clone();
+    damaged[5][3] = std::numeric_limits<float>::quiet_NaN();
+    oml::io::write_npy(embeddings, damaged);
+    const auto nan = run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
+                                               quote((dir / "e.npy").string()) + " --out " +
+                                               quote((dir / "o4").string()));
+    CHECK(nan.exit_code == 2);
+    CHECK_THAT(nan.err, Contains("embeddings.npy embedding row 5") && Contains("NaN or infinity"));
+    // Rows of another size than the manifest's dimension.
+    oml::io::write_npy(embeddings, torch::cat({rows, rows}, 1));
+    const auto wide = run_oml("oml-index", "info --index " + quote(edited.string()));
+    CHECK(wide.exit_code == 2);
+    CHECK_THAT(wide.err, Contains("embeddings.npy: rows of dimension 32, manifest.json says 16"));
   }
   {  // an output in the way is refused before the search; a --top-k past the gallery adds no
      // columns (10^8 once allocated 4 GB per 5 queries)

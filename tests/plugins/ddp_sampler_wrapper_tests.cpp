@@ -230,6 +230,8 @@ TEST_CASE("The sampler report lists every rank's batches of every epoch", "[ddp]
   const auto single = oml::ddp::sampler_report(sampler, 1, 1, options, context.seed);
   CHECK(single["epochs"][0]["ranks"][0]["batches"].get<std::vector<Batch>>() == sampler->batches(0));
   CHECK_THROWS_AS(oml::ddp::sampler_report(sampler, 0, 1, options, 0), oml::UsageError);
+  CHECK_THROWS_WITH(oml::ddp::sampler_report(sampler, 2000000000, 1, options, 0),
+                    Contains("--world-size must be 1 to 65536, got 2000000000"));
   CHECK_THROWS_WITH(oml::ddp::sampler_report(sampler, 2, 0, options, 0), Contains("--epochs must be >= 1"));
 }
 

@@ -12,9 +12,13 @@
 
 namespace oml::ddp {
 
+/// The most ranks a report simulates (each is a sampler wrapper in memory).
+inline constexpr int64_t kMaxReportedWorld = 65536;
+
 /// {"world_size": W, "epochs": [{"epoch": e, "ranks": [{"rank": r, "batches": [[i, ...], ...]}]}]}
 /// for epochs 0..epochs-1, exactly as the pipelines would run them (DDPSamplerWrapper). Indices are
-/// rows of the sampled split in dataframe order. Throws UsageError for world < 1 or epochs < 1.
+/// rows of the sampled split in dataframe order. Throws UsageError for world outside
+/// 1..kMaxReportedWorld or epochs < 1.
 nlohmann::json sampler_report(std::shared_ptr<const data::Sampler> sampler, int64_t world, int64_t epochs,
                               const DdpSamplerOptions& options, int64_t seed);
 
