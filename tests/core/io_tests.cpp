@@ -9,6 +9,7 @@
 #include "oml/io/atomic_file.h"
 #include "oml/io/checkpoint.h"
 #include "oml/io/pending_files.h"
+#include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
 #include "oml/models/conv_net.h"
 #include "support/support.h"
@@ -95,6 +96,17 @@ TEST_CASE("Files that are not checkpoints give errors naming the file", "[io]") 
   CHECK_THROWS_WITH(oml::io::read_torch_file(dir / "missing.pt"), Contains("no such file"));
   oml::test::write_file(dir / "broken.pt", "PK\x03\x04 truncated");
   CHECK_THROWS_AS(oml::io::read_torch_file(dir / "broken.pt"), oml::DataError);
+}
+
+TEST_CASE("A state dict with an entry that is not a dense tensor names the entry", "[io]") {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("proj.bias", torch::zeros({2}));
+  dict.insert("proj.weight", c10::IValue(std::string("a sparse tensor's pieces")));
+  CHECK_THROWS_WITH(oml::io::find_state_dict(c10::IValue(dict), "w.pt"),
+                    Contains("w.pt: a state dict whose entry 'proj.weight' is not a dense tensor"));
+  c10::impl::GenericDict other(c10::StringType::get(), c10::AnyType::get());
+  other.insert("epoch", c10::IValue(int64_t{3}));
+  CHECK_THROWS_WITH(oml::io::find_state_dict(c10::IValue(other), "w.pt"), Contains("expected a state dict"));
 }
 
 TEST_CASE("A checkpoint damaged after it was written is refused, naming the damaged record", "[io]") {

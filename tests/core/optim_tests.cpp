@@ -320,6 +320,32 @@ TEST_CASE("A damaged optimizer state is a DataError", "[optim][resume]") {
   CHECK_THROWS_AS(load_optimizer_state(adam, bytes), oml::DataError);
   CHECK_THROWS_WITH(load_optimizer_state(adam, bytes), Contains("optimizer state is damaged"));
 
+  // Code nested deep enough to overflow the parser's stack, its CRCs fixed: refused before
+  // LibTorch compiles it. The state as saved passes the same check (below, and every resume).
+  const auto with_code = [&](const std::string& code) {
+    auto edited_records = records;
+    for (auto& [name, data] : edited_records) {
+      if (name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0) data = code;
+    }
+    const std::string zip = oml::test::write_zip_records(edited_records);
+    auto out = torch::empty({static_cast<int64_t>(zip.size())}, torch::kUInt8);
+    std::memcpy(out.data_ptr(), zip.data(), zip.size());
+    return out;
+  };
+  CHECK_THROWS_WITH(load_optimizer_state(adam, with_code("class Module(Module):\n  x : " +
+                                                         std::string(200000, '-') + "int\n")),
+                    Contains("optimizer state (") && Contains(".py): line 2: the character '-'"));
+  std::string brackets = "class Module(Module):\n  x : ";
+  for (int i = 0; i < 100000; ++i) brackets += "List[";
+  CHECK_THROWS_WITH(load_optimizer_state(adam, with_code(brackets + "int\n")),
+                    Contains("brackets nested deeper than 16"));
+  std::string blocks = "class Module(Module):\n";
+  for (int i = 1; i < 1000; ++i) blocks += std::string(static_cast<std::size_t>(i), ' ') + "if x:\n";
+  CHECK_THROWS_WITH(load_optimizer_state(adam, with_code(blocks)), Contains("indentation deeper than 16"));
+  CHECK_THROWS_WITH(load_optimizer_state(adam, with_code("class Module(Module):\n  x : \"open\n")),
+                    Contains("an unterminated string"));
+  CHECK_NOTHROW(load_optimizer_state(adam, saved));
+
   // Bytes flipped in that code without fixing the archive's CRCs: refused before LibTorch parses
   // them (damaged code has crashed its parser).
   std::string flipped(static_cast<const char*>(saved.data_ptr()), static_cast<std::size_t>(saved.numel()));

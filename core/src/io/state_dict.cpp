@@ -78,6 +78,22 @@ StateDict find_state_dict(const c10::IValue& content, const std::string& source)
     const auto found = dict.find(c10::IValue(std::string("state_dict")));
     if (found != dict.end()) candidate = found->value();
   }
+  if (!is_tensor_dict(candidate) && candidate.isGenericDict()) {
+    // Mostly tensors under names: a state dict with one entry of another kind, named (a sparse
+    // tensor is read as the pieces it was saved from).
+    std::size_t tensors = 0;
+    std::string other;
+    for (const auto& kv : candidate.toGenericDict()) {
+      if (kv.key().isString() && kv.value().isTensor()) {
+        ++tensors;
+      } else if (other.empty() && kv.key().isString()) {
+        other = "'" + kv.key().toStringRef() + "'";
+      }
+    }
+    OML_CHECK(tensors == 0 || other.empty(), DataError, source, ": a state dict whose entry ", other,
+              " is not a dense tensor (a sparse or quantized tensor? save it with .to_dense() or "
+              ".dequantize())");
+  }
   OML_CHECK(
       is_tensor_dict(candidate), DataError, source,
       ": expected a state dict (a dict of name -> tensor) or a dict with a 'state_dict' entry, found a ",

@@ -10,6 +10,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -18,6 +19,7 @@
 #include <variant>
 
 #include "oml/common/error.h"
+#include "oml/common/strings.h"
 #include "oml/io/atomic_file.h"
 #include "pickle_writer.h"
 #include "storage_classes.h"
@@ -499,6 +501,59 @@ c10::IValue read_torch_file(const std::filesystem::path& path) {
   }
 }
 
+namespace {
+
+// The TorchScript code of an archive LibTorch's OutputArchive wrote (an optimizer's state) is
+// class declarations: attributes with their types, `__annotations__["key"] = Type` and lists of
+// names. LibTorch compiles it on load, reading each operator's operand, each bracket's contents
+// and each block by recursion, so crafted code nested deep enough overflows the stack. Outside
+// string literals and comments this code has no operators at all, brackets a few levels deep and
+// one level of blocks: anything beyond that is not an archive LibTorch wrote, and is refused
+// before it is parsed.
+void check_archive_code(const std::string& where, const char* text, size_t size) {
+  constexpr int kMaxBrackets = 16;
+  constexpr std::size_t kMaxIndent = 16;
+  int brackets = 0;
+  int64_t line = 1;
+  std::size_t indent = 0;
+  bool line_start = true;
+  const auto refuse = [&](const std::string& what) {
+    throw DataError(where + ": line " + std::to_string(line) + ": " + what +
+                    ", which TorchScript code of a saved state never holds (a damaged or crafted archive)");
+  };
+  for (size_t i = 0; i < size; ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      indent = 0;
+      line_start = true;
+      continue;
+    }
+    if (line_start && (c == ' ' || c == '\t')) {
+      if (++indent > kMaxIndent) refuse("indentation deeper than " + std::to_string(kMaxIndent) + " columns");
+      continue;
+    }
+    line_start = false;
+    if (c == '#') {  // a comment, to the end of the line
+      while (i + 1 < size && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {  // a string literal on one line; its contents are data
+      size_t end = i + 1;
+      while (end < size && text[end] != c && text[end] != '\n') end += text[end] == '\\' ? 2 : 1;
+      if (end >= size || text[end] != c) refuse("an unterminated string");
+      i = end;
+    } else if (c == '[' || c == '(') {
+      if (++brackets > kMaxBrackets) refuse("brackets nested deeper than " + std::to_string(kMaxBrackets));
+    } else if (c == ']' || c == ')') {
+      if (--brackets < 0) refuse("an unmatched '" + std::string(1, c) + "'");
+    } else if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ' ' || c == '\t' || c == '\r' ||
+                 c == ',' || c == '.' || c == ':' || c == '=')) {
+      refuse("the character '" + std::string(1, c) + "'");
+    }
+  }
+}
+
+}  // namespace
+
 void check_torch_archive(const std::string& name, const char* data, size_t size) {
   const ZipChecksums checksums(name, data, size);
   try {
@@ -509,12 +564,13 @@ void check_torch_archive(const std::string& name, const char* data, size_t size)
       size_t length = 0;
       std::tie(ptr, length) = reader.getRecord(record);
       checksums.verify(record, ptr.get(), length);
-      const bool pickle = record.size() > 4 && (record.compare(record.size() - 4, 4, ".pkl") == 0 ||
-                                                record.compare(record.size() - 4, 4, "_pkl") == 0);
-      if (pickle)
+      if (ends_with(record, ".pkl") || ends_with(record, "_pkl")) {
         Unpickler(reader, checksums, static_cast<const char*>(ptr.get()), length, name + " (" + record + ")",
                   /*read_storages=*/false)
             .run();
+      } else if (ends_with(record, ".py")) {
+        check_archive_code(name + " (" + record + ")", static_cast<const char*>(ptr.get()), length);
+      }
     }
   } catch (const c10::Error& e) {
     throw DataError(name + ": cannot read the zip container: " + e.what_without_backtrace());
