@@ -1,11 +1,13 @@
 #include "yaml_tree.h"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <vector>
 
 #include "composition.h"
@@ -29,22 +31,47 @@ std::size_t to_index(const std::string& s) {
              : static_cast<std::size_t>(value);
 }
 
+namespace {
+
+// The start of each document a YAML parser reports, nothing else.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+}  // namespace
+
 YAML::Node load_one_document(const std::string& text) {
-  std::vector<YAML::Node> documents;
+  YAML::Node root;
   try {
-    documents = YAML::LoadAll(text);
+    root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
     throw YAML::ParserException(e.mark, "the YAML nests deeper than " + std::to_string(e.depth()) +
-                                            " levels (a config nests at most " +
-                                            std::to_string(kMaxDepth) + ")");
+                                            " levels (a config nests at most " + std::to_string(kMaxDepth) +
+                                            ")");
   }
-  if (documents.empty()) return YAML::Node(YAML::NodeType::Null);
-  if (documents.size() > 1) {
-    throw YAML::ParserException(documents[1].Mark(),
-                                "a second YAML document (after '---' or '...'); a config is one "
-                                "document: remove the separator or move the rest to its own file");
+  // Anything after the first document: yaml-cpp's Load drops it, and its LoadAll never ends on
+  // some of it (a stray ',' starts an empty document again and again without being consumed), so
+  // the parser is asked for a second document once.
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts documents;
+  if (parser.HandleNextDocument(documents) && parser.HandleNextDocument(documents) &&
+      documents.starts.size() >= 2) {
+    throw YAML::ParserException(documents.starts[1],
+                                "content after the first YAML document (a second document after '---' or "
+                                "'...', or a stray character); a config is one document");
   }
-  return documents.front();
+  return root.IsDefined() ? root : YAML::Node(YAML::NodeType::Null);
 }
 
 }  // namespace detail

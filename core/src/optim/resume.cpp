@@ -11,6 +11,7 @@
 #include "oml/io/torch_file.h"
 #include "oml/optim/formula_optimizers.h"
 #include "oml/optim/multi_tensor.h"
+#include "torch_compat.h"
 
 namespace oml::optim {
 
@@ -46,7 +47,7 @@ void check_state_shapes(torch::optim::Optimizer& optimizer) {
   for (auto& group : optimizer.param_groups()) {
     std::size_t param_index = 0;
     for (const auto& param : group.params()) {
-      const auto found = states.find(param.unsafeGetTensorImpl());
+      const auto found = states.find(torch_compat::optimizer_state_key(param));
       if (found != states.end() && found->second) {
         for (const auto& [name, tensor] : state_tensors(*found->second)) {
           if (!tensor.defined()) continue;
