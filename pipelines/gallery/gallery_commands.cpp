@@ -359,7 +359,6 @@ LoadedIndex load_index(const cli::Invocation& inv, const fs::path& dir, bool int
   return read_consistently(dir, [&] { return load_current_version(inv, dir, into_memory); });
 }
 
-
 std::unique_ptr<ChangeLogWriter> open_change_log(const LoadedIndex& loaded) {
   return std::make_unique<ChangeLogWriter>(
       change_log_path(loaded.version.dir, loaded.version.version.filename().string()),
@@ -596,8 +595,8 @@ int index_info(const cli::Invocation& inv) {
   const auto [version, changes] = read_consistently(dir, [&] {
     IndexVersion read = read_index_folder(dir);
     ChangeSummary logged =
-        read_change_log(change_log_path(dir, read.version.filename().string()), version_number_of(read.version),
-                        read.manifest.dimension, read.items);
+        read_change_log(change_log_path(dir, read.version.filename().string()),
+                        version_number_of(read.version), read.manifest.dimension, read.items);
     return std::make_pair(std::move(read), std::move(logged));
   });
   const IndexManifest& m = version.manifest;
@@ -753,7 +752,8 @@ int search_index(const cli::Invocation& inv) {
   const char* column = item_column(inputs);
   // A list holds at most the whole gallery: a --top-k beyond it adds no column (as torch.topk
   // and OML, which take min(k, gallery)); 10^8 once allocated Q x 10^8 entries of padding.
-  const int64_t columns = std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>(gallery.ids.size())));
+  const int64_t columns =
+      std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>(gallery.ids.size())));
   at::Tensor ids = at::full({nq, columns}, -1, at::kLong);
   at::Tensor distances = at::full({nq, columns}, std::numeric_limits<float>::infinity(), at::kFloat);
   auto id_rows = ids.accessor<int64_t, 2>();

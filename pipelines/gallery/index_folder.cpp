@@ -21,9 +21,9 @@
 #include "oml/common/numbers.h"
 #include "oml/data/csv.h"
 #include "oml/io/atomic_file.h"
-#include "oml/io/pending_files.h"
 #include "oml/io/mapped_file.h"
 #include "oml/io/npy.h"
+#include "oml/io/pending_files.h"
 #include "oml/retrieval/gallery_index.h"
 #include "oml/version.h"
 

@@ -252,7 +252,8 @@ void CommandOutput::claim() const {
   // Half-written outputs of an earlier run of this command that was killed mid-write (SIGKILL:
   // other signals clean up themselves); only those whose process is gone.
   for (const std::string& output : outputs_) {
-    io::remove_stale_temporaries(folder_, output.back() == '/' ? output.substr(0, output.size() - 1) : output);
+    io::remove_stale_temporaries(folder_,
+                                 output.back() == '/' ? output.substr(0, output.size() - 1) : output);
   }
 }
 

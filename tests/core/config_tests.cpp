@@ -133,12 +133,13 @@ TEST_CASE("Malformed overrides are usage errors", "[config]") {
 
 TEST_CASE("A list item set by --set is reported at the flag, not in the file", "[config]") {
   const auto listed = Document::from_string("seed: 1\nk: [1, 2]\n", "c.yaml", {"k=[1, x]"});
-  CHECK_THROWS_WITH(listed.root()["k"].as<std::vector<int>>(), Contains("--set k: k[1]") && !Contains("c.yaml"));
+  CHECK_THROWS_WITH(listed.root()["k"].as<std::vector<int>>(),
+                    Contains("--set k: k[1]") && !Contains("c.yaml"));
   const auto item = Document::from_string("seed: 1\nk: [1, 2]\n", "c.yaml", {"k.0=x"});
-  CHECK_THROWS_WITH(item.root()["k"].as<std::vector<int>>(), Contains("--set k.0: k[0]") && !Contains("c.yaml"));
+  CHECK_THROWS_WITH(item.root()["k"].as<std::vector<int>>(),
+                    Contains("--set k.0: k[0]") && !Contains("c.yaml"));
   CHECK(item.root()["k"][1].where() == "c.yaml:2:8");  // the file's own item keeps its line
 }
-
 
 TEST_CASE("Interpolation splices scalars and copies whole nodes", "[config]") {
   const auto doc = Document::from_string(
@@ -179,8 +180,9 @@ TEST_CASE("Bad interpolations are errors naming the key", "[config]") {
   CHECK_THROWS_WITH(Document::from_string("m: {x: 1}\na: pre-${m}\n", "c.yaml"), Contains("not a scalar"));
 }
 
-TEST_CASE("Interpolation is bounded: long chains, doubling text and doubling copies are errors, wide maps fast",
-          "[config]") {
+TEST_CASE(
+    "Interpolation is bounded: long chains, doubling text and doubling copies are errors, wide maps fast",
+    "[config]") {
   // A chain of 10,000 references overflowed the stack (SIGSEGV); 100 links are the limit.
   auto chain = [](int links) {
     std::string text;
@@ -190,8 +192,9 @@ TEST_CASE("Interpolation is bounded: long chains, doubling text and doubling cop
   const auto ok = Document::from_string(chain(99), "c.yaml");
   CHECK(ok.root()["c0"].as<std::string>() == "end");
   CHECK(ok.root()["c50"].as<std::string>() == "end");
-  CHECK_THROWS_WITH(Document::from_string(chain(10000), "c.yaml"),
-                    Contains("c.yaml:") && Contains("chain more than 100 deep") && Contains("from c0 through c1"));
+  CHECK_THROWS_WITH(Document::from_string(chain(10000), "c.yaml"), Contains("c.yaml:") &&
+                                                                       Contains("chain more than 100 deep") &&
+                                                                       Contains("from c0 through c1"));
   // Each line doubles the text (2^40 characters at the end) or the copied list (2^40 values).
   std::string text = "k0: ab\n";
   std::string list = "k0: [a, b]\n";
@@ -201,7 +204,8 @@ TEST_CASE("Interpolation is bounded: long chains, doubling text and doubling cop
     list += "k" + std::to_string(i) + ": ['" + prev + "', '" + prev + "']\n";
   }
   CHECK_THROWS_WITH(Document::from_string(text, "c.yaml"), Contains("c.yaml:") && Contains("MiB of text"));
-  CHECK_THROWS_WITH(Document::from_string(list, "c.yaml"), Contains("c.yaml:") && Contains("past 200000 values"));
+  CHECK_THROWS_WITH(Document::from_string(list, "c.yaml"),
+                    Contains("c.yaml:") && Contains("past 200000 values"));
   // A value referenced from many places is resolved once; 20,000 keys of a map resolve in
   // linear time (30 s before, searching the map for each key).
   std::string wide = "base: ${b0}\nb0: ${b1}\nb1: x\n";
@@ -211,7 +215,7 @@ TEST_CASE("Interpolation is bounded: long chains, doubling text and doubling cop
   CHECK(many.root()["w0"].as<std::string>() == "x/0");
 }
 
-TEST_CASE("A config is one YAML document; deep nesting is named as such", "[config]") {
+TEST_CASE("A config is one YAML document, and deep nesting is named as such", "[config]") {
   CHECK_THROWS_WITH(Document::from_string("seed: 1\n---\nseed: 2\n", "c.yaml"),
                     Contains("c.yaml:") && Contains("content after the first YAML document"));
   CHECK_THROWS_WITH(Document::from_string("seed: 1\n...\nbogus: 2\n", "c.yaml"),

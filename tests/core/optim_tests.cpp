@@ -332,9 +332,10 @@ TEST_CASE("A damaged optimizer state is a DataError", "[optim][resume]") {
     std::memcpy(out.data_ptr(), zip.data(), zip.size());
     return out;
   };
-  CHECK_THROWS_WITH(load_optimizer_state(adam, with_code("class Module(Module):\n  x : " +
-                                                         std::string(200000, '-') + "int\n")),
-                    Contains("optimizer state (") && Contains(".py): line 2: the character '-'"));
+  CHECK_THROWS_WITH(
+      load_optimizer_state(adam,
+                           with_code("class Module(Module):\n  x : " + std::string(200000, '-') + "int\n")),
+      Contains("optimizer state (") && Contains(".py): line 2: the character '-'"));
   std::string brackets = "class Module(Module):\n  x : ";
   for (int i = 0; i < 100000; ++i) brackets += "List[";
   CHECK_THROWS_WITH(load_optimizer_state(adam, with_code(brackets + "int\n")),
@@ -366,10 +367,9 @@ TEST_CASE("Optimizer state of other shapes is refused when it is loaded, not at 
                            "rprop", "nadam", "radam"}) {
     INFO(name);
     // SGD and RMSprop keep state only with momentum.
-    const std::string yaml = std::string("c: {name: ") + name +
-                             (std::string(name) == "sgd" || std::string(name) == "rmsprop"
-                                  ? ", args: {momentum: 0.9}}\n"
-                                  : "}\n");
+    const std::string yaml =
+        std::string("c: {name: ") + name +
+        (std::string(name) == "sgd" || std::string(name) == "rmsprop" ? ", args: {momentum: 0.9}}\n" : "}\n");
     const auto make = [&](const std::vector<at::Tensor>& params) {
       return oml::registries().optimizers.create(spec(yaml), OptimizerContext{params, {}});
     };

@@ -7,8 +7,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <numeric>
 #include <limits>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -632,7 +632,8 @@ TEST_CASE("A gallery index refuses a file that is not its own and added rows of 
 }
 
 // tests/fixtures/faiss_damage.cpp: `what` done to the index at `in`, written to `out`.
-void damage_faiss_index(const std::filesystem::path& in, const std::filesystem::path& out, const std::string& what) {
+void damage_faiss_index(const std::filesystem::path& in, const std::filesystem::path& out,
+                        const std::string& what) {
   static void* library = dlopen(oml::test::fixture_path("libfaiss_damage.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   REQUIRE(library != nullptr);
   using Damage = int (*)(const char*, const char*, const char*, char*, unsigned long);
@@ -643,7 +644,7 @@ void damage_faiss_index(const std::filesystem::path& in, const std::filesystem::
   REQUIRE(fn(in.c_str(), out.c_str(), what.c_str(), error, sizeof(error)) == 0);
 }
 
-TEST_CASE("A damaged Faiss index is refused before a search reads it; ef_search is bounded by the graph",
+TEST_CASE("A damaged Faiss index is refused before a search reads it, and ef_search is bounded by the graph",
           "[retrieval][backends][gallery_index][faiss]") {
   if (refused_without_faiss("{name: faiss_hnsw}")) return;
   const auto gallery = clustered(300, 8, 10, 1.0, 73);
@@ -683,8 +684,12 @@ TEST_CASE("A damaged Faiss index is refused before a search reads it; ef_search 
   // (or 128) it explores no more, so it is taken as that.
   const auto wide = hnsw->load_index(gallery, dir / "hnsw.index", {{"ef_search", 100000000000}});
   CHECK(wide->search_parameters().at("ef_search") == 300);
-  check_same_results(wide->search(queries, top(5)),
-                     hnsw->load_index(gallery, dir / "hnsw.index", {{"ef_search", 300}})->search(queries, top(5)));
+  // The same bound where the file itself holds it and the manifest names none.
+  damage_faiss_index(dir / "hnsw.index", dir / "ef.index", "hnsw ef_search huge");
+  CHECK(hnsw->load_index(gallery, dir / "ef.index", {})->search_parameters().at("ef_search") == 300);
+  check_same_results(
+      wide->search(queries, top(5)),
+      hnsw->load_index(gallery, dir / "hnsw.index", {{"ef_search", 300}})->search(queries, top(5)));
 }
 
 TEST_CASE("An index emptied by remove loads without a file and builds again on its next add",

@@ -270,15 +270,15 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     const std::string text = read_file(items);
     const std::size_t row = text.find('\n') + 1;
     write_file(items, text.substr(0, row) + "-1" + text.substr(text.find(',', row)));
-    const auto r = run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
-                                             quote((dir / "e.npy").string()) + " --out " +
-                                             quote((dir / "o4").string()));
+    const auto r =
+        run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
+                                  quote((dir / "e.npy").string()) + " --out " + quote((dir / "o4").string()));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("items.csv:2: id -1 is negative"));
     write_file(items, text.substr(0, row) + "7" + text.substr(text.find(',', row)));
-    const auto order = run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
-                                                 quote((dir / "e.npy").string()) + " --out " +
-                                                 quote((dir / "o4").string()));
+    const auto order =
+        run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
+                                  quote((dir / "e.npy").string()) + " --out " + quote((dir / "o4").string()));
     CHECK(order.exit_code == 2);
     CHECK_THAT(order.err, Contains("items.csv:3: id 1 does not follow 7"));
     write_file(items, text);
@@ -288,9 +288,9 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     const at::Tensor damaged = rows.clone();
     damaged[5][3] = std::numeric_limits<float>::quiet_NaN();
     oml::io::write_npy(embeddings, damaged);
-    const auto nan = run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
-                                               quote((dir / "e.npy").string()) + " --out " +
-                                               quote((dir / "o4").string()));
+    const auto nan =
+        run_oml("oml-search", "--index " + quote(edited.string()) + " --embeddings " +
+                                  quote((dir / "e.npy").string()) + " --out " + quote((dir / "o4").string()));
     CHECK(nan.exit_code == 2);
     CHECK_THAT(nan.err, Contains("embeddings.npy embedding row 5") && Contains("NaN or infinity"));
     // Rows of another size than the manifest's dimension.
@@ -304,8 +304,9 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     const fs::path out = dir / "o5";
     fs::create_directories(out / "neighbours.csv");
     write_file(out / ".oml-search", "");
-    const auto r = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
-                                             quote((dir / "e.npy").string()) + " --out " + quote(out.string()));
+    const auto r =
+        run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                  quote((dir / "e.npy").string()) + " --out " + quote(out.string()));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("neighbours.csv is a folder where oml-search writes a file"));
     const auto file = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
@@ -314,8 +315,8 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     CHECK(file.exit_code == 2);
     CHECK_THAT(file.err, Contains("e.npy is a file, not a folder"));
     const auto wide = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
-                                                quote((dir / "e.npy").string()) + " --top-k 100000000 --out " +
-                                                quote((dir / "o6").string()));
+                                                quote((dir / "e.npy").string()) +
+                                                " --top-k 100000000 --out " + quote((dir / "o6").string()));
     INFO(wide.err);
     REQUIRE(wide.exit_code == 0);
     CHECK(oml::io::read_npy(dir / "o6" / "neighbours_ids.npy").sizes() == at::IntArrayRef({10, 60}));
@@ -343,8 +344,8 @@ TEST_CASE("oml-search that a compaction overtakes reads the new version: no logg
                              quote((dir / "s").string());
   const std::string err = quote((dir / "search.err").string());
   const std::string script =
-      search + " 2> " + err + " & pid=$!; for i in $(seq 400); do grep -q 'failpoint index:before_log' " + err +
-      " && break; sleep 0.05; done; " + quote(command_path("oml-index")) + " compact --index " +
+      search + " 2> " + err + " & pid=$!; for i in $(seq 400); do grep -q 'failpoint index:before_log' " +
+      err + " && break; sleep 0.05; done; " + quote(command_path("oml-index")) + " compact --index " +
       quote(index.string()) + " || echo compact-failed; wait $pid; echo status=$?";
   const auto r = run("bash -c " + quote(script), 120);
   INFO(r.out << read_file(dir / "search.err"));

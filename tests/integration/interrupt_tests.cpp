@@ -66,7 +66,8 @@ TEST_CASE("Ctrl-C during oml-index build removes the folder it was making and ex
   const std::string command = "OML_FAILPOINTS=before_rename:items.csv=pause:20 " +
                               quote(command_path("oml-index")) + " build --embeddings " +
                               quote((dir / "g.npy").string()) + " --out " + quote(out.string());
-  const std::string writing = "[ -n \"$(find " + quote(out.string()) + " -name 'items.csv.tmp-*' -print -quit)\" ]";
+  const std::string writing =
+      "[ -n \"$(find " + quote(out.string()) + " -name 'items.csv.tmp-*' -print -quit)\" ]";
   const auto r = interrupt_when(command, writing, "INT");
   CHECK_THAT(r.out, EndsWith("status=130\n"));
   CHECK_THAT(r.err, Contains("oml-index: interrupted by signal 2 (SIGINT); removed"));

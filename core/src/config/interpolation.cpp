@@ -167,10 +167,10 @@ class Interpolator {
 
   YAML::Node root_;
   std::shared_ptr<const Origin> origin_;
-  std::vector<std::string> stack_;                      ///< the references being resolved
+  std::vector<std::string> stack_;                    ///< the references being resolved
   std::unordered_map<std::string, YAML::Node> done_;  ///< resolved values by key path
-  std::size_t copied_ = 0;                              ///< values in the tree and its copies
-  std::size_t spliced_ = 0;                             ///< characters of spliced text
+  std::size_t copied_ = 0;                            ///< values in the tree and its copies
+  std::size_t spliced_ = 0;                           ///< characters of spliced text
 };
 
 }  // namespace

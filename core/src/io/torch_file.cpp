@@ -545,8 +545,8 @@ void check_archive_code(const std::string& where, const char* text, size_t size)
       if (++brackets > kMaxBrackets) refuse("brackets nested deeper than " + std::to_string(kMaxBrackets));
     } else if (c == ']' || c == ')') {
       if (--brackets < 0) refuse("an unmatched '" + std::string(1, c) + "'");
-    } else if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ' ' || c == '\t' || c == '\r' ||
-                 c == ',' || c == '.' || c == ':' || c == '=')) {
+    } else if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ' ' || c == '\t' ||
+                 c == '\r' || c == ',' || c == '.' || c == ':' || c == '=')) {
       refuse("the character '" + std::string(1, c) + "'");
     }
   }

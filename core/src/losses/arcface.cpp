@@ -18,8 +18,8 @@ void check_options(const ArcFaceOptions& o, const std::string& loss) {
   config::check_argument(o.num_classes == 0 || o.num_classes >= 2, who, "num_classes",
                          "num_classes must be >= 2 (or 0: the number of train labels), got ", o.num_classes);
   config::check_argument(o.s > 0 && std::isfinite(o.s), who, "s", "s must be a finite number > 0, got ", o.s);
-  config::check_argument(std::isfinite(o.m), who, "m", "m (the angular margin, in radians) must be a finite number, got ",
-                         o.m);
+  config::check_argument(std::isfinite(o.m), who, "m",
+                         "m (the angular margin, in radians) must be a finite number, got ", o.m);
   config::check_argument(o.smoothing_epsilon >= 0 && o.smoothing_epsilon < 1, who, "smoothing_epsilon",
                          "smoothing_epsilon must be in [0, 1), got ", o.smoothing_epsilon);
   config::check_argument(o.reduction == "mean" || o.reduction == "sum", who, "reduction",

@@ -21,14 +21,18 @@ namespace {
 std::vector<std::pair<std::string, at::Tensor>> state_tensors(torch::optim::OptimizerParamState& state) {
   using namespace torch::optim;
   if (auto* s = dynamic_cast<AdamParamState*>(&state)) {
-    return {{"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}, {"max_exp_avg_sq", s->max_exp_avg_sq()}};
+    return {
+        {"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}, {"max_exp_avg_sq", s->max_exp_avg_sq()}};
   }
   if (auto* s = dynamic_cast<AdamWParamState*>(&state)) {
-    return {{"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}, {"max_exp_avg_sq", s->max_exp_avg_sq()}};
+    return {
+        {"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}, {"max_exp_avg_sq", s->max_exp_avg_sq()}};
   }
   if (auto* s = dynamic_cast<SGDParamState*>(&state)) return {{"momentum_buffer", s->momentum_buffer()}};
   if (auto* s = dynamic_cast<RMSpropParamState*>(&state)) {
-    return {{"square_avg", s->square_avg()}, {"momentum_buffer", s->momentum_buffer()}, {"grad_avg", s->grad_avg()}};
+    return {{"square_avg", s->square_avg()},
+            {"momentum_buffer", s->momentum_buffer()},
+            {"grad_avg", s->grad_avg()}};
   }
   if (auto* s = dynamic_cast<AdagradParamState*>(&state)) return {{"sum", s->sum()}};
   if (auto* s = dynamic_cast<NamedState*>(&state)) return {s->tensors.begin(), s->tensors.end()};
@@ -37,7 +41,9 @@ std::vector<std::pair<std::string, at::Tensor>> state_tensors(torch::optim::Opti
 
 // The per-parameter scalars of torch.optim's rules (ASGD's eta and mu, NAdam's mu_product); every
 // other state tensor has its parameter's shape.
-bool is_scalar_state(const std::string& name) { return name == "eta" || name == "mu" || name == "mu_product"; }
+bool is_scalar_state(const std::string& name) {
+  return name == "eta" || name == "mu" || name == "mu_product";
+}
 
 // LibTorch's load takes the state tensors as they are: state of other shapes (another model with
 // as many parameters) failed only at the first step, "The size of tensor a (6) must match ...".

@@ -11,8 +11,8 @@ namespace oml::ddp {
 void write_sampler_report(std::ostream& out, std::shared_ptr<const data::Sampler> sampler, int64_t world,
                           int64_t epochs, const DdpSamplerOptions& options, int64_t seed) {
   // One wrapper per simulated rank is kept: 2e9 of them once ended in an allocation failure.
-  OML_CHECK(world >= 1 && world <= kMaxReportedWorld, UsageError, "--world-size must be 1 to ", kMaxReportedWorld,
-            ", got ", world);
+  OML_CHECK(world >= 1 && world <= kMaxReportedWorld, UsageError, "--world-size must be 1 to ",
+            kMaxReportedWorld, ", got ", world);
   OML_CHECK(epochs >= 1, UsageError, "--epochs must be >= 1, got ", epochs);
   std::vector<std::unique_ptr<DDPSamplerWrapper>> ranks;
   for (int64_t r = 0; r < world; ++r)

@@ -152,6 +152,11 @@ std::unique_ptr<GalleryIndex> FaissBackend::load_index(ItemSet gallery, const st
             " search (the index folder's retrieval_backend.distance)");
   int64_t refine = this->refine();
   apply_parameters(*index, refine, parameters);
+  if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(index.get())) {
+    // The file's own ef_search where the manifest names none, bounded as apply_parameters bounds it.
+    hnsw->hnsw.efSearch =
+        static_cast<int>(std::min<int64_t>(hnsw->hnsw.efSearch, std::max(index->ntotal, kDefaultEfSearch)));
+  }
   return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), std::move(index), refine,
                                              std::nullopt, measure);
 }

@@ -28,7 +28,8 @@ class Checker {
   }
 
   void index(const faiss::Index& index, const char* role) const {
-    require(index.d > 0 && index.ntotal >= 0, role, " has dimension ", index.d, " and ", index.ntotal, " vectors");
+    require(index.d > 0 && index.ntotal >= 0, role, " has dimension ", index.d, " and ", index.ntotal,
+            " vectors");
     if (const auto* flat = dynamic_cast<const faiss::IndexFlatCodes*>(&index)) {
       flat_codes(*flat, role);
     } else if (const auto* ivf = dynamic_cast<const faiss::IndexIVF*>(&index)) {
@@ -49,12 +50,14 @@ class Checker {
   }
 
   void ivf(const faiss::IndexIVF& ivf) const {
-    require(ivf.quantizer != nullptr && ivf.invlists != nullptr, "an IVF index without its quantizer or lists");
-    require(ivf.nlist >= 1 && ivf.nprobe >= 1, "an IVF index with ", ivf.nlist, " lists, probing ", ivf.nprobe);
+    require(ivf.quantizer != nullptr && ivf.invlists != nullptr,
+            "an IVF index without its quantizer or lists");
+    require(ivf.nlist >= 1 && ivf.nprobe >= 1, "an IVF index with ", ivf.nlist, " lists, probing ",
+            ivf.nprobe);
     index(*ivf.quantizer, "the coarse quantizer");
     require(ivf.quantizer->d == ivf.d && static_cast<std::size_t>(ivf.quantizer->ntotal) == ivf.nlist,
-            "the coarse quantizer holds ", ivf.quantizer->ntotal, " centroids of dimension ", ivf.quantizer->d,
-            " for ", ivf.nlist, " lists of dimension ", ivf.d);
+            "the coarse quantizer holds ", ivf.quantizer->ntotal, " centroids of dimension ",
+            ivf.quantizer->d, " for ", ivf.nlist, " lists of dimension ", ivf.d);
     if (const auto* pq = dynamic_cast<const faiss::IndexIVFPQ*>(&ivf)) {
       const faiss::ProductQuantizer& q = pq->pq;
       require(q.d == static_cast<std::size_t>(ivf.d) && q.M >= 1 && q.dsub * q.M == q.d &&
@@ -68,10 +71,10 @@ class Checker {
     }
     const auto* lists = dynamic_cast<const faiss::ArrayInvertedLists*>(ivf.invlists);
     require(lists != nullptr, "inverted lists of a kind oml-index does not write");
-    require(lists->nlist == ivf.nlist && lists->code_size == ivf.code_size && lists->codes.size() == ivf.nlist &&
-                lists->ids.size() == ivf.nlist,
-            lists->nlist, " inverted lists of ", lists->code_size, "-byte codes for ", ivf.nlist, " lists of ",
-            ivf.code_size);
+    require(lists->nlist == ivf.nlist && lists->code_size == ivf.code_size &&
+                lists->codes.size() == ivf.nlist && lists->ids.size() == ivf.nlist,
+            lists->nlist, " inverted lists of ", lists->code_size, "-byte codes for ", ivf.nlist,
+            " lists of ", ivf.code_size);
     // Every id is a gallery position, present once: an id out of range is read past the
     // gallery; a repeated one hides the item whose id is missing.
     std::vector<bool> seen(static_cast<std::size_t>(ivf.ntotal), false);
@@ -108,8 +111,9 @@ class Checker {
       require(std::isfinite(p) && p >= 0 && p <= 1, "an HNSW level probability of ", p);
     }
     const auto n = static_cast<std::size_t>(index.ntotal);
-    require(g.levels.size() == n && g.offsets.size() == n + 1 && g.offsets.front() == 0, "the HNSW graph has ",
-            g.levels.size(), " levels and ", g.offsets.size(), " offsets for ", n, " nodes");
+    require(g.levels.size() == n && g.offsets.size() == n + 1 && g.offsets.front() == 0,
+            "the HNSW graph has ", g.levels.size(), " levels and ", g.offsets.size(), " offsets for ", n,
+            " nodes");
     int top = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const int level = g.levels[i];
@@ -118,7 +122,8 @@ class Checker {
       top = std::max(top, level);
       // A node's neighbours for all its levels lie at offsets[i], cum[level] of them.
       require(g.offsets[i + 1] >= g.offsets[i] &&
-                  g.offsets[i + 1] - g.offsets[i] == static_cast<std::size_t>(cum[static_cast<std::size_t>(level)]),
+                  g.offsets[i + 1] - g.offsets[i] ==
+                      static_cast<std::size_t>(cum[static_cast<std::size_t>(level)]),
               "node ", i, " has offsets ", g.offsets[i], "..", g.offsets[i + 1], " for ", cum[level],
               " neighbours");
     }
@@ -137,8 +142,9 @@ class Checker {
               "the HNSW graph's top level is ", g.max_level, ", its nodes reach ", top - 1,
               " and its entry point ", g.levels[static_cast<std::size_t>(g.entry_point)] - 1);
     }
-    require(g.efConstruction >= 1 && g.efSearch >= 1 && g.upper_beam >= 1, "HNSW search settings ef_construction ",
-            g.efConstruction, ", ef_search ", g.efSearch, ", upper_beam ", g.upper_beam);
+    require(g.efConstruction >= 1 && g.efSearch >= 1 && g.upper_beam >= 1,
+            "HNSW search settings ef_construction ", g.efConstruction, ", ef_search ", g.efSearch,
+            ", upper_beam ", g.upper_beam);
   }
 
   std::string file_;
