@@ -151,8 +151,9 @@ void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t
       }
     }
   });
-  log::info("wrote the " + std::to_string(k) + " nearest neighbours of each item (" + backend.describe() +
-            ") to " + dir.string() + " (neighbours.csv, neighbours_ids.npy, neighbours_distances.npy)");
+  log::info("wrote the " + std::to_string(columns) + " nearest neighbours of each item (" +
+            backend.describe() + ") to " + dir.string() +
+            " (neighbours.csv, neighbours_ids.npy, neighbours_distances.npy)");
 }
 
 }  // namespace
