@@ -66,20 +66,6 @@ int64_t version_number(const std::string& name) {
   return out;
 }
 
-std::string current_version_name(const fs::path& dir) {
-  const fs::path current = dir / kCurrent;
-  if (!fs::is_regular_file(current)) {
-    throw DataError(dir.string() + ": not an index folder (no " + kCurrent +
-                    " file; oml-index build writes one)");
-  }
-  std::string name = read_text(current);
-  while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
-  if (version_number(name) < 0 || !fs::is_directory(dir / name)) {
-    throw DataError(current.string() + ": names '" + name + "', which is not a version folder of the index");
-  }
-  return name;
-}
-
 std::string utc_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};
@@ -357,12 +343,24 @@ IndexManifest IndexManifest::from_json(const nlohmann::json& json, const std::st
 
 fs::path IndexVersion::index_file() const { return manifest.index_file ? version / kIndexFile : fs::path(); }
 
-std::string current_version(const fs::path& dir) { return current_version_name(dir); }
+std::string current_version(const fs::path& dir) {
+  const fs::path current = dir / kCurrent;
+  if (!fs::is_regular_file(current)) {
+    throw DataError(dir.string() + ": not an index folder (no " + kCurrent +
+                    " file; oml-index build writes one)");
+  }
+  std::string name = read_text(current);
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
+  if (version_number(name) < 0 || !fs::is_directory(dir / name)) {
+    throw DataError(current.string() + ": names '" + name + "', which is not a version folder of the index");
+  }
+  return name;
+}
 
 IndexVersion read_index_folder(const fs::path& dir) {
   IndexVersion out;
   out.dir = dir;
-  out.version = dir / current_version_name(dir);
+  out.version = dir / current_version(dir);
   const fs::path manifest_file = out.version / kManifest;
   nlohmann::json json;
   try {
@@ -396,7 +394,7 @@ IndexWriteLock::IndexWriteLock(const fs::path& dir, bool new_folder) {
   if (!new_folder) {
     std::error_code ec;
     OML_CHECK(fs::is_directory(dir, ec), DataError, dir.string(), ": no such index folder");
-    current_version_name(dir);  // not an index folder: said before a lock file is made in it
+    current_version(dir);  // not an index folder: said before a lock file is made in it
   }
   const fs::path file = dir / ".lock";
   fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -467,7 +465,7 @@ void create_index_folder(const fs::path& dir, IndexContents contents) {
 
 std::string write_next_version(const fs::path& dir, IndexContents contents) {
   int64_t next = 1;
-  if (fs::is_regular_file(dir / kCurrent)) next = version_number(current_version_name(dir)) + 1;
+  if (fs::is_regular_file(dir / kCurrent)) next = version_number(current_version(dir)) + 1;
   const std::string name = version_name(next);
   std::error_code ec;
   fs::remove_all(dir / name, ec);             // a version a killed writer finished but never made current

@@ -218,6 +218,15 @@ bool CommandOutput::marked() const {
   return fs::exists(folder_ / ("." + command_), ec);
 }
 
+namespace {
+
+// An output's name in the folder: "images/" (a folder) is "images".
+std::string output_name(const std::string& output) {
+  return output.back() == '/' ? output.substr(0, output.size() - 1) : output;
+}
+
+}  // namespace
+
 void CommandOutput::check() const {
   std::error_code ec;
   const fs::file_status folder = fs::status(folder_, ec);
@@ -226,7 +235,7 @@ void CommandOutput::check() const {
   const bool ours = marked();
   for (const std::string& output : outputs_) {
     const bool is_folder = output.back() == '/';
-    const std::string name = is_folder ? output.substr(0, output.size() - 1) : output;
+    const std::string name = output_name(output);
     const fs::file_status status = fs::symlink_status(folder_ / name, ec);
     if (!fs::exists(status)) continue;
     if (!ours) {
@@ -251,10 +260,7 @@ void CommandOutput::claim() const {
   }
   // Half-written outputs of an earlier run of this command that was killed mid-write (SIGKILL:
   // other signals clean up themselves); only those whose process is gone.
-  for (const std::string& output : outputs_) {
-    io::remove_stale_temporaries(folder_,
-                                 output.back() == '/' ? output.substr(0, output.size() - 1) : output);
-  }
+  for (const std::string& output : outputs_) io::remove_stale_temporaries(folder_, output_name(output));
 }
 
 CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,

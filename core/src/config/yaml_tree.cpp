@@ -63,7 +63,8 @@ YAML::Node load_one_document(const std::string& text) {
   }
   // Anything after the first document: yaml-cpp's Load drops it, and its LoadAll never ends on
   // some of it (a stray ',' starts an empty document again and again without being consumed), so
-  // the parser is asked for a second document once.
+  // the parser is asked for a second document once. yaml-cpp builds nodes only through Load (its
+  // node builder is not installed), so this second pass reads the text again for events only.
   std::istringstream in(text);
   YAML::Parser parser(in);
   DocumentStarts documents;

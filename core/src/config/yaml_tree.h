@@ -21,10 +21,10 @@ bool is_index(const std::string& s);
 /// The value of an is_index() key; one too large for size_t is past the end of every list.
 std::size_t to_index(const std::string& s);
 
-/// The one YAML document of `text` (null for an empty text). A second document (after `---` or
-/// `...`) is a YAML::ParserException at its line, as in OmegaConf: yaml-cpp's Load would drop it
-/// without a word. Text nesting past the parser's own guard is reported as such (yaml-cpp says
-/// "bad file").
+/// The one YAML document of `text` (null for an empty text). Anything after it — a second
+/// document (after `---` or `...`) or a stray character — is a YAML::ParserException at its
+/// place, as in OmegaConf: yaml-cpp's Load would drop it without a word. Text nesting past the
+/// parser's own guard is reported as such (yaml-cpp says "bad file").
 YAML::Node load_one_document(const std::string& text);
 
 /// Parsed YAML made safe to walk: a key given twice in a mapping, a tree deeper than 64 levels

@@ -17,17 +17,19 @@ namespace oml::optim {
 
 namespace {
 
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Adam's and AdamW's state (two classes with the same fields).
+template <class State>
+NamedTensors adam_tensors(const State& s) {
+  return {{"exp_avg", s.exp_avg()}, {"exp_avg_sq", s.exp_avg_sq()}, {"max_exp_avg_sq", s.max_exp_avg_sq()}};
+}
+
 // The state tensors of one parameter by name (undefined ones included: unused options).
-std::vector<std::pair<std::string, at::Tensor>> state_tensors(torch::optim::OptimizerParamState& state) {
+NamedTensors state_tensors(torch::optim::OptimizerParamState& state) {
   using namespace torch::optim;
-  if (auto* s = dynamic_cast<AdamParamState*>(&state)) {
-    return {
-        {"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}, {"max_exp_avg_sq", s->max_exp_avg_sq()}};
-  }
-  if (auto* s = dynamic_cast<AdamWParamState*>(&state)) {
-    return {
-        {"exp_avg", s->exp_avg()}, {"exp_avg_sq", s->exp_avg_sq()}, {"max_exp_avg_sq", s->max_exp_avg_sq()}};
-  }
+  if (auto* s = dynamic_cast<AdamParamState*>(&state)) return adam_tensors(*s);
+  if (auto* s = dynamic_cast<AdamWParamState*>(&state)) return adam_tensors(*s);
   if (auto* s = dynamic_cast<SGDParamState*>(&state)) return {{"momentum_buffer", s->momentum_buffer()}};
   if (auto* s = dynamic_cast<RMSpropParamState*>(&state)) {
     return {{"square_avg", s->square_avg()},

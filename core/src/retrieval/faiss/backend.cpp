@@ -117,6 +117,16 @@ std::unique_ptr<GalleryIndex> FaissBackend::build_index(ItemSet gallery, const K
   }
 }
 
+namespace {
+
+// Faiss allocates ef_search slots per search; beyond the graph's size (or the default) it
+// explores no more, so a larger value is taken as that.
+int bounded_ef_search(const faiss::Index& index, int64_t value) {
+  return static_cast<int>(std::min<int64_t>(value, std::max(index.ntotal, kDefaultEfSearch)));
+}
+
+}  // namespace
+
 std::unique_ptr<GalleryIndex> FaissBackend::load_index(ItemSet gallery, const std::filesystem::path& file,
                                                        const std::map<std::string, int64_t>& parameters,
                                                        Measure measure) const {
@@ -154,8 +164,7 @@ std::unique_ptr<GalleryIndex> FaissBackend::load_index(ItemSet gallery, const st
   apply_parameters(*index, refine, parameters);
   if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(index.get())) {
     // The file's own ef_search where the manifest names none, bounded as apply_parameters bounds it.
-    hnsw->hnsw.efSearch =
-        static_cast<int>(std::min<int64_t>(hnsw->hnsw.efSearch, std::max(index->ntotal, kDefaultEfSearch)));
+    hnsw->hnsw.efSearch = bounded_ef_search(*index, hnsw->hnsw.efSearch);
   }
   return std::make_unique<FaissGalleryIndex>(*this, std::move(gallery), std::move(index), refine,
                                              std::nullopt, measure);
@@ -223,8 +232,7 @@ void FaissBackend::apply_parameters(faiss::Index& index, int64_t& refine,
     if (key == "nprobe" && ivf != nullptr) {
       ivf->nprobe = static_cast<std::size_t>(std::min<int64_t>(value, static_cast<int64_t>(ivf->nlist)));
     } else if (key == "ef_search" && hnsw != nullptr) {
-      // Faiss allocates ef_search slots per search; beyond the graph's size it explores no more.
-      hnsw->hnsw.efSearch = static_cast<int>(std::min(value, std::max(index.ntotal, kDefaultEfSearch)));
+      hnsw->hnsw.efSearch = bounded_ef_search(index, value);
     } else if (key == "refine" && parameters(index, refine).count("refine") > 0) {
       refine = std::min(value, kMaxRefine);
     } else {
