@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "io/zip_checksums.h"  // white box: the zip directory's checks
 #include "oml/common/error.h"
 #include "oml/common/numbers.h"
 #include "oml/common/sha256.h"
@@ -188,6 +189,104 @@ TEST_CASE("Damage inside a well-formed archive is a DataError naming the file an
   CHECK_THROWS_WITH(oml::io::load_tensor(with_shape("negative.pt", "(K\x06t(J\xff\xff\xff\xfft")),
                     Contains("stride -1"));
   CHECK(oml::io::load_tensor(with_shape("same.pt", shape)).numel() == 6);
+}
+
+namespace {
+
+void put_le(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xFF);
+}
+
+// A one-record zip archive ("top/NAME") whose central directory declares `declared` bytes for
+// the record and `compressed` bytes in the file, written in the entry or, with `zip64`, in its
+// zip64 extra field (the entry's 4-byte fields then read 0xFFFFFFFF). Only the directory and its
+// end record are what ZipChecksums reads.
+std::string one_record_zip(const std::string& name, const std::string& data, uint64_t method,
+                           uint64_t declared, uint64_t compressed, bool zip64) {
+  const std::string path = "top/" + name;
+  std::string out;
+  put_le(out, 0x04034b50, 4);  // the local header: signature, then fields ZipChecksums skips
+  out += std::string(22, '\0');
+  put_le(out, path.size(), 2);
+  put_le(out, 0, 2);
+  out += path + data;
+  const uint64_t directory_offset = out.size();
+  std::string extra;
+  if (zip64) {
+    put_le(extra, 1, 2);
+    put_le(extra, 16, 2);
+    put_le(extra, declared, 8);
+    put_le(extra, compressed, 8);
+  }
+  std::string entry;
+  put_le(entry, 0x02014b50, 4);
+  put_le(entry, 0, 6);  // versions, flags
+  put_le(entry, method, 2);
+  put_le(entry, 0, 4);  // time, date
+  put_le(entry, 0, 4);  // CRC-32 (not checked here)
+  put_le(entry, zip64 ? 0xFFFFFFFF : compressed, 4);
+  put_le(entry, zip64 ? 0xFFFFFFFF : declared, 4);
+  put_le(entry, path.size(), 2);
+  put_le(entry, extra.size(), 2);
+  put_le(entry, 0, 14);  // comment length, disk, attributes, local header offset 0
+  entry += path + extra;
+  out += entry;
+  put_le(out, 0x06054b50, 4);
+  put_le(out, 0, 4);
+  put_le(out, 1, 2);
+  put_le(out, 1, 2);
+  put_le(out, entry.size(), 4);
+  put_le(out, directory_offset, 4);
+  put_le(out, 0, 2);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("A record declaring more bytes than its file can hold is refused before it is allocated", "[io]") {
+  // LibTorch's zip reader allocates the size the directory declares before reading: 100 bytes
+  // declaring 2^40 were an allocation of a terabyte.
+  const std::string data(24, 'x');
+  const auto directory_of = [&](uint64_t method, uint64_t declared, uint64_t compressed, bool zip64) {
+    const std::string zip = one_record_zip("data/0", data, method, declared, compressed, zip64);
+    return oml::io::ZipChecksums("archive.zip", zip.data(), zip.size());
+  };
+  for (const bool zip64 : {false, true}) {
+    INFO("zip64 " << zip64);
+    CHECK(directory_of(0, 24, 24, zip64).size("data/0") == 24);
+    CHECK(directory_of(8, 24 * 1000, 24, zip64).size("data/0") == 24 * 1000);  // deflated zeros
+    const uint64_t huge = zip64 ? uint64_t{1} << 40 : 0xF0000000;              // as many as the fields hold
+    CHECK_THROWS_WITH(directory_of(0, huge, 24, zip64),
+                      Contains("archive.zip: damaged zip container: record 'top/data/0' declares " +
+                               std::to_string(huge) + " bytes, but it is stored uncompressed in 24"));
+    CHECK_THROWS_WITH(directory_of(8, huge, 24, zip64),
+                      Contains("more than deflate can expand its 24 compressed bytes to"));
+    CHECK_THROWS_WITH(directory_of(0, huge, huge, zip64),
+                      Contains("stored in " + std::to_string(huge) + ", but the file is only"));
+  }
+  CHECK_THROWS_WITH(directory_of(0, 0xFFFFFFFF, 24, false), Contains("no size for 'top/data/0'"));
+
+  // The same damage in a torch.save file and in an optimizer state's archive: refused naming the
+  // file, before LibTorch's reader allocates anything.
+  oml::test::TempDir dir;
+  oml::io::save_tensor(dir / "t.pt", torch::zeros({6}));
+  std::string bytes = oml::test::read_file(dir / "t.pt");
+  // The directory entry of the tensor's record ("<top folder>/data/0"): its 4-byte size at +24.
+  std::size_t at = 0;
+  std::string name;
+  do {
+    at = bytes.find(std::string("PK\x01\x02", 4), at + 1);
+    REQUIRE(at != std::string::npos);
+    name = bytes.substr(at + 46, static_cast<unsigned char>(bytes[at + 28]));
+  } while (name.size() < 7 || name.compare(name.size() - 7, 7, "/data/0") != 0);
+  bytes.replace(at + 24, 4, "\xff\xff\xff\x7f", 4);  // 2^31 - 1
+  oml::test::write_file(dir / "declared.pt", bytes);
+  CHECK_THROWS_AS(oml::io::load_tensor(dir / "declared.pt"), oml::DataError);
+  CHECK_THROWS_WITH(
+      oml::io::load_tensor(dir / "declared.pt"),
+      Contains("declared.pt: damaged zip container: record '" + name + "' declares 2147483647 bytes"));
+  CHECK_THROWS_WITH(oml::io::check_torch_archive("optimizer state", bytes.data(), bytes.size()),
+                    Contains("optimizer state: damaged zip container: record '" + name + "' declares"));
 }
 
 TEST_CASE("Values nested past Python's recursion limit are refused before they overflow the stack", "[io]") {

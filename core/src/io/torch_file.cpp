@@ -487,8 +487,8 @@ c10::IValue read_torch_file(const std::filesystem::path& path) {
             "_use_new_zipfile_serialization=False) or by torch < 1.6 are not supported: re-save them with "
             "torch.save in a current PyTorch)");
   try {
+    const ZipChecksums checksums(path);  // before the reader, which reads a record (its version)
     caffe2::serialize::PyTorchStreamReader reader(file);
-    const ZipChecksums checksums(path);
     OML_CHECK(reader.hasRecord("data.pkl"), DataError, file, ": no data.pkl record (a TorchScript archive?)");
     at::DataPtr ptr;
     size_t size = 0;

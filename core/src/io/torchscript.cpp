@@ -23,10 +23,15 @@ bool starts_like_zip(const std::filesystem::path& path) {
 bool is_torchscript_archive(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path) || !starts_like_zip(path)) return false;
   try {
+    // The directory first: the reader allocates the size of the archive's version record as its
+    // directory declares it (ZipChecksums refuses sizes the file cannot hold).
+    const ZipChecksums checksums(path);
     caffe2::serialize::PyTorchStreamReader reader(path.string());
     return reader.hasRecord("constants.pkl");
   } catch (const c10::Error&) {
     return false;  // damaged: read_torch_file reports it
+  } catch (const DataError&) {
+    return false;
   }
 }
 
@@ -38,8 +43,8 @@ StateDict read_torchscript_state_dict(const std::filesystem::path& path, const s
     {
       // LibTorch's zip reader does not check the CRCs: a damaged archive would load with some
       // values changed. One record at a time, so that memory holds at most the largest one.
+      const ZipChecksums checksums(path);  // before the reader, which reads a record (its version)
       caffe2::serialize::PyTorchStreamReader reader(file);
-      const ZipChecksums checksums(path);
       for (const auto& record : reader.getAllRecords()) {
         at::DataPtr data;
         size_t size = 0;

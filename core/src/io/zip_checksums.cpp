@@ -87,14 +87,19 @@ void ZipChecksums::read_directory(uint64_t file_size,
       throw DataError(file_ + ": damaged zip container: entry " + std::to_string(e) + " of its directory");
     }
     Entry entry;
+    const uint64_t method = little_endian(&directory[at + 10], 2);
     entry.crc = static_cast<uint32_t>(little_endian(&directory[at + 16], 4));
+    uint64_t compressed = little_endian(&directory[at + 20], 4);
     entry.size = little_endian(&directory[at + 24], 4);
     const std::size_t name_size = little_endian(&directory[at + 28], 2);
     const std::size_t extra_size = little_endian(&directory[at + 30], 2);
     const std::size_t skip = name_size + extra_size + little_endian(&directory[at + 32], 2);
     if (at + 46 + skip > directory.size()) throw DataError(file_ + ": damaged zip container directory");
     const std::string name(reinterpret_cast<const char*>(&directory[at + 46]), name_size);
-    if (entry.size == 0xFFFFFFFF) entry.size = zip64_size(&directory[at + 46 + name_size], extra_size, name);
+    if (entry.size == 0xFFFFFFFF || compressed == 0xFFFFFFFF) {
+      read_zip64_sizes(&directory[at + 46 + name_size], extra_size, name, entry.size, compressed);
+    }
+    check_declared_size(name, method, entry.size, compressed, file_size);
     // Records are read by their name inside the archive's top folder ("archive/data.pkl").
     const std::size_t slash = name.find('/');
     entries_[slash == std::string::npos ? name : name.substr(slash + 1)] = entry;
@@ -102,18 +107,51 @@ void ZipChecksums::read_directory(uint64_t file_size,
   }
 }
 
-uint64_t ZipChecksums::zip64_size(const unsigned char* extra, std::size_t extra_size,
-                                  const std::string& name) const {
-  // Extra fields are (id, length, data) blocks; zip64's (id 1) starts with the 8-byte size
-  // whenever the entry's own 4-byte field holds 0xFFFFFFFF.
+void ZipChecksums::read_zip64_sizes(const unsigned char* extra, std::size_t extra_size,
+                                    const std::string& name, uint64_t& size, uint64_t& compressed) const {
+  // Extra fields are (id, length, data) blocks. Zip64's (id 1) holds, in this order, the 8-byte
+  // size and compressed size of those whose 4-byte field in the entry reads 0xFFFFFFFF.
   for (std::size_t at = 0; at + 4 <= extra_size;) {
     const uint64_t id = little_endian(extra + at, 2);
     const std::size_t length = little_endian(extra + at + 2, 2);
     if (at + 4 + length > extra_size) break;
-    if (id == 1 && length >= 8) return little_endian(extra + at + 4, 8);
+    if (id == 1) {
+      const unsigned char* field = extra + at + 4;
+      const std::size_t needed = (size == 0xFFFFFFFF ? 8 : 0) + (compressed == 0xFFFFFFFF ? 8 : 0);
+      if (length < needed) break;
+      if (size == 0xFFFFFFFF) {
+        size = little_endian(field, 8);
+        field += 8;
+      }
+      if (compressed == 0xFFFFFFFF) compressed = little_endian(field, 8);
+      return;
+    }
     at += 4 + length;
   }
   throw DataError(file_ + ": damaged zip64 container: no size for '" + name + "'");
+}
+
+void ZipChecksums::check_declared_size(const std::string& name, uint64_t method, uint64_t size,
+                                       uint64_t compressed, uint64_t file_size) const {
+  // LibTorch's reader allocates the size the directory declares before it reads a byte, so a
+  // small file declaring terabytes would be an allocation of terabytes. A record's bytes lie in
+  // the file: stored (what torch.save and LibTorch write) they are the record itself, deflated
+  // they expand at most ~1032-fold (deflate's limit).
+  constexpr uint64_t kStored = 0, kDeflated = 8, kDeflateRatio = 1032;
+  const auto refuse = [&](const std::string& why) {
+    throw DataError(file_ + ": damaged zip container: record '" + name + "' declares " +
+                    std::to_string(size) + " bytes, " + why);
+  };
+  if (compressed > file_size) {
+    refuse("stored in " + std::to_string(compressed) + ", but the file is only " + std::to_string(file_size) +
+           " bytes long");
+  }
+  if (method == kStored && size != compressed) {
+    refuse("but it is stored uncompressed in " + std::to_string(compressed));
+  }
+  if (method == kDeflated && size / kDeflateRatio > compressed) {
+    refuse("more than deflate can expand its " + std::to_string(compressed) + " compressed bytes to");
+  }
 }
 
 const ZipChecksums::Entry& ZipChecksums::entry(const std::string& record) const {

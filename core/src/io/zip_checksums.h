@@ -16,7 +16,8 @@ namespace oml::io {
 class ZipChecksums {
  public:
   /// Reads the central directory of `path` (zip and zip64). DataError naming the file when it
-  /// cannot be found or is cut short.
+  /// cannot be found or is cut short, or when a record declares more bytes than the file can hold
+  /// (checked here because LibTorch's reader allocates the declared size before reading).
   explicit ZipChecksums(const std::filesystem::path& path);
   /// The same for an archive in memory (`data`, `size` bytes); `name` stands for it in messages.
   ZipChecksums(const std::string& name, const char* data, std::size_t size);
@@ -38,7 +39,14 @@ class ZipChecksums {
     uint64_t size = 0;
   };
   const Entry& entry(const std::string& record) const;
-  uint64_t zip64_size(const unsigned char* extra, std::size_t extra_size, const std::string& name) const;
+  /// The 8-byte sizes of an entry whose 4-byte `size` or `compressed` field is 0xFFFFFFFF, from
+  /// its zip64 extra field; DataError when the entry has none.
+  void read_zip64_sizes(const unsigned char* extra, std::size_t extra_size, const std::string& name,
+                        uint64_t& size, uint64_t& compressed) const;
+  /// DataError unless record `name`'s declared size could come from the bytes it occupies in a
+  /// file of `file_size` bytes (stored: equal; deflated: at most deflate's expansion).
+  void check_declared_size(const std::string& name, uint64_t method, uint64_t size, uint64_t compressed,
+                           uint64_t file_size) const;
 
   std::string file_;
   std::map<std::string, Entry> entries_;
