@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
@@ -20,6 +21,7 @@
 #include "oml/models/extractor.h"
 #include "oml/models/memory_format.h"
 #include "oml/optim/optimizer.h"
+#include "oml/optim/scheduler.h"
 #include "oml/registry/registries.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/distance_space.h"
@@ -142,6 +144,26 @@ std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig
   }
   return registries().optimizers.build(
       require_component(config, parsed_components(config).optimizer, "optimizer"), context);
+}
+
+int64_t total_training_steps(const config::RunConfig& config, int64_t steps_per_epoch) {
+  int64_t all_epochs = 0;
+  if (__builtin_mul_overflow(steps_per_epoch, config.max_epochs, &all_epochs)) {
+    all_epochs = std::numeric_limits<int64_t>::max();
+  }
+  return config.max_steps ? std::min(*config.max_steps, all_epochs) : all_epochs;
+}
+
+std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
+                                                  torch::optim::Optimizer& optimizer,
+                                                  int64_t steps_per_epoch) {
+  if (!config.scheduling.scheduler) return nullptr;
+  const bool per_step = config.scheduling.scheduler_interval == config::SchedulerInterval::step;
+  optim::SchedulerContext context;
+  context.optimizer = &optimizer;
+  context.total_steps = (per_step ? total_training_steps(config, steps_per_epoch) : config.max_epochs) /
+                        config.scheduling.scheduler_frequency;
+  return registries().schedulers.build(*parsed_components(config).scheduler, context);
 }
 
 models::BackboneFreezing backbone_freezing(const config::RunConfig& config,

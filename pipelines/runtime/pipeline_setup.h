@@ -30,6 +30,9 @@ namespace oml::metrics {
 struct EmbeddingMetricsOptions;
 class MetricTable;
 }  // namespace oml::metrics
+namespace oml::optim {
+class Scheduler;
+}  // namespace oml::optim
 namespace oml::retrieval {
 class RetrievalBackend;
 }  // namespace oml::retrieval
@@ -97,6 +100,18 @@ ddp::DdpSamplerOptions ddp_sampler_options(const config::RunConfig& config);
 std::shared_ptr<torch::optim::Optimizer> build_optimizer(const config::RunConfig& config,
                                                          const torch::nn::Module& model,
                                                          const torch::nn::Module* loss);
+
+/// The steps the run will train: max_steps, or max_epochs x `steps_per_epoch` when smaller or
+/// max_steps is unset. Saturates at int64's largest value rather than overflowing: max_epochs may
+/// be as large as int64 allows, with max_steps or a time limit ending the run.
+int64_t total_training_steps(const config::RunConfig& config, int64_t steps_per_epoch);
+
+/// The config's scheduler over `optimizer` (null when none is configured), told how many times it
+/// will be stepped: total_training_steps (interval `step`) or max_epochs (interval `epoch`),
+/// divided by scheduler_frequency.
+std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
+                                                  torch::optim::Optimizer& optimizer,
+                                                  int64_t steps_per_epoch);
 
 /// Which epochs `extractor`'s backbone is frozen in: the top-level `freeze_n_epochs` merged with
 /// what the extractor's own args ask for (extractor_with_mlp's `freeze_n_epochs`,

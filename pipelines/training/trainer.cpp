@@ -54,29 +54,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// max_steps, or max_epochs x steps per epoch when smaller or unset (saturating: max_epochs may
-/// be as large as int64 allows, with max_steps or a time limit ending the run).
-int64_t total_training_steps(const config::RunConfig& config, int64_t steps_per_epoch) {
-  int64_t all_epochs = 0;
-  if (__builtin_mul_overflow(steps_per_epoch, config.max_epochs, &all_epochs)) {
-    all_epochs = std::numeric_limits<int64_t>::max();
-  }
-  return config.max_steps ? std::min(*config.max_steps, all_epochs) : all_epochs;
-}
-
-/// The config's scheduler over `optimizer` (null when none is configured).
-std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
-                                                  torch::optim::Optimizer& optimizer,
-                                                  int64_t steps_per_epoch) {
-  if (!config.scheduling.scheduler) return nullptr;
-  const bool per_step = config.scheduling.scheduler_interval == config::SchedulerInterval::step;
-  optim::SchedulerContext context;
-  context.optimizer = &optimizer;
-  context.total_steps = (per_step ? total_training_steps(config, steps_per_epoch) : config.max_epochs) /
-                        config.scheduling.scheduler_frequency;
-  return registries().schedulers.build(*parsed_components(config).scheduler, context);
-}
-
 /// Every parameter of `module` as (prefix + name, tensor), trainable or not (a frozen backbone
 /// is unfrozen later), for gradient synchronisation.
 distributed::NamedTensors named_parameters(const torch::nn::Module& module, const std::string& prefix) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "oml/common/error.h"
 #include "oml/config/document.h"
@@ -207,6 +208,58 @@ TEST_CASE("Closed-form schedulers follow their formulas", "[optim][schedulers]")
   CHECK(lrs[1] == Approx(0.04 + (1 - 0.04) / 2));
   CHECK(lrs[2] == Approx(1.0));
   CHECK(lrs[9] == Approx(0.04 / 1e4));
+}
+
+TEST_CASE("The run's scheduler is told the steps the run trains, saturating instead of overflowing",
+          "[optim][schedulers][config]") {
+  oml::cli::register_builtins();
+  Toy toy;
+  std::vector<oml::config::Document> documents;  // a RunConfig's nodes refer to its document
+  // `scheduling` adds to the scheduling section, `run` to the top level.
+  const auto run_config = [&](const std::string& scheduling, const std::string& run) {
+    documents.push_back(oml::config::Document::from_string(
+        "optimizer: {name: sgd, args: {lr: 1.0}}\n"
+        "scheduling: {scheduler: {name: one_cycle, args: {max_lr: 1.0}}, " +
+            scheduling + "}\n" + run,
+        "run.yaml"));
+    oml::cli::Invocation invocation;
+    invocation.command = "oml-train";
+    return invocation.load_config(documents.back());
+  };
+  const auto lrs_of_run = [&](const oml::config::RunConfig& config, int64_t steps_per_epoch) {
+    torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+    const auto scheduler = oml::pipelines::build_scheduler(config, sgd, steps_per_epoch);
+    REQUIRE(scheduler != nullptr);
+    return lrs_over(*scheduler, 12);
+  };
+  const auto lrs_of_cycle = [&](int64_t total_steps) {
+    torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+    OneCycleScheduler cycle(sgd, total_steps, OneCycleOptions{});
+    return lrs_over(cycle, 12);
+  };
+
+  // Per step: max_epochs x steps per epoch, or max_steps when smaller.
+  const auto three_epochs = run_config("scheduler_interval: step", "max_epochs: 3\n");
+  CHECK(oml::pipelines::total_training_steps(three_epochs, 5) == 15);
+  check_close(lrs_of_run(three_epochs, 5), lrs_of_cycle(15));
+  const auto capped = run_config("scheduler_interval: step", "max_epochs: 3\nmax_steps: 10\n");
+  CHECK(oml::pipelines::total_training_steps(capped, 5) == 10);
+  check_close(lrs_of_run(capped, 5), lrs_of_cycle(10));
+
+  // max_epochs as large as int64 allows: the product saturates, and max_steps still ends the run.
+  const auto endless =
+      run_config("scheduler_interval: step", "max_epochs: 9223372036854775807\nmax_steps: 10\n");
+  CHECK(oml::pipelines::total_training_steps(endless, 5) == 10);
+  check_close(lrs_of_run(endless, 5), lrs_of_cycle(10));
+  const auto unbounded = run_config("scheduler_interval: step", "max_epochs: 9223372036854775807\n");
+  CHECK(oml::pipelines::total_training_steps(unbounded, 5) == std::numeric_limits<int64_t>::max());
+
+  // Per epoch, every scheduler_frequency-th: max_epochs / frequency steps (here 1, too few).
+  const auto every_second =
+      run_config("scheduler_interval: epoch, scheduler_frequency: 2", "max_epochs: 3\n");
+  torch::optim::SGD sgd(toy.model->parameters(), torch::optim::SGDOptions(1.0));
+  CHECK_THROWS_WITH(oml::pipelines::build_scheduler(every_second, sgd, 5),
+                    Contains("the run has 1 scheduler step(s) and a cycle needs at least 2"));
 }
 
 TEST_CASE("Reduce-on-plateau lowers the lr after `patience` steps without improvement",

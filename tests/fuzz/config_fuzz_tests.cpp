@@ -47,22 +47,6 @@ data::SamplerContext synthetic_train_split(const config::RunConfig& config) {
   return context;
 }
 
-// The scheduler as the Trainer builds it (pipelines/training/trainer.cpp, build_scheduler).
-std::shared_ptr<optim::Scheduler> build_scheduler(const config::RunConfig& config,
-                                                  torch::optim::Optimizer& optimizer,
-                                                  int64_t steps_per_epoch) {
-  if (!config.scheduling.scheduler) return nullptr;
-  const int64_t all_epochs = steps_per_epoch * config.max_epochs;
-  const int64_t steps = config.max_steps ? std::min(*config.max_steps, all_epochs) : all_epochs;
-  optim::SchedulerContext context;
-  context.optimizer = &optimizer;
-  context.total_steps =
-      (config.scheduling.scheduler_interval == oml::config::SchedulerInterval::step ? steps
-                                                                                    : config.max_epochs) /
-      config.scheduling.scheduler_frequency;
-  return registries().schedulers.build(*pipelines::parsed_components(config).scheduler, context);
-}
-
 void load_config_as_oml_train(const std::string& input) {
   const fuzz::ConfigInput given = fuzz::decode_config(input);
   const config::Document document = config::Document::from_string(given.yaml, "fuzz.yaml", given.overrides);
@@ -92,7 +76,7 @@ void load_config_as_oml_train(const std::string& input) {
   }
   if (!parsed.optimizer) return;
   const auto optimizer = r.optimizers.build(*parsed.optimizer, optimizer_context);
-  const auto scheduler = build_scheduler(config, *optimizer, steps_per_epoch);
+  const auto scheduler = pipelines::build_scheduler(config, *optimizer, steps_per_epoch);
   pipelines::check_checkpoint_metric(config, metrics.overall_keys());
   if (scheduler && scheduler->requires_metric())
     pipelines::check_monitor_metric(config, metrics.overall_keys(),
