@@ -1,4 +1,7 @@
 // Config layer: typed reading, error places, overrides, interpolation, round trip.
+#include <cmath>
+#include <limits>
+
 #include "oml/config/document.h"
 #include "oml/config/error_list.h"
 #include "oml/config/reader.h"
@@ -69,6 +72,46 @@ TEST_CASE("A wrong type names the place and what was expected", "[config]") {
                     Contains("args.weights") && Contains("expected a list"));
   const auto doc3 = Document::from_string("args:\n  n_labels: 1\n  flag: maybe\n", "cfg.yaml");
   CHECK_THROWS_WITH(read_options(doc3.root()["args"]), Contains("expected true or false, got 'maybe'"));
+}
+
+TEST_CASE("Scalars read as PyYAML (so OmegaConf) reads them, and a leading zero is refused", "[config]") {
+  const auto value = [](const std::string& yaml) {
+    static std::vector<Document> keep;  // nodes refer to their document
+    keep.push_back(Document::from_string("v: " + yaml + "\n", "s.yaml"));
+    return keep.back().root()["v"];
+  };
+  // YAML 1.1's integers: underscores, hex, binary, a sign.
+  CHECK(value("1_000").as<int64_t>() == 1000);
+  CHECK(value("0x1F").as<int64_t>() == 31);
+  CHECK(value("0b101").as<int64_t>() == 5);
+  CHECK(value("-0x10").as<int64_t>() == -16);
+  CHECK(value("+7").as<int64_t>() == 7);
+  CHECK(value("0").as<int64_t>() == 0);
+  CHECK(value("00").as<int64_t>() == 0);
+  CHECK(value("-9223372036854775808").as<int64_t>() == std::numeric_limits<int64_t>::min());
+  CHECK_THROWS_WITH(value("9223372036854775808").as<int64_t>(), Contains("is out of range"));
+  CHECK_THROWS_WITH(value("0x").as<int64_t>(), Contains("expected an integer, got '0x'"));
+  CHECK_THROWS_WITH(value("1.5").as<int64_t>(), Contains("expected an integer, got '1.5'"));
+  CHECK_THROWS_WITH(value("_1").as<int64_t>(), Contains("expected an integer"));
+  // 010 is 8 to OmegaConf (YAML 1.1's octal) and 10 to YAML 1.2: refused, saying both.
+  CHECK_THROWS_WITH(value("010").as<int64_t>(), Contains("s.yaml:1:4") &&
+                                                    Contains("got '010', an integer with a leading zero") &&
+                                                    Contains("as the octal number 8 and YAML 1.2 as 10"));
+  CHECK_THROWS_WITH(value("-09").as<int64_t>(), Contains("reads as text and YAML 1.2 as 9"));
+  CHECK_THROWS_WITH(value("010").as<double>(), Contains("an integer with a leading zero"));
+  // Numbers: integer forms as above, plain decimals past int64 and floats by strtod.
+  CHECK(value("1_000").as<double>() == 1000.0);
+  CHECK(value("0x10").as<double>() == 16.0);
+  CHECK(value("100000000000000000000").as<double>() == 1e20);
+  CHECK(value("0.5").as<double>() == 0.5);
+  CHECK(value("1e-3").as<double>() == 1e-3);
+  CHECK(std::isinf(value(".INF").as<double>()));
+  CHECK(std::isinf(value("+.inf").as<double>()));
+  // YAML 1.1's booleans in every case PyYAML accepts.
+  for (const std::string yes : {"yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"})
+    CHECK(value(yes).as<bool>());
+  for (const std::string no : {"no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"})
+    CHECK_FALSE(value(no).as<bool>());
 }
 
 TEST_CASE("A missing required key is an error naming the map", "[config]") {

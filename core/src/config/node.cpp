@@ -1,8 +1,10 @@
 #include "oml/config/node.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "oml/common/strings.h"
 
@@ -135,9 +137,10 @@ std::string scalar_text(const Node& node, const char* expected) {
 }  // namespace
 
 bool scalar_to_bool(const Node& node) {
+  // YAML 1.1's booleans, as PyYAML (and so OmegaConf, which reads OML's configs) resolves them.
   const std::string text = scalar_text(node, "true or false");
-  static const std::vector<std::string> yes{"true", "True", "TRUE", "yes", "Yes", "on", "On"};
-  static const std::vector<std::string> no{"false", "False", "FALSE", "no", "No", "off", "Off"};
+  static const std::vector<std::string> yes{"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
+  static const std::vector<std::string> no{"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
   for (const auto& y : yes)
     if (text == y) return true;
   for (const auto& n : no)
@@ -145,22 +148,89 @@ bool scalar_to_bool(const Node& node) {
   node.fail("expected true or false, got '" + text + "'");
 }
 
+namespace {
+
+bool all_of(const std::string& text, std::size_t from, const char* allowed) {
+  return from < text.size() && text.find_first_not_of(allowed, from) == std::string::npos;
+}
+
+// Whether `text` is written as an integer in YAML 1.1, as PyYAML (and so OmegaConf) resolves
+// one: [-+] then decimal digits, 0x hex or 0b binary, with '_' anywhere after the first digit.
+bool yaml_integer_form(const std::string& text) {
+  const std::size_t at = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  if (text.compare(at, 2, "0x") == 0) return all_of(text, at + 2, "0123456789abcdefABCDEF_");
+  if (text.compare(at, 2, "0b") == 0) return all_of(text, at + 2, "01_");
+  return at < text.size() && std::isdigit(static_cast<unsigned char>(text[at])) &&
+         all_of(text, at, "0123456789_");
+}
+
+// The value of a yaml_integer_form text; fails at `node` when it does not fit in int64, or when
+// it is written with a leading zero: YAML 1.1 (PyYAML, OmegaConf) reads 010 as octal 8 and YAML
+// 1.2 as decimal 10, and a config that means one number to OML and another here is refused rather
+// than read one way silently.
+int64_t yaml_integer_value(const Node& node, const std::string& text) {
+  const bool negative = text[0] == '-';
+  const std::size_t at = text[0] == '-' || text[0] == '+' ? 1 : 0;
+  int base = 10;
+  std::size_t from = at;
+  if (text.compare(at, 2, "0x") == 0) {
+    base = 16;
+    from += 2;
+  } else if (text.compare(at, 2, "0b") == 0) {
+    base = 2;
+    from += 2;
+  }
+  std::string digits;
+  for (std::size_t i = from; i < text.size(); ++i)
+    if (text[i] != '_') digits += text[i];
+  if (digits.empty()) node.fail("expected an integer, got '" + text + "'");
+  if (base == 10 && digits.size() > 1 && digits[0] == '0' &&
+      digits.find_first_not_of('0') != std::string::npos) {
+    const std::string significant = digits.substr(digits.find_first_not_of('0'));
+    std::string yaml11 = "as text";  // 08 and 09 are no octal numbers
+    if (significant.find_first_of("89") == std::string::npos) {
+      errno = 0;
+      const unsigned long long octal = std::strtoull(significant.c_str(), nullptr, 8);
+      yaml11 = errno == ERANGE ? "as an octal number" : "as the octal number " + std::to_string(octal);
+    }
+    node.fail("got '" + text +
+              "', an integer with a leading zero, which YAML 1.1 (OmegaConf, so OML) reads " + yaml11 +
+              " and YAML 1.2 as " + significant + ": write it without the leading zero");
+  }
+  errno = 0;
+  const unsigned long long magnitude = std::strtoull(digits.c_str(), nullptr, base);
+  const auto limit =
+      static_cast<unsigned long long>(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
+  if (errno == ERANGE || magnitude > limit) node.fail("integer '" + text + "' is out of range");
+  if (!negative) return static_cast<int64_t>(magnitude);
+  return magnitude == limit ? std::numeric_limits<int64_t>::min() : -static_cast<int64_t>(magnitude);
+}
+
+}  // namespace
+
 int64_t scalar_to_int(const Node& node) {
   const std::string text = scalar_text(node, "an integer");
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
-    node.fail("expected an integer, got '" + text + "'");
-  }
-  return static_cast<int64_t>(value);
+  if (!yaml_integer_form(text)) node.fail("expected an integer, got '" + text + "'");
+  return yaml_integer_value(node, text);
 }
 
 double scalar_to_double(const Node& node) {
   const std::string text = scalar_text(node, "a number");
-  if (text == ".nan" || text == ".NaN" || text == "nan") return std::nan("");
-  if (text == ".inf" || text == ".Inf" || text == "inf") return HUGE_VAL;
-  if (text == "-.inf" || text == "-.Inf" || text == "-inf") return -HUGE_VAL;
+  if (text == ".nan" || text == ".NaN" || text == ".NAN" || text == "nan") return std::nan("");
+  if (text == ".inf" || text == ".Inf" || text == ".INF" || text == "inf" || text == "+.inf" ||
+      text == "+.Inf" || text == "+.INF") {
+    return HUGE_VAL;
+  }
+  if (text == "-.inf" || text == "-.Inf" || text == "-.INF" || text == "-inf") return -HUGE_VAL;
+  // An integer where a number is expected is read as YAML reads integers (1_000, 0x10; 010 is
+  // refused); plain decimals go to strtod, which also takes those past int64.
+  if (yaml_integer_form(text)) {
+    const std::size_t at = text[0] == '-' || text[0] == '+' ? 1 : 0;
+    const bool leading_zero = text[at] == '0' && text.size() > at + 1;
+    if (leading_zero || text.find('_') != std::string::npos) {
+      return static_cast<double>(yaml_integer_value(node, text));
+    }
+  }
   errno = 0;
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
