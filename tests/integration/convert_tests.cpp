@@ -260,6 +260,42 @@ TEST_CASE("oml-convert never replaces a --dst holding files it did not write, no
   for (const auto& entry : fs::directory_iterator(dir / "out")) {
     CHECK(entry.path().filename().string().find(".tmp-") == std::string::npos);
   }
+
+  // What a user put into an earlier output since (their own dataframe, a training run's logs, a
+  // file among the images, an empty folder) is never replaced with it: the marker lists what
+  // the conversion wrote.
+  const auto refused_since = [&](const fs::path& added, const std::string& shown) {
+    const auto r = convert("image-folder", src, dir / "out");
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("holds files oml-convert did not write") && Contains(shown) &&
+                          Contains("move those out of the earlier output"));
+    CHECK(fs::exists(added));
+    fs::remove_all(added);
+  };
+  write_file(dir / "out" / "df_cleaned.csv", "label,path,split,is_query,is_gallery\n");
+  refused_since(dir / "out" / "df_cleaned.csv", "df_cleaned.csv");
+  write_file(dir / "out" / "logs" / "exp1" / "checkpoints" / "best.ckpt", "a run's checkpoint");
+  refused_since(dir / "out" / "logs", "logs/exp1/checkpoints/best.ckpt");
+  write_file(dir / "out" / "images" / "mine.png", "an image the user added");
+  refused_since(dir / "out" / "images" / "mine.png", "images/mine.png");
+  fs::create_directories(dir / "out" / "empty");
+  refused_since(dir / "out" / "empty", "empty/");
+  CHECK(convert("image-folder", src, dir / "out").exit_code == 0);  // as converted again
+
+  // A marker from before the listing: what those conversions wrote at the top level is theirs.
+  write_file(dir / "out" / ".oml-convert", "written by oml-convert from raw; oml-convert may replace this\n");
+  write_file(dir / "out" / "notes.md", "the user's");
+  refused_since(dir / "out" / "notes.md", "notes.md");
+  CHECK(convert("image-folder", src, dir / "out").exit_code == 0);
+
+  // A link as --dst would be replaced by a folder: refused before any work.
+  fs::create_directory_symlink(dir / "out", dir / "link");
+  const auto link = convert("image-folder", src, dir / "link");
+  CHECK(link.exit_code == 2);
+  CHECK_THAT(link.err, Contains("is a symbolic link"));
+  fs::create_directory_symlink(dir / "nowhere", dir / "dangling");
+  CHECK(convert("image-folder", src, dir / "dangling").exit_code == 2);
 }
 
 TEST_CASE("oml-convert cub reads the CUB-200-2011 layout with boxes and the class split",

@@ -140,7 +140,40 @@ bool is_within(const fs::path& inner, const fs::path& outer) {
   return true;
 }
 
-/// Checks that replacing `dst` as a whole loses nothing a user wrote.
+/// The entries under `folder` as '/'-separated paths relative to it, sorted: every file (and
+/// link, and anything else that is not a folder), and every folder that holds none of them.
+std::vector<std::string> entries_under(const fs::path& folder) {
+  std::vector<std::string> files, folders;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string relative = it->path().lexically_relative(folder).generic_string();
+    (it->is_directory(ec) && !it->is_symlink(ec) ? folders : files).push_back(relative);
+  }
+  OML_CHECK(!ec, RuntimeError, "cannot list ", folder.string(), ": ", ec.message());
+  std::vector<std::string> out = files;
+  for (const auto& dir : folders) {
+    const std::string prefix = dir + "/";
+    const bool holds_one = std::any_of(files.begin(), files.end(),
+                                       [&](const std::string& f) { return f.compare(0, prefix.size(), prefix) == 0; });
+    if (!holds_one) out.push_back(dir + "/");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The entries an earlier conversion wrote into `dst`, from its marker: the lines after the
+/// first. A marker written before the listing was kept has none; its conversions wrote these.
+std::set<std::string> converted_entries(const fs::path& dst) {
+  std::ifstream in(dst / kConvertMarker);
+  std::string line;
+  std::getline(in, line);  // "written by oml-convert from ..."
+  std::set<std::string> out;
+  while (std::getline(in, line)) out.insert(line);
+  return out;
+}
+
+/// Checks that replacing `dst` as a whole loses nothing a user wrote: `dst` is missing, empty,
+/// or holds nothing but what the conversion its marker names wrote there.
 void check_replaceable(const fs::path& dst, const fs::path& src) {
   std::error_code ec;
   if (!src.empty()) {
@@ -151,22 +184,36 @@ void check_replaceable(const fs::path& dst, const fs::path& src) {
               " overlap; the output replaces --dst as a whole, so it must be a folder outside --src "
               "that does not contain it either");
   }
-  if (!fs::exists(dst, ec)) return;
-  OML_CHECK(fs::is_directory(dst, ec), UsageError, "--dst ", dst.string(), " exists and is not a folder");
-  if (fs::exists(dst / kConvertMarker, ec)) return;  // an earlier output of oml-convert
-  std::vector<std::string> entries;
-  for (const auto& entry : fs::directory_iterator(dst, ec))
-    entries.push_back(entry.path().filename().string());
-  std::sort(entries.begin(), entries.end());
-  if (entries.empty()) return;
-  const std::size_t shown = std::min<std::size_t>(entries.size(), 3);
-  throw UsageError("--dst " + dst.string() + " holds files oml-convert did not write (" +
-                   std::to_string(entries.size()) +
-                   " entries: " + join(std::vector<std::string>(entries.begin(), entries.begin() + shown)) +
-                   (entries.size() > shown ? ", ..." : "") +
-                   "); the output replaces --dst as a whole, so give a new or empty folder (or an earlier "
-                   "output of oml-convert, which holds a " +
-                   kConvertMarker + " file)");
+  const fs::file_status status = fs::symlink_status(dst, ec);
+  if (!fs::exists(status)) return;
+  // A link would be replaced by the new folder, not the folder it points to.
+  OML_CHECK(!fs::is_symlink(status), UsageError, "--dst ", dst.string(),
+            " is a symbolic link; give the folder it points to, or a new one");
+  OML_CHECK(fs::is_directory(status), UsageError, "--dst ", dst.string(), " exists and is not a folder");
+  std::vector<std::string> foreign;
+  const bool converted = fs::is_regular_file(fs::symlink_status(dst / kConvertMarker, ec));
+  if (converted) {
+    const std::set<std::string> written = converted_entries(dst);
+    for (const auto& entry : entries_under(dst)) {
+      if (entry == kConvertMarker || written.count(entry)) continue;
+      // A marker without a listing: what its conversion wrote at the top level.
+      const std::string top = entry.substr(0, entry.find('/'));
+      if (written.empty() && (top == "images" || top == "df.csv" || top == "df_with_bboxes.csv")) continue;
+      foreign.push_back(entry);
+    }
+  } else {
+    for (const auto& entry : fs::directory_iterator(dst, ec)) foreign.push_back(entry.path().filename().string());
+    std::sort(foreign.begin(), foreign.end());
+  }
+  if (foreign.empty()) return;
+  const std::size_t shown = std::min<std::size_t>(foreign.size(), 3);
+  throw UsageError(
+      "--dst " + dst.string() + " holds files oml-convert did not write (" + std::to_string(foreign.size()) +
+      " entries: " + join(std::vector<std::string>(foreign.begin(), foreign.begin() + shown)) +
+      (foreign.size() > shown ? ", ..." : "") + "); the output replaces --dst as a whole, so give a new or " +
+      (converted ? "empty folder, or move those out of the earlier output"
+                 : "empty folder (or an earlier output of oml-convert, which holds a " + std::string(kConvertMarker) +
+                       " file)"));
 }
 
 }  // namespace
@@ -258,8 +305,13 @@ ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
   // OML's copies of the datasets with boxes name that dataframe df_with_bboxes.csv and OML's
   // recipes ask for it by that name: the same file under both names.
   if (has_bbox) fs::create_hard_link(df_path, staging_ / "df_with_bboxes.csv");
-  io::write_file_atomic(staging_ / kConvertMarker, "written by oml-convert from " + options_.src.string() +
-                                                       "; oml-convert may replace this folder as a whole\n");
+  // The marker lists what this conversion wrote, so that converting into this folder again
+  // replaces only that, and refuses when anything else has been put here since.
+  std::string source = options_.src.string();
+  std::replace(source.begin(), source.end(), '\n', ' ');  // the first line names it
+  std::string marker = "written by oml-convert from " + source + "; oml-convert may replace these files as a whole:\n";
+  for (const auto& entry : entries_under(staging_)) marker += entry + "\n";
+  io::write_file_atomic(staging_ / kConvertMarker, marker);
   io::replace_directory(staging_, options_.dst);
   committed_ = true;
   report.labels = static_cast<int64_t>(labels.size());
