@@ -10,7 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "oml/config/document.h"
+#include "oml/registry/registries.h"
 #include "oml/report/mlflow_logger.h"
+#include "report/mlflow_store.h"  // white box: the store's key rule
+#include "shell/components.h"
 #include "support/support.h"
 
 namespace mlflow_logger_tests {
@@ -121,6 +125,39 @@ TEST_CASE("The mlflow logger writes MLflow's file store: metric lines, params, t
   CHECK_THAT(meta, Contains("status: 3") && Contains("run_name: \"run1\"") && Contains("run_id: " + run_id));
   CHECK(std::regex_search(meta, std::regex("end_time: [0-9]{13}")));
   CHECK(std::regex_search(read_file(run.parent_path() / "meta.yaml"), std::regex("name: \"unit\"")));
+}
+
+TEST_CASE("A tag key MLflow refuses is an error at its key, and the file store writes no key outside its run",
+          "[report][mlflow]") {
+  oml::cli::register_builtins();
+  TempDir dir;
+  oml::test::write_file(dir / "victim.txt", "the user's notes");
+  const std::string escape = "../../../../../../../../../../.." + (dir / "victim.txt").string();
+  const auto document = oml::config::Document::from_string(
+      "c: {name: mlflow, args: {experiment_name: e, tags: {'" + escape + "': pwned}}}\n", "run.yaml");
+  const auto spec = oml::config::parse_component(document.root()["c"], "c");
+  auto context = context_in(dir / "run1");
+  CHECK_THROWS_WITH(oml::registries().loggers.create(spec, context),
+                    Contains("run.yaml:1:") && Contains("c.args.tags") && Contains("tag key '" + escape) &&
+                        Contains("is not one MLflow accepts"));
+  CHECK(read_file(dir / "victim.txt") == "the user's notes");
+  for (const std::string key : {"a/b", "mlflow.source.name", "team 1", "x-y_z.0"})
+    CHECK(report::mlflow::is_valid_key(key));
+  for (const std::string key :
+       {std::string(), std::string("/etc"), std::string("a//b"), std::string("a/./b"), std::string(".."),
+        std::string("a/.."), std::string("a\nb"), std::string("é"), std::string(251, 'k')})
+    CHECK_FALSE(report::mlflow::is_valid_key(key));
+
+  // Past the config (a logger built in code): the store refuses the key instead of writing it.
+  report::MlflowOptions options;
+  options.experiment_name = "unit";
+  options.tracking_uri = "file:./ml-runs";
+  options.tags = {{escape, "pwned"}};
+  {
+    report::MlflowLogger logger(options, context);
+    logger.finish(report::RunStatus::finished);
+  }
+  CHECK(read_file(dir / "victim.txt") == "the user's notes");
 }
 
 TEST_CASE("With its server away the mlflow logger starts and finishes within seconds and keeps every value",

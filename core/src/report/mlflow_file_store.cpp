@@ -222,6 +222,13 @@ class FileStore final : public Store {
 
   void log_batch(const std::string& run_id, const Batch& batch) override {
     const fs::path dir = require_run(run_id);
+    // Keys are relative paths under the run's folder: one that could leave it is never written.
+    const auto check_key = [&](const std::string& kind, const std::string& key) {
+      if (!is_valid_key(key)) throw StoreError(kind + " key '" + key + "' is not one MLflow accepts", false);
+    };
+    for (const auto& [key, value] : batch.params) check_key("param", key);
+    for (const auto& [key, value] : batch.tags) check_key("tag", key);
+    for (const auto& metric : batch.metrics) check_key("metric", metric.key);
     for (const auto& [key, value] : batch.params) {
       const fs::path path = dir / "params" / key;
       if (fs::exists(path)) {
@@ -333,6 +340,20 @@ class FileStore final : public Store {
 };
 
 }  // namespace
+
+bool is_valid_key(const std::string& key) {
+  constexpr std::size_t kMaxKey = 250;  // MLflow's limit for tag keys (and params')
+  if (key.empty() || key.size() > kMaxKey) return false;
+  for (const char c : key) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ' ' ||
+          c == '/'))
+      return false;
+  }
+  for (const auto& part : split(key, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return true;
+}
 
 bool is_local(const std::string& uri) {
   if (starts_with(uri, "file:")) return true;
