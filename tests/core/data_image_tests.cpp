@@ -195,6 +195,26 @@ TEST_CASE("norm keeps the size and normalises with ImageNet statistics", "[data]
   CHECK(plain.max().item<float>() <= 1.0f);
 }
 
+TEST_CASE("An image elongated past what a resize may allocate is a data error, not gigabytes",
+          "[data][transforms]") {
+  // 1 x 65535 decodes within any pixel limit; resized so that its shorter side is 256 it would
+  // be 256 x 16,776,960 pixels (12.9 GB).
+  const at::Tensor thin = torch::full({65535, 1, 3}, 128, torch::kUInt8);
+  for (const std::string yaml : {"{name: norm_resize_hypvit_torch, args: {im_size: 256}}",
+                                 "{name: norm_resize_center_crop, args: {im_size: 256, crop_size: 224}}"}) {
+    INFO(yaml);
+    CHECK_THROWS_AS(make_transform(yaml)->apply(thin, {}), oml::DataError);
+    CHECK_THROWS_WITH(
+        make_transform(yaml)->apply(thin, {}),
+        Contains("would resize this 1x65535 image to 256x16776960 pixels, more than the 67108864"));
+  }
+  // As elongated as the bound allows (256 x 262,144 once resized): resized and cropped as before.
+  const at::Tensor long_strip = torch::full({1024, 1, 3}, 128, torch::kUInt8);
+  CHECK(make_transform("{name: norm_resize_hypvit_torch, args: {im_size: 256}}")
+            ->apply(long_strip, {})
+            .sizes() == std::vector<int64_t>{3, 224, 224});
+}
+
 TEST_CASE("resize, norm_resize and norm_resize_center_crop give fixed sizes", "[data][transforms]") {
   const auto wide = pattern(30, 60);
   const auto resized = make_transform("{name: resize, args: {im_size: 32}}")->apply(wide, {});

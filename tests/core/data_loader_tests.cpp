@@ -227,6 +227,14 @@ TEST_CASE("Folder datasets list images in sorted path order and empty folders ar
   TempDir empty;
   CHECK_THROWS_WITH(ImageDataset::from_folder(empty.path(), std::make_shared<KeyStamp>()),
                     Contains("holds no images"));
+  // A dangling link is skipped as any non-file; one that loops is named (it was a filesystem
+  // exception: an internal error).
+  std::filesystem::create_symlink(dir / "nowhere.png", dir / "dangling.png");
+  CHECK(ImageDataset::from_folder(dir.path(), std::make_shared<KeyStamp>())->size() == 3);
+  std::filesystem::create_symlink("self.png", dir / "self.png");
+  CHECK_THROWS_AS(ImageDataset::from_folder(dir.path(), std::make_shared<KeyStamp>()), oml::DataError);
+  CHECK_THROWS_WITH(ImageDataset::from_folder(dir.path(), std::make_shared<KeyStamp>()),
+                    Contains("cannot read " + (dir / "self.png").string()) && Contains("symbolic links"));
 }
 
 TEST_CASE("Validation datasets expose query/gallery flags and sequences per item", "[data][dataset]") {

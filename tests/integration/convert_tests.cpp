@@ -187,6 +187,28 @@ TEST_CASE("oml-convert fashion-mnist reads uncompressed IDX files and checks the
   CHECK(fs::exists(dir / "out" / "df.csv"));  // the previous output is untouched
   fs::remove(src / "t10k-images-idx3-ubyte");
   CHECK_THAT(convert("fashion-mnist", src, dir / "out").err, Contains("t10k-images-idx3-ubyte"));
+
+  // Headers whose sizes multiply past int64 (2^26 images of 2^19 x 2^19 wrapped to 0 bytes, and
+  // matched a 16-byte file: a segfault), or announce images without pixels.
+  const auto header_only = [](uint32_t count, uint32_t rows, uint32_t cols) {
+    std::string out = {0, 0, 8, 3};
+    for (uint32_t v : {count, rows, cols}) out += {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    return out;
+  };
+  write_file(src / "t10k-labels-idx1-ubyte", idx_labels({3, 3}));
+  write_file(src / "t10k-images-idx3-ubyte", idx_images(2, 4, 5, 2));
+  for (const auto& [header, why] : std::vector<std::pair<std::string, std::string>>{
+           {header_only(1u << 26, 1u << 19, 1u << 19),
+            "images of 524288x524288 pixels; IDX images have 1 to 65535"},
+           {header_only(4, 65535, 65535), "(17179344916 bytes) but it holds 16 bytes"},
+           {header_only(0xFFFFFFFFu, 65535, 65535), "more than 2^63 bytes"},
+           {header_only(2, 0, 5), "images of 0x5 pixels"}}) {
+    write_file(src / "train-images-idx3-ubyte", header);
+    const auto r = convert("fashion-mnist", src, dir / "crafted");
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("train-images-idx3-ubyte") && Contains(why));
+  }
 }
 
 TEST_CASE("oml-convert image-folder splits by label, deterministically by seed", "[convert][integration]") {
@@ -359,6 +381,22 @@ TEST_CASE("oml-convert sop reads Ebay_train/Ebay_test with categories", "[conver
   CHECK(df.train().labels == std::vector<int64_t>{0, 0, 1});
   CHECK(df.validation().size() == 2);
   CHECK(df.validation().label2category.at(3) == "bicycle");
+
+  // A path in an index file that leaves the dataset's folder: the copy into --dst would have
+  // written outside it (a file of the user's next to --dst was overwritten, exit 0).
+  write_file(dir / "victim.txt", "the user's");
+  for (const std::string bad : std::vector<std::string>{"../victim.txt", "bicycle_final/../../victim.txt",
+                                                        (dir / "victim.txt").string()}) {
+    write_file(root / "Ebay_test.txt",
+               "image_id class_id super_class_id path\n4 3 1 bicycle_final/3_0.JPG\n5 3 1 " + bad + "\n");
+    const auto escape = convert("sop", root, dir / "out2");
+    INFO(escape.err);
+    CHECK(escape.exit_code == 2);
+    CHECK_THAT(escape.err, Contains("Ebay_test.txt:3: image path '" + bad +
+                                    "' is not a path inside the dataset's folder"));
+    CHECK(oml::test::read_file(dir / "victim.txt") == "the user's");
+    CHECK_FALSE(fs::exists(dir / "out2"));
+  }
 }
 
 TEST_CASE("oml-convert cars reads the CSV export cars_annos.csv with the class split",
@@ -381,6 +419,24 @@ TEST_CASE("oml-convert cars reads the CSV export cars_annos.csv with the class s
   const auto missing = convert("cars", root, dir / "out");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Contains("cars_annos.csv"));
+}
+
+TEST_CASE("oml-convert cars refuses a MAT file nested deeper than annotations are, before its stack runs out",
+          "[convert][integration]") {
+  TempDir dir;
+  const fs::path root = dir / "cars";
+  // `annotations` as a cell holding a cell ... 2000 deep (30,000 overflowed the stack).
+  std::string value = mat_text("car_ims/000001.jpg");
+  for (int depth = 0; depth < 2000; ++depth) value = mat_matrix(1, {1, 1}, "", value);
+  std::string header = "MATLAB 5.0 MAT-file, written by the oml-cpp tests";
+  header.resize(116, ' ');
+  header += std::string(8, '\0') + std::string("\x00\x01", 2) + "IM";
+  write_file(root / "cars_annos.mat", header + mat_matrix(1, {1, 1}, "annotations", value));
+  const auto r = convert("cars", root, dir / "out");
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("cars_annos.mat: variable 'annotations{1}{1}") &&
+                        Contains("structs and cells nested more than 64 levels deep"));
 }
 
 TEST_CASE("oml-convert cars reads cars_annos.mat (MATLAB 5 struct array)", "[convert][integration]") {

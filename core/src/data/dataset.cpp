@@ -91,7 +91,12 @@ std::vector<std::string> files_under(const fs::path& folder, const std::vector<s
   for (auto it =
            fs::recursive_directory_iterator(folder, fs::directory_options::follow_directory_symlink, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_regular_file()) continue;
+    std::error_code entry_ec;
+    const bool regular = it->is_regular_file(entry_ec);
+    // A link that loops or points nowhere is named, not reported as a filesystem exception.
+    OML_CHECK(!entry_ec || entry_ec == std::errc::no_such_file_or_directory, DataError, "cannot read ",
+              it->path().string(), " (in ", what, " folder ", folder.string(), "): ", entry_ec.message());
+    if (!regular) continue;
     std::string ext = it->path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
     if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
@@ -147,6 +152,8 @@ at::Tensor ImageDataset::load(int64_t index, const RandomKey& key) const {
   at::Tensor image = load_image(index);
   try {
     return transform_->apply(image, key);
+  } catch (const DataError& e) {  // about this image: named
+    throw DataError("image " + split_.paths[index] + ": " + e.what());
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {  // OpenCV / LibTorch errors inside a (plugin) transform

@@ -51,9 +51,14 @@ struct OmlOptions {
 
 // torchvision's Resize(size) for an int size: the shorter side becomes `size`, the longer one
 // int(size * long / short) (truncated). Returns {width, height}.
-std::pair<int, int> shorter_side_size(int width, int height, int size) {
-  if (width <= height) return {size, static_cast<int>(static_cast<double>(int64_t{size} * height) / width)};
-  return {static_cast<int>(static_cast<double>(int64_t{size} * width) / height), size};
+std::pair<int, int> shorter_side_size(int width, int height, int size, const std::string& transform) {
+  // int64 products in double, truncated as torchvision's int(): exact for any int sides.
+  if (width <= height) {
+    return checked_resize(size, std::trunc(static_cast<double>(int64_t{size} * height) / width), width,
+                          height, transform);
+  }
+  return checked_resize(std::trunc(static_cast<double>(int64_t{size} * width) / height), size, width, height,
+                        transform);
 }
 
 // torchvision's CenterCrop: zero (black) padding when the crop is larger than the image, then
@@ -117,7 +122,7 @@ class OmlTransform : public Transform {
         out = resize_pil(src, o_.im_size, o_.im_size, o_.filter);
         break;
       case Geometry::shorter_side_crop: {
-        const auto [width, height] = shorter_side_size(src.cols, src.rows, o_.im_size);
+        const auto [width, height] = shorter_side_size(src.cols, src.rows, o_.im_size, o_.name);
         out = center_crop(resize_pil(src, width, height, o_.filter), o_.crop_size);
         break;
       }

@@ -120,8 +120,9 @@ class ResizeCenterCropTransform : public Transform {
     check_input(image);
     const cv::Mat src = as_mat(image);
     const double scale = static_cast<double>(im_size_) / std::min(src.rows, src.cols);
-    const int width = std::max(im_size_, static_cast<int>(std::lround(src.cols * scale)));
-    const int height = std::max(im_size_, static_cast<int>(std::lround(src.rows * scale)));
+    const auto [width, height] = checked_resize(std::max<double>(im_size_, std::round(src.cols * scale)),
+                                                std::max<double>(im_size_, std::round(src.rows * scale)),
+                                                src.cols, src.rows, "norm_resize_center_crop");
     const cv::Mat resized = resize_to(src, width, height);
     const cv::Rect centre((width - crop_size_) / 2, (height - crop_size_) / 2, crop_size_, crop_size_);
     return normalise(resized(centre), n_);

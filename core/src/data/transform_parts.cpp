@@ -109,6 +109,15 @@ at::Tensor normalise_u8(const cv::Mat& rgb, const Normalisation& n, NormStyle st
   return out;
 }
 
+std::pair<int, int> checked_resize(double width, double height, int src_width, int src_height,
+                                   const std::string& transform) {
+  OML_CHECK(width >= 1 && height >= 1 && width * height <= kMaxResizedPixels, DataError, transform,
+            " would resize this ", src_width, "x", src_height, " image to ", static_cast<int64_t>(width), "x",
+            static_cast<int64_t>(height), " pixels, more than the ", static_cast<int64_t>(kMaxResizedPixels),
+            " a transform resizes to (an image this elongated is not one the model can use)");
+  return {static_cast<int>(width), static_cast<int>(height)};
+}
+
 cv::Mat resize_pil(const cv::Mat& src, int width, int height, PilFilter filter) {
   OML_ASSERT(src.type() == CV_8UC3, "resize_pil expects an RGB uint8 image");
   cv::Mat dst(height, width, CV_8UC3);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <opencv2/core.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "oml/config/reader.h"
@@ -54,6 +55,16 @@ enum class NormStyle { torchvision, albumentations };
 /// operations in its order, so the values are those of the library (to the last bit where the
 /// library's own kernels round as plain float32 does).
 at::Tensor normalise_u8(const cv::Mat& rgb, const Normalisation& n, NormStyle style);
+
+/// The most pixels a transform resizes an image to: 2^26 (192 MiB of RGB). An image decoded
+/// within max_image_pixels can still ask for far more when it is elongated: a 1 x 65535 PNG of
+/// 200 bytes resized so that its shorter side is 256 would be 256 x 16,776,960 (12.9 GB).
+inline constexpr double kMaxResizedPixels = 67108864.0;
+/// {width, height} = the given sizes (computed in double, so nothing overflows) as ints, or a
+/// DataError saying `transform` would resize the src_width x src_height image past
+/// kMaxResizedPixels (the dataset names the file).
+std::pair<int, int> checked_resize(double width, double height, int src_width, int src_height,
+                                   const std::string& transform);
 
 /// Pillow's resize of an RGB uint8 image or ROI (oml/data/resample.h).
 cv::Mat resize_pil(const cv::Mat& src, int width, int height, PilFilter filter);

@@ -39,6 +39,24 @@ void expect_tokens(const fs::path& file, const TextLine& line, std::size_t n, co
             format, "), got ", line.tokens.size());
 }
 
+namespace {
+bool stays_inside(const std::string& relative) {
+  const fs::path path(relative);
+  if (relative.empty() || path.is_absolute() || path.has_root_name() || path.has_root_directory())
+    return false;
+  for (const auto& part : path) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::string checked_image_path(const fs::path& file, int64_t line, const std::string& path) {
+  OML_CHECK(stays_inside(path), DataError, file.string(), ":", line, ": image path '", path,
+            "' is not a path inside the dataset's folder (absolute, empty or with a '..' part)");
+  return path;
+}
+
 int64_t token_int(const fs::path& file, const TextLine& line, std::size_t i, const std::string& field) {
   const std::string& token = line.tokens.at(i);
   std::size_t used = 0;
@@ -153,8 +171,9 @@ std::vector<std::string> entries_under(const fs::path& folder) {
   std::vector<std::string> out = files;
   for (const auto& dir : folders) {
     const std::string prefix = dir + "/";
-    const bool holds_one = std::any_of(files.begin(), files.end(),
-                                       [&](const std::string& f) { return f.compare(0, prefix.size(), prefix) == 0; });
+    const bool holds_one = std::any_of(files.begin(), files.end(), [&](const std::string& f) {
+      return f.compare(0, prefix.size(), prefix) == 0;
+    });
     if (!holds_one) out.push_back(dir + "/");
   }
   std::sort(out.begin(), out.end());
@@ -202,7 +221,8 @@ void check_replaceable(const fs::path& dst, const fs::path& src) {
       foreign.push_back(entry);
     }
   } else {
-    for (const auto& entry : fs::directory_iterator(dst, ec)) foreign.push_back(entry.path().filename().string());
+    for (const auto& entry : fs::directory_iterator(dst, ec))
+      foreign.push_back(entry.path().filename().string());
     std::sort(foreign.begin(), foreign.end());
   }
   if (foreign.empty()) return;
@@ -212,8 +232,8 @@ void check_replaceable(const fs::path& dst, const fs::path& src) {
       " entries: " + join(std::vector<std::string>(foreign.begin(), foreign.begin() + shown)) +
       (foreign.size() > shown ? ", ..." : "") + "); the output replaces --dst as a whole, so give a new or " +
       (converted ? "empty folder, or move those out of the earlier output"
-                 : "empty folder (or an earlier output of oml-convert, which holds a " + std::string(kConvertMarker) +
-                       " file)"));
+                 : "empty folder (or an earlier output of oml-convert, which holds a " +
+                       std::string(kConvertMarker) + " file)"));
 }
 
 }  // namespace
@@ -249,6 +269,10 @@ void OutputFolder::copy_files(const std::vector<std::pair<fs::path, std::string>
       static_cast<int64_t>(files.size()), options_.num_threads,
       [&](int64_t i) {
         const auto& [from, relative] = files[i];
+        // The converters check their index files' paths (checked_image_path): nothing is ever
+        // written outside the staging folder.
+        OML_CHECK(stays_inside(relative), DataError, "image path '", relative, "' (from ", from.string(),
+                  ") is not a path inside the dataset's folder");
         const fs::path to = staging_ / relative;
         std::error_code ec;
         OML_CHECK(fs::is_regular_file(from, ec), DataError, "image ", from.string(),
@@ -309,7 +333,8 @@ ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
   // replaces only that, and refuses when anything else has been put here since.
   std::string source = options_.src.string();
   std::replace(source.begin(), source.end(), '\n', ' ');  // the first line names it
-  std::string marker = "written by oml-convert from " + source + "; oml-convert may replace these files as a whole:\n";
+  std::string marker =
+      "written by oml-convert from " + source + "; oml-convert may replace these files as a whole:\n";
   for (const auto& entry : entries_under(staging_)) marker += entry + "\n";
   io::write_file_atomic(staging_ / kConvertMarker, marker);
   io::replace_directory(staging_, options_.dst);

@@ -44,6 +44,10 @@ std::vector<TextLine> read_text_table(const fs::path& path, int skip, const std:
 /// Token `i` of `line` as an integer / a number; DataError naming file, line and field otherwise.
 int64_t token_int(const fs::path& file, const TextLine& line, std::size_t i, const std::string& field);
 double token_double(const fs::path& file, const TextLine& line, std::size_t i, const std::string& field);
+/// `path` as an index file lists an image (relative to the dataset's folder), or a DataError
+/// naming `file` and `line` when it could name a file outside that folder: an absolute path, or
+/// one with a ".." part (the copy into --dst would write outside it).
+std::string checked_image_path(const fs::path& file, int64_t line, const std::string& path);
 /// DataError unless `line` has at least `n` tokens.
 void expect_tokens(const fs::path& file, const TextLine& line, std::size_t n, const std::string& format);
 

@@ -62,10 +62,19 @@ IdxImages read_images(const fs::path& path) {
   out.count = big_endian_u32(out.bytes, 4);
   out.rows = big_endian_u32(out.bytes, 8);
   out.cols = big_endian_u32(out.bytes, 12);
-  OML_CHECK(static_cast<int64_t>(out.bytes.size()) == 16 + out.count * out.rows * out.cols, DataError,
-            path.string(), " is truncated: its header announces ", out.count, " images of ", out.rows, "x",
-            out.cols, " (", 16 + out.count * out.rows * out.cols, " bytes) but it holds ", out.bytes.size(),
-            " bytes");
+  OML_CHECK(out.rows > 0 && out.cols > 0 && out.rows <= 65535 && out.cols <= 65535, DataError, path.string(),
+            ": its header announces images of ", out.rows, "x", out.cols,
+            " pixels; IDX images have 1 to 65535 rows and columns");
+  // Each dimension is a 32-bit count: their product can pass int64, and wrapped round it once
+  // matched a 16-byte file.
+  int64_t pixels = 0, expected = 0;
+  const bool fits = !__builtin_mul_overflow(out.count, out.rows, &pixels) &&
+                    !__builtin_mul_overflow(pixels, out.cols, &pixels) &&
+                    !__builtin_add_overflow(pixels, int64_t{16}, &expected);
+  OML_CHECK(fits && static_cast<int64_t>(out.bytes.size()) == expected, DataError, path.string(),
+            " is truncated: its header announces ", out.count, " images of ", out.rows, "x", out.cols, " (",
+            fits ? std::to_string(expected) : std::string("more than 2^63"), " bytes) but it holds ",
+            out.bytes.size(), " bytes");
   return out;
 }
 

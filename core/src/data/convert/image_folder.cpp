@@ -52,9 +52,17 @@ ConvertReport convert_image_folder(const ConvertOptions& options) {
   std::vector<std::pair<fs::path, std::string>> files;
   for (std::size_t label = 0; label < labels.size(); ++label) {
     std::vector<fs::path> images;
-    for (const auto& entry : fs::recursive_directory_iterator(options.src / labels[label])) {
-      if (entry.is_regular_file() && is_image(entry.path())) images.push_back(entry.path());
+    std::error_code list_ec;
+    for (fs::recursive_directory_iterator it(options.src / labels[label], list_ec), end;
+         !list_ec && it != end; it.increment(list_ec)) {
+      std::error_code entry_ec;
+      const bool regular = it->is_regular_file(entry_ec);
+      OML_CHECK(!entry_ec || entry_ec == std::errc::no_such_file_or_directory, DataError, "cannot read ",
+                it->path().string(), ": ", entry_ec.message());
+      if (regular && is_image(it->path())) images.push_back(it->path());
     }
+    OML_CHECK(!list_ec, DataError, "cannot list ", (options.src / labels[label]).string(), ": ",
+              list_ec.message());
     std::sort(images.begin(), images.end());
     for (const auto& image : images) {
       Row row;

@@ -54,10 +54,13 @@ struct VarFree {
 // Where a problem is: the file and the variable's path in it ("annotations(3).bbox_x1").
 class Place {
  public:
-  Place(const std::string& file, std::string path) : file_(file), path_(std::move(path)) {}
-  Place element(int64_t i) const { return {file_, path_ + "(" + std::to_string(i + 1) + ")"}; }
-  Place field(const std::string& name) const { return {file_, path_ + "." + name}; }
-  Place cell(int64_t i) const { return {file_, path_ + "{" + std::to_string(i + 1) + "}"}; }
+  Place(const std::string& file, std::string path, int depth = 0)
+      : file_(file), path_(std::move(path)), depth_(depth) {}
+  Place element(int64_t i) const { return {file_, path_ + "(" + std::to_string(i + 1) + ")", depth_ + 1}; }
+  Place field(const std::string& name) const { return {file_, path_ + "." + name, depth_ + 1}; }
+  Place cell(int64_t i) const { return {file_, path_ + "{" + std::to_string(i + 1) + "}", depth_ + 1}; }
+  /// Steps (elements, fields, cells) from the variable to here.
+  int depth() const { return depth_; }
 
   template <class... Args>
   [[noreturn]] void fail(const Args&... what) const {
@@ -67,6 +70,7 @@ class Place {
  private:
   const std::string& file_;
   std::string path_;
+  int depth_;
 };
 
 int64_t element_count(const matvar_t& var) {
@@ -211,8 +215,16 @@ const char* unsupported_class_name(matio_classes cls) {
   }
 }
 
+// The datasets' annotation files nest a few levels (a struct array of fields); values are
+// converted by recursion, which a crafted file nested thousands deep would take past the stack.
+constexpr int kMaxMatNesting = 64;
+
 MatValue to_value(const matvar_t* var, const Place& place) {
   if (var == nullptr) place.fail("the MAT file is corrupt (the array could not be read)");
+  if (place.depth() > kMaxMatNesting) {
+    place.fail("structs and cells nested more than ", kMaxMatNesting,
+               " levels deep, which no dataset's annotations are");
+  }
   MatValue value;
   const int64_t n = element_count(*var);
   if (var->class_type == MAT_C_EMPTY) return value;  // an empty [] field

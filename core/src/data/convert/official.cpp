@@ -68,7 +68,7 @@ ConvertReport convert_cub(const ConvertOptions& options) {
               " has no bounding box in ", boxes_file.string());
     Row row;
     row.label = token_int(labels_file, label->second, 1, "class_id");
-    row.path = "images/" + line.tokens[1];
+    row.path = "images/" + checked_image_path(images_file, line.line, line.tokens[1]);
     row.train = row.label <= 100;
     row.is_query = row.is_gallery = !row.train;
     const double x = token_double(boxes_file, box->second, 1, "x"),
@@ -93,7 +93,7 @@ ConvertReport convert_sop(const ConvertOptions& options) {
       expect_tokens(file, line, 4, "image_id class_id super_class_id path");
       Row row;
       row.label = token_int(file, line, 1, "class_id");
-      row.path = line.tokens[3];
+      row.path = checked_image_path(file, line.line, line.tokens[3]);
       row.train = train;
       row.is_query = row.is_gallery = !train;
       std::string category = fs::path(row.path).parent_path().filename().string();
@@ -127,7 +127,7 @@ std::vector<CarsAnnotation> read_cars_mat(const fs::path& file) {
     const std::string what = name + ": annotations(" + std::to_string(i + 1) + ")";
     CarsAnnotation a;
     a.line = i + 1;
-    a.path = annotations.field(i, "relative_im_path", name).text;
+    a.path = checked_image_path(file, i + 1, annotations.field(i, "relative_im_path", name).text);
     a.x1 = annotations.field(i, "bbox_x1", name).scalar(what + ".bbox_x1");
     a.y1 = annotations.field(i, "bbox_y1", name).scalar(what + ".bbox_y1");
     a.x2 = annotations.field(i, "bbox_x2", name).scalar(what + ".bbox_x2");
@@ -161,7 +161,7 @@ std::vector<CarsAnnotation> read_cars_csv(const fs::path& file) {
     }
     CarsAnnotation a;
     a.line = record.line;
-    a.path = trim(record.fields[column["relative_im_path"]]);
+    a.path = checked_image_path(file, record.line, trim(record.fields[column["relative_im_path"]]));
     a.label = token_int(file, line, 0, "class");
     a.x1 = token_double(file, line, 1, "bbox_x1");
     a.y1 = token_double(file, line, 2, "bbox_y1");
@@ -219,7 +219,7 @@ ConvertReport convert_inshop(const ConvertOptions& options) {
     TextLine id_line{line.line, {item.substr(3)}};
     Row row;
     row.label = token_int(partition, id_line, 0, "item_id");
-    row.path = line.tokens[0];
+    row.path = checked_image_path(partition, line.line, line.tokens[0]);
     OML_CHECK(status == "train" || status == "query" || status == "gallery", DataError, partition.string(),
               ":", line.line, ": evaluation_status '", status, "', expected train, query or gallery");
     row.train = status == "train";
