@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -92,17 +93,39 @@ RunDir RunDir::reopen(const fs::path& run_directory) {
 
 void RunDir::lock() {
   const fs::path file = path_ / ".lock";
-  lock_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) throw RuntimeError("cannot create '" + file.string() + "': " + std::strerror(errno));
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    char holder[32] = {0};
-    const ssize_t n = ::pread(lock_fd_, holder, sizeof(holder) - 1, 0);
+  // A holder that ends removes the file while it still holds it (~RunDir): a lock taken on the
+  // removed file is taken again on the one now at the path.
+  for (int attempt = 0;; ++attempt) {
+    // Never through a link: the pid written below would truncate whatever it points to.
+    lock_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (lock_fd_ < 0 && errno == ELOOP) {
+      throw UsageError(
+          "'" + file.string() +
+          "' is a symbolic link, which oml-train never makes; remove it to use this run directory");
+    }
+    if (lock_fd_ < 0) throw RuntimeError("cannot create '" + file.string() + "': " + std::strerror(errno));
+    struct stat held {};
+    if (::fstat(lock_fd_, &held) != 0 || !S_ISREG(held.st_mode)) {
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      throw UsageError("'" + file.string() + "' is not a file, which oml-train never makes; remove it");
+    }
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      char holder[32] = {0};
+      const ssize_t n = ::pread(lock_fd_, holder, sizeof(holder) - 1, 0);
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      throw UsageError(
+          "the run directory '" + path_.string() + "' is in use by another process" +
+          (n > 0 ? " (pid " + std::string(holder, static_cast<std::size_t>(n)) + ")" : std::string()) +
+          "; two processes never write one run directory");
+    }
+    struct stat at_path {};
+    if (::stat(file.c_str(), &at_path) == 0 && at_path.st_ino == held.st_ino && at_path.st_dev == held.st_dev)
+      break;
     ::close(lock_fd_);
     lock_fd_ = -1;
-    throw UsageError(
-        "the run directory '" + path_.string() + "' is in use by another process" +
-        (n > 0 ? " (pid " + std::string(holder, static_cast<std::size_t>(n)) + ")" : std::string()) +
-        "; two processes never write one run directory");
+    if (attempt == 10) throw RuntimeError("cannot lock '" + file.string() + "': it keeps being replaced");
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {

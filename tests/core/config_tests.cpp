@@ -8,6 +8,7 @@
 #include "oml/config/run_config.h"
 #include "oml/metrics/metric_table.h"
 #include "oml/registry/registries.h"
+#include "shell/cli.h"
 #include "shell/components.h"
 #include "support/support.h"
 
@@ -112,6 +113,45 @@ TEST_CASE("Scalars read as PyYAML (so OmegaConf) reads them, and a leading zero 
     CHECK(value(yes).as<bool>());
   for (const std::string no : {"no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"})
     CHECK_FALSE(value(no).as<bool>());
+}
+
+TEST_CASE("The run directory's name is one folder's, and loggers write inside the run directory",
+          "[config]") {
+  oml::cli::register_builtins();
+  const auto error = [](const std::string& yaml) -> std::string {
+    try {
+      const auto document = Document::from_string(yaml, "run.yaml");
+      oml::cli::Invocation invocation;
+      invocation.command = "oml-train";
+      invocation.load_config(document);
+    } catch (const oml::Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  for (const std::string name : {"a/b", "../x", "/abs", "..", "\"a\\nb\""}) {  // the last: a newline
+    INFO(name);
+    CHECK_THAT(error("run_name: " + name + "\n"),
+               Contains("run.yaml:1:") && Contains("run_name") && Contains("expected one folder's name"));
+  }
+  CHECK_THAT(error("run_name: " + std::string(300, 'r') + "\n"), Contains("at most 255 bytes"));
+  CHECK_THAT(error("logs_folder: a/b\n"),
+             Contains("logs_folder") && Contains("put parent folders in logs_root"));
+  CHECK(error("run_name: exp-1.2_final\n") == "(no error)");
+  // Lightning's save_dir inside the run directory ("." is OML's), never outside it: a resume cuts
+  // the event files it finds there back to its checkpoint.
+  CHECK(error("logger: {name: tensorboard, args: {save_dir: .}}\n") == "(no error)");
+  for (const std::string dir : {"..", "/tmp/shared", "tb/../../x"}) {
+    CHECK_THAT(error("logger: {name: tensorboard, args: {save_dir: '" + dir + "'}}\n"),
+               Contains("logger.args.save_dir") && Contains("must be a folder inside the run directory"));
+    CHECK_THAT(error("logger: {name: wandb, args: {save_dir: '" + dir + "'}}\n"),
+               Contains("logger.args.save_dir") && Contains("must be a folder inside the run directory"));
+  }
+  CHECK_THAT(error("logger: {name: wandb, args: {id: a/b}}\n"),
+             Contains("logger.args.id") && Contains("W&B's rule"));
+  CHECK_THAT(error("logger: {name: wandb, args: {id: " + std::string(65, 'i') + "}}\n"),
+             Contains("at most 64 characters"));
+  CHECK(error("logger: {name: wandb, args: {id: run-1_a}}\n") == "(no error)");
 }
 
 TEST_CASE("A missing required key is an error naming the map", "[config]") {

@@ -385,8 +385,8 @@ TEST_CASE("oml-convert sop reads Ebay_train/Ebay_test with categories", "[conver
   // A path in an index file that leaves the dataset's folder: the copy into --dst would have
   // written outside it (a file of the user's next to --dst was overwritten, exit 0).
   write_file(dir / "victim.txt", "the user's");
-  for (const std::string bad : std::vector<std::string>{"../victim.txt", "bicycle_final/../../victim.txt",
-                                                        (dir / "victim.txt").string()}) {
+  for (const std::string& bad : std::vector<std::string>{"../victim.txt", "bicycle_final/../../victim.txt",
+                                                         (dir / "victim.txt").string()}) {
     write_file(root / "Ebay_test.txt",
                "image_id class_id super_class_id path\n4 3 1 bicycle_final/3_0.JPG\n5 3 1 " + bad + "\n");
     const auto escape = convert("sop", root, dir / "out2");

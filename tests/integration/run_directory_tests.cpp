@@ -93,10 +93,27 @@ TEST_CASE("A run directory belongs to one run, and --resume continues only a run
     CHECK_THAT(r.err, Contains("in use by another process"));
     untouched();
   }
+  SECTION("a .lock that is a link is refused, and what it points to is untouched") {
+    write_file(dir / "passwd", "root:x:0:0\n");
+    fs::remove(run / ".lock");
+    fs::create_symlink(dir / "passwd", run / ".lock");
+    const auto r =
+        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains(".lock' is a symbolic link"));
+    CHECK(read_file(dir / "passwd") == "root:x:0:0\n");
+    untouched();
+  }
   SECTION("resuming removes the temporaries a killed process left, and only those") {
     // pid 4194304 is above Linux's largest pid: no live process has it.
     write_file(run / "checkpoints" / "last.ckpt.tmp-4194304-3", "half a checkpoint");
     write_file(run / "config.yaml.tmp-4194304-0", "half a config");
+    // A resume killed while it cut an event file back (TensorBoard reads any "*tfevents*").
+    const auto event_files = oml::report::find_event_files(run / "tensorboard");
+    REQUIRE(event_files.size() == 1);
+    const fs::path event_tmp = event_files[0].string() + ".tmp-4194304-2";
+    write_file(event_tmp, "half an event file");
+    CHECK(oml::report::find_event_files(run / "tensorboard").size() == 1);
     const std::string live = "last.ckpt.tmp-" + std::to_string(::getpid()) + "-0";  // this test is alive
     write_file(run / "checkpoints" / live, "someone else's");
     const auto r =
@@ -106,6 +123,7 @@ TEST_CASE("A run directory belongs to one run, and --resume continues only a run
     CHECK_FALSE(fs::exists(run / "checkpoints" / "last.ckpt.tmp-4194304-3"));
     CHECK_FALSE(fs::exists(run / "config.yaml.tmp-4194304-0"));
     CHECK(fs::exists(run / "checkpoints" / live));
+    CHECK_FALSE(fs::exists(event_tmp));
   }
   SECTION("resuming keeps config.yaml, records the new config beside it and warns what changed") {
     const std::string config_before = read_file(run / "config.yaml");

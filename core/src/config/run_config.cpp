@@ -357,6 +357,21 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
   const auto positive = [&](const char* key, int64_t value) {
     require(value >= 1, key, "expected a positive integer, got " + std::to_string(value));
   };
+  // The run directory is logs_root/<name>: one folder's name, which cannot leave logs_root.
+  const char* name_key = !root["run_name"].is_null()      ? "run_name"
+                         : !root["logs_folder"].is_null() ? "logs_folder"
+                                                          : nullptr;
+  if (name_key) {
+    const std::string& name = c.run_name;
+    const bool one_name = !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
+                          std::none_of(name.begin(), name.end(), [](char ch) {
+                            return ch == '/' || static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
+                          });
+    require(one_name, name_key,
+            "expected one folder's name for the run directory (at most 255 bytes, no '/', no control "
+            "characters, not '.' or '..'), got '" +
+                name.substr(0, 80) + (name.size() > 80 ? "...'" : "'") + "; put parent folders in logs_root");
+  }
   positive("bs_train", c.bs_train);
   positive("bs_val", c.bs_val);
   positive("max_epochs", c.max_epochs);

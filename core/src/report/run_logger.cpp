@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <string_view>
 
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
@@ -94,6 +96,18 @@ std::string env_or(const char* name, const std::string& fallback) {
   return value != nullptr && *value != '\0' ? value : fallback;
 }
 
+// A logger's folder option (tensorboard's subdir, wandb's save_dir) is a folder inside the run
+// directory: the run owns what is there (a resume cuts its event files back to the checkpoint),
+// so a path leaving it would have another run's files cut (absolute, or with a ".." part).
+void check_inside_run_dir(const std::string& component, const std::string& key, const std::string& value) {
+  const std::filesystem::path path(value);
+  bool inside = !path.is_absolute() && !path.has_root_directory();
+  for (const auto& part : path) inside = inside && part != "..";
+  config::check_argument(inside, component, key,
+                         "must be a folder inside the run directory (a relative path ",
+                         "without '..'), got '", value, "'");
+}
+
 }  // namespace
 
 std::string run_status_name(RunStatus status) {
@@ -147,6 +161,10 @@ void register_builtin_loggers(Registries& registries) {
         TensorBoardOptions options;
         // Lightning's TensorBoardLogger calls the folder save_dir (OML's test configs: save_dir: ".").
         reader.optional("subdir", "save_dir", options.subdir);
+        reader.check([&] {
+          const std::string key = reader.node()["save_dir"].is_null() ? "subdir" : "save_dir";
+          check_inside_run_dir("logger 'tensorboard'", key, options.subdir);
+        });
         return options;
       },
       [](const TensorBoardOptions& options, const LoggerContext& context) -> std::shared_ptr<RunLogger> {
@@ -186,6 +204,18 @@ void register_builtin_loggers(Registries& registries) {
           config::check_argument(mode == "offline" || mode == "online" || mode == "disabled",
                                  "logger 'wandb'", "mode", "must be offline, online or disabled, got '", mode,
                                  "'");
+          check_inside_run_dir("logger 'wandb'", reader.node()["dir"].is_null() ? "save_dir" : "dir",
+                               options.save_dir);
+          // W&B's own rule for run ids; the offline run's folder and file are named by it.
+          const bool id_ok =
+              options.id.size() <= 64 && std::none_of(options.id.begin(), options.id.end(), [](char c) {
+                return std::string_view("/\\#?%:").find(c) != std::string_view::npos ||
+                       static_cast<unsigned char>(c) < 0x20;
+              });
+          config::check_argument(id_ok, "logger 'wandb'", "id",
+                                 "must be at most 64 characters without / \\ # ? % : or control characters "
+                                 "(W&B's rule for run ids), got '",
+                                 options.id.substr(0, 80), "'");
         });
         options.online_requested = mode == "online" || !offline;
         options.disabled = mode == "disabled";

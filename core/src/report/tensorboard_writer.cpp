@@ -34,6 +34,13 @@ TensorBoardWriter::TensorBoardWriter(const fs::path& dir, std::optional<int64_t>
   fs::create_directories(dir, ec);
   OML_CHECK(!ec, RuntimeError, "cannot create the TensorBoard folder '", dir.string(), "': ", ec.message());
   if (resumed_at_step) {
+    // A resume killed while it rewrote an event file left its temporary; TensorBoard would read
+    // it as one more event file (its name holds "tfevents").
+    for (const fs::path& earlier : find_event_files(dir)) {
+      const int removed = io::remove_stale_temporaries(dir, earlier.filename().string());
+      if (removed > 0)
+        log::info("removed " + std::to_string(removed) + " unfinished copy of " + earlier.string());
+    }
     for (const fs::path& earlier : find_event_files(dir)) {
       try {
         drop_events_after(earlier, *resumed_at_step);
@@ -157,7 +164,10 @@ std::vector<fs::path> find_event_files(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return files;
   for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) files.push_back(entry.path());
+    const std::string name = entry.path().filename().string();
+    // Not the temporaries of a rewrite ("<event file>.tmp-<pid>-<n>"): they are no event file.
+    if (name.rfind("events.out.tfevents.", 0) == 0 && name.find(".tmp-") == std::string::npos)
+      files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
   return files;
