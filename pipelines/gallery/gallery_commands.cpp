@@ -689,11 +689,20 @@ int search_index(const cli::Invocation& inv) {
   const fs::path out_dir = required_path(inv, "out", "the folder to write the neighbours into");
   const int64_t k = inv.vars["top-k"].as<int64_t>();
   OML_CHECK(k >= 1, UsageError, "--top-k expects a number of neighbours >= 1, got ", k);
-  const CommandOutput output(
-      out_dir, "oml-search",
-      {"neighbours.csv", "answers.csv", "neighbours_ids.npy", "neighbours_distances.npy"});
+  const std::vector<std::string> outputs{"neighbours.csv", "answers.csv", "neighbours_ids.npy",
+                                         "neighbours_distances.npy"};
+  CommandOutput output(out_dir, "oml-search", outputs);
   output.check();
   const LoadedIndex loaded = load_index(inv, dir);
+  // Results inside the index folder would be removed with the version they were written into.
+  {
+    std::error_code ec;
+    const fs::path index = fs::weakly_canonical(fs::absolute(dir), ec);
+    const fs::path out = fs::weakly_canonical(fs::absolute(out_dir), ec);
+    const auto [end, rest] = std::mismatch(index.begin(), index.end(), out.begin(), out.end());
+    OML_CHECK(end != index.end(), UsageError, "--out ", out_dir.string(), " is inside --index ", dir.string(),
+              ", whose versions oml-index replaces and removes; write the neighbours elsewhere");
+  }
   // --threshold T, else the calibrated one; `--threshold none`: every neighbour.
   std::optional<double> threshold;
   const nlohmann::json& calibration = loaded.version.manifest.calibration;
@@ -758,7 +767,7 @@ int search_index(const cli::Invocation& inv) {
   at::Tensor distances = at::full({nq, columns}, std::numeric_limits<float>::infinity(), at::kFloat);
   auto id_rows = ids.accessor<int64_t, 2>();
   auto distance_rows = distances.accessor<float, 2>();
-  output.claim();
+  output.claim(outputs);
   int64_t unknown = 0;
   io::write_stream_atomic(out_dir / "neighbours.csv", [&](std::ostream& csv) {
     csv << "query,query_" << column << ",rank,id," << column << ",label,category,distance\n";
@@ -802,6 +811,7 @@ int search_index(const cli::Invocation& inv) {
   });
   io::write_npy(out_dir / "neighbours_ids.npy", ids);
   io::write_npy(out_dir / "neighbours_distances.npy", distances);
+  output.finish();
   std::cout << "oml-search: " << nq << " queries against " << loaded.index->size() << " items ("
             << loaded.index->describe() << ")";
   if (reranker) std::cout << ", re-ranked by " << reranker->model_name();

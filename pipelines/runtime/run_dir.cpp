@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -236,9 +237,8 @@ std::vector<std::string> config_differences(const std::string& before_yaml, cons
 CommandOutput::CommandOutput(fs::path folder, std::string command, std::vector<std::string> outputs)
     : folder_(std::move(folder)), command_(std::move(command)), outputs_(std::move(outputs)) {}
 
-bool CommandOutput::marked() const {
-  std::error_code ec;
-  return fs::exists(folder_ / ("." + command_), ec);
+CommandOutput::~CommandOutput() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 namespace {
@@ -248,23 +248,67 @@ std::string output_name(const std::string& output) {
   return output.back() == '/' ? output.substr(0, output.size() - 1) : output;
 }
 
+// What an entry is, as lstat sees it: replaced, rewritten or turned into a link, it differs.
+std::string fingerprint(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return "absent";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) +
+         " " + std::to_string(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+}
+
+constexpr const char* kPending = "pending";
+
 }  // namespace
+
+std::optional<std::map<std::string, std::string>> CommandOutput::recorded() const {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(marker(), ec))) return std::nullopt;
+  std::ifstream in(marker());
+  std::string line;
+  std::getline(in, line);  // "written by ..."
+  std::map<std::string, std::string> out;
+  while (std::getline(in, line)) {
+    const auto space = line.find(' ');
+    if (space != std::string::npos) out[line.substr(0, space)] = line.substr(space + 1);
+  }
+  return out;
+}
+
+void CommandOutput::write_marker(const std::map<std::string, std::string>& outputs) const {
+  std::string text = "written by " + command_ + "; on its next run it replaces these outputs of its own, " +
+                     "if they are still what it wrote (name, then device:inode size mtime):\n";
+  for (const auto& [name, print] : outputs) text += name + " " + print + "\n";
+  io::write_file_atomic(marker(), text);
+}
 
 void CommandOutput::check() const {
   std::error_code ec;
+  const fs::file_status link = fs::symlink_status(folder_, ec);
   const fs::file_status folder = fs::status(folder_, ec);
+  OML_CHECK(!fs::is_symlink(link) || fs::exists(folder), UsageError, folder_.string(),
+            " is a link to nothing; ", command_, " writes its outputs into a folder");
   OML_CHECK(!fs::exists(folder) || fs::is_directory(folder), UsageError, folder_.string(),
             " is a file, not a folder; ", command_, " writes its outputs into a folder");
-  const bool ours = marked();
+  const auto ours = recorded();
   for (const std::string& output : outputs_) {
     const bool is_folder = output.back() == '/';
     const std::string name = output_name(output);
     const fs::file_status status = fs::symlink_status(folder_ / name, ec);
-    if (!fs::exists(status)) continue;
+    if (!fs::exists(status) && !fs::is_symlink(status)) continue;
     if (!ours) {
       throw UsageError(folder_.string() + " already holds " + name + ", which " + command_ +
                        " did not write (no ." + command_ +
                        " marker there); it is never overwritten: choose another folder, or move it away");
+    }
+    if (!ours->empty()) {
+      const auto entry = ours->find(name);
+      OML_CHECK(entry != ours->end(), UsageError, folder_.string(), " already holds ", name, ", which ",
+                command_, " did not write (its .", command_,
+                " marker does not list it); it is never overwritten: choose another folder, or move it away");
+      OML_CHECK(entry->second == kPending || entry->second == fingerprint(folder_ / name), UsageError,
+                (folder_ / name).string(), " is no longer the file ", command_,
+                " wrote there (replaced, changed or made a link since); it is never overwritten: choose "
+                "another folder, or move it away");
     }
     // Its own earlier output is replaced, but only by one of the same kind (a rename cannot put a
     // file where a folder is).
@@ -274,16 +318,68 @@ void CommandOutput::check() const {
   }
 }
 
-void CommandOutput::claim() const {
-  if (!marked()) {
-    check();
-    io::write_file_atomic(folder_ / ("." + command_),
-                          "written by " + command_ +
-                              "; it replaces its outputs here on its next run: " + join(outputs_) + "\n");
+void CommandOutput::claim(const std::vector<std::string>& written) {
+  std::error_code ec;
+  fs::create_directories(folder_, ec);
+  OML_CHECK(!ec, RuntimeError, "cannot create ", folder_.string(), ": ", ec.message());
+  // The lock file stays: removing it would let a third run lock a new file while a second holds
+  // the removed one.
+  const fs::path lock = folder_ / ("." + command_ + ".lock");
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  OML_CHECK(lock_fd_ >= 0, UsageError, "cannot open ", lock.string(), ": ", std::strerror(errno),
+            errno == ELOOP ? " (a link, which " + command_ + " never makes: remove it)" : std::string());
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw UsageError("another " + command_ + " is writing its outputs into " + folder_.string() +
+                     " now; two never write one folder at once: wait for it, or choose another folder");
   }
+  check();
+  const auto before = recorded();
+  std::map<std::string, std::string> outputs = before.value_or(std::map<std::string, std::string>{});
+  if (before && before->empty()) {  // a marker that lists nothing: what is there is its own
+    for (const std::string& output : outputs_) {
+      const std::string name = output_name(output);
+      const fs::file_status status = fs::symlink_status(folder_ / name, ec);
+      if (fs::exists(status)) outputs[name] = fingerprint(folder_ / name);
+    }
+  }
+  written_.clear();
+  for (const std::string& output : written) {
+    OML_ASSERT(std::find(outputs_.begin(), outputs_.end(), output) != outputs_.end(), command_,
+               " writes no output named ", output);
+    written_.push_back(output_name(output));
+    outputs[output_name(output)] = kPending;
+  }
+  write_marker(outputs);
   // Half-written outputs of an earlier run of this command that was killed mid-write (SIGKILL:
   // other signals clean up themselves); only those whose process is gone.
   for (const std::string& output : outputs_) io::remove_stale_temporaries(folder_, output_name(output));
+}
+
+void CommandOutput::finish() {
+  OML_ASSERT(lock_fd_ >= 0, "CommandOutput::finish without claim");
+  std::map<std::string, std::string> outputs = recorded().value_or(std::map<std::string, std::string>{});
+  for (auto it = outputs.begin(); it != outputs.end();) {
+    const std::string& name = it->first;
+    if (std::find(written_.begin(), written_.end(), name) != written_.end()) {
+      it->second = fingerprint(folder_ / name);
+      ++it;
+      continue;
+    }
+    // An earlier output not written again: removed, if it is still the one the command wrote.
+    if (it->second == kPending || it->second == fingerprint(folder_ / name)) {
+      std::error_code ec;
+      fs::remove_all(folder_ / name, ec);
+      if (!ec)
+        log::info("removed " + (folder_ / name).string() + " of an earlier " + command_ +
+                  " (not written by this one)");
+    }
+    it = outputs.erase(it);
+  }
+  write_marker(outputs);
+  ::close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,29 +30,54 @@ std::filesystem::path resumed_run_directory(const std::filesystem::path& checkpo
 /// "(absent)"). For the warnings of a resumed run.
 std::vector<std::string> config_differences(const std::string& before_yaml, const std::string& after_yaml);
 
-/// The folder oml-validate (metrics.json, images/) or oml-predict (embeddings.npy, .pt, .csv)
-/// writes its named outputs into. Other files there stay. An output already there is replaced
-/// only when the folder holds the command's marker file (".oml-validate", ".oml-predict"): it
-/// was written by an earlier run of the same command; anything else is the user's and is never
-/// overwritten. An output named with a trailing '/' ("images/") is a folder, the others files:
-/// one of the other kind in its place is refused before the work too.
+/// The folder oml-validate (metrics.json, images/), oml-predict (embeddings.npy, .pt, .csv) or
+/// oml-search writes its named outputs into. Other files there stay. An output already there is
+/// replaced only when the command wrote it: its marker file (".oml-predict") lists each output
+/// it wrote with what the file was then (device, inode, size, modification time), so a file put
+/// there since — the user's own neighbours.csv, a link, another command's output of the same
+/// name — is never overwritten. An output named with a trailing '/' ("images/") is a folder, the
+/// others files: one of the other kind in its place is refused before the work too.
+///
+///   CommandOutput output = prediction_output(save_dir);
+///   output.check();                    // every rank, before the work: a refusal costs seconds
+///   ... the work ...
+///   output.claim({"embeddings.npy"});  // rank 0, right before writing
+///   io::write_npy(output.folder() / "embeddings.npy", ...);
+///   output.finish();                   // what was written is recorded; stale outputs removed
 class CommandOutput {
  public:
   CommandOutput(std::filesystem::path folder, std::string command, std::vector<std::string> outputs);
-  /// UsageError naming the folder, the output in the way and what to do. Only reads: every
-  /// rank calls it before the work, so a refusal costs seconds, not a whole embedding pass.
+  ~CommandOutput();
+  CommandOutput(const CommandOutput&) = delete;
+  CommandOutput& operator=(const CommandOutput&) = delete;
+
+  /// UsageError naming the folder, the output in the way and what to do. Only reads.
   void check() const;
-  /// check(), then creates the folder and writes the marker: call right before the outputs.
-  /// Also removes the temporaries of these outputs that a killed earlier run left behind.
-  void claim() const;
+  /// Takes the folder's lock (".<command>.lock", held until finish() or destruction: a second
+  /// run of the command into the folder is a UsageError), check()s again, creates the folder and
+  /// marks the outputs in `written` (a subset of the outputs) as being written, so that those of
+  /// a run interrupted while writing them are its own. Also removes the temporaries of these
+  /// outputs that a killed earlier run left behind. Call right before the outputs.
+  void claim(const std::vector<std::string>& written);
+  /// After every output named to claim() is in place: records what they are, and removes this
+  /// command's earlier outputs that this run did not write again (the neighbours of an earlier
+  /// --retrieve next to new embeddings would describe other rows). Releases the lock.
+  void finish();
   const std::filesystem::path& folder() const { return folder_; }
 
  private:
-  bool marked() const;  ///< the folder holds the command's marker (".oml-predict")
+  std::filesystem::path marker() const { return folder_ / ("." + command_); }
+  /// The outputs the marker lists, each with its fingerprint ("pending" while being written);
+  /// nullopt without a marker; an empty map for a marker that lists none (written before
+  /// outputs were listed: all of them count as the command's).
+  std::optional<std::map<std::string, std::string>> recorded() const;
+  void write_marker(const std::map<std::string, std::string>& outputs) const;
 
   std::filesystem::path folder_;
   std::string command_;
   std::vector<std::string> outputs_;
+  std::vector<std::string> written_;
+  int lock_fd_ = -1;
 };
 
 /// Where oml-validate writes metrics.json and images/: logs_root/run_name, the name defaulting to

@@ -162,7 +162,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   GridRequest grids = grid_request_from(invocation);  // bad options fail before any work
   grids.visualization = metrics::visualization_options(cfg.metric_args);
   grids.max_image_pixels = cfg.max_image_pixels;
-  const CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
+  CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
   output.check();
   RunContext ctx = start_run(cfg);
   const bool precomputed = !cfg.embeddings.empty();
@@ -206,16 +206,19 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   log_knn_split(ctx, metric_table, *backend);
   const auto result = metrics::compute_embedding_metrics(embedding_set(embeddings, split), options);
   if (ctx.is_main()) {
-    output.claim();
+    const bool with_grids = grids.worst > 0 || !grids.query_ids.empty();
+    output.claim(with_grids ? std::vector<std::string>{"metrics.json", "images/"}
+                            : std::vector<std::string>{"metrics.json"});
     const fs::path& root = output.folder();
     io::write_file_atomic(root / "metrics.json", nlohmann::json(result.metrics).dump(2) + "\n");
     print_metrics_table(result.metrics, "metrics (" + std::to_string(split.size()) + " validation rows):");
     log::info("metrics written to " + (root / "metrics.json").string());
-    if (grids.worst > 0 || !grids.query_ids.empty()) {
+    if (with_grids) {
       for (const auto& path : save_grids(draw_grids(result, split, grids), root / "images")) {
         log::info("retrieval grid written to " + path.string());
       }
     }
+    output.finish();
   }
   ctx.group->barrier();
   return 0;
@@ -229,7 +232,7 @@ int predict_extractor(const cli::Invocation& invocation, const config::RunConfig
     OML_CHECK(retrieve >= 1, UsageError, "--retrieve expects a number of neighbours >= 1, got ", retrieve);
   }
   const auto backend = build_retrieval_backend(cfg);
-  const CommandOutput output = prediction_output(cfg.save_dir);
+  CommandOutput output = prediction_output(cfg.save_dir);
   output.check();
   RunContext ctx = start_run(cfg);
   auto extractor = build_extractor_with_weights(cfg, ctx);
@@ -239,7 +242,10 @@ int predict_extractor(const cli::Invocation& invocation, const config::RunConfig
   const at::Tensor embeddings = embed_dataset(*extractor, input.dataset, ctx, embed);
 
   if (ctx.is_main()) {
-    output.claim();
+    std::vector<std::string> written{"embeddings.npy", "embeddings.pt", "embeddings.csv"};
+    if (retrieve > 0)
+      written.insert(written.end(), {"neighbours.csv", "neighbours_ids.npy", "neighbours_distances.npy"});
+    output.claim(written);
     const fs::path& dir = output.folder();
     io::write_npy(dir / "embeddings.npy", embeddings);
     io::save_tensor(dir / "embeddings.pt", embeddings);
@@ -252,6 +258,7 @@ int predict_extractor(const cli::Invocation& invocation, const config::RunConfig
               std::to_string(embeddings.size(1)) + " to " + dir.string() +
               " (embeddings.npy, embeddings.pt, embeddings.csv)");
     if (retrieve > 0) write_neighbours(dir, embeddings, retrieve, cfg, *backend);
+    output.finish();
   }
   ctx.group->barrier();
   return 0;

@@ -23,7 +23,7 @@ namespace oml::pipelines {
 namespace fs = std::filesystem;
 
 int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunConfig& cfg) {
-  const CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
+  CommandOutput output = validation_output(cfg.logs_root, cfg.run_name, cfg.postfix);
   output.check();
   RunContext ctx = start_run(cfg);
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/true);
@@ -43,9 +43,10 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
     const auto metrics =
         pairwise_validation_metrics(cfg, ctx, metric_table, *model, inputs, embeddings, split, before)
             .metrics;
-    output.claim();
+    output.claim({"metrics.json"});
     const fs::path file = output.folder() / "metrics.json";
     io::write_file_atomic(file, nlohmann::json(metrics).dump(2) + "\n");
+    output.finish();
     print_metrics_table(metrics, "metrics after re-ranking (" + std::to_string(split.size()) +
                                      " validation rows; " + kBeforeRerankingPrefix + "* without):");
     log::info("metrics written to " + file.string());

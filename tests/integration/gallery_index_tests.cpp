@@ -309,6 +309,13 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
                                   quote((dir / "e.npy").string()) + " --out " + quote(out.string()));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("neighbours.csv is a folder where oml-search writes a file"));
+    // Inside the index, the neighbours would go with the version oml-index removes next.
+    const auto inside = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
+                                                  quote((dir / "e.npy").string()) + " --out " +
+                                                  quote((index / "mine").string()));
+    CHECK(inside.exit_code == 2);
+    CHECK_THAT(inside.err, Contains("is inside --index"));
+    CHECK_FALSE(fs::exists(index / "mine"));
     const auto file = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
                                                 quote((dir / "e.npy").string()) + " --out " +
                                                 quote((dir / "e.npy").string()));

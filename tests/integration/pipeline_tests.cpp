@@ -3,7 +3,9 @@
 // bad inputs a new user tries.
 #include <torch/torch.h>
 
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -88,6 +90,51 @@ TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST sub
   CHECK(not_validated.exit_code == 2);
   CHECK_THAT(not_validated.err, Contains("already holds metrics.json, which oml-validate did not write"));
   CHECK(oml::test::read_file(dir / "logs" / "mine" / "metrics.json") == "{}\n");
+
+  // A file put into an earlier output folder since, of an output's name, is the user's: the
+  // marker lists what the command wrote, so it is refused (it was overwritten, exit 0).
+  const fs::path pred = dir / "pred";
+  write_file(pred / "neighbours.csv", "the user's neighbours");
+  const auto theirs = run_oml("oml-predict", predict_args + quote(pred.string()) + " --retrieve 2");
+  CHECK(theirs.exit_code == 2);
+  CHECK_THAT(theirs.err, Contains("already holds neighbours.csv, which oml-predict did not write"));
+  CHECK(oml::test::read_file(pred / "neighbours.csv") == "the user's neighbours");
+  fs::remove(pred / "neighbours.csv");
+  write_file(dir / "elsewhere.npy", "the user's");
+  fs::remove(pred / "embeddings.npy");
+  fs::create_symlink(dir / "elsewhere.npy", pred / "embeddings.npy");  // a link in its place
+  const auto link = run_oml("oml-predict", predict_args + quote(pred.string()));
+  CHECK(link.exit_code == 2);
+  CHECK_THAT(link.err, Contains("embeddings.npy is no longer the file oml-predict wrote there"));
+  CHECK(oml::test::read_file(dir / "elsewhere.npy") == "the user's");
+  fs::remove(pred / "embeddings.npy");
+
+  // Its own outputs form one set: neighbours of an earlier --retrieve are removed by a run
+  // without it, rather than left beside embeddings of other rows.
+  REQUIRE(run_oml("oml-predict", predict_args + quote(pred.string()) + " --retrieve 2").exit_code == 0);
+  CHECK(fs::exists(pred / "neighbours_ids.npy"));
+  const auto plain = run_oml("oml-predict", predict_args + quote(pred.string()));
+  INFO(plain.err);
+  REQUIRE(plain.exit_code == 0);
+  CHECK_FALSE(fs::exists(pred / "neighbours.csv"));
+  CHECK_FALSE(fs::exists(pred / "neighbours_ids.npy"));
+  CHECK(fs::exists(pred / "embeddings.npy"));
+
+  // A save_dir that is a link to nothing is refused before the work (it failed after it).
+  fs::create_directory_symlink(dir / "nowhere", dir / "dangling");
+  const auto dangling = run_oml("oml-predict", predict_args + quote((dir / "dangling").string()));
+  CHECK(dangling.exit_code == 2);
+  CHECK_THAT(dangling.err, Contains("is a link to nothing"));
+
+  // A second process writing into the folder at the same time is refused (the two mixed their
+  // files, both exit 0).
+  const int lock = ::open((pred / ".oml-predict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(lock >= 0);
+  REQUIRE(::flock(lock, LOCK_EX | LOCK_NB) == 0);
+  const auto busy = run_oml("oml-predict", predict_args + quote(pred.string()));
+  ::close(lock);
+  CHECK(busy.exit_code == 2);
+  CHECK_THAT(busy.err, Contains("another oml-predict is writing its outputs into"));
 }
 
 namespace {
