@@ -193,6 +193,17 @@ TEST_CASE("Retrieval rejects inconsistent inputs with the row named", "[retrieva
     items.embeddings[3][1] = INFINITY;
     CHECK_THROWS_WITH(retrieval::retrieve_knn(items, items, options), Catch::Contains("row 3"));
   }
+  SECTION("a finite value whose distances would overflow float32") {
+    // 3e38 is a valid float; |x|^2 is not (an internal assertion once, exit 1).
+    items.embeddings[2][0] = 3e38f;
+    CHECK_THROWS_AS(retrieval::retrieve_knn(items, items, options), DataError);
+    CHECK_THROWS_WITH(retrieval::retrieve_knn(items, items, options),
+                      Catch::Contains("embedding row 2") && Catch::Contains("has norm inf, past the 1e+18"));
+    items.embeddings[2][0] = 1e19f;
+    CHECK_THROWS_WITH(retrieval::retrieve_knn(items, items, options), Catch::Contains("has norm 1e+19"));
+    items.embeddings[2][0] = 1e6f;  // large, but far from overflowing
+    CHECK_NOTHROW(retrieval::retrieve_knn(items, items, options));
+  }
   SECTION("a duplicated gallery id") {
     items.ids[4] = 0;
     CHECK_THROWS_WITH(retrieval::retrieve_knn(items, items, options), Catch::Contains("occurs twice"));

@@ -48,14 +48,30 @@ void validate_item_set(const ItemSet& items, const char* what) {
             ": ", n, " embeddings but ", items.sequences.size(), " sequence ids");
   // In row chunks: a [N, D] mask of a million embeddings would cost more than the retrieval.
   constexpr int64_t kChunk = 65536;
+  // Queries carry negative ids (no gallery item has them): they are named by their row alone.
+  const auto row_name = [&](int64_t row) {
+    return ::oml::detail::concat(
+        what, " embedding row ", row,
+        items.ids[row] >= 0 ? " (dataset index " + std::to_string(items.ids[row]) + ")" : "");
+  };
+  // Distances are computed in float32 as |q|^2 - 2 q.g + |g|^2: a finite row of norm past ~1e18
+  // (3e38 is a valid float) overflows them to inf or NaN. No model's embeddings come near it.
+  constexpr double kMaxNorm = 1e18;
   for (int64_t start = 0; start < n; start += kChunk) {
-    const at::Tensor finite_rows =
-        at::isfinite(items.embeddings.narrow(0, start, std::min(kChunk, n - start))).all(1);
-    io::release_mapped_rows(items.embeddings, start, std::min(n, start + kChunk));
+    const at::Tensor chunk = items.embeddings.narrow(0, start, std::min(kChunk, n - start));
+    const at::Tensor finite_rows = at::isfinite(chunk).all(1);
     if (!finite_rows.all().item<bool>()) {
       const int64_t row = start + (~finite_rows).nonzero()[0][0].item<int64_t>();
-      throw DataError(::oml::detail::concat(what, " embedding row ", row, " (dataset index ", items.ids[row],
-                                            ") contains NaN or infinity"));
+      throw DataError(row_name(row) + " contains NaN or infinity");
+    }
+    const at::Tensor norms = at::linalg_vector_norm(chunk, 2, at::IntArrayRef{1}, false, c10::nullopt);
+    io::release_mapped_rows(items.embeddings, start, std::min(n, start + kChunk));
+    const at::Tensor too_large = norms > kMaxNorm;
+    if (too_large.any().item<bool>()) {
+      const int64_t row = start + too_large.nonzero()[0][0].item<int64_t>();
+      throw DataError(::oml::detail::concat(row_name(row), " has norm ", norms[row - start].item<double>(),
+                                            ", past the ", kMaxNorm,
+                                            " float32 distances can hold (|q|^2 + |g|^2 would overflow)"));
     }
   }
 }
