@@ -67,6 +67,8 @@ RunDir::RunDir(fs::path path) : path_(std::move(path)) {}
 
 RunDir RunDir::create(const fs::path& logs_root, const std::string& run_name) {
   std::error_code ec;
+  OML_CHECK(!fs::is_symlink(fs::symlink_status(logs_root, ec)) || fs::exists(logs_root, ec), ConfigError,
+            "logs_root '", logs_root.string(), "' is a link to nothing; point it at a folder");
   fs::create_directories(logs_root, ec);
   if (ec) throw RuntimeError("cannot create logs_root '" + logs_root.string() + "': " + ec.message());
   RunDir dir(logs_root / run_name);

@@ -1,6 +1,9 @@
 // The mistakes a new user makes first (issue 3, "Done means"): each is a DataError — exit code
 // 2 in every command — whose message names the file and the row or image to fix.
+#include <sys/stat.h>
 #include <torch/torch.h>
+
+#include <filesystem>
 
 #include "oml/common/error.h"
 #include "oml/data/dataframe.h"
@@ -8,6 +11,7 @@
 #include "oml/data/image.h"
 #include "oml/data/loader.h"
 #include "oml/data/transform.h"
+#include "oml/io/npy.h"
 #include "support/support.h"
 
 namespace data_user_errors_tests {
@@ -15,6 +19,7 @@ namespace data_user_errors_tests {
 using Catch::Matchers::Contains;
 using oml::test::TempDir;
 using oml::test::write_file;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -80,6 +85,32 @@ TEST_CASE("A truncated JPEG in a dataset is an exit-2 error naming the image", "
     CHECK(e.exit_code() == 2);
     CHECK_THAT(e.what(), Contains((dir / "cut.jpg").string()) && Contains("truncated"));
   }
+}
+
+TEST_CASE("A pipe or a device given as data is refused at once, and a huge image file is not read",
+          "[data]") {
+  TempDir dir;
+  // Opening a FIFO for reading waits for a writer: oml-validate hung until it was killed.
+  REQUIRE(::mkfifo((dir / "df.csv").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH(oml::data::Dataframe::read(dir / "df.csv"),
+                    Contains("df.csv is not a regular file (a device or pipe)"));
+  REQUIRE(::mkfifo((dir / "e.npy").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH(oml::io::read_npy_matrix(dir / "e.npy"), Contains("e.npy: not a regular file"));
+  CHECK_THROWS_WITH(oml::data::Dataframe::read("/dev/zero"), Contains("not a regular file"));
+  CHECK_THROWS_WITH(oml::data::read_file_bytes("/dev/zero"), Contains("/dev/zero is not a regular file"));
+  // A valid PNG followed by 3 GB of zeros (sparse): refused by its size before it is read (it
+  // was read whole into memory, then bad_alloc, exit 1).
+  const fs::path big = dir / "big.png";
+  write_file(big, oml::data::encode_image(torch::zeros({2, 2, 3}, torch::kUInt8), "x.png"));
+  fs::resize_file(big, uint64_t{3} << 30);
+  const oml::data::ImageLimits limits;
+  CHECK(oml::data::max_image_file_bytes(limits) == uint64_t{89'478'485} * 16 + (uint64_t{64} << 20));
+  CHECK_THROWS_WITH(
+      oml::data::read_file_bytes(big.string(), oml::data::max_image_file_bytes(limits)),
+      Contains("big.png is 3221225472 bytes, more than any image within the pixel limit takes"));
+  oml::data::ImageLimits unlimited;
+  unlimited.max_pixels = 0;
+  CHECK(oml::data::max_image_file_bytes(unlimited) == 0);
 }
 
 }  // namespace data_user_errors_tests

@@ -185,6 +185,16 @@ TEST_CASE("Runs started in the same second without a run_name get directories of
   CHECK(runs == 2);
 }
 
+TEST_CASE("A logs_root that is a link to nothing is refused before the run", "[pipelines][integration]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", train_config(dir / "logs"));
+  fs::create_directory_symlink(dir / "nowhere", dir / "logs");
+  const auto r = train(dir / "train.yaml");
+  CHECK(r.exit_code == 2);  // was exit 1, "File exists"
+  CHECK_THAT(r.err, Contains("logs_root '" + (dir / "logs").string() + "' is a link to nothing"));
+  CHECK_FALSE(fs::exists(dir / "nowhere"));
+}
+
 TEST_CASE("A report that cannot be written is a warning: training goes on and checkpoints are written",
           "[pipelines][integration]") {
   TempDir dir;

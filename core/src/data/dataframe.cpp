@@ -273,6 +273,8 @@ Dataframe Dataframe::read(const fs::path& csv_path, const DataframeOptions& opti
   std::error_code ec;
   OML_CHECK(!fs::is_directory(csv_path, ec), DataError, "the dataframe ", csv_path.string(),
             " is a folder; expected a CSV file (e.g. ", (csv_path / "df.csv").string(), ")");
+  OML_CHECK(!fs::exists(csv_path, ec) || fs::is_regular_file(csv_path, ec), DataError, "the dataframe ",
+            csv_path.string(), " is not a regular file (a device or pipe); expected a CSV file");
   const std::optional<std::string> text = oml::detail::read_file(csv_path.string());
   OML_CHECK(text.has_value(), DataError, "cannot open the dataframe ", csv_path.string(),
             fs::exists(csv_path) ? " (permission denied?)" : " (no such file)");

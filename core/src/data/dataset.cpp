@@ -132,9 +132,10 @@ std::string ImageDataset::read_bytes(int64_t index) const {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     cache = cache_;
   }
-  if (!cache) return read_file_bytes(split_.paths[index]);
+  if (!cache) return read_file_bytes(split_.paths[index], max_image_file_bytes(limits_));
   if (auto hit = cache->find(index)) return **hit;
-  auto bytes = std::make_shared<const std::string>(read_file_bytes(split_.paths[index]));
+  auto bytes = std::make_shared<const std::string>(
+      read_file_bytes(split_.paths[index], max_image_file_bytes(limits_)));
   cache->insert(index, bytes);
   return *bytes;
 }

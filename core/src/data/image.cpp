@@ -121,10 +121,24 @@ std::string png_damage(const std::string& bytes) {
 
 }  // namespace
 
-std::string read_file_bytes(const std::string& path) {
+std::string read_file_bytes(const std::string& path, uint64_t max_bytes) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  OML_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status), DataError, "image ",
+            path, " is not a regular file (a folder, device or pipe)");
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  OML_CHECK(ec || max_bytes == 0 || size <= max_bytes, DataError, "image ", path, " is ", size,
+            " bytes, more than any image within the pixel limit takes (", max_bytes, "); it is not read");
   std::optional<std::string> bytes = oml::detail::read_file(path);
   OML_CHECK(bytes.has_value(), DataError, "cannot read image ", path, " (missing or not readable)");
   return std::move(*bytes);
+}
+
+uint64_t max_image_file_bytes(const ImageLimits& limits) {
+  // 16 bytes a pixel (float32 RGBA, the widest sample a decoder here reads) and 64 MiB of
+  // metadata: no file of an image within the limit is larger.
+  if (limits.max_pixels <= 0) return 0;
+  return static_cast<uint64_t>(limits.max_pixels) * 16 + (uint64_t{64} << 20);
 }
 
 // ---- DecodeBudget ------------------------------------------------------------------------------

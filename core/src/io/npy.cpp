@@ -89,6 +89,10 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }  // namespace
 
 NpyLayout read_npy_layout(const std::filesystem::path& path) {
+  // Not through a FIFO (the open would wait for a writer) or a device.
+  std::error_code ec;
+  OML_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), DataError,
+            path.string(), ": not a regular file (a folder, device or pipe); expected a .npy file");
   std::ifstream in(path, std::ios::binary);
   OML_CHECK(in.good(), DataError, path.string(), ": cannot open the .npy file");
   in.seekg(0, std::ios::end);

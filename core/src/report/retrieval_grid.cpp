@@ -36,7 +36,8 @@ cv::Mat load_item(const data::DataSplit& split, int64_t row, int64_t max_image_p
   const std::string& path = split.paths.at(static_cast<std::size_t>(row));
   data::ImageLimits limits;
   limits.max_pixels = max_image_pixels;
-  at::Tensor image = data::decode_image(data::read_file_bytes(path), path, limits);
+  at::Tensor image =
+      data::decode_image(data::read_file_bytes(path, data::max_image_file_bytes(limits)), path, limits);
   if (split.has_bboxes() && split.bboxes[row]) image = data::crop_image(image, *split.bboxes[row], path);
   image = image.contiguous();
   cv::Mat rgb(static_cast<int>(image.size(0)), static_cast<int>(image.size(1)), CV_8UC3,

@@ -18,8 +18,10 @@
 
 namespace oml::data {
 
-/// Reads a whole file. Throws DataError naming the file when it cannot be read.
-std::string read_file_bytes(const std::string& path);
+/// The bytes of image file `path`; DataError naming it when it is missing, not a regular file
+/// (a FIFO would block the read forever), or larger than `max_bytes` (0: any size), which is
+/// checked before anything is read.
+std::string read_file_bytes(const std::string& path, uint64_t max_bytes = 0);
 
 /// What an encoded image's header says, read without decoding it.
 struct ImageHeader {
@@ -97,6 +99,10 @@ struct ImageLimits {
   std::string setting = "max_image_pixels";
   std::string budget_setting = "the decode memory budget";
 };
+
+/// The largest file an image within `limits` can be read from (read_file_bytes's max_bytes):
+/// 16 bytes a pixel plus 64 MiB; 0 (any size) without a pixel limit.
+uint64_t max_image_file_bytes(const ImageLimits& limits);
 
 /// ImageTooLarge naming `path`, both sizes and `limits.setting` when `header` has more pixels
 /// than `limits.max_pixels` allows.
