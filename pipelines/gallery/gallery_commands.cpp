@@ -59,6 +59,9 @@ std::string option(const cli::Invocation& inv, const char* name) {
 }
 
 std::string read_text_file(const fs::path& file) {
+  std::error_code ec;
+  if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))  // a FIFO's open waits for a writer
+    throw UsageError(file.string() + ": not a regular file (a folder, device or pipe)");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw UsageError(file.string() + ": cannot be read");
   std::ostringstream text;
@@ -82,10 +85,24 @@ Items items_from_embeddings(const std::string& npy, const std::string& items_csv
             ": empty; expected a header naming path, label and/or category");
   int path_column = -1, label_column = -1, category_column = -1;
   const std::vector<std::string>& header = records.front().fields;
+  // Names as the dataframe reader takes them: trimmed ("path, label" is label), each once; other
+  // columns (oml-predict's "index") are left alone, but a known name in another case is named.
   for (std::size_t c = 0; c < header.size(); ++c) {
-    if (header[c] == "path") path_column = static_cast<int>(c);
-    if (header[c] == "label") label_column = static_cast<int>(c);
-    if (header[c] == "category") category_column = static_cast<int>(c);
+    const std::string name = trim(header[c]);
+    for (auto [known, column] : {std::pair<const char*, int*>{"path", &path_column},
+                                 {"label", &label_column},
+                                 {"category", &category_column}}) {
+      if (name == known) {
+        OML_CHECK(*column < 0, DataError, items_csv, ":1: column '", known, "' is given twice");
+        *column = static_cast<int>(c);
+      } else {
+        std::string lower = name;
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char ch) { return std::tolower(ch); });
+        OML_CHECK(lower != known, DataError, items_csv, ":1: column '", name, "': did you mean '", known,
+                  "'? (column names are lower case)");
+      }
+    }
   }
   OML_CHECK(path_column >= 0 || label_column >= 0 || category_column >= 0, DataError, items_csv,
             ":1: the header names none of the columns path, label, category");

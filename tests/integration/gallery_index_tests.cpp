@@ -219,6 +219,32 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
                                             quote((dir / "wide.npy").string()));
     CHECK(a.exit_code == 2);
   }
+  {  // --items headers: trimmed as a dataframe's (" label" was dropped silently), each once, and
+     // a known name in another case named
+    oml::io::write_npy(dir / "three.npy", torch::randn({3, 16}));
+    const auto add = [&](const std::string& csv) {
+      write_file(dir / "items.csv", csv);
+      return run_oml("oml-index", "add --index " + quote(index.string()) + " --embeddings " +
+                                      quote((dir / "three.npy").string()) + " --items " +
+                                      quote((dir / "items.csv").string()));
+    };
+    const auto twice = add("label,path,label\n1,a,1\n2,b,2\n3,c,3\n");
+    CHECK(twice.exit_code == 2);
+    CHECK_THAT(twice.err, Contains("items.csv:1: column 'label' is given twice"));
+    const auto cased = add("path,Label\na,1\nb,2\nc,3\n");
+    CHECK(cased.exit_code == 2);
+    CHECK_THAT(cased.err, Contains("column 'Label': did you mean 'label'?"));
+    CHECK(read_file(index / "CURRENT") == before);
+    write_file(dir / "items.csv", "index, path, label, category\n0,a,1,x\n1,b,2,y\n2,c,3,z\n");
+    const auto spaced = run_oml("oml-index", "build --embeddings " + quote((dir / "three.npy").string()) +
+                                                 " --items " + quote((dir / "items.csv").string()) +
+                                                 " --out " + quote((dir / "spaced").string()));
+    INFO(spaced.err);
+    REQUIRE(spaced.exit_code == 0);
+    const auto items = csv_rows(dir / "spaced" / "v000001" / "items.csv");
+    REQUIRE(items.size() == 4);
+    CHECK(items.back() == std::vector<std::string>{"2", "c", "3", "z"});
+  }
   {  // unknown id
     const auto r = run_oml("oml-index", "remove --index " + quote(index.string()) + " --ids 5,999");
     CHECK(r.exit_code == 2);
