@@ -13,6 +13,7 @@ using oml::data::Dataframe;
 using oml::data::DataframeOptions;
 using oml::test::TempDir;
 using oml::test::write_file;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -124,6 +125,11 @@ TEST_CASE("Rule 4: validation rows need bool-like flags and are query or gallery
   CHECK_THAT(error_of(kHeader + "1,a.jpg,validation,True,\n"), Contains("column 'is_gallery': got ''"));
   CHECK_THAT(error_of(kHeader + "1,a.jpg,validation,True,True\n1,b.jpg,validation,False,0\n"),
              Contains("df.csv:3") && Contains("both false"));
+  // Flags as numbers: any decimal spelling of 1 or 0 (1.0 was taken, 1.00 refused).
+  const auto flags = parse(kHeader + "1,a.jpg,validation,1.00,0.0\n1,b.jpg,validation,0,1e0\n").validation();
+  CHECK(flags.is_query == std::vector<bool>{true, false});
+  CHECK(flags.is_gallery == std::vector<bool>{false, true});
+  CHECK_THAT(error_of(kHeader + "1,a.jpg,validation,2,True\n"), Contains("column 'is_query': got '2'"));
 }
 
 TEST_CASE("Rule 5: labels must be integers", "[data][dataframe]") {
@@ -132,6 +138,10 @@ TEST_CASE("Rule 5: labels must be integers", "[data][dataframe]") {
   CHECK_THAT(error_of(kHeader + "1.5,a.jpg,train,,\n"), Contains("got '1.5'"));
   CHECK_THAT(error_of(kHeader + ",a.jpg,train,,\n"), Contains("column 'label': got ''"));
   CHECK(parse(kHeader + "3.0,a.jpg,train,,\n").train().original_labels == std::vector<int64_t>{3});
+  // Decimal only: strtod's hex was read silently ("0x5" as 5, "0x1p2" as 4); pandas refuses it.
+  CHECK_THAT(error_of(kHeader + "0x5,a.jpg,train,,\n"), Contains("column 'label': got '0x5'"));
+  CHECK_THAT(error_of(kHeader + "0x1p2,a.jpg,train,,\n"), Contains("got '0x1p2'"));
+  CHECK_THAT(error_of(kHeader + "inf,a.jpg,train,,\n"), Contains("got 'inf'"));
 }
 
 TEST_CASE("Rule 6: a query label absent from the gallery is rejected with its row", "[data][dataframe]") {
@@ -152,6 +162,18 @@ TEST_CASE("Rule 7: missing image files are listed up front, first 20 and the tot
     CHECK_THAT(e.what(), Contains("25 image file(s) do not exist") && Contains("the first 20"));
     REQUIRE(e.context().size() == 20);
     CHECK_THAT(e.context()[0], Contains("line 3") && Contains("missing_0.png"));
+  }
+  // Something else at the path is named as what it is.
+  fs::create_directories(dir / "folder.png");
+  write_file(dir / "dir.csv", kHeader + "0,folder.png,train,,\n0,/dev/zero,train,,\n");
+  try {
+    Dataframe::read(dir / "dir.csv");
+    FAIL("expected a DataError");
+  } catch (const DataError& e) {
+    CHECK_THAT(e.what(), Contains("2 image file(s) do not exist or are not files"));
+    REQUIRE(e.context().size() == 2);
+    CHECK_THAT(e.context()[0], Contains("folder.png (a folder)"));
+    CHECK_THAT(e.context()[1], Contains("/dev/zero (not a regular file: a device, pipe or socket)"));
   }
   write_file(dir / "ok.csv", kHeader + "0,present.png,train,,\n");
   CHECK(Dataframe::read(dir / "ok.csv").train().paths[0] == (dir / "present.png").string());

@@ -72,6 +72,8 @@ std::string lower(std::string text) {
 std::optional<int64_t> parse_integer(const std::string& raw) {
   const std::string text = trim(raw);
   if (text.empty()) return std::nullopt;
+  // Decimal only: stod also reads hex ("0x5" as 5, "0x1p2" as 4), which pandas would not.
+  if (text.find_first_not_of("0123456789+-.eE") != std::string::npos) return std::nullopt;
   std::size_t used = 0;
   try {
     const long long value = std::stoll(text, &used);
@@ -87,8 +89,12 @@ std::optional<int64_t> parse_integer(const std::string& raw) {
 
 std::optional<bool> parse_bool(const std::string& raw) {
   const std::string text = lower(trim(raw));
-  if (text == "true" || text == "1" || text == "1.0") return true;
-  if (text == "false" || text == "0" || text == "0.0") return false;
+  if (text == "true") return true;
+  if (text == "false") return false;
+  // pandas writes a flag column holding a NaN as floats: 1.0, 0.0 (or 1.00 from elsewhere).
+  const std::optional<int64_t> number = parse_integer(text);
+  if (number == 1) return true;
+  if (number == 0) return false;
   return std::nullopt;
 }
 
@@ -245,14 +251,19 @@ void check_files_exist(const std::vector<DataSplit*>& splits, const std::string&
   for (const DataSplit* split : splits) {
     for (std::size_t i = 0; i < split->paths.size(); ++i) {
       std::error_code ec;
-      if (!fs::is_regular_file(split->paths[i], ec)) {
+      const fs::file_status status = fs::status(split->paths[i], ec);
+      if (!fs::is_regular_file(status)) {
+        // What is there instead, when something is: a folder or a device is no image file either.
+        const char* what = !fs::exists(status)        ? ""
+                           : fs::is_directory(status) ? " (a folder)"
+                                                      : " (not a regular file: a device, pipe or socket)";
         if (++total <= kMaxListed)
-          missing.push_back("line " + std::to_string(split->lines[i]) + ": " + split->paths[i]);
+          missing.push_back("line " + std::to_string(split->lines[i]) + ": " + split->paths[i] + what);
       }
     }
   }
   if (total == 0) return;
-  DataError error(file + ": " + std::to_string(total) + " image file(s) do not exist" +
+  DataError error(file + ": " + std::to_string(total) + " image file(s) do not exist or are not files" +
                   (total > kMaxListed ? " (the first " + std::to_string(kMaxListed) + " are listed)" : "") +
                   "; paths are relative to the dataset root");
   for (const auto& line : missing) error.add_context("  " + line);
