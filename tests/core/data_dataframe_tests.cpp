@@ -142,6 +142,20 @@ TEST_CASE("Rule 5: labels must be integers", "[data][dataframe]") {
   CHECK_THAT(error_of(kHeader + "0x5,a.jpg,train,,\n"), Contains("column 'label': got '0x5'"));
   CHECK_THAT(error_of(kHeader + "0x1p2,a.jpg,train,,\n"), Contains("got '0x1p2'"));
   CHECK_THAT(error_of(kHeader + "inf,a.jpg,train,,\n"), Contains("got 'inf'"));
+  // A cell is shown escaped and cut: a NUL ended the message, a 100 MB cell was a 100 MB message.
+  CHECK_THAT(error_of(kHeader + std::string("5\0x", 3) + ",a.jpg,train,,\n"),
+             Contains("got '5\\x00x', expected an integer"));
+  CHECK_THAT(error_of(kHeader + std::string(5000, '7') + "x,a.jpg,train,,\n"),
+             Contains("got '" + std::string(100, '7') + "... (5001 bytes)', expected an integer"));
+}
+
+TEST_CASE("A UTF-16 dataframe is named as such", "[data][dataframe]") {
+  TempDir dir;
+  std::string utf16 = "\xFF\xFE";
+  for (const char c : kHeader) utf16 += std::string{c, '\0'};
+  write_file(dir / "df.csv", utf16);
+  CHECK_THROWS_WITH(Dataframe::read(dir / "df.csv"),
+                    Contains("df.csv is UTF-16 text") && Contains("UTF-8 CSV"));
 }
 
 TEST_CASE("Rule 6: a query label absent from the gallery is rejected with its row", "[data][dataframe]") {

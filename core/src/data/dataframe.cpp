@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -98,6 +99,25 @@ std::optional<bool> parse_bool(const std::string& raw) {
   return std::nullopt;
 }
 
+// A cell as a message shows it: control bytes escaped (a NUL ended the message: what() is a C
+// string) and at most 100 bytes of it (a 100 MB cell was a 100 MB message).
+std::string shown(const std::string& value) {
+  constexpr std::size_t kShown = 100;
+  std::string out;
+  for (std::size_t i = 0; i < value.size() && i < kShown; ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out += value[i];
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", c);
+      out += escaped;
+    }
+  }
+  if (value.size() > kShown) out += "... (" + std::to_string(value.size()) + " bytes)";
+  return out;
+}
+
 // Locates the row's cells by column name and builds messages "file:line: column 'c': ...".
 class RowReader {
  public:
@@ -112,7 +132,7 @@ class RowReader {
 
   [[noreturn]] void fail(const std::string& column, const std::string& value,
                          const std::string& expected) const {
-    fail_with(column, "got '" + value + "', expected " + expected);
+    fail_with(column, "got '" + shown(value) + "', expected " + expected);
   }
   /// "file:line: column 'c': message".
   [[noreturn]] void fail_with(const std::string& column, const std::string& message) const {
@@ -149,7 +169,7 @@ std::map<std::string, std::size_t> index_header(const CsvRecord& header, const s
     std::string hint;
     for (const auto& name : missing) hint += did_you_mean(name, present);
     throw DataError(file + ":" + std::to_string(header.line) + ": missing required column(s) " +
-                    join(missing) + hint + "; the header has: " + join(present) +
+                    join(missing) + hint + "; the header has: " + shown(join(present)) +
                     "; expected at least: " + join(required));
   }
   // Rule 8 (columns): the four bbox columns come together or not at all.
@@ -289,6 +309,10 @@ Dataframe Dataframe::read(const fs::path& csv_path, const DataframeOptions& opti
   const std::optional<std::string> text = oml::detail::read_file(csv_path.string());
   OML_CHECK(text.has_value(), DataError, "cannot open the dataframe ", csv_path.string(),
             fs::exists(csv_path) ? " (permission denied?)" : " (no such file)");
+  // Excel's "Unicode Text" and some exports write UTF-16, whose every other byte is a NUL.
+  OML_CHECK(text->compare(0, 2, "\xFF\xFE") != 0 && text->compare(0, 2, "\xFE\xFF") != 0, DataError,
+            "the dataframe ", csv_path.string(),
+            " is UTF-16 text (it starts with a UTF-16 byte order mark); ", "save it as a UTF-8 CSV");
   DataframeOptions resolved = options;
   if (!resolved.dataset_root) resolved.dataset_root = csv_path.parent_path();
   return parse(*text, csv_path.string(), resolved);
