@@ -219,6 +219,14 @@ TEST_CASE("Folder datasets list images in sorted path order and empty folders ar
     oml::test::write_file(dir / name,
                           oml::data::encode_image(torch::zeros({2, 2, 3}, torch::kUInt8), "x.png"));
   }
+  // Every format the decoder reads is listed (WebP, TIFF and PNM were skipped without a word).
+  for (const std::string name : {"d/4.webp", "d/5.tif", "d/6.ppm"}) {
+    oml::test::write_file(dir / name, oml::data::encode_image(torch::zeros({2, 2, 3}, torch::kUInt8), name));
+  }
+  const auto all = ImageDataset::from_folder(dir.path(), std::make_shared<KeyStamp>());
+  REQUIRE(all->size() == 6);
+  CHECK(all->load_image(3).sizes() == std::vector<int64_t>{2, 2, 3});  // d/4.webp decodes
+  std::filesystem::remove_all(dir / "d");
   const auto dataset = ImageDataset::from_folder(dir.path(), std::make_shared<KeyStamp>());
   REQUIRE(dataset->size() == 3);
   CHECK(dataset->meta().paths[0] == (dir / "a/10.PNG").string());

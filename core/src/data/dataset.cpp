@@ -113,7 +113,7 @@ std::shared_ptr<ImageDataset> ImageDataset::from_folder(const fs::path& folder,
                                                         std::shared_ptr<const Transform> transform,
                                                         ImageLimits limits) {
   DataSplit split;
-  split.paths = files_under(folder, {".jpg", ".jpeg", ".png", ".bmp"}, "images");
+  split.paths = files_under(folder, image_file_extensions(), "images");
   for (std::size_t i = 0; i < split.paths.size(); ++i) split.lines.push_back(static_cast<int64_t>(i) + 1);
   return std::make_shared<ImageDataset>(std::move(split), std::move(transform), std::move(limits));
 }

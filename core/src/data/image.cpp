@@ -134,6 +134,12 @@ std::string read_file_bytes(const std::string& path, uint64_t max_bytes) {
   return std::move(*bytes);
 }
 
+const std::vector<std::string>& image_file_extensions() {
+  static const std::vector<std::string> extensions{".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff",
+                                                   ".pbm", ".pgm",  ".ppm", ".pnm", ".pam",  ".pfm"};
+  return extensions;
+}
+
 uint64_t max_image_file_bytes(const ImageLimits& limits) {
   // 16 bytes a pixel (float32 RGBA, the widest sample a decoder here reads) and 64 MiB of
   // metadata: no file of an image within the limit is larger.

@@ -12,11 +12,17 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "oml/common/error.h"
 #include "oml/data/dataframe.h"
 
 namespace oml::data {
+
+/// The extensions (lower case, with the dot) a folder of images is listed by: every format
+/// decode_image reads (JPEG, PNG, BMP, WebP, TIFF, PNM/PAM, PFM). A file of another extension in
+/// such a folder is not an image of it.
+const std::vector<std::string>& image_file_extensions();
 
 /// The bytes of image file `path`; DataError naming it when it is missing, not a regular file
 /// (a FIFO would block the read forever), or larger than `max_bytes` (0: any size), which is

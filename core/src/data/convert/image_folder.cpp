@@ -6,6 +6,7 @@
 
 #include "convert_common.h"
 #include "oml/common/error.h"
+#include "oml/data/image.h"
 #include "oml/data/transform.h"
 
 namespace oml::data::convert {
@@ -17,7 +18,8 @@ const std::string kImagesPrefix = "images/";
 bool is_image(const fs::path& path) {
   std::string ext = path.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
+  const auto& known = image_file_extensions();
+  return std::find(known.begin(), known.end(), ext) != known.end();
 }
 }  // namespace
 
