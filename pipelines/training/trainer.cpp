@@ -376,7 +376,16 @@ void Trainer::claim_run_directory(const fs::path& resumed_run) {
         log::info("removed " + std::to_string(stale) + " temporary file(s) of an earlier, killed process");
       const std::string started_with = run_dir_->write_resume_config(resolved_yaml_);
       for (const std::string& change : config_differences(started_with, resolved_yaml_)) {
-        log::warn("resumed with a config that differs from the run's config.yaml: " + change);
+        // Said plainly where the change does not take: the state restored wins, as in Lightning.
+        std::string effect;
+        if (starts_with(change, "optimizer.") || starts_with(change, "scheduling."))
+          effect =
+              " (not applied: the optimizer's and scheduler's state, learning rates included, is the "
+              "checkpoint's)";
+        else if (starts_with(change, "logs_root:") || starts_with(change, "run_name:") ||
+                 starts_with(change, "logs_folder:"))
+          effect = " (no effect: a resumed run stays in its own directory)";
+        log::warn("resumed with a config that differs from the run's config.yaml: " + change + effect);
       }
       // What a killed run logged after its last checkpoint is trained again now.
       run_dir_->truncate_logs_after(start_.step);

@@ -139,15 +139,20 @@ TEST_CASE("A run directory belongs to one run, and --resume continues only a run
       killed.log_scalar("train/loss", 9.0, 5);
     }
     const auto r =
-        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
+        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()) +
+                                      " --set optimizer.args.lr=0.5");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(read_file(run / "config.yaml") == config_before);
     CHECK(fs::exists(run / "config.resume-1.yaml"));
     CHECK_THAT(r.err, Contains("max_epochs: 1 -> 2"));
+    CHECK_THAT(
+        r.err,
+        Contains("optimizer.args.lr: 0.001 -> 0.5 (not applied: the optimizer's and scheduler's state"));
     const auto steps = read_jsonl(run / "train.jsonl");
     REQUIRE(steps.size() == 6);  // 2 epochs x 3 steps, each once
     for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == static_cast<int>(i + 1));
+    CHECK(steps.back().at("lr").get<double>() == Approx(steps.front().at("lr").get<double>()));  // not 0.5
     CHECK(read_jsonl(run / "metrics.jsonl").size() == 2);
     // TensorBoard: each step once over all files, the killed process's later values gone, and the
     // resumed file starts with a restart marker at the first step it trains.
