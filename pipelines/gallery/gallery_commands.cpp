@@ -713,11 +713,12 @@ int search_index(const cli::Invocation& inv) {
   const LoadedIndex loaded = load_index(inv, dir);
   // Results inside the index folder would be removed with the version they were written into.
   {
-    std::error_code ec;
-    const fs::path index = fs::weakly_canonical(fs::absolute(dir), ec);
-    const fs::path out = fs::weakly_canonical(fs::absolute(out_dir), ec);
+    std::error_code index_ec, out_ec;
+    const fs::path index = fs::weakly_canonical(fs::absolute(dir), index_ec);
+    const fs::path out = fs::weakly_canonical(fs::absolute(out_dir), out_ec);
     const auto [end, rest] = std::mismatch(index.begin(), index.end(), out.begin(), out.end());
-    OML_CHECK(end != index.end(), UsageError, "--out ", out_dir.string(), " is inside --index ", dir.string(),
+    OML_CHECK(index_ec || out_ec || index.empty() || end != index.end(), UsageError, "--out ",
+              out_dir.string(), " is inside --index ", dir.string(),
               ", whose versions oml-index replaces and removes; write the neighbours elsewhere");
   }
   // --threshold T, else the calibrated one; `--threshold none`: every neighbour.

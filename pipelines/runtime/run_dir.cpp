@@ -67,13 +67,19 @@ RunDir::RunDir(fs::path path) : path_(std::move(path)) {}
 
 RunDir RunDir::create(const fs::path& logs_root, const std::string& run_name) {
   std::error_code ec;
-  OML_CHECK(!fs::is_symlink(fs::symlink_status(logs_root, ec)) || fs::exists(logs_root, ec), ConfigError,
-            "logs_root '", logs_root.string(), "' is a link to nothing; point it at a folder");
+  // "logs/" is the folder "logs" (its symlink_status would follow a link).
+  fs::path root = logs_root;
+  while (root.has_relative_path() && !root.has_filename()) root = root.parent_path();
+  OML_CHECK(!fs::is_symlink(fs::symlink_status(root, ec)) || fs::exists(root, ec), ConfigError, "logs_root '",
+            logs_root.string(), "' is a link to nothing; point it at a folder");
   fs::create_directories(logs_root, ec);
   if (ec) throw RuntimeError("cannot create logs_root '" + logs_root.string() + "': " + ec.message());
   RunDir dir(logs_root / run_name);
   // One mkdir both checks and claims: of two runs with the same name, exactly one gets it.
   if (!fs::create_directory(dir.path_, ec)) {
+    if (ec && fs::is_symlink(fs::symlink_status(dir.path_)))
+      throw ConfigError("the run directory '" + dir.path_.string() +
+                        "' is a link to nothing; choose another run_name");
     if (ec)
       throw RuntimeError("cannot create the run directory '" + dir.path_.string() + "': " + ec.message());
     throw ConfigError("the run directory '" + dir.path_.string() +
@@ -250,13 +256,7 @@ std::string output_name(const std::string& output) {
   return output.back() == '/' ? output.substr(0, output.size() - 1) : output;
 }
 
-// What an entry is, as lstat sees it: replaced, rewritten or turned into a link, it differs.
-std::string fingerprint(const fs::path& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return "absent";
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) +
-         " " + std::to_string(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
-}
+std::string fingerprint(const fs::path& path) { return io::entry_fingerprint(path); }
 
 constexpr const char* kPending = "pending";
 
@@ -268,17 +268,23 @@ std::optional<std::map<std::string, std::string>> CommandOutput::recorded() cons
   std::ifstream in(marker());
   std::string line;
   std::getline(in, line);  // "written by ..."
+  // Only the command's own outputs: a line naming anything else ("../x", edited in) is no output
+  // of it, and finish() removes what the marker names.
   std::map<std::string, std::string> out;
   while (std::getline(in, line)) {
     const auto space = line.find(' ');
-    if (space != std::string::npos) out[line.substr(0, space)] = line.substr(space + 1);
+    if (space == std::string::npos) continue;
+    const std::string name = line.substr(0, space);
+    const bool own = std::any_of(outputs_.begin(), outputs_.end(),
+                                 [&](const std::string& output) { return output_name(output) == name; });
+    if (own) out[name] = line.substr(space + 1);
   }
   return out;
 }
 
 void CommandOutput::write_marker(const std::map<std::string, std::string>& outputs) const {
   std::string text = "written by " + command_ + "; on its next run it replaces these outputs of its own, " +
-                     "if they are still what it wrote (name, then device:inode size mtime):\n";
+                     "if they are still what it wrote (name, then size and mtime; pending: being written):\n";
   for (const auto& [name, print] : outputs) text += name + " " + print + "\n";
   io::write_file_atomic(marker(), text);
 }
@@ -369,13 +375,20 @@ void CommandOutput::finish() {
       ++it;
       continue;
     }
-    // An earlier output not written again: removed, if it is still the one the command wrote.
-    if (it->second == kPending || it->second == fingerprint(folder_ / name)) {
+    // An earlier output not written again: removed if it is still the one the command wrote. One
+    // an interrupted run was writing (pending) is kept as what it is now: it may be anyone's.
+    const std::string now = fingerprint(folder_ / name);
+    if (it->second == kPending && now != "absent") {
+      it->second = now;
+      ++it;
+      continue;
+    }
+    if (it->second == now && now != "absent") {
       std::error_code ec;
-      fs::remove_all(folder_ / name, ec);
-      if (!ec)
+      if (fs::remove_all(folder_ / name, ec) > 0 && !ec) {
         log::info("removed " + (folder_ / name).string() + " of an earlier " + command_ +
                   " (not written by this one)");
+      }
     }
     it = outputs.erase(it);
   }

@@ -378,7 +378,8 @@ void Trainer::claim_run_directory(const fs::path& resumed_run) {
       for (const std::string& change : config_differences(started_with, resolved_yaml_)) {
         // Said plainly where the change does not take: the state restored wins, as in Lightning.
         std::string effect;
-        if (starts_with(change, "optimizer.") || starts_with(change, "scheduling."))
+        // (scheduling's interval, frequency and monitor_metric are read as configured: they take)
+        if (starts_with(change, "optimizer.args.") || starts_with(change, "scheduling.scheduler.args."))
           effect =
               " (not applied: the optimizer's and scheduler's state, learning rates included, is the "
               "checkpoint's)";

@@ -98,7 +98,9 @@ TEST_CASE("Scalars read as PyYAML (so OmegaConf) reads them, and a leading zero 
   CHECK_THROWS_WITH(value("010").as<int64_t>(), Contains("s.yaml:1:4") &&
                                                     Contains("got '010', an integer with a leading zero") &&
                                                     Contains("as the octal number 8 and YAML 1.2 as 10"));
-  CHECK_THROWS_WITH(value("-09").as<int64_t>(), Contains("reads as text and YAML 1.2 as 9"));
+  CHECK_THROWS_WITH(value("-09").as<int64_t>(), Contains("reads as text and YAML 1.2 as -9"));
+  CHECK_THROWS_WITH(value("-010").as<int64_t>(), Contains("as the octal number -8 and YAML 1.2 as -10"));
+  CHECK_THROWS_WITH(value("0_5").as<int64_t>(), Contains("YAML 1.2 as text"));
   CHECK_THROWS_WITH(value("010").as<double>(), Contains("an integer with a leading zero"));
   // Numbers: integer forms as above, plain decimals past int64 and floats by strtod.
   CHECK(value("1_000").as<double>() == 1000.0);

@@ -51,13 +51,13 @@ TEST_CASE("Training controls have Lightning's defaults and are read at the top l
 
   const auto top = parse(
       "accumulate_grad_batches: 4\ngradient_clip_val: 0.5\ngradient_clip_algorithm: value\n"
-      "limit_train_batches: 10\nlimit_val_batches: 0.25\ncheck_val_every_n_epoch: 3\n"
+      "limit_train_batches: 1_0\nlimit_val_batches: 0.25\ncheck_val_every_n_epoch: 3\n"
       "early_stopping: {monitor: OVERALL/cmc/1, mode: max}\n");
   CHECK(top.controls.accumulate_grad_batches == 4);
   CHECK(*top.controls.gradient_clip_val == 0.5);
   CHECK(top.controls.gradient_clip_algorithm == oml::config::GradientClipAlgorithm::value);
   CHECK_FALSE(top.controls.limit_train_batches.is_fraction);
-  CHECK(top.controls.limit_train_batches.value == 10);
+  CHECK(top.controls.limit_train_batches.value == 10);  // 1_0: an integer as YAML 1.1 writes one
   CHECK(top.controls.limit_val_batches.is_fraction);
   CHECK(top.valid_period == 3);
   REQUIRE(top.controls.early_stopping);

@@ -303,6 +303,14 @@ TEST_CASE("oml-convert never replaces a --dst holding files it did not write, no
   refused_since(dir / "out" / "images" / "mine.png", "images/mine.png");
   fs::create_directories(dir / "out" / "empty");
   refused_since(dir / "out" / "empty", "empty/");
+  // Its own df.csv edited since is the user's now.
+  const std::string converted_df = oml::test::read_file(dir / "out" / "df.csv");
+  write_file(dir / "out" / "df.csv", converted_df + "# my edit\n");
+  const auto edited = convert("image-folder", src, dir / "out");
+  CHECK(edited.exit_code == 2);
+  CHECK_THAT(edited.err, Contains("did not write or that changed since") && Contains("df.csv"));
+  write_file(dir / "out" / "df.csv", converted_df);  // (a new mtime: still not what it wrote)
+  fs::remove_all(dir / "out");
   CHECK(convert("image-folder", src, dir / "out").exit_code == 0);  // as converted again
 
   // A marker from before the listing: what those conversions wrote at the top level is theirs.

@@ -119,6 +119,20 @@ TEST_CASE("Training, validation and prediction round trip on a Fashion-MNIST sub
   CHECK_FALSE(fs::exists(pred / "neighbours.csv"));
   CHECK_FALSE(fs::exists(pred / "neighbours_ids.npy"));
   CHECK(fs::exists(pred / "embeddings.npy"));
+  // A copy with its times (cp -a, a backup restored) is still the command's; a marker line naming
+  // anything but its outputs is ignored, never removed.
+  REQUIRE(
+      oml::test::run("cp -a " + quote(pred.string()) + " " + quote((dir / "pred_copy").string())).exit_code ==
+      0);
+  write_file(dir / "victim.txt", "the user's");
+  {
+    std::ofstream marker(dir / "pred_copy" / ".oml-predict", std::ios::app);
+    marker << "../victim.txt pending\n";
+  }
+  const auto copied = run_oml("oml-predict", predict_args + quote((dir / "pred_copy").string()));
+  INFO(copied.err);
+  CHECK(copied.exit_code == 0);
+  CHECK(oml::test::read_file(dir / "victim.txt") == "the user's");
 
   // A save_dir that is a link to nothing is refused before the work (it failed after it).
   fs::create_directory_symlink(dir / "nowhere", dir / "dangling");

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -19,10 +18,6 @@ namespace oml::detail {
 /// The whole file at `path` (binary); nullopt when it cannot be opened or read. Callers say what
 /// the file was for in their own error.
 inline std::optional<std::string> read_file(const std::string& path) {
-  // Only regular files: opening a FIFO for reading waits for a writer (forever), and a device
-  // such as /dev/zero never ends.
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::ostringstream out;

@@ -154,9 +154,9 @@ bool all_of(const std::string& text, std::size_t from, const char* allowed) {
   return from < text.size() && text.find_first_not_of(allowed, from) == std::string::npos;
 }
 
-// Whether `text` is written as an integer in YAML 1.1, as PyYAML (and so OmegaConf) resolves
-// one: [-+] then decimal digits, 0x hex or 0b binary, with '_' anywhere after the first digit.
-bool yaml_integer_form(const std::string& text) {
+}  // namespace
+
+bool is_yaml_integer(const std::string& text) {
   const std::size_t at = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
   if (text.compare(at, 2, "0x") == 0) return all_of(text, at + 2, "0123456789abcdefABCDEF_");
   if (text.compare(at, 2, "0b") == 0) return all_of(text, at + 2, "01_");
@@ -164,7 +164,9 @@ bool yaml_integer_form(const std::string& text) {
          all_of(text, at, "0123456789_");
 }
 
-// The value of a yaml_integer_form text; fails at `node` when it does not fit in int64, or when
+namespace {
+
+// The value of an is_yaml_integer text; fails at `node` when it does not fit in int64, or when
 // it is written with a leading zero: YAML 1.1 (PyYAML, OmegaConf) reads 010 as octal 8 and YAML
 // 1.2 as decimal 10, and a config that means one number to OML and another here is refused rather
 // than read one way silently.
@@ -187,15 +189,19 @@ int64_t yaml_integer_value(const Node& node, const std::string& text) {
   if (base == 10 && digits.size() > 1 && digits[0] == '0' &&
       digits.find_first_not_of('0') != std::string::npos) {
     const std::string significant = digits.substr(digits.find_first_not_of('0'));
+    const std::string sign = negative ? "-" : "";
     std::string yaml11 = "as text";  // 08 and 09 are no octal numbers
     if (significant.find_first_of("89") == std::string::npos) {
       errno = 0;
       const unsigned long long octal = std::strtoull(significant.c_str(), nullptr, 8);
-      yaml11 = errno == ERANGE ? "as an octal number" : "as the octal number " + std::to_string(octal);
+      yaml11 = errno == ERANGE ? "as an octal number" : "as the octal number " + sign + std::to_string(octal);
     }
+    // YAML 1.2's core schema has no '_' in integers: 0_5 is text there.
+    const std::string yaml12 =
+        text.find('_') != std::string::npos ? std::string("as text") : "as " + sign + significant;
     node.fail("got '" + text +
               "', an integer with a leading zero, which YAML 1.1 (OmegaConf, so OML) reads " + yaml11 +
-              " and YAML 1.2 as " + significant + ": write it without the leading zero");
+              " and YAML 1.2 " + yaml12 + ": write it without the leading zero");
   }
   errno = 0;
   const unsigned long long magnitude = std::strtoull(digits.c_str(), nullptr, base);
@@ -210,7 +216,7 @@ int64_t yaml_integer_value(const Node& node, const std::string& text) {
 
 int64_t scalar_to_int(const Node& node) {
   const std::string text = scalar_text(node, "an integer");
-  if (!yaml_integer_form(text)) node.fail("expected an integer, got '" + text + "'");
+  if (!is_yaml_integer(text)) node.fail("expected an integer, got '" + text + "'");
   return yaml_integer_value(node, text);
 }
 
@@ -224,7 +230,7 @@ double scalar_to_double(const Node& node) {
   if (text == "-.inf" || text == "-.Inf" || text == "-.INF" || text == "-inf") return -HUGE_VAL;
   // An integer where a number is expected is read as YAML reads integers (1_000, 0x10; 010 is
   // refused); plain decimals go to strtod, which also takes those past int64.
-  if (yaml_integer_form(text)) {
+  if (is_yaml_integer(text)) {
     const std::size_t at = text[0] == '-' || text[0] == '+' ? 1 : 0;
     const bool leading_zero = text[at] == '0' && text.size() > at + 1;
     if (leading_zero || text.find('_') != std::string::npos) {

@@ -358,11 +358,13 @@ RunConfig parse_run_config(const Node& root, ErrorList& errors) {
     require(value >= 1, key, "expected a positive integer, got " + std::to_string(value));
   };
   // The run directory is logs_root/<name>: one folder's name, which cannot leave logs_root.
+  // Without either, a default name ends with the postfix.
   const char* name_key = !root["run_name"].is_null()      ? "run_name"
                          : !root["logs_folder"].is_null() ? "logs_folder"
+                         : !c.postfix.empty()             ? "postfix"
                                                           : nullptr;
   if (name_key) {
-    const std::string& name = c.run_name;
+    const std::string& name = std::string(name_key) == "postfix" ? c.postfix : c.run_name;
     const bool one_name = !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
                           std::none_of(name.begin(), name.end(), [](char ch) {
                             return ch == '/' || static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;

@@ -41,7 +41,7 @@ BatchLimit parse_batch_limit(const Node& node) {
     node.fail("expected a number of batches (an integer) or a fraction (a float in [0, 1])");
   BatchLimit limit;
   const std::string text = node.as<std::string>();
-  limit.is_fraction = !is_integer_literal(text);
+  limit.is_fraction = !detail::is_yaml_integer(text);
   limit.value = limit.is_fraction ? node.as<double>() : static_cast<double>(node.as<int64_t>());
   if (limit.is_fraction && !(limit.value >= 0.0 && limit.value <= 1.0)) {
     node.fail("expected a fraction in [0.0, 1.0] (or an integer number of batches), got " + text);

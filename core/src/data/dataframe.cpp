@@ -101,10 +101,9 @@ std::optional<bool> parse_bool(const std::string& raw) {
 
 // A cell as a message shows it: control bytes escaped (a NUL ended the message: what() is a C
 // string) and at most 100 bytes of it (a 100 MB cell was a 100 MB message).
-std::string shown(const std::string& value) {
-  constexpr std::size_t kShown = 100;
+std::string shown(const std::string& value, std::size_t limit = 100) {
   std::string out;
-  for (std::size_t i = 0; i < value.size() && i < kShown; ++i) {
+  for (std::size_t i = 0; i < value.size() && i < limit; ++i) {
     const auto c = static_cast<unsigned char>(value[i]);
     if (c >= 0x20 && c != 0x7f) {
       out += value[i];
@@ -114,7 +113,7 @@ std::string shown(const std::string& value) {
       out += escaped;
     }
   }
-  if (value.size() > kShown) out += "... (" + std::to_string(value.size()) + " bytes)";
+  if (value.size() > limit) out += "... (" + std::to_string(value.size()) + " bytes)";
   return out;
 }
 
@@ -169,7 +168,7 @@ std::map<std::string, std::size_t> index_header(const CsvRecord& header, const s
     std::string hint;
     for (const auto& name : missing) hint += did_you_mean(name, present);
     throw DataError(file + ":" + std::to_string(header.line) + ": missing required column(s) " +
-                    join(missing) + hint + "; the header has: " + shown(join(present)) +
+                    join(missing) + hint + "; the header has: " + shown(join(present), 2000) +
                     "; expected at least: " + join(required));
   }
   // Rule 8 (columns): the four bbox columns come together or not at all.

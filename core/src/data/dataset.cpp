@@ -154,7 +154,9 @@ at::Tensor ImageDataset::load(int64_t index, const RandomKey& key) const {
   try {
     return transform_->apply(image, key);
   } catch (const DataError& e) {  // about this image: named
-    throw DataError("image " + split_.paths[index] + ": " + e.what());
+    DataError named("image " + split_.paths[index] + ": " + e.what());
+    for (const auto& line : e.context()) named.add_context(line);
+    throw named;
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {  // OpenCV / LibTorch errors inside a (plugin) transform

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -43,6 +44,14 @@ bool process_alive(long pid) {
 }
 
 }  // namespace
+
+std::string entry_fingerprint(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return "absent";
+  // Not the device and inode: a copy or a move to another file system keeps neither.
+  return std::to_string(st.st_size) + " " +
+         std::to_string(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+}
 
 int remove_stale_temporaries(const fs::path& folder, const std::string& name) {
   std::error_code ec;

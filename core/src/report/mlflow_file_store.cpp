@@ -345,7 +345,9 @@ bool is_valid_key(const std::string& key) {
   constexpr std::size_t kMaxKey = 250;  // MLflow's limit for tag keys (and params')
   if (key.empty() || key.size() > kMaxKey) return false;
   for (const char c : key) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ' ' ||
+    // MLflow's rule, [/\w.\- :] with Unicode's \w: any byte of a UTF-8 letter counts.
+    const auto byte = static_cast<unsigned char>(c);
+    if (!(std::isalnum(byte) || byte >= 0x80 || c == '_' || c == '-' || c == '.' || c == ' ' || c == ':' ||
           c == '/'))
       return false;
   }

@@ -126,9 +126,10 @@ MlflowOptions read_mlflow_options(config::ArgsReader& r) {
     // MLflow refuses these keys (Lightning's logger fails at create_run); its file store keeps a
     // tag as a file of that name, so "../x" would be a file outside the run.
     for (const auto& tag : o.tags) {
-      config::check_argument(mlflow::is_valid_key(tag.first), kComponent, "tags", "tag key '", tag.first,
-                             "' is not one MLflow accepts: at most 250 letters, digits, '_', '-', '.', ' ' ",
-                             "and '/' between names, none of them empty, '.' or '..'");
+      config::check_argument(
+          mlflow::is_valid_key(tag.first), kComponent, "tags", "tag key '", tag.first,
+          "' is not one MLflow accepts: at most 250 bytes of letters, digits, '_', '-', '.', ' ', ':' ",
+          "and '/' between names, none of them empty, '.' or '..'");
     }
   });
   return o;

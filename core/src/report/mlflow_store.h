@@ -91,9 +91,9 @@ std::unique_ptr<Store> open_file_store(const std::string& uri, const std::filesy
 std::filesystem::path local_path(const std::string& uri, const std::filesystem::path& base);
 /// True when `uri` names a local folder (a file: URI or a path without a scheme).
 bool is_local(const std::string& uri);
-/// True when MLflow accepts `key` as a param, tag or metric key: at most 250 characters of
-/// letters, digits, '_', '-', '.', ' ' and '/', where the '/'-separated names are none of them
-/// empty, "." or "..". The file store keeps each key as a file of that relative path.
+/// True when MLflow accepts `key` as a param, tag or metric key and its file store can keep it
+/// as a relative path: at most 250 bytes of letters (any UTF-8), digits, '_', '-', '.', ' ', ':'
+/// and '/', where the '/'-separated names are none of them empty, "." or "..".
 bool is_valid_key(const std::string& key);
 /// Writes `bytes` to a temporary next to `path` and renames it over `path`. Not
 /// io::write_file_atomic: the logger's finish() runs inside an interrupt's cleanup, where

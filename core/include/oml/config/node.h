@@ -78,6 +78,9 @@ class Node {
 };
 
 namespace detail {
+/// Whether `text` is an integer as YAML 1.1 (PyYAML, so OmegaConf) writes one: [-+] then decimal
+/// digits, 0x hex or 0b binary, with '_' after the first digit ("1_000", "0x1F").
+bool is_yaml_integer(const std::string& text);
 bool scalar_to_bool(const Node& node);
 int64_t scalar_to_int(const Node& node);
 double scalar_to_double(const Node& node);

@@ -34,6 +34,11 @@ void replace_directory(const std::filesystem::path& tmp, const std::filesystem::
 /// A sibling temporary path for `path` ("<path>.tmp-<pid>-<n>").
 std::filesystem::path temporary_sibling(const std::filesystem::path& path);
 
+/// What the entry at `path` is, as lstat sees it, for telling later whether it is still the file a
+/// command wrote: "<size> <mtime in ns>" ("absent" when there is none). Replaced, rewritten or
+/// turned into a link, it differs; copied with its times (cp -a, rsync -a) or moved, it does not.
+std::string entry_fingerprint(const std::filesystem::path& path);
+
 /// Removes what processes no longer running left behind in `folder`: temporaries named by
 /// temporary_sibling ("<name>.tmp-<pid>-<n>", files or folders) whose pid is not a live process
 /// of this machine — a checkpoint write or a conversion cut by SIGKILL. With `name`, only the

@@ -6,10 +6,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "../../common/raw_io.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 #include "oml/data/csv.h"
@@ -167,7 +169,7 @@ std::vector<std::string> entries_under(const fs::path& folder) {
     const std::string relative = it->path().lexically_relative(folder).generic_string();
     (it->is_directory(ec) && !it->is_symlink(ec) ? folders : files).push_back(relative);
   }
-  OML_CHECK(!ec, RuntimeError, "cannot list ", folder.string(), ": ", ec.message());
+  OML_CHECK(!ec, DataError, "cannot list ", folder.string(), ": ", ec.message());
   std::vector<std::string> out = files;
   for (const auto& dir : folders) {
     const std::string prefix = dir + "/";
@@ -180,15 +182,41 @@ std::vector<std::string> entries_under(const fs::path& folder) {
   return out;
 }
 
-/// The entries an earlier conversion wrote into `dst`, from its marker: the lines after the
-/// first. A marker written before the listing was kept has none; its conversions wrote these.
-std::set<std::string> converted_entries(const fs::path& dst) {
+/// The entries an earlier conversion wrote into `dst`, from its marker: the lines after the first,
+/// each an entry and, for a file, a tab and its io::entry_fingerprint when written. A marker
+/// written before the listing was kept has none: its whole folder counts as the converter's.
+std::map<std::string, std::string> converted_entries(const fs::path& dst) {
   std::ifstream in(dst / kConvertMarker);
   std::string line;
   std::getline(in, line);  // "written by oml-convert from ..."
-  std::set<std::string> out;
-  while (std::getline(in, line)) out.insert(line);
+  std::map<std::string, std::string> out;
+  while (std::getline(in, line)) {
+    const auto tab = line.find('\t');
+    out[line.substr(0, tab)] = tab == std::string::npos ? std::string() : line.substr(tab + 1);
+  }
   return out;
+}
+
+/// For a marker written before the listing was kept: the top-level entries its conversion wrote,
+/// the dataframes and the first folder of every image path its df.csv lists ("images",
+/// "bicycle_final", "car_ims", "img").
+std::set<std::string> legacy_converted_tops(const fs::path& dst) {
+  std::set<std::string> tops{"df.csv", "df_with_bboxes.csv", "images"};
+  const std::optional<std::string> text = oml::detail::read_file((dst / "df.csv").string());
+  if (!text) return tops;
+  const std::vector<CsvRecord> records = parse_csv(*text, (dst / "df.csv").string());
+  if (records.empty()) return tops;
+  const auto& header = records.front().fields;
+  const auto path = std::find(header.begin(), header.end(), "path");
+  if (path == header.end()) return tops;
+  const auto column = static_cast<std::size_t>(path - header.begin());
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    if (column < records[r].fields.size()) {
+      const std::string& p = records[r].fields[column];
+      tops.insert(p.substr(0, p.find('/')));
+    }
+  }
+  return tops;
 }
 
 /// Checks that replacing `dst` as a whole loses nothing a user wrote: `dst` is missing, empty,
@@ -212,13 +240,21 @@ void check_replaceable(const fs::path& dst, const fs::path& src) {
   std::vector<std::string> foreign;
   const bool converted = fs::is_regular_file(fs::symlink_status(dst / kConvertMarker, ec));
   if (converted) {
-    const std::set<std::string> written = converted_entries(dst);
+    // Every entry there must be one the conversion wrote, as it wrote it (a df.csv edited since
+    // is the user's now).
+    const std::map<std::string, std::string> written = converted_entries(dst);
+    const std::set<std::string> legacy_tops =
+        written.empty() ? legacy_converted_tops(dst) : std::set<std::string>{};
     for (const auto& entry : entries_under(dst)) {
-      if (entry == kConvertMarker || written.count(entry)) continue;
-      // A marker without a listing: what its conversion wrote at the top level.
-      const std::string top = entry.substr(0, entry.find('/'));
-      if (written.empty() && (top == "images" || top == "df.csv" || top == "df_with_bboxes.csv")) continue;
-      foreign.push_back(entry);
+      if (entry == kConvertMarker) continue;
+      if (written.empty()) {
+        if (!legacy_tops.count(entry.substr(0, entry.find('/')))) foreign.push_back(entry);
+        continue;
+      }
+      const auto listed = written.find(entry);
+      const bool same = listed != written.end() &&
+                        (listed->second.empty() || listed->second == io::entry_fingerprint(dst / entry));
+      if (!same) foreign.push_back(entry);
     }
   } else {
     for (const auto& entry : fs::directory_iterator(dst, ec))
@@ -228,7 +264,8 @@ void check_replaceable(const fs::path& dst, const fs::path& src) {
   if (foreign.empty()) return;
   const std::size_t shown = std::min<std::size_t>(foreign.size(), 3);
   throw UsageError(
-      "--dst " + dst.string() + " holds files oml-convert did not write (" + std::to_string(foreign.size()) +
+      "--dst " + dst.string() + " holds files oml-convert did not write or that changed since (" +
+      std::to_string(foreign.size()) +
       " entries: " + join(std::vector<std::string>(foreign.begin(), foreign.begin() + shown)) +
       (foreign.size() > shown ? ", ..." : "") + "); the output replaces --dst as a whole, so give a new or " +
       (converted ? "empty folder, or move those out of the earlier output"
@@ -335,7 +372,11 @@ ConvertReport OutputFolder::commit(const std::vector<Row>& rows) {
   std::replace(source.begin(), source.end(), '\n', ' ');  // the first line names it
   std::string marker =
       "written by oml-convert from " + source + "; oml-convert may replace these files as a whole:\n";
-  for (const auto& entry : entries_under(staging_)) marker += entry + "\n";
+  for (const auto& entry : entries_under(staging_)) {
+    marker += entry;
+    if (entry.back() != '/') marker += "\t" + io::entry_fingerprint(staging_ / entry);
+    marker += "\n";
+  }
   io::write_file_atomic(staging_ / kConvertMarker, marker);
   io::replace_directory(staging_, options_.dst);
   committed_ = true;
