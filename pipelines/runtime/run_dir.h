@@ -33,7 +33,7 @@ std::vector<std::string> config_differences(const std::string& before_yaml, cons
 /// The folder oml-validate (metrics.json, images/), oml-predict (embeddings.npy, .pt, .csv) or
 /// oml-search writes its named outputs into. Other files there stay. An output already there is
 /// replaced only when the command wrote it: its marker file (".oml-predict") lists each output
-/// it wrote with what the file was then (device, inode, size, modification time), so a file put
+/// it wrote with what the file was then (size and modification time: io::entry_fingerprint), so a file put
 /// there since — the user's own neighbours.csv, a link, another command's output of the same
 /// name — is never overwritten. An output named with a trailing '/' ("images/") is a folder, the
 /// others files: one of the other kind in its place is refused before the work too.
