@@ -19,6 +19,7 @@
 #include "oml/common/failpoint.h"
 #include "oml/common/logging.h"
 #include "oml/common/numbers.h"
+#include "oml/common/paths.h"
 #include "oml/common/sha256.h"
 #include "oml/common/strings.h"
 #include "oml/config/document.h"
@@ -716,8 +717,7 @@ int search_index(const cli::Invocation& inv) {
     std::error_code index_ec, out_ec;
     const fs::path index = fs::weakly_canonical(fs::absolute(dir), index_ec);
     const fs::path out = fs::weakly_canonical(fs::absolute(out_dir), out_ec);
-    const auto [end, rest] = std::mismatch(index.begin(), index.end(), out.begin(), out.end());
-    OML_CHECK(index_ec || out_ec || index.empty() || end != index.end(), UsageError, "--out ",
+    OML_CHECK(index_ec || out_ec || index.empty() || !is_within_folder(out, index), UsageError, "--out ",
               out_dir.string(), " is inside --index ", dir.string(),
               ", whose versions oml-index replaces and removes; write the neighbours elsewhere");
   }

@@ -256,8 +256,6 @@ std::string output_name(const std::string& output) {
   return output.back() == '/' ? output.substr(0, output.size() - 1) : output;
 }
 
-std::string fingerprint(const fs::path& path) { return io::entry_fingerprint(path); }
-
 constexpr const char* kPending = "pending";
 
 }  // namespace
@@ -313,8 +311,8 @@ void CommandOutput::check() const {
       OML_CHECK(entry != ours->end(), UsageError, folder_.string(), " already holds ", name, ", which ",
                 command_, " did not write (its .", command_,
                 " marker does not list it); it is never overwritten: choose another folder, or move it away");
-      OML_CHECK(entry->second == kPending || entry->second == fingerprint(folder_ / name), UsageError,
-                (folder_ / name).string(), " is no longer the file ", command_,
+      OML_CHECK(entry->second == kPending || entry->second == io::entry_fingerprint(folder_ / name),
+                UsageError, (folder_ / name).string(), " is no longer the file ", command_,
                 " wrote there (replaced, changed or made a link since); it is never overwritten: choose "
                 "another folder, or move it away");
     }
@@ -349,7 +347,7 @@ void CommandOutput::claim(const std::vector<std::string>& written) {
     for (const std::string& output : outputs_) {
       const std::string name = output_name(output);
       const fs::file_status status = fs::symlink_status(folder_ / name, ec);
-      if (fs::exists(status)) outputs[name] = fingerprint(folder_ / name);
+      if (fs::exists(status)) outputs[name] = io::entry_fingerprint(folder_ / name);
     }
   }
   written_.clear();
@@ -371,13 +369,13 @@ void CommandOutput::finish() {
   for (auto it = outputs.begin(); it != outputs.end();) {
     const std::string& name = it->first;
     if (std::find(written_.begin(), written_.end(), name) != written_.end()) {
-      it->second = fingerprint(folder_ / name);
+      it->second = io::entry_fingerprint(folder_ / name);
       ++it;
       continue;
     }
     // An earlier output not written again: removed if it is still the one the command wrote. One
     // an interrupted run was writing (pending) is kept as what it is now: it may be anyone's.
-    const std::string now = fingerprint(folder_ / name);
+    const std::string now = io::entry_fingerprint(folder_ / name);
     if (it->second == kPending && now != "absent") {
       it->second = now;
       ++it;

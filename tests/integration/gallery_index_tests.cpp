@@ -342,6 +342,11 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     CHECK(inside.exit_code == 2);
     CHECK_THAT(inside.err, Contains("is inside --index"));
     CHECK_FALSE(fs::exists(index / "mine"));
+    const auto slash = run_oml("oml-search", "--index " + quote(index.string() + "/") + " --embeddings " +
+                                                 quote((dir / "e.npy").string()) + " --out " +
+                                                 quote((index / "mine").string()));
+    CHECK(slash.exit_code == 2);  // "index/" is the folder "index"
+    CHECK_THAT(slash.err, Contains("is inside --index"));
     const auto file = run_oml("oml-search", "--index " + quote(index.string()) + " --embeddings " +
                                                 quote((dir / "e.npy").string()) + " --out " +
                                                 quote((dir / "e.npy").string()));

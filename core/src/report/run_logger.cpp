@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string_view>
 
 #include "oml/common/logging.h"
+#include "oml/common/paths.h"
 #include "oml/common/strings.h"
 #include "oml/config/argument_error.h"
 #include "oml/registry/registries.h"
@@ -100,10 +100,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 // directory: the run owns what is there (a resume cuts its event files back to the checkpoint),
 // so a path leaving it would have another run's files cut (absolute, or with a ".." part).
 void check_inside_run_dir(const std::string& component, const std::string& key, const std::string& value) {
-  const std::filesystem::path path(value);
-  bool inside = !path.is_absolute() && !path.has_root_directory();
-  for (const auto& part : path) inside = inside && part != "..";
-  config::check_argument(inside, component, key,
+  config::check_argument(stays_inside_folder(value), component, key,
                          "must be a folder inside the run directory (a relative path ",
                          "without '..'), got '", value, "'");
 }

@@ -13,6 +13,7 @@
 
 #include "../../common/raw_io.h"
 #include "oml/common/error.h"
+#include "oml/common/paths.h"
 #include "oml/common/strings.h"
 #include "oml/data/csv.h"
 #include "oml/io/atomic_file.h"
@@ -42,15 +43,8 @@ void expect_tokens(const fs::path& file, const TextLine& line, std::size_t n, co
 }
 
 namespace {
-bool stays_inside(const std::string& relative) {
-  const fs::path path(relative);
-  if (relative.empty() || path.is_absolute() || path.has_root_name() || path.has_root_directory())
-    return false;
-  for (const auto& part : path) {
-    if (part == "..") return false;
-  }
-  return true;
-}
+// An image path of an index file: a file inside the dataset's folder (not the folder itself).
+bool stays_inside(const std::string& relative) { return !relative.empty() && stays_inside_folder(relative); }
 }  // namespace
 
 std::string checked_image_path(const fs::path& file, int64_t line, const std::string& path) {
@@ -150,16 +144,6 @@ void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn
 
 namespace {
 
-/// Whether `inner` is `outer` or lies below it (lexically, after normalisation).
-bool is_within(const fs::path& inner, const fs::path& outer) {
-  auto i = inner.begin();
-  for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
-    if (o->empty()) continue;  // a trailing separator
-    if (i == inner.end() || *i != *o) return false;
-  }
-  return true;
-}
-
 /// The entries under `folder` as '/'-separated paths relative to it, sorted: every file (and
 /// link, and anything else that is not a folder), and every folder that holds none of them.
 std::vector<std::string> entries_under(const fs::path& folder) {
@@ -226,8 +210,8 @@ void check_replaceable(const fs::path& dst, const fs::path& src) {
   if (!src.empty()) {
     const fs::path source = fs::weakly_canonical(fs::absolute(src), ec);
     const fs::path target = fs::weakly_canonical(dst, ec);
-    OML_CHECK(!is_within(target, source) && !is_within(source, target), UsageError, "--dst ", dst.string(),
-              " and the dataset it is converted from (", src.string(), ")",
+    OML_CHECK(!is_within_folder(target, source) && !is_within_folder(source, target), UsageError, "--dst ",
+              dst.string(), " and the dataset it is converted from (", src.string(), ")",
               " overlap; the output replaces --dst as a whole, so it must be a folder outside --src "
               "that does not contain it either");
   }
