@@ -3,13 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/version.h>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -396,21 +390,13 @@ IndexWriteLock::IndexWriteLock(const fs::path& dir, bool new_folder) {
     OML_CHECK(fs::is_directory(dir, ec), DataError, dir.string(), ": no such index folder");
     current_version(dir);  // not an index folder: said before a lock file is made in it
   }
-  const fs::path file = dir / ".lock";
-  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw RuntimeError("cannot open " + file.string() + ": " + std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd_);
-    fd_ = -1;
+  lock_ = io::LockFile::try_lock(dir / ".lock", "oml-index");
+  if (!lock_.held()) {
     throw UsageError(
         dir.string() +
         ": another oml-index command is changing this index, or oml-serve is serving it (a served index is "
         "changed through the server: POST /items, DELETE /items/{id}); try again when it ends");
   }
-}
-
-IndexWriteLock::~IndexWriteLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 namespace {

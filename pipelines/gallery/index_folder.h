@@ -32,6 +32,7 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 
+#include "oml/io/lock_file.h"
 #include "oml/retrieval/backend.h"
 #include "oml/retrieval/knn.h"
 #include "runtime/row_input.h"
@@ -127,16 +128,14 @@ struct IndexContents {
 /// An exclusive hold on an index folder while it is changed (flock on <dir>/.lock); a second
 /// writer gets a UsageError at once instead of waiting. The folder must be an index folder
 /// (DataError otherwise, before `.lock` is created in it) unless `new_folder` (oml-index build,
-/// before its first version).
+/// before its first version). A `.lock` that is a symbolic link or not a file is a UsageError
+/// (io::LockFile).
 class IndexWriteLock {
  public:
   explicit IndexWriteLock(const std::filesystem::path& dir, bool new_folder = false);
-  ~IndexWriteLock();
-  IndexWriteLock(const IndexWriteLock&) = delete;
-  IndexWriteLock& operator=(const IndexWriteLock&) = delete;
 
  private:
-  int fd_ = -1;
+  io::LockFile lock_;
 };
 
 /// UsageError when `dir` exists and is not empty: an index is never written over anything.

@@ -6,20 +6,16 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <ctime>
 
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
 #include "oml/io/atomic_file.h"
+#include "oml/io/pending_files.h"
 
 namespace oml::pipelines {
 
@@ -101,67 +97,40 @@ RunDir RunDir::reopen(const fs::path& run_directory) {
 }
 
 void RunDir::lock() {
-  const fs::path file = path_ / ".lock";
-  // A holder that ends removes the file while it still holds it (~RunDir): a lock taken on the
-  // removed file is taken again on the one now at the path.
-  for (int attempt = 0;; ++attempt) {
-    // Never through a link: the pid written below would truncate whatever it points to.
-    lock_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    if (lock_fd_ < 0 && errno == ELOOP) {
-      throw UsageError(
-          "'" + file.string() +
-          "' is a symbolic link, which oml-train never makes; remove it to use this run directory");
-    }
-    if (lock_fd_ < 0) throw RuntimeError("cannot create '" + file.string() + "': " + std::strerror(errno));
-    struct stat held {};
-    if (::fstat(lock_fd_, &held) != 0 || !S_ISREG(held.st_mode)) {
-      ::close(lock_fd_);
-      lock_fd_ = -1;
-      throw UsageError("'" + file.string() + "' is not a file, which oml-train never makes; remove it");
-    }
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      char holder[32] = {0};
-      const ssize_t n = ::pread(lock_fd_, holder, sizeof(holder) - 1, 0);
-      ::close(lock_fd_);
-      lock_fd_ = -1;
-      throw UsageError(
-          "the run directory '" + path_.string() + "' is in use by another process" +
-          (n > 0 ? " (pid " + std::string(holder, static_cast<std::size_t>(n)) + ")" : std::string()) +
-          "; two processes never write one run directory");
-    }
-    struct stat at_path {};
-    if (::stat(file.c_str(), &at_path) == 0 && at_path.st_ino == held.st_ino && at_path.st_dev == held.st_dev)
-      break;
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    if (attempt == 10) throw RuntimeError("cannot lock '" + file.string() + "': it keeps being replaced");
+  lock_ = io::LockFile::try_lock(path_ / ".lock", "oml-train");
+  if (!lock_.held()) {
+    throw UsageError("the run directory '" + path_.string() + "' is in use by another process" +
+                     (lock_.holder().empty() ? std::string() : " (pid " + lock_.holder() + ")") +
+                     "; two processes never write one run directory");
   }
-  const std::string pid = std::to_string(::getpid());
-  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
-    log::debug("could not write the pid into " + file.string());
-  }
+  lock_.write_pid();
+  // The hook runs on the cleanup's thread while this process still holds the lock, so the file
+  // it removes is this run's.
+  remove_lock_on_interrupt_ = std::make_unique<io::InterruptHook>([file = lock_.path()](int) {
+    std::error_code ignored;
+    fs::remove(file, ignored);
+  });
 }
 
-RunDir::RunDir(RunDir&& other) noexcept : path_(std::move(other.path_)), lock_fd_(other.lock_fd_) {
-  other.lock_fd_ = -1;
-}
-
+RunDir::RunDir(RunDir&& other) noexcept = default;
 RunDir& RunDir::operator=(RunDir&& other) noexcept {
   if (this != &other) {
-    this->~RunDir();
+    release();
     path_ = std::move(other.path_);
-    lock_fd_ = other.lock_fd_;
-    other.lock_fd_ = -1;
+    lock_ = std::move(other.lock_);
+    remove_lock_on_interrupt_ = std::move(other.remove_lock_on_interrupt_);
   }
   return *this;
 }
 
-RunDir::~RunDir() {
-  if (lock_fd_ < 0) return;
+RunDir::~RunDir() { release(); }
+
+void RunDir::release() {
+  // The hook first: its destruction waits for a cleanup running it, so it never removes a file
+  // another process locked after this one let go.
+  remove_lock_on_interrupt_.reset();
   // Removed while still held, so no other process can be holding this file's lock.
-  std::error_code ignored;
-  fs::remove(path_ / ".lock", ignored);
-  ::close(lock_fd_);
+  lock_.remove_and_release();
 }
 
 void RunDir::write_config(const std::string& resolved_yaml) const {
@@ -245,9 +214,7 @@ std::vector<std::string> config_differences(const std::string& before_yaml, cons
 CommandOutput::CommandOutput(fs::path folder, std::string command, std::vector<std::string> outputs)
     : folder_(std::move(folder)), command_(std::move(command)), outputs_(std::move(outputs)) {}
 
-CommandOutput::~CommandOutput() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-}
+CommandOutput::~CommandOutput() = default;
 
 namespace {
 
@@ -328,15 +295,9 @@ void CommandOutput::claim(const std::vector<std::string>& written) {
   std::error_code ec;
   fs::create_directories(folder_, ec);
   OML_CHECK(!ec, RuntimeError, "cannot create ", folder_.string(), ": ", ec.message());
-  // The lock file stays: removing it would let a third run lock a new file while a second holds
-  // the removed one.
-  const fs::path lock = folder_ / ("." + command_ + ".lock");
-  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-  OML_CHECK(lock_fd_ >= 0, UsageError, "cannot open ", lock.string(), ": ", std::strerror(errno),
-            errno == ELOOP ? " (a link, which " + command_ + " never makes: remove it)" : std::string());
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    ::close(lock_fd_);
-    lock_fd_ = -1;
+  // The lock file stays, as the marker does: the command's next run locks it again.
+  lock_ = io::LockFile::try_lock(folder_ / ("." + command_ + ".lock"), command_);
+  if (!lock_.held()) {
     throw UsageError("another " + command_ + " is writing its outputs into " + folder_.string() +
                      " now; two never write one folder at once: wait for it, or choose another folder");
   }
@@ -364,7 +325,7 @@ void CommandOutput::claim(const std::vector<std::string>& written) {
 }
 
 void CommandOutput::finish() {
-  OML_ASSERT(lock_fd_ >= 0, "CommandOutput::finish without claim");
+  OML_ASSERT(lock_.held(), "CommandOutput::finish without claim");
   std::map<std::string, std::string> outputs = recorded().value_or(std::map<std::string, std::string>{});
   for (auto it = outputs.begin(); it != outputs.end();) {
     const std::string& name = it->first;
@@ -391,8 +352,7 @@ void CommandOutput::finish() {
     it = outputs.erase(it);
   }
   write_marker(outputs);
-  ::close(lock_fd_);
-  lock_fd_ = -1;
+  lock_ = io::LockFile();
 }
 
 CommandOutput validation_output(const std::string& logs_root, const std::string& run_name,

@@ -8,9 +8,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "oml/io/lock_file.h"
+
+namespace oml::io {
+class InterruptHook;
+}
 
 namespace oml::pipelines {
 
@@ -77,7 +84,7 @@ class CommandOutput {
   std::string command_;
   std::vector<std::string> outputs_;
   std::vector<std::string> written_;
-  int lock_fd_ = -1;
+  io::LockFile lock_;
 };
 
 /// Where oml-validate writes metrics.json and images/: logs_root/run_name, the name defaulting to
@@ -96,7 +103,8 @@ CommandOutput prediction_output(const std::string& save_dir);
 /// - `reopen` continues an existing run directory (a resumed run);
 /// - both take an exclusive lock (<run>/.lock, flock) held while the object lives: a second
 ///   process opening the same run directory gets a UsageError naming the holder. The lock is
-///   the kernel's, so a killed process never leaves a stale one.
+///   the kernel's, so a killed process never leaves a stale one; the file is removed when the
+///   object ends and when an interrupt (SIGINT, SIGTERM) ends the process.
 class RunDir {
  public:
   static RunDir create(const std::filesystem::path& logs_root, const std::string& run_name);
@@ -124,9 +132,12 @@ class RunDir {
  private:
   explicit RunDir(std::filesystem::path path);
   void lock();
+  void release();
 
   std::filesystem::path path_;
-  int lock_fd_ = -1;
+  io::LockFile lock_;
+  /// Removes the lock file when an interrupt ends the process (no destructor runs then).
+  std::unique_ptr<io::InterruptHook> remove_lock_on_interrupt_;
 };
 
 /// Appends one JSON object per line and flushes after each, so a killed run keeps every line

@@ -3,12 +3,16 @@
 
 #include <optional>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "io/zip_checksums.h"  // white box: the zip directory's checks
 #include "oml/common/error.h"
 #include "oml/common/numbers.h"
 #include "oml/common/sha256.h"
 #include "oml/io/atomic_file.h"
 #include "oml/io/checkpoint.h"
+#include "oml/io/lock_file.h"
 #include "oml/io/pending_files.h"
 #include "oml/io/state_dict.h"
 #include "oml/io/torch_file.h"
@@ -364,6 +368,46 @@ TEST_CASE("Pending files are removed by the interrupt cleanup until they are fin
   oml::io::write_file_atomic(dir / "out.txt", "text");
   CHECK(oml::io::remove_pending_files() == 0);
   CHECK(oml::test::read_file(dir / "out.txt") == "text");
+}
+
+TEST_CASE("A lock file is held by one holder at a time and never taken through a link", "[io][lock]") {
+  namespace fs = std::filesystem;
+  using oml::io::LockFile;
+  oml::test::TempDir dir;
+  const fs::path file = dir / ".lock";
+  LockFile first = LockFile::try_lock(file, "oml-test");
+  REQUIRE(first.held());
+  first.write_pid();
+  {  // flock holds per open file: a second open, even in this process, is refused
+    const LockFile second = LockFile::try_lock(file, "oml-test");
+    CHECK_FALSE(second.held());
+    CHECK(second.holder() == std::to_string(::getpid()));
+  }
+  LockFile moved = std::move(first);
+  CHECK(moved.held());
+  CHECK_FALSE(LockFile::try_lock(file, "oml-test").held());
+  moved = LockFile();  // released; the file stays
+  CHECK(fs::exists(file));
+  LockFile again = LockFile::try_lock(file, "oml-test");
+  CHECK(again.held());
+  again.remove_and_release();
+  CHECK_FALSE(again.held());
+  CHECK_FALSE(fs::exists(file));
+
+  oml::test::write_file(dir / "passwd", "root:x:0:0\n");
+  fs::create_symlink(dir / "passwd", file);
+  CHECK_THROWS_MATCHES(
+      LockFile::try_lock(file, "oml-test"), oml::UsageError,
+      Catch::Matchers::Message("'" + file.string() +
+                               "' is a symbolic link, which oml-test never makes; remove it"));
+  CHECK(oml::test::read_file(dir / "passwd") == "root:x:0:0\n");
+  fs::remove(file);
+  fs::create_directory(file);
+  CHECK_THROWS_WITH(LockFile::try_lock(file, "oml-test"), Contains("is a folder"));
+  fs::remove(file);
+  REQUIRE(::mkfifo(file.c_str(), 0644) == 0);  // must not block the open
+  CHECK_THROWS_WITH(LockFile::try_lock(file, "oml-test"),
+                    Contains("is not a file, which oml-test never makes"));
 }
 
 TEST_CASE("sha256 gives sha256sum's digests", "[io][sha256]") {

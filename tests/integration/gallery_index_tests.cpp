@@ -193,6 +193,18 @@ TEST_CASE("Bad oml-index and oml-search input exits with 2 and leaves the index 
     CHECK_FALSE(fs::exists(left / "v000001.tmp-999999-0"));
     CHECK(read_file(left / "CURRENT") == "v000001\n");
   }
+  {  // a .lock that is a link is refused, and what it points to is untouched
+    const fs::path linked = dir / "linked";
+    fs::copy(index, linked, fs::copy_options::recursive);
+    write_file(dir / "passwd", "root:x:0:0\n");
+    fs::remove(linked / ".lock");
+    fs::create_symlink(dir / "passwd", linked / ".lock");
+    const auto r = run_oml("oml-index", "remove --index " + quote(linked.string()) + " --ids 0");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains(".lock' is a symbolic link, which oml-index never makes; remove it"));
+    CHECK(read_file(dir / "passwd") == "root:x:0:0\n");
+    CHECK(read_file(linked / "CURRENT") == before);
+  }
   {  // a user's folder is refused with all it holds, another program's temporaries of dead
      // processes included (oml-convert leaves the only copy of a dataset in `<dst>.tmp-PID-N`)
     const fs::path mine = dir / "mine";

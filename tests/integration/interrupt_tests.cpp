@@ -87,6 +87,7 @@ TEST_CASE("Ctrl-C during training exits 130 and leaves whole checkpoints and no 
   CHECK_THAT(r.out, EndsWith("status=130\n"));
   CHECK_THAT(r.err, Contains("oml-train: interrupted by signal 2 (SIGINT); removed"));
   CHECK(temporaries_below(run_dir).empty());
+  CHECK_FALSE(fs::exists(run_dir / ".lock"));  // removed at the end of the run, as by a normal one
   // What the run had finished is whole (every record's CRC is checked on load).
   for (const auto& entry : fs::directory_iterator(run_dir / "checkpoints")) {
     INFO(entry.path());
@@ -118,6 +119,7 @@ TEST_CASE("SIGTERM mid-epoch finishes the step, writes last.ckpt there, and a re
                       "under way, then writing last.ckpt") &&
                  Contains("oml-train: interrupted by signal 15 (SIGTERM); removed 0 unfinished files"));
   CHECK(temporaries_below(run_dir).empty());
+  CHECK_FALSE(fs::exists(run_dir / ".lock"));
   const auto steps = oml::test::read_file(log);
   const auto trained = std::count(steps.begin(), steps.end(), '\n');
   REQUIRE(trained < 200);  // the signal landed mid-run
