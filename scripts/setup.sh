@@ -35,6 +35,7 @@ packages=(
   libyaml-cpp-dev libboost-program-options-dev
   catch2 libopencv-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   zlib1g-dev  # oml-convert reads the gzip'd Fashion-MNIST IDX files
+  libjpeg-dev  # libjpeg (libjpeg-turbo), which OpenCV decodes with: JPEGs are decoded through it directly
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (core/src/report/tensorboard_event.proto)
   libcurl4-openssl-dev  # the mlflow logger's REST client (core/src/report/mlflow_rest_store.cpp)
   libssl-dev  # libcrypto: SHA-256 (model files, oml-serve's bearer tokens) and base64 (oml-serve's images)

@@ -7,7 +7,13 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <vector>
 
+// clang-format off
+#include <jpeglib.h>  // after <cstdio>: it needs FILE
+// clang-format on
+
+#include "data/jpeg_decode.h"  // white box: the scan limit
 #include "oml/common/error.h"
 #include "oml/config/document.h"
 #include "oml/config/reader.h"
@@ -90,6 +96,90 @@ std::string stderr_of(const std::function<void()>& work) {
   return oml::test::read_file(path);
 }
 }  // namespace
+
+namespace {
+
+// A 16x16 grayscale progressive JPEG written by libjpeg with every coefficient refined bit by
+// bit: one DC band and 63 AC bands, each first sent at point transform `first_al` and then
+// refined once per bit (1 + first_al scans a band). Valid, and 64 * (1 + first_al) scans long.
+std::string progressive_jpeg(int first_al) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr errors{};
+  c.err = jpeg_std_error(&errors);
+  jpeg_create_compress(&c);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buffer, &size);
+  c.image_width = 16;
+  c.image_height = 16;
+  c.input_components = 1;
+  c.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&c);
+  std::vector<jpeg_scan_info> scans;
+  for (int band = 0; band < 64; ++band) {
+    for (int al = first_al; al >= 0; --al) {
+      jpeg_scan_info scan{};
+      scan.comps_in_scan = 1;
+      scan.component_index[0] = 0;
+      scan.Ss = band;
+      scan.Se = band;
+      scan.Ah = al == first_al ? 0 : al + 1;
+      scan.Al = al;
+      scans.push_back(scan);
+    }
+  }
+  c.scan_info = scans.data();
+  c.num_scans = static_cast<int>(scans.size());
+  jpeg_start_compress(&c, TRUE);
+  std::vector<JSAMPLE> row(16);
+  while (c.next_scanline < c.image_height) {
+    for (int x = 0; x < 16; ++x) row[x] = static_cast<JSAMPLE>(x * 16 + c.next_scanline);
+    JSAMPROW rows[1] = {row.data()};
+    jpeg_write_scanlines(&c, rows, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string out(reinterpret_cast<const char*>(buffer), size);
+  std::free(buffer);
+  return out;
+}
+
+// `jpeg` with its frame header's height (SOF0, FF C0: length, precision, then height) replaced.
+std::string with_sof_height(std::string jpeg, int height) {
+  const std::size_t sof = jpeg.find("\xFF\xC0");
+  REQUIRE(sof != std::string::npos);
+  jpeg[sof + 5] = static_cast<char>(height >> 8);
+  jpeg[sof + 6] = static_cast<char>(height & 0xFF);
+  return jpeg;
+}
+
+}  // namespace
+
+TEST_CASE("A JPEG whose data libjpeg finds damaged is a DataError, never grey pixels",
+          "[data][image][jpeg]") {
+  const std::string jpeg = oml::data::encode_image(pattern(64, 64), "x.jpg");
+  // The header promises twice the rows its scan holds: libjpeg would fill the rest with grey
+  // (OpenCV's imdecode and PIL both return such an image) and only print a warning.
+  const std::string printed = stderr_of([&] {
+    CHECK_THROWS_WITH(
+        oml::data::decode_image(with_sof_height(jpeg, 128), "/d/tall.jpg"),
+        Contains("image /d/tall.jpg is a corrupt JPEG: Corrupt JPEG data: premature end of data "
+                 "segment"));
+  });
+  CHECK(printed.empty());  // libjpeg's warning is the message, not a line of its own on stderr
+  // Bytes between the data and the end marker are a harmless warning (cameras write them).
+  std::string padded = jpeg;
+  padded.insert(padded.size() - 2, std::string(5, '\0'));
+  CHECK(
+      torch::equal(oml::data::decode_image(padded, "/d/padded.jpg"), oml::data::decode_image(jpeg, "x.jpg")));
+  // Progressive files decode; one of hundreds of whole-image scans is refused before it costs minutes.
+  const auto few = oml::data::decode_image(progressive_jpeg(1), "/d/few.jpg");
+  CHECK(few.sizes() == torch::IntArrayRef({16, 16, 3}));
+  const std::string many = progressive_jpeg(10);
+  REQUIRE(64 * 11 > oml::data::detail::kMaxJpegScans);
+  CHECK_THROWS_WITH(oml::data::decode_image(many, "/d/many.jpg"),
+                    Contains("/d/many.jpg is a corrupt JPEG: it has more than 500 scans"));
+}
 
 TEST_CASE("Corrupt, empty and truncated images are DataErrors naming the file", "[data][image]") {
   const std::string jpeg = oml::data::encode_image(pattern(64, 64), "x.jpg");

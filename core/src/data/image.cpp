@@ -13,6 +13,7 @@
 
 #include "../common/raw_io.h"
 #include "header_words.h"
+#include "jpeg_decode.h"
 #include "oml/common/error.h"
 #include "oml/common/strings.h"
 
@@ -221,6 +222,8 @@ at::Tensor decode_image(const std::string& bytes, const std::string& path, const
   cv::Mat decoded;
   if (is_pfm(bytes)) {
     decoded = decode_pfm(bytes, header, path);
+  } else if (is_jpeg(bytes)) {
+    decoded = detail::decode_jpeg(bytes, path);
   } else {
     const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
     try {

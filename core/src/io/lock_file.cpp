@@ -27,7 +27,8 @@ LockFile LockFile::try_lock(const fs::path& file, const std::string& maker) {
                        " never makes; remove it");
     }
     if (fd < 0 && errno == EISDIR) {
-      throw UsageError("'" + file.string() + "' is a folder, where " + maker + " keeps a lock file; remove it");
+      throw UsageError("'" + file.string() + "' is a folder, where " + maker +
+                       " keeps a lock file; remove it");
     }
     if (fd < 0) throw RuntimeError("cannot open '" + file.string() + "': " + std::strerror(errno));
     struct stat held {};
@@ -47,7 +48,8 @@ LockFile LockFile::try_lock(const fs::path& file, const std::string& maker) {
       return lock;
     }
     struct stat at_path {};
-    if (::stat(file.c_str(), &at_path) == 0 && at_path.st_ino == held.st_ino && at_path.st_dev == held.st_dev) {
+    if (::stat(file.c_str(), &at_path) == 0 && at_path.st_ino == held.st_ino &&
+        at_path.st_dev == held.st_dev) {
       lock.fd_ = fd;
       return lock;
     }
