@@ -56,6 +56,12 @@ fs::path resumed_run_directory(const fs::path& checkpoint) {
                      "its newer checkpoints and logs" +
                      new_run_hint);
   }
+  if (!fs::exists(file)) {
+    throw UsageError("--resume " + checkpoint.string() + ": the run " + run.string() +
+                     " has no last.ckpt: it stopped before its first checkpoint, so there is nothing "
+                     "to continue; start it again under another run_name, or remove " +
+                     run.string() + " (its files are the run's) to use its name again");
+  }
   return run;
 }
 
@@ -78,11 +84,19 @@ RunDir RunDir::create(const fs::path& logs_root, const std::string& run_name) {
                         "' is a link to nothing; choose another run_name");
     if (ec)
       throw RuntimeError("cannot create the run directory '" + dir.path_.string() + "': " + ec.message());
+    const fs::path last = dir.checkpoints() / "last.ckpt";
+    if (!fs::exists(last, ec) && fs::is_regular_file(dir.path_ / "config.yaml", ec)) {
+      throw ConfigError("the run directory '" + dir.path_.string() +
+                        "' already exists, from a run that stopped before its first checkpoint (it has "
+                        "no checkpoints/last.ckpt to continue); oml-train never removes a run's files: "
+                        "remove that folder to use its name again, choose another run_name, or leave "
+                        "run_name out for a new timestamped one");
+    }
     throw ConfigError("the run directory '" + dir.path_.string() +
                       "' already exists (another run's files: its checkpoints and logs are never "
                       "overwritten); choose another run_name, leave run_name out for a new "
                       "timestamped one, or continue that run with --resume " +
-                      (dir.checkpoints() / "last.ckpt").string());
+                      last.string());
   }
   dir.lock();
   fs::create_directory(dir.checkpoints(), ec);

@@ -100,8 +100,15 @@ void CheckpointWriter::write_job(Job& job) {
     throw RuntimeError("writing checkpoint '" + first.string() + "' failed: " + e.what());
   }
   on_written_(first);
+  const auto remove_dropped = [&] {
+    for (const std::string& name : job.remove) {
+      std::error_code ec;  // one already gone (removed by hand) is no failure
+      fs::remove(folder_ / name, ec);
+    }
+  };
   for (std::size_t i = 1; i < job.files.size(); ++i) {
     const fs::path path = folder_ / job.files[i];
+    if (i + 1 == job.files.size()) remove_dropped();  // before the commit point, as the snapshot says
     try {
       place_same_bytes(first, path, bytes);
     } catch (const std::exception& e) {
@@ -109,10 +116,7 @@ void CheckpointWriter::write_job(Job& job) {
     }
     on_written_(path);
   }
-  for (const std::string& name : job.remove) {
-    std::error_code ec;  // one already gone (removed by hand) is no failure
-    fs::remove(folder_ / name, ec);
-  }
+  if (job.files.size() == 1) remove_dropped();
 }
 
 void CheckpointWriter::wait_idle(std::unique_lock<std::mutex>& lock) {

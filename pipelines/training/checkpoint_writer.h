@@ -3,16 +3,20 @@
 // checkpoint is serialised, written, fsynced and renamed into place (docs/training.md#checkpoints).
 //
 //   CheckpointWriter writer(paths.checkpoints, on_written);
-//   writer.write([&] { return CheckpointWriter::Job{snapshot(), {"last.ckpt", "best.ckpt"}, {}}; });
+//   writer.write([&] { return CheckpointWriter::Job{snapshot(), {"best.ckpt", "last.ckpt"}, {}}; });
 //   ... training goes on; writer.check() after each step throws a failed write's error ...
 //   writer.wait();  // at the end: every write is in place (or its error is thrown)
 //
 // One write at a time: write() waits for the one in flight before it takes the next snapshot, so
 // at most one snapshot is held besides the model. A job writes its first file atomically
 // (io::write_file_atomic: temporary, fsync, rename), then puts the same bytes under its other
-// names (a hard link renamed into place; a copy where the file system has none), then removes
-// the files it names. A crash or a kill leaves every checkpoint whole, the previous one or the
-// new one; an interrupt's cleanup removes the temporary of the write in flight.
+// names in order (a hard link renamed into place; a copy where the file system has none). Its
+// last file is the commit point, placed after the others and after the files the job removes:
+// the Trainer names last.ckpt last, so that a run killed mid-job resumes from the previous
+// last.ckpt and writes the job again, never from a last.ckpt whose best.ckpt or kept top-k
+// files are still the earlier ones. A crash or a kill leaves every checkpoint whole, the
+// previous one or the new one; an interrupt's cleanup removes the temporary of the write in
+// flight.
 //
 // A job that fails (a full disk) fails the writer: check(), wait() and the next write() throw
 // RuntimeError naming the file, and no further job runs. The destructor waits for the job in
@@ -37,9 +41,12 @@ class CheckpointWriter {
  public:
   struct Job {
     io::Checkpoint checkpoint;  ///< the state, in host memory the training does not touch
-    /// File names in the folder: the first is written, the others get the same bytes.
+    /// File names in the folder: the first is written, the others get the same bytes, in order;
+    /// the last is the commit point.
     std::vector<std::string> files;
-    std::vector<std::string> remove;  ///< file names removed once `files` are in place
+    /// File names removed after the first file is written, before the last is placed (after it
+    /// when the job has one file).
+    std::vector<std::string> remove;
   };
 
   /// Writes into `folder` (created by the first job). `on_written(path)` is called on the

@@ -40,8 +40,9 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
   const auto sampler = build_train_sampler(cfg, dataframe);
 
   // ---- model, then the datasets of what it reads (images or texts) --------------------------
-  auto extractor = build_extractor(cfg);
-  place_model(*extractor, cfg, ctx);
+  // Top-level `weights:` (a checkpoint to start a new run from) is loaded over the extractor's
+  // own, as oml-validate and oml-predict load it.
+  auto extractor = build_extractor_with_weights(cfg, ctx);
   const RunInputs inputs =
       run_inputs(cfg, *extractor, dataframe, {"transforms_train", "transforms_val", "log_images"});
   const std::shared_ptr<data::Dataset> train_dataset =

@@ -1026,7 +1026,8 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
     scheduler_->step(epoch_training_loss());
   }
   // The checkpoints due, from one snapshot after everything this epoch's end changes (the
-  // schedulers, early stopping): last.ckpt first, the kept best ones the same bytes.
+  // schedulers, early stopping): the kept best ones, then last.ckpt the same bytes, last (the
+  // writer's commit point: a resume never starts past a best.ckpt not yet written).
   const CheckpointSchedule::EpochEnd due = schedule_.at_epoch_end(epoch, validated.has_value());
   std::vector<std::string> files, removed;
   if (validated && due.compare_top_k) {
@@ -1041,7 +1042,7 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
   }
   if ((due.write_last || last_due_at_epoch_end_) && config_.controls.checkpointing.save_last &&
       last_written_ != next)
-    files.insert(files.begin(), kLastCheckpoint);
+    files.push_back(kLastCheckpoint);
   last_due_at_epoch_end_ = false;
   write_checkpoints(next, std::move(files), std::move(removed));
   // Logs, logger, grids and report after the checkpoints: a failure there never costs them.

@@ -203,14 +203,17 @@ TEST_CASE("The checkpoint writer writes in the background, links the other names
     CheckpointWriter writer(dir / "checkpoints", [&](const fs::path& path) {
       const std::lock_guard<std::mutex> lock(mutex);
       written.push_back(path.filename().string());
+      // The last file is the commit point: the others, and the removals, are done before it.
+      if (path.filename() == "last.ckpt")
+        written.back() += fs::exists(dir / "checkpoints" / "old.ckpt") ? "+old" : "";
     });
-    writer.write([] { return CheckpointWriter::Job{small_checkpoint(1), {"last.ckpt", "old.ckpt"}, {}}; });
+    writer.write([] { return CheckpointWriter::Job{small_checkpoint(1), {"old.ckpt", "last.ckpt"}, {}}; });
     writer.write([] {
-      return CheckpointWriter::Job{small_checkpoint(2), {"last.ckpt", "best.ckpt"}, {"old.ckpt"}};
+      return CheckpointWriter::Job{small_checkpoint(2), {"best.ckpt", "last.ckpt"}, {"old.ckpt"}};
     });
     writer.wait();
   }
-  CHECK(written == std::vector<std::string>{"last.ckpt", "old.ckpt", "last.ckpt", "best.ckpt"});
+  CHECK(written == std::vector<std::string>{"old.ckpt", "last.ckpt+old", "best.ckpt", "last.ckpt"});
   CHECK(oml::io::load_checkpoint(dir / "checkpoints" / "last.ckpt").step == 2);
   CHECK(oml::io::load_checkpoint(dir / "checkpoints" / "best.ckpt").step == 2);
   CHECK(fs::equivalent(dir / "checkpoints" / "last.ckpt", dir / "checkpoints" / "best.ckpt"));  // one file

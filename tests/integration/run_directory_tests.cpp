@@ -53,6 +53,37 @@ TEST_CASE("A run directory belongs to one run, and --resume continues only a run
     CHECK_THAT(again.err, Contains(run.string()) && Contains("already exists") && Contains("--resume"));
     untouched();
   }
+  SECTION("a new run starts from a run's checkpoint given as the top-level weights:") {
+    write_file(dir / "next.yaml", train_config(dir / "next"));
+    const auto missing = train(dir / "next.yaml",
+                               "--set max_epochs=1 --set weights=" + quote((dir / "no_such.ckpt").string()));
+    CHECK(missing.exit_code == 2);
+    CHECK_THAT(missing.err, Contains("weights") && Contains("no_such.ckpt' does not exist"));
+    const auto started = train(dir / "next.yaml", "--set max_epochs=1 --set weights=" +
+                                                      quote((run / "checkpoints" / "last.ckpt").string()));
+    INFO(started.err);
+    REQUIRE(started.exit_code == 0);
+    CHECK_THAT(started.out + started.err,
+               Contains("loaded extractor weights from " + (run / "checkpoints" / "last.ckpt").string()));
+    // It starts where the first run ended: its first loss is not the first run's first loss.
+    const auto first_line = [](const std::string& jsonl) {
+      return nlohmann::json::parse(jsonl.substr(0, jsonl.find('\n'))).at("loss").get<double>();
+    };
+    CHECK(first_line(read_file(dir / "next" / "run" / "train.jsonl")) != first_line(log));
+    untouched();
+  }
+  SECTION("a run that stopped before its first checkpoint is named as such, not offered to --resume") {
+    fs::remove_all(run / "checkpoints");
+    fs::create_directory(run / "checkpoints");
+    const auto again = train(dir / "train.yaml");
+    CHECK(again.exit_code == 2);
+    CHECK_THAT(again.err, Contains("stopped before its first checkpoint") && !Contains("--resume"));
+    const auto resumed =
+        train(dir / "train.yaml", "--resume " + quote((run / "checkpoints" / "last.ckpt").string()));
+    CHECK(resumed.exit_code == 2);
+    CHECK_THAT(resumed.err, Contains("has no last.ckpt: it stopped before its first checkpoint"));
+    CHECK(read_file(run / "train.jsonl") == log);
+  }
   SECTION("a checkpoint outside a run directory is not resumed into its folders") {
     // The user's own project folder: proj/ckpts/model.ckpt beside proj/config.yaml.
     fs::create_directories(dir / "proj" / "ckpts");
