@@ -1,6 +1,8 @@
 // Registry layer: the Registry template, the process registries, plugin loading.
 #include <regex>
 
+#include <sys/stat.h>
+
 #include "oml/config/args_reader.h"
 #include "oml/config/document.h"
 #include "oml/config/error_list.h"
@@ -269,6 +271,29 @@ TEST_CASE("Plugin loading reports which step failed", "[registry][plugins]") {
     CHECK_THROWS_WITH(oml::load_plugin((dir / "libfake.so").string()),
                       Contains("cannot open plugin library"));
   }
+  SECTION("not a library file: a folder, a FIFO (dlopen would wait on it for good)") {
+    oml::test::TempDir dir;
+    std::filesystem::create_directory(dir / "libdir.so");
+    CHECK_THROWS_WITH(oml::load_plugin((dir / "libdir.so").string()),
+                      Contains("libdir.so': it is a folder, not a shared library file"));
+    REQUIRE(::mkfifo((dir / "libfifo.so").c_str(), 0644) == 0);
+    CHECK_THROWS_WITH(oml::load_plugin((dir / "libfifo.so").string()),
+                      Contains("libfifo.so': it is a FIFO, not a shared library file"));
+  }
+  SECTION("a truncated copy (the loader would die of SIGBUS mapping past its end)") {
+    oml::test::TempDir dir;
+    const std::string whole = oml::test::read_file(oml::test::fixture_path("libgood_plugin.so"));
+    for (const std::size_t size :
+         {std::size_t{40}, std::size_t{1000}, std::size_t{3000}, whole.size() / 2, whole.size() - 1}) {
+      INFO(size);
+      const auto cut = dir / ("libcut" + std::to_string(size) + ".so");
+      oml::test::write_file(cut, whole.substr(0, size));
+      CHECK_THROWS_WITH(oml::load_plugin(cut.string()),
+                        Contains("cannot open plugin library '" + cut.string() + "'") &&
+                            (Contains("the file is truncated: " + std::to_string(size) + " bytes") ||
+                             Contains("without an ELF header")));
+    }
+  }
   SECTION("no entry point") {
     CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libno_entry_plugin.so")),
                       Contains("not an oml-cpp plugin") && Contains("oml_plugin_info"));
@@ -289,6 +314,11 @@ TEST_CASE("Plugin loading reports which step failed", "[registry][plugins]") {
   SECTION("register function throws") {
     CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libthrowing_plugin.so")),
                       Contains("throwing_fixture") && Contains("cannot find my model files"));
+  }
+  SECTION("register function throws what is not a std::exception") {
+    CHECK_THROWS_WITH(oml::load_plugin(oml::test::fixture_path("libthrowing_int_plugin.so")),
+                      Contains("throwing_fixture") && Contains("libthrowing_int_plugin.so") &&
+                          Contains("not a std::exception"));
   }
   SECTION("name clash") {
     oml::load_plugin(oml::test::fixture_path("libgood_plugin.so"));

@@ -1,9 +1,17 @@
 #include "oml/registry/plugin.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
 
 namespace oml {
 
@@ -18,6 +26,56 @@ struct OriginGuard {
   explicit OriginGuard(std::string origin) { set_registration_origin(std::move(origin)); }
   ~OriginGuard() { set_registration_origin("built-in"); }
 };
+
+// What dlopen must not be given: the dynamic loader maps a library's segments without checking
+// them against the file's size, so a truncated copy (a half-finished download) dies of SIGBUS on
+// the first page past the end, and a FIFO blocks the open for good. Returns "" for a regular file
+// whose ELF headers fit in it; anything else ELF-wise (another class or machine) is dlopen's to
+// name.
+std::string library_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::string("it cannot be read: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) {
+    return std::string("it is ") +
+           (S_ISDIR(st.st_mode)    ? "a folder"
+            : S_ISFIFO(st.st_mode) ? "a FIFO"
+            : S_ISSOCK(st.st_mode) ? "a socket"
+                                   : "a device") +
+           ", not a shared library file";
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  Elf64_Ehdr header{};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(&header), sizeof(header)) ||
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0) {
+    return "it is not an ELF shared library (" + std::to_string(size) + " bytes without an ELF header)";
+  }
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_phentsize != sizeof(Elf64_Phdr)) return "";
+  const auto truncated = [&](uint64_t needed) {
+    return "the file is truncated: " + std::to_string(size) + " bytes, but its ELF headers describe " +
+           std::to_string(needed) + " (an unfinished copy or download?)";
+  };
+  // Sums of values below 2^32 each (counts and sizes are 16-bit), or checked one at a time: none wraps.
+  const uint64_t table_end = header.e_phoff + uint64_t{header.e_phnum} * sizeof(Elf64_Phdr);
+  if (header.e_phoff > size || table_end > size) return truncated(std::max(header.e_phoff, table_end));
+  if (header.e_shoff != 0) {
+    const uint64_t sections_end = header.e_shoff + uint64_t{header.e_shnum} * header.e_shentsize;
+    if (header.e_shoff > size || sections_end > size)
+      return truncated(std::max(header.e_shoff, sections_end));
+  }
+  for (uint16_t i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment{};
+    in.seekg(static_cast<std::streamoff>(header.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr)));
+    if (!in.read(reinterpret_cast<char*>(&segment), sizeof(segment))) return truncated(table_end);
+    if (segment.p_type != PT_LOAD) continue;
+    if (segment.p_offset > size || segment.p_filesz > size - segment.p_offset) {
+      return truncated(segment.p_offset +
+                       std::min<uint64_t>(segment.p_filesz, UINT64_MAX - segment.p_offset));
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 const LoadedPlugin& load_plugin(const std::string& path) {
@@ -31,6 +89,9 @@ const LoadedPlugin& load_plugin(const std::string& path) {
     if (plugin.path == canonical) return plugin;
   }
 
+  if (const std::string problem = library_problem(canonical); !problem.empty()) {
+    throw PluginError("cannot open plugin library '" + path + "': " + problem);
+  }
   // RTLD_NOW: unresolved symbols are reported here, not at the first call into the plugin.
   // The handle is deliberately never closed (registered components point into the library).
   void* handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -79,6 +140,10 @@ const LoadedPlugin& load_plugin(const std::string& path) {
     } catch (const std::exception& e) {
       throw PluginError("plugin '" + name + "' (" + path +
                         ") failed to register its components: " + e.what());
+    } catch (...) {
+      throw PluginError("plugin '" + name + "' (" + path +
+                        ") failed to register its components: it threw something that is not a "
+                        "std::exception");
     }
   }
   plugin_list().push_back(LoadedPlugin{canonical, name, version});
