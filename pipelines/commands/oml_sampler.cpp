@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
         oml::samplers::build_sampler(oml::pipelines::parsed_components(config).sampler, context);
     oml::ddp::write_sampler_report(std::cout, sampler, inv.vars["world-size"].as<int>(),
                                    inv.vars["epochs"].as<int>(), oml::pipelines::ddp_sampler_options(config),
-                                   config.seed);
+                                   config.seed, static_cast<int64_t>(context.labels.size()));
     return 0;
   };
   return oml::cli::run_command(argc, argv, spec);

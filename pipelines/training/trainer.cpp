@@ -469,6 +469,7 @@ int64_t Trainer::limited_epoch_batches() const {
 std::unique_ptr<data::Loader> Trainer::epoch_loader(std::shared_ptr<const data::Dataset> inputs,
                                                     const ddp::EpochPosition& from) const {
   std::vector<data::Batch> batches = share_->batches_from(from);
+  data::check_batches(*parts_.sampler, batches, from.epoch, inputs->size());
   // limit_train_batches counts from the epoch's start, resumed or not (the same on every rank).
   const int64_t done_before = from.consumed / share_->items_per_step();
   const int64_t left = std::max<int64_t>(0, limited_epoch_batches() - done_before);

@@ -1,11 +1,14 @@
 // The DDP plugin's sampler wrapper (docs/contracts.md#ddp-sampler-wrapper) and the oml-sampler report
 // (docs/contracts.md#sampler-report).
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "oml/config/document.h"
 #include "oml/config/run_config.h"
 #include "oml/ddp/ddp_sampler_wrapper.h"
+#include "oml/ddp/epoch_position.h"
 #include "oml/ddp/sampler_report.h"
 #include "oml/samplers/balance_sampler.h"
 #include "oml/samplers/index_samplers.h"
@@ -203,6 +206,73 @@ TEST_CASE("A world without padding that leaves a rank no batch is a config error
                     Contains("sampler 'balance' yields 3 batches per epoch") && Contains("4 ranks") &&
                         Contains("pad_to_world_size: true"));
   CHECK_THROWS_AS(DDPSamplerWrapper(sampler, {false, true}, 4, 4, 0), oml::UsageError);
+}
+
+namespace {
+
+// A sampler that breaks the contract as its `fault` says, for the checks that enforce it.
+class FaultySampler : public oml::data::IndexSampler {
+ public:
+  FaultySampler(std::string fault, int64_t size) : fault_(std::move(fault)), size_(size) {}
+  std::string name() const override { return "faulty"; }
+  int64_t size() const override { return size_; }
+  int64_t batch_size() const override { return 2; }
+  bool drop_last() const override { return false; }
+  std::vector<int64_t> indices(int64_t) const override {
+    if (fault_ == "throws") throw std::runtime_error("epoch boom");
+    if (fault_ == "throws int") throw 5;
+    if (fault_ == "overstates") return {0, 1, 2};  // size() says far more
+    std::vector<int64_t> out(static_cast<std::size_t>(size_));
+    for (int64_t i = 0; i < size_; ++i) out[static_cast<std::size_t>(i)] = i;
+    if (fault_ == "out of range") out.back() = 300;
+    if (fault_ == "negative") out.front() = INT64_MIN;
+    return out;
+  }
+
+ private:
+  std::string fault_;
+  int64_t size_;
+};
+
+}  // namespace
+
+TEST_CASE("A sampler breaking its contract is a plugin error naming it and the epoch", "[ddp][samplers]") {
+  const auto epoch = [](const std::string& fault, int64_t size = 6) {
+    const auto sampler = std::make_shared<FaultySampler>(fault, size);
+    const auto batches = DDPSamplerWrapper(sampler, {false, true}, 0, 1, 0).batches(3);
+    oml::data::check_batches(*sampler, batches, 3, 6);
+    return batches;
+  };
+  CHECK_NOTHROW(epoch("none"));
+  CHECK_THROWS_MATCHES(epoch("throws"), oml::PluginError,
+                       Catch::Matchers::Message("sampler 'faulty' failed to draw epoch 3: epoch boom"));
+  CHECK_THROWS_WITH(epoch("throws int"),
+                    Contains("sampler 'faulty' failed to draw epoch 3") && Contains("not a std::exception"));
+  // 2^40 promised, 3 drawn: refused before an order of 2^40 positions is allocated.
+  CHECK_THROWS_WITH(
+      epoch("overstates", int64_t{1} << 40),
+      Contains("sampler 'faulty' produced 3 indices for epoch 3, but its size() says 1099511627776"));
+  CHECK_THROWS_MATCHES(epoch("out of range"), oml::PluginError,
+                       Catch::Matchers::Message("sampler 'faulty' put row 300 in batch 2 of epoch 3, outside "
+                                                "the 6 rows it samples from [0, 6)"));
+  CHECK_THROWS_WITH(epoch("negative"), Contains("put row -9223372036854775808 in batch 0 of epoch 3"));
+  const auto sampler = std::make_shared<FaultySampler>("none", 6);
+  CHECK_THROWS_WITH(oml::data::check_batches(*sampler, {{0, 1}, {}}, 0, 6),
+                    Contains("sampler 'faulty' gave an empty batch (batch 1 of epoch 0)"));
+  // oml-sampler's report checks what it prints as training does.
+  std::ostringstream report;
+  CHECK_THROWS_AS(oml::ddp::write_sampler_report(report, std::make_shared<FaultySampler>("out of range", 6),
+                                                 1, 1, {false, true}, 0, 6),
+                  oml::PluginError);
+}
+
+TEST_CASE("Batch and share counts do not overflow near INT64_MAX", "[ddp][samplers]") {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  CHECK(oml::data::batch_count(300, kMax, false) == 1);
+  CHECK(oml::data::batch_count(300, kMax, true) == 0);
+  CHECK(oml::data::batch_count(kMax, 2, false) == kMax / 2 + 1);
+  CHECK(oml::ddp::items_per_rank(kMax, 2, true) == kMax / 2 + 1);
+  CHECK(oml::ddp::items_per_rank(kMax, 2, false) == kMax / 2);
 }
 
 TEST_CASE("The sampler report lists every rank's batches of every epoch", "[ddp]") {

@@ -362,6 +362,14 @@ TEST_CASE("Data a sampler cannot satisfy is a data error naming the label or the
           Contains("sampler '" + name + "' needs a 'category' column") && Contains("test.csv has none"));
     }
   }
+  SECTION("a batch too large to exist") {
+    const auto context = make_context({6, 2, 3, 0}, 29);  // 36 rows
+    CHECK_THROWS_WITH(
+        from_yaml("sampler: {name: random, args: {batch_size: 9223372036854775807}}\n", context),
+        Contains("has batch size 9223372036854775807; at most 2147483648 rows fit in a batch"));
+    CHECK_NOTHROW(
+        from_yaml("sampler: {name: random, args: {batch_size: 64}}\n", context));  // one batch of 36
+  }
   SECTION("no rows") {
     oml::data::SamplerContext empty;
     empty.source = "the train split of empty.csv";
@@ -379,6 +387,22 @@ TEST_CASE("An unknown sampler name lists the known samplers and the closest one"
                         Contains("did you mean 'balance'") && Contains("distinct_category_balance"));
 }
 
+namespace {
+// A plugin's sampler that checks nothing: its rows in batches of 20, a short last one dropped.
+class SteplessSampler : public oml::data::IndexSampler {
+ public:
+  explicit SteplessSampler(int64_t rows) : rows_(rows) {}
+  std::string name() const override { return "test_stepless_sampler"; }
+  int64_t size() const override { return rows_; }
+  int64_t batch_size() const override { return 20; }
+  bool drop_last() const override { return true; }
+  std::vector<int64_t> indices(int64_t) const override { return std::vector<int64_t>(rows_, 0); }
+
+ private:
+  int64_t rows_;
+};
+}  // namespace
+
 TEST_CASE("A plugin sampler that throws is reported as a plugin error naming its origin",
           "[samplers][plugins]") {
   oml::cli::register_builtins();
@@ -390,6 +414,13 @@ TEST_CASE("A plugin sampler that throws is reported as a plugin error naming its
           throw std::runtime_error("cannot read my weights table");
         },
         "throws a foreign exception", "plugin 'thrower' (/tmp/libthrower.so)");
+    // Five rows in batches of 20 with drop_last: an epoch of no step.
+    samplers.add(
+        "test_stepless_sampler", oml::no_args,
+        [](oml::NoOptions, const oml::data::SamplerContext& c) -> std::shared_ptr<oml::data::Sampler> {
+          return std::make_shared<SteplessSampler>(static_cast<int64_t>(c.labels.size()));
+        },
+        "gives no batch", "plugin 'thrower' (/tmp/libthrower.so)");
     samplers.add(
         "test_null_sampler", oml::no_args,
         [](oml::NoOptions, const oml::data::SamplerContext&) -> std::shared_ptr<oml::data::Sampler> {
@@ -404,6 +435,14 @@ TEST_CASE("A plugin sampler that throws is reported as a plugin error naming its
                              "failed while being built: cannot read my weights table"));
   CHECK_THROWS_WITH(from_yaml("sampler: {name: test_null_sampler}\n", context),
                     Contains("returned no sampler"));
+  auto five = make_context({6, 2, 3, 0}, 37);
+  five.labels.resize(5);
+  five.categories.clear();
+  CHECK_THROWS_WITH(
+      from_yaml("sampler: {name: test_stepless_sampler}\n", five),
+      Contains("sampler 'test_stepless_sampler' (plugin 'thrower' (/tmp/libthrower.so)) gives no "
+               "batch per epoch: 5 rows of") &&
+          Contains("in batches of 20 with drop_last"));
 }
 
 TEST_CASE("Samplers group labels that were not remapped to 0..L-1", "[samplers]") {

@@ -112,6 +112,19 @@ std::vector<data::Batch> DDPSamplerWrapper::batches_from(const EpochPosition& po
   const int64_t per_rank = (remaining + unit - 1) / unit * unit / world_;
 
   const int64_t n = sampler.size();
+  // The sampler's epoch first: one whose size() overstates it is refused before an order of
+  // size() items is allocated.
+  std::vector<data::Batch> all_batches;
+  std::vector<int64_t> all_indices;
+  if (is_index(sampler)) {
+    all_indices = data::epoch_indices(static_cast<const data::IndexSampler&>(sampler), position.epoch);
+  } else {
+    all_batches = data::epoch_batches(sampler, position.epoch);
+  }
+  const std::size_t drawn = is_index(sampler) ? all_indices.size() : all_batches.size();
+  OML_CHECK(static_cast<int64_t>(drawn) == n, PluginError, "sampler '", sampler.name(), "' produced ", drawn,
+            " ", item_word(sampler), " for epoch ", position.epoch, ", but its size() said ", n,
+            " a moment before");
   const std::vector<int64_t> order =
       global_order(n, position.world_size, options_, shuffle_seed(seed_, position.epoch));
   // Item i of the rest is position consumed + i of the order; past the rest, padding repeats the
@@ -121,18 +134,14 @@ std::vector<data::Batch> DDPSamplerWrapper::batches_from(const EpochPosition& po
     return order[i < remaining ? position.consumed + i : (i - remaining) % n];
   };
   if (!is_index(sampler)) {
-    const std::vector<data::Batch> all = data::epoch_batches(sampler, position.epoch);
     std::vector<data::Batch> mine;
     mine.reserve(per_rank);
-    for (int64_t j = 0; j < per_rank; ++j) mine.push_back(all[item(j)]);
+    for (int64_t j = 0; j < per_rank; ++j) mine.push_back(all_batches[item(j)]);
     return mine;
   }
-  const std::vector<int64_t> all = static_cast<const data::IndexSampler&>(sampler).indices(position.epoch);
-  OML_CHECK(static_cast<int64_t>(all.size()) == n, PluginError, "sampler '", sampler.name(), "' produced ",
-            all.size(), " indices for epoch ", position.epoch, ", but its size() says ", n);
   std::vector<int64_t> mine;
   mine.reserve(per_rank);
-  for (int64_t j = 0; j < per_rank; ++j) mine.push_back(all[item(j)]);
+  for (int64_t j = 0; j < per_rank; ++j) mine.push_back(all_indices[item(j)]);
   // With drop_last the share is whole batches (share_unit), so nothing is dropped here.
   return data::make_batches(mine, sampler.batch_size(), sampler.drop_last());
 }

@@ -7,7 +7,7 @@
 namespace oml::ddp {
 
 int64_t items_per_rank(int64_t n, int64_t world, bool pad_to_world_size) {
-  return pad_to_world_size ? (n + world - 1) / world : n / world;
+  return n / world + (pad_to_world_size && n % world != 0 ? 1 : 0);  // no n + world - 1: it may overflow
 }
 
 int64_t items_per_step(const data::Sampler& sampler, int64_t world) {

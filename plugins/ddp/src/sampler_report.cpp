@@ -9,7 +9,7 @@
 namespace oml::ddp {
 
 void write_sampler_report(std::ostream& out, std::shared_ptr<const data::Sampler> sampler, int64_t world,
-                          int64_t epochs, const DdpSamplerOptions& options, int64_t seed) {
+                          int64_t epochs, const DdpSamplerOptions& options, int64_t seed, int64_t rows) {
   // One wrapper per simulated rank is kept: 2e9 of them once ended in an allocation failure.
   OML_CHECK(world >= 1 && world <= kMaxReportedWorld, UsageError, "--world-size must be 1 to ",
             kMaxReportedWorld, ", got ", world);
@@ -24,7 +24,9 @@ void write_sampler_report(std::ostream& out, std::shared_ptr<const data::Sampler
     epoch["epoch"] = e;
     epoch["ranks"] = nlohmann::json::array();
     for (int64_t r = 0; r < world; ++r) {
-      epoch["ranks"].push_back({{"rank", r}, {"batches", ranks[r]->batches(e)}});
+      const std::vector<data::Batch> batches = ranks[r]->batches(e);
+      if (rows > 0) data::check_batches(*sampler, batches, e, rows);
+      epoch["ranks"].push_back({{"rank", r}, {"batches", batches}});
     }
     out << (e > 0 ? "," : "") << epoch.dump();
     out.flush();

@@ -105,6 +105,18 @@ std::shared_ptr<data::Sampler> build_sampler(
   OML_CHECK(sampler->size() > 0 && sampler->batch_size() > 0, PluginError, "sampler '", name, "' (",
             origin_of(name), ") reports ", sampler->size(), " items per epoch and batch size ",
             sampler->batch_size(), "; both must be positive");
+  // No epoch holds 2^62 items, nor a batch 2^31 rows; the bounds keep a padded DDP epoch and
+  // batch_size x world (a DDP step's items) in range.
+  OML_CHECK(sampler->size() <= kMaxEpochItems, PluginError, "sampler '", name, "' (", origin_of(name),
+            ") reports ", sampler->size(), " items per epoch; at most ", kMaxEpochItems, " can be drawn");
+  OML_CHECK(sampler->batch_size() <= kMaxBatchSize, DataError, "sampler '", name, "' (", origin_of(name),
+            ") has batch size ", sampler->batch_size(), "; at most ", kMaxBatchSize, " rows fit in a batch");
+  // An epoch of no step would end the run at once with exit 0, having trained nothing.
+  OML_CHECK(data::batches_per_epoch(*sampler) > 0, DataError, "sampler '", name, "' (", origin_of(name),
+            ") gives no batch per epoch: ", sampler->size(), " rows of ", context.source, " in batches of ",
+            sampler->batch_size(),
+            sampler->drop_last() ? " with drop_last (a short last batch is dropped)" : "",
+            "; use a smaller batch size");
   return sampler;
 }
 

@@ -133,8 +133,17 @@ std::vector<Batch> make_batches(const std::vector<int64_t>& indices, int64_t bat
 int64_t batch_count(int64_t n, int64_t batch_size, bool drop_last);
 
 /// Any sampler's epoch as the batches the loader runs: a batch sampler's batches, or an index
-/// sampler's indices cut by make_batches(batch_size(), drop_last()).
+/// sampler's indices cut by make_batches(batch_size(), drop_last()). PluginError naming the
+/// sampler and the epoch when it draws other than size() items, or when drawing throws anything
+/// but an oml error.
 std::vector<Batch> epoch_batches(const Sampler& sampler, int64_t epoch);
+
+/// An index sampler's epoch, checked as epoch_batches checks it.
+std::vector<int64_t> epoch_indices(const IndexSampler& sampler, int64_t epoch);
+
+/// PluginError naming the sampler, the batch and the epoch when a batch is empty or holds an
+/// index outside [0, rows): the contract's "Indices", enforced where the rows are known.
+void check_batches(const Sampler& sampler, const std::vector<Batch>& batches, int64_t epoch, int64_t rows);
 
 /// Steps (batches) per epoch of any sampler, without drawing an epoch.
 int64_t batches_per_epoch(const Sampler& sampler);

@@ -24,8 +24,10 @@ nlohmann::json sampler_report(std::shared_ptr<const data::Sampler> sampler, int6
 
 /// The same report as one line of compact JSON (keys in alphabetical order, as nlohmann::json
 /// dumps them), written to `out` epoch by epoch and flushed after each: memory stays that of one
-/// epoch however many are asked for. Throws RuntimeError when `out` fails (a full disk).
+/// epoch however many are asked for. Throws RuntimeError when `out` fails (a full disk). With
+/// `rows` (the sampled split's, > 0) every batch is checked as training checks it
+/// (data::check_batches), so the report never shows batches a run would refuse.
 void write_sampler_report(std::ostream& out, std::shared_ptr<const data::Sampler> sampler, int64_t world,
-                          int64_t epochs, const DdpSamplerOptions& options, int64_t seed);
+                          int64_t epochs, const DdpSamplerOptions& options, int64_t seed, int64_t rows = 0);
 
 }  // namespace oml::ddp
