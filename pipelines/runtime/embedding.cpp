@@ -121,7 +121,10 @@ at::Tensor embed_dataset(models::Extractor& extractor, const std::shared_ptr<con
 
   const distributed::SyncDict merged = accumulator.sync(*context.group);
   const at::Tensor& indices = std::get<at::Tensor>(merged.at("indices"));
-  OML_ASSERT(indices.size(0) == n, "merged ", indices.size(0), " rows for a dataset of ", n);
+  // The ranks read the same dataframe (check_same_dataframe); a merge of another size means a
+  // rank embedded other rows, which must not become metrics.
+  OML_CHECK(indices.size(0) == n, DistributedError, "the ranks' embeddings merged into ", indices.size(0),
+            " rows for a dataset of ", n, ": the ranks did not embed the same rows");
   return std::get<at::Tensor>(merged.at("embeddings"));
 }
 

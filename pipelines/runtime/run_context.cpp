@@ -9,6 +9,7 @@
 #include "oml/common/logging.h"
 #include "oml/common/runtime.h"
 #include "oml/config/document.h"
+#include "oml/data/dataframe.h"
 #include "oml/distributed/device.h"
 #include "oml/distributed/launcher.h"
 #include "oml/distributed/process_group.h"
@@ -130,6 +131,25 @@ RunContext start_run(const config::RunConfig& config) {
     ctx.group = distributed::ProcessGroup::single();
   }
   return ctx;
+}
+
+void check_same_dataframe(const RunContext& context, const data::Dataframe& dataframe) {
+  if (!context.world.is_distributed()) return;
+  const std::string mine = "train rows " + std::to_string(dataframe.train().size()) + ", validation rows " +
+                           std::to_string(dataframe.validation().size()) + ", digest " +
+                           std::to_string(dataframe.digest());
+  const std::vector<std::string> all = context.group->all_gather_bytes(mine);
+  std::string differing;
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (differing.empty()) return;
+  const std::size_t r = std::stoul(differing.substr(0, differing.find(',')));
+  throw DataError(dataframe.file() + " holds other rows on rank" +
+                  (differing.find(',') == std::string::npos ? " " : "s ") + differing + " than on rank 0 (" +
+                  all[r] + " on rank " + std::to_string(r) + ", " + all[0] +
+                  " on rank 0): every machine must read the same dataframe, with the same rows in the same "
+                  "order; copy rank 0's file to the others");
 }
 
 void RunContext::rank0_only(const std::function<void()>& work) const {

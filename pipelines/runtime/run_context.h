@@ -15,6 +15,10 @@ namespace oml::distributed {
 class ProcessGroup;
 }  // namespace oml::distributed
 
+namespace oml::data {
+class Dataframe;
+}  // namespace oml::data
+
 namespace oml::pipelines {
 
 struct RunContext {
@@ -38,5 +42,12 @@ struct RunContext {
 /// Reads the world from the environment, connects the process group (Gloo on CPU, NCCL on
 /// CUDA), sets the intra-op threads and the log prefix. Quiet progress on ranks other than 0.
 RunContext start_run(const config::RunConfig& config);
+
+/// Every rank must read the same rows: machines given different files at the same path (an
+/// edited copy, another version) would mix two datasets into one model and its metrics, or
+/// disagree on their step counts. Compares the dataframe's rows per split and digest
+/// (data::Dataframe::digest) across the ranks; a difference is a DataError on every rank naming
+/// the file and the ranks. Nothing to do in a single process.
+void check_same_dataframe(const RunContext& context, const data::Dataframe& dataframe);
 
 }  // namespace oml::pipelines

@@ -35,6 +35,7 @@ int train_extractor(const config::Document& document, const config::RunConfig& c
 
   // ---- data --------------------------------------------------------------------------------
   const data::Dataframe dataframe = read_training_dataframe(cfg);
+  check_same_dataframe(ctx, dataframe);  // machines given different files at one path
   const data::DataSplit& train_split = dataframe.train();
   const bool has_validation = !dataframe.validation().empty();
   const auto sampler = build_train_sampler(cfg, dataframe);

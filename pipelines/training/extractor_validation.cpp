@@ -167,6 +167,7 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
   RunContext ctx = start_run(cfg);
   const bool precomputed = !cfg.embeddings.empty();
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/!precomputed);
+  check_same_dataframe(ctx, dataframe);  // machines given different files at one path
   const data::DataSplit& split = dataframe.validation();
   if (split.empty())
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");

@@ -30,6 +30,7 @@ int train_pairwise(const config::Document& document, const config::RunConfig& cf
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
 
   const data::Dataframe dataframe = read_training_dataframe(cfg);
+  check_same_dataframe(ctx, dataframe);  // machines given different files at one path
   const data::DataSplit& train_split = dataframe.train();
   const bool has_validation = !dataframe.validation().empty();
   // Everything the config can get wrong is checked before the embedding pass, which takes

@@ -27,6 +27,7 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
   output.check();
   RunContext ctx = start_run(cfg);
   const data::Dataframe dataframe = read_run_dataframe(cfg, /*require_items=*/true);
+  check_same_dataframe(ctx, dataframe);  // machines given different files at one path
   const data::DataSplit& split = dataframe.validation();
   if (split.empty())
     throw DataError(dataframe.file() + ": has no rows with split 'validation'; validation needs some");

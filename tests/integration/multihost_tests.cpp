@@ -504,7 +504,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("A node started with a different config or world size is detected at the rendezvous (exit 2)",
+TEST_CASE("A node started with a different config, dataframe or world size is detected at the start (exit 2)",
           "[multihost][ddp][integration]") {
   OML_REQUIRE_NAMESPACES();
   TempDir dir;
@@ -525,6 +525,32 @@ TEST_CASE("A node started with a different config or world size is detected at t
                           "0's (every rank, on every machine, must run the same config): line ") &&
                      Contains(" is `max_epochs: 3` on rank 1 but `max_epochs: 200` on rank 0"));
     }
+  }
+  SECTION("a different dataframe at the same path: every rank stops with a data error naming it") {
+    // Node 1's machine has an edited copy (one label changed) where node 0's has the original:
+    // its own mount namespace shows the copy at the same path.
+    const fs::path df = oml::test::fashion_mnist_subset() / "df.csv";
+    std::string text = read_file(df);
+    const std::size_t row = text.find('\n') + 1;
+    const std::size_t comma = text.find(',', row);
+    const std::string label = text.substr(row, comma - row) == "0" ? "1" : "0";
+    text.replace(row, comma - row, label);  // the first row's label (the dataframe's first column)
+    REQUIRE(text != read_file(df));
+    write_file(dir / "edited.csv", text);
+    auto commands = every_node("oml-train", 2, 1, args);
+    commands[1] = "unshare -m sh -c " + quote("mount --bind " + quote((dir / "edited.csv").string()) + " " +
+                                              quote(df.string()) + " && exec " + commands[1]);
+    const auto nodes = run_nodes(hosts, dir.path(), commands, std::nullopt, 150);
+    INFO(describe(nodes));
+    print_times("different dataframe", nodes);
+    for (int i : {0, 1}) {
+      CHECK(nodes[i].exit_code == 2);
+      CHECK(nodes[i].seconds <= kTimeoutS + 30);
+      CHECK_THAT(nodes[i].err, Contains("[rank " + std::to_string(i) + "] oml-train: data error: " +
+                                        df.string() + " holds other rows on rank 1 than on rank 0") &&
+                                   Contains("every machine must read the same dataframe"));
+    }
+    CHECK(read_file(df) != text);  // the original, untouched outside node 1's namespace
   }
   SECTION("a different world size: that machine starts nothing, the others name it") {
     auto commands = every_node("oml-train", 2, 1, args);

@@ -106,6 +106,12 @@ class Dataframe {
   std::size_t size() const { return train_.size() + validation_.size(); }
   /// Keeps the validation split's first `rows` rows (limit_val_batches).
   void keep_first_validation_rows(std::size_t rows) { validation_.keep_first(rows); }
+  /// A 64-bit digest (FNV-1a) of the rows as read, split by split and in order: paths (their
+  /// last two parts: the root each machine resolved is not the data) or texts,
+  /// labels, categories, sequences, query/gallery flags, boxes, start times. Equal dataframes give
+  /// equal digests whatever their bytes (line endings, quoting, column order); for DDP ranks to
+  /// compare what each machine read at the same path.
+  uint64_t digest() const;
 
  private:
   std::string file_;
