@@ -14,6 +14,7 @@
 #include "oml/distributed/launcher.h"
 #include "oml/distributed/process_group.h"
 #include "oml/models/zoo.h"
+#include "oml/registry/plugin.h"
 #include "runtime/progress.h"
 
 namespace oml::pipelines {
@@ -124,7 +125,14 @@ RunContext start_run(const config::RunConfig& config) {
     options.timeout_s = config.ddp.timeout_s;
     options.backend = placement.backend;
     ctx.group = distributed::ProcessGroup::connect(ctx.world, options);
-    if (config.source.defined()) check_same_config(*ctx.group, config::dump_yaml(config.source.yaml()));
+    if (config.source.defined()) {
+      // The plugins (from --plugin too) by name and version: their paths may differ by machine.
+      std::string plugins;
+      for (const LoadedPlugin& plugin : loaded_plugins())
+        plugins += (plugins.empty() ? "" : ", ") + plugin.name + " " + plugin.version;
+      check_same_config(*ctx.group, config::dump_yaml(config.source.yaml()) +
+                                        "# plugins loaded: " + (plugins.empty() ? "none" : plugins) + "\n");
+    }
     oml::log::info("joined " + distributed::describe(ctx.world) + ", " + std::to_string(ctx.threads) +
                    " threads");
   } else {

@@ -526,6 +526,17 @@ TEST_CASE("A node started with a different config, dataframe or world size is de
                      Contains(" is `max_epochs: 3` on rank 1 but `max_epochs: 200` on rank 0"));
     }
   }
+  SECTION("another plugin loaded (--plugin is no config key): every rank stops naming it") {
+    auto commands = every_node("oml-train", 2, 1, args);
+    commands[1] += " --plugin " + quote(oml::test::fixture_path("libgood_plugin.so"));
+    const auto nodes = run_nodes(hosts, dir.path(), commands, std::nullopt, 150);
+    INFO(describe(nodes));
+    for (int i : {0, 1}) {
+      CHECK(nodes[i].exit_code == 2);
+      CHECK_THAT(nodes[i].err, Contains("is `# plugins loaded: good_fixture") &&
+                                   Contains("on rank 1 but `# plugins loaded: none` on rank 0"));
+    }
+  }
   SECTION("a different dataframe at the same path: every rank stops with a data error naming it") {
     // Node 1's machine has an edited copy (one label changed) where node 0's has the original:
     // its own mount namespace shows the copy at the same path.

@@ -150,4 +150,6 @@ const LoadedPlugin& load_plugin(const std::string& path) {
   return plugin_list().back();
 }
 
+const std::vector<LoadedPlugin>& loaded_plugins() { return plugin_list(); }
+
 }  // namespace oml

@@ -66,4 +66,7 @@ struct LoadedPlugin {
 /// is a no-op. Throws PluginError naming the library and the step that failed.
 const LoadedPlugin& load_plugin(const std::string& path);
 
+/// The plugins this process loaded, in the order loaded.
+const std::vector<LoadedPlugin>& loaded_plugins();
+
 }  // namespace oml
