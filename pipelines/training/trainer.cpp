@@ -370,8 +370,17 @@ void Trainer::claim_run_directory(const fs::path& resumed_run) {
       run_dir_.emplace(RunDir::reopen(resumed_run));
       // Half-written files of the run's earlier process (killed mid-write); the lock says no
       // live process writes here.
-      const int stale = io::remove_stale_temporaries(run_dir_->path()) +
-                        io::remove_stale_temporaries(run_dir_->checkpoints());
+      // Every folder of the run (listed first, then cleaned): the grids' images/epoch_NNN/ hold
+      // temporaries too.
+      std::vector<fs::path> folders{run_dir_->path()};
+      std::error_code ec;
+      for (fs::recursive_directory_iterator it(run_dir_->path(), ec), end; !ec && it != end; it.increment(ec)) {
+        if (it->is_directory(ec) && !it->is_symlink(ec) &&
+            it->path().filename().string().find(".tmp-") == std::string::npos)
+          folders.push_back(it->path());
+      }
+      int stale = 0;
+      for (const fs::path& folder : folders) stale += io::remove_stale_temporaries(folder);
       if (stale > 0)
         log::info("removed " + std::to_string(stale) + " temporary file(s) of an earlier, killed process");
       const std::string started_with = run_dir_->write_resume_config(resolved_yaml_);

@@ -189,10 +189,15 @@ TEST_CASE("A run killed after a mid-epoch checkpoint resumes from it exactly",
   CHECK(checkpoint.resume->sampler_epoch == 0);
   CHECK(checkpoint.resume->sampler_batch == 2);
 
+  // A grid a killed process was writing (its pid is no live process's): in a folder of its own.
+  const fs::path grid = dir / "part" / "run" / "images" / "epoch_000" / "worst_cmc_1.png.tmp-999999-7";
+  write_file(grid, "half a png");
+
   const auto resumed = train(dir / "part.yaml", "--resume " + quote(last.string()));
   INFO(resumed.err);
   REQUIRE(resumed.exit_code == 0);
-  CHECK_THAT(resumed.err, Contains("removed 1 temporary file(s) of an earlier, killed process"));
+  CHECK_THAT(resumed.err, Contains("removed 2 temporary file(s) of an earlier, killed process"));
+  CHECK_FALSE(fs::exists(grid));
   check_same_training_log(dir / "full" / "run" / "train.jsonl", dir / "part" / "run" / "train.jsonl", "step");
   check_same_metrics(read_jsonl(dir / "full" / "run" / "metrics.jsonl")
                          .back()
