@@ -374,7 +374,8 @@ void Trainer::claim_run_directory(const fs::path& resumed_run) {
       // temporaries too.
       std::vector<fs::path> folders{run_dir_->path()};
       std::error_code ec;
-      for (fs::recursive_directory_iterator it(run_dir_->path(), ec), end; !ec && it != end; it.increment(ec)) {
+      for (fs::recursive_directory_iterator it(run_dir_->path(), ec), end; !ec && it != end;
+           it.increment(ec)) {
         if (it->is_directory(ec) && !it->is_symlink(ec) &&
             it->path().filename().string().find(".tmp-") == std::string::npos)
           folders.push_back(it->path());
@@ -1054,9 +1055,14 @@ bool Trainer::end_epoch(int64_t epoch, const TrainingPosition& next, bool stoppi
       last_written_ != next)
     files.push_back(kLastCheckpoint);
   last_due_at_epoch_end_ = false;
-  write_checkpoints(next, std::move(files), std::move(removed));
-  // Logs, logger, grids and report after the checkpoints: a failure there never costs them.
+  // The validation's record (metrics.jsonl, the logger, grids, the report) before the checkpoint
+  // that comes after it: a run killed between the two resumes from the previous last.ckpt, which
+  // cuts the logs back to its step and records this validation again. The other order lost the
+  // record for good (a kill after the rename of last.ckpt). The logger and the grids are best
+  // effort; only a failing metrics.jsonl (a full disk, which the checkpoint would meet too) stops
+  // the run here.
   if (validated) recorder_->validation(epoch, step_, *validated, *hooks.validation_split);
+  write_checkpoints(next, std::move(files), std::move(removed));
   recorder_->end_of_epoch();
   context_.group->barrier();
   return early_stopped;

@@ -209,6 +209,40 @@ TEST_CASE("A run killed after a mid-epoch checkpoint resumes from it exactly",
                          .get<std::map<std::string, double>>());
 }
 
+TEST_CASE("A validation is recorded before the checkpoint after it, so a kill between them loses no record",
+          "[pipelines][integration][checkpointing][resume]") {
+  TempDir dir;
+  // Three validated epochs, last.ckpt after each: killed while the second epoch's last.ckpt
+  // waits before its rename, the run has already recorded that epoch's validation.
+  write_file(dir / "full.yaml", train_config(dir / "full", "every_n_epochs: 1\n"));
+  write_file(dir / "part.yaml", train_config(dir / "part", "every_n_epochs: 1\n"));
+  REQUIRE(train(dir / "full.yaml", "--set max_epochs=3").exit_code == 0);
+  const fs::path err = dir / "err";
+  const fs::path metrics = dir / "part" / "run" / "metrics.jsonl";
+  const auto killed =
+      run("env OML_FAILPOINTS=before_rename:last.ckpt=pause:2 " + quote(command_path("oml-train")) +
+          " --progress quiet --set max_epochs=3 --config " + quote((dir / "part.yaml").string()) + " 2>" +
+          quote(err.string()) + " & pid=$!; for i in $(seq 1200); do [ \"$(grep -c failpoint " +
+          quote(err.string()) + ")\" -ge 2 ] && break; sleep 0.05; done; wc -l < " + quote(metrics.string()) +
+          " > " + quote((dir / "records").string()) + "; kill -9 $pid; wait $pid");
+  CHECK(killed.exit_code == 128 + 9);
+  CHECK(read_file(dir / "records") == "2\n");  // epoch 2's record is in place while its last.ckpt is not
+  const fs::path last = dir / "part" / "run" / "checkpoints" / "last.ckpt";
+  REQUIRE(oml::io::load_checkpoint(last).epoch == 1);  // epoch 1's: epoch 2's was never renamed
+
+  const auto resumed = train(dir / "part.yaml", "--set max_epochs=3 --resume " + quote(last.string()));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const auto full = read_jsonl(dir / "full" / "run" / "metrics.jsonl");
+  const auto part = read_jsonl(metrics);
+  REQUIRE(part.size() == full.size());  // each validation once: epoch 2's cut back, then recorded again
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    CHECK(part[i].at("step") == full[i].at("step"));
+    check_same_metrics(full[i].at("metrics").get<std::map<std::string, double>>(),
+                       part[i].at("metrics").get<std::map<std::string, double>>());
+  }
+}
+
 TEST_CASE("A checkpoint write that fails stops training with the file's name and leaves no temporary",
           "[pipelines][integration][checkpointing]") {
   TempDir dir;
