@@ -235,6 +235,14 @@ TEST_CASE("A common key prefix such as module. is stripped when loading", "[mode
   oml::io::load_state_dict(*target, prefixed, "ddp.pt");
   CHECK(oml::test::max_abs_diff(oml::io::state_dict(*target).at("proj.weight"),
                                 oml::io::state_dict(*source).at("proj.weight")) == 0);
+  // OML's Lightning checkpoint of a ResnetExtractor: its torchvision network is the module's
+  // `model`, the extractor the Lightning module's `model`.
+  ConvNet lightning(a);
+  oml::io::StateDict nested;
+  for (const auto& kv : oml::io::state_dict(*source)) nested["model.model." + kv.first] = kv.second;
+  oml::io::load_state_dict(*lightning, nested, "epoch=3.ckpt");
+  CHECK(oml::test::max_abs_diff(oml::io::state_dict(*lightning).at("proj.weight"),
+                                oml::io::state_dict(*source).at("proj.weight")) == 0);
 }
 
 TEST_CASE(
