@@ -496,6 +496,54 @@ TEST_CASE("Killing a rank mid-training ends the job promptly and keeps last.ckpt
   CHECK_FALSE(last.state_dict.empty());
 }
 
+TEST_CASE("A rank started twice, or for another world size, is refused at the rendezvous at once",
+          "[pipelines][ddp][integration]") {
+  TempDir dir;
+  write_file(dir / "c.yaml", train_config(dir / "logs", "ddp: {timeout_s: 60}\n"));
+  // The processes `ranks` (RANK:WORLD_SIZE) started as torchrun would, each with its output in
+  // out<i>; prints their exit codes and the seconds the slowest took.
+  const auto start = [&](const std::vector<std::pair<int, int>>& ranks) {
+    const std::string port = std::to_string(free_port());
+    std::string script = "t0=$(date +%s)\n";
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      script += "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port +
+                " WORLD_SIZE=" + std::to_string(ranks[i].second) + " RANK=" + std::to_string(ranks[i].first) +
+                " " + quote(oml::test::command_path("oml-train")) + " --config " +
+                quote((dir / "c.yaml").string()) + " --progress quiet > " +
+                quote((dir / ("out" + std::to_string(i))).string()) + " 2>&1 &\npid" + std::to_string(i) +
+                "=$!\nsleep 0.2\n";
+    }
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      script += "wait $pid" + std::to_string(i) + "; echo -n \"$? \"\n";
+    script += "echo $(( $(date +%s) - t0 ))\n";
+    return oml::test::run(script, 200).out;
+  };
+  SECTION("a second process with rank 1 stops with exit 2; the run goes on") {
+    // Long enough that the store (rank 0's) is still up when the later of the two arrives.
+    std::string config = train_config(dir / "logs", "ddp: {timeout_s: 60}\n");
+    config.replace(config.find("max_epochs: 2"), 13, "max_epochs: 30");
+    write_file(dir / "c.yaml", config);
+    const std::string r = start({{0, 2}, {1, 2}, {1, 2}});
+    INFO(r << read_file(dir / "out1") << read_file(dir / "out2"));
+    // Whichever of the two came second to the store is refused.
+    CHECK((r.substr(0, 6) == "0 0 2 " || r.substr(0, 6) == "0 2 0 "));
+    const fs::path refused = dir / (r.substr(0, 6) == "0 0 2 " ? "out2" : "out1");
+    CHECK_THAT(read_file(refused), Contains("usage error: rank 1 (") && Contains(") is already taken by ") &&
+                                       Contains("two processes were started with the same rank"));
+  }
+  SECTION("rank 1 started for a world of 3 beside rank 0's 2: both stop within seconds, not ddp.timeout_s") {
+    const std::string r = start({{0, 2}, {1, 3}});
+    INFO(r << read_file(dir / "out0") << read_file(dir / "out1"));
+    CHECK(r.substr(0, 4) == "1 2 ");
+    CHECK(std::stoi(r.substr(4)) < 30);  // ddp.timeout_s is 60 (Gloo's own rendezvous took 5x that)
+    const std::string why =
+        "rank 1 was started for a world size of 3 (WORLD_SIZE, or --nnodes x --nproc-per-node) but the ranks "
+        "before it for 2";
+    CHECK_THAT(read_file(dir / "out1"), Contains("config error: " + why));
+    CHECK_THAT(read_file(dir / "out0"), Contains("rank 0: rendezvous of 2 ranks through") && Contains(why));
+  }
+}
+
 TEST_CASE("Ranks started by an external launcher's variables train like --nproc-per-node",
           "[pipelines][ddp][integration]") {
   // What `torchrun --no-python --nproc-per-node 2 oml-train ...` does: two processes with

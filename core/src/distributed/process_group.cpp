@@ -2,14 +2,19 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <thread>
 
 #include "c10d_adapter.h"
 #include "failure_diagnosis.h"
 #include "oml/common/error.h"
 #include "oml/common/logging.h"
 #include "oml/common/strings.h"
+#include "oml/distributed/detail/failure_record.h"
 #include "receive_buffer.h"
 #include "store_keys.h"
 
@@ -91,6 +96,66 @@ std::shared_ptr<ProcessGroup> ProcessGroup::single() {
   return std::shared_ptr<ProcessGroup>(new ProcessGroup(World{}, GroupOptions{}));
 }
 
+namespace {
+
+// "host:pid", naming a process in messages.
+std::string this_process() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "?");
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+// The store half of the rendezvous, before the backend's: each rank claims its rank (a second
+// process started with the same RANK or --node-rank is refused at once, not left to fail later
+// in a way that blames another machine), compares its world size with the first rank's, and
+// waits until every rank of the world has done so — or until a rank's failure is recorded, or
+// timeout_s passes. Gloo's own rendezvous, entered only then, never waits on a rank that is gone
+// (it retried for about five times its timeout).
+void arrive(detail::C10dStore& store, const World& world, double timeout_s) {
+  const std::string where = world.master_addr + ":" + std::to_string(world.master_port);
+  const std::string me = "rank " + std::to_string(world.rank);
+  const std::string process = this_process();
+  // Arrival notes: when the rendezvous fails they tell which ranks never came.
+  if (!store.set_if_absent(detail::kArrivedKeyPrefix + std::to_string(world.rank), process)) {
+    const auto holder = store.try_get(detail::kArrivedKeyPrefix + std::to_string(world.rank));
+    throw UsageError(me + " (" + process + ") is already taken by " + holder.value_or("another process") +
+                     " in the rendezvous at " + where +
+                     ": two processes were started with the same rank (RANK, or the launcher's --node-rank)");
+  }
+  const std::string size = std::to_string(world.world_size);
+  if (!store.set_if_absent(detail::kWorldSizeKey, size)) {
+    const std::string first = store.try_get(detail::kWorldSizeKey).value_or("?");
+    if (first != size) {
+      const std::string why = "was started for a world size of " + size +
+                              " (WORLD_SIZE, or --nnodes x --nproc-per-node) but the ranks before it for " +
+                              first + "; every rank must be started for the same world size";
+      store.set_if_absent(kFailureKey,
+                          detail::FailureRecord{world.rank, why}.encode());  // the others stop too
+      throw ConfigError(me + " " + why);
+    }
+  }
+  store.add(detail::kArrivalsKey, 1);
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + to_ms(timeout_s);
+  auto pause = std::chrono::milliseconds(10);
+  while (store.add(detail::kArrivalsKey, 0) < world.world_size) {
+    if (const auto record = store.try_get(kFailureKey)) {
+      const auto why = detail::FailureRecord::decode(*record);
+      throw DistributedError(me + ": rendezvous of " + size + " ranks through " + where +
+                             " failed: " + (why ? why->describe() : "another rank failed"));
+    }
+    if (Clock::now() >= deadline) {
+      throw DistributedError(me + ": rendezvous of " + size + " ranks through " + where +
+                             " failed: not every " + "rank arrived within " + seconds_text(timeout_s) +
+                             " s (ddp.timeout_s)" + detail::missing_ranks(store, world, timeout_s));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const GroupOptions& options) {
   OML_CHECK(options.timeout_s > 0, UsageError, "GroupOptions::timeout_s must be > 0, got ",
             options.timeout_s);
@@ -100,20 +165,23 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const World& world, const Gr
   std::shared_ptr<ProcessGroup> group(new ProcessGroup(world, options));
   const auto timeout = to_ms(options.timeout_s);
   const std::string where = world.master_addr + ":" + std::to_string(world.master_port);
+  std::shared_ptr<detail::C10dStore> store;
   try {
     if (world.rank == 0 && !world.launcher_hosts_store) {
-      group->store_ = detail::C10dStore::host(world.master_port, timeout);
+      store = detail::C10dStore::host(world.master_port, timeout);
     } else {
-      group->store_ = detail::C10dStore::connect(world.master_addr, world.master_port, timeout);
+      store = detail::C10dStore::connect(world.master_addr, world.master_port, timeout);
     }
   } catch (const std::exception& e) {
     throw DistributedError("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
                            where + " within " + seconds_text(options.timeout_s) +
                            " s: " + oml::first_line(e.what()));
   }
+  // Before the group holds the store: a process refused here (a rank taken twice) leaves no
+  // failure record that would stop the ranks of the run it does not belong to.
+  arrive(*store, world, options.timeout_s);
+  group->store_ = std::move(store);
   try {
-    // Arrival notes: when the rendezvous fails they tell which ranks never came.
-    group->store_->set(detail::kArrivedKeyPrefix + std::to_string(world.rank), "1");
     group->group_ = std::make_unique<detail::C10dGroup>(*group->store_, world.rank, world.world_size,
                                                         options.backend, world.master_addr, timeout);
   } catch (const std::exception& e) {

@@ -8,6 +8,15 @@ namespace oml::distributed::detail {
 /// that times out names the ranks that never arrived.
 inline constexpr const char* kArrivedKeyPrefix = "oml/arrived/";
 
+/// The world size the first arriving rank was started for; every later one compares its own
+/// with it before it counts itself in kArrivalsKey.
+inline constexpr const char* kWorldSizeKey = "oml/rank_world_size";  // not the launchers' "oml/world_size"
+
+/// How many ranks arrived with the world size of kWorldSizeKey. The ranks enter the backend's
+/// rendezvous (Gloo's connectFullMesh, whose retries take several times its timeout when a peer
+/// is gone) only once it reaches the world size.
+inline constexpr const char* kArrivalsKey = "oml/arrivals";
+
 /// kHeartbeatKeyPrefix + the machine's --node-rank: a counter oml's launcher increments every
 /// kHeartbeatPeriodMs while its ranks run. A rank whose collective failed without a failure record
 /// watches the counters for a few seconds; machines whose counter stands still no longer reach

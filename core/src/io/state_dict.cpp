@@ -30,8 +30,9 @@ std::string shape(const at::Tensor& t) {
 // Key prefixes that wrappers add: DataParallel/DDP (`module.`), Lightning and OML (`model.`),
 // extractor wrappers (`extractor.`), and OML's Lightning checkpoint of a ResnetExtractor, whose
 // torchvision network is its `model` (`model.model.`).
-const std::vector<std::string> kPrefixes = {"",           "module.",          "model.",        "model.module.",
-                                            "extractor.", "model.extractor.", "module.model.", "model.model."};
+const std::vector<std::string> kPrefixes = {
+    "",           "module.",          "model.",        "model.module.",
+    "extractor.", "model.extractor.", "module.model.", "model.model."};
 
 // The subset of `weights` under the prefix that matches the module's names best.
 StateDict select_prefix(const StateDict& weights, const StateDict& expected) {
