@@ -478,8 +478,21 @@ int64_t Trainer::limited_epoch_batches() const {
 
 std::unique_ptr<data::Loader> Trainer::epoch_loader(std::shared_ptr<const data::Dataset> inputs,
                                                     const ddp::EpochPosition& from) const {
-  std::vector<data::Batch> batches = share_->batches_from(from);
+  uint64_t digest = 0;
+  std::vector<data::Batch> batches = share_->batches_from(from, &digest);
   data::check_batches(*parts_.sampler, batches, from.epoch, inputs->size());
+  if (context_.world_size() > 1) {
+    // Every rank must deal from one epoch (the sampler contract's determinism); one that drew
+    // another would train on duplicated and skipped rows without a word.
+    const std::vector<std::string> drawn = context_.group->all_gather_bytes(std::to_string(digest));
+    for (std::size_t r = 1; r < drawn.size(); ++r) {
+      OML_CHECK(drawn[r] == drawn[0], PluginError, "sampler '", parts_.sampler->name(),
+                "' drew another epoch ", from.epoch, " on rank ", r,
+                " than on rank 0: an epoch must be a pure function of the seed, the "
+                "epoch and the data (docs/contracts.md#sampler: its own generator, seeded from both; never "
+                "global random state, the time or the process id)");
+    }
+  }
   // limit_train_batches counts from the epoch's start, resumed or not (the same on every rank).
   const int64_t done_before = from.consumed / share_->items_per_step();
   const int64_t left = std::max<int64_t>(0, limited_epoch_batches() - done_before);

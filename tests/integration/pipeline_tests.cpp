@@ -166,6 +166,23 @@ std::string with_pml_metrics(std::string config) {
 }
 }  // namespace
 
+TEST_CASE("A plugin sampler that draws another epoch on each rank stops a DDP run, naming it",
+          "[pipelines][ddp][integration][plugins]") {
+  TempDir dir;
+  write_file(dir / "train.yaml", train_config(dir / "logs"));
+  const auto r = run_oml("oml-train", "--nproc-per-node 2 --plugin " +
+                                          quote(oml::test::fixture_path("libgood_plugin.so")) + " --config " +
+                                          quote((dir / "train.yaml").string()) +
+                                          " --set 'sampler={name: fixture_pid_sampler}'");
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err,
+             Contains("plugin error: sampler 'fixture_pid_sampler' drew another epoch 0 on rank 1 than on "
+                      "rank 0: an epoch must be a pure function of the seed, the epoch and the data"));
+  const fs::path steps = dir / "logs" / "run" / "train.jsonl";
+  CHECK((!fs::exists(steps) || read_file(steps).empty()));  // not one step on two epochs
+}
+
 TEST_CASE("Two-rank DDP training checkpoints once and matches single-process validation",
           "[pipelines][ddp][integration]") {
   TempDir dir;

@@ -75,7 +75,8 @@ std::vector<data::Batch> DDPSamplerWrapper::batches(int64_t epoch) const {
   return batches_from({epoch, 0, world_});
 }
 
-std::vector<data::Batch> DDPSamplerWrapper::batches_from(const EpochPosition& position) const {
+std::vector<data::Batch> DDPSamplerWrapper::batches_from(const EpochPosition& position,
+                                                         uint64_t* epoch_digest) const {
   const data::Sampler& sampler = *sampler_;
   // The position comes from a checkpoint: one that does not fit is the user's to fix (exit 2).
   // c10d numbers ranks with ints, so no real world is larger.
@@ -120,6 +121,19 @@ std::vector<data::Batch> DDPSamplerWrapper::batches_from(const EpochPosition& po
     all_indices = data::epoch_indices(static_cast<const data::IndexSampler&>(sampler), position.epoch);
   } else {
     all_batches = data::epoch_batches(sampler, position.epoch);
+  }
+  if (epoch_digest != nullptr) {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the indices, a batch's end marked by -1
+    const auto add = [&h](int64_t v) {
+      for (int byte = 0; byte < 8; ++byte)
+        h = (h ^ ((static_cast<uint64_t>(v) >> (8 * byte)) & 0xFF)) * 0x100000001b3ULL;
+    };
+    for (const int64_t i : all_indices) add(i);
+    for (const data::Batch& batch : all_batches) {
+      for (const int64_t i : batch) add(i);
+      add(-1);
+    }
+    *epoch_digest = h;
   }
   const std::size_t drawn = is_index(sampler) ? all_indices.size() : all_batches.size();
   OML_CHECK(static_cast<int64_t>(drawn) == n, PluginError, "sampler '", sampler.name(), "' produced ", drawn,

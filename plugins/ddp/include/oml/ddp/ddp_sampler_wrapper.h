@@ -49,7 +49,11 @@ class DDPSamplerWrapper final : public data::BatchSampler {
   /// position does not fit the epoch (the data or the sampler config changed since the checkpoint
   /// was written, or it is damaged), and ConfigError when, without padding, these ranks cannot
   /// share the rest equally without skipping items (the message names the world sizes that can).
-  std::vector<data::Batch> batches_from(const EpochPosition& position) const;
+  /// With `epoch_digest`, also a 64-bit digest of the sampler's whole epoch as drawn (before it
+  /// is dealt out), for the ranks to compare: a sampler that is not a pure function of (seed,
+  /// epoch, data) gives each rank its share of a different epoch.
+  std::vector<data::Batch> batches_from(const EpochPosition& position,
+                                        uint64_t* epoch_digest = nullptr) const;
 
   /// Items of the global order one step of these ranks consumes (items_per_step).
   int64_t items_per_step() const { return ddp::items_per_step(*sampler_, world_); }
