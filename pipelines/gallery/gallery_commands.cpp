@@ -787,7 +787,7 @@ int search_index(const cli::Invocation& inv) {
   auto distance_rows = distances.accessor<float, 2>();
   output.claim(outputs);
   int64_t unknown = 0;
-  io::write_stream_atomic(out_dir / "neighbours.csv", [&](std::ostream& csv) {
+  io::write_stream_atomic(output.stage("neighbours.csv"), [&](std::ostream& csv) {
     csv << "query,query_" << column << ",rank,id," << column << ",label,category,distance\n";
     char distance[32];
     for (int64_t q = 0; q < nq; ++q) {
@@ -811,7 +811,7 @@ int search_index(const cli::Invocation& inv) {
     }
   });
   // One line per query: the first item listed, or "unknown".
-  io::write_stream_atomic(out_dir / "answers.csv", [&](std::ostream& csv) {
+  io::write_stream_atomic(output.stage("answers.csv"), [&](std::ostream& csv) {
     csv << "query,query_" << column << ",answer,id,label,distance\n";
     char distance[32];
     for (int64_t q = 0; q < nq; ++q) {
@@ -827,8 +827,8 @@ int search_index(const cli::Invocation& inv) {
       csv << ',' << distance << '\n';
     }
   });
-  io::write_npy(out_dir / "neighbours_ids.npy", ids);
-  io::write_npy(out_dir / "neighbours_distances.npy", distances);
+  io::write_npy(output.stage("neighbours_ids.npy"), ids);
+  io::write_npy(output.stage("neighbours_distances.npy"), distances);
   output.finish();
   std::cout << "oml-search: " << nq << " queries against " << loaded.index->size() << " items ("
             << loaded.index->describe() << ")";

@@ -228,7 +228,7 @@ std::vector<std::string> config_differences(const std::string& before_yaml, cons
 CommandOutput::CommandOutput(fs::path folder, std::string command, std::vector<std::string> outputs)
     : folder_(std::move(folder)), command_(std::move(command)), outputs_(std::move(outputs)) {}
 
-CommandOutput::~CommandOutput() = default;
+CommandOutput::~CommandOutput() { discard_staged(); }
 
 namespace {
 
@@ -325,6 +325,7 @@ void CommandOutput::claim(const std::vector<std::string>& written) {
       if (fs::exists(status)) outputs[name] = io::entry_fingerprint(folder_ / name);
     }
   }
+  earlier_ = outputs;  // what an output claimed and then not produced goes back to
   written_.clear();
   for (const std::string& output : written) {
     OML_ASSERT(std::find(outputs_.begin(), outputs_.end(), output) != outputs_.end(), command_,
@@ -332,15 +333,85 @@ void CommandOutput::claim(const std::vector<std::string>& written) {
     written_.push_back(output_name(output));
     outputs[output_name(output)] = kPending;
   }
-  write_marker(outputs);
+  // Written into the marker by finish(), right before the staged outputs are moved into place:
+  // until then the outputs in the folder are the earlier run's, untouched.
+  claimed_ = std::move(outputs);
   // Half-written outputs of an earlier run of this command that was killed mid-write (SIGKILL:
   // other signals clean up themselves); only those whose process is gone.
   for (const std::string& output : outputs_) io::remove_stale_temporaries(folder_, output_name(output));
 }
 
+fs::path CommandOutput::stage(const std::string& output) {
+  const std::string name = output_name(output);
+  OML_ASSERT(lock_.held() && std::find(written_.begin(), written_.end(), name) != written_.end(), command_,
+             " stages ", output, " without claiming it");
+  OML_ASSERT(staged_.count(name) == 0, command_, " stages ", output, " twice");
+  const fs::path staged = io::temporary_sibling(folder_ / name);
+  pending_.push_back(std::make_unique<io::PendingFile>(staged));
+  staged_.emplace(name, staged);
+  return staged;
+}
+
+void CommandOutput::discard_staged() noexcept {
+  for (const auto& [name, staged] : staged_) {
+    std::error_code ignored;
+    fs::remove_all(staged, ignored);
+  }
+  staged_.clear();
+  pending_.clear();
+}
+
+void CommandOutput::drop_unproduced() {
+  // An output claimed and not produced (unstaged, or staged and never written: no grid drawn)
+  // counts as not written: the earlier run's is then removed, as any this run did not write again.
+  std::error_code ec;
+  for (const std::string& name : std::vector<std::string>(written_)) {
+    const auto staged = staged_.find(name);
+    if (staged != staged_.end() && fs::exists(fs::symlink_status(staged->second, ec))) continue;
+    if (staged != staged_.end()) staged_.erase(staged);
+    written_.erase(std::remove(written_.begin(), written_.end(), name), written_.end());
+    const auto earlier = earlier_.find(name);
+    if (earlier != earlier_.end()) {
+      claimed_[name] = earlier->second;
+    } else {
+      claimed_.erase(name);
+    }
+  }
+}
+
+void CommandOutput::publish_staged() {
+  std::error_code ec;
+  std::vector<fs::path> replaced;  // earlier folders moved aside, removed once all is in place
+  std::string failure;
+  io::publish([&] {
+    for (const auto& [name, staged] : staged_) {
+      const fs::path path = folder_ / name;
+      std::error_code absent, step;  // a missing `path` is no error: it is the first run's case
+      // rename() puts a file over a file, but never a folder over a folder that holds anything.
+      if (fs::is_directory(fs::symlink_status(path, absent))) {
+        const fs::path aside = io::temporary_sibling(path);
+        fs::rename(path, aside, step);
+        if (!step) replaced.push_back(aside);
+      }
+      if (!step) fs::rename(staged, path, step);
+      if (step && failure.empty())
+        failure = "cannot move " + staged.string() + " to " + path.string() + ": " + step.message();
+    }
+  });
+  for (const fs::path& aside : replaced) fs::remove_all(aside, ec);
+  OML_CHECK(failure.empty(), RuntimeError, failure);
+}
+
 void CommandOutput::finish() {
   OML_ASSERT(lock_.held(), "CommandOutput::finish without claim");
-  std::map<std::string, std::string> outputs = recorded().value_or(std::map<std::string, std::string>{});
+  // The outputs this run wrote are "pending" in the marker while they move into place: a run
+  // killed among the renames leaves them its own, not a stranger's.
+  drop_unproduced();
+  write_marker(claimed_);
+  publish_staged();
+  pending_.clear();  // in place: no longer this process's to remove
+  staged_.clear();
+  std::map<std::string, std::string> outputs = claimed_;
   for (auto it = outputs.begin(); it != outputs.end();) {
     const std::string& name = it->first;
     if (std::find(written_.begin(), written_.end(), name) != written_.end()) {

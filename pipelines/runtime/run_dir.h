@@ -17,7 +17,8 @@
 
 namespace oml::io {
 class InterruptHook;
-}
+class PendingFile;
+}  // namespace oml::io
 
 namespace oml::pipelines {
 
@@ -49,8 +50,13 @@ std::vector<std::string> config_differences(const std::string& before_yaml, cons
 ///   output.check();                    // every rank, before the work: a refusal costs seconds
 ///   ... the work ...
 ///   output.claim({"embeddings.npy"});  // rank 0, right before writing
-///   io::write_npy(output.folder() / "embeddings.npy", ...);
-///   output.finish();                   // what was written is recorded; stale outputs removed
+///   io::write_npy(output.stage("embeddings.npy"), ...);  // a temporary beside it
+///   output.finish();                   // all moved into place; recorded; stale outputs removed
+///
+/// The outputs of one run are one set: each is written to a temporary (stage) and all are moved
+/// into place together by finish(), so a run that fails half-way (a full disk) leaves the earlier
+/// run's set as it was, and its temporaries are removed (by the destructor, by the interrupt
+/// cleanup, or after a SIGKILL by the command's next claim).
 class CommandOutput {
  public:
   CommandOutput(std::filesystem::path folder, std::string command, std::vector<std::string> outputs);
@@ -66,9 +72,14 @@ class CommandOutput {
   /// a run interrupted while writing them are its own. Also removes the temporaries of these
   /// outputs that a killed earlier run left behind. Call right before the outputs.
   void claim(const std::vector<std::string>& written);
-  /// After every output named to claim() is in place: records what they are, and removes this
-  /// command's earlier outputs that this run did not write again (the neighbours of an earlier
-  /// --retrieve next to new embeddings would describe other rows). Releases the lock.
+  /// Where to write claimed output `output` ("images/" for a folder): a temporary beside it,
+  /// this process's until finish() moves it into place (or the destructor removes it).
+  std::filesystem::path stage(const std::string& output);
+  /// After every staged output is written: moves them into place (a folder replacing the earlier
+  /// one whole), records what they are, and removes this command's earlier outputs that this run
+  /// did not write again (the neighbours of an earlier --retrieve next to new embeddings would
+  /// describe other rows). A claimed output left unstaged, or staged and not written, counts as
+  /// not written. Releases the lock.
   void finish();
   const std::filesystem::path& folder() const { return folder_; }
 
@@ -83,7 +94,15 @@ class CommandOutput {
   std::filesystem::path folder_;
   std::string command_;
   std::vector<std::string> outputs_;
+  void drop_unproduced();
+  void publish_staged();
+  void discard_staged() noexcept;
+
   std::vector<std::string> written_;
+  std::map<std::string, std::string> earlier_;  ///< the marker's entries as claim() found them
+  std::map<std::string, std::string> claimed_;  ///< them with this run's outputs pending
+  std::map<std::string, std::filesystem::path> staged_;
+  std::vector<std::unique_ptr<io::PendingFile>> pending_;
   io::LockFile lock_;
 };
 

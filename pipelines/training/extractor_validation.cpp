@@ -103,7 +103,7 @@ GridRequest grid_request_from(const cli::Invocation& invocation) {
 /// --retrieve K of oml-predict: every item is a query and a gallery item (never its own
 /// neighbour); the backend's top K per item as neighbours.csv (query,rank,neighbour,distance; the
 /// indices of embeddings.csv) and as [N, K] arrays (ids -1 and distance inf where an item has fewer).
-void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t k,
+void write_neighbours(CommandOutput& output, const at::Tensor& embeddings, int64_t k,
                       const config::RunConfig& cfg, const retrieval::RetrievalBackend& backend) {
   retrieval::ItemSet items;
   items.embeddings = embeddings;  // in the configured distance's space below
@@ -139,9 +139,9 @@ void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t
       distance_rows[q][i] = found.distances[found.begin(q) + i];
     }
   }
-  io::write_npy(dir / "neighbours_ids.npy", ids);
-  io::write_npy(dir / "neighbours_distances.npy", distances);
-  io::write_stream_atomic(dir / "neighbours.csv", [&](std::ostream& out) {
+  io::write_npy(output.stage("neighbours_ids.npy"), ids);
+  io::write_npy(output.stage("neighbours_distances.npy"), distances);
+  io::write_stream_atomic(output.stage("neighbours.csv"), [&](std::ostream& out) {
     out << "query,rank,neighbour,distance\n";
     char distance[32];
     for (int64_t q = 0; q < n; ++q) {
@@ -151,9 +151,8 @@ void write_neighbours(const fs::path& dir, const at::Tensor& embeddings, int64_t
       }
     }
   });
-  log::info("wrote the " + std::to_string(columns) + " nearest neighbours of each item (" +
-            backend.describe() + ") to " + dir.string() +
-            " (neighbours.csv, neighbours_ids.npy, neighbours_distances.npy)");
+  log::info("found the " + std::to_string(columns) + " nearest neighbours of each item (" +
+            backend.describe() + ")");
 }
 
 }  // namespace
@@ -211,15 +210,17 @@ int validate_extractor(const cli::Invocation& invocation, const config::RunConfi
     output.claim(with_grids ? std::vector<std::string>{"metrics.json", "images/"}
                             : std::vector<std::string>{"metrics.json"});
     const fs::path& root = output.folder();
-    io::write_file_atomic(root / "metrics.json", nlohmann::json(result.metrics).dump(2) + "\n");
+    io::write_file_atomic(output.stage("metrics.json"), nlohmann::json(result.metrics).dump(2) + "\n");
+    std::vector<fs::path> drawn;
+    if (with_grids) {
+      const fs::path staged = output.stage("images/");
+      for (const auto& path : save_grids(draw_grids(result, split, grids), staged))
+        drawn.push_back(root / "images" / path.lexically_relative(staged));
+    }
+    output.finish();  // metrics.json and images/ in place together
     print_metrics_table(result.metrics, "metrics (" + std::to_string(split.size()) + " validation rows):");
     log::info("metrics written to " + (root / "metrics.json").string());
-    if (with_grids) {
-      for (const auto& path : save_grids(draw_grids(result, split, grids), root / "images")) {
-        log::info("retrieval grid written to " + path.string());
-      }
-    }
-    output.finish();
+    for (const auto& path : drawn) log::info("retrieval grid written to " + path.string());
   }
   ctx.group->barrier();
   return 0;
@@ -248,18 +249,21 @@ int predict_extractor(const cli::Invocation& invocation, const config::RunConfig
       written.insert(written.end(), {"neighbours.csv", "neighbours_ids.npy", "neighbours_distances.npy"});
     output.claim(written);
     const fs::path& dir = output.folder();
-    io::write_npy(dir / "embeddings.npy", embeddings);
-    io::save_tensor(dir / "embeddings.pt", embeddings);
+    io::write_npy(output.stage("embeddings.npy"), embeddings);
+    io::save_tensor(output.stage("embeddings.pt"), embeddings);
     std::ostringstream csv;
     csv << "index," << (input.inputs.kind == RowInput::texts ? "text" : "path") << "\n";
     const std::vector<std::string>& sources = input.sources();
     for (std::size_t i = 0; i < sources.size(); ++i) csv << i << "," << data::csv_escape(sources[i]) << "\n";
-    io::write_file_atomic(dir / "embeddings.csv", csv.str());
+    io::write_file_atomic(output.stage("embeddings.csv"), csv.str());
+    if (retrieve > 0) write_neighbours(output, embeddings, retrieve, cfg, *backend);
+    output.finish();  // every file in place together
     log::info("wrote " + std::to_string(embeddings.size(0)) + " embeddings of size " +
               std::to_string(embeddings.size(1)) + " to " + dir.string() +
-              " (embeddings.npy, embeddings.pt, embeddings.csv)");
-    if (retrieve > 0) write_neighbours(dir, embeddings, retrieve, cfg, *backend);
-    output.finish();
+              " (embeddings.npy, embeddings.pt, embeddings.csv" +
+              (retrieve > 0
+                   ? ", and the neighbours: neighbours.csv, neighbours_ids.npy, neighbours_distances.npy)"
+                   : ")"));
   }
   ctx.group->barrier();
   return 0;

@@ -46,7 +46,7 @@ int validate_pairwise(const cli::Invocation& /*invocation*/, const config::RunCo
             .metrics;
     output.claim({"metrics.json"});
     const fs::path file = output.folder() / "metrics.json";
-    io::write_file_atomic(file, nlohmann::json(metrics).dump(2) + "\n");
+    io::write_file_atomic(output.stage("metrics.json"), nlohmann::json(metrics).dump(2) + "\n");
     output.finish();
     print_metrics_table(metrics, "metrics after re-ranking (" + std::to_string(split.size()) +
                                      " validation rows; " + kBeforeRerankingPrefix + "* without):");

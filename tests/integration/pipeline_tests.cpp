@@ -630,6 +630,37 @@ TEST_CASE(
   CHECK(read_file(dir / "p1" / "embeddings.csv") == read_file(dir / "p2" / "embeddings.csv"));
 }
 
+TEST_CASE("A run of oml-predict that fails half-way leaves the earlier run's outputs whole, as one set",
+          "[pipelines][integration][failpoint]") {
+  TempDir dir;
+  const auto config = [&](int seed) {
+    return "dataset_root: " + fashion_mnist_subset().string() + "\nsave_dir: " + (dir / "pred").string() +
+           "\nseed: " + std::to_string(seed) +
+           "\nnum_workers: 1\ntransforms_predict: {name: norm}\n"
+           "extractor: {name: conv_net, args: {channels: [8], feat_dim: 8}}\n";
+  };
+  write_file(dir / "a.yaml", config(1));
+  write_file(dir / "b.yaml", config(2));  // other random weights: other embeddings and neighbours
+  const auto predict = [&](const std::string& yaml, const std::string& env = "") {
+    return run(env + quote(command_path("oml-predict")) + " --progress quiet --retrieve 3 --config " +
+               quote((dir / yaml).string()));
+  };
+  REQUIRE(predict("a.yaml").exit_code == 0);
+  std::map<std::string, std::string> before;
+  for (const auto& entry : fs::directory_iterator(dir / "pred"))
+    before[entry.path().filename()] = read_file(entry.path());
+  // The last file written fails (as on a full disk): nothing of the second run may be in place.
+  const auto failed = predict("b.yaml", "env OML_FAILPOINTS=before_rename:neighbours.csv=fail ");
+  INFO(failed.err);
+  CHECK(failed.exit_code == 1);
+  std::map<std::string, std::string> after;
+  for (const auto& entry : fs::directory_iterator(dir / "pred"))
+    after[entry.path().filename()] = read_file(entry.path());
+  CHECK(after == before);  // every file the first run's, no temporary beside them
+  REQUIRE(predict("b.yaml").exit_code == 0);
+  CHECK(read_file(dir / "pred" / "embeddings.npy") != before.at("embeddings.npy"));
+}
+
 TEST_CASE("OML_FAILPOINTS pauses an atomic write before its rename, and a malformed value is a config error",
           "[pipelines][integration][failpoint]") {
   TempDir dir;

@@ -119,7 +119,10 @@ void write_stream_atomic(const fs::path& path, const std::function<void(std::ost
     out.flush();
     if (!out) throw RuntimeError("writing '" + path.string() + "' failed (disk full?)");
     out.close();
-    failpoint("before_rename:" + path.filename().string());
+    // Named after the output even when `path` is a staged temporary of it (CommandOutput::stage).
+    std::string name = path.filename().string();
+    if (temporary_owner(name) >= 0) name.erase(name.rfind(".tmp-"));
+    failpoint("before_rename:" + name);
   });
 }
 
