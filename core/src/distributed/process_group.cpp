@@ -140,9 +140,13 @@ void arrive(detail::C10dStore& store, const World& world, double timeout_s) {
   auto pause = std::chrono::milliseconds(10);
   while (store.add(detail::kArrivalsKey, 0) < world.world_size) {
     if (const auto record = store.try_get(kFailureKey)) {
+      // Named as a timed-out rendezvous names it: the ranks that never came, then why.
+      const std::string missing = detail::missing_ranks(store, world, timeout_s);
       const auto why = detail::FailureRecord::decode(*record);
-      throw DistributedError(me + ": rendezvous of " + size + " ranks through " + where +
-                             " failed: " + (why ? why->describe() : "another rank failed"));
+      throw DistributedError(me + ": rendezvous of " + size + " ranks through " + where + " failed" +
+                             (missing.rfind(": ", 0) == 0
+                                  ? missing
+                                  : ": " + (why ? why->describe() : std::string("a rank failed"))));
     }
     if (Clock::now() >= deadline) {
       throw DistributedError(me + ": rendezvous of " + size + " ranks through " + where +
